@@ -1,0 +1,3 @@
+"""clustercert: provision, certify and watch GPU/InfiniBand nodes."""
+
+__version__ = "0.1.0"

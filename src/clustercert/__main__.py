@@ -1,0 +1,3 @@
+from clustercert.cli import main
+
+raise SystemExit(main())

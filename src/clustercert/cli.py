@@ -1,0 +1,3 @@
+def main(argv=None):
+    print("clustercert: skeleton")
+    return 3
