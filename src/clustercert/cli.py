@@ -1,3 +1,388 @@
-def main(argv=None):
-    print("clustercert: skeleton")
-    return 3
+"""The clustercert command line. Commands glue layers together and hold no logic of their own."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+from clustercert import __version__
+from clustercert.errors import (
+    EXIT_INPUT,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    ClustercertError,
+    InputError,
+    NotReady,
+)
+
+PROG = "clustercert"
+
+EXIT_CODES = """\
+exit codes:
+  0  success / certified / no drift
+  1  findings: something failed, drifted or was unreachable
+  2  bad input or usage (inventory, profile, lab spec, flags, tool output)
+  3  internal error, or a verb that is not implemented yet"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as ONE line and exit 2, without the usage dump."""
+
+    def error(self, message: str):  # noqa: D401
+        raise InputError(self.prog, None, message)
+
+
+def _fmt(description: str, example: str) -> dict:
+    return {
+        "description": textwrap.dedent(description).strip(),
+        "epilog": "example:\n" + textwrap.indent(textwrap.dedent(example).strip(), "  ") + "\n\n" + EXIT_CODES,
+        "formatter_class": argparse.RawDescriptionHelpFormatter,
+    }
+
+
+def _inventory_flags(p: argparse.ArgumentParser, *, required: bool = True) -> None:
+    p.add_argument("-i", "--inventory", metavar="INV", required=required,
+                   help="Ansible inventory (file or directory); `lab` means the running lab's inventory")
+    p.add_argument("-l", "--limit", metavar="PATTERN", help="limit to hosts matching an Ansible pattern")
+
+
+def _playbook_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--check", action="store_true", help="dry run: report what would change, change nothing")
+    p.add_argument("--diff", action="store_true", help="show the differences of changed files and templates")
+    p.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS",
+                   help="extra variables: key=value, a JSON/YAML mapping, or @file (repeatable)")
+    p.add_argument("-t", "--tags", metavar="TAGS", help="only run roles/tasks with these tags (comma separated)")
+    p.add_argument("-f", "--forks", type=_positive_int, metavar="N", help="parallel hosts (default from ansible.cfg: 25)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    top = _Parser(
+        prog=PROG,
+        description="Provision GPU/InfiniBand nodes with Ansible, certify them with evidence, watch them for drift.",
+        epilog=textwrap.dedent("""\
+            typical session:
+              clustercert lab up --nodes 4          # a simulated GPU/IB cluster on this machine
+              clustercert inventory -i lab          # what each node must be (profile, thresholds)
+              clustercert bootstrap -i lab          # bring nodes to the pinned software state
+              clustercert certify -i lab --out cert # validators + probes -> signed certificate
+
+            """) + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    top.add_argument("-v", "--verbose", action="count", default=0, help="more output (repeatable)")
+    sub = top.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
+
+    p = sub.add_parser("bootstrap", help="bring nodes to the pinned software state (rolling, safe)", **_fmt(
+        """Run playbooks/bootstrap.yml: drivers, fabric manager, OFED/DOCA, peermem, NCCL and probe
+        tools, the container toolkit, dual-IB redundancy and tuning, with rolling reboots.""",
+        "clustercert bootstrap -i inventory/h100-sample --limit gpu01 --check --diff"))
+    _inventory_flags(p)
+    _playbook_flags(p)
+    p.add_argument("--format", choices=("table", "json"), default="table")
+
+    p = sub.add_parser("validate", help="run the testinfra validators on every node", **_fmt(
+        "Run the validators (gpu, driver, rdma, ib, bond, container, tuning, time, packages) on every node in parallel.",
+        "clustercert validate -i lab --checks gpu,ib --format json"))
+    _inventory_flags(p)
+    p.add_argument("-f", "--forks", type=_positive_int, metavar="N")
+    p.add_argument("--checks", metavar="LIST", help="components to run, e.g. gpu,ib,bond")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--out", metavar="DIR")
+    p.add_argument("--disruptive", action="store_true", help="also run the bond failover test")
+
+    p = sub.add_parser("probe", help="run bandwidth/latency probes (ib_write_bw, NCCL, nvbandwidth, iperf3)", **_fmt(
+        "Run the bandwidth probes on the two-round pair schedule and print the values against the thresholds.",
+        "clustercert probe -i lab --probes iperf3,ib_write_bw"))
+    _inventory_flags(p)
+    p.add_argument("--probes", metavar="LIST")
+    p.add_argument("--all-pairs", action="store_true")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+
+    p = sub.add_parser("certify", help="validators + probes -> verdict and a signed certificate", **_fmt(
+        "Validate, probe and judge every node and link; write certificate.json, report.html, junit.xml, summary.md.",
+        "clustercert certify -i lab --out cert/"))
+    _inventory_flags(p)
+    p.add_argument("-f", "--forks", type=_positive_int, metavar="N")
+    p.add_argument("--out", metavar="DIR", required=True)
+    p.add_argument("--all-pairs", action="store_true")
+    p.add_argument("--drain", choices=("slurm",))
+    p.add_argument("--key", metavar="FILE", help="Ed25519 private key used to sign the certificate")
+
+    p = sub.add_parser("drift", help="what changed since the last certificate", **_fmt(
+        "Configuration drift (bootstrap in check mode), state drift (validators) and performance drift (probes).",
+        "clustercert drift -i lab --probes quick --prom /var/lib/node_exporter/clustercert.prom"))
+    _inventory_flags(p)
+    p.add_argument("--baseline", default="latest-certified", metavar="RUN_ID")
+    p.add_argument("--probes", choices=("none", "quick", "full"), default="none")
+    p.add_argument("--fix", action="store_true")
+    p.add_argument("--prom", metavar="FILE")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+
+    p = sub.add_parser("lab", help="a simulated GPU/InfiniBand cluster on this machine", **_fmt(
+        """Start, inspect, break and mend the lab: systemd-nspawn nodes with their own root filesystems,
+        network namespaces, sshd and apt; simulated GPUs and HCAs. Needs root.""",
+        "clustercert lab up --nodes 4\nclustercert lab fault node02 gpu_missing gpu=3\nclustercert lab heal node02\nclustercert lab down"))
+    lab = p.add_subparsers(dest="lab_cmd", metavar="CMD", parser_class=_Parser, required=True)
+    q = lab.add_parser("up", help="start the lab (idempotent)", **_fmt(
+        "Build the image once (cached), start the nodes, write the inventory.", "clustercert lab up --nodes 4 --spec lab.yml"))
+    q.add_argument("--nodes", type=_positive_int, metavar="N")
+    q.add_argument("--spec", metavar="FILE", help="lab spec YAML: nodes, profile, link_mbit, faults")
+    lab.add_parser("down", help="stop the lab and remove every trace", **_fmt("Stop every node and remove the lab's links, bridges, mounts and processes.", "clustercert lab down"))
+    q = lab.add_parser("status", help="nodes, their state and faults", **_fmt("Show the lab's nodes, addresses and active faults.", "clustercert lab status --format json"))
+    q.add_argument("--format", choices=("table", "json"), default="table")
+    q = lab.add_parser("fault", help="inject a fault into a running node", **_fmt(
+        "Inject a hardware or configuration fault (see docs/lab-faults.md for kinds and parameters).",
+        "clustercert lab fault node03 link_slow fabric=1 factor=0.3"))
+    q.add_argument("node")
+    q.add_argument("kind")
+    q.add_argument("params", nargs="*", metavar="KEY=VALUE")
+    q = lab.add_parser("heal", help="remove a node's faults (all, or one kind)", **_fmt("Heal a node.", "clustercert lab heal node03 link_slow"))
+    q.add_argument("node")
+    q.add_argument("kind", nargs="?")
+    lab.add_parser("inventory", help="print the path of the lab's Ansible inventory", **_fmt(
+        "Print the inventory path the lab wrote (`-i lab` on every verb means this).", "ansible all -i $(clustercert lab inventory) -m ping"))
+
+    p = sub.add_parser("parse", help="parse a tool's output into a typed record", **_fmt(
+        "Parse saved tool output with the same parsers the validators use. FILE may be - for stdin.",
+        "nvidia-smi -q -x > gpu.xml && clustercert parse nvidia-smi-xml gpu.xml --json"))
+    p.add_argument("kind", nargs="?")
+    p.add_argument("file", nargs="?")
+    p.add_argument("--json", action="store_true", help="print JSON (default: YAML)")
+    p.add_argument("--list", action="store_true", help="list the kinds")
+
+    p = sub.add_parser("inventory", help="validate an inventory and print the resolved view", **_fmt(
+        "Validate the inventory (profiles, overrides, clustercert_* variables) and print hosts, profiles and effective thresholds.",
+        "clustercert inventory -i inventory/h100-sample --format json"))
+    _inventory_flags(p)
+    p.add_argument("--format", choices=("table", "json"), default="table")
+
+    p = sub.add_parser("report", help="reports from the store (history, runs)", **_fmt(
+        "Per-node trends and past runs from the SQLite store.", "clustercert report history --node node01"))
+    p.add_argument("what", choices=("history", "runs"))
+    p.add_argument("--node")
+
+    p = sub.add_parser("verify", help="verify a certificate's signature", **_fmt(
+        "Check that certificate.json was signed by the key and not changed since.",
+        "clustercert verify cert/certificate.json --key cert/signing.pub"))
+    p.add_argument("certificate")
+    p.add_argument("--key", required=True)
+
+    sub.add_parser("version", help="print versions", **_fmt("Print clustercert, ansible-core, ansible-runner and Python versions.", "clustercert version"))
+    return top
+
+
+# ---------------------------------------------------------------------------------------------
+# verbs
+
+
+def cmd_version(args) -> int:
+    from importlib.metadata import PackageNotFoundError, version
+
+    def v(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    print(f"clustercert {__version__}")
+    print(f"ansible-core {v('ansible-core')}")
+    print(f"ansible-runner {v('ansible-runner')}")
+    print(f"pytest-testinfra {v('pytest-testinfra')}")
+    print(f"python {sys.version.split()[0]}")
+    return EXIT_OK
+
+
+def cmd_inventory(args) -> int:
+    from clustercert.inventory import load_inventory, resolved_view
+    from clustercert.report_text import print_inventory
+
+    view = resolved_view(load_inventory(args.inventory, args.limit))
+    if args.format == "json":
+        print(json.dumps(view, indent=2))
+    else:
+        print_inventory(view)
+    return EXIT_OK
+
+
+def cmd_parse(args) -> int:
+    from clustercert import parsers
+
+    if args.list:
+        for kind in sorted(parsers.REGISTRY):
+            print(f"{kind:28} {parsers.REGISTRY[kind].description}")
+        return EXIT_OK
+    if not args.kind or not args.file:
+        raise InputError("clustercert parse", None, "usage: clustercert parse KIND FILE [--json] (or --list)")
+    if args.kind not in parsers.REGISTRY:
+        raise InputError("clustercert parse", "KIND", f"unknown kind {args.kind!r} (see `clustercert parse --list`)")
+    if args.file == "-":
+        text, source = sys.stdin.read(), "<stdin>"
+    else:
+        source = args.file
+        try:
+            text = Path(args.file).read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            raise InputError(source, None, "file not found") from None
+        except IsADirectoryError:
+            raise InputError(source, None, "is a directory, expected a file") from None
+        except OSError as exc:
+            raise InputError(source, None, f"cannot read: {exc.strerror}") from None
+    try:
+        record = parsers.parse(args.kind, text)
+    except parsers.ParseError as exc:
+        raise InputError(source, args.kind, exc.reason) from None
+    if args.json:
+        print(json.dumps(record, indent=2, default=str))
+    else:
+        import yaml
+
+        print(yaml.safe_dump(record, sort_keys=False, default_flow_style=False).rstrip())
+    return EXIT_OK
+
+
+def _key_values(items: list[str]) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError("clustercert lab fault", item, "parameters are KEY=VALUE")
+        if key in params:
+            raise InputError("clustercert lab fault", key, "parameter given twice")
+        params[key] = value
+    return params
+
+
+def cmd_lab(args) -> int:
+    params = _key_values(args.params) if args.lab_cmd == "fault" else {}
+    from clustercert.lab import manager
+
+    if args.lab_cmd == "up":
+        status = manager.up(nodes=args.nodes, spec_path=args.spec)
+        from clustercert.report_text import print_lab_status
+
+        print_lab_status(status)
+        return EXIT_OK
+    if args.lab_cmd == "down":
+        manager.down()
+        print("lab is down")
+        return EXIT_OK
+    if args.lab_cmd == "status":
+        status = manager.status()
+        if args.format == "json":
+            print(json.dumps(status, indent=2, default=str))
+        else:
+            from clustercert.report_text import print_lab_status
+
+            print_lab_status(status)
+        return EXIT_OK
+    if args.lab_cmd == "fault":
+        manager.fault(args.node, args.kind, params)
+        print(f"{args.node}: {args.kind} injected")
+        return EXIT_OK
+    if args.lab_cmd == "heal":
+        manager.heal(args.node, args.kind)
+        print(f"{args.node}: healed{' ' + args.kind if args.kind else ''}")
+        return EXIT_OK
+    if args.lab_cmd == "inventory":
+        print(manager.inventory_path())
+        return EXIT_OK
+    raise InputError("clustercert lab", None, f"unknown lab command {args.lab_cmd!r}")
+
+
+def parse_extra_vars(items: list[str]) -> dict:
+    from clustercert.yamlutil import load_yaml_file, loads
+
+    out: dict = {}
+    for item in items:
+        if item.startswith("@"):
+            data = load_yaml_file(item[1:])
+            if not isinstance(data, dict):
+                raise InputError(item[1:], None, "extra-vars file must be a mapping")
+            out.update(data)
+        elif item.lstrip().startswith("{"):
+            data = loads(item, "-e/--extra-vars")
+            if not isinstance(data, dict):
+                raise InputError("-e/--extra-vars", None, "expected a mapping")
+            out.update(data)
+        else:
+            for pair in item.split():
+                key, sep, value = pair.partition("=")
+                if not sep or not key:
+                    raise InputError("-e/--extra-vars", pair, "expected key=value, a JSON mapping, or @file")
+                out[key] = value
+    return out
+
+
+_NOT_READY = {
+    "bootstrap": "issue: Provisioning (roles and playbooks/bootstrap.yml)",
+    "validate": "issue: Validators",
+    "probe": "issue: Certify (probes)",
+    "certify": "issue: Certify",
+    "drift": "issue: Nightly drift",
+    "report": "issue: Nightly drift (store history)",
+    "verify": "issue: Certify (signed certificates)",
+}
+
+
+def cmd_not_ready(args) -> int:
+    # Validate what the user gave us first: bad input is still exit 2.
+    if getattr(args, "inventory", None) is not None:
+        from clustercert.inventory import load_inventory
+
+        load_inventory(args.inventory, getattr(args, "limit", None))
+    if getattr(args, "extra_vars", None):
+        parse_extra_vars(args.extra_vars)
+    raise NotReady(f"`clustercert {args.verb}` is not implemented yet ({_NOT_READY[args.verb]}); nothing was run")
+
+
+HANDLERS = {
+    "version": cmd_version,
+    "inventory": cmd_inventory,
+    "parse": cmd_parse,
+    "lab": cmd_lab,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    verbose = 0
+    try:
+        args = parser.parse_args(argv)
+        verbose = args.verbose
+        if not args.verb:
+            parser.print_help()
+            return EXIT_INPUT
+        handler = HANDLERS.get(args.verb, cmd_not_ready)
+        return handler(args)
+    except InputError as exc:
+        print(f"{PROG}: error: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    except ClustercertError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # an internal error: never a traceback unless asked for
+        if verbose or os.environ.get("CLUSTERCERT_DEBUG"):
+            raise
+        print(f"{PROG}: internal error: {type(exc).__name__}: {exc} (run with -v for the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Set up a development/CI environment on a fresh Debian 12 machine (run as root from the repo).
+# Installs the Debian packages clustercert and its lab need, then a virtualenv with clustercert.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+for pkg in python3 python3-venv python3-pip git ca-certificates openssh-client iproute2 iptables \
+           debootstrap systemd-container iperf3 gnupg dpkg-dev curl; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+done
+if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then
+  echo "setup: installing Debian packages: ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+.venv/bin/python -m pip install -q -e '.[test]'
+echo "setup: $(.venv/bin/clustercert version | head -2 | tr '\n' ' ')"

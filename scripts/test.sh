@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The test command (README and .ci/run): set up, lint, run the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+echo "== ruff"
+.venv/bin/ruff check src tests benchmarks
+echo "== ansible-lint (production profile)"
+.venv/bin/ansible-lint --profile production -q roles playbooks
+echo "== pytest"
+.venv/bin/pytest -q -p no:cacheprovider "$@"

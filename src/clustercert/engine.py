@@ -1,0 +1,217 @@
+"""Run playbooks through ansible-runner.
+
+One private data dir per run under ``<state>/runs/<id>/`` (artifacts kept; the env/ folder, which may
+hold extra-vars, is removed after the run so secrets do not linger in artifacts). Runner events are
+streamed to a progress callback and summarised into per-host stats and a list of changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from clustercert import paths
+
+STAT_KEYS = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
+
+
+@dataclass
+class HostStats:
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+    rescued: int = 0
+    ignored: int = 0
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    run_dir: Path
+    rc: int
+    status: str  # successful | failed | timeout | canceled
+    stats: dict[str, HostStats]
+    changes: list[dict] = field(default_factory=list)
+    failures: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "successful" and not any(s.failed or s.unreachable for s in self.stats.values())
+
+    def to_json(self) -> dict:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "rc": self.rc,
+            "hosts": {h: asdict(s) for h, s in sorted(self.stats.items())},
+            "changes": self.changes,
+            "failures": self.failures,
+        }
+
+
+# An event as the progress display sees it: (kind, host, task, detail)
+ProgressCallback = Callable[[dict], None]
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+def _summarise(event: dict) -> dict | None:
+    """Reduce a runner event to what the display, stats and the caller need."""
+    kind = event.get("event", "")
+    data = event.get("event_data", {}) or {}
+    if kind == "playbook_on_task_start":
+        return {"kind": "task", "task": data.get("task", ""), "role": data.get("role", "")}
+    if kind == "playbook_on_play_start":
+        return {"kind": "play", "play": data.get("play", "")}
+    if kind.startswith("runner_on_") or kind.startswith("runner_item_on_"):
+        res = data.get("res", {}) or {}
+        status = kind.removeprefix("runner_item_on_").removeprefix("runner_on_")
+        if status == "ok" and res.get("changed"):
+            status = "changed"
+        if status == "failed" and data.get("ignore_errors"):
+            status = "ignored"
+        return {
+            "kind": "host",
+            "status": status,
+            "host": data.get("host", ""),
+            "task": data.get("task", ""),
+            "role": data.get("role", ""),
+            "action": data.get("task_action", ""),
+            "item": kind.startswith("runner_item_on_"),
+            "changed": bool(res.get("changed")),
+            "msg": str(res.get("msg", ""))[:500] if status in ("failed", "unreachable") else "",
+            "diff": res.get("diff") if res.get("changed") else None,
+        }
+    if kind == "playbook_on_stats":
+        return {"kind": "stats", "data": {k: data.get(k, {}) for k in ("ok", "changed", "failures", "dark", "skipped", "rescued", "ignored", "processed")}}
+    return None
+
+
+def _stats_from(data: dict) -> dict[str, HostStats]:
+    mapping = {"ok": "ok", "changed": "changed", "failures": "failed", "dark": "unreachable",
+               "skipped": "skipped", "rescued": "rescued", "ignored": "ignored"}
+    hosts = set(data.get("processed", {})) | {h for k in mapping for h in data.get(k, {})}
+    out = {h: HostStats() for h in hosts}
+    for src, dst in mapping.items():
+        for h, n in data.get(src, {}).items():
+            setattr(out[h], dst, int(n))
+    return out
+
+
+def run_playbook(
+    playbook: str | Path,
+    inventory: str | Path,
+    *,
+    limit: str | None = None,
+    check: bool = False,
+    diff: bool = False,
+    tags: str | None = None,
+    skip_tags: str | None = None,
+    extra_vars: dict | None = None,
+    forks: int | None = None,
+    verbosity: int = 0,
+    timeout: int | None = None,
+    progress: ProgressCallback | None = None,
+    state: Path | None = None,
+    envvars: dict | None = None,
+) -> RunResult:
+    import ansible_runner
+
+    state = state or paths.state_dir()
+    run_id = new_run_id()
+    run_dir = state / "runs" / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    playbook = Path(playbook)
+    if not playbook.is_absolute() and not playbook.exists():
+        playbook = paths.playbooks_dir() / playbook
+    playbook = playbook.resolve()
+
+    cmdline: list[str] = []
+    if check:
+        cmdline.append("--check")
+    if diff:
+        cmdline.append("--diff")
+    if tags:
+        cmdline += ["--tags", tags]
+    if skip_tags:
+        cmdline += ["--skip-tags", skip_tags]
+
+    # ansible-runner starts ansible-playbook from PATH: make sure it is the one next to this Python.
+    bindir = os.path.dirname(sys.executable)
+    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+    env = {
+        "ANSIBLE_CONFIG": str(paths.ansible_cfg()),
+        "ANSIBLE_ROLES_PATH": str(paths.roles_dir()),
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(state / "facts"),
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        "ANSIBLE_FORCE_COLOR": "False",
+        "ANSIBLE_NOCOLOR": "True",
+    }
+    env.update(envvars or {})
+
+    changes: list[dict] = []
+    failures: list[dict] = []
+    events: list[dict] = []
+    final_stats: dict = {}
+
+    def handler(event: dict) -> bool:
+        s = _summarise(event)
+        if s is None:
+            return True
+        if s["kind"] == "stats":
+            final_stats.update(s["data"])
+        elif s["kind"] == "host":
+            if s["status"] == "changed" and not s["item"]:
+                changes.append({"host": s["host"], "task": s["task"], "role": s["role"], "diff": s["diff"]})
+            if s["status"] in ("failed", "unreachable") and not s["item"]:
+                failures.append({"host": s["host"], "task": s["task"], "status": s["status"], "msg": s["msg"]})
+        if s["kind"] != "host" or not s["item"]:
+            events.append({k: v for k, v in s.items() if k != "diff"})
+        if progress is not None:
+            progress(s)
+        return True
+
+    kwargs = dict(
+        private_data_dir=str(run_dir),
+        playbook=str(playbook),
+        inventory=str(Path(inventory).resolve()),
+        envvars=env,
+        event_handler=handler,
+        quiet=True,
+        verbosity=verbosity or None,
+        settings={"suppress_ansible_output": True, "job_timeout": timeout or 0},
+    )
+    if limit:
+        kwargs["limit"] = limit
+    if forks:
+        kwargs["forks"] = forks
+    if extra_vars:
+        kwargs["extravars"] = extra_vars
+    if cmdline:
+        kwargs["cmdline"] = " ".join(_quote(c) for c in cmdline)
+    runner = ansible_runner.run(**kwargs)
+    # extra-vars may hold secrets: do not keep them next to the artifacts.
+    shutil.rmtree(run_dir / "env", ignore_errors=True)
+    stats = _stats_from(final_stats or (runner.stats or {}))
+    result = RunResult(run_id, run_dir, int(runner.rc or 0), str(runner.status), stats, changes, failures, events)
+    (run_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
+    return result
+
+
+def _quote(s: str) -> str:
+    import shlex
+
+    return shlex.quote(s)

@@ -1,0 +1,367 @@
+"""Inventory loading and validation: every verb runs this before it runs anything.
+
+Ansible itself parses the inventory (so INI, YAML, directories, group_vars/host_vars behave exactly as
+they do for ansible-playbook); before that, clustercert reads every file strictly (malformed YAML,
+duplicate keys and duplicate hosts are errors that name the file and line), and after it checks
+every host's ``clustercert_*`` variables against a schema: an unknown ``clustercert_*`` variable is an
+error, because a typo must not silently disable a check.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+)
+
+from clustercert.errors import InputError
+from clustercert.profile import Profile, format_validation_error, load_profile
+from clustercert.yamlutil import load_yaml_file
+
+PREFIX = "clustercert_"
+YAML_SUFFIXES = (".yml", ".yaml")
+GROUP_KEYS = {"hosts", "vars", "children"}
+
+
+class InventoryVars(BaseModel):
+    """The ``clustercert_*`` variables a host may carry. Anything else with the prefix is an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    clustercert_profile: StrictStr = Field(min_length=1)
+    clustercert_profile_overrides: dict = Field(default_factory=dict)
+    clustercert_cluster_name: StrictStr | None = None
+    clustercert_package_mirror: Annotated[StrictStr, Field(pattern=r"^(https?|file)://\S+$")] | None = None
+    clustercert_max_parallel_reboots: Annotated[StrictInt, Field(ge=1, le=1000)] = 1
+    clustercert_fabric_addresses: dict[StrictStr, StrictStr] = Field(default_factory=dict)
+    clustercert_sm_priority: Annotated[StrictInt, Field(ge=0, le=15)] | None = None
+    clustercert_slurm: StrictBool = False
+    clustercert_slurm_node_name: StrictStr | None = None
+    clustercert_command_timeout_s: Annotated[StrictInt, Field(ge=1, le=3600)] = 60
+
+    @field_validator("clustercert_fabric_addresses")
+    @classmethod
+    def _cidrs(cls, value: dict[str, str]) -> dict[str, str]:
+        for netdev, cidr in value.items():
+            try:
+                ipaddress.ip_interface(cidr)
+            except ValueError:
+                raise ValueError(f"{netdev}: {cidr!r} is not an address with prefix (e.g. 10.1.0.5/24)") from None
+        return value
+
+
+KNOWN_VARS = frozenset(InventoryVars.model_fields)
+
+
+@dataclass
+class HostView:
+    name: str
+    groups: list[str]
+    vars: InventoryVars
+    profile: Profile
+    connection: dict = field(default_factory=dict)  # ansible_* variables, for display and testinfra
+
+
+@dataclass
+class Inventory:
+    source: Path
+    hosts: dict[str, HostView]
+    files: list[Path]
+
+    @property
+    def profiles(self) -> dict[str, Profile]:
+        return {h.profile.name: h.profile for h in self.hosts.values()}
+
+
+def resolve_inventory_arg(arg: str | None) -> Path:
+    """``-i`` value to a path. ``lab`` means the inventory the running lab wrote."""
+    if arg is None:
+        env = os.environ.get("CLUSTERCERT_INVENTORY")
+        if not env:
+            raise InputError("-i/--inventory", None, "no inventory given (use -i PATH, or -i lab for the lab)")
+        arg = env
+    if arg == "lab" and not Path("lab").exists():
+        from clustercert.lab import manager
+
+        path = Path(manager.inventory_path())
+        if not path.exists():
+            raise InputError("-i lab", None, "no lab inventory: start the lab first with `clustercert lab up`")
+        return path
+    return Path(arg)
+
+
+def _inventory_files(path: Path) -> tuple[list[Path], list[Path]]:
+    """(inventory source files, group_vars/host_vars files) that Ansible will read for ``path``."""
+    if not path.exists():
+        raise InputError(str(path), None, "inventory not found")
+    if path.is_dir():
+        sources = sorted(
+            p for p in path.iterdir()
+            if p.is_file() and not p.name.startswith(".") and p.suffix not in (".md", ".txt", ".cfg", ".retry")
+            and not p.name.endswith("~")
+        )
+        base = path
+    else:
+        sources = [path]
+        base = path.parent
+    if not os.access(path, os.R_OK):
+        raise InputError(str(path), None, "inventory is not readable (permission denied)")
+    var_files: list[Path] = []
+    for sub in ("group_vars", "host_vars"):
+        d = base / sub
+        if d.is_dir():
+            for p in sorted(d.rglob("*")):
+                if p.is_file() and (p.suffix in YAML_SUFFIXES or p.suffix == "" or p.suffix == ".json"):
+                    var_files.append(p)
+    return sources, var_files
+
+
+def _looks_yaml(path: Path, text: str) -> bool:
+    if path.suffix in YAML_SUFFIXES:
+        return True
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith(("#", ";")):
+            continue
+        return not s.startswith("[") and bool(re.match(r"^[\w.-]+:\s*(#.*)?$", s)) or s == "---"
+    return False
+
+
+def _check_yaml_inventory(path: Path, data) -> None:
+    if data is None:
+        raise InputError(str(path), None, "inventory is empty")
+    if not isinstance(data, dict):
+        raise InputError(str(path), None, "a YAML inventory must be a mapping of groups")
+
+    def walk(group: str, body, trail: str) -> None:
+        if body is None:
+            return
+        if not isinstance(body, dict):
+            raise InputError(str(path), trail, "a group must be a mapping with hosts, vars or children")
+        for key in body:
+            if key not in GROUP_KEYS:
+                raise InputError(str(path), f"{trail}.{key}", "unknown key (expected hosts, vars or children)")
+        hosts = body.get("hosts")
+        if hosts is not None and not isinstance(hosts, dict):
+            raise InputError(str(path), f"{trail}.hosts", "hosts must be a mapping of host names")
+        for host, hvars in (hosts or {}).items():
+            if hvars is not None and not isinstance(hvars, dict):
+                raise InputError(str(path), f"{trail}.hosts.{host}", "host variables must be a mapping")
+        gvars = body.get("vars")
+        if gvars is not None and not isinstance(gvars, dict):
+            raise InputError(str(path), f"{trail}.vars", "vars must be a mapping")
+        children = body.get("children")
+        if children is not None and not isinstance(children, dict):
+            raise InputError(str(path), f"{trail}.children", "children must be a mapping of groups")
+        for child, cbody in (children or {}).items():
+            walk(child, cbody, f"{trail}.children.{child}")
+
+    for group, body in data.items():
+        walk(group, body, str(group))
+
+
+def _check_ini_inventory(path: Path, text: str) -> None:
+    section = "ungrouped"
+    seen: dict[str, set[str]] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            if not line.endswith("]"):
+                raise InputError(str(path), f"line {lineno}", f"malformed section header {line!r}")
+            section = line[1:-1]
+            continue
+        if ":" in section:  # [group:vars] / [group:children]
+            continue
+        host = line.split()[0]
+        if host in seen.setdefault(section, set()):
+            raise InputError(str(path), f"line {lineno}", f"duplicate host {host!r} in group [{section}]")
+        seen[section].add(host)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except PermissionError:
+        raise InputError(str(path), None, "file is not readable (permission denied)") from None
+    except UnicodeDecodeError:
+        raise InputError(str(path), None, "not UTF-8 text") from None
+    except OSError as exc:
+        raise InputError(str(path), None, f"cannot read: {exc.strerror}") from None
+
+
+def precheck_files(path: Path) -> list[Path]:
+    sources, var_files = _inventory_files(path)
+    if not sources:
+        raise InputError(str(path), None, "inventory directory holds no inventory file")
+    for src in sources:
+        text = _read_text(src)
+        if not text.strip():
+            raise InputError(str(src), None, "inventory is empty")
+        if _looks_yaml(src, text):
+            from clustercert.yamlutil import loads
+
+            _check_yaml_inventory(src, loads(text, str(src)))
+        else:
+            _check_ini_inventory(src, text)
+    for vf in var_files:
+        data = load_yaml_file(vf)
+        if data is not None and not isinstance(data, dict):
+            raise InputError(str(vf), None, "variables file must be a YAML mapping")
+    return sources + var_files
+
+
+def _locate(files: list[Path], key: str, default: Path) -> str:
+    """The file that defines ``key`` (for error messages): host_vars first, then group_vars, then inventory."""
+    pattern = re.compile(rf"(^|[\s{{,]){re.escape(key)}\s*[:=]", re.M)
+    ranked = sorted(files, key=lambda p: (0 if "host_vars" in p.parts else 1 if "group_vars" in p.parts else 2))
+    for f in ranked:
+        try:
+            if pattern.search(f.read_text(encoding="utf-8", errors="replace")):
+                return str(f)
+        except OSError:
+            continue
+    return str(default)
+
+
+def _ansible_hosts(path: Path, limit: str | None) -> list[tuple[str, list[str], dict]]:
+    os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_WARNING", "False")
+    os.environ.setdefault("ANSIBLE_LOCALHOST_WARNING", "False")
+    from ansible import constants as C
+    from ansible.errors import AnsibleError
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.vars.manager import VariableManager
+
+    C.INVENTORY_UNPARSED_IS_FAILED = True
+    loader = DataLoader()
+    # Ansible's own warnings (e.g. an unmatched --limit pattern) would add lines to our one-line errors.
+    try:
+        from ansible.utils.display import Display
+
+        Display().verbosity = 0
+        C.LOCALHOST_WARNING = False
+        C.HOST_PATTERN_MISMATCH = "ignore"
+    except Exception:  # noqa: BLE001 - cosmetic only
+        pass
+    try:
+        inv = InventoryManager(loader=loader, sources=[str(path)])
+        vm = VariableManager(loader=loader, inventory=inv)
+        hosts = inv.get_hosts(pattern=limit or "all")
+        out = []
+        for h in hosts:
+            hv = vm.get_vars(host=h, include_hostvars=False)
+            out.append((h.name, sorted(g.name for g in h.get_groups() if g.name != "all"), dict(hv)))
+        return out
+    except AnsibleError as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(str(path), None, f"Ansible cannot parse the inventory: {msg}") from None
+
+
+def load_inventory(arg: str | None, limit: str | None = None) -> Inventory:
+    path = resolve_inventory_arg(arg)
+    files = precheck_files(path)
+    entries = _ansible_hosts(path, None)
+    if not entries:
+        raise InputError(str(path), None, "inventory defines no hosts")
+    if limit:
+        limited = {name for name, _, _ in _ansible_hosts(path, limit)}
+        if not limited:
+            raise InputError("--limit", None, f"pattern {limit!r} matches no host in {path}")
+        entries = [e for e in entries if e[0] in limited]
+
+    profiles_cache: dict[tuple[str, str], Profile] = {}
+    hosts: dict[str, HostView] = {}
+    for name, groups, hv in entries:
+        cc = {k: v for k, v in hv.items() if k.startswith(PREFIX)}
+        for key in sorted(cc):
+            if key not in KNOWN_VARS:
+                close = [k for k in KNOWN_VARS if _similar(k, key)]
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                raise InputError(_locate(files, key, path), key, f"unknown clustercert variable on host {name}{hint}")
+        if "clustercert_profile" not in cc:
+            raise InputError(
+                str(path), "clustercert_profile",
+                f"required variable is missing for host {name} (set it in group_vars, e.g. clustercert_profile: h100-sxm-8x-ndr)",
+            )
+        try:
+            ivars = InventoryVars.model_validate(cc)
+        except ValidationError as exc:
+            key, reason = format_validation_error(exc)
+            top = key.split(".")[0]
+            raise InputError(_locate(files, top, path), key, f"{reason} (host {name})") from None
+        ov_key = repr(sorted(ivars.clustercert_profile_overrides.items()))
+        cache_key = (ivars.clustercert_profile, ov_key)
+        if cache_key not in profiles_cache:
+            where = _locate(files, "clustercert_profile", path)
+            from clustercert.profile import profile_source
+
+            if not profile_source(ivars.clustercert_profile).is_file():
+                from clustercert.profile import builtin_profiles
+
+                raise InputError(
+                    where, "clustercert_profile",
+                    f"unknown profile {ivars.clustercert_profile!r} for host {name} (built-in: {', '.join(builtin_profiles())})",
+                )
+            profiles_cache[cache_key] = load_profile(
+                ivars.clustercert_profile,
+                ivars.clustercert_profile_overrides or None,
+                overrides_source=_locate(files, "clustercert_profile_overrides", path),
+            )
+        connection = {k: v for k, v in hv.items() if k.startswith("ansible_") and "pass" not in k and k in _CONN_KEYS}
+        hosts[name] = HostView(name, groups, ivars, profiles_cache[cache_key], connection)
+    return Inventory(path, hosts, files)
+
+
+_CONN_KEYS = {
+    "ansible_host", "ansible_port", "ansible_user", "ansible_connection", "ansible_ssh_private_key_file",
+    "ansible_ssh_common_args", "ansible_python_interpreter",
+}
+
+
+def _similar(a: str, b: str) -> bool:
+    from difflib import SequenceMatcher
+
+    return SequenceMatcher(None, a, b).ratio() > 0.85
+
+
+def resolved_view(inv: Inventory) -> dict:
+    """What `clustercert inventory` prints: hosts, their profile and effective thresholds."""
+    out: dict = {"inventory": str(inv.source), "hosts": {}, "profiles": {}}
+    for name, h in inv.hosts.items():
+        out["hosts"][name] = {
+            "groups": h.groups,
+            "profile": h.profile.name,
+            "overrides": h.vars.clustercert_profile_overrides,
+            "address": h.connection.get("ansible_host", name),
+            "vars": {k: v for k, v in h.vars.model_dump().items() if k != "clustercert_profile_overrides"},
+        }
+    seen = set()
+    for h in inv.hosts.values():
+        key = (h.profile.name, repr(h.vars.clustercert_profile_overrides))
+        if key in seen:
+            continue
+        seen.add(key)
+        label = h.profile.name + (" (with overrides)" if h.vars.clustercert_profile_overrides else "")
+        out["profiles"][label] = {
+            "hosts": sorted(n for n, o in inv.hosts.items() if (o.profile.name, repr(o.vars.clustercert_profile_overrides)) == key),
+            "thresholds": {
+                tname: {"floor": t.floor, "ceiling": t.max, "unit": t.unit, "source": t.source}
+                for tname, t in h.profile.thresholds.items()
+            },
+        }
+    return out

@@ -1,0 +1,271 @@
+"""Profiles: what a node class must be, and the thresholds it is held to.
+
+A profile is a YAML file (built-in ones live in ``clustercert/profiles/``). Every key is validated:
+unknown keys are errors, so a typo cannot silently disable a check. A site picks a profile per
+inventory group (``clustercert_profile``) and may override any key with
+``clustercert_profile_overrides`` (deep-merged, then validated again).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from clustercert.errors import InputError
+from clustercert.yamlutil import load_yaml_file
+
+BUILTIN_DIR = Path(__file__).resolve().parent / "profiles"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GPU(_Strict):
+    count: int = Field(ge=0, le=64)
+    model: str
+    memory_mib: int = Field(ge=0)
+    memory_tolerance_mib: int = Field(default=1024, ge=0)
+    architecture: str
+    pcie_gen: int = Field(ge=1, le=7)
+    pcie_width: int = Field(ge=1, le=32)
+    nvlink_links_per_gpu: int = Field(ge=0, le=36)
+    nvswitch: bool
+
+
+class Driver(_Strict):
+    branch: str = Field(pattern=r"^\d{3}$")
+    version: str = Field(pattern=r"^\d{3}\.\d+(\.\d+)?$")
+    modules: Literal["open", "proprietary"]
+
+    @model_validator(mode="after")
+    def _branch_matches(self) -> Driver:
+        if not self.version.startswith(self.branch + "."):
+            raise ValueError(f"version {self.version} is not on branch {self.branch}")
+        return self
+
+
+class Cuda(_Strict):
+    version: str = Field(pattern=r"^\d+\.\d+$")
+
+
+class Nccl(_Strict):
+    version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
+
+
+class Ofed(_Strict):
+    source: Literal["doca", "mlnx", "inbox"]
+    version: str
+
+
+class Container(_Strict):
+    runtime: Literal["docker", "containerd", "crio"]
+
+
+class HCA(_Strict):
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    port: int = Field(default=1, ge=1, le=2)
+    netdev: str
+    fabric: int = Field(ge=0, le=15)
+    rate_gbit_per_s: int = Field(gt=0)
+    role: Literal["compute", "storage"]
+
+
+class Bond(_Strict):
+    name: str = "bond0"
+    mode: Literal["active-backup"] = "active-backup"
+    slaves: tuple[str, str]
+    primary: str
+    miimon_ms: int = Field(default=100, ge=1, le=10000)
+    fail_over_mac: Literal["none", "active", "follow"] = "active"
+
+    @model_validator(mode="after")
+    def _primary_is_slave(self) -> Bond:
+        if self.primary not in self.slaves:
+            raise ValueError(f"primary {self.primary!r} is not one of the slaves {list(self.slaves)}")
+        if self.slaves[0] == self.slaves[1]:
+            raise ValueError("the two bond slaves must differ")
+        return self
+
+
+class IB(_Strict):
+    link_layer: Literal["InfiniBand", "Ethernet"] = "InfiniBand"
+    hcas: tuple[HCA, ...]
+    bond: Bond | None = None
+    max_symbol_errors: int = Field(default=0, ge=0)
+    max_link_downed: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> IB:
+        names = [h.name for h in self.hcas]
+        if len(set(names)) != len(names):
+            raise ValueError("HCA names must be unique")
+        netdevs = {h.netdev for h in self.hcas}
+        if self.bond:
+            for s in self.bond.slaves:
+                if s not in netdevs:
+                    raise ValueError(f"bond slave {s!r} is not the netdev of any HCA")
+        return self
+
+    @property
+    def compute_rails(self) -> list[str]:
+        return [h.name for h in self.hcas if h.role == "compute"]
+
+
+class SubnetManager(_Strict):
+    mode: Literal["host", "switch"]
+    redundant: bool = True
+
+
+class Tuning(_Strict):
+    memlock: Literal["unlimited"] | int = "unlimited"
+    nofile: int = Field(default=1048576, ge=1024)
+    hugepages_2m: int = Field(default=0, ge=0)
+    governor: Literal["performance", "powersave", "schedutil", "ondemand", "none"] = "performance"
+    sysctl: dict[str, str] = Field(default_factory=dict)
+    kernel_cmdline: tuple[str, ...] = ()
+    time_max_offset_ms: float = Field(default=100.0, gt=0)
+
+
+class Threshold(_Strict):
+    """A limit with its source. Either ``min``/``max`` directly, or ``rated`` x ``ratio`` (a floor)."""
+
+    unit: str
+    source: str = Field(min_length=5)
+    min: float | None = None
+    max: float | None = None
+    rated: float | None = None
+    ratio: float | None = Field(default=None, gt=0, le=1.5)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Threshold:
+        has_rated = self.rated is not None or self.ratio is not None
+        if has_rated and (self.rated is None or self.ratio is None):
+            raise ValueError("rated and ratio go together")
+        if not has_rated and self.min is None and self.max is None:
+            raise ValueError("give min, max, or rated and ratio")
+        if has_rated and self.min is not None:
+            raise ValueError("give either min or rated x ratio, not both")
+        return self
+
+    @property
+    def floor(self) -> float | None:
+        if self.rated is not None and self.ratio is not None:
+            return round(self.rated * self.ratio, 6)
+        return self.min
+
+
+class Profile(_Strict):
+    name: str
+    description: str
+    gpu: GPU
+    driver: Driver
+    cuda: Cuda
+    nccl: Nccl
+    ofed: Ofed
+    container: Container
+    ib: IB
+    subnet_manager: SubnetManager
+    tuning: Tuning = Tuning()
+    firmware_uniform: bool = True
+    drift_tolerance: float = Field(default=0.10, gt=0, lt=1)
+    thresholds: dict[str, Threshold]
+
+    @model_validator(mode="after")
+    def _known_thresholds(self) -> Profile:
+        unknown = sorted(set(self.thresholds) - set(KNOWN_THRESHOLDS))
+        if unknown:
+            raise ValueError(f"unknown threshold {unknown[0]!r} (known: {', '.join(sorted(KNOWN_THRESHOLDS))})")
+        return self
+
+
+# Threshold names and what they bound. Probes and validators look thresholds up by these names.
+KNOWN_THRESHOLDS = {
+    "ib_write_bw_loopback": "ib_write_bw loopback per compute HCA (floor)",
+    "ib_write_bw_pair": "ib_write_bw node-to-node per rail (floor)",
+    "ib_write_lat_p99": "ib_write_lat node-to-node 99th percentile (ceiling)",
+    "nccl_allreduce_1node": "NCCL all_reduce busbw on one node at the largest size (floor)",
+    "nccl_allreduce_pair": "NCCL all_reduce busbw across a pair of nodes (floor)",
+    "nvbandwidth_h2d": "nvbandwidth host-to-device per GPU (floor)",
+    "nvbandwidth_d2h": "nvbandwidth device-to-host per GPU (floor)",
+    "nvbandwidth_d2d": "nvbandwidth device-to-device read per GPU (floor)",
+    "iperf3_ipoib": "iperf3 over IPoIB per fabric (floor)",
+    "gpu_util_under_load": "GPU utilisation sampled during the NCCL run (floor)",
+    "ecc_sram_corrected": "SRAM correctable ECC errors (ceiling)",
+    "ecc_dram_corrected": "DRAM correctable ECC errors (ceiling)",
+    "retired_pages": "retired pages per GPU (ceiling)",
+    "outlier_ratio": "cluster-relative rule: below this fraction of the median of the same probe fails",
+}
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def builtin_profiles() -> list[str]:
+    return sorted(p.stem for p in BUILTIN_DIR.glob("*.yml"))
+
+
+def profile_source(name_or_path: str) -> Path:
+    """Resolve a profile name (built-in) or a path to a YAML file."""
+    if name_or_path.endswith((".yml", ".yaml")) or "/" in name_or_path:
+        return Path(name_or_path)
+    return BUILTIN_DIR / f"{name_or_path}.yml"
+
+
+def format_validation_error(exc: ValidationError) -> tuple[str, str]:
+    """First error of a pydantic ValidationError as (dotted key, reason)."""
+    err = exc.errors()[0]
+    key = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__")
+    reason = err.get("msg", "invalid value")
+    if err.get("type") == "extra_forbidden":
+        reason = "unknown key"
+    elif err.get("type") == "missing":
+        reason = "required key is missing"
+    if reason.startswith("Value error, "):
+        reason = reason[len("Value error, "):]
+    return key, reason
+
+
+def load_profile_data(name_or_path: str, *, referenced_from: str | None = None) -> tuple[dict, Path]:
+    path = profile_source(name_or_path)
+    if not path.is_file():
+        where = referenced_from or str(path)
+        raise InputError(
+            where,
+            "clustercert_profile",
+            f"unknown profile {name_or_path!r} (built-in: {', '.join(builtin_profiles())})",
+        )
+    data = load_yaml_file(path)
+    if not isinstance(data, dict):
+        raise InputError(str(path), None, "a profile must be a YAML mapping")
+    return data, path
+
+
+def validate_profile(data: dict, source: str, key_prefix: str = "") -> Profile:
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        key, reason = format_validation_error(exc)
+        raise InputError(source, f"{key_prefix}{key}", reason) from None
+
+
+def load_profile(name_or_path: str, overrides: dict | None = None, *, overrides_source: str | None = None) -> Profile:
+    """Load and validate a profile, optionally deep-merging site overrides first."""
+    data, path = load_profile_data(name_or_path)
+    base = validate_profile(data, str(path))
+    if not overrides:
+        return base
+    merged = deep_merge(data, overrides)
+    return validate_profile(
+        merged, overrides_source or str(path), key_prefix="clustercert_profile_overrides."
+    )

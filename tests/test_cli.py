@@ -1,0 +1,66 @@
+"""The CLI's surface: verbs, help with examples, versions, honest exit codes."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustercert.cli import build_parser, main
+
+VERBS = ["bootstrap", "validate", "probe", "certify", "drift", "lab", "parse", "inventory", "report", "verify", "version"]
+
+
+def test_top_level_help_lists_every_verb(cli):
+    r = cli("--help")
+    assert r.returncode == 0
+    for verb in VERBS:
+        assert f"\n    {verb} " in r.stdout, verb
+    assert "exit codes" in r.stdout
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_every_verb_help_has_an_example(verb, capsys):
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args([verb, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "example:" in out
+    assert f"clustercert {verb}" in out or verb == "lab"
+
+
+def test_version_names_the_stack(cli):
+    r = cli("version")
+    assert r.returncode == 0
+    lines = dict(line.split(" ", 1) for line in r.stdout.strip().splitlines())
+    assert lines["clustercert"] == "0.1.0"
+    assert lines["ansible-core"].startswith("2.")
+    assert "ansible-runner" in lines
+
+
+@pytest.mark.parametrize("verb", ["bootstrap", "validate", "probe", "drift"])
+def test_unfinished_verbs_say_so_and_exit_3(verb, capsys):
+    rc = main([verb, "-i", "inventory/h100-sample"])
+    err = capsys.readouterr().err
+    assert rc == 3
+    assert "not implemented yet" in err and "nothing was run" in err
+
+
+def test_inventory_verb_prints_resolved_thresholds(capsys):
+    rc = main(["inventory", "-i", "inventory/h100-sample", "--format", "json"])
+    assert rc == 0
+    import json
+
+    view = json.loads(capsys.readouterr().out)
+    assert sorted(view["hosts"]) == ["gpu01", "gpu02", "gpu03", "gpu04"]
+    assert view["hosts"]["gpu01"]["profile"] == "h100-sxm-8x-ndr"
+    (label, prof), = view["profiles"].items()
+    # the site override in group_vars/gpu_nodes.yml replaces the profile's iperf3 floor
+    assert prof["thresholds"]["iperf3_ipoib"]["floor"] == 25
+    assert prof["thresholds"]["ib_write_bw_pair"]["floor"] == 320
+    assert "anchors" in prof["thresholds"]["nccl_allreduce_1node"]["source"]
+
+
+def test_inventory_limit(capsys):
+    import json
+
+    assert main(["inventory", "-i", "inventory/h100-sample", "-l", "gpu01:gpu02", "--format", "json"]) == 0
+    assert sorted(json.loads(capsys.readouterr().out)["hosts"]) == ["gpu01", "gpu02"]

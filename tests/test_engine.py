@@ -1,0 +1,87 @@
+"""The engine runs a real playbook through ansible-runner and reports events and per-host stats."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+from clustercert.engine import run_playbook
+
+
+def _local_inventory(tmp: Path, hosts: list[str]) -> Path:
+    inv = tmp / "inv.ini"
+    lines = ["[nodes]"] + [f"{h} ansible_connection=local ansible_python_interpreter={sys.executable}" for h in hosts]
+    inv.write_text("\n".join(lines) + "\n")
+    return inv
+
+
+def _playbook(tmp: Path) -> Path:
+    pb = tmp / "pb.yml"
+    pb.write_text(textwrap.dedent(f"""\
+        - name: engine test
+          hosts: all
+          gather_facts: false
+          tasks:
+            - name: write a marker per host
+              ansible.builtin.copy:
+                content: "{{{{ inventory_hostname }}}}\\n"
+                dest: "{tmp}/{{{{ inventory_hostname }}}}.txt"
+                mode: "0644"
+            - name: fail on the second host only
+              ansible.builtin.fail:
+                msg: "deliberate failure on {{{{ inventory_hostname }}}}"
+              when: inventory_hostname == 'beta'
+            - name: runs only where the previous task passed
+              ansible.builtin.stat:
+                path: "{tmp}/{{{{ inventory_hostname }}}}.txt"
+        """))
+    return pb
+
+
+def test_engine_events_and_stats(tmp_path):
+    inv = _local_inventory(tmp_path, ["alpha", "beta"])
+    seen: list[dict] = []
+    result = run_playbook(_playbook(tmp_path), inv, progress=seen.append, state=tmp_path / "state", diff=True)
+
+    assert result.status == "failed"
+    assert result.stats["alpha"].ok == 2 and result.stats["alpha"].skipped == 1 and result.stats["alpha"].changed == 1 and result.stats["alpha"].failed == 0
+    assert result.stats["beta"].failed == 1 and result.stats["beta"].changed == 1 and result.stats["beta"].ok == 1
+    assert not result.ok
+
+    tasks = [e["task"] for e in seen if e["kind"] == "task"]
+    assert tasks == ["write a marker per host", "fail on the second host only", "runs only where the previous task passed"]
+    changed = [(e["host"], e["task"]) for e in seen if e["kind"] == "host" and e["status"] == "changed"]
+    assert sorted(changed) == [("alpha", "write a marker per host"), ("beta", "write a marker per host")]
+    assert result.failures == [{"host": "beta", "task": "fail on the second host only", "status": "failed",
+                                "msg": "deliberate failure on beta"}]
+    # --diff fills the change's diff
+    diffs = {c["host"]: c["diff"] for c in result.changes}
+    assert diffs["alpha"][0]["after"] == "alpha\n"
+
+    # artifacts are kept in a private run dir, extra-vars env is not
+    assert (result.run_dir / "artifacts").is_dir()
+    assert not (result.run_dir / "env").exists()
+    saved = json.loads((result.run_dir / "result.json").read_text())
+    assert saved["hosts"]["beta"]["failed"] == 1
+
+
+def test_engine_check_mode_changes_nothing(tmp_path):
+    inv = _local_inventory(tmp_path, ["alpha"])
+    pb = tmp_path / "pb.yml"
+    pb.write_text(textwrap.dedent(f"""\
+        - hosts: all
+          gather_facts: false
+          tasks:
+            - name: would write
+              ansible.builtin.copy: {{content: "x", dest: "{tmp_path}/never.txt", mode: "0644"}}
+        """))
+    result = run_playbook(pb, inv, check=True, diff=True, state=tmp_path / "state", extra_vars={"secret_token": "s3cr3t"})
+    assert result.ok
+    assert result.stats["alpha"].changed == 1
+    assert not (tmp_path / "never.txt").exists()
+    # secrets passed as extra-vars are not left in the run directory
+    for f in result.run_dir.rglob("*"):
+        if f.is_file() and f.name != "stdout":
+            assert "s3cr3t" not in f.read_text(errors="replace"), f
