@@ -349,7 +349,19 @@ def cmd_not_ready(args) -> int:
     raise NotReady(f"`clustercert {args.verb}` is not implemented yet ({_NOT_READY[args.verb]}); nothing was run")
 
 
+def cmd_bootstrap(args) -> int:
+    try:
+        from clustercert.bootstrap import bootstrap
+    except ModuleNotFoundError:
+        return cmd_not_ready(args)
+    return bootstrap(
+        args.inventory, limit=args.limit, check=args.check, diff=args.diff, tags=args.tags,
+        extra_vars=parse_extra_vars(args.extra_vars), forks=args.forks, fmt=args.format, verbosity=args.verbose,
+    )
+
+
 HANDLERS = {
+    "bootstrap": cmd_bootstrap,
     "version": cmd_version,
     "inventory": cmd_inventory,
     "parse": cmd_parse,

@@ -1,0 +1,240 @@
+"""Linux bonding evidence parsers: ``/proc/net/bonding/bondX`` and the bonding sysfs attributes.
+
+``bonding`` (``cat /proc/net/bonding/bond0``)::
+
+    {"driver_version": "v3.7.1" | None,
+     "mode": "active-backup" | "802.3ad" | "balance-rr" | "balance-xor" | "broadcast" | "balance-tlb"
+             | "balance-alb",            # the kernel's short name (same as sysfs ``mode``)
+     "mode_description": "fault-tolerance (active-backup)",
+     "fail_over_mac": "active" | None,   # shown by the kernel only when not "none"
+     "primary_slave": "eth2" | None,     # "None" -> None
+     "primary_reselect": "always" | None,
+     "currently_active_slave": "ib0" | None,
+     "mii_status": "up" | "down",
+     "mii_polling_interval_ms": 100, "up_delay_ms": 0 | None, "down_delay_ms": 0 | None,
+     "transmit_hash_policy": "layer2 (0)" | None, "lacp_rate": "fast" | None,
+     "slaves": [{"name": "eth0", "mii_status": "up", "speed_mbps": 10000 | None, "duplex": "full" | None,
+                 "link_failure_count": 2, "permanent_hw_addr": "3c:ec:..." | None,
+                 "slave_queue_id": 0 | None, "aggregator_id": 2 | None, "state": None}]}
+
+  Missing ``Bonding Mode:`` or ``MII Status:`` raises ParseError; so does a slave block without ``MII Status``.
+
+``bonding-sysfs``: ``grep -r . /sys/class/net/bondX/bonding/{mode,slaves,active_slave,mii_status,primary,
+miimon,fail_over_mac} /sys/class/net/bondX/lower_*/bonding_slave/ 2>/dev/null`` output, one ``PATH:VALUE``
+per line (``slave_*`` directories of older kernels and ``/sys/class/net/bonding_masters`` are understood
+too). Empty attributes (no active slave) are simply absent, as grep prints nothing for them::
+
+    {"bonding_masters": ["bond0", ...] | None,
+     "bonds": {"bond0": {"mode": "active-backup" | None, "mode_id": 1 | None, "fail_over_mac": "active" | None,
+                         "primary_slave": str | None, "currently_active_slave": str | None,
+                         "mii_status": "up" | None, "mii_polling_interval_ms": 100 | None,
+                         "slaves": [{"name", "mii_status", "link_failure_count", "permanent_hw_addr",
+                                     "state" ("active"/"backup"), "speed_mbps": None, "duplex": None,
+                                     "slave_queue_id", "aggregator_id"}]}}}
+"""
+
+from __future__ import annotations
+
+import re
+
+from clustercert.parsers._util_b import grep_dump_entries, int_or_none, text_lines
+from clustercert.parsers.base import ParseError, register
+
+_MODES = [
+    ("round-robin", "balance-rr"),
+    ("active-backup", "active-backup"),
+    ("xor", "balance-xor"),
+    ("broadcast", "broadcast"),
+    ("802.3ad", "802.3ad"),
+    ("transmit load balancing", "balance-tlb"),
+    ("adaptive load balancing", "balance-alb"),
+]
+
+_SLAVE_KEYS = ("name", "mii_status", "speed_mbps", "duplex", "link_failure_count", "permanent_hw_addr",
+               "slave_queue_id", "aggregator_id", "state")
+
+
+def _mode_name(description: str) -> str | None:
+    d = description.lower()
+    for needle, name in _MODES:
+        if needle in d:
+            return name
+    return None
+
+
+def _none_if(value: str | None) -> str | None:
+    if value is None:
+        return None
+    v = value.strip()
+    return None if v in ("", "None", "none") else v
+
+
+def _new_slave(name: str) -> dict:
+    slave = dict.fromkeys(_SLAVE_KEYS)
+    slave["name"] = name
+    return slave
+
+
+@register("bonding", "/proc/net/bonding/bondX: mode, active/primary slave, MII status, per-slave state")
+def parse_bonding(text: str) -> dict:
+    kind = "bonding"
+    rec: dict = {
+        "driver_version": None, "mode": None, "mode_description": None, "fail_over_mac": None,
+        "primary_slave": None, "primary_reselect": None, "currently_active_slave": None,
+        "mii_status": None, "mii_polling_interval_ms": None, "up_delay_ms": None, "down_delay_ms": None,
+        "transmit_hash_policy": None, "lacp_rate": None, "slaves": [],
+    }
+    slave: dict | None = None
+    for raw in text_lines(kind, text, "/proc/net/bonding/bondX content ('Bonding Mode: ...')"):
+        ln = raw.strip()
+        if not ln or ":" not in ln:
+            continue
+        key, value = (p.strip() for p in ln.split(":", 1))
+        if key == "Ethernet Channel Bonding Driver":
+            rec["driver_version"] = value.split()[0] if value else None
+            continue
+        if key == "Slave Interface":
+            slave = _new_slave(value)
+            rec["slaves"].append(slave)
+            continue
+        if slave is not None:
+            if key == "MII Status":
+                slave["mii_status"] = value
+            elif key == "Speed":
+                m = re.match(r"(\d+)\s*Mbps", value)
+                slave["speed_mbps"] = int(m.group(1)) if m else None
+            elif key == "Duplex":
+                slave["duplex"] = None if value.lower() == "unknown" else value
+            elif key == "Link Failure Count":
+                slave["link_failure_count"] = int(value)
+            elif key == "Permanent HW addr":
+                slave["permanent_hw_addr"] = value or None
+            elif key == "Slave queue ID":
+                slave["slave_queue_id"] = int(value)
+            elif key == "Aggregator ID":
+                slave["aggregator_id"] = int_or_none(value)
+            continue
+        if key == "Bonding Mode":
+            m = re.search(r"\(fail_over_mac (\w+)\)", value)
+            if m:
+                rec["fail_over_mac"] = m.group(1)
+                value = value[: m.start()].strip()
+            rec["mode_description"] = value
+            rec["mode"] = _mode_name(value)
+            if rec["mode"] is None:
+                raise ParseError(kind, f"unrecognised bonding mode {value!r}")
+        elif key == "Primary Slave":
+            m = re.match(r"^(\S+)(?:\s*\(primary_reselect (\w+)\))?", value)
+            rec["primary_slave"] = _none_if(m.group(1)) if m else None
+            rec["primary_reselect"] = m.group(2) if m else None
+        elif key == "Currently Active Slave":
+            rec["currently_active_slave"] = _none_if(value)
+        elif key == "MII Status":
+            rec["mii_status"] = value
+        elif key == "MII Polling Interval (ms)":
+            rec["mii_polling_interval_ms"] = int(value)
+        elif key == "Up Delay (ms)":
+            rec["up_delay_ms"] = int(value)
+        elif key == "Down Delay (ms)":
+            rec["down_delay_ms"] = int(value)
+        elif key == "Transmit Hash Policy":
+            rec["transmit_hash_policy"] = value
+        elif key == "LACP rate":
+            rec["lacp_rate"] = value
+    if rec["mode"] is None:
+        raise ParseError(kind, "expected 'Bonding Mode:' line")
+    if rec["mii_status"] is None:
+        raise ParseError(kind, "truncated: no bond-level 'MII Status:' line")
+    for s in rec["slaves"]:
+        if s["mii_status"] is None:
+            raise ParseError(kind, f"truncated: slave {s['name']} has no 'MII Status:' line")
+    return rec
+
+
+# --------------------------------------------------------------------------- sysfs
+
+_BOND_ATTR_RE = re.compile(r"(?:^|/)(?P<bond>[^/]+)/bonding/(?P<attr>[a-z_]+)$")
+_BOND_SLAVE_RE = re.compile(r"(?:^|/)(?P<bond>[^/]+)/(?:slave|lower)_(?P<slave>[^/]+)/bonding_slave/(?P<attr>[a-z_]+)$")
+_OWN_SLAVE_RE = re.compile(r"(?:^|/)(?P<slave>[^/]+)/bonding_slave/(?P<attr>[a-z_]+)$")
+
+
+def _new_bond() -> dict:
+    return {"mode": None, "mode_id": None, "fail_over_mac": None, "primary_slave": None,
+            "currently_active_slave": None, "mii_status": None, "mii_polling_interval_ms": None,
+            "slaves": []}
+
+
+def _apply_slave_attr(slave: dict, attr: str, value: str) -> None:
+    if attr == "mii_status":
+        slave["mii_status"] = value
+    elif attr == "link_failure_count":
+        slave["link_failure_count"] = int(value)
+    elif attr == "perm_hwaddr":
+        slave["permanent_hw_addr"] = value
+    elif attr == "state":
+        slave["state"] = value
+    elif attr == "queue_id":
+        slave["slave_queue_id"] = int(value)
+    elif attr == "ad_aggregator_id":
+        slave["aggregator_id"] = int_or_none(value)
+
+
+@register("bonding-sysfs", "grep dump of /sys/class/net/bondX/bonding/*: mode, slaves, active slave, MII")
+def parse_bonding_sysfs(text: str) -> dict:
+    kind = "bonding-sysfs"
+    bonds: dict[str, dict] = {}
+    masters: list[str] | None = None
+    slave_attrs: list[tuple[str | None, str, str, str]] = []
+    for path, value in grep_dump_entries(kind, text, "'/sys/class/net/bondX/bonding/<attr>:<value>' lines"):
+        if path.endswith("bonding_masters"):
+            masters = value.split()
+            continue
+        m = _BOND_SLAVE_RE.search(path)
+        if m:
+            slave_attrs.append((m.group("bond"), m.group("slave"), m.group("attr"), value))
+            continue
+        m = _OWN_SLAVE_RE.search(path)
+        if m:
+            slave_attrs.append((None, m.group("slave"), m.group("attr"), value))
+            continue
+        m = _BOND_ATTR_RE.search(path)
+        if not m:
+            continue
+        bond = bonds.setdefault(m.group("bond"), _new_bond())
+        attr = m.group("attr")
+        if attr == "mode":
+            parts = value.split()
+            bond["mode"] = parts[0]
+            bond["mode_id"] = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+        elif attr == "slaves":
+            for name in value.split():
+                if not any(s["name"] == name for s in bond["slaves"]):
+                    bond["slaves"].append(_new_slave(name))
+        elif attr == "active_slave":
+            bond["currently_active_slave"] = _none_if(value)
+        elif attr == "primary":
+            bond["primary_slave"] = _none_if(value)
+        elif attr == "mii_status":
+            bond["mii_status"] = value
+        elif attr == "miimon":
+            bond["mii_polling_interval_ms"] = int(value)
+        elif attr == "fail_over_mac":
+            bond["fail_over_mac"] = value.split()[0]
+    for bond_name, slave_name, attr, value in slave_attrs:
+        if bond_name is None:
+            owners = [b for b in bonds.values() if any(s["name"] == slave_name for s in b["slaves"])]
+            if not owners:
+                continue
+            target_bond = owners[0]
+        else:
+            target_bond = bonds.setdefault(bond_name, _new_bond())
+        slave = next((s for s in target_bond["slaves"] if s["name"] == slave_name), None)
+        if slave is None:
+            slave = _new_slave(slave_name)
+            target_bond["slaves"].append(slave)
+        _apply_slave_attr(slave, attr, value)
+    for name in masters or []:
+        bonds.setdefault(name, _new_bond())
+    if not bonds:
+        raise ParseError(kind, "no /sys/class/net/<bond>/bonding/<attr> paths found")
+    return {"bonding_masters": masters, "bonds": bonds}

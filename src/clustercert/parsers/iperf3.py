@@ -1,0 +1,197 @@
+"""iperf3 results: ``iperf3 -J`` JSON (kind ``iperf3-json``) and plain text (kind ``iperf3``).
+
+Both kinds return the same shape::
+
+    {"ok": bool,               # False when iperf3 reported an error, or the receiver got 0 bytes
+     "error": str | None,      # iperf3's own error ("unable to connect to server: ...") or the 0-byte note
+     "role": "client" | "server",
+     "protocol": "TCP" | "UDP" | None,
+     "num_streams": int | None,
+     "duration_s": float | None,          # requested test length (JSON test_start.duration); text: sender seconds
+     "remote_host": str | None, "remote_port": int | None,
+     "version": "iperf 3.9" | None,
+     "sender":   {"bytes": int, "seconds": float, "gbit_per_s": float, "retransmits": int | None} | None,
+     "receiver": {"bytes": int, "seconds": float, "gbit_per_s": float} | None,
+     "udp": {"jitter_ms": float, "lost_packets": int, "packets": int, "lost_percent": float} | None,
+     "intervals": int}         # number of per-interval reports
+
+``gbit_per_s`` is 10^9 bit/s. Text transfer sizes (``KBytes``/``MBytes``/``GBytes``) are 1024-based as
+iperf3 prints them, so ``bytes`` from text output is approximate (3 significant digits); rates use the
+decimal ``Kbits``/``Mbits``/``Gbits`` units iperf3 prints. With several streams the ``[SUM]`` lines are used.
+
+An ``iperf3: error - ...`` line (text) or an ``"error"`` member (JSON) gives ``ok: False`` with that
+message. Text without any sender/receiver summary line and no error raises ParseError (truncated run).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from clustercert.parsers._util_b import text_lines
+from clustercert.parsers.base import ParseError, register
+
+
+def _empty() -> dict:
+    return {"ok": False, "error": None, "role": "client", "protocol": None, "num_streams": None,
+            "duration_s": None, "remote_host": None, "remote_port": None, "version": None,
+            "sender": None, "receiver": None, "udp": None, "intervals": 0}
+
+
+def _gbit(bits_per_second: float) -> float:
+    return round(float(bits_per_second) / 1e9, 9)
+
+
+def _finish(rec: dict) -> dict:
+    if rec["error"] is None and rec["receiver"] is not None and rec["receiver"]["bytes"] == 0:
+        rec["error"] = "receiver reported 0 bytes received"
+    rec["ok"] = rec["error"] is None and (rec["sender"] is not None or rec["receiver"] is not None)
+    return rec
+
+
+@register("iperf3-json", "iperf3 -J: sender/receiver throughput (gbit_per_s), retransmits, errors")
+def parse_iperf3_json(text: str) -> dict:
+    kind = "iperf3-json"
+    text_lines(kind, text, "iperf3 -J JSON document")
+    body = text.lstrip()
+    if not body.startswith("{"):
+        raise ParseError(kind, "expected a JSON object ('{') at the start of iperf3 -J output")
+    try:
+        doc, _ = json.JSONDecoder().raw_decode(body)  # tolerate trailing prompt lines
+    except json.JSONDecodeError as exc:
+        raise ParseError(kind, f"invalid JSON ({exc.msg} at line {exc.lineno}); expected iperf3 -J output") from exc
+    if not isinstance(doc, dict) or not ({"start", "end"} <= doc.keys() or "error" in doc):
+        raise ParseError(kind, "expected a JSON object with 'start' and 'end' (iperf3 -J output)")
+    rec = _empty()
+    start = doc.get("start") or {}
+    end = doc.get("end") or {}
+    rec["error"] = doc.get("error") or None
+    rec["version"] = start.get("version")
+    rec["role"] = "server" if "accepted_connection" in start else "client"
+    ts = start.get("test_start") or {}
+    rec["protocol"] = ts.get("protocol")
+    rec["num_streams"] = ts.get("num_streams")
+    rec["duration_s"] = ts.get("duration")
+    conn = start.get("connecting_to") or start.get("accepted_connection") or {}
+    rec["remote_host"] = conn.get("host")
+    rec["remote_port"] = conn.get("port")
+    rec["intervals"] = len(doc.get("intervals") or [])
+    sent = end.get("sum_sent")
+    received = end.get("sum_received")
+    if sent:
+        rec["sender"] = {"bytes": int(sent["bytes"]), "seconds": float(sent["seconds"]),
+                         "gbit_per_s": _gbit(sent["bits_per_second"]), "retransmits": sent.get("retransmits")}
+    if received:
+        rec["receiver"] = {"bytes": int(received["bytes"]), "seconds": float(received["seconds"]),
+                           "gbit_per_s": _gbit(received["bits_per_second"])}
+    udp_sum = end.get("sum")
+    if udp_sum and "jitter_ms" in udp_sum:
+        rec["udp"] = {"jitter_ms": float(udp_sum["jitter_ms"]), "lost_packets": int(udp_sum.get("lost_packets", 0)),
+                      "packets": int(udp_sum.get("packets", 0)), "lost_percent": float(udp_sum.get("lost_percent", 0))}
+        if rec["sender"] is None and rec["receiver"] is None:
+            rec["receiver"] = {"bytes": int(udp_sum["bytes"]), "seconds": float(udp_sum["seconds"]),
+                               "gbit_per_s": _gbit(udp_sum["bits_per_second"])}
+    if rec["error"] is None and rec["sender"] is None and rec["receiver"] is None:
+        raise ParseError(kind, "truncated: 'end' has no sum_sent/sum_received/sum and there is no 'error'")
+    return _finish(rec)
+
+
+# --------------------------------------------------------------------------- text
+
+_BYTE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+_BIT_UNITS = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+_LINE_RE = re.compile(
+    r"^\[\s*(?P<id>\d+|SUM)\]\s+(?P<start>[\d.]+)-(?P<end>[\d.]+)\s+sec\s+"
+    r"(?P<xfer>[\d.]+)\s+(?P<xu>[KMGT]?)Bytes\s+(?P<rate>[\d.]+)\s+(?P<ru>[KMGT]?)(?P<rk>bits|Bytes)/sec"
+    r"(?P<rest>.*)$"
+)
+_UDP_RE = re.compile(r"(?P<jitter>[\d.]+)\s+ms\s+(?P<lost>\d+)/(?P<total>\d+)\s+\((?P<pct>[\d.e+-]+)%\)")
+
+
+def _rate_gbit(value: str, prefix: str, unit: str) -> float:
+    bits = float(value) * _BIT_UNITS[prefix] * (8 if unit == "Bytes" else 1)
+    return round(bits / 1e9, 9)
+
+
+@register("iperf3", "iperf3 text output (client or server): sender/receiver summary, errors")
+def parse_iperf3_text(text: str) -> dict:
+    kind = "iperf3"
+    rec = _empty()
+    summaries: dict[str, dict] = {}
+    stream_ids: set[str] = set()
+    errors: list[str] = []
+    for raw in text_lines(kind, text, "iperf3 text output ('[ ID] Interval ...' reports)"):
+        ln = raw.strip()
+        m = re.match(r"^iperf3?: (?:error|interrupt) - (.*)$", ln)
+        if m:
+            errors.append(m.group(1).strip())
+            continue
+        if ln.startswith("Server listening on"):
+            rec["role"] = "server"
+            continue
+        m = re.match(r"^Connecting to host (\S+), port (\d+)", ln)
+        if m:
+            rec["remote_host"], rec["remote_port"] = m.group(1), int(m.group(2))
+            continue
+        m = re.match(r"^Accepted connection from (\S+), port (\d+)", ln)
+        if m:
+            rec["role"] = "server"
+            rec["remote_host"], rec["remote_port"] = m.group(1), int(m.group(2))
+            summaries.clear()  # a new session on the server: keep the last one only
+            stream_ids.clear()
+            rec["intervals"] = 0
+            continue
+        m = re.match(r"^iperf (3\.\S+)$", ln)
+        if m:
+            rec["version"] = f"iperf {m.group(1)}"
+            continue
+        if "Jitter" in ln and ln.startswith("[ ID]"):
+            rec["protocol"] = "UDP"
+            continue
+        if "Total Datagrams" in ln and ln.startswith("[ ID]"):
+            rec["protocol"] = "UDP"
+            continue
+        m = _LINE_RE.match(ln)
+        if not m:
+            continue
+        rest = m.group("rest")
+        role = "sender" if rest.rstrip().endswith("sender") else ("receiver" if rest.rstrip().endswith("receiver") else None)
+        if m.group("id") != "SUM":
+            stream_ids.add(m.group("id"))
+        if role is None:
+            if m.group("id") != "SUM":
+                rec["intervals"] += 1
+            continue
+        entry = {
+            "bytes": int(float(m.group("xfer")) * _BYTE_UNITS[m.group("xu")]),
+            "seconds": round(float(m.group("end")) - float(m.group("start")), 6),
+            "gbit_per_s": _rate_gbit(m.group("rate"), m.group("ru"), m.group("rk")),
+        }
+        if role == "sender":
+            tokens = rest.split()
+            entry["retransmits"] = int(tokens[0]) if tokens and tokens[0].isdigit() and rec["protocol"] != "UDP" else None
+        um = _UDP_RE.search(rest)
+        if um:
+            rec["protocol"] = "UDP"
+            entry["_udp"] = {"jitter_ms": float(um.group("jitter")), "lost_packets": int(um.group("lost")),
+                             "packets": int(um.group("total")), "lost_percent": float(um.group("pct"))}
+        key = f"{'sum' if m.group('id') == 'SUM' else 'stream'}:{role}"
+        if m.group("id") == "SUM" or key not in summaries:
+            summaries[key] = entry
+    for role in ("sender", "receiver"):
+        entry = summaries.get(f"sum:{role}") or summaries.get(f"stream:{role}")
+        if entry is None:
+            continue
+        udp = entry.pop("_udp", None)
+        if udp and (rec["udp"] is None or role == "receiver"):
+            rec["udp"] = udp
+        rec[role] = entry
+    if errors:
+        rec["error"] = errors[0]
+    if rec["sender"] is None and rec["receiver"] is None and not errors:
+        raise ParseError(kind, "no sender/receiver summary line and no 'iperf3: error' line (truncated or not iperf3)")
+    rec["protocol"] = rec["protocol"] or ("TCP" if (rec["sender"] or rec["receiver"]) else None)
+    rec["num_streams"] = len(stream_ids) or None
+    if rec["sender"] is not None:
+        rec["duration_s"] = rec["sender"]["seconds"]
+    return _finish(rec)

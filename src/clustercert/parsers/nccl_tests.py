@@ -1,0 +1,240 @@
+"""nccl-tests (all_reduce_perf, all_gather_perf, sendrecv_perf, ...) text output.
+
+Accepts plain output and launcher-prefixed output (``mpirun --tag-output`` ``[1,0]<stdout>:``,
+``srun -l`` ``0: ``), CRLF, elided rows (``...``), NCCL_DEBUG INFO/WARN lines interleaved anywhere
+(INFO ignored, WARN collected in ``warnings``), the current table (``redop root ... #wrong``) and the
+old one (``error`` column with floats, with or without ``redop``).
+
+Record::
+
+    {"ok": bool,              # rows present, no failure lines, no row with wrong > 0, and
+                              # "Out of bounds values" not FAILED
+     "complete": bool,        # both "# Out of bounds values" and "# Avg bus bandwidth" lines seen
+     "errors": [str],         # "Test NCCL failure ...", "Test CUDA failure ...", "NCCL failure", mpirun/srun
+                              # launch failures, "Out of bounds values : 4 FAILED", rows with #wrong > 0
+     "warnings": [str],       # NCCL WARN lines
+     "test": "all_reduce_perf" | None,   # from "# Collective test starting:" when printed
+     "nccl_tests_version": "2.17.8" | None, "nccl_version": "2.16.2+cuda11.6" | None,
+     "header": {"nThread": 1, "nGpus": 1, "minBytes": 8, "maxBytes": 134217728, "step": "2(factor)",
+                "warmup_iters": 5, "iters": 20, "agg_iters": 1, "validation": 1, "graph": 0} | None,
+     "devices": [{"rank": 0, "group": 0 | None, "pid": 66421, "host": "gpu-1-1", "device": 0,
+                  "bus_id": "0009:01:00", "name": "NVIDIA GH200 120GB"}],
+     "table_format": "wrong" | "error",  # current (#wrong int / N/A) or old (error float) column
+     "rows": [{"size_bytes": 8, "count": 2, "type": "float", "redop": "sum" | None, "root": -1 | None,
+               "out_of_place": {"time_usec": 17.49, "algbw_gbyte_per_s": 0.0, "busbw_gbyte_per_s": 0.0,
+                                "wrong": 0 | None, "error": float | None},
+               "in_place": {...same keys...}}],
+     "elided": bool,          # a "..." line stood for omitted rows
+     "out_of_bounds_values": int | None, "out_of_bounds_ok": bool | None,
+     "avg_busbw_gbyte_per_s": float | None,
+     "max_size_bytes": int | None,
+     "busbw_at_max_size_gbyte_per_s": float | None}    # out-of-place busbw of the largest size
+
+``wrong`` is None when the column reads N/A (check disabled, ``-c 0``) and in old-format tables.
+Failure output (errors but no rows) is parsed into ``ok: False``; input with no nccl-tests header, rows
+or recognised failure raises ParseError, as does a header without any result row (truncated).
+"""
+
+from __future__ import annotations
+
+import re
+
+from clustercert.parsers._util_b import text_lines
+from clustercert.parsers.base import ParseError, register
+
+_PREFIX_RE = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\d+:\s)")
+_DEBUG_RE = re.compile(r"^\S+:\d+:\d+ \[\d+\] NCCL (INFO|WARN|TRACE|ABORT)\b ?(.*)$")
+_HDR_RE = re.compile(r"^#\s*nThread\s+\d+")
+_DEV_RE = re.compile(
+    r"^#\s*Rank\s+(\d+)(?:\s+Group\s+(\d+))?\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]+)\]\s+(.*)$"
+)
+_FAIL_RE = re.compile(
+    r"(Test (?:NCCL|CUDA) failure|NCCL failure|Test failure|NCCL error|"
+    r"There are not enough slots available|mpirun noticed that process|mpirun has exited|"
+    r"Primary job\s+terminated|srun: error:|ORTE was unable|PRTE has lost communication|"
+    r"Segmentation fault|Aborted \(core dumped\))"
+)
+_INT_RE = re.compile(r"^-?\d+$")
+
+
+def _header(line: str) -> dict:
+    body = line.lstrip("#").strip()
+    out: dict = {}
+    for key in ("nThread", "nGpus", "minBytes", "maxBytes"):
+        m = re.search(rf"\b{key}\s+(\d+)", body)
+        out[key] = int(m.group(1)) if m else None
+    m = re.search(r"step:\s*(\S+)", body)
+    out["step"] = m.group(1) if m else None
+    for label, key in (("warmup iters", "warmup_iters"), ("agg iters", "agg_iters"), ("validation", "validation"),
+                       ("graph", "graph")):
+        m = re.search(rf"{label}:\s*(\d+)", body)
+        out[key] = int(m.group(1)) if m else None
+    m = re.search(r"(?<!warmup )(?<!agg )iters:\s*(\d+)", body)
+    out["iters"] = int(m.group(1)) if m else None
+    return out
+
+
+def _table_columns(line: str) -> list[str] | None:
+    tokens = line.lstrip("#").split()
+    if tokens[:2] != ["size", "count"]:
+        return None
+    return tokens
+
+
+def _placement(values: list[str], style: str) -> dict:
+    time_s, algbw, busbw, check = values
+    rec = {"time_usec": float(time_s), "algbw_gbyte_per_s": float(algbw), "busbw_gbyte_per_s": float(busbw),
+           "wrong": None, "error": None}
+    if style == "wrong":
+        rec["wrong"] = int(check) if _INT_RE.match(check) else None
+        if rec["wrong"] is None and check != "N/A":
+            raise ValueError(f"#wrong column is neither an integer nor N/A: {check!r}")
+    else:
+        rec["error"] = float(check)
+    return rec
+
+
+def _row(tokens: list[str], columns: list[str] | None) -> tuple[dict, str] | None:
+    n = len(tokens)
+    if n < 11 or not (_INT_RE.match(tokens[0]) and _INT_RE.match(tokens[1])):
+        return None
+    if columns is not None:
+        has_redop = "redop" in columns
+        has_root = "root" in columns
+        style = "wrong" if "#wrong" in columns else "error"
+    else:  # no header seen (excerpt): infer from the field count
+        has_redop, has_root = n >= 12, n >= 13
+        style = "wrong" if n == 13 else "error"
+    lead = 3 + int(has_redop) + int(has_root)
+    if n != lead + 8:
+        return None
+    redop = tokens[3] if has_redop else None
+    root = int(tokens[lead - 1]) if has_root else None
+    try:
+        row = {
+            "size_bytes": int(tokens[0]),
+            "count": int(tokens[1]),
+            "type": tokens[2],
+            "redop": redop,
+            "root": root,
+            "out_of_place": _placement(tokens[lead:lead + 4], style),
+            "in_place": _placement(tokens[lead + 4:lead + 8], style),
+        }
+    except ValueError:
+        return None
+    return row, style
+
+
+@register("nccl-tests", "nccl-tests *_perf output: per-size algbw/busbw (out-of-place and in-place), #wrong, avg")
+def parse_nccl_tests(text: str) -> dict:
+    kind = "nccl-tests"
+    errors: list[str] = []
+    warnings: list[str] = []
+    rows: list[dict] = []
+    devices: list[dict] = []
+    header = None
+    columns: list[str] | None = None
+    table_format = None
+    elided = False
+    test = None
+    tests_version = None
+    nccl_version = None
+    oob_values = None
+    oob_ok = None
+    avg_busbw = None
+    seen_marker = False
+
+    for raw in text_lines(kind, text, "nccl-tests output ('# nThread ...' header and result table)"):
+        ln = _PREFIX_RE.sub("", raw, count=1).strip()
+        if not ln:
+            continue
+        m = _DEBUG_RE.match(ln)
+        if m:
+            if m.group(1) in ("WARN", "ABORT"):
+                warnings.append(ln)
+            vm = re.match(r"NCCL version (\S+)", m.group(2))
+            if vm and nccl_version is None:
+                nccl_version = vm.group(1)
+            continue
+        if _FAIL_RE.search(ln):
+            errors.append(ln)
+            continue
+        if ln.startswith("#"):
+            if _HDR_RE.match(ln):
+                header = _header(ln)
+                seen_marker = True
+                continue
+            m = _DEV_RE.match(ln)
+            if m:
+                devices.append({"rank": int(m.group(1)), "group": int(m.group(2)) if m.group(2) else None,
+                                "pid": int(m.group(3)), "host": m.group(4), "device": int(m.group(5)),
+                                "bus_id": m.group(6), "name": m.group(7).strip()})
+                continue
+            m = re.match(r"^#\s*nccl-tests version (\S+)", ln)
+            if m:
+                tests_version = m.group(1)
+                continue
+            m = re.match(r"^#\s*Collective test starting:\s*(\S+)", ln)
+            if m:
+                test = m.group(1)
+                continue
+            m = re.match(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)", ln)
+            if m:
+                oob_values, oob_ok = int(m.group(1)), m.group(2) == "OK"
+                if not oob_ok:
+                    errors.append(f"Out of bounds values : {oob_values} FAILED")
+                continue
+            m = re.match(r"^#\s*Avg bus bandwidth\s*:\s*([\d.]+)", ln)
+            if m:
+                avg_busbw = float(m.group(1))
+                continue
+            cols = _table_columns(ln)
+            if cols is not None:
+                columns = cols
+                seen_marker = True
+            continue
+        m = re.match(r"^NCCL version (\S+)", ln)
+        if m:
+            nccl_version = m.group(1)
+            continue
+        if ln in ("...", "…") or set(ln) <= {"."}:
+            elided = True
+            continue
+        parsed = _row(ln.split(), columns)
+        if parsed is not None:
+            row, style = parsed
+            table_format = table_format or style
+            rows.append(row)
+
+    if not rows and not errors:
+        if seen_marker:
+            raise ParseError(kind, "truncated: nccl-tests header/table header present but no result rows")
+        else:
+            raise ParseError(kind, "expected nccl-tests output: '# nThread ...' header or '#  size  count ...' table")
+
+    for row in rows:
+        for place in ("out_of_place", "in_place"):
+            w = row[place]["wrong"]
+            if w:
+                errors.append(f"{row['size_bytes']} bytes {place.replace('_', '-')}: #wrong {w}")
+
+    top = max(rows, key=lambda r: r["size_bytes"]) if rows else None
+    return {
+        "ok": bool(rows) and not errors and oob_ok is not False,
+        "complete": oob_values is not None and avg_busbw is not None,
+        "errors": errors,
+        "warnings": warnings,
+        "test": test,
+        "nccl_tests_version": tests_version,
+        "nccl_version": nccl_version,
+        "header": header,
+        "devices": devices,
+        "table_format": table_format,
+        "rows": rows,
+        "elided": elided,
+        "out_of_bounds_values": oob_values,
+        "out_of_bounds_ok": oob_ok,
+        "avg_busbw_gbyte_per_s": avg_busbw,
+        "max_size_bytes": top["size_bytes"] if top else None,
+        "busbw_at_max_size_gbyte_per_s": top["out_of_place"]["busbw_gbyte_per_s"] if top else None,
+    }

@@ -1,0 +1,217 @@
+"""Parsers for NVIDIA ``nvbandwidth`` output (text and ``-j`` JSON).
+
+Both kinds return::
+
+    {"version": str|None, "driver_version": str|None, "cuda_runtime_version": str|None,
+     "error": str|None,                       # tool-level error (JSON "error" field / text error line)
+     "testcases": [
+        {"name": "device_to_device_memcpy_read_ce",
+         "status": "passed"|"waived"|"error"|"not_found"|"running",
+         "message": str|None,                 # waiver / error text
+         "matrices": [
+            {"description": "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)",
+             "label": None|"read1"|"read2"|"total",   # bidirectional tests print several matrices
+             "unit": "gbyte_per_s"|"nsec",            # nsec for the latency testcases
+             "columns": [0, 1, ...],
+             "rows": {"0": [float|None, ...]},        # in `unit`; None for N/A (diagonal)
+             "sum_gbyte_per_s": float|None}],         # SUM line (text) / "sum" (JSON)
+         "sum_gbyte_per_s": float|None,       # of the last/"total" matrix; from its SUM line, or the sum
+                                              # of its cells when the output has no SUM line (old versions)
+         "min_gbyte_per_s": float|None,       # over non-None, positive cells of that matrix
+         "max_gbyte_per_s": float|None}]}
+
+Text: a testcase that ends with ``Waived: ...`` / ``Error: ...`` gets that status and message; a
+``Running <name>.`` block that has a matrix is ``passed``; one with neither a matrix nor a status is
+``error`` with message "no result (output truncated?)" so truncation never looks healthy.
+Input without any ``Running <name>.`` block (text) or ``nvbandwidth`` object (JSON) raises ParseError.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from clustercert.parsers._nvutil import require_text
+from clustercert.parsers.base import ParseError, register
+
+_RUN_RE = re.compile(r"^Running (\S+?)\.?\s*$")
+_DESC_RE = re.compile(r"^(memcpy|memory latency|.*bandwidth \(GB/s\)).*$")
+_SUM_RE = re.compile(r"^SUM (\S+) ([\d.]+)\s*$")
+_STATUS_RE = re.compile(r"^(Waived|Error|ERROR|Not Found|Passed):\s*(.*)$")
+_LABEL_RE = re.compile(r"\) (Read1|Read2|Write1|Write2|Total) bandwidth", re.IGNORECASE)
+
+
+def _cell(v: str):
+    v = v.strip()
+    if v.upper() == "N/A" or not v:
+        return None
+    try:
+        return float(v)
+    except ValueError:
+        return None
+
+
+def _stats(tc: dict) -> None:
+    mats = tc["matrices"]
+    if not mats:
+        tc.update({"sum_gbyte_per_s": None, "min_gbyte_per_s": None, "max_gbyte_per_s": None})
+        return
+    m = next((x for x in mats if x["label"] == "total"), mats[-1])
+    if m["unit"] != "gbyte_per_s":
+        tc.update({"sum_gbyte_per_s": None, "min_gbyte_per_s": None, "max_gbyte_per_s": None})
+        return
+    vals = [v for row in m["rows"].values() for v in row if v is not None and v > 0]
+    s = m["sum_gbyte_per_s"]
+    if s is None and vals:
+        s = round(sum(vals), 2)
+    tc["sum_gbyte_per_s"] = s
+    tc["min_gbyte_per_s"] = min(vals) if vals else None
+    tc["max_gbyte_per_s"] = max(vals) if vals else None
+
+
+def _label(desc: str):
+    m = _LABEL_RE.search(desc)
+    return m.group(1).lower() if m else None
+
+
+@register("nvbandwidth", "nvbandwidth text output: per-testcase GB/s matrices, SUM, status")
+def parse_text(text: str) -> dict:
+    kind = "nvbandwidth"
+    text = require_text(kind, text, "nvbandwidth output with 'Running <testcase>.' blocks")
+    out = {"version": None, "driver_version": None, "cuda_runtime_version": None, "error": None, "testcases": []}
+    tcs: list[dict] = out["testcases"]
+    cur: dict | None = None
+    mat: dict | None = None
+    for raw in text.split("\n"):
+        line = raw.strip()
+        if not line or line == "[...]":
+            mat = None if not line else mat
+            continue
+        if line.startswith("nvbandwidth Version:"):
+            out["version"] = line.split(":", 1)[1].strip()
+            continue
+        if line.startswith("Driver Version:"):
+            out["driver_version"] = line.split(":", 1)[1].strip()
+            continue
+        if line.startswith("CUDA Runtime Version:"):
+            out["cuda_runtime_version"] = line.split(":", 1)[1].strip()
+            continue
+        m = _RUN_RE.match(line)
+        if m:
+            cur = {"name": m.group(1), "status": "running", "message": None, "matrices": []}
+            tcs.append(cur)
+            mat = None
+            continue
+        if cur is None:
+            continue
+        m = _SUM_RE.match(line)
+        if m:
+            target = None
+            for mm in reversed(cur["matrices"]):
+                if mm["sum_gbyte_per_s"] is None:
+                    target = mm
+                    break
+            if target is not None:
+                target["sum_gbyte_per_s"] = float(m.group(2))
+            mat = None
+            continue
+        m = _STATUS_RE.match(line)
+        if m:
+            st = m.group(1).lower().replace(" ", "_")
+            cur["status"] = st
+            cur["message"] = m.group(2).strip() or None
+            mat = None
+            continue
+        if line.startswith("COEFFICIENT_OF_VARIATION"):
+            continue
+        if "(GB/s)" in line or _DESC_RE.match(line):
+            mat = {
+                "description": line,
+                "label": _label(line),
+                "unit": "nsec" if "(ns)" in line else "gbyte_per_s",
+                "columns": None,
+                "rows": {},
+                "sum_gbyte_per_s": None,
+            }
+            cur["matrices"].append(mat)
+            continue
+        if mat is not None:
+            cells = line.split()
+            if mat["columns"] is None and all(c.isdigit() for c in cells):
+                mat["columns"] = [int(c) for c in cells]
+                continue
+            if mat["columns"] is not None and cells[0].isdigit():
+                vals = [_cell(c) for c in cells[1:]]
+                if len(vals) != len(mat["columns"]):
+                    raise ParseError(
+                        kind, f"{cur['name']}: row {cells[0]} has {len(vals)} values for {len(mat['columns'])} columns"
+                    )
+                mat["rows"][cells[0]] = vals
+                continue
+    if not tcs:
+        raise ParseError(kind, "expected at least one 'Running <testcase>.' block")
+    for tc in tcs:
+        has_data = any(m["rows"] for m in tc["matrices"])
+        if tc["status"] == "running":
+            if has_data:
+                tc["status"] = "passed"
+            else:
+                tc["status"] = "error"
+                tc["message"] = "no result (output truncated?)"
+        _stats(tc)
+    return out
+
+
+_JSON_STATUS = {"passed": "passed", "waived": "waived", "error": "error", "not found": "not_found", "running": "running"}
+
+
+@register("nvbandwidth-json", "nvbandwidth -j JSON: per-testcase GB/s matrix, sum, status")
+def parse_json(text: str) -> dict:
+    kind = "nvbandwidth-json"
+    text = require_text(kind, text, "JSON object with an 'nvbandwidth' key")
+    start = text.find("{")
+    if start < 0:
+        raise ParseError(kind, "expected JSON object with an 'nvbandwidth' key, found no '{'")
+    try:
+        doc = json.loads(text[start:])
+    except json.JSONDecodeError as exc:
+        raise ParseError(kind, f"malformed or truncated JSON ({exc}); expected nvbandwidth -j output") from exc
+    nvb = doc.get("nvbandwidth") if isinstance(doc, dict) else None
+    if not isinstance(nvb, dict):
+        raise ParseError(kind, "expected top-level 'nvbandwidth' object")
+    crv = nvb.get("CUDA Runtime Version")
+    out = {
+        "version": nvb.get("version") or nvb.get("git_version"),
+        "driver_version": nvb.get("Driver Version"),
+        "cuda_runtime_version": str(crv) if crv is not None else None,
+        "error": nvb.get("error"),
+        "testcases": [],
+    }
+    for t in nvb.get("testcases") or []:
+        status = _JSON_STATUS.get(str(t.get("status", "")).lower(), "error")
+        matrices = []
+        raw = t.get("bandwidth_matrix")
+        if isinstance(raw, list) and raw:
+            rows = {str(i): [_cell(str(v)) for v in r] for i, r in enumerate(raw)}
+            ncol = max(len(r) for r in raw)
+            s = t.get("sum")
+            desc = t.get("bandwidth_description") or ""
+            matrices.append(
+                {
+                    "description": desc,
+                    "label": _label(desc),
+                    "unit": "nsec" if "(ns)" in desc else "gbyte_per_s",
+                    "columns": list(range(ncol)),
+                    "rows": rows,
+                    "sum_gbyte_per_s": float(s) if isinstance(s, int | float) else None,
+                }
+            )
+        tc = {"name": t.get("name"), "status": status, "message": t.get("error"), "matrices": matrices}
+        if status == "passed" and not matrices:
+            tc["status"] = "error"
+            tc["message"] = tc["message"] or "status Passed but no bandwidth_matrix"
+        _stats(tc)
+        out["testcases"].append(tc)
+    if not out["testcases"] and not out["error"]:
+        raise ParseError(kind, "no 'testcases' and no 'error' in nvbandwidth JSON")
+    return out

@@ -1,0 +1,883 @@
+"""Parsers for ``nvidia-smi`` outputs.
+
+Kinds
+-----
+``nvidia-smi-xml`` (``nvidia-smi -q -x``) and ``nvidia-smi-q`` (plain ``nvidia-smi -q``) both return::
+
+    {"driver_version": str|None, "cuda_version": str|None, "attached_gpus": int|None,
+     "gpu_count": int,                     # GPU sections actually present
+     "gpus": [GPU, ...]}
+
+with one GPU record per GPU section, in output order::
+
+    {"index": int,                          # position in the output (0-based)
+     "bus_id": "00000000:18:00.0",          # normalised: 8-hex domain, upper case
+     "product_name", "uuid", "serial": str|None, "minor_number": int|None,
+     "persistence_mode": bool|None, "mig_mode_current": bool|None,
+     "memory_total_mib", "memory_used_mib": int|None,
+     "ecc_mode_current": bool|None,         # True = Enabled
+     "ecc_errors": {"volatile": {counter: int|bool|None}, "aggregate": {...},
+                    "volatile_correctable", "volatile_uncorrectable",
+                    "aggregate_correctable", "aggregate_uncorrectable": int|None},
+                    # sums over the SRAM/DRAM (or single/double bit) counters shown; None if all N/A
+     "retired_pages": {"single_bit": int|None, "double_bit": int|None, "pending": bool|None},
+     "remapped_rows": {"correctable": int|None, "uncorrectable": int|None,
+                       "pending": bool|None, "failure": bool|None} | None,   # None: not supported
+     "pcie": {"gen_current", "gen_max", "width_current", "width_max", "replay_count": int|None},
+     "temperature_celsius": int|None, "power_draw_watts": float|None, "power_limit_watts": float|None,
+     "clocks_event_reasons_active": [name, ...],   # e.g. ["gpu_idle", "hw_slowdown"]
+     "utilization_gpu_percent": int|None,
+     "fabric": {"state": str|None, "status": str|None} | None,
+     "reset_required": bool|None,
+     "process_count": int|None}
+
+Truncated input raises ParseError: for XML any malformed document; for ``-q`` text a header that
+announces more GPUs than sections present *and* no terminating blank line (``nvidia-smi -q -i N`` and
+``-d`` displays are complete and end with a blank line).
+
+``nvidia-smi-csv`` (``--query-gpu=... --format=csv[,noheader][,nounits]``)::
+
+    {"fields": [name, ...] | None,          # None when the output had no header line
+     "units": {field: unit},                # from "[MiB]" style header suffixes
+     "rows": [{field: value}] | [[str, ...]]}
+
+Values of fields with a unit are numbers (the unit removed); other values are strings.
+``[N/A]``, ``N/A``, ``[Not Supported]`` and any other bracketed placeholder become None.
+Counters and counts are numbers too: ``index``, ``count``, ``pcie.link.gen.*``, ``pcie.link.width.*``,
+``ecc.errors.*``, ``remapped_rows.(un)correctable``, ``retired_pages.sbe/dbe``, ``pcie.replay_counter*``
+and ``temperature.*`` (Celsius, recorded in ``units``).
+
+``nvidia-smi-table`` (default ``nvidia-smi``)::
+
+    {"driver_version", "cuda_version": str|None, "smi_version": str|None,
+     "gpus": [{"index", "name", "bus_id", "persistence_mode"/"driver_model", "display_active",
+               "volatile_uncorrected_ecc": int|None, "fan_percent": int|None, "fan_error": bool,
+               "temperature_celsius", "perf_state", "power_draw_watts", "power_cap_watts",
+               "memory_used_mib", "memory_total_mib", "utilization_gpu_percent", "compute_mode",
+               "mig_mode"}],
+     "mig_devices": [{"gpu", "gi_id", "ci_id", "mig_dev", "memory_used_mib", "memory_total_mib"}],
+     "processes": [{"gpu", "gi_id", "ci_id", "pid", "type", "name", "memory_mib"}] | None,
+     "warnings": [str]}
+
+``processes`` is None when the processes table is missing (truncated output), [] for
+"No running processes found". ``fan_error`` is True when the fan column shows ``ERR!``.
+
+``nvidia-smi-topo`` (``nvidia-smi topo -m``; also ``topo -p2p r``)::
+
+    {"devices": [{"name": "GPU0", "kind": "gpu"|"nic"|"other", "nic_name": "mlx5_0"|None}],
+     "matrix": {row: {column: "X"|"NV18"|"PIX"|"PXB"|"PHB"|"NODE"|"SYS"|"OK"|...}},
+     "affinity": {row: {"cpu_affinity": str|None, "numa_affinity": str|None, "gpu_numa_id": str|None}},
+     "nic_legend": {"NIC0": "mlx5_0"}}
+
+An error message instead of a matrix (e.g. ``ERROR: Option -m is missing its value``) raises ParseError.
+
+``nvidia-smi-nvlink`` (``nvidia-smi nvlink -s``)::
+
+    {"gpus": [{"index", "name", "uuid",
+               "status": "ok"|"all_links_inactive"|"not_supported"|"mig_unsupported"|"error",
+               "message": str|None,
+               "links": [{"link": int, "gbyte_per_s": float|None, "inactive": bool}]}]}
+
+A GPU whose NVLinks are not usable is reported with its status and an empty ``links`` list; a
+``<inactive>`` link has ``inactive: True`` and ``gbyte_per_s: None``.
+
+``nvidia-smi-list`` (``nvidia-smi -L``)::
+
+    {"gpus": [{"index", "name", "uuid", "mig_devices": [{"profile", "device", "uuid"}]}]}
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from clustercert.parsers._nvutil import (
+    bus_id,
+    clean,
+    na,
+    norm_key,
+    number,
+    require_text,
+    split_columns,
+    yes_no,
+)
+from clustercert.parsers.base import ParseError, register
+
+# --------------------------------------------------------------------------------------------
+# shared GPU-record builder (works on nested dicts built from XML or from -q text)
+# --------------------------------------------------------------------------------------------
+
+
+def _get(d, *path):
+    for p in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(p)
+    return d
+
+
+def _first(d, *paths):
+    """First non-None value among several key paths (each a tuple)."""
+    for path in paths:
+        v = _get(d, *path)
+        if v is not None and not (isinstance(v, str) and na(v) is None):
+            return v
+    return None
+
+
+def _flatten(d, prefix=""):
+    out = {}
+    if not isinstance(d, dict):
+        return out
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "_"))
+        else:
+            out[key] = v
+    return out
+
+
+def _ecc_counters(section) -> dict:
+    out = {}
+    for k, v in _flatten(section).items():
+        if not isinstance(v, str):
+            continue
+        n = number(v)
+        if n is not None:
+            out[k] = n
+        else:
+            b = yes_no(v)
+            out[k] = b  # Yes/No flags (e.g. sram_threshold_exceeded) or None for N/A
+    return out
+
+
+def _sum_counters(counters: dict, correctable: bool):
+    vals = []
+    for k, v in counters.items():
+        if isinstance(v, bool):
+            continue
+        if correctable:
+            hit = (k.endswith("correctable") and "uncorrectable" not in k) or k == "single_bit_total"
+        else:
+            hit = ("uncorrectable" in k) or k == "double_bit_total"
+        if hit:
+            vals.append(v)
+    known = [v for v in vals if v is not None]
+    return sum(known) if known else None
+
+
+def _ecc_block(ecc: dict | None) -> dict:
+    ecc = ecc if isinstance(ecc, dict) else {}
+    vol = _ecc_counters(ecc.get("volatile"))
+    agg = _ecc_counters(ecc.get("aggregate"))
+    return {
+        "volatile": vol,
+        "aggregate": agg,
+        "volatile_correctable": _sum_counters(vol, True),
+        "volatile_uncorrectable": _sum_counters(vol, False),
+        "aggregate_correctable": _sum_counters(agg, True),
+        "aggregate_uncorrectable": _sum_counters(agg, False),
+    }
+
+
+def _int(v):
+    n = number(v) if isinstance(v, str) else None
+    return int(n) if n is not None else None
+
+
+def _float(v):
+    n = number(v) if isinstance(v, str) else None
+    return float(n) if n is not None else None
+
+
+def _reasons_active(section) -> list[str]:
+    out = []
+    if not isinstance(section, dict):
+        return out
+    for k, v in _flatten(section).items():
+        if isinstance(v, str) and v.strip().lower() == "active":
+            name = re.sub(r"^clocks_(event|throttle)_reason_", "", k)
+            name = {"idle": "gpu_idle", "display_clock_setting": "display_clocks_setting"}.get(name, name)
+            out.append(name)
+    return out
+
+
+def _gpu_from_xml_dict(g: dict, index: int, attr_id: str | None, processes: int | None) -> dict:
+    pci = g.get("pci") if isinstance(g.get("pci"), dict) else {}
+    link = _get(pci, "pci_gpu_link_info") or {}
+    rr = g.get("remapped_rows")
+    if isinstance(rr, dict):
+        remapped = {
+            "correctable": _int(rr.get("remapped_row_corr")),
+            "uncorrectable": _int(rr.get("remapped_row_unc")),
+            "pending": yes_no(rr.get("remapped_row_pending")),
+            "failure": yes_no(rr.get("remapped_row_failure")),
+        }
+    else:
+        remapped = None
+    rp = g.get("retired_pages") if isinstance(g.get("retired_pages"), dict) else {}
+    pend = [yes_no(rp.get("pending_blacklist")), yes_no(rp.get("pending_retirement"))]
+    fabric = g.get("fabric")
+    power = _first(
+        g,
+        ("gpu_power_readings", "power_draw"),
+        ("gpu_power_readings", "instant_power_draw"),
+        ("gpu_power_readings", "average_power_draw"),
+        ("power_readings", "power_draw"),
+        ("power_readings", "instant_power_draw"),
+        ("power_readings", "average_power_draw"),
+    )
+    limit = _first(
+        g,
+        ("gpu_power_readings", "current_power_limit"),
+        ("gpu_power_readings", "enforced_power_limit"),
+        ("power_readings", "enforced_power_limit"),
+        ("power_readings", "power_limit"),
+        ("power_readings", "current_power_limit"),
+    )
+    reasons = g.get("clocks_event_reasons") or g.get("clocks_throttle_reasons")
+    return {
+        "index": index,
+        "bus_id": bus_id(attr_id or _get(pci, "pci_bus_id")),
+        "product_name": na(g.get("product_name")),
+        "uuid": na(g.get("uuid")),
+        "serial": na(g.get("serial")),
+        "minor_number": _int(g.get("minor_number")),
+        "persistence_mode": yes_no(g.get("persistence_mode")),
+        "mig_mode_current": yes_no(_get(g, "mig_mode", "current_mig")),
+        "memory_total_mib": _int(_get(g, "fb_memory_usage", "total")),
+        "memory_used_mib": _int(_get(g, "fb_memory_usage", "used")),
+        "ecc_mode_current": yes_no(_get(g, "ecc_mode", "current_ecc")),
+        "ecc_errors": _ecc_block(g.get("ecc_errors")),
+        "retired_pages": {
+            "single_bit": _int(_get(rp, "multiple_single_bit_retirement", "retired_count")),
+            "double_bit": _int(_get(rp, "double_bit_retirement", "retired_count")),
+            "pending": True if True in pend else (False if False in pend else None),
+        },
+        "remapped_rows": remapped,
+        "pcie": {
+            "gen_current": _int(_get(link, "pcie_gen", "current_link_gen")),
+            "gen_max": _int(_get(link, "pcie_gen", "max_link_gen")),
+            "width_current": _int(_get(link, "link_widths", "current_link_width")),
+            "width_max": _int(_get(link, "link_widths", "max_link_width")),
+            "replay_count": _int(pci.get("replay_counter")),
+        },
+        "temperature_celsius": _int(_get(g, "temperature", "gpu_temp")),
+        "power_draw_watts": _float(power),
+        "power_limit_watts": _float(limit),
+        "clocks_event_reasons_active": _reasons_active(reasons),
+        "utilization_gpu_percent": _int(_get(g, "utilization", "gpu_util")),
+        "fabric": (
+            {"state": na(fabric.get("state")), "status": na(fabric.get("status"))}
+            if isinstance(fabric, dict)
+            else None
+        ),
+        "reset_required": yes_no(_get(g, "gpu_reset_status", "reset_required")),
+        "process_count": processes,
+    }
+
+
+def _gpu_from_q_dict(g: dict, index: int, header_bus: str, processes: int | None) -> dict:
+    pci = g.get("pci") if isinstance(g.get("pci"), dict) else {}
+    link = _get(pci, "gpu_link_info") or {}
+    rr = g.get("remapped_rows")
+    if isinstance(rr, dict):
+        remapped = {
+            "correctable": _int(rr.get("correctable_error")),
+            "uncorrectable": _int(rr.get("uncorrectable_error")),
+            "pending": yes_no(rr.get("pending")),
+            "failure": yes_no(rr.get("remapping_failure_occurred")),
+        }
+    else:
+        remapped = None
+    rp = g.get("retired_pages") if isinstance(g.get("retired_pages"), dict) else {}
+    pend = [yes_no(rp.get("pending_page_blacklist")), yes_no(rp.get("pending_page_retirement"))]
+    fabric = g.get("fabric")
+    power = _first(
+        g,
+        ("gpu_power_readings", "power_draw"),
+        ("gpu_power_readings", "instantaneous_power_draw"),
+        ("gpu_power_readings", "average_power_draw"),
+        ("power_readings", "power_draw"),
+        ("power_readings", "instantaneous_power_draw"),
+        ("power_readings", "average_power_draw"),
+    )
+    limit = _first(
+        g,
+        ("gpu_power_readings", "current_power_limit"),
+        ("gpu_power_readings", "enforced_power_limit"),
+        ("power_readings", "enforced_power_limit"),
+        ("power_readings", "power_limit"),
+        ("power_readings", "current_power_limit"),
+    )
+    reasons = g.get("clocks_event_reasons") or g.get("clocks_throttle_reasons")
+    return {
+        "index": index,
+        "bus_id": bus_id(header_bus or pci.get("bus_id")),
+        "product_name": na(g.get("product_name")),
+        "uuid": na(g.get("gpu_uuid")),
+        "serial": na(g.get("serial_number")),
+        "minor_number": _int(g.get("minor_number")),
+        "persistence_mode": yes_no(g.get("persistence_mode")),
+        "mig_mode_current": yes_no(_get(g, "mig_mode", "current")),
+        "memory_total_mib": _int(_get(g, "fb_memory_usage", "total")),
+        "memory_used_mib": _int(_get(g, "fb_memory_usage", "used")),
+        "ecc_mode_current": yes_no(_get(g, "ecc_mode", "current")),
+        "ecc_errors": _ecc_block(g.get("ecc_errors")),
+        "retired_pages": {
+            "single_bit": _int(rp.get("single_bit_ecc")),
+            "double_bit": _int(rp.get("double_bit_ecc")),
+            "pending": True if True in pend else (False if False in pend else None),
+        },
+        "remapped_rows": remapped,
+        "pcie": {
+            "gen_current": _int(_get(link, "pcie_generation", "current")),
+            "gen_max": _int(_get(link, "pcie_generation", "max")),
+            "width_current": _int(_get(link, "link_width", "current")),
+            "width_max": _int(_get(link, "link_width", "max")),
+            "replay_count": _int(pci.get("replays_since_reset")),
+        },
+        "temperature_celsius": _int(_get(g, "temperature", "gpu_current_temp")),
+        "power_draw_watts": _float(power),
+        "power_limit_watts": _float(limit),
+        "clocks_event_reasons_active": _reasons_active(reasons),
+        "utilization_gpu_percent": _int(_get(g, "utilization", "gpu")),
+        "fabric": (
+            {"state": na(fabric.get("state")), "status": na(fabric.get("status"))}
+            if isinstance(fabric, dict)
+            else None
+        ),
+        "reset_required": yes_no(_get(g, "gpu_reset_status", "reset_required")),
+        "process_count": processes,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# nvidia-smi -q -x
+# --------------------------------------------------------------------------------------------
+
+
+def _el_to_dict(el: ET.Element):
+    children = list(el)
+    if not children:
+        return (el.text or "").strip()
+    out: dict = {}
+    for c in children:
+        if c.tag in out:  # repeated tags (supported clocks, process_info...) keep the first
+            continue
+        out[c.tag] = _el_to_dict(c)
+    return out
+
+
+@register("nvidia-smi-xml", "nvidia-smi -q -x: driver, per-GPU identity, ECC, retired pages, remapped rows, PCIe")
+def parse_xml(text: str) -> dict:
+    kind = "nvidia-smi-xml"
+    text = require_text(kind, text, "'<nvidia_smi_log>' XML document")
+    start = text.find("<")
+    if start < 0:
+        raise ParseError(kind, "expected '<nvidia_smi_log>' root element, found no XML")
+    try:
+        root = ET.fromstring(text[start:].strip())
+    except ET.ParseError as exc:
+        raise ParseError(kind, f"malformed or truncated XML ({exc}); expected '<nvidia_smi_log>' document") from exc
+    if root.tag != "nvidia_smi_log":
+        raise ParseError(kind, f"expected '<nvidia_smi_log>' root element, got '<{root.tag}>'")
+    gpus = []
+    for i, gel in enumerate(root.findall("gpu")):
+        procs_el = gel.find("processes")
+        nproc = len(procs_el.findall("process_info")) if procs_el is not None else None
+        gpus.append(_gpu_from_xml_dict(_el_to_dict(gel), i, gel.get("id"), nproc))
+    attached = root.findtext("attached_gpus")
+    return {
+        "driver_version": na(root.findtext("driver_version")),
+        "cuda_version": na(root.findtext("cuda_version")),
+        "attached_gpus": _int(attached),
+        "gpu_count": len(gpus),
+        "gpus": gpus,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# nvidia-smi -q (text)
+# --------------------------------------------------------------------------------------------
+
+_Q_GPU_RE = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
+_Q_KV_RE = re.compile(r"^(\s*)([^:]*?\S)\s*:\s?(.*)$")
+
+
+def _q_block_to_dict(lines: list[str]) -> dict:
+    root: dict = {}
+    stack: list[tuple[int, dict]] = [(-1, root)]
+    for line in lines:
+        if not line.strip() or line.strip().startswith("["):
+            continue
+        indent = len(line) - len(line.lstrip(" \t"))
+        while len(stack) > 1 and stack[-1][0] >= indent:
+            stack.pop()
+        cur = stack[-1][1]
+        m = _Q_KV_RE.match(line)
+        if m:
+            key = norm_key(m.group(2))
+            if key not in cur:
+                cur[key] = m.group(3).strip()
+        else:
+            key = norm_key(line)
+            sect = cur.get(key)
+            if not isinstance(sect, dict):
+                sect = {}
+                cur[key] = sect
+            stack.append((indent, sect))
+    return root
+
+
+def _q_process_count(lines: list[str]) -> int | None:
+    pids = 0
+    seen = False
+    for line in lines:
+        s = line.strip()
+        if re.match(r"^Processes\s*:\s*None\s*$", s):
+            return 0
+        if re.match(r"^Processes\s*$", s):
+            seen = True
+        if re.match(r"^Process ID\s*:", s):
+            pids += 1
+    return pids if seen else None
+
+
+@register("nvidia-smi-q", "nvidia-smi -q text: driver, per-GPU identity, ECC, retired pages, remapped rows, PCIe")
+def parse_q(text: str) -> dict:
+    kind = "nvidia-smi-q"
+    text = require_text(kind, text, "'==============NVSMI LOG==============' report")
+    lines = text.split("\n")
+    header: dict[str, str] = {}
+    blocks: list[tuple[str, list[str]]] = []
+    cur: list[str] | None = None
+    for line in lines:
+        m = _Q_GPU_RE.match(line)
+        if m:
+            cur = []
+            blocks.append((m.group(1), cur))
+            continue
+        if cur is not None and (line.startswith((" ", "\t")) or not line.strip()):
+            cur.append(line)
+            continue
+        cur = None
+        kv = _Q_KV_RE.match(line)
+        if kv and not line.startswith((" ", "\t")):
+            header[norm_key(kv.group(2))] = kv.group(3).strip()
+    if not blocks and "driver_version" not in header:
+        raise ParseError(kind, "expected 'Driver Version :' header or 'GPU 00000000:xx:xx.x' sections")
+    attached = _int(header.get("attached_gpus"))
+    if attached is not None and len(blocks) < attached:
+        if not re.search(r"\n[ \t]*\n[ \t\n]*$", text):
+            raise ParseError(
+                kind,
+                f"truncated: header announces {attached} GPUs, {len(blocks)} section(s) present "
+                "and the report does not end with a blank line",
+            )
+    gpus = [
+        _gpu_from_q_dict(_q_block_to_dict(blines), i, bid, _q_process_count(blines))
+        for i, (bid, blines) in enumerate(blocks)
+    ]
+    return {
+        "driver_version": na(header.get("driver_version")),
+        "cuda_version": na(header.get("cuda_version")),
+        "attached_gpus": attached,
+        "gpu_count": len(gpus),
+        "gpus": gpus,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# --query-gpu CSV
+# --------------------------------------------------------------------------------------------
+
+_CSV_FIELD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?: \[[^\]]+\])?$")
+_CSV_PLAIN_FIELDS = {"index", "name", "serial", "uuid", "count", "timestamp", "pstate"}
+_CSV_NUMERIC_FIELDS = re.compile(
+    r"^(index|count|pcie\.link\.(gen|width)\.[a-z]+|temperature\.[a-z_.]+|ecc\.errors\.[a-z_.]+"
+    r"|remapped_rows\.(correctable|uncorrectable)|retired_pages\.(sbe|dbe|single_bit|double_bit)[a-z_.]*"
+    r"|pcie\.replay_counter[a-z_.]*)$"
+)
+
+
+def _csv_split(line: str) -> list[str]:
+    return [c.strip() for c in line.split(",")]
+
+
+def _is_csv_header(cells: list[str]) -> bool:
+    if not all(_CSV_FIELD_RE.match(c) for c in cells):
+        return False
+    return any(("." in c or "_" in c or c in _CSV_PLAIN_FIELDS) for c in cells)
+
+
+def _csv_value(field: str, unit: str | None, raw: str):
+    v = na(raw)
+    if v is None:
+        return None
+    if unit is not None:
+        n = number(v)
+        return n if n is not None else v
+    if _CSV_NUMERIC_FIELDS.match(field):
+        n = number(v)
+        return n if n is not None else v
+    return v
+
+
+@register("nvidia-smi-csv", "nvidia-smi --query-*=... --format=csv: rows keyed by field, units split out")
+def parse_csv(text: str) -> dict:
+    kind = "nvidia-smi-csv"
+    text = require_text(kind, text, "CSV lines from nvidia-smi --format=csv")
+    lines = [ln for ln in text.split("\n") if ln.strip() and ln.strip() != "[...]"]
+    first = _csv_split(lines[0])
+    if _is_csv_header(first):
+        fields: list[str] = []
+        units: dict[str, str] = {}
+        for c in first:
+            m = re.match(r"^(.*?) \[([^\]]+)\]$", c)
+            if m:
+                fields.append(m.group(1))
+                units[m.group(1)] = m.group(2)
+            else:
+                fields.append(c)
+        for f in fields:
+            if f.startswith("temperature.") and f not in units:
+                units[f] = "C"
+        rows = []
+        for ln in lines[1:]:
+            cells = _csv_split(ln)
+            if len(cells) != len(fields):
+                raise ParseError(
+                    kind, f"row has {len(cells)} values, header has {len(fields)} fields (truncated?): {ln[:80]!r}"
+                )
+            rows.append(
+                {f: _csv_value(f, None if f.startswith("temperature.") else units.get(f), c)
+                 for f, c in zip(fields, cells, strict=True)}
+            )
+        return {"fields": fields, "units": units, "rows": rows}
+    # no header: rows of strings, placeholders -> None
+    width = len(first)
+    rows_raw = []
+    for ln in lines:
+        cells = _csv_split(ln)
+        if len(cells) != width:
+            raise ParseError(kind, f"inconsistent column count ({len(cells)} vs {width}); expected CSV rows")
+        rows_raw.append([na(c) for c in cells])
+    if width < 2 and not any(re.match(r"^[\w.:\-% ]+$", r[0] or "") for r in rows_raw):
+        raise ParseError(kind, "expected comma-separated nvidia-smi query output")
+    return {"fields": None, "units": {}, "rows": rows_raw}
+
+
+# --------------------------------------------------------------------------------------------
+# default table
+# --------------------------------------------------------------------------------------------
+
+_TBL_HDR_RE = re.compile(
+    r"NVIDIA-SMI\s+(?P<smi>\S+)\s+(?:Driver|KMD) Version:\s*(?P<drv>\S+)\s+CUDA(?: UMD)? Version:\s*(?P<cuda>\S+)"
+)
+_TBL_GPU1_RE = re.compile(
+    r"^\|\s*(?P<idx>\d+)\s+(?P<name>.+?)\s+(?P<pm>On|Off|WDDM|TCC|MCDM|N/A)\s*\|"
+    r"\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s+(?P<disp>\S+)\s*\|"
+    r"\s*(?P<ecc>\S+)\s*\|"
+)
+_TBL_GPU2_RE = re.compile(
+    r"^\|\s*(?P<fan>\S+?)\s+(?P<temp>\S+?)\s+(?P<perf>P\d+|N/A)\s+(?P<pwr>\S+)\s*/\s*(?P<cap>\S+)\s*\|"
+    r"\s*(?P<used>\S+)\s*/\s*(?P<total>\S+)\s*\|\s*(?P<util>\S+)\s+(?P<cm>.+?)\s*\|"
+)
+_TBL_FAN_TEMP_RE = re.compile(r"^\|(?P<fan>ERR!|\S+)\s+(?P<temp>\S+)")
+_TBL_GPU3_RE = re.compile(r"^\|\s*\|\s*\|\s*(?P<mig>\S.*?)\s*\|$")
+_TBL_PROC_RE = re.compile(
+    r"^\|\s*(?P<gpu>\d+)\s+(?P<gi>\S+)\s+(?P<ci>\S+)\s+(?P<pid>\d+)\s+(?P<type>C\+G|C|G|M|M\+C)\s+"
+    r"(?P<name>.+?)\s+(?P<mem>\d+MiB|N/A)\s*\|$"
+)
+_TBL_MIG_RE = re.compile(
+    r"^\|\s*(?P<gpu>\d+)\s+(?P<gi>\d+)\s+(?P<ci>\d+)\s+(?P<dev>\d+)\s*\|\s*(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB"
+)
+
+
+def _mib(v: str):
+    return number(v.replace("MiB", " MiB"), "MiB") if v else None
+
+
+@register("nvidia-smi-table", "default nvidia-smi table: driver/CUDA versions, per-GPU summary, processes")
+def parse_table(text: str) -> dict:
+    kind = "nvidia-smi-table"
+    text = require_text(kind, text, "nvidia-smi table with 'NVIDIA-SMI ... Driver Version:' header")
+    lines = text.split("\n")
+    hdr = None
+    for ln in lines:
+        hdr = _TBL_HDR_RE.search(ln)
+        if hdr:
+            break
+    if hdr is None:
+        raise ParseError(kind, "expected 'NVIDIA-SMI <ver>  Driver Version: <ver>  CUDA Version: <ver>' header")
+    gpus: list[dict] = []
+    mig_devices: list[dict] = []
+    processes: list[dict] | None = None
+    warnings: list[str] = []
+    section = "gpus"
+    pending_gpu: dict | None = None
+    stage = 0
+    for ln in lines:
+        s = ln.rstrip()
+        if s.startswith("| MIG devices:"):
+            section = "mig"
+            continue
+        if s.startswith("| Processes:"):
+            section = "procs"
+            processes = []
+            continue
+        if s.upper().startswith("WARNING"):
+            warnings.append(s)
+            continue
+        if section == "gpus":
+            m1 = _TBL_GPU1_RE.match(s)
+            if m1:
+                pm = m1.group("pm")
+                pending_gpu = {
+                    "index": int(m1.group("idx")),
+                    "name": m1.group("name").strip(),
+                    "bus_id": bus_id(m1.group("bus")),
+                    "persistence_mode": {"On": True, "Off": False}.get(pm),
+                    "driver_model": pm if pm in ("WDDM", "TCC", "MCDM") else None,
+                    "display_active": yes_no(m1.group("disp")),
+                    "volatile_uncorrected_ecc": _int(m1.group("ecc")),
+                    "fan_percent": None,
+                    "fan_error": False,
+                    "temperature_celsius": None,
+                    "perf_state": None,
+                    "power_draw_watts": None,
+                    "power_cap_watts": None,
+                    "memory_used_mib": None,
+                    "memory_total_mib": None,
+                    "utilization_gpu_percent": None,
+                    "compute_mode": None,
+                    "mig_mode": None,
+                }
+                gpus.append(pending_gpu)
+                stage = 1
+                continue
+            if pending_gpu is not None and stage == 1:
+                m2 = _TBL_GPU2_RE.match(s)
+                if m2:
+                    fan = m2.group("fan")
+                    pending_gpu.update(
+                        {
+                            "fan_percent": _int(fan.rstrip("%")) if fan.endswith("%") else None,
+                            "fan_error": fan.upper().startswith("ERR"),
+                            "temperature_celsius": _int(m2.group("temp").rstrip("C")),
+                            "perf_state": na(m2.group("perf")),
+                            "power_draw_watts": _float(m2.group("pwr").rstrip("W")),
+                            "power_cap_watts": _float(m2.group("cap").rstrip("W")),
+                            "memory_used_mib": _mib(m2.group("used")),
+                            "memory_total_mib": _mib(m2.group("total")),
+                            "utilization_gpu_percent": _int(m2.group("util").rstrip("%")),
+                            "compute_mode": m2.group("cm").strip(),
+                        }
+                    )
+                    stage = 2
+                    continue
+            if pending_gpu is not None and stage == 2:
+                m3 = _TBL_GPU3_RE.match(s)
+                if m3:
+                    pending_gpu["mig_mode"] = na(m3.group("mig"))
+                    stage = 0
+                    continue
+        elif section == "mig":
+            mm = _TBL_MIG_RE.match(s)
+            if mm:
+                mig_devices.append(
+                    {
+                        "gpu": int(mm.group("gpu")),
+                        "gi_id": int(mm.group("gi")),
+                        "ci_id": int(mm.group("ci")),
+                        "mig_dev": int(mm.group("dev")),
+                        "memory_used_mib": int(mm.group("used")),
+                        "memory_total_mib": int(mm.group("total")),
+                    }
+                )
+        elif section == "procs" and processes is not None:
+            mp = _TBL_PROC_RE.match(s)
+            if mp:
+                processes.append(
+                    {
+                        "gpu": int(mp.group("gpu")),
+                        "gi_id": _int(mp.group("gi")),
+                        "ci_id": _int(mp.group("ci")),
+                        "pid": int(mp.group("pid")),
+                        "type": mp.group("type"),
+                        "name": mp.group("name").strip(),
+                        "memory_mib": _mib(mp.group("mem")),
+                    }
+                )
+    if not gpus and "No devices were found" not in text:
+        raise ParseError(kind, "header found but no GPU rows; expected '|   0  <name> ... | <bus id> ...' rows")
+    return {
+        "smi_version": hdr.group("smi"),
+        "driver_version": hdr.group("drv"),
+        "cuda_version": na(hdr.group("cuda")),
+        "gpus": gpus,
+        "mig_devices": mig_devices,
+        "processes": processes,
+        "warnings": warnings,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# topo -m
+# --------------------------------------------------------------------------------------------
+
+_AFFINITY_COLS = {"CPU Affinity": "cpu_affinity", "NUMA Affinity": "numa_affinity", "GPU NUMA ID": "gpu_numa_id"}
+
+
+def _device_kind(name: str) -> str:
+    if re.match(r"^GPU\d+$", name):
+        return "gpu"
+    if re.match(r"^(NIC\d+|mlx\d+_\d+|mlx5_\d+|ib\w*)$", name):
+        return "nic"
+    return "other"
+
+
+@register("nvidia-smi-topo", "nvidia-smi topo -m: device list, link-type matrix, CPU/NUMA affinity, NIC legend")
+def parse_topo(text: str) -> dict:
+    kind = "nvidia-smi-topo"
+    text = require_text(kind, text, "nvidia-smi topo -m matrix with a 'GPU0' header")
+    lines = text.split("\n")
+    hidx = None
+    for i, ln in enumerate(lines):
+        cols = split_columns(ln)
+        if ln[:1] in (" ", "\t") and "GPU0" in cols:
+            hidx = i
+            break
+    if hidx is None:
+        first = next((ln.strip() for ln in lines if ln.strip()), "")
+        raise ParseError(kind, f"expected a matrix header line starting with whitespace then 'GPU0'; got {first[:100]!r}")
+    header = [c for c in split_columns(lines[hidx]) if c]
+    devices: list[str] = []
+    extra: list[str] = []
+    for c in header:
+        if c in _AFFINITY_COLS or extra:
+            extra.append(c)
+        else:
+            devices.append(c)
+    matrix: dict[str, dict[str, str]] = {}
+    affinity: dict[str, dict[str, str | None]] = {}
+    for ln in lines[hidx + 1 :]:
+        if not ln.strip():
+            if matrix:
+                break
+            continue
+        if "\t" in ln:
+            cells = [c.strip() for c in ln.split("\t")]
+        else:
+            cells = ln.split()
+        row = cells[0]
+        if row not in devices:
+            break
+        vals = cells[1 : 1 + len(devices)]
+        if len(vals) < len(devices):
+            raise ParseError(kind, f"row {row!r} has {len(vals)} matrix cells, expected {len(devices)} (truncated?)")
+        matrix[row] = dict(zip(devices, vals, strict=True))
+        rest = [c for c in cells[1 + len(devices) :] if c]
+        aff = {_AFFINITY_COLS.get(c, norm_key(c)): None for c in extra}
+        for col, val in zip(extra, rest, strict=False):
+            aff[_AFFINITY_COLS.get(col, norm_key(col))] = na(val)
+        affinity[row] = aff
+    if not matrix:
+        raise ParseError(kind, "matrix header found but no device rows")
+    legend: dict[str, str] = {}
+    in_legend = False
+    for ln in lines:
+        if ln.strip() == "NIC Legend:":
+            in_legend = True
+            continue
+        if in_legend:
+            m = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", ln)
+            if m:
+                legend[m.group(1)] = m.group(2)
+    dev_list = [
+        {"name": d, "kind": _device_kind(d), "nic_name": legend.get(d, d if d.startswith("mlx") else None)}
+        for d in devices
+    ]
+    return {"devices": dev_list, "matrix": matrix, "affinity": affinity, "nic_legend": legend}
+
+
+# --------------------------------------------------------------------------------------------
+# nvlink -s and -L
+# --------------------------------------------------------------------------------------------
+
+_GPU_LINE_RE = re.compile(r"^GPU (?P<idx>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)\s*$")
+_LINK_RE = re.compile(r"^\s*Link (?P<link>\d+):\s*(?P<val>.+?)\s*$")
+
+
+@register("nvidia-smi-nvlink", "nvidia-smi nvlink -s: per-GPU per-link speed (GB/s) and inactive links")
+def parse_nvlink(text: str) -> dict:
+    kind = "nvidia-smi-nvlink"
+    text = require_text(kind, text, "'GPU n: <name> (UUID: ...)' lines followed by 'Link n: <speed> GB/s'")
+    gpus: list[dict] = []
+    cur = None
+    for ln in text.split("\n"):
+        m = _GPU_LINE_RE.match(ln)
+        if m:
+            cur = {
+                "index": int(m.group("idx")),
+                "name": m.group("name"),
+                "uuid": m.group("uuid"),
+                "status": "ok",
+                "message": None,
+                "links": [],
+            }
+            gpus.append(cur)
+            continue
+        if cur is None or not ln.strip() or ln.strip() == "[...]":
+            continue
+        lm = _LINK_RE.match(ln)
+        if lm:
+            val = lm.group("val")
+            if "inactive" in val.lower():
+                cur["links"].append({"link": int(lm.group("link")), "gbyte_per_s": None, "inactive": True})
+                continue
+            sm = re.match(r"^([\d.]+)\s*GB/s$", val)
+            if not sm:
+                # e.g. 'Link 0: Replay Errors: 0' (nvlink -e) is not this kind
+                raise ParseError(kind, f"expected 'Link n: <speed> GB/s' or '<inactive>', got {ln.strip()!r}")
+            cur["links"].append({"link": int(lm.group("link")), "gbyte_per_s": float(sm.group(1)), "inactive": False})
+            continue
+        msg = ln.strip()
+        low = msg.lower()
+        if "all links are inactive" in low:
+            cur["status"] = "all_links_inactive"
+        elif "mig mode" in low:
+            cur["status"] = "mig_unsupported"
+        elif "does not have or support nvlink" in low or "not supported" in low:
+            cur["status"] = "not_supported"
+        else:
+            cur["status"] = "error"
+        cur["message"] = msg
+    if not gpus:
+        raise ParseError(kind, "expected 'GPU n: <name> (UUID: GPU-...)' lines")
+    return {"gpus": gpus}
+
+
+_MIG_LINE_RE = re.compile(r"^\s+MIG (?P<profile>\S+)\s+Device\s+(?P<dev>\d+): \(UUID: (?P<uuid>[^)]+)\)\s*$")
+
+
+@register("nvidia-smi-list", "nvidia-smi -L: GPU index, name, UUID and MIG devices")
+def parse_list(text: str) -> dict:
+    kind = "nvidia-smi-list"
+    text = require_text(kind, text, "'GPU n: <name> (UUID: GPU-...)' lines")
+    gpus: list[dict] = []
+    for ln in clean(text).split("\n"):
+        m = _GPU_LINE_RE.match(ln)
+        if m:
+            gpus.append({"index": int(m.group("idx")), "name": m.group("name"), "uuid": m.group("uuid"), "mig_devices": []})
+            continue
+        mm = _MIG_LINE_RE.match(ln)
+        if mm and gpus:
+            gpus[-1]["mig_devices"].append(
+                {"profile": mm.group("profile"), "device": int(mm.group("dev")), "uuid": mm.group("uuid")}
+            )
+    if not gpus:
+        raise ParseError(kind, "expected 'GPU n: <name> (UUID: GPU-...)' lines")
+    return {"gpus": gpus}

@@ -1,0 +1,40 @@
+"""Every group-B parser kind is registered with a description and a callable."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustercert.parsers import REGISTRY, ParseError, get, parse
+
+GROUP_B_KINDS = [
+    "ibstat",
+    "ibstatus",
+    "ibv-devinfo",
+    "ibdev2netdev",
+    "perfquery",
+    "sysfs-infiniband",
+    "rdma-link",
+    "bonding",
+    "bonding-sysfs",
+    "perftest",
+    "nccl-tests",
+    "iperf3-json",
+    "iperf3",
+    "ofed-info",
+]
+
+
+@pytest.mark.parametrize("kind", GROUP_B_KINDS)
+def test_kind_registered(kind):
+    assert kind in REGISTRY
+    spec = get(kind)
+    assert spec.kind == kind
+    assert spec.description.strip()
+    assert callable(spec.func)
+
+
+@pytest.mark.parametrize("kind", GROUP_B_KINDS)
+def test_kind_rejects_empty_input(kind):
+    with pytest.raises(ParseError) as excinfo:
+        parse(kind, "")
+    assert excinfo.value.kind == kind
