@@ -36,7 +36,7 @@ def test_version_names_the_stack(cli):
     assert "ansible-runner" in lines
 
 
-@pytest.mark.parametrize("verb", ["bootstrap", "validate", "probe", "drift"])
+@pytest.mark.parametrize("verb", ["probe", "drift"])
 def test_unfinished_verbs_say_so_and_exit_3(verb, capsys):
     rc = main([verb, "-i", "inventory/h100-sample"])
     err = capsys.readouterr().err
@@ -64,3 +64,30 @@ def test_inventory_limit(capsys):
 
     assert main(["inventory", "-i", "inventory/h100-sample", "-l", "gpu01:gpu02", "--format", "json"]) == 0
     assert sorted(json.loads(capsys.readouterr().out)["hosts"]) == ["gpu01", "gpu02"]
+
+
+def test_parse_verb_good_and_bad_files(cli, tmp_path):
+    import json
+    from pathlib import Path
+
+    fixtures = Path(__file__).parent / "fixtures" / "nvidia-smi"
+    good = sorted(fixtures.glob("*.xml"))[0]
+    r = cli("parse", "nvidia-smi-xml", str(good), "--json")
+    assert r.returncode == 0, r.stderr
+    rec = json.loads(r.stdout)
+    assert rec["gpu_count"] == len(rec["gpus"]) >= 1
+    assert rec["gpus"][0]["bus_id"].startswith("0000")
+
+    bad = tmp_path / "not-xml.txt"
+    bad.write_text("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n")
+    r = cli("parse", "nvidia-smi-xml", str(bad))
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert str(bad) in r.stderr and "nvidia-smi-xml" in r.stderr
+
+
+def test_parse_list_names_the_kinds(cli):
+    r = cli("parse", "--list")
+    kinds = {line.split()[0] for line in r.stdout.splitlines()}
+    assert {"nvidia-smi-xml", "nvidia-smi-csv", "nvidia-smi-topo", "ibstat", "ibv-devinfo", "perftest", "nccl-tests",
+            "nvbandwidth", "dcgmi-diag", "iperf3-json", "bonding", "lspci", "xid"} <= kinds

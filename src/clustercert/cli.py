@@ -360,8 +360,15 @@ def cmd_bootstrap(args) -> int:
     )
 
 
+def cmd_validate(args) -> int:
+    from clustercert import validate
+
+    return validate.run(args.inventory, limit=args.limit, checks=args.checks, forks=args.forks, fmt=args.format, out=args.out)
+
+
 HANDLERS = {
     "bootstrap": cmd_bootstrap,
+    "validate": cmd_validate,
     "version": cmd_version,
     "inventory": cmd_inventory,
     "parse": cmd_parse,

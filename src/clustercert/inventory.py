@@ -50,7 +50,7 @@ class InventoryVars(BaseModel):
     clustercert_sm_priority: Annotated[StrictInt, Field(ge=0, le=15)] | None = None
     clustercert_slurm: StrictBool = False
     clustercert_slurm_node_name: StrictStr | None = None
-    clustercert_command_timeout_s: Annotated[StrictInt, Field(ge=1, le=3600)] = 60
+    clustercert_command_timeout_s: Annotated[StrictInt, Field(ge=1, le=3600)] = 30
 
     @field_validator("clustercert_fabric_addresses")
     @classmethod

@@ -7,7 +7,10 @@ from rich.table import Table
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    import sys
+
+    # a pipe or a CI log gets full-width tables rather than rich's 80-column default
+    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
 def print_inventory(view: dict) -> None:
@@ -52,3 +55,32 @@ def print_lab_status(status: dict) -> None:
         t.add_row(name, str(n.get("state", "")), str(n.get("mgmt_ip", "")), faults)
     con.print(t)
     con.print("hardware in the lab is simulated (GPUs, HCAs, perftest/NCCL output); network, systemd, sshd and apt are real")
+
+
+_STYLE = {"pass": "green", "fail": "bold red", "error": "yellow", "unreachable": "bold magenta", "skip": "dim"}
+
+
+def _styled(cell: str) -> str:
+    style = _STYLE.get(cell.split(" ")[0])
+    return f"[{style}]{cell}[/{style}]" if style else cell
+
+
+def print_validate(rows: list[dict], comp_names: list[str], results: dict, run_id: str) -> None:
+    con = _console()
+    t = Table(title=f"validate {run_id}: node x component", title_justify="left")
+    t.add_column("node")
+    for c in comp_names:
+        t.add_column(c)
+    t.add_column("verdict")
+    for row in rows:
+        t.add_row(row["node"], *(_styled(row[c]) for c in comp_names), _styled(row["verdict"]))
+    con.print(t)
+    for name, r in sorted(results.items()):
+        if r.verdict == "unreachable":
+            con.print(f"[bold magenta]{name}: unreachable[/bold magenta] — {r.detail}")
+            continue
+        for f in r.findings:
+            if f.status in ("fail", "error"):
+                style = _STYLE[f.status]
+                what = f"expected {f.expected}, observed {f.observed}" if f.status == "fail" else f.observed
+                con.print(f"[{style}]{name} {f.check} {f.status}[/{style}] {f.subject}: {what}".replace("  ", " "))

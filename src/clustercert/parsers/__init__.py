@@ -22,6 +22,7 @@ _MODULES = [
     "nccl_tests",
     "iperf3",
     "ofed",
+    "timesync",
 ]
 
 for _m in _MODULES:

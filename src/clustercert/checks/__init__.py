@@ -1,0 +1,141 @@
+"""Evaluate: evidence + profile -> findings. Pure functions; no I/O.
+
+Each component module declares the commands it needs (``commands(ctx)`` -> {name: (shell, timeout)})
+and evaluates their results (``evaluate(ev, ctx)`` -> [Finding]). The CLI collects the union of
+commands in one connection per node (clustercert.collect); the testinfra modules in validators/
+collect the same commands through testinfra's ``host`` and call the same ``evaluate``. A command
+that could not run (missing tool, timeout, unparseable output) gives ``error``, never ``pass``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from clustercert.collect import CommandResult
+from clustercert.parsers import ParseError, parse
+from clustercert.profile import Profile
+
+STATUSES = ("pass", "fail", "error", "skip")
+COMPONENT_ORDER = ("gpu", "driver", "rdma", "ib", "bond", "container", "tuning", "time", "packages")
+
+
+@dataclass
+class Finding:
+    check: str
+    status: str
+    subject: str = ""
+    expected: str = ""
+    observed: str = ""
+    evidence: str = ""
+    value: float | None = None
+    unit: str | None = None
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        if d["value"] is None:
+            d.pop("value")
+            d.pop("unit")
+        return d
+
+
+@dataclass
+class HostContext:
+    """What the evaluators may know about a host besides its evidence."""
+
+    name: str
+    profile: Profile
+    timeout_s: float = 30.0
+    fabric_addresses: dict[str, str] = field(default_factory=dict)
+    sm_priority: int | None = None
+    pins: dict[str, str] = field(default_factory=dict)  # package -> pinned version (versions manifest)
+
+
+Evidence = dict[str, CommandResult]
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    check_ids: tuple[str, ...]
+    commands: Callable[[HostContext], dict[str, tuple[str, float]]]
+    evaluate: Callable[[Evidence, HostContext], list[Finding]]
+
+
+def component(name: str) -> Component:
+    mod = importlib.import_module(f"clustercert.checks.{name}")
+    return Component(name, tuple(mod.CHECK_IDS), mod.commands, mod.evaluate)
+
+
+def components(names: list[str] | None = None) -> list[Component]:
+    chosen = names or list(COMPONENT_ORDER)
+    return [component(n) for n in chosen]
+
+
+def all_check_ids() -> list[str]:
+    return [c for comp in components() for c in comp.check_ids]
+
+
+# ---- helpers shared by the component modules ------------------------------------------------
+
+
+def why_not(res: CommandResult | None, timeout: float | None = None) -> str | None:
+    """Why a command's result cannot be used, or None when it ran fine."""
+    if res is None:
+        return "not collected"
+    if res.timed_out:
+        secs = f"{timeout:g} s" if timeout else "its timeout"
+        return f"timed out after {secs}: {res.command}"
+    if res.rc == 127 or "command not found" in res.stderr or ": not found" in res.stderr:
+        return f"tool not found: {res.command}"
+    if res.rc != 0:
+        first = (res.stderr.strip() or res.stdout.strip()).splitlines()[:1]
+        return f"exit status {res.rc}: {res.command}" + (f": {first[0][:200]}" if first else "")
+    return None
+
+
+def error(check: str, reason: str, res: CommandResult | None = None, subject: str = "") -> Finding:
+    return Finding(check, "error", subject, "", reason, res.excerpt() if res else "")
+
+
+def parsed(kind: str, res: CommandResult | None, checks: tuple[str, ...] | list[str], timeout: float | None = None,
+           allow_rc: tuple[int, ...] = (0,)) -> tuple[dict | None, list[Finding]]:
+    """Parse a command's output; on failure return error findings for every check that needed it."""
+    reason = None
+    if res is None or res.timed_out or res.rc not in allow_rc:
+        reason = why_not(res, timeout)
+    if reason is None:
+        try:
+            return parse(kind, res.stdout), []
+        except ParseError as exc:
+            reason = f"unparseable {kind} output: {exc.reason}"
+    return None, [error(c, reason, res) for c in checks]
+
+
+def ok(check: str, subject: str, expected, observed, evidence: str = "", value=None, unit=None) -> Finding:
+    return Finding(check, "pass", subject, str(expected), str(observed), evidence, value, unit)
+
+
+def judge(check: str, good: bool, subject: str, expected, observed, evidence: str = "", value=None, unit=None) -> Finding:
+    return Finding(check, "pass" if good else "fail", subject, str(expected), str(observed), evidence, value, unit)
+
+
+def run_evaluations(ev: Evidence, ctx: HostContext, comps: list[Component]) -> list[Finding]:
+    """Evaluate every component; an evaluator bug becomes an error finding, not a crash or a pass."""
+    out: list[Finding] = []
+    for comp in comps:
+        try:
+            out.extend(comp.evaluate(ev, ctx))
+        except Exception as exc:  # noqa: BLE001 - reported as an error finding, never hidden
+            out.extend(Finding(c, "error", "", "", f"internal evaluator error: {type(exc).__name__}: {exc}") for c in comp.check_ids)
+    return out
+
+
+def node_verdict(findings: list[Finding]) -> str:
+    statuses = {f.status for f in findings}
+    if "fail" in statuses:
+        return "fail"
+    if "error" in statuses:
+        return "error"
+    return "pass"

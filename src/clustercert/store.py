@@ -1,0 +1,125 @@
+"""Record: the SQLite store of runs, per-node verdicts, findings and link measurements.
+
+WAL journal and one transaction per write, so a run killed with SIGKILL leaves the store readable:
+its run row stays ``running`` (shown as interrupted), and the next run works.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable
+from contextlib import closing
+from pathlib import Path
+
+from clustercert import paths
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,              -- validate | certify | drift | bootstrap | probe
+    inventory TEXT NOT NULL,
+    started REAL NOT NULL,
+    finished REAL,
+    status TEXT NOT NULL,            -- running | done | failed
+    verdict TEXT,                    -- pass | fail | drift | ...
+    meta TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS nodes (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    node TEXT NOT NULL,
+    verdict TEXT NOT NULL,           -- pass | fail | unreachable | error
+    detail TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (run_id, node)
+);
+CREATE TABLE IF NOT EXISTS findings (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    node TEXT NOT NULL,
+    check_id TEXT NOT NULL,
+    status TEXT NOT NULL,            -- pass | fail | error | skip
+    subject TEXT NOT NULL DEFAULT '',
+    expected TEXT NOT NULL DEFAULT '',
+    observed TEXT NOT NULL DEFAULT '',
+    evidence TEXT NOT NULL DEFAULT '',
+    value REAL,
+    unit TEXT
+);
+CREATE INDEX IF NOT EXISTS findings_run_node ON findings(run_id, node);
+CREATE TABLE IF NOT EXISTS links (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    a TEXT NOT NULL, b TEXT NOT NULL, fabric INTEGER, probe TEXT NOT NULL,
+    value REAL, unit TEXT, status TEXT NOT NULL, round INTEGER
+);
+"""
+
+
+def default_path() -> Path:
+    return paths.state_dir() / "store.sqlite"
+
+
+class Store:
+    def __init__(self, path: Path | None = None):
+        self.path = Path(path or default_path())
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with closing(self._connect()) as db, db:
+            db.executescript(SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=30, isolation_level="DEFERRED")
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA foreign_keys=ON")
+        db.row_factory = sqlite3.Row
+        return db
+
+    def start_run(self, run_id: str, kind: str, inventory: str, meta: dict | None = None) -> None:
+        with closing(self._connect()) as db, db:
+            db.execute("INSERT INTO runs (id, kind, inventory, started, status, meta) VALUES (?,?,?,?,?,?)",
+                       (run_id, kind, inventory, time.time(), "running", json.dumps(meta or {})))
+
+    def finish_run(
+        self,
+        run_id: str,
+        verdict: str,
+        nodes: dict[str, dict],
+        links: Iterable[dict] = (),
+        status: str = "done",
+    ) -> None:
+        """Record every node's verdict and findings (the certificate's ``nodes`` object) in one transaction."""
+        with closing(self._connect()) as db, db:
+            for node, body in nodes.items():
+                db.execute("INSERT OR REPLACE INTO nodes (run_id, node, verdict, detail) VALUES (?,?,?,?)",
+                           (run_id, node, body["verdict"], body.get("detail", "")))
+                db.executemany(
+                    "INSERT INTO findings (run_id, node, check_id, status, subject, expected, observed, evidence, value, unit)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    [(run_id, node, f["check"], f["status"], f.get("subject", ""), str(f.get("expected", "")),
+                      str(f.get("observed", "")), f.get("evidence", ""), f.get("value"), f.get("unit"))
+                     for f in body.get("findings", [])],
+                )
+            db.executemany(
+                "INSERT INTO links (run_id, a, b, fabric, probe, value, unit, status, round) VALUES (?,?,?,?,?,?,?,?,?)",
+                [(run_id, lk["a"], lk["b"], lk.get("fabric"), lk["probe"], lk.get("value"), lk.get("unit"),
+                  lk["status"], lk.get("round")) for lk in links],
+            )
+            db.execute("UPDATE runs SET finished=?, status=?, verdict=? WHERE id=?", (time.time(), status, verdict, run_id))
+
+    def runs(self, kind: str | None = None, limit: int = 50) -> list[dict]:
+        with closing(self._connect()) as db:
+            q = "SELECT * FROM runs" + (" WHERE kind=?" if kind else "") + " ORDER BY started DESC LIMIT ?"
+            args = (kind, limit) if kind else (limit,)
+            return [dict(r) for r in db.execute(q, args)]
+
+    def findings(self, run_id: str, node: str | None = None) -> list[dict]:
+        with closing(self._connect()) as db:
+            q = "SELECT * FROM findings WHERE run_id=?" + (" AND node=?" if node else "")
+            return [dict(r) for r in db.execute(q, (run_id, node) if node else (run_id,))]
+
+    def node_verdicts(self, run_id: str) -> dict[str, str]:
+        with closing(self._connect()) as db:
+            return {r["node"]: r["verdict"] for r in db.execute("SELECT node, verdict FROM nodes WHERE run_id=?", (run_id,))}
+
+    def integrity_ok(self) -> bool:
+        with closing(self._connect()) as db:
+            return db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -1,0 +1,211 @@
+"""The evaluators on real tool output: evidence + profile -> findings. A check that cannot run is error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clustercert.checks import HostContext, all_check_ids, component, node_verdict, run_evaluations
+from clustercert.checks import ib as ib_checks
+from clustercert.collect import CommandResult
+from clustercert.parsers import parse
+from clustercert.profile import load_profile
+
+FIX = Path(__file__).parent / "fixtures"
+
+
+def res(stdout: str = "", rc: int | None = 0, stderr: str = "", timed_out: bool = False, cmd: str = "cmd") -> CommandResult:
+    return CommandResult(rc, stdout, stderr, timed_out, 0.1, cmd)
+
+
+def by_check(findings, check):
+    return [f for f in findings if f.check == check]
+
+
+@pytest.fixture
+def a100_single():
+    # the A100 fixture is one GPU, ECC on, Gen4 x16, persistence off
+    return HostContext("n1", load_profile("a100-sxm-8x-hdr", {"gpu": {"count": 1}}), timeout_s=20)
+
+
+def test_stable_check_ids_cover_the_issue_list():
+    ids = all_check_ids()
+    assert len(ids) == len(set(ids)) == 34
+    for cid in ("gpu.count", "gpu.row_remap", "driver.module_loaded", "rdma.peermem", "ib.bond", "ib.sm",
+                "container.cdi", "tuning.memlock", "time.sync", "packages.pinned"):
+        assert cid in ids
+
+
+def test_gpu_findings_from_real_xml(a100_single):
+    xml = (FIX / "nvidia-smi" / "q-x-a100-sxm4-80gb-mig-535.xml").read_text()
+    ev = {"nvsmi_xml": res(xml), "nvsmi_nvlink": res("", rc=127, stderr="sh: nvidia-smi: not found"),
+          "kernel_log": res(""), "svc_fabricmanager": res("LoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\n"),
+          "svc_persistenced": res("ActiveState=active\n")}
+    fs = component("gpu").evaluate(ev, a100_single)
+    (count,) = by_check(fs, "gpu.count")
+    assert (count.status, count.observed, count.value) == ("pass", "1", 1)
+    (model,) = by_check(fs, "gpu.model")
+    assert model.status == "pass" and model.subject == "GPU0 00000000:01:00.0"
+    (pcie,) = by_check(fs, "gpu.pcie_link")
+    assert pcie.status == "pass" and pcie.observed == "Gen4 x16"
+    # persistence mode is Disabled in this capture: that is a finding a user must see
+    (pers,) = by_check(fs, "gpu.persistence")
+    assert pers.status == "fail" and pers.observed == "Disabled"
+    # this driver does not report row remapping: error, never a silent pass
+    (rr,) = by_check(fs, "gpu.row_remap")
+    assert rr.status == "error"
+    # nvlink tool missing -> error naming the tool
+    (nv,) = by_check(fs, "gpu.nvlink")
+    assert nv.status == "error" and "tool not found" in nv.observed
+    assert by_check(fs, "gpu.fabricmanager")[0].status == "pass"
+
+
+def test_gpu_count_wrong_and_timeout(a100_single):
+    xml = (FIX / "nvidia-smi" / "q-x-a100-sxm4-80gb-mig-535.xml").read_text()
+    eight = HostContext("n1", load_profile("a100-sxm-8x-hdr"), timeout_s=20)
+    fs = component("gpu").evaluate({"nvsmi_xml": res(xml)}, eight)
+    (count,) = by_check(fs, "gpu.count")
+    assert (count.status, count.expected, count.observed) == ("fail", "8", "1")
+    hung = {"nvsmi_xml": res("", rc=None, timed_out=True, cmd="nvidia-smi -q -x")}
+    fs = component("gpu").evaluate(hung, a100_single)
+    for cid in ("gpu.count", "gpu.model", "gpu.ecc", "gpu.pcie_link"):
+        (f,) = by_check(fs, cid)
+        assert f.status == "error" and f.observed == "timed out after 20 s: nvidia-smi -q -x"
+    assert node_verdict(fs) in ("error", "fail")
+    assert not [f for f in fs if f.status == "pass" and f.check.startswith("gpu.count")]
+
+
+def test_xid_critical_fails_and_names_the_gpu(a100_single):
+    log = (FIX / "dmesg" / "xid79-fallen-off-bus-sxid20034-nvswitch-ltssm.txt").read_text()
+    fs = component("gpu").evaluate({"kernel_log": res(log)}, a100_single)
+    xid = by_check(fs, "gpu.xid")
+    assert xid and all(f.status == "fail" for f in xid)
+    assert any("79" in f.observed for f in xid)
+    assert all(f.subject.startswith("GPU 0000") for f in xid)
+    quiet = component("gpu").evaluate({"kernel_log": res("[ 1.0] usb 1-1: new device\n")}, a100_single)
+    assert by_check(quiet, "gpu.xid")[0].status == "pass"
+
+
+IB_SYSFS = """\
+mlx5_0/fw_ver:28.39.1002
+mlx5_0/ports/1/state:4: ACTIVE
+mlx5_0/ports/1/phys_state:5: LinkUp
+mlx5_0/ports/1/rate:400 Gb/sec (4X NDR)
+mlx5_0/ports/1/link_layer:InfiniBand
+mlx5_0/ports/1/sm_lid:0x1
+mlx5_0/ports/1/counters/symbol_error:0
+mlx5_0/ports/1/counters/link_downed:0
+mlx5_1/fw_ver:28.39.1002
+mlx5_1/ports/1/state:1: DOWN
+mlx5_1/ports/1/phys_state:3: Disabled
+mlx5_1/ports/1/rate:200 Gb/sec (4X HDR)
+mlx5_1/ports/1/link_layer:InfiniBand
+mlx5_1/ports/1/sm_lid:0x1
+mlx5_1/ports/1/counters/symbol_error:17
+mlx5_1/ports/1/counters/link_downed:0
+"""
+
+
+def test_ib_ports_rate_counters():
+    ctx = HostContext("n1", load_profile("lab"), timeout_s=10)
+    fs = component("ib").evaluate({"ib_sysfs": res(IB_SYSFS)}, ctx)
+    st = {f.subject: f for f in by_check(fs, "ib.port_state")}
+    assert st["mlx5_0/1"].status == "pass" and st["mlx5_1/1"].status == "fail"
+    assert st["mlx5_1/1"].observed == "DOWN / Disabled"
+    rate = {f.subject: f for f in by_check(fs, "ib.port_rate")}
+    assert rate["mlx5_1/1"].status == "fail" and rate["mlx5_1/1"].value == 200
+    cnt = {f.subject: f for f in by_check(fs, "ib.counters")}
+    assert cnt["mlx5_0/1"].status == "pass" and cnt["mlx5_1/1"].status == "fail"
+    assert "symbol_error 17" in cnt["mlx5_1/1"].observed
+
+
+def test_cluster_rules_firmware_and_sm():
+    prof = load_profile("lab")
+    a = parse("sysfs-infiniband", IB_SYSFS)
+    b = parse("sysfs-infiniband", IB_SYSFS.replace("28.39.1002", "28.40.1000"))
+    c = parse("sysfs-infiniband", IB_SYSFS)
+    out = ib_checks.cluster_findings({"a": a, "b": b, "c": c}, {"a": prof, "b": prof, "c": prof})
+    assert out["a"] == [] and out["c"] == []
+    (fw,) = out["b"]
+    assert fw.check == "ib.firmware" and fw.status == "fail" and fw.observed == "28.40.1000"
+    d = parse("sysfs-infiniband", IB_SYSFS.replace("sm_lid:0x1", "sm_lid:0x7"))
+    out = ib_checks.cluster_findings({"a": a, "d": d}, {"a": prof, "d": prof})
+    assert {f.check for f in out["a"]} == {"ib.sm"}
+
+
+BOND_OK = """\
+Ethernet Channel Bonding Driver: v6.1.0
+
+Bonding Mode: fault-tolerance (active-backup) (fail_over_mac active)
+Primary Slave: ib0 (primary_reselect always)
+Currently Active Slave: ib0
+MII Status: up
+MII Polling Interval (ms): 100
+Up Delay (ms): 0
+Down Delay (ms): 0
+
+Slave Interface: ib0
+MII Status: up
+Speed: Unknown
+Duplex: Unknown
+Link Failure Count: 0
+Permanent HW addr: 80:00:00:48:fe:80
+Slave queue ID: 0
+
+Slave Interface: ib1
+MII Status: up
+Speed: Unknown
+Duplex: Unknown
+Link Failure Count: 0
+Permanent HW addr: 80:00:00:49:fe:80
+Slave queue ID: 0
+"""
+
+
+def test_bond_healthy_and_failed_over():
+    ctx = HostContext("n1", load_profile("lab"), timeout_s=10)
+    (ok,) = component("bond").evaluate({"bonding": res(BOND_OK)}, ctx)
+    assert ok.status == "pass"
+    failed_over = BOND_OK.replace("Currently Active Slave: ib0", "Currently Active Slave: ib1").replace(
+        "Slave Interface: ib0\nMII Status: up", "Slave Interface: ib0\nMII Status: down")
+    (f,) = component("bond").evaluate({"bonding": res(failed_over)}, ctx)
+    assert f.status == "fail" and "slave down ib0" in f.observed
+    missing = res("", rc=1, stderr="cat: /proc/net/bonding/bond0: No such file or directory")
+    (f,) = component("bond").evaluate({"bonding": missing}, ctx)
+    assert f.status == "fail" and f.observed == "bond does not exist"
+
+
+def test_time_sync():
+    ctx = HostContext("n1", load_profile("lab"), timeout_s=10)
+    synced = ("Reference ID    : 0AFA0001 (10.250.0.1)\nStratum         : 9\nSystem time     : 0.000012000 seconds slow of NTP time\n"
+              "Last offset     : -0.000003 seconds\nLeap status     : Normal\n")
+    (f,) = component("time").evaluate({"chrony": res(synced)}, ctx)
+    assert f.status == "pass" and f.value == pytest.approx(-0.012)
+    unsynced = synced.replace("Normal", "Not synchronised")
+    (f,) = component("time").evaluate({"chrony": res(unsynced)}, ctx)
+    assert f.status == "fail"
+    (f,) = component("time").evaluate({"chrony": res("506 Cannot talk to daemon\n", rc=1)}, ctx)
+    assert f.status == "error"
+
+
+def test_evaluator_crash_is_an_error_not_a_pass(monkeypatch):
+    ctx = HostContext("n1", load_profile("lab"), timeout_s=10)
+    comp = component("time")
+    broken = type(comp)(comp.name, comp.check_ids, comp.commands, lambda ev, ctx: 1 / 0)
+    (f,) = run_evaluations({}, ctx, [broken])
+    assert f.status == "error" and "ZeroDivisionError" in f.observed
+
+
+def test_tuning_memlock_and_sysctl():
+    ctx = HostContext("n1", load_profile("lab"), timeout_s=10)
+    ev = {"memlock": res("unlimited\nDefaultLimitMEMLOCK=infinity\n"), "hugepages": res("0\n"),
+          "sysctl": res("net.ipv4.conf.all.arp_announce = 2\nnet.ipv4.conf.all.arp_ignore = 1\nnet.ipv4.conf.all.rp_filter = 0\n")}
+    fs = component("tuning").evaluate(ev, ctx)
+    assert by_check(fs, "tuning.memlock")[0].status == "pass"
+    sysctl = {f.subject: f.status for f in by_check(fs, "tuning.sysctl")}
+    assert sysctl == {"net.ipv4.conf.all.arp_announce": "pass", "net.ipv4.conf.all.arp_ignore": "pass",
+                      "net.ipv4.conf.all.rp_filter": "fail"}
+    assert by_check(fs, "tuning.governor")[0].status == "skip"  # the lab profile says governor: none
+    limited = dict(ev, memlock=res("65536\nDefaultLimitMEMLOCK=8388608\n"))
+    assert by_check(component("tuning").evaluate(limited, ctx), "tuning.memlock")[0].status == "fail"

@@ -1,0 +1,11 @@
+"""time checks (clustercert.checks.time) through testinfra."""
+
+import pytest
+
+from clustercert.checks.time import CHECK_IDS
+from clustercert.testinfra_support import assert_check
+
+
+@pytest.mark.parametrize("check", CHECK_IDS)
+def test_time(host, clustercert_ctx, check):
+    assert_check(host, clustercert_ctx, "time", check)
