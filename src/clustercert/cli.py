@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all-pairs", action="store_true")
     p.add_argument("--drain", choices=("slurm",))
     p.add_argument("--key", metavar="FILE", help="Ed25519 private key used to sign the certificate")
+    p.add_argument("--probe-seconds", type=_positive_int, default=5, metavar="S", help="duration of each bandwidth probe")
+    p.add_argument("--probe-timeout", type=_positive_int, default=60, metavar="S",
+                   help="a probe still running after its duration + this many seconds is killed and reported as error")
 
     p = sub.add_parser("drift", help="what changed since the last certificate", **_fmt(
         "Configuration drift (bootstrap in check mode), state drift (validators) and performance drift (probes).",
@@ -333,7 +336,6 @@ _NOT_READY = {
     "probe": "issue: Certify (probes)",
     "certify": "issue: Certify",
     "drift": "issue: Nightly drift",
-    "report": "issue: Nightly drift (store history)",
     "verify": "issue: Certify (signed certificates)",
 }
 
@@ -366,8 +368,43 @@ def cmd_validate(args) -> int:
     return validate.run(args.inventory, limit=args.limit, checks=args.checks, forks=args.forks, fmt=args.format, out=args.out)
 
 
+def cmd_certify(args) -> int:
+    if args.drain:
+        raise NotReady("`clustercert certify --drain slurm` is not implemented yet (issue: Certify); nothing was run")
+    from clustercert import certify
+
+    return certify.run(args.inventory, limit=args.limit, forks=args.forks, out=args.out, all_pairs=args.all_pairs,
+                       key=args.key, probe_seconds=args.probe_seconds, probe_timeout=args.probe_timeout)
+
+
+def cmd_verify(args) -> int:
+    from clustercert.certificate import verify_command
+
+    return verify_command(args.certificate, args.key)
+
+
+def cmd_report(args) -> int:
+    from clustercert.report_text import print_history, print_runs
+    from clustercert.store import Store, default_path
+
+    if not default_path().exists():
+        raise InputError(str(default_path()), None, "no store yet: run `clustercert validate` or `certify` first")
+    store = Store()
+    if args.what == "history":
+        rows = store.history(args.node)
+        if args.node and not rows:
+            raise InputError("--node", args.node, "no recorded results for this node")
+        print_history(rows)
+    else:
+        print_runs(store.runs())
+    return EXIT_OK
+
+
 HANDLERS = {
+    "report": cmd_report,
     "bootstrap": cmd_bootstrap,
+    "certify": cmd_certify,
+    "verify": cmd_verify,
     "validate": cmd_validate,
     "version": cmd_version,
     "inventory": cmd_inventory,

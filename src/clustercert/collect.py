@@ -162,3 +162,106 @@ def collect_many(
         futures = {n: ex.submit(collect_node, n, conn, commands_for[n], control_dir=control_dir)
                    for n, conn in nodes.items()}
         return {n: f.result() for n, f in futures.items()}
+
+
+# ---- probes: a server on one node, a client on another, both bounded and cleaned up ----------
+
+def _bounded(cmd: str, timeout: int) -> str:
+    """CMD in its own process group under a hard timeout. The group id is printed first, so the
+    controller can kill the whole group (server and anything it spawned) whatever happens."""
+    inner = f"echo PGID=$$; exec timeout -s KILL {timeout} /bin/sh -c {shlex.quote(cmd)}"
+    return f"setsid -w /bin/sh -c {shlex.quote(inner)}"
+
+
+def _remote(conn: dict, node: str, script: str, control_dir: Path | None) -> list[str]:
+    if conn.get("ansible_connection") == "local":
+        return ["/bin/sh", "-c", script]
+    return ssh_argv(conn, node, control_dir) + [script]
+
+
+def _kill_group(conn: dict, node: str, pgid: str | None, control_dir: Path | None) -> None:
+    if not pgid or not pgid.isdigit():
+        return
+    try:
+        subprocess.run(_remote(conn, node, f"kill -KILL -- -{pgid} 2>/dev/null; true", control_dir),
+                       capture_output=True, timeout=15)
+    except (subprocess.TimeoutExpired, OSError):
+        pass
+
+
+def _pgid_and_output(text: str) -> tuple[str | None, str]:
+    first, _, rest = text.partition("\n")
+    if first.startswith("PGID="):
+        return first[5:].strip(), rest
+    return None, text
+
+
+@dataclass
+class ProbeRun:
+    server: CommandResult | None
+    client: CommandResult
+    reachable: bool = True
+    error: str = ""
+
+
+def _read_pgid(proc: subprocess.Popen, wait: float) -> str | None:
+    import select
+
+    ready, _, _ = select.select([proc.stdout], [], [], wait)
+    if not ready:
+        return None
+    line = proc.stdout.readline()
+    return line[5:].strip() if line.startswith("PGID=") else None
+
+
+def run_server_client(
+    server: tuple[str, dict, str] | None,
+    client: tuple[str, dict, str],
+    timeout: float,
+    *,
+    control_dir: Path | None = None,
+    server_start_delay: float = 0.5,
+) -> ProbeRun:
+    """Start ``server`` = (node, conn, cmd), then ``client``; both killed at ``timeout``.
+
+    The server and client run in their own process groups on their nodes under ``timeout -s KILL``;
+    afterwards both groups are killed explicitly, so no probe process outlives the probe.
+    """
+    t_int = int(max(1, timeout))
+    srv_proc = srv_pgid = None
+    if server is not None:
+        srv_node, srv_conn, srv_cmd = server
+        script = _bounded(srv_cmd, t_int)
+        srv_proc = subprocess.Popen(_remote(srv_conn, srv_node, script, control_dir), stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        srv_pgid = _read_pgid(srv_proc, 15)
+        time.sleep(server_start_delay)
+    cli_node, cli_conn, cli_cmd = client
+    script = _bounded(cli_cmd, t_int)
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(_remote(cli_conn, cli_node, script, control_dir), capture_output=True, text=True,
+                           timeout=t_int + 15)
+        cli_pgid, cli_out = _pgid_and_output(p.stdout)
+        elapsed = time.monotonic() - t0
+        timed_out = p.returncode in (124, 137) or elapsed >= t_int
+        client_res = CommandResult(None if timed_out else p.returncode, cli_out, p.stderr, timed_out, round(elapsed, 3), cli_cmd)
+        unreachable = p.returncode == 255 and not cli_pgid
+    except subprocess.TimeoutExpired:
+        cli_pgid, unreachable = None, True
+        client_res = CommandResult(None, "", "no answer from the node", True, round(time.monotonic() - t0, 3), cli_cmd)
+    _kill_group(cli_conn, cli_node, cli_pgid, control_dir)
+    server_res = None
+    if srv_proc is not None:
+        try:
+            out, err = srv_proc.communicate(timeout=3 if client_res.ok else 0.5)
+        except subprocess.TimeoutExpired:
+            _kill_group(srv_conn, srv_node, srv_pgid, control_dir)
+            try:
+                out, err = srv_proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                srv_proc.kill()
+                out, err = srv_proc.communicate()
+        _kill_group(srv_conn, srv_node, srv_pgid, control_dir)
+        server_res = CommandResult(srv_proc.returncode, out or "", err or "", False, 0.0, srv_cmd)
+    return ProbeRun(server_res, client_res, not unreachable, client_res.stderr.strip()[-300:] if unreachable else "")

@@ -84,3 +84,45 @@ def print_validate(rows: list[dict], comp_names: list[str], results: dict, run_i
                 style = _STYLE[f.status]
                 what = f"expected {f.expected}, observed {f.observed}" if f.status == "fail" else f.observed
                 con.print(f"[{style}]{name} {f.check} {f.status}[/{style}] {f.subject}: {what}".replace("  ", " "))
+
+
+def print_certify(cert: dict, out_dir, run_id: str, probe_seconds: float) -> None:
+    con = _console()
+    t = Table(title=f"certify {run_id}: verdict {cert['verdict'].upper()}", title_justify="left")
+    for col in ("node", "verdict", "failing checks"):
+        t.add_column(col)
+    for name, n in sorted(cert["nodes"].items()):
+        bad = sorted({f["check"] for f in n["findings"] if f["status"] in ("fail", "error")})
+        t.add_row(name, _styled(n["verdict"]), ", ".join(bad) or n.get("detail", ""))
+    con.print(t)
+    for loc in cert.get("localisation", []):
+        con.print(f"localised: {loc['kind']} {loc.get('node') or loc.get('link')}: {loc['reason']}")
+    failing_links = [lk for lk in cert["links"] if lk["status"] != "pass"]
+    for lk in failing_links[:20]:
+        con.print(f"link {lk['a']}->{lk['b']} fabric {lk['fabric']} {lk['probe']}: {lk['status']} {lk['value']} {lk['unit']} (round {lk['round']})")
+    con.print(f"probes took {probe_seconds:.1f} s over {cert['rounds']} round(s); certificate: {out_dir}/certificate.json")
+
+
+def print_history(rows: list[dict]) -> None:
+    con = _console()
+    t = Table(title="history (newest first)", title_justify="left")
+    for col in ("time", "run", "kind", "node", "verdict", "failing checks", "probe values (min)"):
+        t.add_column(col, overflow="fold")
+    import time as _time
+
+    for r in rows:
+        t.add_row(_time.strftime("%Y-%m-%d %H:%M", _time.localtime(r["started"])), r["id"], r["kind"], r["node"],
+                  _styled(r["verdict"]), ", ".join(r["failing"]),
+                  ", ".join(f"{k}={v:g}" for k, v in r["values"].items()))
+    con.print(t)
+
+
+def print_runs(rows: list[dict]) -> None:
+    con = _console()
+    t = Table(title="runs (newest first)", title_justify="left")
+    for col in ("run", "kind", "inventory", "status", "verdict"):
+        t.add_column(col)
+    for r in rows:
+        status = r["status"] if r["status"] != "running" or r["finished"] else "running/interrupted"
+        t.add_row(r["id"], r["kind"], r["inventory"], status, _styled(r["verdict"] or "-"))
+    con.print(t)

@@ -123,3 +123,20 @@ class Store:
     def integrity_ok(self) -> bool:
         with closing(self._connect()) as db:
             return db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+    def history(self, node: str | None = None, limit: int = 30) -> list[dict]:
+        """Per-node trend rows, newest first: run, time, kind, node verdict, failing checks, probe values."""
+        with closing(self._connect()) as db:
+            q = ("SELECT r.id, r.kind, r.started, n.node, n.verdict FROM nodes n JOIN runs r ON r.id = n.run_id"
+                 + (" WHERE n.node = ?" if node else "") + " ORDER BY r.started DESC LIMIT ?")
+            rows = [dict(r) for r in db.execute(q, (node, limit) if node else (limit,))]
+            for row in rows:
+                fs = db.execute("SELECT check_id, status, subject, value, unit FROM findings WHERE run_id=? AND node=?",
+                                (row["id"], row["node"])).fetchall()
+                row["failing"] = sorted({f["check_id"] for f in fs if f["status"] in ("fail", "error")})
+                values: dict[str, list[float]] = {}
+                for f in fs:
+                    if f["value"] is not None and f["check_id"].startswith("probe."):
+                        values.setdefault(f"{f['check_id']} [{f['unit']}]", []).append(f["value"])
+                row["values"] = {k: round(min(v), 3) for k, v in sorted(values.items())}
+            return rows

@@ -1,0 +1,244 @@
+"""certify: validators + probes on the two-round schedule -> verdicts, a signed certificate, reports.
+
+Glue only: collection is clustercert.collect, scheduling clustercert.schedule, evaluation
+clustercert.checks / clustercert.probes, recording clustercert.store, rendering clustercert.reports.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from clustercert import paths, probes, schedule
+from clustercert.checks import Finding, node_verdict
+from clustercert.collect import collect_node, run_server_client
+from clustercert.inventory import HostView, Inventory
+from clustercert.probes import Measurement
+
+
+@dataclass
+class ProbeSettings:
+    seconds: int = 5          # duration of each bandwidth probe
+    timeout: float = 60.0     # hard limit of one probe (server and client are killed after it)
+
+    @property
+    def limit(self) -> float:
+        return self.seconds + self.timeout
+
+
+def _addr(h: HostView) -> str:
+    return str(h.connection.get("ansible_host") or h.name)
+
+
+def _fabric_ip(h: HostView, fabric: int) -> str | None:
+    netdevs = [x.netdev for x in h.profile.ib.hcas if x.fabric == fabric]
+    bond = h.profile.ib.bond
+    addrs = h.vars.clustercert_fabric_addresses
+    for nd in netdevs:
+        if nd in addrs:
+            return addrs[nd].split("/")[0]
+    if bond and bond.name in addrs and any(nd in bond.slaves for nd in netdevs):
+        return addrs[bond.name].split("/")[0]
+    return None
+
+
+def node_probes(h: HostView, cfg: ProbeSettings, cp: Path) -> list[Measurement]:
+    """Probes on one node: loopback ib_write_bw per compute HCA, NCCL on one node, nvbandwidth."""
+    prof, out = h.profile, []
+    th = prof.thresholds
+    for i, hca in enumerate(x for x in prof.ib.hcas if x.role == "compute"):
+        if "ib_write_bw_loopback" not in th:
+            break
+        port = probes.PERFTEST_PORT + 100 + i
+        server = (h.name, h.connection, probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds))
+        client = (h.name, h.connection, probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds, "localhost"))
+        run = run_server_client(server, client, cfg.limit, control_dir=cp)
+        m = Measurement("ib_write_bw_loopback", h.name, subject=hca.name, fabric=hca.fabric)
+        out.append(probes.eval_perftest(m, th["ib_write_bw_loopback"], run.client, cfg.limit))
+    cmds = {}
+    if "nccl_allreduce_1node" in th:
+        cmds["nccl"] = (probes.nccl_1node_cmd(prof.gpu.count), cfg.limit)
+    if any(k in th for k in probes.NVBW_TESTS):
+        cmds["nvbandwidth"] = (probes.nvbandwidth_cmd(), cfg.limit)
+    if cmds:
+        ev = collect_node(h.name, h.connection, cmds, control_dir=cp, parallel=1)
+        if "nccl" in cmds:
+            m = Measurement("nccl_allreduce_1node", h.name, subject=f"{prof.gpu.count} GPUs")
+            out.append(probes.eval_nccl(m, th["nccl_allreduce_1node"], ev.results.get("nccl"), cfg.limit))
+        if "nvbandwidth" in cmds:
+            out += probes.eval_nvbandwidth(h.name, prof, ev.results.get("nvbandwidth"), cfg.limit)
+    return out
+
+
+def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path) -> tuple[list[Measurement], set[str]]:
+    """Node-to-node probes between a (client) and b (server): ib_write_bw per rail, iperf3 per fabric.
+    Returns the measurements and the nodes that did not answer."""
+    th = a.profile.thresholds
+    jobs = []
+    rails = [x for x in a.profile.ib.hcas if x.role == "compute"]
+    for i, hca in enumerate(rails):
+        if "ib_write_bw_pair" not in th:
+            break
+        port = probes.PERFTEST_PORT + i
+        server = (b.name, b.connection, probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds))
+        client = (a.name, a.connection, probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds, _addr(b)))
+        m = Measurement("ib_write_bw", a.name, b.name, subject=f"{hca.name} {a.name}->{b.name}", fabric=hca.fabric, round=rnd)
+        jobs.append((m, server, client, lambda m, r: probes.eval_perftest(m, th["ib_write_bw_pair"], r.client, cfg.limit)))
+    fabrics = sorted({x.fabric for x in a.profile.ib.hcas})
+    for f in fabrics:
+        if "iperf3_ipoib" not in th:
+            break
+        sa, sb = _fabric_ip(a, f), _fabric_ip(b, f)
+        if not sa or not sb:
+            continue
+        port = probes.IPERF_PORT + f
+        server = (b.name, b.connection, probes.iperf3_server_cmd(sb, port))
+        client = (a.name, a.connection, probes.iperf3_client_cmd(sb, sa, port, cfg.seconds))
+        m = Measurement("iperf3", a.name, b.name, subject=f"fabric {f} {sa}->{sb}", fabric=f, round=rnd)
+        jobs.append((m, server, client, lambda m, r: probes.eval_iperf3(m, th["iperf3_ipoib"], r.client, cfg.limit)))
+    down: set[str] = set()
+
+    def run(job):
+        m, server, client, evaluate = job
+        r = run_server_client(server, client, cfg.limit, control_dir=cp)
+        if not r.reachable:
+            down.add(a.name)
+        return evaluate(m, r)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as ex:
+        out = list(ex.map(run, jobs))
+    return out, down
+
+
+def _pair_ok(ms: list[Measurement]) -> bool:
+    return bool(ms) and all(m.status == "pass" for m in ms)
+
+
+def run_probes(inv: Inventory, nodes: list[str], cfg: ProbeSettings, all_pairs: bool, forks: int) -> dict:
+    cp = paths.state_dir() / "cp"
+    hosts = inv.hosts
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(max_workers=max(1, min(forks, len(nodes) or 1))) as ex:
+        per_node = dict(zip(nodes, ex.map(lambda n: node_probes(hosts[n], cfg, cp), nodes), strict=True))
+    pair_ms: list[Measurement] = []
+    down: set[str] = set()
+    outcomes: list[tuple[str, str, bool]] = []
+
+    def run_round(pairs: list[tuple[str, str]], rnd: int) -> dict[tuple[str, str], bool]:
+        with ThreadPoolExecutor(max_workers=max(1, min(forks, len(pairs) or 1))) as ex:
+            results = list(ex.map(lambda p: pair_probes(hosts[p[0]], hosts[p[1]], rnd, cfg, cp), pairs))
+        verdicts = {}
+        for p, (ms, d) in zip(pairs, results, strict=True):
+            pair_ms.extend(ms)
+            down.update(d)
+            verdicts[p] = _pair_ok(ms)
+            outcomes.append((p[0], p[1], verdicts[p]))
+        return verdicts
+
+    rounds_run = 0
+    if len(nodes) >= 2:
+        if all_pairs:
+            for i, pairs in enumerate(schedule.circle_rounds(nodes), 1):
+                run_round(pairs, i)
+                rounds_run = i
+        else:
+            pairs, spare = schedule.round1(nodes)
+            r1 = run_round(pairs, 1)
+            rounds_run = 1
+            for extra in schedule.round2(r1, spare):
+                rounds_run += 1
+                run_round(extra, rounds_run)
+    loc = schedule.localise(outcomes)
+    all_ms = [m for ms in per_node.values() for m in ms] + pair_ms
+    ratio_t = next((h.profile.thresholds.get("outlier_ratio") for h in hosts.values()), None)
+    if ratio_t is not None and ratio_t.floor:
+        probes.apply_outlier_rule(all_ms, ratio_t.floor, ratio_t.source)
+    return {"per_node": per_node, "pairs": pair_ms, "localisation": loc, "rounds": rounds_run,
+            "down": down, "seconds": round(time.monotonic() - t0, 2)}
+
+
+def build_nodes(validation: dict, probe_out: dict) -> dict[str, dict]:
+    """The certificate's ``nodes`` object: validator findings + node probes + localisation."""
+    nodes = {}
+    bad_nodes = {x.subject: x for x in probe_out["localisation"] if x.kind == "bad_node"}
+    for name, r in validation.items():
+        if r.verdict == "unreachable" or name in probe_out["down"]:
+            detail = r.detail or "stopped answering during the probes"
+            nodes[name] = {"verdict": "unreachable", "findings": [f.to_json() for f in r.findings], "detail": detail}
+            continue
+        findings: list[Finding] = list(r.findings)
+        findings += [m.finding() for m in probe_out["per_node"].get(name, [])]
+        if name in bad_nodes:
+            findings.append(Finding("probe.pairs", "fail", name, "passes node-to-node probes", bad_nodes[name].reason))
+        nodes[name] = {"verdict": node_verdict(findings), "findings": [f.to_json() for f in findings]}
+    return nodes
+
+
+def _versions(inv: Inventory, validation: dict) -> dict:
+    from importlib.metadata import version
+
+    from clustercert import __version__
+
+    per_node = {}
+    for name, r in validation.items():
+        ev = r.evidence.results if r.evidence else {}
+        drv = next((f.observed for f in r.findings if f.check == "driver.version" and f.status != "error"), None)
+        nccl = ev.get("nccl_pkg").stdout.strip() if ev.get("nccl_pkg") and ev["nccl_pkg"].ok else None
+        ofed = ev.get("ofed_info").stdout.strip() if ev.get("ofed_info") and ev["ofed_info"].ok else None
+        per_node[name] = {"driver": drv, "nccl": nccl, "ofed": ofed}
+    return {"clustercert": __version__, "ansible-core": version("ansible-core"), "nodes": per_node}
+
+
+def run(inventory: str, *, limit: str | None = None, forks: int | None = None, out: str, all_pairs: bool = False,
+        key: str | None = None, probe_seconds: int = 5, probe_timeout: float = 60.0) -> int:
+    from clustercert import certificate, reports, validate
+    from clustercert.engine import new_run_id
+    from clustercert.inventory import load_inventory
+    from clustercert.report_text import print_certify
+    from clustercert.store import Store
+
+    inv = load_inventory(inventory, limit)
+    out_dir = Path(out)
+    signing_key, pub_path = certificate.load_or_create_key(Path(key) if key else None, paths.state_dir())
+    store = Store()
+    run_id = new_run_id()
+    started = datetime.now(UTC)
+    store.start_run(run_id, "certify", str(inv.source), {"limit": limit, "all_pairs": all_pairs})
+    forks = forks or 25
+    validation = validate.validate_nodes(inv, list(validate.COMPONENT_ORDER), forks)
+    reachable = [n for n, r in sorted(validation.items()) if r.verdict != "unreachable"]
+    probe_out = run_probes(inv, reachable, ProbeSettings(probe_seconds, probe_timeout), all_pairs, forks)
+    nodes = build_nodes(validation, probe_out)
+    links = [m.link() | {"subject": m.subject} for m in probe_out["pairs"]]
+    thresholds = {}
+    for h in inv.hosts.values():
+        for tname, t in h.profile.thresholds.items():
+            thresholds.setdefault(tname, {"floor": t.floor, "ceiling": t.max, "unit": t.unit, "source": t.source})
+    verdict = "pass" if all(n["verdict"] == "pass" for n in nodes.values()) and all(lk["status"] == "pass" for lk in links) else "fail"
+    cert = {
+        "schema": "clustercert.certificate/v1",
+        "cluster": next((h.vars.clustercert_cluster_name for h in inv.hosts.values() if h.vars.clustercert_cluster_name), None)
+        or inv.source.name,
+        "profiles": {h.profile.name: json.loads(h.profile.model_dump_json()) for h in inv.hosts.values()},
+        "started": started.isoformat(timespec="seconds"),
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "versions": _versions(inv, validation),
+        "verdict": verdict,
+        "rounds": probe_out["rounds"],
+        "nodes": nodes,
+        "links": links,
+        "localisation": [x.to_json() for x in probe_out["localisation"]],
+        "thresholds": thresholds,
+    }
+    cert = certificate.sign(cert, signing_key)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "certificate.json").write_text(json.dumps(cert, indent=2, ensure_ascii=False) + "\n")
+    (out_dir / "signing.pub").write_text(pub_path.read_text())
+    reports.write_reports(cert, out_dir)
+    store.finish_run(run_id, verdict, nodes, links)
+    print_certify(cert, out_dir, run_id, probe_out["seconds"])
+    return 0 if verdict == "pass" else 1
