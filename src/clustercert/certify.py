@@ -236,7 +236,7 @@ def run(inventory: str, *, limit: str | None = None, forks: int | None = None, o
     }
     cert = certificate.sign(cert, signing_key)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "certificate.json").write_text(json.dumps(cert, indent=2, ensure_ascii=False) + "\n")
+    certificate.write_certificate(cert, out_dir / "certificate.json")
     (out_dir / "signing.pub").write_text(pub_path.read_text())
     reports.write_reports(cert, out_dir)
     store.finish_run(run_id, verdict, nodes, links)

@@ -1,0 +1,430 @@
+"""The certificate: canonical bytes, signing key handling, sign/verify, verify_command.
+
+``sample_certificate()`` (also used by test_reports.py) builds a realistic certificate: 8 H100 nodes on
+two InfiniBand fabrics; gpu-node-03 sees 7 of 8 GPUs (gpu.count fails, and its 1-node NCCL busbw is
+low), the gpu-node-05 <-> gpu-node-06 link on fabric 1 is slow in both rounds, one fabric-0 pair errored,
+and gpu-node-08 is unreachable.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from clustercert import certificate as cc
+from clustercert.errors import InputError
+
+NODES = [f"gpu-node-{i:02d}" for i in range(1, 9)]
+REACHABLE = NODES[:7]
+HCAS = ("mlx5_0", "mlx5_1")
+
+NVIDIA_SMI_L_7 = "\n".join(
+    f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i:x}1c7a2e0-5b3d-4e8f-9a6c-{i:012x})" for i in range(7)) + "\n"
+NVIDIA_SMI_L_8 = "\n".join(
+    f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i:x}1c7a2e0-5b3d-4e8f-9a6c-{i:012x})" for i in range(8)) + "\n"
+
+
+def _finding(check, status, subject="", expected="", observed="", evidence="", value=None, unit=None):
+    f = {"check": check, "status": status, "subject": subject, "expected": expected, "observed": observed,
+         "evidence": evidence}
+    if value is not None:
+        f["value"], f["unit"] = value, unit
+    return f
+
+
+def _node_findings(name: str, idx: int) -> list[dict]:
+    bad = name == "gpu-node-03"
+    fs = [
+        _finding("gpu.count", "fail" if bad else "pass", "", "8", "7" if bad else "8",
+                 ("$ nvidia-smi -L\n" + (NVIDIA_SMI_L_7 if bad else NVIDIA_SMI_L_8)
+                  + ("\n$ dmesg | grep -i xid\n[ 8123.441092] NVRM: Xid (PCI:0000:9a:00): 79, pid=0, "
+                     "GPU has fallen off the bus.\n" if bad else ""))),
+        _finding("gpu.model", "pass", "", "NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3",
+                 "name\nNVIDIA H100 80GB HBM3\n" * (7 if bad else 8)),
+        _finding("gpu.ecc", "pass", "", "0 uncorrectable volatile ECC errors", "0",
+                 "ecc.errors.uncorrected.volatile.total\n" + "0\n" * (7 if bad else 8)),
+        _finding("driver.version", "pass", "", "550.90.07", "550.90.07",
+                 "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.90.07  Fri May 31 09:35:42 UTC 2024\n"),
+    ]
+    for hca in HCAS:
+        fs.append(_finding("ib.port_state", "pass", f"{hca}/1", "Active / LinkUp", "Active / LinkUp",
+                           f"CA '{hca}'\n\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n\t\tRate: 400\n"))
+    for hca in HCAS:
+        fs.append(_finding("ib.port_rate", "pass", f"{hca}/1", "400 Gb/s (NDR)", "400 Gb/s (NDR)",
+                           f"{hca} port 1 rate: 400 Gb/sec (4X NDR)\n"))
+    fs.append(_finding("ib.bond", "skip", "", "bond0 over ib0/ib1", "no bond configured in this profile",
+                       "profile sets ipoib_bond: false\n"))
+    for h, hca in enumerate(HCAS):
+        v = 388.0 + ((idx * 7 + h * 3) % 9)
+        fs.append(_finding("perf.ib_loopback", "pass", hca, ">= 380 gbit_per_s", f"{v:.2f} Gb/s",
+                           f" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
+                           f" 8388608    5000             {v + 1.2:.2f}             {v:.2f}                 0.005790\n",
+                           value=v, unit="gbit_per_s"))
+    busbw = 401.7 if bad else 470.0 + (idx * 5) % 11
+    fs.append(_finding("nccl.allreduce_1node", "fail" if bad else "pass", "all_reduce_perf -g 8" if not bad else
+                       "all_reduce_perf -g 7", ">= 460 gbyte_per_s", f"{busbw} GB/s",
+                       f"#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
+                       f"  8589934592    2147483648     float     sum      -1    36510  235.27  {busbw:.2f}      0\n"
+                       f"# Avg bus bandwidth    : {busbw:.3f}\n", value=busbw, unit="gbyte_per_s"))
+    fs.append(_finding("time.sync", "pass", "", "synchronised, offset < 10 ms", "offset 0.000021 s",
+                       "Reference ID    : A9FE A97B (169.254.169.123)\nSystem time     : 0.000021 seconds fast of NTP time\n"))
+    if name == "gpu-node-02":
+        # untrusted tool output: markup and a URL must come out as text; ANSI colour must not break XML
+        fs[1]["evidence"] += ('\x1b[31mWARN\x1b[0m <script>alert("x")</script>'
+                              '<img src="https://evil.example/x.png"> see https://docs.example/h100\n')
+    return fs
+
+
+def _links() -> list[dict]:
+    links = []
+    for a, b in itertools.combinations(REACHABLE, 2):
+        ia, ib = NODES.index(a), NODES.index(b)
+        for fabric in (0, 1):
+            v = round(384.0 + ((ia * 5 + ib * 3 + fabric * 7) % 12), 1)
+            status = "pass"
+            if (a, b, fabric) == ("gpu-node-05", "gpu-node-06", 1):
+                v, status = 212.4, "fail"
+            if (a, b, fabric) == ("gpu-node-02", "gpu-node-07", 0):
+                v, status = None, "error"
+            links.append({"a": a, "b": b, "fabric": fabric, "probe": "ib_write_bw", "value": v,
+                          "unit": "gbit_per_s", "status": status, "round": 1})
+    links.append({"a": "gpu-node-05", "b": "gpu-node-06", "fabric": 1, "probe": "ib_write_bw", "value": 208.9,
+                  "unit": "gbit_per_s", "status": "fail", "round": 2})
+    for i, a in enumerate(REACHABLE):
+        b = REACHABLE[(i + 1) % len(REACHABLE)]
+        links.append({"a": a, "b": b, "fabric": 0, "probe": "iperf3", "value": 24.0 + (i * 1.7) % 6,
+                      "unit": "gbit_per_s", "status": "pass", "round": 1})
+    return links
+
+
+def sample_certificate() -> dict:
+    nodes: dict = {}
+    for idx, name in enumerate(NODES):
+        if name == "gpu-node-08":
+            nodes[name] = {"verdict": "unreachable", "findings": []}
+        else:
+            nodes[name] = {"verdict": "fail" if name == "gpu-node-03" else "pass",
+                           "findings": _node_findings(name, idx)}
+    # gpu-node-05 and -06 pass as nodes: the slow link is localised to the link, not to either end
+    return {
+        "schema": "clustercert.certificate/v1",
+        "cluster": "lab-h100-a",
+        "profiles": {"h100-sxm-8x-ndr": {"name": "h100-sxm-8x-ndr", "gpu": {"count": 8, "model": "NVIDIA H100 80GB HBM3"},
+                                         "ib": {"ports": 2, "rate_gbps": 400}}},
+        "started": "2024-06-12T08:14:03Z",
+        "finished": "2024-06-12T08:41:57Z",
+        "versions": {"clustercert": "0.1.0", "ansible-core": "2.17.4",
+                     "nodes": {n: ({"driver": None, "nccl": None, "ofed": None} if n == "gpu-node-08" else
+                                   {"driver": "550.90.07", "nccl": "2.21.5", "ofed": "MLNX_OFED_LINUX-24.04-0.7.0.0"})
+                               for n in NODES}},
+        "verdict": "fail",
+        "rounds": 2,
+        "nodes": nodes,
+        "links": _links(),
+        "localisation": [
+            {"node": "gpu-node-03", "kind": "bad_node", "reason": "gpu.count: 7 of 8 GPUs visible (Xid 79, fallen off the bus)"},
+            {"link": {"a": "gpu-node-05", "b": "gpu-node-06", "fabric": 1}, "kind": "bad_link",
+             "reason": "ib_write_bw 212.4 then 208.9 Gb/s (floor 320) while both ends reach >= 384 Gb/s with other peers"},
+            {"node": "gpu-node-08", "kind": "bad_node", "reason": "unreachable over SSH (connection timed out)"},
+        ],
+        "thresholds": {
+            "ib_write_bw": {"floor": 320.0, "unit": "gbit_per_s", "source": "seed guide: InfiniBand >= 80% of rated; NDR rated 400 Gb/s"},
+            "iperf3": {"floor": 20.0, "unit": "gbit_per_s", "source": "clustercert default for single-stream IPoIB"},
+            "ib_write_lat": {"ceiling": 4.2, "unit": "usec", "source": "Imbue: p99 latency above 4.2 us fails"},
+        },
+    }
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def signed(tmp_path):
+    key, pub = cc.load_or_create_key(None, tmp_path / "state")
+    cert = cc.sign(sample_certificate(), key)
+    path = cc.write_certificate(cert, tmp_path / "certificate.json")
+    return path, pub, key
+
+
+def _replace_once(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) >= 1, old
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+# ---- canonical form ---------------------------------------------------------------------------
+
+def test_canonical_bytes_sorted_compact_utf8_without_signature():
+    cert = {"schema": "x", "b": [1, 2.5, None], "a": {"z": "é ü", "y": True}, "signature": {"value": "AAAA"}}
+    assert cc.canonical_bytes(cert) == '{"a":{"y":true,"z":"é ü"},"b":[1,2.5,null],"schema":"x"}'.encode()
+    with pytest.raises(ValueError):
+        cc.canonical_bytes({"v": float("nan")})
+
+
+# ---- keys ------------------------------------------------------------------------------------
+
+def test_key_created_once_0600_openssh_pub_and_reused(tmp_path):
+    key, pub = cc.load_or_create_key(None, tmp_path)
+    priv = tmp_path / "keys" / "signing.key"
+    assert pub == tmp_path / "keys" / "signing.pub"
+    assert stat.S_IMODE(priv.stat().st_mode) == 0o600
+    assert priv.read_text().startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+    line = pub.read_text()
+    assert line.startswith("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5") and line.endswith("\n")
+    before = priv.read_bytes()
+    key2, pub2 = cc.load_or_create_key(None, tmp_path)
+    assert priv.read_bytes() == before and pub2 == pub
+    assert cc.public_raw(key2.public_key()) == cc.public_raw(key.public_key())
+    # the private key is written nowhere else
+    assert sorted(p.name for p in (tmp_path / "keys").iterdir()) == ["signing.key", "signing.pub"]
+    if shutil.which("ssh-keygen"):
+        out = subprocess.run(["ssh-keygen", "-lf", str(pub)], capture_output=True, text=True, check=True).stdout
+        assert out.split()[1] == cc.fingerprint(key.public_key())
+
+
+def test_given_pem_and_openssh_keys_load(tmp_path):
+    k = Ed25519PrivateKey.generate()
+    pem = tmp_path / "site.pem"
+    pem.write_bytes(k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption()))
+    loaded, pub = cc.load_or_create_key(pem, tmp_path / "state")
+    assert cc.public_raw(loaded.public_key()) == cc.public_raw(k.public_key())
+    assert pub == tmp_path / "state" / "keys" / "site.pub"
+    assert pub.read_text().split()[1] == cc.openssh_public_line(k.public_key()).split()[1]
+
+    ssh = tmp_path / "id_ed25519"
+    ssh.write_bytes(k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                    serialization.NoEncryption()))
+    (tmp_path / "id_ed25519.pub").write_text(cc.openssh_public_line(k.public_key(), "me@host"))
+    loaded, pub = cc.load_or_create_key(ssh, tmp_path / "state")
+    assert pub == tmp_path / "id_ed25519.pub"  # ssh-keygen's convention: the .pub beside it
+    assert cc.public_raw(loaded.public_key()) == cc.public_raw(k.public_key())
+
+
+@pytest.mark.parametrize("kind,reason", [
+    ("missing", "signing key file not found"),
+    ("garbage", "not a PEM or OpenSSH private key"),
+    ("rsa", "not an Ed25519 key"),
+    ("encrypted", "encrypted"),
+])
+def test_bad_private_keys_are_one_line_input_errors(tmp_path, kind, reason):
+    p = tmp_path / "k"
+    if kind == "garbage":
+        p.write_text("hello\n")
+    elif kind == "rsa":
+        r = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        p.write_bytes(r.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption()))
+    elif kind == "encrypted":
+        p.write_bytes(Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"secret")))
+    with pytest.raises(InputError) as ei:
+        cc.load_or_create_key(p, tmp_path / "state")
+    msg = str(ei.value)
+    assert reason in msg and "\n" not in msg and msg.startswith(str(p))
+
+
+# ---- sign / verify ---------------------------------------------------------------------------
+
+def test_sign_verify_round_trip(signed, capsys):
+    path, pub, key = signed
+    cert = json.loads(path.read_text())
+    assert cert["signature"]["algorithm"] == "ed25519"
+    assert base64.b64decode(cert["signature"]["public_key"]) == cc.public_raw(key.public_key())
+    assert len(base64.b64decode(cert["signature"]["value"])) == 64
+    assert cc.verify(path, pub) == (True, "")
+    assert cc.verify_command(str(path), str(pub)) == 0
+    out = capsys.readouterr().out
+    assert out == f"certificate OK: lab-h100-a, verdict fail, signed by {cc.fingerprint(key.public_key())}\n"
+
+
+def test_pem_public_key_accepted(signed, tmp_path):
+    path, _pub, key = signed
+    pem = tmp_path / "signing.pem"
+    pem.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                  serialization.PublicFormat.SubjectPublicKeyInfo))
+    assert cc.verify(path, pem) == (True, "")
+
+
+def test_reformatting_whitespace_between_tokens_keeps_it_valid(signed):
+    path, pub, _ = signed
+    cert = json.loads(path.read_text())
+    path.write_text(json.dumps(cert, separators=(",", ":")))  # layout only: same content
+    assert cc.verify(path, pub) == (True, "")
+
+
+@pytest.mark.parametrize("old,new", [
+    ('"observed": "7"', '"observed": "8"'),              # a value (the failing GPU count)
+    ('"value": 212.4', '"value": 212.5'),                # a number
+    ('"verdict": "fail",\n  "versions"', '"verdict": "pass",\n  "versions"'),  # the top-level verdict
+    ('"expected": "8"', '"expectee": "8"'),              # a key
+    ('GPU 0: NVIDIA H100', 'GPU 0:  NVIDIA H100'),       # whitespace inside a string: one more space
+    ('GPU 1: NVIDIA H100', 'GPU 1:\u00a0NVIDIA H100'),   # whitespace inside a string: a different space
+    ('"rounds": 2', '"rounds": 1'),
+])
+def test_changed_content_fails(signed, old, new):
+    path, pub, _ = signed
+    _replace_once(path, old, new)
+    ok, reason = cc.verify(path, pub)
+    assert ok is False
+    assert "signature does not match the content" in reason
+
+
+def test_added_and_removed_keys_fail(signed):
+    path, pub, _ = signed
+    original = path.read_text()
+    cert = json.loads(original)
+    cert["note"] = "approved"
+    path.write_text(json.dumps(cert))
+    assert cc.verify(path, pub)[0] is False
+    cert = json.loads(original)
+    del cert["nodes"]["gpu-node-03"]["findings"][0]["evidence"]
+    path.write_text(json.dumps(cert))
+    assert cc.verify(path, pub)[0] is False
+    cert = json.loads(original)
+    cert["localisation"] = []
+    path.write_text(json.dumps(cert))
+    assert cc.verify(path, pub)[0] is False
+
+
+def test_flipped_signature_bytes_fail(signed):
+    path, pub, _ = signed
+    original = path.read_text()
+    value = json.loads(original)["signature"]["value"]
+    for pos in (0, 20, 43, 70):
+        chars = list(value)
+        chars[pos] = "B" if chars[pos] != "B" else "C"
+        path.write_text(original.replace(value, "".join(chars)))
+        ok, reason = cc.verify(path, pub)
+        assert ok is False, pos
+        assert reason
+    path.write_text(original.replace(value, value[:-4] + "@@@="))
+    assert cc.verify(path, pub) == (False, "signature value is not valid base64 (altered)")
+
+
+def test_every_byte_of_a_value_and_key_matters(signed):
+    """Flip each byte of one key and of one string value (keeping the JSON valid): every flip fails."""
+    path, pub, _ = signed
+    original = path.read_bytes()
+    for needle in (b'"reason": "unreachable over SSH', b'"cluster": "lab-h100-a"'):
+        start = original.index(needle)
+        for off in range(start + 1, start + len(needle) - 1):
+            if original[off:off + 1] in (b'"', b":", b" "):
+                continue
+            flipped = bytearray(original)
+            flipped[off] ^= 0x01
+            if flipped[off] in b'"\\' or flipped[off] < 0x20:
+                continue
+            path.write_bytes(bytes(flipped))
+            assert cc.verify(path, pub)[0] is False, (needle, off)
+
+
+def test_different_key_fails(signed, tmp_path):
+    path, _pub, _ = signed
+    _other, other_pub = cc.load_or_create_key(None, tmp_path / "other")
+    ok, reason = cc.verify(path, other_pub)
+    assert ok is False and "signed by a different key" in reason
+
+
+def test_resigned_with_other_key_and_embedded_key_swapped_fails(signed, tmp_path):
+    path, pub, key = signed
+    other, _ = cc.load_or_create_key(None, tmp_path / "attacker")
+    forged = sample_certificate()
+    forged["verdict"] = "pass"
+    forged = cc.sign(forged, other)
+    forged["signature"]["public_key"] = base64.b64encode(cc.public_raw(key.public_key())).decode()
+    cc.write_certificate(forged, path)
+    ok, reason = cc.verify(path, pub)
+    assert ok is False and "signature does not match" in reason
+
+
+def test_verify_command_failure_is_one_line_on_stderr(signed, capsys):
+    path, pub, _ = signed
+    _replace_once(path, '"observed": "7"', '"observed": "8"')
+    assert cc.verify_command(str(path), str(pub)) == 1
+    cap = capsys.readouterr()
+    assert cap.out == ""
+    assert cap.err.startswith("clustercert: error: ") and cap.err.count("\n") == 1
+    assert "signature does not match" in cap.err
+
+
+def test_sign_output_survives_json_round_trip(tmp_path):
+    key, pub = cc.load_or_create_key(None, tmp_path)
+    cert = sample_certificate()
+    cert["links"][0]["extra"] = (1, 2)          # tuple -> list once written
+    cert["profiles"]["h100-sxm-8x-ndr"]["ports"] = {10: "a", 2: "b"}  # int keys -> str once written
+    path = cc.write_certificate(cc.sign(cert, key), tmp_path / "c.json")
+    assert cc.verify(path, pub) == (True, "")
+
+
+@pytest.mark.parametrize("case,fragment", [
+    ("missing", "certificate file not found"),
+    ("not-json", "not JSON"),
+    ("unsigned", "not signed"),
+    ("schema", "expected 'clustercert.certificate/v1'"),
+    ("duplicate", "duplicate key"),
+    ("array", "top level is not a JSON object"),
+    ("algorithm", "unsupported algorithm"),
+])
+def test_bad_input_raises_input_error(signed, tmp_path, case, fragment):
+    path, pub, _ = signed
+    text = path.read_text()
+    if case == "missing":
+        path = tmp_path / "nope.json"
+    elif case == "not-json":
+        path.write_text(text[:-20])
+    elif case == "unsigned":
+        cert = json.loads(text)
+        del cert["signature"]
+        path.write_text(json.dumps(cert))
+    elif case == "schema":
+        path.write_text(text.replace("clustercert.certificate/v1", "clustercert.certificate/v2"))
+    elif case == "duplicate":
+        path.write_text(text.replace('"verdict": "fail",\n  "versions"', '"verdict": "fail", "verdict": "pass",\n  "versions"'))
+    elif case == "array":
+        path.write_text("[]")
+    elif case == "algorithm":
+        path.write_text(text.replace('"algorithm": "ed25519"', '"algorithm": "rsa"'))
+    with pytest.raises(InputError) as ei:
+        cc.verify(path, pub)
+    assert fragment in str(ei.value) and "\n" not in str(ei.value)
+    with pytest.raises(InputError):
+        cc.verify_command(str(path), str(pub))
+
+
+def test_bad_public_key_input_errors(signed, tmp_path):
+    path, pub, _ = signed
+    with pytest.raises(InputError, match="public key file not found"):
+        cc.verify(path, tmp_path / "missing.pub")
+    priv = pub.with_name("signing.key")
+    with pytest.raises(InputError, match="this is a private key"):
+        cc.verify(path, priv)
+    r = rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key()
+    rsa_pub = tmp_path / "rsa.pub"
+    rsa_pub.write_bytes(r.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH))
+    with pytest.raises(InputError, match="not an Ed25519 public key"):
+        cc.verify(path, rsa_pub)
+    junk = tmp_path / "junk.pub"
+    junk.write_text("ssh-ed25519 !!!notbase64\n")
+    with pytest.raises(InputError, match="not an OpenSSH or PEM public key"):
+        cc.verify(path, junk)
+
+
+def test_key_file_mode_ignores_umask(tmp_path):
+    old = os.umask(0)
+    try:
+        cc.load_or_create_key(None, tmp_path)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "keys" / "signing.key").stat().st_mode) == 0o600

@@ -1,0 +1,318 @@
+"""report.html, junit.xml and summary.md rendered from the sample certificate (see test_certificate.py)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+import xml.etree.ElementTree as ET
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from test_certificate import NODES, sample_certificate
+
+from clustercert import certificate as cc
+from clustercert import reports
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reports")
+    key, _ = cc.load_or_create_key(None, out / "state")
+    cert = cc.sign(sample_certificate(), key)
+    return cert, reports.write_reports(cert, out / "cert"), key
+
+
+class _Tags(HTMLParser):
+    """Every start tag with its attributes, and the text inside each element with a class."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_startendtag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def _tags(html_text: str) -> list[tuple[str, dict]]:
+    p = _Tags()
+    p.feed(html_text)
+    return p.tags
+
+
+# ---- junit.xml ---------------------------------------------------------------------------------
+
+def test_write_reports_returns_the_three_files(written):
+    _cert, paths, _ = written
+    assert {k: p.name for k, p in paths.items()} == {"html": "report.html", "junit": "junit.xml",
+                                                     "summary": "summary.md"}
+    assert all(p.stat().st_size > 0 for p in paths.values())
+
+
+def test_junit_counts(written):
+    _cert, paths, _ = written
+    root = ET.parse(paths["junit"]).getroot()
+    cases = root.findall(".//testcase")
+    # 7 reachable nodes x 10 checks + 1 node.status for the unreachable node + 50 link measurements
+    assert len(cases) == 121
+    assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == ("121", "4", "2", "7")
+    assert len(root.findall(".//testcase/failure")) == 4
+    assert len(root.findall(".//testcase/error")) == 2
+    assert len(root.findall(".//testcase/skipped")) == 7
+    suites = {s.get("name"): s for s in root.findall("testsuite")}
+    assert suites["nodes"].get("tests") == "71" and suites["links"].get("tests") == "50"
+    assert root.get("time") == "1674.0"  # 08:14:03 -> 08:41:57
+
+
+def test_junit_aggregates_one_check_on_one_node(written):
+    _cert, paths, _ = written
+    root = ET.parse(paths["junit"]).getroot()
+    by = {(c.get("classname"), c.get("name")): c for c in root.iter("testcase")}
+    gc = by[("gpu-node-03", "gpu.count")]
+    assert gc.find("failure").get("message") == "expected 8, observed 7"
+    assert "GPU has fallen off the bus" in gc.find("failure").text
+    # two HCAs -> two findings of ib.port_state on one node -> one passing testcase
+    assert by[("gpu-node-01", "ib.port_state")].find("failure") is None
+    assert sum(1 for k in by if k == ("gpu-node-01", "ib.port_state")) == 1
+    assert by[("gpu-node-04", "ib.bond")].find("skipped") is not None
+    assert by[("gpu-node-08", "node.status")].find("error").get("message") == "node unreachable"
+    slow = by[("link.fabric1.ib_write_bw", "gpu-node-05 <-> gpu-node-06 round 2")]
+    assert slow.find("failure").get("message") == "208.9 Gb/s, floor 320 Gb/s"
+    err = by[("link.fabric0.ib_write_bw", "gpu-node-02 <-> gpu-node-07 round 1")]
+    assert err.find("error").get("message") == "no value, floor 320 Gb/s"
+    ok = by[("link.fabric0.iperf3", "gpu-node-07 <-> gpu-node-01 round 1")]
+    assert ok.find("failure") is None and ok.find("error") is None
+
+
+def test_junit_survives_control_characters_in_evidence(written):
+    _cert, paths, _ = written
+    raw = paths["junit"].read_bytes()
+    assert b"\x1b" not in raw  # not well-formed XML 1.0; shown as text instead
+    root = ET.fromstring(raw)
+    model = next(c for c in root.iter("testcase") if (c.get("classname"), c.get("name")) == ("gpu-node-02", "gpu.model"))
+    assert '\\x1b[31mWARN\\x1b[0m <script>alert("x")</script>' in model.find("system-out").text
+
+
+def test_junit_failure_when_fail_and_error_mixed():
+    cert = sample_certificate()
+    fs = cert["nodes"]["gpu-node-01"]["findings"]
+    ports = [f for f in fs if f["check"] == "ib.port_state"]
+    ports[0]["status"], ports[1]["status"] = "error", "fail"
+    root = ET.fromstring(reports.render_junit(cert))
+    tc = next(c for c in root.iter("testcase") if (c.get("classname"), c.get("name")) == ("gpu-node-01", "ib.port_state"))
+    assert tc.find("failure") is not None and tc.find("error") is None
+    assert root.get("failures") == "5"
+
+
+# ---- summary.md ----------------------------------------------------------------------------------
+
+def test_summary_names_failing_node_check_and_link(written):
+    _cert, paths, key = written
+    md = paths["summary"].read_text()
+    assert md.startswith("# clustercert certificate: lab-h100-a — **FAIL**\n")
+    assert "- **gpu-node-03** — fail\n  - `gpu.count` fail: expected 8, observed 7\n" in md
+    assert "`nccl.allreduce_1node` fail: all_reduce_perf -g 7: expected >= 460 gbyte_per_s, observed 401.7 GB/s" in md
+    assert "- **gpu-node-08** — unreachable\n  - no check could run\n" in md
+    assert "gpu-node-01** —" not in md  # passing nodes are not listed as failing
+    assert "| nodes | 8 | 6 | 1 | 0 | 1 (unreachable 1) |" in md
+    assert "| node × check | 70 | 61 | 2 | 0 | 7 (skip 7) |" in md
+    assert "| links | 50 | 47 | 2 | 1 | 0 |" in md
+    assert "| 1 | ib_write_bw | gpu-node-05 | gpu-node-06 | 2 | 208.9 Gb/s | floor 320 Gb/s | **fail** |" in md
+    assert "| 0 | ib_write_bw | gpu-node-02 | gpu-node-07 | 1 | no value | floor 320 Gb/s | **error** |" in md
+    assert "- bad_link: **gpu-node-05 ↔ gpu-node-06 (fabric 1)** — ib_write_bw 212.4 then 208.9" in md
+    assert f"- signed by {cc.fingerprint(key.public_key())}\n" in md
+
+
+def test_summary_escapes_markdown_table_breakers():
+    cert = sample_certificate()
+    cert["links"][0]["a"] = "evil|node\nx"
+    md = reports.render_summary(cert)
+    row = next(line for line in md.splitlines() if "evil" in line)
+    assert "evil\\|node x" in row and row.count(" | ") == 7
+
+
+# ---- report.html ---------------------------------------------------------------------------------
+
+def test_html_loads_nothing_remote_and_escapes_evidence(written):
+    _cert, paths, _ = written
+    text = paths["html"].read_text()
+    for tag, attrs in _tags(text):
+        for name in ("src", "href", "srcset", "data", "action", "poster"):
+            val = (attrs.get(name) or "").strip().lower()
+            assert not val.startswith(("http:", "https:", "//")), (tag, attrs)
+        assert tag not in ("script", "link", "iframe", "object", "embed", "img"), tag
+    assert not re.search(r"url\(\s*['\"]?\s*(https?:)?//", text)
+    assert "@import" not in text
+    assert "default-src 'none'" in text  # the CSP forbids any load a future change might add
+    # the untrusted evidence is text, not markup
+    assert "<script>alert" not in text and '<img src="https://evil' not in text
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&lt;img src=&quot;https://evil.example/x.png&quot;&gt;" in text
+    assert "\\x1b[31mWARN" in text
+
+
+def test_html_heatmaps_one_cell_per_pair(written):
+    _cert, paths, _ = written
+    text = paths["html"].read_text()
+    tags = _tags(text)
+    svgs = [a for t, a in tags if t == "svg" and "hm" in (a.get("class") or "").split()]
+    assert len(svgs) == 3  # fabric 0 + fabric 1 ib_write_bw, fabric 0 iperf3
+    blocks = re.findall(r'<div class="heatmap"[^>]*data-fabric="(\d)" data-probe="([a-z0-9_]+)">(.*?)</svg>', text, re.S)
+    assert [(f, p) for f, p, _ in blocks] == [("0", "ib_write_bw"), ("1", "ib_write_bw"), ("0", "iperf3")]
+    n_pairs = len(NODES) * (len(NODES) - 1) // 2
+    for fabric, probe, body in blocks:
+        cells = re.findall(r'<g class="hm-cell" data-a="([^"]+)" data-b="([^"]+)" data-status="([a-z]+)">', body)
+        assert len(cells) == n_pairs == 28
+        assert len({frozenset((a, b)) for a, b, _ in cells}) == 28  # each unordered pair exactly once
+        statuses = [s for _, _, s in cells]
+        missing = 7 if probe == "ib_write_bw" else 21  # gpu-node-08's 7 pairs; iperf3 ran on a 7-pair ring
+        assert statuses.count("missing") == missing, (fabric, probe)
+    f1 = blocks[1][2]
+    slow = re.search(r'data-a="gpu-node-05" data-b="gpu-node-06" data-status="fail"><title>(.*?)</title>.*?>([\d.]+)</text>', f1, re.S)
+    assert slow, "the slow link's cell"
+    assert slow.group(2) == "208.9"  # the latest round is shown
+    assert "round 1: 212.4 Gb/s (fail); round 2: 208.9 Gb/s (fail)" in slow.group(1)
+    f0 = blocks[0][2]
+    assert re.search(r'data-a="gpu-node-02" data-b="gpu-node-07" data-status="error">.*?>err</text>', f0, re.S)
+    # values are printed in the cells
+    assert re.search(r'data-a="gpu-node-01" data-b="gpu-node-02" data-status="pass">.*?>387</text>', f0, re.S)
+
+
+def test_heat_colour_scale():
+    th = {"floor": 320.0}
+    assert reports.heat_colour(None, th, None) == reports.HEAT_MISSING
+    assert reports.heat_colour(None, th, "error") == reports.HEAT_ERROR
+    assert reports.heat_colour(320.0, th, "pass") == "#c7e9c0"
+    assert reports.heat_colour(416.0, th, "pass") == "#238b45"   # +30 %
+    assert reports.heat_colour(160.0, th, "fail") == "#cb181d"   # half the floor
+    assert reports.heat_colour(2.1, {"ceiling": 4.2}, "pass") == "#238b45"  # latency: lower is better
+    assert reports.heat_colour(8.4, {"ceiling": 4.2}, "fail") == "#cb181d"
+    below, above = reports.heat_colour(300.0, th, "fail"), reports.heat_colour(330.0, th, "pass")
+    assert below != above and int(below[1:3], 16) > int(below[3:5], 16)  # reddish below, greenish above
+    assert int(above[3:5], 16) > int(above[1:3], 16)
+
+
+def test_html_matrix_bars_and_sections(written):
+    _cert, paths, _ = written
+    text = paths["html"].read_text()
+    # node x check: gpu.count on gpu-node-03 is a failing cell showing expected/observed
+    row = re.search(r'<tr><th class="check">gpu\.count</th>(.*?)</tr>', text, re.S).group(1)
+    cells = re.findall(r'<td class="st-([a-z]+)"', row)
+    assert cells == ["pass", "pass", "fail", "pass", "pass", "pass", "pass", "unreachable"]
+    assert '<div class="eo">expected 8, observed 7</div>' in row
+    assert "pass 2/2" in text  # two HCAs aggregated into one cell
+    # per-node bars: 7 nodes x 2 HCAs of loopback bandwidth, 7 NCCL 1-node values, a threshold line each
+    charts = re.findall(r'<div class="barchart"><h3>([^<]+) .*?</svg>', text, re.S)
+    assert charts == ["perf.ib_loopback", "nccl.allreduce_1node"]
+    bars = re.findall(r'<g class="bar" data-status="([a-z]+)">', text)
+    assert len(bars) == 21 and bars.count("fail") == 1
+    assert text.count('class="threshold"') == 2
+    assert "floor 380 Gb/s" in text and "floor 460 GB/s" in text
+    # localisation and evidence
+    assert re.search(r"bad link</span><span class=\"what\">gpu-node-05 ↔ gpu-node-06 \(fabric 1\)</span>", text)
+    assert text.count('<details class="ev"') == 7 * 13
+    assert 'GPU 6: NVIDIA H100 80GB HBM3' in text
+    assert '<div class="verdict fail" id="verdict">FAIL</div>' in text
+
+
+def test_html_without_links_or_values_still_renders():
+    cert = sample_certificate()
+    cert["links"], cert["localisation"], cert["thresholds"] = [], [], {}
+    for node in cert["nodes"].values():
+        for f in node["findings"]:
+            f.pop("value", None)
+            f.pop("unit", None)
+    text = reports.render_html(cert)
+    assert "No pairwise link measurements" in text and "No per-node measurements" in text
+    assert "Nothing localised" in text and "unsigned" in text
+
+
+# ---- the rendered page -------------------------------------------------------------------------
+
+def read_png(path: Path) -> tuple[int, int, list[list[tuple[int, int, int]]]]:
+    """A small PNG decoder (8-bit RGB/RGBA, not interlaced: what Chromium writes) -> rows of RGB."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat = 8, b""
+    width = height = bpp = 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+        if kind == b"IHDR":
+            width, height, depth, ctype, _c, _f, interlace = struct.unpack(">IIBBBBB", body)
+            assert depth == 8 and ctype in (2, 6) and interlace == 0, (depth, ctype, interlace)
+            bpp = 3 if ctype == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    prev = bytearray(stride)
+    rows = []
+    i = 0
+    for _ in range(height):
+        ftype, line = raw[i], bytearray(raw[i + 1:i + 1 + stride])
+        i += 1 + stride
+        for x in range(stride):
+            a = line[x - bpp] if x >= bpp else 0
+            b = prev[x]
+            c = prev[x - bpp] if x >= bpp else 0
+            if ftype == 1:
+                line[x] = (line[x] + a) & 0xFF
+            elif ftype == 2:
+                line[x] = (line[x] + b) & 0xFF
+            elif ftype == 3:
+                line[x] = (line[x] + (a + b) // 2) & 0xFF
+            elif ftype == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
+        rows.append([tuple(line[x:x + 3]) for x in range(0, stride, bpp)])
+        prev = line
+    return width, height, rows
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.slow
+def test_screenshot_renders_the_heatmap(written, tmp_path):
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    cert, paths, _ = written
+    png = tmp_path / "shot.png"
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={png}", "--window-size=1400,1000",
+                    paths["html"].resolve().as_uri()], capture_output=True, timeout=120, check=False)
+    assert png.is_file(), "chromium wrote no screenshot"
+    width, height, rows = read_png(png)
+    assert (width, height) == (1400, 1000)
+    # the heatmap region: where the cell fills the report chose are painted
+    fills = set()
+    for (_fabric, probe), links in reports.link_groups(cert).items():
+        th = reports.threshold_for(cert, probe)
+        for shown, _entries in reports.pair_results(links, th).values():
+            fills.add(reports.heat_colour(shown.get("value"), th, shown.get("status")))
+    fills.add(reports.HEAT_MISSING)
+    rgb = {tuple(int(f[i:i + 2], 16) for i in (1, 3, 5)) for f in fills}
+    hits = [(x, y) for y in range(height) for x, px in enumerate(rows[y]) if px in rgb]
+    assert len(hits) > 20_000, "heatmap cells are not on the first screen"
+    x0, x1 = min(x for x, _ in hits), max(x for x, _ in hits)
+    y0, y1 = min(y for _, y in hits), max(y for _, y in hits)
+    assert x1 - x0 > 300 and y1 - y0 > 250, (x0, y0, x1, y1)
+    region = {rows[y][x] for y in range(y0, y1 + 1) for x in range(x0, x1 + 1)}
+    assert len(region) > 3
+    painted = {px for x, y in hits for px in [rows[y][x]]}
+    fail_fill = tuple(int(reports.heat_colour(208.9, {"floor": 320.0}, "fail")[i:i + 2], 16) for i in (1, 3, 5))
+    missing = tuple(int(reports.HEAT_MISSING[i:i + 2], 16) for i in (1, 3, 5))
+    error = tuple(int(reports.HEAT_ERROR[i:i + 2], 16) for i in (1, 3, 5))
+    assert {fail_fill, missing, error} <= painted  # the slow link, gpu-node-08's pairs, the errored pair
+    assert len(painted) >= 5  # several greens besides
