@@ -195,16 +195,25 @@ def _versions(inv: Inventory, validation: dict) -> dict:
 
 def run(inventory: str, *, limit: str | None = None, forks: int | None = None, out: str, all_pairs: bool = False,
         key: str | None = None, probe_seconds: int = 5, probe_timeout: float = 60.0) -> int:
-    from clustercert import certificate, reports, validate
-    from clustercert.engine import new_run_id
+    from clustercert import certificate
     from clustercert.inventory import load_inventory
-    from clustercert.report_text import print_certify
     from clustercert.store import Store
 
     inv = load_inventory(inventory, limit)
     out_dir = Path(out)
     signing_key, pub_path = certificate.load_or_create_key(Path(key) if key else None, paths.state_dir())
+    from clustercert.runlock import inventory_lock
+
     store = Store()
+    with inventory_lock(str(inv.source), "certify"):
+        return _certify(inv, store, out_dir, signing_key, pub_path, limit, forks, all_pairs, probe_seconds, probe_timeout)
+
+
+def _certify(inv, store, out_dir: Path, signing_key, pub_path: Path, limit, forks, all_pairs, probe_seconds, probe_timeout) -> int:
+    from clustercert import certificate, reports, validate
+    from clustercert.engine import new_run_id
+    from clustercert.report_text import print_certify
+
     run_id = new_run_id()
     started = datetime.now(UTC)
     store.start_run(run_id, "certify", str(inv.source), {"limit": limit, "all_pairs": all_pairs})

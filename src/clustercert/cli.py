@@ -335,7 +335,6 @@ _NOT_READY = {
     "validate": "issue: Validators",
     "probe": "issue: Certify (probes)",
     "certify": "issue: Certify",
-    "drift": "issue: Nightly drift",
     "verify": "issue: Certify (signed certificates)",
 }
 
@@ -400,7 +399,15 @@ def cmd_report(args) -> int:
     return EXIT_OK
 
 
+def cmd_drift(args) -> int:
+    from clustercert import drift
+
+    return drift.run(args.inventory, limit=args.limit, baseline=args.baseline, probes=args.probes, fix=args.fix,
+                     prom_path=args.prom, fmt=args.format)
+
+
 HANDLERS = {
+    "drift": cmd_drift,
     "report": cmd_report,
     "bootstrap": cmd_bootstrap,
     "certify": cmd_certify,

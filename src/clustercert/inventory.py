@@ -324,7 +324,7 @@ def load_inventory(arg: str | None, limit: str | None = None) -> Inventory:
             )
         connection = {k: v for k, v in hv.items() if k.startswith("ansible_") and "pass" not in k and k in _CONN_KEYS}
         hosts[name] = HostView(name, groups, ivars, profiles_cache[cache_key], connection)
-    return Inventory(path, hosts, files)
+    return Inventory(path.resolve(), hosts, files)
 
 
 _CONN_KEYS = {

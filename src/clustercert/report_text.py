@@ -126,3 +126,19 @@ def print_runs(rows: list[dict]) -> None:
         status = r["status"] if r["status"] != "running" or r["finished"] else "running/interrupted"
         t.add_row(r["id"], r["kind"], r["inventory"], status, _styled(r["verdict"] or "-"))
     con.print(t)
+
+
+def print_drift(doc: dict, run_id: str) -> None:
+    con = _console()
+    items = doc["items"]
+    t = Table(title=f"drift {run_id} against {doc['baseline']}: {len(items)} item(s)", title_justify="left")
+    for col in ("node", "kind", "check / task", "before", "after"):
+        t.add_column(col, overflow="fold")
+    for i in items:
+        t.add_row(i["node"], i["kind"], i.get("check") or i.get("task") or "", (i.get("before") or "")[:80],
+                  (i.get("after") or "")[:80])
+    con.print(t)
+    if doc.get("fixed"):
+        f = doc["fixed"]
+        con.print(f"--fix: bootstrapped {', '.join(f['nodes']) or 'nothing'} (tags {', '.join(f['tags']) or 'all'}), "
+                  f"re-validated: {f['revalidated']}")

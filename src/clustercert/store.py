@@ -140,3 +140,22 @@ class Store:
                         values.setdefault(f"{f['check_id']} [{f['unit']}]", []).append(f["value"])
                 row["values"] = {k: round(min(v), 3) for k, v in sorted(values.items())}
             return rows
+
+    def set_meta(self, run_id: str, meta: dict) -> None:
+        with closing(self._connect()) as db, db:
+            db.execute("UPDATE runs SET meta=? WHERE id=?", (json.dumps(meta, default=str), run_id))
+
+    def get_run(self, run_id: str) -> dict | None:
+        with closing(self._connect()) as db:
+            row = db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+            return dict(row) if row else None
+
+    def latest_certified(self, inventory: str) -> dict | None:
+        with closing(self._connect()) as db:
+            row = db.execute("SELECT * FROM runs WHERE kind='certify' AND verdict='pass' AND status='done' AND inventory=?"
+                             " ORDER BY started DESC LIMIT 1", (inventory,)).fetchone()
+            return dict(row) if row else None
+
+    def links(self, run_id: str) -> list[dict]:
+        with closing(self._connect()) as db:
+            return [dict(r) for r in db.execute("SELECT * FROM links WHERE run_id=?", (run_id,))]
