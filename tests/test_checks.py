@@ -135,45 +135,37 @@ def test_cluster_rules_firmware_and_sm():
 
 
 BOND_OK = """\
-Ethernet Channel Bonding Driver: v6.1.0
-
-Bonding Mode: fault-tolerance (active-backup) (fail_over_mac active)
-Primary Slave: ib0 (primary_reselect always)
-Currently Active Slave: ib0
-MII Status: up
-MII Polling Interval (ms): 100
-Up Delay (ms): 0
-Down Delay (ms): 0
-
-Slave Interface: ib0
-MII Status: up
-Speed: Unknown
-Duplex: Unknown
-Link Failure Count: 0
-Permanent HW addr: 80:00:00:48:fe:80
-Slave queue ID: 0
-
-Slave Interface: ib1
-MII Status: up
-Speed: Unknown
-Duplex: Unknown
-Link Failure Count: 0
-Permanent HW addr: 80:00:00:49:fe:80
-Slave queue ID: 0
+/sys/class/net/bond0/bonding/mode:active-backup 1
+/sys/class/net/bond0/bonding/slaves:ib0 ib1
+/sys/class/net/bond0/bonding/active_slave:ib0
+/sys/class/net/bond0/bonding/primary:ib0
+/sys/class/net/bond0/bonding/mii_status:up
+/sys/class/net/bond0/bonding/miimon:100
+/sys/class/net/bond0/bonding/fail_over_mac:active 1
+/sys/class/net/ib0/bonding_slave/state:active
+/sys/class/net/ib0/bonding_slave/mii_status:up
+/sys/class/net/ib0/bonding_slave/link_failure_count:0
+/sys/class/net/ib1/bonding_slave/state:backup
+/sys/class/net/ib1/bonding_slave/mii_status:up
+/sys/class/net/ib1/bonding_slave/link_failure_count:0
 """
 
 
 def test_bond_healthy_and_failed_over():
     ctx = HostContext("n1", load_profile("lab"), timeout_s=10)
     (ok,) = component("bond").evaluate({"bonding": res(BOND_OK)}, ctx)
-    assert ok.status == "pass"
-    failed_over = BOND_OK.replace("Currently Active Slave: ib0", "Currently Active Slave: ib1").replace(
-        "Slave Interface: ib0\nMII Status: up", "Slave Interface: ib0\nMII Status: down")
+    assert ok.status == "pass", ok
+    failed_over = BOND_OK.replace("active_slave:ib0", "active_slave:ib1").replace(
+        "ib0/bonding_slave/mii_status:up", "ib0/bonding_slave/mii_status:down")
     (f,) = component("bond").evaluate({"bonding": res(failed_over)}, ctx)
     assert f.status == "fail" and "slave down ib0" in f.observed
-    missing = res("", rc=1, stderr="cat: /proc/net/bonding/bond0: No such file or directory")
-    (f,) = component("bond").evaluate({"bonding": missing}, ctx)
+    wrong_mode = BOND_OK.replace("mode:active-backup 1", "mode:balance-rr 0")
+    (f,) = component("bond").evaluate({"bonding": res(wrong_mode)}, ctx)
+    assert f.status == "fail" and "mode balance-rr" in f.observed
+    (f,) = component("bond").evaluate({"bonding": res("", rc=1)}, ctx)
     assert f.status == "fail" and f.observed == "bond does not exist"
+    (f,) = component("bond").evaluate({"bonding": res("", rc=None, timed_out=True, cmd="grep")}, ctx)
+    assert f.status == "error"
 
 
 def test_time_sync():

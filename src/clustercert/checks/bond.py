@@ -11,7 +11,10 @@ def commands(ctx: HostContext) -> dict[str, tuple[str, float]]:
     b = ctx.profile.ib.bond
     if b is None:
         return {}
-    return {"bonding": (f"cat /proc/net/bonding/{b.name}", ctx.timeout_s)}
+    # sysfs is the kernel's own view (and what the lab simulates); every kernel with bonding has it
+    cmd = (f"grep -r . /sys/class/net/{b.name}/bonding/ /sys/class/net/*/bonding_slave/ 2>/dev/null; "
+           f"test -d /sys/class/net/{b.name}/bonding")
+    return {"bonding": (cmd, ctx.timeout_s)}
 
 
 def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
@@ -19,11 +22,14 @@ def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
     if b is None:
         return [Finding("ib.bond", "skip", "", "", "profile declares no bond (ib.bond is empty)")]
     res = ev.get("bonding")
-    if res is not None and res.rc not in (0, None) and "No such file" in res.stderr:
+    if res is not None and not res.timed_out and res.rc == 1 and not res.stdout.strip():
         return [Finding("ib.bond", "fail", b.name, f"{b.mode} over {', '.join(b.slaves)}", "bond does not exist")]
-    rec, errs = parsed("bonding", res, CHECK_IDS, ctx.timeout_s)
-    if rec is None:
+    dump, errs = parsed("bonding-sysfs", res, CHECK_IDS, ctx.timeout_s)
+    if dump is None:
         return errs
+    rec = (dump.get("bonds") or {}).get(b.name)
+    if rec is None:
+        return [Finding("ib.bond", "fail", b.name, f"{b.mode} over {', '.join(b.slaves)}", "bond does not exist", res.excerpt())]
     slaves = {s["name"]: s for s in rec.get("slaves", [])}
     problems = []
     if rec.get("mode") != b.mode:

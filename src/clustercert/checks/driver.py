@@ -12,7 +12,10 @@ def commands(ctx: HostContext) -> dict[str, tuple[str, float]]:
     return {
         "nvsmi_xml": ("nvidia-smi -q -x", t),
         "driver_loaded": ("cat /sys/module/nvidia/version", t),
-        "driver_installed": ("modinfo -F version nvidia", t),
+        # the module on disk (modinfo), else the installed kernel-module package
+        "driver_installed": ("modinfo -F version nvidia 2>/dev/null || { dpkg-query -W -f='${Version}\\n' "
+                             "nvidia-kernel-open-dkms nvidia-kernel-dkms 2>/dev/null || rpm -q --qf '%{VERSION}\\n' "
+                             "kmod-nvidia-open-dkms kmod-nvidia-latest-dkms 2>/dev/null; } | grep -m1 .", t),
         "nccl_pkg": ("dpkg-query -W -f='${Version}' libnccl2 2>/dev/null || rpm -q --qf '%{VERSION}-%{RELEASE}' libnccl", t),
     }
 
@@ -23,6 +26,12 @@ def _version_tuple(v: str) -> tuple[int, ...]:
         digits = "".join(ch for ch in part if ch.isdigit())
         out.append(int(digits) if digits else 0)
     return tuple(out)
+
+
+def package_upstream(version: str) -> str:
+    """'570.172.08-1' / '1:570.172.08-0ubuntu1' -> '570.172.08' (epoch and revision dropped)."""
+    v = version.split(":", 1)[-1]
+    return v.split("-", 1)[0]
 
 
 def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
@@ -42,7 +51,7 @@ def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
     if reason:
         out.append(error("driver.module_loaded", reason, loaded if why_not(loaded) else installed, "nvidia module"))
     else:
-        lv, iv = loaded.stdout.strip(), installed.stdout.strip()
+        lv, iv = loaded.stdout.strip(), package_upstream(installed.stdout.strip())
         out.append(judge("driver.module_loaded", bool(lv) and lv == iv, "nvidia module", f"loaded == installed ({iv})",
                          f"loaded {lv or 'nothing'}, installed {iv}",
                          "a reboot (or module reload) is needed to load the installed driver" if lv != iv else ""))
