@@ -1,0 +1,402 @@
+"""The node-side hardware agent (systemd unit clustercert-lab-agent.service, runs at boot).
+
+It maintains the kernel surfaces a real node's drivers would provide, inside the node's own
+mount namespace:
+
+* /sys/class/infiniband/<hca>/... (a tmpfs over /sys/class with every real class re-bound under
+  it), enough for infiniband-diags' real ``ibstat``/``ibstatus`` and for sysfs readers;
+* /sys/module/<m>/{initstate,version,refcnt} for simulated modules (an overlay over /sys/module);
+  at boot it "loads" the driver stack of the installed packages, so the loaded driver version is
+  the one installed at boot;
+* bond0: emulates the bonding driver. bond0 exists once the node's systemd-networkd config
+  declares a Kind=bond netdev and networkd (re)starts; the agent creates a netdev named bond0 and
+  writes /sys/class/net/bond0/bonding/* (+ bonding_slave/* on the slaves); the active slave moves
+  when its link goes down and back to the primary when it returns. /proc/net/bonding cannot be
+  simulated (procfs, no bonding module), see docs/lab-faults.md.
+* IB port state changes (ib_port_down) take the port's IPoIB netdev down, as losing the link does.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import time
+
+from . import common, faultops
+from .ibtools import PHYS_NUM, STATE_NUM
+
+
+def sh(*argv: str, check: bool = False) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, check=check, timeout=30)
+
+
+def is_mount(path: str, fstype: str | None = None) -> bool:
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                parts = line.split()
+                if parts[4] == path:
+                    if fstype is None:
+                        return True
+                    sep = parts.index("-")
+                    if parts[sep + 1] == fstype:
+                        return True
+    except OSError:
+        pass
+    return False
+
+
+# ---------------------------------------------------------------- mounts
+
+def setup_sys_class() -> None:
+    sysclass = common.root("/sys/class")
+    if os.path.exists(os.path.join(sysclass, ".clustercert-lab")):
+        return
+    orig = os.path.join(common.run_dir(), "sysclass-orig")
+    os.makedirs(orig, exist_ok=True)
+    names = sorted(os.listdir(sysclass))
+    sh("mount", "--bind", sysclass, orig, check=True)
+    # private, or the tmpfs mounted on /sys/class below would propagate onto this copy (same peer group)
+    sh("mount", "--make-private", orig, check=True)
+    sh("mount", "-t", "tmpfs", "-o", "mode=755,size=4m", "clustercert-lab-sysclass", sysclass, check=True)
+    for n in names:
+        d = os.path.join(sysclass, n)
+        os.makedirs(d, exist_ok=True)
+        sh("mount", "--bind", os.path.join(orig, n), d)
+    os.makedirs(os.path.join(sysclass, "infiniband"), exist_ok=True)
+    with open(os.path.join(sysclass, ".clustercert-lab"), "w") as f:
+        f.write(common.BANNER + "\n")
+
+
+def setup_sys_module() -> None:
+    """/sys/module/<m>/ for the simulated modules.
+
+    systemd-nspawn's /sys is a read-only tmpfs holding bind mounts of sysfs subtrees and no
+    /sys/module: create it (briefly remounting /sys read-write) as a tmpfs. On a system whose /sys
+    has a module directory, overlay it instead.
+    """
+    target = common.root("/sys/module")
+    if is_mount(target, "tmpfs") or is_mount(target, "overlay"):
+        return
+    if not os.path.isdir(target):
+        sysdir = os.path.dirname(target)
+        r = sh("mount", "-o", "remount,bind,rw", sysdir)
+        try:
+            os.makedirs(target, exist_ok=True)
+        finally:
+            if r.returncode == 0:
+                sh("mount", "-o", "remount,bind,ro", sysdir)
+        r = sh("mount", "-t", "tmpfs", "-o", "mode=755,size=1m", "clustercert-lab-sysmodule", target)
+    else:
+        base = os.path.join(common.run_dir(), "sysmodule")
+        os.makedirs(base + "/upper", exist_ok=True)
+        os.makedirs(base + "/work", exist_ok=True)
+        r = sh("mount", "-t", "overlay", "clustercert-lab-sysmodule", "-o",
+               f"lowerdir={target},upperdir={base}/upper,workdir={base}/work", target)
+    if r.returncode != 0:
+        common.err(f"clustercert-lab-agent: cannot provide {target}: {r.stderr.strip()}\n")
+
+
+def overlay_netdev(name: str) -> str | None:
+    """A writable overlay over /sys/devices/virtual/net/<name>; returns the merged dir."""
+    real = os.path.realpath(common.root(f"/sys/class/net/{name}"))
+    if not os.path.isdir(real):
+        return None
+    if not is_mount(real, "overlay"):
+        base = os.path.join(common.run_dir(), "netdev", name)
+        for d in ("upper", "work"):
+            os.makedirs(os.path.join(base, d), exist_ok=True)
+        r = sh("mount", "-t", "overlay", f"clustercert-lab-{name}", "-o",
+               f"lowerdir={real},upperdir={base}/upper,workdir={base}/work", real)
+        if r.returncode != 0:
+            common.err(f"clustercert-lab-agent: overlay on {real}: {r.stderr.strip()}\n")
+            return None
+    return real
+
+
+# ---------------------------------------------------------------- InfiniBand sysfs
+
+def ib_files(hw: dict) -> dict[str, str]:
+    files: dict[str, str] = {}
+    for h in hw["hcas"]:
+        b = f"{h['name']}/"
+        files[b + "node_type"] = "1: CA\n"
+        files[b + "fw_ver"] = h["fw_ver"] + "\n"
+        files[b + "hw_rev"] = h["hw_rev"] + "\n"
+        files[b + "hca_type"] = h["hca_type"] + "\n"
+        files[b + "board_id"] = h["board_id"] + "\n"
+        files[b + "node_guid"] = h["node_guid"] + "\n"
+        files[b + "sys_image_guid"] = h["sys_image_guid"] + "\n"
+        files[b + "node_desc"] = f"{hw['node']} {h['name']}\n"
+        for p in h["ports"]:
+            pb = b + f"ports/{p['port']}/"
+            st = p["state"]
+            files[pb + "state"] = f"{STATE_NUM.get(st, 1)}: {st}\n"
+            files[pb + "phys_state"] = f"{PHYS_NUM.get(p['phys_state'], 2)}: {p['phys_state']}\n"
+            if st == "ACTIVE":
+                files[pb + "rate"] = f"{p['rate_gbit_per_s']} Gb/sec ({p['width']} {p['speed']})\n"
+            else:
+                files[pb + "rate"] = "40 Gb/sec (4X QDR)\n"  # what a port without a link reports
+            files[pb + "link_layer"] = p["link_layer"] + "\n"
+            files[pb + "lid"] = f"{p['lid'] if st == 'ACTIVE' else 0:#x}\n"
+            files[pb + "sm_lid"] = f"{p['sm_lid'] if st == 'ACTIVE' else 0:#x}\n"
+            files[pb + "lid_mask_count"] = "0\n"
+            files[pb + "sm_sl"] = "0\n"
+            files[pb + "cap_mask"] = "0xa751e848\n"
+            g = h["node_guid"].split(":")
+            files[pb + "gids/0"] = f"fe80:0000:0000:0000:{g[0]}:{g[1]}:{g[2]}:{g[3]}\n"
+            files[pb + "pkeys/0"] = "0xffff\n"
+            for k, v in p["counters"].items():
+                files[pb + f"counters/{k}"] = f"{v}\n"
+    return files
+
+
+def sync_ib(hw: dict) -> None:
+    base = common.root("/sys/class/infiniband")
+    want = ib_files(hw)
+    for rel, text in want.items():
+        common.write_text(os.path.join(base, rel), text)
+    names = {h["name"] for h in hw["hcas"]}
+    for d in glob.glob(os.path.join(base, "*")):
+        if os.path.basename(d) not in names:
+            sh("rm", "-rf", d)
+
+
+def sync_ib_netdevs(hw: dict, state: dict) -> None:
+    """A port that lost its link takes its IPoIB netdev down; healing brings it back."""
+    downed = state.setdefault("downed_netdevs", [])
+    want_down = set(hw.get("netdevs_down", []))
+    for h in hw["hcas"]:
+        for p in h["ports"]:
+            if p.get("netdev") and p["state"] != "ACTIVE":
+                want_down.add(p["netdev"])
+    for nd in sorted(want_down | set(downed)):
+        if not os.path.exists(common.root(f"/sys/class/net/{nd}")):
+            continue
+        if nd in want_down and nd not in downed:
+            sh("ip", "link", "set", nd, "down")
+            downed.append(nd)
+        elif nd not in want_down and nd in downed:
+            sh("ip", "link", "set", nd, "up")
+            downed.remove(nd)
+
+
+# ---------------------------------------------------------------- bonding
+
+NETWORKD_DIRS = ["/etc/systemd/network", "/run/systemd/network", "/usr/lib/systemd/network"]
+
+
+def _read_unit(path: str):
+    import configparser  # only when networkd restarts: keeps the idle agent small
+
+    cp = configparser.ConfigParser(strict=False, interpolation=None)
+    cp.optionxform = str  # type: ignore[assignment]
+    try:
+        cp.read(path)
+    except configparser.Error:
+        pass
+    return cp
+
+
+def _sec(value: str) -> int:
+    """systemd time span -> milliseconds (100ms, 0.1s, 1s, 100)."""
+    v = value.strip()
+    for suffix, mult in (("ms", 1), ("msec", 1), ("us", 0.001), ("s", 1000), ("sec", 1000), ("min", 60000)):
+        if v.endswith(suffix) and v[: -len(suffix)].replace(".", "", 1).isdigit():
+            return int(float(v[: -len(suffix)]) * mult)
+    try:
+        return int(float(v) * 1000)  # a bare number is seconds
+    except ValueError:
+        return 0
+
+
+def networkd_bond_config() -> dict | None:
+    files: dict[str, str] = {}
+    for d in reversed(NETWORKD_DIRS):
+        for f in glob.glob(common.root(d) + "/*"):
+            files[os.path.basename(f)] = f
+    bonds = {}
+    for name in sorted(files):
+        if name.endswith(".netdev"):
+            cp = _read_unit(files[name])
+            if cp.get("NetDev", "Kind", fallback="") == "bond":
+                bn = cp.get("NetDev", "Name", fallback="")
+                if bn and bn not in bonds:
+                    mode = cp.get("Bond", "Mode", fallback="balance-rr")
+                    fom = cp.get("Bond", "FailOverMACPolicy", fallback="none")
+                    bonds[bn] = {"name": bn, "mode": mode, "miimon": _sec(cp.get("Bond", "MIIMonitorSec", fallback="0")),
+                                 "fail_over_mac": fom, "slaves": [], "primary": "",
+                                 "primary_reselect": cp.get("Bond", "PrimaryReselectPolicy", fallback="always")}
+    if not bonds:
+        return None
+    for name in sorted(files):
+        if not name.endswith(".network"):
+            continue
+        cp = _read_unit(files[name])
+        bond = cp.get("Network", "Bond", fallback="")
+        if bond in bonds:
+            for nd in cp.get("Match", "Name", fallback="").split():
+                if nd not in bonds[bond]["slaves"]:
+                    bonds[bond]["slaves"].append(nd)
+                if cp.get("Network", "PrimarySlave", fallback="no").lower() in ("yes", "true", "1", "on"):
+                    bonds[bond]["primary"] = nd
+    return bonds.get("bond0") or next(iter(bonds.values()))
+
+
+def networkd_pid() -> int | None:
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            with open(d + "/comm") as f:
+                if f.read().strip() == "systemd-network":
+                    return int(os.path.basename(d))
+        except OSError:
+            continue
+    return None
+
+
+MODE_NUM = {"balance-rr": 0, "active-backup": 1, "balance-xor": 2, "broadcast": 3, "802.3ad": 4,
+            "balance-tlb": 5, "balance-alb": 6}
+FOM_NUM = {"none": 0, "active": 1, "follow": 2}
+
+
+def _oper(nd: str) -> bool:
+    try:
+        with open(common.root(f"/sys/class/net/{nd}/operstate")) as f:
+            return f.read().strip() in ("up", "unknown")
+    except OSError:
+        return False
+
+
+def sync_bond(state: dict) -> None:
+    pid = networkd_pid()
+    if pid != state.get("networkd_pid") and pid is not None:
+        # networkd (re)started: it applies the config on disk now, as the bonding driver would see it
+        state["networkd_pid"] = pid
+        state["bond_config"] = networkd_bond_config()
+    cfg = state.get("bond_config")
+    exists = os.path.exists(common.root("/sys/class/net/bond0"))
+    if cfg is None:
+        if exists and state.get("bond_created"):
+            sh("ip", "link", "del", "bond0")
+            state["bond_created"] = False
+        return
+    name = cfg["name"]
+    if not os.path.exists(common.root(f"/sys/class/net/{name}")):
+        r = sh("ip", "link", "add", name, "type", "bridge")
+        if r.returncode != 0:
+            return
+        sh("ip", "link", "set", name, "up")
+        state["bond_created"] = True
+        state["bond_active"] = ""
+        state["link_failures"] = {}
+    merged = overlay_netdev(name)
+    if merged is None:
+        return
+    slaves = [s for s in cfg["slaves"] if os.path.exists(common.root(f"/sys/class/net/{s}"))]
+    up = {s: _oper(s) for s in slaves}
+    prev_up = state.setdefault("slave_up", {})
+    fails = state.setdefault("link_failures", {})
+    for s in slaves:
+        if prev_up.get(s, True) and not up[s]:
+            fails[s] = fails.get(s, 0) + 1
+    state["slave_up"] = up
+    active = state.get("bond_active", "")
+    if cfg["mode"] == "active-backup":
+        if cfg["primary"] and up.get(cfg["primary"]) and cfg.get("primary_reselect", "always") == "always":
+            active = cfg["primary"]
+        elif not active or not up.get(active):
+            active = next((s for s in slaves if up[s]), "")
+    else:
+        active = ""
+    state["bond_active"] = active
+    mii = "up" if any(up.values()) else "down"
+    b = os.path.join(merged, "bonding")
+    os.makedirs(b, exist_ok=True)
+    files = {"mode": f"{cfg['mode']} {MODE_NUM.get(cfg['mode'], 0)}",
+             "slaves": " ".join(slaves), "active_slave": active, "mii_status": mii,
+             "primary": cfg["primary"], "miimon": str(cfg["miimon"]),
+             "fail_over_mac": f"{cfg['fail_over_mac']} {FOM_NUM.get(cfg['fail_over_mac'], 0)}",
+             "primary_reselect": f"{cfg.get('primary_reselect', 'always')} 0", "updelay": "0", "downdelay": "0"}
+    for k, v in files.items():
+        common.write_text(os.path.join(b, k), v + "\n")
+    for s in slaves:
+        sm = overlay_netdev(s)
+        if sm is None:
+            continue
+        d = os.path.join(sm, "bonding_slave")
+        os.makedirs(d, exist_ok=True)
+        common.write_text(os.path.join(d, "state"), ("active" if s == active else "backup") + "\n")
+        common.write_text(os.path.join(d, "mii_status"), ("up" if up[s] else "down") + "\n")
+        common.write_text(os.path.join(d, "link_failure_count"), f"{fails.get(s, 0)}\n")
+
+
+# ---------------------------------------------------------------- boot
+
+def boot_modules() -> None:
+    for m in ("ib_core", "mlx5_core", "ib_uverbs", "mlx5_ib", "ib_ipoib"):
+        common.module_load(m)
+    v = common.installed_driver_version()
+    if v:
+        for m in ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"):
+            common.module_load(m, v)
+        common.kmsg(f"NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  {v}  Release Build")
+    wanted = []
+    for f in sorted(glob.glob(common.root("/etc/modules-load.d/*.conf"))) + [common.root("/etc/modules")]:
+        try:
+            with open(f) as fh:
+                for line in fh:
+                    line = line.split("#", 1)[0].strip()
+                    if line:
+                        wanted.append(line.replace("-", "_"))
+        except OSError:
+            continue
+    for m in wanted:
+        if m in common.KNOWN_MODULES and (not m.startswith("nvidia") or v):
+            ok, msg = common.module_load(m, v if m.startswith("nvidia") else None)
+            if not ok:
+                common.kmsg(msg, 3)
+
+
+def boot(argv: list[str]) -> None:
+    """What the kernel and udev did before userspace on a real node: sysfs, the loaded modules."""
+    os.makedirs(common.run_dir(), exist_ok=True)
+    bt = os.path.join(common.run_dir(), "boot_time")
+    if not os.path.exists(bt):
+        with open(bt, "w") as f:
+            f.write(f"{time.time()}\n")
+    if "--no-mounts" not in argv:
+        setup_sys_class()
+        setup_sys_module()
+    if not os.path.exists(os.path.join(common.run_dir(), "modules.json")):
+        common.write_json(os.path.join(common.run_dir(), "modules.json"), {})
+        boot_modules()
+    sync_ib(common.load_hw())
+
+
+def main(argv: list[str]) -> int:
+    """``agent --boot``: the unit's ExecStartPre (sysfs and modules before the driver's services);
+    ``agent``: the loop keeping sysfs, netdevs and bond0 in step with hw.json and the node's config."""
+    boot(argv)
+    if "--boot" in argv:
+        return 0
+    once = "--once" in argv
+    state: dict = {}
+    last_mtime = None
+    hw = common.load_hw()
+    while True:
+        try:
+            m = os.stat(os.path.join(common.sim_dir(), "hw.json")).st_mtime_ns
+            if m != last_mtime:
+                hw = common.load_hw()
+                last_mtime = m
+                sync_ib(hw)
+            sync_ib_netdevs(hw, state)
+            sync_bond(state)
+            faultops.retry_pending()
+        except Exception as exc:  # keep the agent alive; say what failed
+            common.err(f"clustercert-lab-agent: {type(exc).__name__}: {exc}\n")
+        common.write_text(os.path.join(common.run_dir(), "agent.heartbeat"), f"{time.time()}\n")
+        if once:
+            return 0
+        time.sleep(1.0)

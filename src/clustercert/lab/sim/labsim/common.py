@@ -1,0 +1,327 @@
+"""Shared helpers of the node-side simulator: where state lives, hw.json, the module table."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+BANNER = "clustercert lab simulation (simulated hardware; not a real device)"
+
+
+def sim_dir() -> str:
+    return os.environ.get("CLUSTERCERT_LAB_SIM_DIR", "/var/lib/clustercert-lab")
+
+
+def run_dir() -> str:
+    """Volatile node state (loaded modules...): lost on reboot, as a kernel's state is."""
+    return os.environ.get("CLUSTERCERT_LAB_RUN_DIR", "/run/clustercert-lab")
+
+
+def state_dir() -> str:
+    """Persistent node-local state of the simulator (backups taken by faults)."""
+    return os.environ.get("CLUSTERCERT_LAB_STATE_DIR", "/var/lib/clustercert-lab-node")
+
+
+def root(path: str) -> str:
+    """``path`` under the test root (CLUSTERCERT_LAB_ROOT, empty inside a node)."""
+    return os.environ.get("CLUSTERCERT_LAB_ROOT", "") + path
+
+
+def load_hw() -> dict:
+    with open(os.path.join(sim_dir(), "hw.json")) as f:
+        return json.load(f)
+
+
+def write_json(path: str, data) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def read_json(path: str, default):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return default
+
+
+def write_text(path: str, text: str) -> bool:
+    """Write if changed; returns True when the content changed."""
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return False
+    except OSError:
+        pass
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        # sysfs-like tmpfs files can always be replaced; fall back to writing in place
+        with open(path, "w") as f:
+            f.write(text)
+    return True
+
+
+def hang_if_configured(tool: str, hw: dict) -> None:
+    """probe_hang fault: the named tool never returns (until killed)."""
+    if tool in hw.get("hanging_tools", []):
+        while True:
+            time.sleep(3600)
+
+
+def out(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def err(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
+# ---- module table (what `lsmod` shows, what /sys/module/<m> holds) -----------------------------
+
+MODULES_FILE = "modules.json"
+
+# name -> (size, dependencies that must be loaded first)
+KNOWN_MODULES: dict[str, tuple[int, list[str]]] = {
+    "nvidia": (11309056, []),
+    "nvidia_uvm": (4911104, ["nvidia"]),
+    "nvidia_modeset": (1515520, ["nvidia"]),
+    "nvidia_drm": (126976, ["nvidia_modeset"]),
+    "nvidia_peermem": (16384, ["nvidia", "ib_uverbs"]),
+    "ib_core": (495616, []),
+    "ib_uverbs": (196608, ["ib_core"]),
+    "mlx5_core": (2465792, []),
+    "mlx5_ib": (495616, ["mlx5_core", "ib_uverbs", "ib_core"]),
+    "ib_ipoib": (155648, ["ib_core"]),
+}
+
+
+def modules() -> dict:
+    return read_json(os.path.join(run_dir(), MODULES_FILE), {})
+
+
+def _sys_module(name: str) -> str:
+    return root(f"/sys/module/{name}")
+
+
+def _write_module_sysfs(name: str, info: dict) -> None:
+    base = _sys_module(name)
+    try:
+        os.makedirs(base, exist_ok=True)
+        write_text(base + "/initstate", "live\n")
+        write_text(base + "/refcnt", f"{len(info.get('used_by', []))}\n")
+        if info.get("version"):
+            write_text(base + "/version", info["version"] + "\n")
+    except OSError:
+        pass  # no writable /sys/module overlay (e.g. on a host): the table is still right
+
+
+def _remove_module_sysfs(name: str) -> None:
+    base = _sys_module(name)
+    for f in ("initstate", "refcnt", "version"):
+        try:
+            os.unlink(os.path.join(base, f))
+        except OSError:
+            pass
+    try:
+        os.rmdir(base)
+    except OSError:
+        pass
+
+
+def module_load(name: str, version: str | None = None) -> tuple[bool, str]:
+    """Load a simulated module. Returns (ok, error message in modprobe's words)."""
+    table = modules()
+    if name in table:
+        return True, ""
+    if name not in KNOWN_MODULES:
+        return False, f"modprobe: FATAL: Module {name} not found in directory /lib/modules/{os.uname().release}"
+    size, deps = KNOWN_MODULES[name]
+    missing = [d for d in deps if d not in table]
+    if name == "nvidia_peermem" and any(d.startswith("ib_") for d in missing):
+        # real symptom: nvidia_peermem needs ib_core symbols from the OFED stack
+        return False, "modprobe: ERROR: could not insert 'nvidia_peermem': Unknown symbol in module, or unknown parameter (see dmesg)"
+    for d in missing:
+        ok, msg = module_load(d, version if d.startswith("nvidia") else None)
+        if not ok:
+            return ok, msg
+        table = modules()
+    info = {"size": size, "used_by": [], "version": version or ""}
+    table[name] = info
+    for d in deps:
+        if name not in table[d]["used_by"]:
+            table[d]["used_by"].append(name)
+    write_json(os.path.join(run_dir(), MODULES_FILE), table)
+    for m, i in table.items():
+        _write_module_sysfs(m, i)
+    return True, ""
+
+
+def module_unload(name: str) -> tuple[bool, str]:
+    table = modules()
+    if name not in table:
+        return False, f"modprobe: FATAL: Module {name} is not currently loaded"
+    if table[name]["used_by"]:
+        return False, f"modprobe: FATAL: Module {name} is in use."
+    del table[name]
+    for i in table.values():
+        if name in i["used_by"]:
+            i["used_by"].remove(name)
+    write_json(os.path.join(run_dir(), MODULES_FILE), table)
+    _remove_module_sysfs(name)
+    for m, i in table.items():
+        _write_module_sysfs(m, i)
+    return True, ""
+
+
+def loaded_driver_version() -> str | None:
+    info = modules().get("nvidia")
+    return info.get("version") if info else None
+
+
+def library_version(hw: dict) -> str:
+    """Version of the installed user-space driver (set by the package's wrapper)."""
+    return os.environ.get("CLUSTERCERT_LAB_LIB_VERSION") or hw["driver"]["version"]
+
+
+def pid_alive(pidfile: str) -> bool:
+    try:
+        with open(root(pidfile)) as f:
+            pid = int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return False
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+PERSISTENCED_PID = "/run/nvidia-persistenced/nvidia-persistenced.pid"
+FABRICMANAGER_PID = "/run/nvidia-fabricmanager/nv-fabricmanager.pid"
+
+
+def persistence_on() -> bool:
+    return pid_alive(PERSISTENCED_PID)
+
+
+def fabricmanager_running() -> bool:
+    return pid_alive(FABRICMANAGER_PID)
+
+
+def present_gpus(hw: dict) -> list[dict]:
+    return [g for g in hw["gpus"] if g.get("present", True)]
+
+
+def fabric_state(hw: dict, gpu: dict) -> str:
+    if not hw.get("nvswitches"):
+        return "N/A"
+    return "Completed" if fabricmanager_running() else "In Progress"
+
+
+def dpkg_version(package: str) -> str | None:
+    """Installed version of a Debian package, read from dpkg's status file (None if not installed)."""
+    try:
+        with open(root("/var/lib/dpkg/status")) as f:
+            text = f.read()
+    except OSError:
+        return None
+    for stanza in text.split("\n\n"):
+        fields = {}
+        for line in stanza.splitlines():
+            if line[:1] in (" ", "\t") or ":" not in line:
+                continue
+            k, _, v = line.partition(":")
+            fields[k] = v.strip()
+        if fields.get("Package") == package and fields.get("Status", "").endswith(" installed"):
+            return fields.get("Version")
+    return None
+
+
+def upstream(version: str | None) -> str | None:
+    """Debian version -> upstream part (570.172.08-1 -> 570.172.08; 1:2.3-4 -> 2.3)."""
+    if not version:
+        return None
+    v = version.split(":", 1)[-1]
+    return v.rsplit("-", 1)[0] if "-" in v else v
+
+
+DRIVER_KMOD_PACKAGES = ("nvidia-kernel-open-dkms", "nvidia-kernel-dkms")
+
+
+def installed_driver_version() -> str | None:
+    """Version of the installed NVIDIA kernel module package (what `modprobe nvidia` would load)."""
+    if os.environ.get("CLUSTERCERT_LAB_KMOD_VERSION"):
+        return os.environ["CLUSTERCERT_LAB_KMOD_VERSION"]
+    for p in DRIVER_KMOD_PACKAGES:
+        v = upstream(dpkg_version(p))
+        if v:
+            return v
+    return None
+
+
+# ---- kernel log ---------------------------------------------------------------------------------
+
+def boot_time() -> float:
+    try:
+        with open(os.path.join(run_dir(), "boot_time")) as f:
+            return float(f.read().strip())
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return time.time()
+
+
+def kmsg(msg: str, level: int = 6) -> None:
+    os.makedirs(run_dir(), exist_ok=True)
+    with open(os.path.join(run_dir(), "kmsg.log"), "a") as f:
+        f.write(json.dumps([time.time(), level, msg]) + "\n")
+
+
+def xid_line(hw: dict, ev: dict) -> str:
+    g = next((g for g in hw["gpus"] if g["index"] == ev.get("gpu", 0)), hw["gpus"][0])
+    pci = g["bus_id"][4:-2].lower()
+    return f"NVRM: Xid (PCI:{pci}): {ev['xid']}, pid='<unknown>', name=<unknown>, {ev.get('message', '')}"
+
+
+def kmsg_records(hw: dict) -> list[tuple[float, int, str]]:
+    recs: list[tuple[float, int, str]] = []
+    boot = boot_time()
+    recs.append((boot, 5, f"Linux version {os.uname().release} (clustercert lab node kernel log; {BANNER})"))
+    try:
+        with open(os.path.join(run_dir(), "kmsg.log")) as f:
+            for line in f:
+                try:
+                    t, lvl, msg = json.loads(line)
+                except ValueError:
+                    continue
+                recs.append((float(t), int(lvl), msg))
+    except OSError:
+        pass
+    for ev in hw.get("xid_events", []):
+        t = float(ev.get("time", boot))
+        if t >= boot - 1:  # a reboot empties the kernel ring buffer, as on a real node
+            recs.append((t, 4, xid_line(hw, ev)))
+    recs.sort(key=lambda r: r[0])
+    return recs

@@ -1,0 +1,180 @@
+"""Simulated nccl-tests (all_reduce_perf and friends), single node, -b/-e/-f/-i/-g honoured.
+
+busbw at sizes >= 1 GiB is the profile's healthy figure x the node's health factors; below it the
+curve falls off the way NVLS all_reduce does on small messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import time
+
+from . import common
+
+BUS_FACTOR = {  # busbw = algbw * f(n), nccl-tests PERFORMANCE.md
+    "all_reduce_perf": lambda n: 2 * (n - 1) / n,
+    "all_gather_perf": lambda n: (n - 1) / n,
+    "reduce_scatter_perf": lambda n: (n - 1) / n,
+    "alltoall_perf": lambda n: (n - 1) / n,
+    "broadcast_perf": lambda n: 1.0,
+    "reduce_perf": lambda n: 1.0,
+    "sendrecv_perf": lambda n: 1.0,
+}
+HAS_ROOT = {"broadcast_perf", "reduce_perf"}
+HAS_REDOP = {"all_reduce_perf", "reduce_scatter_perf", "reduce_perf"}
+SATURATION = 1 << 30
+
+
+def _bytes(text: str) -> int:
+    t = text.strip().upper()
+    mult = 1
+    if t and t[-1] in "KMGT":
+        mult = 1024 ** ("KMGT".index(t[-1]) + 1)
+        t = t[:-1]
+    return int(float(t) * mult)
+
+
+def _cuda_fail(node: str, msg: str, line: int = 1065) -> str:
+    return f"{node}: Test CUDA failure common.cu:{line} '{msg}'\n .. {node} pid {os.getpid()}: Test failure common.cu:1159\n"
+
+
+def busbw_curve(peak: float, size: int) -> float:
+    if size >= SATURATION:
+        return peak
+    return peak * (size / SATURATION) ** 0.35
+
+
+def main(tool: str, argv: list[str]) -> int:
+    hw = common.load_hw()
+    common.hang_if_configured(tool, hw)
+    if tool not in BUS_FACTOR:
+        tool = "all_reduce_perf"
+    o = {"b": "33554432", "e": "33554432", "f": None, "i": None, "g": "1", "t": "1", "n": "20", "w": "5",
+         "c": "1", "G": "0", "d": "float", "o": "sum"}
+    longs = {"--minbytes": "b", "--maxbytes": "e", "--stepfactor": "f", "--stepbytes": "i", "--ngpus": "g",
+             "--nthreads": "t", "--iters": "n", "--warmup_iters": "w", "--check": "c", "--cudagraph": "G",
+             "--datatype": "d", "--op": "o"}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--version", "-V"):
+            common.out(f"nccl-tests 2.14.1 ({common.BANNER})\n")
+            return 0
+        key = None
+        val = None
+        if a.startswith("--") and "=" in a:
+            k, val = a.split("=", 1)
+            key = longs.get(k)
+        elif a in longs:
+            key = longs[a]
+        elif len(a) == 2 and a[0] == "-" and a[1] in o:
+            key = a[1]
+        if key is not None:
+            if val is None and i + 1 < len(argv):
+                val = argv[i + 1]
+                i += 1
+            o[key] = val
+        i += 1
+    minb, maxb = _bytes(o["b"]), _bytes(o["e"])
+    ngpus = int(o["g"])
+    node = socket.gethostname()
+    nccl_version = _nccl_version()
+    if nccl_version is None:
+        common.err(f"{tool}: error while loading shared libraries: libnccl.so.2: cannot open shared object file: "
+                   "No such file or directory\n")
+        return 127
+    if common.loaded_driver_version() is None:
+        common.out(_cuda_fail(node, "no CUDA-capable device is detected"))
+        return 1
+    gpus = common.present_gpus(hw)
+    if ngpus > len(gpus):
+        common.out(_cuda_fail(node, "invalid device ordinal"))
+        return 1
+    if hw.get("nvswitches") and not common.fabricmanager_running():
+        common.out(_cuda_fail(node, "system not yet initialized"))
+        return 1
+    if o["i"] is not None:
+        step_desc = f"{_bytes(o['i'])}(bytes)"
+    else:
+        step_desc = f"{int(o['f'] or 2)}(factor)"
+    lines = [f"# Collective test starting: {tool}",
+             f"# nThread {o['t']} nGpus {ngpus} minBytes {minb} maxBytes {maxb} step: {step_desc} warmup iters: {o['w']} "
+             f"iters: {o['n']} agg iters: 1 validation: {o['c']} graph: {o['G']}",
+             "#", "# Using devices"]
+    pid = os.getpid()
+    for r in range(ngpus):
+        g = gpus[r]
+        bus = g["bus_id"][4:].lower()[:-2]
+        lines.append(f"#  Rank {r:>2} Group  0 Pid {pid:>6} on {node:>10} device {r:>2} [{bus}] {g['name']}")
+    lines.append(f"NCCL version {nccl_version}")
+    lines += ["#",
+              "#                                                              out-of-place                       in-place          ",
+              "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
+              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       "]
+    h = hw["health"]
+    peak = hw["performance"]["nccl_allreduce_busbw_gbyte_per_s"]["value"] * h.get("node_factor", 1.0) * \
+        h.get("nccl_factor", 1.0)
+    active = min((g["nvlink"]["links"] - len(set(g["nvlink"]["down"]))) / g["nvlink"]["links"]
+                 for g in gpus[:ngpus]) if ngpus else 1.0
+    peak *= active
+    fac = BUS_FACTOR[tool](ngpus) if ngpus > 0 else 0.0
+    wsize = 4 if o["d"] in ("float", "int32", "uint32", "int", "float32") else (8 if "64" in o["d"] or o["d"] == "double" else 2)
+    sizes = []
+    s = minb
+    while s <= maxb and len(sizes) < 64:
+        sizes.append(s)
+        if o["i"] is not None:
+            s += _bytes(o["i"])
+        else:
+            f = int(o["f"] or 2)
+            if f <= 1:
+                break
+            s *= f
+    if not sizes:
+        sizes = [minb]
+    total = 0.0
+    check = "N/A" if o["c"] == "0" else "0"
+    for s in sizes:
+        count = s // wsize
+        if ngpus > 1 and fac > 0:
+            bus = busbw_curve(peak, s)
+            alg = bus / fac
+            t_us = s / (alg * 1e3)
+        else:
+            bus = 0.0
+            alg = s / 1e3 / 5.0
+            t_us = s / (alg * 1e3)
+        jitter = (int(hashlib.sha256(f"{node}{s}".encode()).hexdigest()[:4], 16) % 7) / 1000.0
+        ip_t = t_us * (1 + jitter)
+        ip_alg = alg / (1 + jitter)
+        ip_bus = bus / (1 + jitter)
+        redop = o["o"] if tool in HAS_REDOP else "none"
+        root = "0" if tool in HAS_ROOT else "-1"
+        lines.append(f"{s:>12}  {count:>12}  {o['d']:>8}  {redop:>6}  {root:>6}  {_t(t_us):>7}  {alg:>6.2f}  {bus:>6.2f}  "
+                     f"{check:>5}  {_t(ip_t):>7}  {ip_alg:>6.2f}  {ip_bus:>6.2f}  {check:>5}")
+        total += bus
+        time.sleep(0.02)
+    lines += ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {total / len(sizes):.6g} ", "#",
+              f"# Collective test concluded: {tool}", ""]
+    common.out("\n".join(lines))
+    return 0
+
+
+def _t(us: float) -> str:
+    if us >= 10000:
+        return f"{us:.0f}"
+    if us >= 100:
+        return f"{us:.1f}"
+    return f"{us:.2f}"
+
+
+def _nccl_version() -> str | None:
+    """The installed libnccl2 (2.26.2-1+cuda12.8 -> 2.26.2+cuda12.8), as the library would say."""
+    v = os.environ.get("CLUSTERCERT_LAB_NCCL_VERSION") or common.dpkg_version("libnccl2")
+    if not v:
+        return None
+    base, _, rest = v.partition("-")
+    cuda = rest.partition("+")[2]
+    return f"{base}+{cuda}" if cuda else base

@@ -1,0 +1,258 @@
+"""Simulated perftest (ib_write_bw, ib_read_bw, ib_send_bw, *_lat), server and client.
+
+Like perftest, the client really connects to the server over TCP (port 18515 by default) for the
+out-of-band exchange of queue-pair data, so a missing server makes the client fail the way
+perftest does. The reported figures are the node's healthy reference x health factors of both
+ends (hw.json), never a measurement of the lab's virtual links.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import time
+
+from . import common
+from .ibtools import find_hca, port_of
+
+TITLES = {"ib_write_bw": "RDMA_Write BW Test", "ib_read_bw": "RDMA_Read BW Test", "ib_send_bw": "Send BW Test",
+          "ib_write_lat": "RDMA_Write Latency Test", "ib_read_lat": "RDMA_Read Latency Test",
+          "ib_send_lat": "Send Latency Test"}
+SEP = "-" * 87
+
+
+def _size(text: str) -> int:
+    return int(text)
+
+
+def parse_args(argv: list[str]) -> dict:
+    o = {"dev": None, "ib_port": 1, "port": 18515, "size": None, "iters": None, "all": False,
+         "gbits": False, "bidir": False, "duration": None, "host": None, "qps": 1, "cuda": None, "rdma_cm": False}
+    i = 0
+    takes = {"-d": "dev", "--ib-dev": "dev", "-i": "ib_port", "--ib-port": "ib_port", "-p": "port",
+             "--port": "port", "-s": "size", "--size": "size", "-n": "iters", "--iters": "iters",
+             "-D": "duration", "--duration": "duration", "-q": "qps", "--qp": "qps", "-x": "gid", "--gid-index": "gid",
+             "-m": "mtu", "--mtu": "mtu", "-t": "tx", "--tx-depth": "tx"}
+    while i < len(argv):
+        a = argv[i]
+        if "=" in a and a.startswith("--"):
+            k, v = a.split("=", 1)
+            if k == "--use_cuda":
+                o["cuda"] = v
+            elif k in takes:
+                o[takes[k]] = v
+            i += 1
+            continue
+        if a in takes and i + 1 < len(argv):
+            o[takes[a]] = argv[i + 1]
+            i += 2
+            continue
+        if a in ("-a", "--all"):
+            o["all"] = True
+        elif a == "--report_gbits":
+            o["gbits"] = True
+        elif a in ("-b", "--bidirectional"):
+            o["bidir"] = True
+        elif a in ("-R", "--rdma_cm"):
+            o["rdma_cm"] = True
+        elif a == "--use_cuda":
+            o["cuda"] = "0"
+        elif not a.startswith("-"):
+            o["host"] = a
+        i += 1
+    for k in ("ib_port", "port", "qps"):
+        o[k] = int(o[k])
+    return o
+
+
+def _factor(hw: dict, hca: dict, port: dict) -> float:
+    h = hw["health"]
+    f = h.get("node_factor", 1.0) * h.get("hca_factor", {}).get(hca["name"], 1.0)
+    f *= h.get("fabric_factor", {}).get(str(port.get("fabric", 0)), 1.0)
+    rated = port.get("rated_gbit_per_s", port["rate_gbit_per_s"]) or 1
+    return f * min(1.0, port["rate_gbit_per_s"] / rated)
+
+
+def _hexid(*parts) -> int:
+    return int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8], 16)
+
+
+def _header(tool: str, o: dict, hca: dict, port: dict) -> list[str]:
+    lat = tool.endswith("_lat")
+    lines = [SEP, f"                    {TITLES[tool]}",
+             f" Dual-port       : OFF\t\tDevice         : {hca['name']}",
+             f" Number of qps   : {o['qps']}\t\tTransport type : IB",
+             " Connection type : RC\t\tUsing SRQ      : OFF",
+             f" PCIe relax order: {'OFF' if lat else 'ON'}\t\tLock-free      : OFF",
+             " ibv_wr* API     : ON\t\tUsing Enhanced Reorder      : OFF",
+             f" TX depth        : {1 if lat else 128}"]
+    if not lat:
+        lines += [" CQ Moderation   : 1", " CQE Poll Batch  : Dynamic"]
+    lines += [" Mtu             : 4096[B]", " Link type       : IB",
+              f" Max inline data : {'220' if lat else '0'}[B]",
+              " rdma_cm QPs\t : OFF", " Data ex. method : Ethernet", SEP]
+    return lines
+
+
+def _addr(lid: int, seed: int) -> str:
+    return (f"LID {lid:#04x} QPN {seed & 0xffff:#06x} PSN {seed >> 8 & 0xffffff:#08x} RKey 0x1fff00 "
+            f"VAddr 0x{(seed * 4096) & 0xffffffffffff:014x}")
+
+
+def _bw_rows(o: dict, peak_gbit: float, node: str) -> list[tuple[int, int, float, float, float]]:
+    if o["all"]:
+        sizes = [2 ** k for k in range(1, 24)]
+    else:
+        sizes = [int(o["size"] or 65536)]
+    iters = int(o["iters"] or 5000)
+    rows = []
+    for s in sizes:
+        scale = min(1.0, (s / 65536.0) ** 0.5) if s < 65536 else 1.0
+        avg = peak_gbit * scale * (2 if o["bidir"] else 1)
+        pk = avg + (_hexid(node, s) % 5) / 100.0
+        rate = avg * 1e9 / 8 / s / 1e6
+        rows.append((s, iters, pk, avg, rate))
+    return rows
+
+
+def _fmt_bw(v_gbit: float, gbits: bool) -> float:
+    return v_gbit if gbits else v_gbit * 1e9 / 8 / 1048576
+
+
+def _report_bw(tool: str, o: dict, hca: dict, port: dict, rows, local: str, remote: str) -> str:
+    unit = "Gb/sec" if o["gbits"] else "MB/sec"
+    lines = _header(tool, o, hca, port)
+    lines += [f" local address: {local}", f" remote address: {remote}", SEP,
+              f" #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]"]
+    for s, it, pk, avg, rate in rows:
+        lines.append(f" {s:<10} {it:<10}       {_fmt_bw(pk, o['gbits']):>8.2f}           "
+                     f"{_fmt_bw(avg, o['gbits']):>8.2f} \t\t     {rate:.6f}")
+    lines.append(SEP)
+    return "\n".join(lines) + "\n"
+
+
+def _report_lat(tool: str, o: dict, hca: dict, port: dict, typ: float, local: str, remote: str) -> str:
+    lines = _header(tool, o, hca, port)
+    s = int(o["size"] or 2)
+    it = int(o["iters"] or 1000)
+    lines += [f" local address: {local}", f" remote address: {remote}", SEP,
+              " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]"
+              "   99% percentile[usec]   99.9% percentile[usec] ",
+              f" {s:<7} {it:<10}    {typ - 0.04:.2f}           {typ + 0.35:.2f}         {typ:.2f}     \t"
+              f"       {typ + 0.01:.2f}        \t0.01   \t\t{typ + 0.05:.2f}    \t\t{typ + 0.3:.2f}   ",
+              SEP]
+    return "\n".join(lines) + "\n"
+
+
+def main(tool: str, argv: list[str]) -> int:
+    hw = common.load_hw()
+    common.hang_if_configured(tool, hw)
+    if "--version" in argv or "-V" in argv:
+        common.out(f"Version: 6.22 ({common.BANNER})\n")
+        return 0
+    o = parse_args(argv)
+    hca = find_hca(hw, o["dev"])
+    if hca is None:
+        common.err(f" IB device {o['dev']} not found\n Unable to find the Infiniband/RoCE device\n")
+        return 1
+    port = port_of(hca, o["ib_port"])
+    if port is None:
+        common.err(f" Invalid port {o['ib_port']} requested\n")
+        return 1
+    if port["state"] != "ACTIVE":
+        common.err(f" Port number {o['ib_port']} state is {port['state'].capitalize()}\n"
+                   " Couldn't set the link layer\n Couldn't get context for the device\n")
+        return 1
+    me = {"factor": _factor(hw, hca, port), "lid": port["lid"], "seed": _hexid(hw["node"], hca["name"], time.time()),
+          "tool": tool, "bidir": o["bidir"], "all": o["all"], "size": o["size"], "iters": o["iters"],
+          "node": hw["node"]}
+    if o["host"] is None:
+        return _server(tool, o, hw, hca, port, me)
+    return _client(tool, o, hw, hca, port, me)
+
+
+def _exchange_send(sock: socket.socket, data: dict) -> None:
+    sock.sendall((json.dumps(data) + "\n").encode())
+
+
+def _exchange_recv(sock: socket.socket, timeout: float = 60) -> dict:
+    sock.settimeout(timeout)
+    buf = b""
+    while not buf.endswith(b"\n"):
+        chunk = sock.recv(4096)
+        if not chunk:
+            raise ConnectionError("peer closed")
+        buf += chunk
+    return json.loads(buf.decode())
+
+
+def _result(tool: str, o: dict, hw: dict, hca: dict, port: dict, me: dict, peer: dict, server: bool) -> str:
+    factor = min(me["factor"], peer["factor"])
+    local = _addr(me["lid"], me["seed"])
+    remote = _addr(peer["lid"], peer["seed"])
+    if tool.endswith("_lat"):
+        typ = hw["performance"]["ib_write_lat_usec"]["value"] / max(factor, 0.05)
+        return _report_lat(tool, o, hca, port, typ, local, remote)
+    peak = hw["performance"]["ib_write_bw_gbit_per_s"]["value"] * factor
+    if tool == "ib_read_bw":
+        peak *= 0.985
+    rows = _bw_rows(o, peak, hw["node"])
+    total_bytes = sum(s * it for s, it, *_ in rows)
+    time.sleep(min(3.0, total_bytes * 8 / max(peak * 1e9, 1e6)))
+    return _report_bw(tool, o, hca, port, rows, local, remote)
+
+
+def _server(tool: str, o: dict, hw: dict, hca: dict, port: dict, me: dict) -> int:
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        srv.bind(("0.0.0.0", o["port"]))
+    except OSError:
+        common.err(f" Couldn't bind to port {o['port']}\n Unable to open file descriptor for socket connection"
+                   " Unable to init the socket connection\n")
+        return 1
+    srv.listen(1)
+    common.out("\n************************************\n* Waiting for client to connect... *\n"
+               "************************************\n")
+    conn, _addr_ = srv.accept()
+    with conn:
+        try:
+            peer = _exchange_recv(conn)
+            _exchange_send(conn, me)
+            o = dict(o, all=peer.get("all", o["all"]), size=peer.get("size") or o["size"],
+                     iters=peer.get("iters") or o["iters"], bidir=peer.get("bidir", o["bidir"]))
+            text = _result(tool, o, hw, hca, port, me, peer, True)
+            _exchange_recv(conn, timeout=600)  # the client says when it is done
+        except (OSError, ValueError, ConnectionError):
+            common.err(" Failed to exchange data between server and clients\n")
+            return 1
+    common.out(text)
+    return 0
+
+
+def _client(tool: str, o: dict, hw: dict, hca: dict, port: dict, me: dict) -> int:
+    host = o["host"]
+    deadline = time.time() + 2.0
+    while True:
+        try:
+            sock = socket.create_connection((host, o["port"]), timeout=5)
+            break
+        except OSError:
+            if time.time() > deadline:
+                common.err(f"Couldn't connect to {host}:{o['port']}\n"
+                           "Unable to open file descriptor for socket connection Unable to init the socket connection\n")
+                return 1
+            time.sleep(0.2)
+    with sock:
+        try:
+            _exchange_send(sock, me)
+            peer = _exchange_recv(sock)
+            text = _result(tool, o, hw, hca, port, me, peer, False)
+            _exchange_send(sock, {"done": True})
+        except (OSError, ValueError, ConnectionError):
+            common.err(" Failed to exchange data between server and clients\n")
+            return 1
+    common.out(text)
+    return 0
+

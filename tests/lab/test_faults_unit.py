@@ -1,0 +1,152 @@
+"""Fault table, validation and the hardware side of apply/heal (no lab needed)."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from clustercert.lab import faults, hardware
+
+ROOT = Path(__file__).resolve().parents[2]
+KINDS = {
+    "gpu_missing", "gpu_ecc_uncorrectable", "gpu_row_remap_pending", "gpu_xid", "gpu_pcie_degraded",
+    "gpu_clock_throttle", "nvlink_down", "driver_version_mismatch", "fabricmanager_stopped", "peermem_unloaded",
+    "ib_port_down", "ib_port_rate_degraded", "ib_symbol_errors", "bond_slave_down", "link_slow", "nccl_busbw_low",
+    "container_runtime_unconfigured", "memlock_limited", "clock_unsynced", "node_down", "probe_hang", "package_drift",
+}
+PARAM_NAMES = {"gpu", "hca", "port", "fabric", "slave", "factor", "rate", "xid", "package", "version", "tool"}
+
+
+@pytest.fixture
+def hw():
+    return hardware.build(yaml.safe_load((ROOT / "src/clustercert/profiles/lab.yml").read_text()), "node01", 1, {})
+
+
+class FakeNode:
+    """Only what hardware faults touch: the sim dir, and the link/power calls recorded."""
+
+    def __init__(self, sim_dir: Path):
+        self.name = "node01"
+        self.sim_dir = sim_dir
+        self.calls: list[tuple] = []
+
+    def set_link_rate(self, fabric, mbit):
+        self.calls.append(("set_link_rate", fabric, mbit))
+
+    def power_off(self):
+        self.calls.append(("power_off",))
+
+    def power_on(self):
+        self.calls.append(("power_on",))
+
+    def exec(self, argv, timeout=60, input=None):
+        raise AssertionError(f"a hardware fault must not exec in the node: {argv}")
+
+
+def test_all_kinds_with_check_and_known_parameter_names():
+    assert set(faults.FAULTS) == KINDS
+    for k, f in faults.FAULTS.items():
+        assert f.kind == k and f.check and f.changes
+        assert set(f.params) <= PARAM_NAMES, k
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_defaults_validate(kind, hw):
+    p = faults.validate(kind, {}, hw)
+    assert set(p) == set(faults.FAULTS[kind].params)
+    assert all(v is not None for v in p.values())
+    assert faults.validate(kind, p, hw) == p  # normalised params validate to themselves
+
+
+def test_default_values(hw):
+    assert faults.validate("gpu_missing", {}, hw) == {"gpu": 7}
+    assert faults.validate("ib_port_down", {}, hw) == {"hca": "mlx5_0", "port": 1}
+    assert faults.validate("package_drift", {}, hw) == {"package": "libnccl2", "version": "2.27.3-1+cuda12.8"}
+    assert faults.validate("driver_version_mismatch", {}, hw) == {"version": "570.158.01-1"}
+    assert faults.validate("link_slow", {"factor": "0.25"}, hw) == {"fabric": 0, "factor": 0.25}
+
+
+@pytest.mark.parametrize("kind,params,message", [
+    ("gpu_missing", {"gpu": "8"}, "gpu: 8 is not a GPU index of this node (0..7)"),
+    ("gpu_xid", {"gpu": "x"}, "gpu: expected an integer, got 'x'"),
+    ("ib_port_down", {"hca": "mlx5_9"}, "hca: 'mlx5_9' is not an HCA of this node (known: mlx5_0, mlx5_1)"),
+    ("ib_port_down", {"port": "2"}, "port: mlx5_0 has no port 2 (ports: [1])"),
+    ("ib_port_rate_degraded", {"rate": "300"}, "rate: 300 is not an InfiniBand rate"),
+    ("bond_slave_down", {"slave": "eth0"}, "slave: 'eth0' is not a bond slave of this node"),
+    ("link_slow", {"factor": "1.5"}, "factor: 1.5 must be in (0, 1]"),
+    ("link_slow", {"fabric": "2"}, "fabric: 2 is not a fabric of this node"),
+    ("nvlink_down", {"port": "18"}, "port: NVLink link 18 does not exist (0..17)"),
+    ("probe_hang", {"tool": "iperf3"}, "tool: 'iperf3' is not a simulated tool"),
+    ("package_drift", {"package": "bash"}, "package: 'bash' has no other version in the lab repo"),
+    ("package_drift", {"version": "9.9"}, "version: '9.9' of libnccl2 is not in the lab repo"),
+    ("driver_version_mismatch", {"version": "570.172.08-1"}, "version: 570.172.08-1 is the profile's driver version"),
+    ("memlock_limited", {"gpu": "1"}, "gpu: not a parameter of memlock_limited (parameters: none)"),
+    ("nope", {}, "kind: unknown fault kind 'nope'"),
+])
+def test_bad_params(kind, params, message, hw):
+    with pytest.raises(ValueError) as e:
+        faults.validate(kind, params, hw)
+    assert str(e.value).startswith(message)
+
+
+@pytest.mark.parametrize("kind", sorted(k for k, f in faults.FAULTS.items() if f.hardware))
+def test_hardware_fault_changes_hw_and_heal_restores_it(kind, hw, tmp_path):
+    hardware.save(tmp_path, hw)
+    node = FakeNode(tmp_path)
+    p = faults.validate(kind, {}, hw)
+    faults.apply(node, kind, p)
+    after = hardware.load(tmp_path)
+    if kind == "node_down":
+        assert node.calls == [("power_off",)]
+    else:
+        assert after != hw
+        assert {"kind": kind, "params": p} in after["faults"]
+    faults.heal(node, kind, p)
+    healed = hardware.load(tmp_path)
+    healed.pop("fault_state", None)
+    assert healed == hw
+    if kind == "link_slow":
+        assert node.calls == [("set_link_rate", 0, 300.0), ("set_link_rate", 0, 1000.0)]
+
+
+def test_two_faults_of_one_kind_heal_independently(hw, tmp_path):
+    hardware.save(tmp_path, hw)
+    node = FakeNode(tmp_path)
+    faults.apply(node, "gpu_missing", {"gpu": 2})
+    faults.apply(node, "gpu_missing", {"gpu": 5})
+    faults.heal(node, "gpu_missing", {"gpu": 2})
+    cur = hardware.load(tmp_path)
+    assert [g["index"] for g in cur["gpus"] if not g["present"]] == [5]
+
+
+def test_specific_hardware_effects(hw, tmp_path):
+    hardware.save(tmp_path, hw)
+    node = FakeNode(tmp_path)
+    faults.apply(node, "ib_port_rate_degraded", {"hca": "mlx5_1", "rate": "100"})
+    faults.apply(node, "gpu_xid", {"gpu": "3", "xid": "119"})
+    faults.apply(node, "probe_hang", {"tool": "ib_write_bw"})
+    cur = hardware.load(tmp_path)
+    port = cur["hcas"][1]["ports"][0]
+    assert (port["rate_gbit_per_s"], port["speed"]) == (100, "EDR")
+    assert [(e["gpu"], e["xid"]) for e in cur["xid_events"]] == [(3, 119)]
+    assert cur["hanging_tools"] == ["ib_write_bw"]
+
+
+def test_docs_table_has_one_row_per_kind_with_its_check():
+    text = (ROOT / "docs/lab-faults.md").read_text()
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `([a-z_]+)` \|.*$", text, re.M)}
+    assert set(rows) == KINDS
+    for kind, f in faults.FAULTS.items():
+        if f.check != "unreachable":
+            assert f"`{f.check}`" in rows[kind], kind
+        assert f.hardware or "configuration" in rows[kind], kind
+
+
+def test_node_dict_copy_is_untouched(hw, tmp_path):
+    before = copy.deepcopy(hw)
+    faults.validate("gpu_missing", {}, hw)
+    assert hw == before

@@ -1,0 +1,460 @@
+"""The node-side simulator run on the host (no lab): each simulated tool's output goes through the
+project's parser for the real tool, and the values must be the simulated hardware's.
+
+The tools run with the system's /usr/bin/python3 when present (what a node has: stdlib only),
+against a temp CLUSTERCERT_LAB_SIM_DIR (hw.json), CLUSTERCERT_LAB_RUN_DIR (module table, kernel log)
+and CLUSTERCERT_LAB_ROOT (a prefix for /sys, /etc, /run the tools read or write).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from clustercert.lab import faults, hardware
+from clustercert.lab.sim import SOURCE
+
+PROFILE = Path(__file__).resolve().parents[2] / "src/clustercert/profiles/lab.yml"
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+LAB_H100_BUS = ["00000000:19:00.0", "00000000:3B:00.0", "00000000:4C:00.0", "00000000:5D:00.0",
+                "00000000:9B:00.0", "00000000:BB:00.0", "00000000:CB:00.0", "00000000:DB:00.0"]
+
+
+def parse(kind: str, text: str) -> dict:
+    from clustercert import parsers
+
+    if kind not in parsers.REGISTRY:
+        pytest.fail(f"parser kind {kind!r} is not registered yet (clustercert.parsers): cannot check the "
+                    "simulated output against it")
+    return parsers.parse(kind, text)
+
+
+class Sim:
+    def __init__(self, tmp: Path, name: str = "node01", index: int = 1):
+        self.tmp = tmp
+        self.sim = tmp / "sim"
+        self.run_dir = tmp / "run"
+        self.root = tmp / "root"
+        self.profile = yaml.safe_load(PROFILE.read_text())
+        self.hw = hardware.build(self.profile, name, index, {"link_mbit": 1000})
+        hardware.save(self.sim, self.hw)
+        for nd, state in (("ib0", "up"), ("ib1", "up")):
+            d = self.root / "sys/class/net" / nd
+            d.mkdir(parents=True)
+            (d / "operstate").write_text(state + "\n")
+        self.procs: list[subprocess.Popen] = []
+
+    def env(self, **extra: str) -> dict:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CLUSTERCERT_LAB_")}
+        env.update(CLUSTERCERT_LAB_SIM_DIR=str(self.sim), CLUSTERCERT_LAB_RUN_DIR=str(self.run_dir),
+                   CLUSTERCERT_LAB_ROOT=str(self.root), CLUSTERCERT_LAB_STATE_DIR=str(self.tmp / "state"),
+                   CLUSTERCERT_LAB_NCCL_VERSION="2.26.2-1+cuda12.8", PYTHONDONTWRITEBYTECODE="1")
+        env.update(extra)
+        return env
+
+    def run(self, tool: str, *args: str, timeout: float = 30, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run([PY, str(SOURCE), tool, *args], capture_output=True, text=True,
+                              timeout=timeout, env=self.env(**env))
+
+    def ok(self, tool: str, *args: str, **env: str) -> str:
+        r = self.run(tool, *args, **env)
+        assert r.returncode == 0, f"{tool} {args} -> {r.returncode}: {r.stdout}{r.stderr}"
+        return r.stdout
+
+    def background(self, tool: str, *args: str) -> subprocess.Popen:
+        p = subprocess.Popen([PY, str(SOURCE), tool, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=self.env())
+        self.procs.append(p)
+        return p
+
+    def fault(self, kind: str, **params) -> None:
+        hw = hardware.load(self.sim)
+        p = faults.validate(kind, params, hw)
+        faults._apply_hw(hw, kind, p, faults._key(kind, p))
+        hardware.save(self.sim, hw)
+
+    def driver_loaded(self) -> None:
+        self.ok("modload", "nvidia")
+
+    def start_daemon(self, tool: str, pidfile: str) -> None:
+        self.background(tool, "--foreground") if tool == "nvidia-persistenced" else self.background(tool)
+        for _ in range(100):
+            if (self.root / pidfile.lstrip("/")).exists():
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"{tool} did not write {pidfile}")
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.terminate()
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+@pytest.fixture
+def sim(tmp_path):
+    s = Sim(tmp_path)
+    yield s
+    s.close()
+
+
+def test_build_is_deterministic_and_per_node():
+    profile = yaml.safe_load(PROFILE.read_text())
+    a = hardware.build(profile, "node01", 1, {})
+    b = hardware.build(profile, "node01", 1, {})
+    c = hardware.build(profile, "node02", 2, {})
+    assert a == b
+    assert len(a["gpus"]) == 8
+    assert [g["bus_id"] for g in a["gpus"]] == LAB_H100_BUS
+    assert {g["uuid"] for g in a["gpus"]}.isdisjoint({g["uuid"] for g in c["gpus"]})
+    assert len({g["uuid"] for g in a["gpus"]}) == 8
+    assert a["gpus"][0]["memory"]["total_mib"] == 81559
+    assert [h["name"] for h in a["hcas"]] == ["mlx5_0", "mlx5_1"]
+    assert a["hcas"][0]["ports"][0]["netdev"] == "ib0" and a["hcas"][1]["ports"][0]["fabric"] == 1
+    assert a["hcas"][0]["node_guid"] != c["hcas"][0]["node_guid"]
+    assert a["performance"]["ib_write_bw_gbit_per_s"]["value"] == 392.3
+    assert a["performance"]["nccl_allreduce_busbw_gbyte_per_s"]["value"] == 479.0
+    assert all(v["source"] for v in a["performance"].values())
+    assert a["simulated"] is True and a["driver"]["version"] == "570.172.08"
+
+
+def test_nvidia_smi_needs_the_driver_loaded(sim):
+    r = sim.run("nvidia-smi")
+    assert r.returncode == 9
+    assert "couldn't communicate with the NVIDIA driver" in r.stdout
+
+
+def test_nvidia_smi_library_mismatch(sim):
+    sim.driver_loaded()
+    r = sim.run("nvidia-smi", CLUSTERCERT_LAB_LIB_VERSION="570.158.01")
+    assert r.returncode == 18
+    assert r.stdout == "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 570.158\n"
+
+
+def test_nvidia_smi_default_table(sim):
+    sim.driver_loaded()
+    out = sim.ok("nvidia-smi")
+    widths = {len(line) for line in out.splitlines()[1:] if line.startswith(("|", "+"))}
+    assert widths == {91}
+    rec = parse("nvidia-smi-table", out)
+    assert rec["driver_version"] == "570.172.08" and rec["cuda_version"] == "12.8"
+    assert [g["bus_id"] for g in rec["gpus"]] == LAB_H100_BUS
+    assert rec["gpus"][3]["memory_total_mib"] == 81559
+    assert rec["gpus"][0]["persistence_mode"] is False
+    sim.start_daemon("nvidia-persistenced", "/run/nvidia-persistenced/nvidia-persistenced.pid")
+    assert parse("nvidia-smi-table", sim.ok("nvidia-smi"))["gpus"][0]["persistence_mode"] is True
+
+
+def test_nvidia_smi_xml_and_text_agree_with_hw(sim):
+    sim.driver_loaded()
+    for kind, args in (("nvidia-smi-xml", ("-q", "-x")), ("nvidia-smi-q", ("-q",))):
+        rec = parse(kind, sim.ok("nvidia-smi", *args))
+        assert rec["driver_version"] == "570.172.08"
+        assert len(rec["gpus"]) == 8
+        assert rec["gpus"][5]["uuid"] == sim.hw["gpus"][5]["uuid"]
+        assert rec["gpus"][5]["serial"] == sim.hw["gpus"][5]["serial"]
+        assert rec["gpus"][0]["memory_total_mib"] == 81559
+        assert rec["gpus"][0]["ecc_errors"]["volatile"]["dram_uncorrectable"] == 0
+    sim.fault("gpu_ecc_uncorrectable", gpu="2")
+    sim.fault("gpu_row_remap_pending", gpu="3")
+    for kind, args in (("nvidia-smi-xml", ("-q", "-x")), ("nvidia-smi-q", ("-q",))):
+        rec = parse(kind, sim.ok("nvidia-smi", *args))
+        assert rec["gpus"][2]["ecc_errors"]["volatile"]["dram_uncorrectable"] == 1
+        assert rec["gpus"][2]["ecc_errors"]["aggregate"]["dram_uncorrectable"] == 1
+        rr = rec["gpus"][3]["remapped_rows"]
+        assert rr["pending"] is True and rr["uncorrectable"] == 1
+        assert rec["gpus"][0]["remapped_rows"]["pending"] is False
+
+
+def test_nvidia_smi_csv_query_and_gpu_missing(sim):
+    sim.driver_loaded()
+    out = sim.ok("nvidia-smi", "--query-gpu=index,name,pci.bus_id,memory.total,power.draw", "--format=csv")
+    rec = parse("nvidia-smi-csv", out)
+    assert out.splitlines()[0] == "index, name, pci.bus_id, memory.total [MiB], power.draw [W]"
+    assert [r["pci.bus_id"] for r in rec["rows"]] == LAB_H100_BUS
+    assert rec["rows"][0]["memory.total"] == 81559
+    assert sim.ok("nvidia-smi", "--query-gpu=index", "--format=csv,noheader").splitlines() == [str(i) for i in range(8)]
+    sim.fault("gpu_missing")
+    lines = sim.ok("nvidia-smi", "--query-gpu=index", "--format=csv,noheader").splitlines()
+    assert lines == [str(i) for i in range(7)]
+    assert sim.ok("nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits").splitlines()[0] == "81559"
+    bad = sim.run("nvidia-smi", "--query-gpu=bogus.field", "--format=csv")
+    assert bad.returncode == 2 and 'Field "bogus.field" is not a valid field to query.' in bad.stdout
+
+
+def test_nvidia_smi_topo_and_nvlink(sim):
+    sim.driver_loaded()
+    rec = parse("nvidia-smi-topo", sim.ok("nvidia-smi", "topo", "-m"))
+    assert rec["matrix"]["GPU0"]["GPU1"] == "NV18"
+    assert {d["nic_name"] for d in rec["devices"] if d["kind"] == "nic"} == {"mlx5_0", "mlx5_1"}
+    nv = parse("nvidia-smi-nvlink", sim.ok("nvidia-smi", "nvlink", "-s"))
+    assert len(nv["gpus"]) == 8 and len(nv["gpus"][0]["links"]) == 18
+    assert nv["gpus"][0]["links"][0]["gbyte_per_s"] == 26.562
+    sim.fault("nvlink_down", gpu="1", port="4")
+    nv = parse("nvidia-smi-nvlink", sim.ok("nvidia-smi", "nvlink", "-s"))
+    assert [link["link"] for link in nv["gpus"][1]["links"] if link["inactive"]] == [4]
+    assert not any(link["inactive"] for link in nv["gpus"][0]["links"])
+    rec = parse("nvidia-smi-topo", sim.ok("nvidia-smi", "topo", "-m"))
+    assert rec["matrix"]["GPU0"]["GPU1"] == "NV17" and rec["matrix"]["GPU0"]["GPU2"] == "NV18"
+
+
+def test_nvidia_smi_list(sim):
+    sim.driver_loaded()
+    rec = parse("nvidia-smi-list", sim.ok("nvidia-smi", "-L"))
+    assert [g["uuid"] for g in rec["gpus"]] == [g["uuid"] for g in sim.hw["gpus"]]
+
+
+def test_ibv_devinfo_and_ibdev2netdev(sim):
+    rec = parse("ibv-devinfo", sim.ok("ibv_devinfo"))
+    assert [d["hca_id"] for d in rec["devices"]] == ["mlx5_0", "mlx5_1"]
+    assert rec["devices"][0]["fw_ver"] == "28.43.1014"
+    assert rec["devices"][1]["ports"][0]["state"] == "PORT_ACTIVE"
+    sim.fault("ib_port_down", hca="mlx5_1")
+    rec = parse("ibv-devinfo", sim.ok("ibv_devinfo"))
+    assert rec["devices"][1]["ports"][0]["state"] == "PORT_DOWN"
+    assert rec["devices"][0]["ports"][0]["state"] == "PORT_ACTIVE"
+    m = parse("ibdev2netdev", sim.ok("ibdev2netdev"))["mappings"]
+    assert [(x["hca"], x["netdev"], x["state"]) for x in m] == [("mlx5_0", "ib0", "Up"), ("mlx5_1", "ib1", "Down")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_perftest_client_server_over_tcp(sim):
+    port = str(_free_port())
+    server = sim.background("ib_write_bw", "-d", "mlx5_0", "--report_gbits", "-p", port)
+    client = sim.ok("ib_write_bw", "-d", "mlx5_0", "--report_gbits", "-p", port, "127.0.0.1")
+    out, _ = server.communicate(timeout=30)
+    assert server.returncode == 0
+    c = parse("perftest", client)
+    s = parse("perftest", out)
+    assert c["role"] == "client" and s["role"] == "server"
+    assert c["rows"][0]["bw_avg_gbit_per_s"] == pytest.approx(392.3, abs=0.006)
+    assert s["rows"][0]["bw_avg_gbit_per_s"] == c["rows"][0]["bw_avg_gbit_per_s"]
+    # a degraded port on one end halves what both ends report
+    sim.fault("ib_port_rate_degraded", hca="mlx5_0", rate="200")
+    server = sim.background("ib_write_bw", "-d", "mlx5_0", "--report_gbits", "-p", port)
+    c = parse("perftest", sim.ok("ib_write_bw", "-d", "mlx5_0", "--report_gbits", "-p", port, "127.0.0.1"))
+    server.communicate(timeout=30)
+    assert c["rows"][0]["bw_avg_gbit_per_s"] == pytest.approx(196.15, abs=0.006)
+
+
+def test_perftest_client_without_server_fails_like_perftest(sim):
+    r = sim.run("ib_write_bw", "-p", str(_free_port()), "127.0.0.1")
+    assert r.returncode == 1
+    assert "Couldn't connect to 127.0.0.1:" in r.stderr
+    sim.fault("ib_port_down", hca="mlx5_0")
+    r = sim.run("ib_write_lat", "-d", "mlx5_0", "127.0.0.1")
+    assert r.returncode == 1 and "Port number 1 state is Down" in r.stderr
+
+
+def test_perftest_latency(sim):
+    port = str(_free_port())
+    server = sim.background("ib_write_lat", "-p", port)
+    c = parse("perftest", sim.ok("ib_write_lat", "-p", port, "127.0.0.1"))
+    server.communicate(timeout=30)
+    assert c["test"] == "lat"
+    assert c["rows"][0]["t_typical_usec"] == pytest.approx(1.02)
+
+
+def test_nccl_all_reduce(sim):
+    sim.driver_loaded()
+    r = sim.run("all_reduce_perf", "-b", "8M", "-e", "2G", "-f", "2", "-g", "8")
+    assert r.returncode == 1 and "system not yet initialized" in r.stdout  # no fabric manager yet
+    sim.start_daemon("nv-fabricmanager", "/run/nvidia-fabricmanager/nv-fabricmanager.pid")
+    rec = parse("nccl-tests", sim.ok("all_reduce_perf", "-b", "8M", "-e", "2G", "-f", "2", "-g", "8"))
+    sizes = [row["size_bytes"] for row in rec["rows"]]
+    assert sizes == [8388608 * 2 ** k for k in range(9)]
+    assert rec["rows"][-1]["out_of_place"]["busbw_gbyte_per_s"] == 479.0
+    assert rec["header"]["nGpus"] == 8 and len(rec["devices"]) == 8
+    sim.fault("nccl_busbw_low", factor="0.5")
+    rec = parse("nccl-tests", sim.ok("all_reduce_perf", "-b", "1G", "-e", "4G", "-f", "2", "-g", "8"))
+    assert [row["out_of_place"]["busbw_gbyte_per_s"] for row in rec["rows"]] == [239.5, 239.5, 239.5]
+    sim.fault("gpu_missing")
+    r = sim.run("all_reduce_perf", "-g", "8")
+    assert r.returncode == 1 and "invalid device ordinal" in r.stdout
+
+
+def test_nvbandwidth(sim):
+    sim.driver_loaded()
+    rec = parse("nvbandwidth", sim.ok("nvbandwidth", "-t", "host_to_device_memcpy_ce"))
+    tc = rec["testcases"][0]
+    assert tc["name"] == "host_to_device_memcpy_ce" and tc["status"] == "passed"
+    assert tc["matrices"][0]["rows"]["0"] == [53.0] * 8
+    sim.fault("gpu_pcie_degraded", gpu="2")
+    sim.fault("nvlink_down", gpu="0", port="0")
+    rec = parse("nvbandwidth", sim.ok("nvbandwidth"))
+    by = {t["name"]: t for t in rec["testcases"]}
+    assert by["host_to_device_memcpy_ce"]["matrices"][0]["rows"]["0"][2] == 13.25
+    d2d = by["device_to_device_memcpy_read_ce"]["matrices"][0]["rows"]
+    assert d2d["1"][2] == 389.0 and d2d["0"][1] == round(389.0 * 17 / 18, 2)
+
+
+def test_dcgmi_diag(sim):
+    sim.driver_loaded()
+    sim.start_daemon("nvidia-persistenced", "/run/nvidia-persistenced/nvidia-persistenced.pid")
+    r = sim.run("dcgmi", "diag", "-r", "2")
+    rec = parse("dcgmi-diag", r.stdout)
+    assert r.returncode == 0 and rec["overall"] == "pass"
+    assert rec["driver_version"] == "570.172.08" and rec["gpu_device_ids"] == ["2330"] * 8
+    sim.fault("gpu_row_remap_pending", gpu="3")
+    r = sim.run("dcgmi", "diag", "-r", "2")
+    rec = parse("dcgmi-diag", r.stdout)
+    assert r.returncode != 0 and rec["overall"] == "fail"
+    mem = next(t for t in rec["tests"] if t["name"] == "GPU Memory")
+    assert mem["result"] == "fail"
+
+
+def test_lsmod_and_module_dependencies(sim):
+    r = sim.run("modload", "nvidia_peermem")
+    assert r.returncode == 1 and "Unknown symbol in module" in r.stderr  # no RDMA stack loaded
+    sim.ok("modload", "ib_uverbs")
+    sim.ok("modload", "nvidia_peermem")
+    rec = parse("lsmod", sim.ok("lsmod"))
+    assert rec["modules"]["nvidia"]["used_by"] == ["nvidia_peermem"]
+    assert rec["modules"]["ib_core"]["used_by"] == ["ib_uverbs"]
+    r = sim.run("modunload", "nvidia")
+    assert r.returncode == 1 and "in use" in r.stderr
+    sim.ok("modunload", "nvidia_peermem")
+    assert "nvidia_peermem" not in parse("lsmod", sim.ok("lsmod"))["modules"]
+    assert (sim.root / "sys/module/nvidia/version").read_text() == "570.172.08\n"
+
+
+def test_dmesg_shows_xid_events(sim):
+    sim.driver_loaded()
+    assert parse("xid", sim.ok("dmesg"))["events"] == []
+    sim.fault("gpu_xid", gpu="4", xid="79")
+    for args in ((), ("-T",)):
+        events = parse("xid", sim.ok("dmesg", *args))["events"]
+        assert [(e["xid"], e["bus_id"]) for e in events] == [(79, "00000000:9B:00.0")]
+
+
+def test_nvidia_ctk_runtime_configure_and_cdi(sim):
+    sim.driver_loaded()
+    cfg = sim.root / "etc/containerd/config.toml"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text('version = 2\n\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  snapshotter = "overlayfs"\n')
+    sim.ok("nvidia-ctk", "runtime", "configure", "--runtime=containerd", "--set-as-default")
+    data = tomllib.loads(cfg.read_text())
+    ctrd = data["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
+    assert ctrd["default_runtime_name"] == "nvidia" and ctrd["snapshotter"] == "overlayfs"
+    assert ctrd["runtimes"]["nvidia"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
+    before = cfg.read_text()
+    sim.ok("nvidia-ctk", "runtime", "configure", "--runtime=containerd", "--set-as-default")
+    assert cfg.read_text() == before  # idempotent, as the real tool
+    sim.ok("nvidia-ctk", "cdi", "generate", "--output=/etc/cdi/nvidia.yaml")
+    listed = sim.run("nvidia-ctk", "cdi", "list")
+    rec = parse("nvidia-ctk", listed.stderr + listed.stdout)
+    assert len(rec["cdi_devices"]) == 17 and "nvidia.com/gpu=all" in rec["cdi_devices"]
+    # the container_runtime_unconfigured fault's edit (in-node code, run here on the temp root)
+    r = sim.run("fault", "apply", "container_runtime_unconfigured", "{}")
+    assert r.returncode == 0 and r.stdout.strip() == "applied"
+    data = tomllib.loads(cfg.read_text())
+    assert "nvidia" not in data["plugins"]["io.containerd.grpc.v1.cri"]["containerd"].get("runtimes", {})
+    assert sim.ok("fault", "heal", "container_runtime_unconfigured", "{}").strip() == "healed"
+    assert cfg.read_text() == before
+
+
+def test_config_fault_is_pending_until_its_target_exists(sim):
+    r = sim.run("fault", "apply", "container_runtime_unconfigured", "{}")
+    assert r.stdout.strip() == "pending"
+    assert "container_runtime_unconfigured" in sim.ok("fault", "pending")
+    assert sim.ok("fault", "heal", "container_runtime_unconfigured", "{}").strip() == "healed"
+    assert sim.ok("fault", "pending").strip() == "[]"
+
+
+def test_memlock_fault_edits_limits(sim):
+    assert sim.ok("fault", "apply", "memlock_limited", "{}").strip() == "applied"
+    text = (sim.root / "etc/security/limits.d/zz-local-memlock.conf").read_text()
+    assert "*\thard\tmemlock\t64" in text
+    sim.ok("fault", "heal", "memlock_limited", "{}")
+    assert not (sim.root / "etc/security/limits.d/zz-local-memlock.conf").exists()
+
+
+def test_probe_hang(sim):
+    sim.driver_loaded()
+    sim.fault("probe_hang", tool="nvidia-smi")
+    with pytest.raises(subprocess.TimeoutExpired):
+        sim.run("nvidia-smi", "-L", timeout=3)
+    assert sim.run("ibv_devinfo").returncode == 0
+
+
+def test_agent_writes_infiniband_sysfs(sim):
+    r = sim.run("agent", "--once", "--no-mounts")
+    assert r.returncode == 0, r.stderr
+    base = sim.root / "sys/class/infiniband"
+    assert (base / "mlx5_0/ports/1/state").read_text() == "4: ACTIVE\n"
+    assert (base / "mlx5_0/ports/1/rate").read_text() == "400 Gb/sec (4X NDR)\n"
+    lines = []
+    for f in sorted(base.rglob("*")):
+        rel = f.relative_to(sim.root)
+        if f.is_file() and (f.parent.name == "counters" or f.name in ("state", "phys_state", "rate", "link_layer",
+                                                                        "fw_ver")):
+            lines.append(f"/{rel}:{f.read_text().strip()}")
+    rec = parse("sysfs-infiniband", "\n".join(lines) + "\n")
+    port = rec["hcas"]["mlx5_1"]["ports"]["1"]
+    assert port["state"] == "ACTIVE" and port["rate_gbit_per_s"] == 400 and port["counters"]["symbol_error"] == 0
+    assert rec["hcas"]["mlx5_0"]["fw_ver"] == "28.43.1014"
+    hw = hardware.load(sim.sim)
+    faults._apply_hw(hw, "ib_symbol_errors", {"hca": "mlx5_1", "port": 1}, "k")
+    faults._apply_hw(hw, "ib_port_rate_degraded", {"hca": "mlx5_0", "port": 1, "rate": 200}, "k2")
+    hardware.save(sim.sim, hw)
+    sim.ok("agent", "--once", "--no-mounts")
+    assert (base / "mlx5_1/ports/1/counters/symbol_error").read_text() == "1000\n"
+    assert (base / "mlx5_0/ports/1/rate").read_text() == "200 Gb/sec (4X HDR)\n"
+    # boot: the RDMA stack is loaded (inbox drivers), the NVIDIA one only once its package is installed
+    assert "ib_core" in parse("lsmod", sim.ok("lsmod"))["modules"]
+    assert "nvidia" not in parse("lsmod", sim.ok("lsmod"))["modules"]
+
+
+def test_agent_reads_the_networkd_bond_config(tmp_path, monkeypatch):
+    net = tmp_path / "etc/systemd/network"
+    net.mkdir(parents=True)
+    (net / "30-bond0.netdev").write_text("[NetDev]\nName=bond0\nKind=bond\n\n[Bond]\nMode=active-backup\n"
+                                         "MIIMonitorSec=100ms\nFailOverMACPolicy=active\n")
+    (net / "31-ib0.network").write_text("[Match]\nName=ib0\n\n[Network]\nBond=bond0\nPrimarySlave=true\n")
+    (net / "31-ib1.network").write_text("[Match]\nName=ib1\n\n[Network]\nBond=bond0\n")
+    monkeypatch.setenv("CLUSTERCERT_LAB_ROOT", str(tmp_path))
+    monkeypatch.syspath_prepend(str(SOURCE.parent))
+    from labsim import agent
+
+    cfg = agent.networkd_bond_config()
+    assert cfg == {"name": "bond0", "mode": "active-backup", "miimon": 100, "fail_over_mac": "active",
+                   "slaves": ["ib0", "ib1"], "primary": "ib0", "primary_reselect": "always"}
+    (net / "30-bond0.netdev").unlink()
+    assert agent.networkd_bond_config() is None
+
+
+def test_every_tool_says_it_is_simulated(sim):
+    sim.driver_loaded()
+    for tool in ("nvidia-smi", "ib_write_bw", "all_reduce_perf", "nvbandwidth", "dcgmi", "nvidia-ctk",
+                 "ibv_devinfo", "nv-fabricmanager", "nvidia-persistenced"):
+        out = sim.ok(tool, "--version")
+        assert "clustercert lab simulation" in out, tool
+
+
+def test_labsim_is_stdlib_only():
+    """Every import in the node-side code is from the standard library (nodes have no venv)."""
+    allowed = set(sys.stdlib_module_names) | {"labsim"}
+    for f in SOURCE.glob("*.py"):
+        for line in f.read_text().splitlines():
+            s = line.strip()
+            if s.startswith("import ") or (s.startswith("from ") and " import " in s):
+                mod = s.split()[1].split(".")[0]
+                assert mod in allowed or mod == "" or s.startswith("from ."), f"{f.name}: {s}"
+
+
+
