@@ -51,6 +51,7 @@ class InventoryVars(BaseModel):
     clustercert_slurm: StrictBool = False
     clustercert_slurm_node_name: StrictStr | None = None
     clustercert_command_timeout_s: Annotated[StrictInt, Field(ge=1, le=3600)] = 30
+    clustercert_ntp_servers: list[StrictStr] = Field(default_factory=list)
 
     @field_validator("clustercert_fabric_addresses")
     @classmethod
