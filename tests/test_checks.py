@@ -178,7 +178,9 @@ def test_time_sync():
     (f,) = component("time").evaluate({"chrony": res(unsynced)}, ctx)
     assert f.status == "fail"
     (f,) = component("time").evaluate({"chrony": res("506 Cannot talk to daemon\n", rc=1)}, ctx)
-    assert f.status == "error"
+    assert f.status == "fail" and f.observed == "chronyd is not running"
+    (f,) = component("time").evaluate({"chrony": res("", rc=127, stderr="sh: chronyc: not found")}, ctx)
+    assert f.status == "error" and "tool not found" in f.observed
 
 
 def test_evaluator_crash_is_an_error_not_a_pass(monkeypatch):

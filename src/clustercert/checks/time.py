@@ -12,7 +12,12 @@ def commands(ctx: HostContext) -> dict[str, tuple[str, float]]:
 
 
 def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
-    rec, errs = parsed("chronyc-tracking", ev.get("chrony"), CHECK_IDS, ctx.timeout_s)
+    res = ev.get("chrony")
+    if res is not None and not res.timed_out and res.rc not in (0, 127) and "Cannot talk to daemon" in (res.stdout + res.stderr):
+        # chrony is installed but its daemon is not running: the clock is not being synchronised
+        return [Finding("time.sync", "fail", "chrony", "chronyd running and synchronised", "chronyd is not running",
+                        res.excerpt(200))]
+    rec, errs = parsed("chronyc-tracking", res, CHECK_IDS, ctx.timeout_s)
     if rec is None:
         return errs
     limit_ms = ctx.profile.tuning.time_max_offset_ms

@@ -340,6 +340,7 @@ def sim_recipe(profile_name: str, profile: dict) -> str:
     h.update(base_recipe(host_mirror()).encode())
     h.update(json.dumps(profile, sort_keys=True, default=str).encode())
     h.update(profile_name.encode())
+    h.update(os.uname().release.encode())  # the repo carries headers for the host's running kernel
     here = Path(__file__).resolve().parent
     for f in _sim_sources():
         h.update(str(f.relative_to(here)).encode())

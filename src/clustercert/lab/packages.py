@@ -216,7 +216,18 @@ def all_packages(profile: dict) -> list[Pkg]:
         pkgs += ctk_packages(v)
     pkgs += ofed_packages(vs["ofed"]["main"])
     pkgs += tool_packages(vs["nccl"]["main"], vs["cuda"]["main"])
+    pkgs.append(kernel_headers_package())
     return pkgs
+
+
+def kernel_headers_package() -> Pkg:
+    """Lab nodes share the host's kernel, which Debian's mirror has no headers for: the lab repository
+    carries an (empty) linux-headers package for it, so the driver role installs headers as on a real node."""
+    release = os.uname().release
+    return Pkg(f"linux-headers-{release}", "1.0-lab1",
+               f"Header files for the lab host's running kernel {release} - {SIM_NOTE}", [],
+               {f"/usr/src/linux-headers-{release}/README.clustercert-lab":
+                ("The clustercert lab shares the host kernel; no real headers are needed.\n", 0o644)})
 
 
 def build_deb(pkg: Pkg, out_dir: Path) -> Path:
@@ -315,5 +326,9 @@ def build_repo(repo_dir: Path, profile: dict) -> None:
     _ensure_key(home)
     _gpg(home, "--clearsign", "-o", str(repo_dir / "InRelease"), str(repo_dir / "Release"))
     _gpg(home, "-abs", "-o", str(repo_dir / "Release.gpg"), str(repo_dir / "Release"))
-    (repo_dir / "clustercert-lab.gpg").write_bytes(_gpg(home, "--export").stdout)
+    key = _gpg(home, "--export").stdout
+    (repo_dir / "clustercert-lab.gpg").write_bytes(key)
+    # also under the name the nvidia_repos role expects next to a site mirror (its default), so the lab
+    # is configured exactly as a site is: by the mirror URL alone
+    (repo_dir / "clustercert-mirror.gpg").write_bytes(key)
     subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True, timeout=30)

@@ -76,6 +76,23 @@ def prepare_image(rootfs: Path) -> None:
     for pkg_path, tool in (("/bin/dmesg", "dmesg"), ("/bin/lsmod", "lsmod"), ("/sbin/lsmod", "lsmod")):
         _divert(rootfs, pkg_path, tool)
     (rootfs / "etc/modules-load.d").mkdir(parents=True, exist_ok=True)
+    # the node's clock is the host's kernel clock (no CAP_SYS_TIME in a container): chrony, once a role
+    # installs it, runs in measure-only mode against the site's servers instead of refusing to start
+    dropin = rootfs / "etc/systemd/system/chrony.service.d/10-clustercert-lab.conf"
+    dropin.parent.mkdir(parents=True, exist_ok=True)
+    dropin.write_text(CHRONY_DROPIN)
+
+
+CHRONY_DROPIN = """\
+# clustercert lab: nodes share the host's kernel clock and have no CAP_SYS_TIME, so chronyd runs
+# with -x: it synchronises to its servers and reports offsets, but never adjusts the clock.
+[Unit]
+ConditionCapability=
+
+[Service]
+ExecStart=
+ExecStart=/usr/sbin/chronyd -x $DAEMON_OPTS
+"""
 
 
 def _divert(rootfs: Path, pkg_path: str, tool: str) -> None:
