@@ -1,0 +1,181 @@
+"""Acceptance on the lab (root): `clustercert bootstrap -i lab` on 4 bare nodes, idempotence, check
+mode, tamper detection and repair, daemon.json merge, and the rolling reboot policy."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from provisioning_helpers import REPO
+
+_spec = importlib.util.spec_from_file_location("clustercert_lab_conftest", REPO / "tests" / "lab" / "conftest.py")
+_labconf = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_labconf)
+lab_lock = _labconf.lab_lock  # the shared session fixtures (one lab per machine, under the lock)
+lab = _labconf.lab
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+NCCL_TASK = "Tell NCCL which HCAs are compute rails"
+MEMLOCK_TASK = "Raise memlock and nofile for every login (limits.d)"
+NCCL_INSTALL_TASK = "Install NCCL, perftest, nccl-tests, nvbandwidth and DCGM in one transaction"
+NCCL_HOLD_TASK = "Hold NCCL and the probe tools"
+
+
+# What the lab does not provide yet (listed in the provisioning report; remove once the lab has them):
+# its repository key is published as clustercert-lab.gpg, not under the mirror key name the role uses
+# by default, and its repository has no linux-headers package for the (host's) running kernel.
+LAB_GAPS = ["-e", json.dumps({"nvidia_repos_mirror_key_file": "clustercert-lab.gpg",
+                              "nvidia_driver_install_headers": False})]
+
+
+def bootstrap(lab, *args: str, timeout: float = 1500) -> tuple[int, dict]:
+    env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "bootstrap-test-state"))
+    proc = subprocess.run([sys.executable, "-m", "clustercert", "bootstrap", "-i", str(lab.inventory),
+                           "--format", "json", *LAB_GAPS, *args],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    try:
+        doc = json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError(f"bootstrap printed no JSON (rc {proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-3000:]}") from None
+    return proc.returncode, doc
+
+
+def assert_all_ok(doc: dict, nodes: list[str]) -> None:
+    assert sorted(doc["hosts"]) == nodes
+    bad = {h: s for h, s in doc["hosts"].items() if s["failed"] or s["unreachable"]}
+    assert not bad, bad
+
+
+@pytest.fixture(scope="module")
+def bootstrapped(lab):
+    lab.up()
+    rc, first = bootstrap(lab)
+    assert rc == 0, first
+    assert_all_ok(first, lab.nodes)
+    assert all(s["changed"] > 0 for s in first["hosts"].values())  # bare nodes: everything was installed
+    return first
+
+
+def test_second_run_changes_nothing(lab, bootstrapped):
+    rc, second = bootstrap(lab)
+    assert rc == 0
+    assert_all_ok(second, lab.nodes)
+    assert {h: s["changed"] for h, s in second["hosts"].items()} == dict.fromkeys(lab.nodes, 0), second["changes"]
+
+
+def test_check_mode_on_a_bootstrapped_node_reports_nothing(lab, bootstrapped):
+    rc, doc = bootstrap(lab, "--check", "--diff")
+    assert rc == 0
+    assert doc["changes"] == []
+    assert all(s["changed"] == 0 for s in doc["hosts"].values())
+
+
+def test_node_state_after_bootstrap(lab, bootstrapped):
+    out = lab.ssh(lab.nodes[0], "cat /sys/module/nvidia/version; lsmod | grep -c '^nvidia_peermem '; "
+                  "cat /etc/nccl.conf; systemctl is-active nvidia-persistenced nvidia-fabricmanager; "
+                  "apt-mark showhold | sort | tr '\\n' ' '").stdout
+    assert out.splitlines()[0] == "570.172.08"
+    assert out.splitlines()[1] == "1"
+    assert "NCCL_IB_HCA==mlx5_0,mlx5_1" in out
+    assert out.count("active") >= 2
+    for pkg in ("nvidia-open", "nvidia-driver", "libnccl2", "libnccl-dev", "nvidia-container-toolkit", "doca-ofed",
+                "nvidia-fabricmanager-570", "datacenter-gpu-manager", "perftest"):
+        assert f" {pkg} " in " " + out.splitlines()[-1] + " ", pkg
+
+
+def test_tampering_is_reported_exactly_and_repaired(lab, bootstrapped):
+    node = lab.nodes[0]
+    lab.ssh(node, "echo NCCL_DEBUG=INFO >> /etc/nccl.conf; rm /etc/security/limits.d/90-clustercert-memlock.conf")
+    fault = subprocess.run([sys.executable, "-m", "clustercert", "lab", "fault", node, "package_drift"],
+                           capture_output=True, text=True, timeout=300)
+    assert fault.returncode == 0, fault.stdout + fault.stderr
+    rc, doc = bootstrap(lab, "--check", "--diff")
+    assert rc == 0
+    # The lab's package_drift installs libnccl2's other version the way an upgrade would, which also
+    # drops its hold: the drift shows as the install task (version) and the hold task (selection).
+    assert sorted((c["host"], c["task"]) for c in doc["changes"]) == sorted(
+        [(node, NCCL_TASK), (node, MEMLOCK_TASK), (node, NCCL_INSTALL_TASK), (node, NCCL_HOLD_TASK)]), doc["changes"]
+    assert {c["role"] for c in doc["changes"]} == {"ib_redundancy", "tuning", "nccl_tools"}
+    nccl = next(c for c in doc["changes"] if c["task"] == NCCL_TASK)
+    assert "NCCL_DEBUG=INFO" in json.dumps(nccl["diff"])
+    assert "NCCL_DEBUG=INFO" in lab.ssh(node, "cat /etc/nccl.conf").stdout  # check mode changed nothing
+
+    rc, repair = bootstrap(lab)
+    assert rc == 0
+    assert {(c["host"], c["task"]) for c in repair["changes"]} >= {
+        (node, NCCL_TASK), (node, MEMLOCK_TASK), (node, NCCL_INSTALL_TASK)}
+    state = lab.ssh(node, "cat /etc/nccl.conf; test -f /etc/security/limits.d/90-clustercert-memlock.conf && echo limits; "
+                    "dpkg-query -W -f='${Version}' libnccl2").stdout
+    assert "NCCL_DEBUG" not in state and "limits" in state and state.endswith("2.26.2-1+cuda12.8")
+    rc, after = bootstrap(lab, "--check")
+    assert rc == 0 and after["changes"] == []
+
+
+def test_daemon_json_keeps_foreign_keys(lab, bootstrapped):
+    node = lab.nodes[1]
+    seeded = {"log-driver": "json-file", "log-opts": {"max-size": "10m"}, "data-root": "/srv/docker",
+              "runtimes": {"crun": {"path": "/usr/bin/crun"}}}
+    lab.ssh(node, f"mkdir -p /etc/docker && echo '{json.dumps(seeded)}' > /etc/docker/daemon.json")
+    args = ("--limit", node, "--tags", "container_toolkit", "-e", "container_toolkit_runtime=docker")
+    rc, doc = bootstrap(lab, *args)
+    assert rc == 0, doc
+    merged = json.loads(lab.ssh(node, "cat /etc/docker/daemon.json").stdout)
+    assert merged == {**seeded, "runtimes": {"crun": {"path": "/usr/bin/crun"},
+                                             "nvidia": {"path": "nvidia-container-runtime", "args": []}}}
+    rc, again = bootstrap(lab, *args)
+    assert rc == 0 and again["hosts"][node]["changed"] == 0
+
+
+class Reachability(threading.Thread):
+    """Samples TCP/22 of every node; records the largest number of nodes down at the same time."""
+
+    def __init__(self, addresses: dict[str, str]):
+        super().__init__(daemon=True)
+        self.addresses = addresses
+        self.stop = threading.Event()
+        self.max_down = 0
+        self.down_seen: set[str] = set()
+        self.samples = 0
+
+    @staticmethod
+    def up(ip: str) -> bool:
+        try:
+            with socket.create_connection((ip, 22), timeout=0.5) as s:
+                s.settimeout(1)
+                return s.recv(4) == b"SSH-"
+        except OSError:
+            return False
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            down = {n for n, ip in self.addresses.items() if not self.up(ip)}
+            self.max_down = max(self.max_down, len(down))
+            self.down_seen |= down
+            self.samples += 1
+            time.sleep(0.1)
+
+
+def test_rolling_reboot_takes_one_node_down_at_a_time(lab, bootstrapped):
+    status = lab.manager.status()["nodes"]
+    sampler = Reachability({n: status[n]["mgmt_ip"] for n in lab.nodes})
+    sampler.start()
+    try:
+        # Another pinned driver from the lab repository: the loaded module no longer matches -> reboot.
+        rc, doc = bootstrap(lab, "-e", json.dumps({"clustercert_profile_overrides": {"driver": {"version": "570.158.01"}}}))
+    finally:
+        sampler.stop.set()
+        sampler.join(10)
+    assert rc == 0, doc
+    assert sampler.samples > 50
+    assert sampler.down_seen == set(lab.nodes), "every node must have rebooted"
+    assert sampler.max_down == 1
+    for n in lab.nodes:
+        assert lab.ssh(n, "cat /sys/module/nvidia/version").stdout.strip() == "570.158.01"
