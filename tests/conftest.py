@@ -23,3 +23,30 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120, cwd: Path
 @pytest.fixture
 def cli():
     return run_cli
+
+
+# The lab fixtures (one lab per machine, under /tmp/clustercert-lab.lock) are shared by every test
+# directory: tests/lab, tests/provisioning, tests/validators, tests/certify, tests/drift.
+sys.path.insert(0, str(REPO / "tests" / "lab"))
+from labfixtures import Lab, lab, lab_lock  # noqa: E402,F401
+
+
+@pytest.fixture(scope="module")
+def bootstrapped_lab(lab):  # noqa: F811 - the imported session fixture
+    """The lab's 4 nodes brought to the pinned state by `clustercert bootstrap -i lab` (idempotent:
+    re-run per module, so whatever an earlier module changed is put back), with no fault active."""
+    import json
+
+    lab.up()
+    for name in lab.nodes:
+        lab.manager.heal(name)
+    for name in lab.nodes:
+        lab.wait_ssh(name, timeout=120)
+    p = run_cli("bootstrap", "-i", "lab", "--format", "json", timeout=1800,
+                env={"CLUSTERCERT_HOME": str(lab.dir.parent / "bootstrap-fixture-state")})
+    try:
+        doc = json.loads(p.stdout)
+    except ValueError:
+        raise AssertionError(f"bootstrap printed no JSON (rc {p.returncode}): {p.stderr[-3000:]}") from None
+    assert p.returncode == 0, doc
+    return lab

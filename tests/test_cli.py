@@ -36,7 +36,7 @@ def test_version_names_the_stack(cli):
     assert "ansible-runner" in lines
 
 
-@pytest.mark.parametrize("verb", ["probe", "drift"])
+@pytest.mark.parametrize("verb", ["probe"])
 def test_unfinished_verbs_say_so_and_exit_3(verb, capsys):
     rc = main([verb, "-i", "inventory/h100-sample"])
     err = capsys.readouterr().err

@@ -31,7 +31,7 @@ def _inventory(path: str):
 @pytest.fixture(scope="module")
 def clustercert_ctx(host, request) -> HostContext:
     from clustercert.profile import load_profile
-    from clustercert.validate import host_context, pins_for
+    from clustercert.validate import host_context
 
     name = host.backend.get_hostname()
     inv_path = request.config.getoption("ansible_inventory", default=None)
@@ -40,7 +40,7 @@ def clustercert_ctx(host, request) -> HostContext:
         inv = _inventory(inv_path)
         if name in inv.hosts:
             h = inv.hosts[name]
-            ctx = host_context(h, pins_for(h))
+            ctx = host_context(h)
             if timeout:
                 ctx.timeout_s = timeout
             return ctx

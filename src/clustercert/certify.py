@@ -46,7 +46,7 @@ def _fabric_ip(h: HostView, fabric: int) -> str | None:
     return None
 
 
-def node_probes(h: HostView, cfg: ProbeSettings, cp: Path) -> list[Measurement]:
+def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None = None) -> list[Measurement]:
     """Probes on one node: loopback ib_write_bw per compute HCA, NCCL on one node, nvbandwidth."""
     prof, out = h.profile, []
     th = prof.thresholds
@@ -57,6 +57,8 @@ def node_probes(h: HostView, cfg: ProbeSettings, cp: Path) -> list[Measurement]:
         server = (h.name, h.connection, probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds))
         client = (h.name, h.connection, probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds, "localhost"))
         run = run_server_client(server, client, cfg.limit, control_dir=cp)
+        if not run.reachable and down is not None:
+            down.add(h.name)
         m = Measurement("ib_write_bw_loopback", h.name, subject=hca.name, fabric=hca.fabric)
         out.append(probes.eval_perftest(m, th["ib_write_bw_loopback"], run.client, cfg.limit))
     cmds = {}
@@ -66,8 +68,10 @@ def node_probes(h: HostView, cfg: ProbeSettings, cp: Path) -> list[Measurement]:
         cmds["nvbandwidth"] = (probes.nvbandwidth_cmd(), cfg.limit)
     if cmds:
         ev = collect_node(h.name, h.connection, cmds, control_dir=cp, parallel=1)
+        if not ev.reachable and down is not None:
+            down.add(h.name)
         if "nccl" in cmds:
-            m = Measurement("nccl_allreduce_1node", h.name, subject=f"{prof.gpu.count} GPUs")
+            m = Measurement("nccl_allreduce", h.name, subject=f"1 node, {prof.gpu.count} GPUs")
             out.append(probes.eval_nccl(m, th["nccl_allreduce_1node"], ev.results.get("nccl"), cfg.limit))
         if "nvbandwidth" in cmds:
             out += probes.eval_nvbandwidth(h.name, prof, ev.results.get("nvbandwidth"), cfg.limit)
@@ -107,6 +111,8 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
         r = run_server_client(server, client, cfg.limit, control_dir=cp)
         if not r.reachable:
             down.add(a.name)
+        if not r.server_reachable:
+            down.add(b.name)
         return evaluate(m, r)
 
     with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as ex:
@@ -122,10 +128,10 @@ def run_probes(inv: Inventory, nodes: list[str], cfg: ProbeSettings, all_pairs: 
     cp = paths.state_dir() / "cp"
     hosts = inv.hosts
     t0 = time.monotonic()
-    with ThreadPoolExecutor(max_workers=max(1, min(forks, len(nodes) or 1))) as ex:
-        per_node = dict(zip(nodes, ex.map(lambda n: node_probes(hosts[n], cfg, cp), nodes), strict=True))
-    pair_ms: list[Measurement] = []
     down: set[str] = set()
+    with ThreadPoolExecutor(max_workers=max(1, min(forks, len(nodes) or 1))) as ex:
+        per_node = dict(zip(nodes, ex.map(lambda n: node_probes(hosts[n], cfg, cp, down), nodes), strict=True))
+    pair_ms: list[Measurement] = []
     outcomes: list[tuple[str, str, bool]] = []
 
     def run_round(pairs: list[tuple[str, str]], rnd: int) -> dict[tuple[str, str], bool]:

@@ -200,8 +200,9 @@ def _pgid_and_output(text: str) -> tuple[str | None, str]:
 class ProbeRun:
     server: CommandResult | None
     client: CommandResult
-    reachable: bool = True
+    reachable: bool = True          # the client's node answered
     error: str = ""
+    server_reachable: bool = True   # the server's node answered
 
 
 def _read_pgid(proc: subprocess.Popen, wait: float) -> str | None:
@@ -264,4 +265,6 @@ def run_server_client(
                 out, err = srv_proc.communicate()
         _kill_group(srv_conn, srv_node, srv_pgid, control_dir)
         server_res = CommandResult(srv_proc.returncode, out or "", err or "", False, 0.0, srv_cmd)
-    return ProbeRun(server_res, client_res, not unreachable, client_res.stderr.strip()[-300:] if unreachable else "")
+    server_reachable = server is None or srv_pgid is not None or srv_proc.returncode != 255
+    return ProbeRun(server_res, client_res, not unreachable, client_res.stderr.strip()[-300:] if unreachable else "",
+                    server_reachable)

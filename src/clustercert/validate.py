@@ -49,29 +49,19 @@ def parse_components(text: str | None) -> list[str]:
     return chosen
 
 
-def host_context(h: HostView, pins: dict[str, str] | None = None) -> HostContext:
+def host_context(h: HostView) -> HostContext:
     return HostContext(
         name=h.name,
         profile=h.profile,
         timeout_s=float(h.vars.clustercert_command_timeout_s),
         fabric_addresses=dict(h.vars.clustercert_fabric_addresses),
         sm_priority=h.vars.clustercert_sm_priority,
-        pins=pins or {},
     )
-
-
-def pins_for(h: HostView) -> dict[str, str]:
-    """Pinned package versions for a host, from the provisioning versions manifest (if shipped)."""
-    try:
-        from clustercert import versions
-    except ImportError:  # provisioning's manifest not shipped: packages.pinned says so as an error
-        return {}
-    return versions.pinned_packages(h.profile)
 
 
 def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25) -> dict[str, NodeResult]:
     comps = components(comp_names)
-    contexts = {name: host_context(h, pins_for(h)) for name, h in inv.hosts.items()}
+    contexts = {name: host_context(h) for name, h in inv.hosts.items()}
     commands_for = {}
     for name, ctx in contexts.items():
         cmds: dict[str, tuple[str, float]] = {}

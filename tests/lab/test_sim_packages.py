@@ -63,7 +63,7 @@ def test_repo_has_the_real_package_names_and_versions(repo):
 
 def test_debs_are_well_formed(repo):
     debs = sorted((repo / "pool").glob("*.deb"))
-    assert len(debs) == len(_packages(repo)) == 40
+    assert len(debs) == len(_packages(repo)) == 41  # 40 NVIDIA-named packages + headers for the host kernel
     for deb in debs:
         info = subprocess.run(["dpkg-deb", "--info", str(deb)], capture_output=True, text=True, check=True).stdout
         assert "Package: " + deb.name.split("_")[0] in info
@@ -86,7 +86,7 @@ def test_debs_are_well_formed(repo):
 
 def test_repo_is_signed_and_the_key_stays_in_the_cache(repo):
     assert sorted(p.name for p in repo.iterdir()) == ["InRelease", "Packages", "Packages.gz", "Release",
-                                                     "Release.gpg", "clustercert-lab.gpg", "pool"]
+                                                     "Release.gpg", "clustercert-lab.gpg", "clustercert-mirror.gpg", "pool"]
     r = subprocess.run(["gpgv", "--keyring", str(repo / "clustercert-lab.gpg"), str(repo / "InRelease")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

@@ -3,7 +3,6 @@ mode, tamper detection and repair, daemon.json merge, and the rolling reboot pol
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import socket
@@ -13,13 +12,6 @@ import threading
 import time
 
 import pytest
-from provisioning_helpers import REPO
-
-_spec = importlib.util.spec_from_file_location("clustercert_lab_conftest", REPO / "tests" / "lab" / "conftest.py")
-_labconf = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_labconf)
-lab_lock = _labconf.lab_lock  # the shared session fixtures (one lab per machine, under the lock)
-lab = _labconf.lab
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -29,17 +21,12 @@ NCCL_INSTALL_TASK = "Install NCCL, perftest, nccl-tests, nvbandwidth and DCGM in
 NCCL_HOLD_TASK = "Hold NCCL and the probe tools"
 
 
-# What the lab does not provide yet (listed in the provisioning report; remove once the lab has them):
-# its repository key is published as clustercert-lab.gpg, not under the mirror key name the role uses
-# by default, and its repository has no linux-headers package for the (host's) running kernel.
-LAB_GAPS = ["-e", json.dumps({"nvidia_repos_mirror_key_file": "clustercert-lab.gpg",
-                              "nvidia_driver_install_headers": False})]
 
 
 def bootstrap(lab, *args: str, timeout: float = 1500) -> tuple[int, dict]:
     env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "bootstrap-test-state"))
     proc = subprocess.run([sys.executable, "-m", "clustercert", "bootstrap", "-i", str(lab.inventory),
-                           "--format", "json", *LAB_GAPS, *args],
+                           "--format", "json", *args],
                           capture_output=True, text=True, timeout=timeout, env=env)
     try:
         doc = json.loads(proc.stdout)

@@ -49,7 +49,6 @@ class HostContext:
     timeout_s: float = 30.0
     fabric_addresses: dict[str, str] = field(default_factory=dict)
     sm_priority: int | None = None
-    pins: dict[str, str] = field(default_factory=dict)  # package -> pinned version (versions manifest)
 
 
 Evidence = dict[str, CommandResult]

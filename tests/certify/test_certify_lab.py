@@ -1,0 +1,117 @@
+"""Certify on a bootstrapped lab (root): healthy -> certified; a slow link and a missing GPU are
+caught and localised; a hung probe is a timed error leaving no process; a node dying mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+PROBE_TOOLS = ("ib_write_bw", "iperf3", "all_reduce_perf", "nvbandwidth")
+
+
+def certify(lab, out, *args: str, timeout: float = 900) -> tuple[int, dict, str]:
+    env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "certify-test-state"))
+    p = subprocess.run([sys.executable, "-m", "clustercert", "certify", "-i", "lab", "--out", str(out),
+                        "--probe-seconds", "2", "--probe-timeout", "20", *args],
+                       capture_output=True, text=True, timeout=timeout, env=env)
+    assert p.returncode in (0, 1), p.stderr[-3000:]
+    return p.returncode, json.loads((out / "certificate.json").read_text()), p.stdout
+
+
+def leftover_probes(lab) -> dict[str, str]:
+    out = {}
+    for n in lab.nodes:
+        r = lab.ssh(n, "pgrep -a -f '" + "|".join(PROBE_TOOLS) + "' || true", check=False)
+        if r.stdout.strip():
+            out[n] = r.stdout.strip()
+    return out
+
+
+def test_healthy_lab_is_certified_and_verifiable(bootstrapped_lab, tmp_path):
+    lab = bootstrapped_lab
+    rc, cert, stdout = certify(lab, tmp_path)
+    bad = {n: [f["check"] for f in v["findings"] if f["status"] in ("fail", "error")] for n, v in cert["nodes"].items()}
+    assert rc == 0 and cert["verdict"] == "pass", (bad, [lk for lk in cert["links"] if lk["status"] != "pass"])
+    assert cert["rounds"] == 1 and cert["links"]
+    assert {lk["probe"] for lk in cert["links"]} == {"ib_write_bw", "iperf3"}
+    for name in ("report.html", "junit.xml", "summary.md", "signing.pub"):
+        assert (tmp_path / name).is_file()
+    v = subprocess.run([sys.executable, "-m", "clustercert", "verify", str(tmp_path / "certificate.json"),
+                        "--key", str(tmp_path / "signing.pub")], capture_output=True, text=True)
+    assert v.returncode == 0 and "certificate OK" in v.stdout
+    assert not leftover_probes(lab)
+
+
+def test_slow_link_and_missing_gpu_are_localised(bootstrapped_lab, tmp_path):
+    lab = bootstrapped_lab
+    slow, gpu = lab.nodes[-1], lab.nodes[1]
+    lab.manager.fault(slow, "link_slow", {"fabric": "0", "factor": "0.3"})
+    lab.manager.fault(gpu, "gpu_missing", {})
+    try:
+        rc, cert, _ = certify(lab, tmp_path)
+    finally:
+        lab.manager.heal(slow)
+        lab.manager.heal(gpu)
+    assert rc == 1 and cert["verdict"] == "fail"
+    assert cert["rounds"] == 2
+    loc = {x.get("node") or x.get("link"): x["kind"] for x in cert["localisation"]}
+    assert loc == {slow: "bad_node"}, cert["localisation"]
+    assert cert["nodes"][gpu]["verdict"] == "fail"
+    assert any(f["check"] == "gpu.count" and f["status"] == "fail" for f in cert["nodes"][gpu]["findings"])
+    assert cert["nodes"][slow]["verdict"] == "fail"
+    for n in lab.nodes:
+        if n not in (slow, gpu):
+            assert cert["nodes"][n]["verdict"] == "pass", [f for f in cert["nodes"][n]["findings"] if f["status"] != "pass"]
+    slow_links = [lk for lk in cert["links"] if slow in (lk["a"], lk["b"]) and lk["fabric"] == 0 and lk["probe"] == "iperf3"]
+    assert slow_links and all(lk["status"] == "fail" for lk in slow_links)
+
+
+def test_hung_probe_is_a_timed_error_and_leaves_nothing(bootstrapped_lab, tmp_path):
+    lab = bootstrapped_lab
+    target = lab.nodes[0]
+    lab.manager.fault(target, "probe_hang", {"tool": "ib_write_bw"})
+    try:
+        t0 = time.monotonic()
+        rc, cert, _ = certify(lab, tmp_path)
+        elapsed = time.monotonic() - t0
+    finally:
+        lab.manager.heal(target, "probe_hang")
+    assert rc == 1
+    hung = [f for f in cert["nodes"][target]["findings"] if f["check"] == "probe.ib_write_bw_loopback"]
+    assert hung and all(f["status"] == "error" and "timed out after 22 s" in f["observed"] for f in hung), hung
+    assert elapsed < 600
+    assert not leftover_probes(lab)
+
+
+def test_node_dying_mid_run(bootstrapped_lab, tmp_path):
+    lab = bootstrapped_lab
+    victim = lab.nodes[2]
+
+    def kill_sshd_later():
+        time.sleep(25)  # validators done, probes running
+        lab.manager.fault(victim, "node_down", {})
+
+    t = threading.Thread(target=kill_sshd_later)
+    t.start()
+    try:
+        rc, cert, _ = certify(lab, tmp_path)
+    finally:
+        t.join()
+        lab.manager.heal(victim, "node_down")
+        lab.wait_ssh(victim, timeout=120)
+    assert rc == 1
+    assert cert["nodes"][victim]["verdict"] in ("unreachable", "fail", "error")
+    import sqlite3
+
+    db = sqlite3.connect(lab.dir.parent / "certify-test-state" / "store.sqlite")
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    (status,) = db.execute("SELECT status FROM runs ORDER BY started DESC LIMIT 1").fetchone()
+    assert status == "done"

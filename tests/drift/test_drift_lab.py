@@ -1,0 +1,98 @@
+"""Nightly drift on a certified lab (root): four kinds of tampering, classified; --fix; SIGKILL safety."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+
+def cc(lab, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "drift-test-state"))
+    return subprocess.run([sys.executable, "-m", "clustercert", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@pytest.fixture(scope="module")
+def certified(bootstrapped_lab, tmp_path_factory):
+    lab = bootstrapped_lab
+    out = tmp_path_factory.mktemp("baseline")
+    p = cc(lab, "certify", "-i", "lab", "--out", str(out), "--probe-seconds", "2", "--probe-timeout", "20")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    return lab
+
+
+def drift(lab, *args: str) -> tuple[int, dict]:
+    p = cc(lab, "drift", "-i", "lab", "--format", "json", "--probes", "quick", *args)
+    assert p.returncode in (0, 1), p.stderr[-3000:]
+    return p.returncode, json.loads(p.stdout)
+
+
+def test_four_tamperings_classified_then_fixed(certified, tmp_path):
+    lab = certified
+    n1, n2, n3, n4 = lab.nodes[:4]
+    lab.ssh(n1, "sed -i 's/^NCCL_IB_HCA=.*/NCCL_IB_HCA=mlx5_0/' /etc/nccl.conf")
+    lab.manager.fault(n2, "package_drift", {})
+    lab.manager.fault(n3, "gpu_row_remap_pending", {})
+    lab.manager.fault(n4, "link_slow", {"fabric": "0", "factor": "0.3"})
+    try:
+        prom = tmp_path / "clustercert.prom"
+        rc, doc = drift(lab, "--prom", str(prom))
+        assert rc == 1
+        kinds = {}
+        for item in doc["items"]:
+            kinds.setdefault(item["node"], set()).add(item["kind"])
+        assert kinds == {n1: {"configuration"}, n2: {"configuration"}, n3: {"state"}, n4: {"performance"}}, doc["items"]
+        assert any(i["node"] == n3 and i.get("check") == "gpu.row_remap" for i in doc["items"])
+        assert any(i["node"] == n1 and "nccl" in (i.get("task") or "").lower() for i in doc["items"])
+        from prometheus_client.parser import text_string_to_metric_families
+
+        fams = {f.name: f for f in text_string_to_metric_families(prom.read_text())}
+        per = {(s.labels["node"], s.labels["kind"]): s.value for s in fams["clustercert_drift_items"].samples}
+        assert per[(n3, "state")] >= 1 and per[(n1, "state")] == 0
+
+        rc, doc = drift(lab, "--fix")
+        assert doc["fixed"]["nodes"] == sorted([n1, n2])
+        rc, doc = drift(lab)
+        assert rc == 1
+        assert {i["node"] for i in doc["items"]} == {n3, n4}, doc["items"]
+    finally:
+        lab.manager.heal(n3)
+        lab.manager.heal(n4)
+        lab.manager.heal(n2)
+
+
+def test_sigkill_leaves_store_usable(certified):
+    lab = certified
+    env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "drift-test-state"))
+    p = subprocess.Popen([sys.executable, "-m", "clustercert", "drift", "-i", "lab", "--format", "json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    time.sleep(8)  # mid-run: the check-mode playbook or the validators
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    rc, _doc = drift(lab)
+    assert rc in (0, 1)
+    db = sqlite3.connect(lab.dir.parent / "drift-test-state" / "store.sqlite")
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_second_run_is_refused_while_one_holds_the_lock(certified):
+    lab = certified
+    env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "drift-test-state"))
+    first = subprocess.Popen([sys.executable, "-m", "clustercert", "drift", "-i", "lab"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, env=env)
+    try:
+        time.sleep(3)
+        second = cc(lab, "drift", "-i", "lab")
+        assert second.returncode == 1 and "another run holds the lock" in second.stderr and f"pid {first.pid}" in second.stderr
+    finally:
+        first.kill()
+        first.wait()
