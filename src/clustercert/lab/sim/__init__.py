@@ -91,7 +91,7 @@ ConditionCapability=
 
 [Service]
 ExecStart=
-ExecStart=/usr/sbin/chronyd -x $DAEMON_OPTS
+ExecStart=!/usr/sbin/chronyd -x $DAEMON_OPTS
 """
 
 
