@@ -10,8 +10,9 @@ CHECK_IDS = ("tuning.memlock", "tuning.sysctl", "tuning.hugepages", "tuning.gove
 def commands(ctx: HostContext) -> dict[str, tuple[str, float]]:
     t = ctx.timeout_s
     cmds = {
-        # a fresh login session applies pam_limits (limits.d); services get systemd's default
-        "memlock": ("su -l root -s /bin/sh -c 'ulimit -l'; systemctl show -p DefaultLimitMEMLOCK", t),
+        # the collector runs in a fresh SSH login, to which pam_limits applied limits.d (what a user's job
+        # gets); services get systemd's DefaultLimitMEMLOCK
+        "memlock": ("ulimit -l; systemctl show -p DefaultLimitMEMLOCK", t),
         "hugepages": ("cat /proc/sys/vm/nr_hugepages", t),
         "governor": ("cat /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor", t),
     }

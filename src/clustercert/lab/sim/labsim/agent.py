@@ -268,11 +268,25 @@ def _oper(nd: str) -> bool:
         return False
 
 
+def networkd_applied_stamp() -> float:
+    """When networkd last (re)configured links: it rewrites its per-link state files on a restart,
+    on `networkctl reload` and on `networkctl reconfigure`."""
+    newest = 0.0
+    for f in glob.glob("/run/systemd/netif/links/*"):
+        try:
+            newest = max(newest, os.stat(f).st_mtime)
+        except OSError:
+            continue
+    return newest
+
+
 def sync_bond(state: dict) -> None:
     pid = networkd_pid()
-    if pid != state.get("networkd_pid") and pid is not None:
-        # networkd (re)started: it applies the config on disk now, as the bonding driver would see it
+    stamp = networkd_applied_stamp()
+    if pid is not None and (pid != state.get("networkd_pid") or stamp != state.get("networkd_stamp")):
+        # networkd (re)started or reloaded: it applies the config on disk now, as the bonding driver would see it
         state["networkd_pid"] = pid
+        state["networkd_stamp"] = stamp
         state["bond_config"] = networkd_bond_config()
     cfg = state.get("bond_config")
     exists = os.path.exists(common.root("/sys/class/net/bond0"))
