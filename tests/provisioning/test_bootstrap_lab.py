@@ -43,6 +43,8 @@ def assert_all_ok(doc: dict, nodes: list[str]) -> None:
 
 @pytest.fixture(scope="module")
 def bootstrapped(lab):
+    # bare nodes: earlier test modules of the session may have provisioned this lab, so start afresh
+    lab.manager.down()
     lab.up()
     rc, first = bootstrap(lab)
     assert rc == 0, first
