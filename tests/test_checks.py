@@ -192,7 +192,7 @@ def test_evaluator_crash_is_an_error_not_a_pass(monkeypatch):
 
 
 def test_tuning_memlock_and_sysctl():
-    ctx = HostContext("n1", load_profile("lab"), timeout_s=10)
+    ctx = HostContext("n1", load_profile("lab", {"tuning": {"memlock": "unlimited"}}), timeout_s=10)
     ev = {"memlock": res("unlimited\nDefaultLimitMEMLOCK=infinity\n"), "hugepages": res("0\n"),
           "sysctl": res("net.ipv4.conf.all.arp_announce = 2\nnet.ipv4.conf.all.arp_ignore = 1\nnet.ipv4.conf.all.rp_filter = 0\n")}
     fs = component("tuning").evaluate(ev, ctx)
@@ -203,3 +203,6 @@ def test_tuning_memlock_and_sysctl():
     assert by_check(fs, "tuning.governor")[0].status == "skip"  # the lab profile says governor: none
     limited = dict(ev, memlock=res("65536\nDefaultLimitMEMLOCK=8388608\n"))
     assert by_check(component("tuning").evaluate(limited, ctx), "tuning.memlock")[0].status == "fail"
+    capped = HostContext("n1", load_profile("lab"), timeout_s=10)  # the lab profile asks for 8192 KiB
+    ok8m = dict(ev, memlock=res("8192\nDefaultLimitMEMLOCK=8388608\n"))
+    assert by_check(component("tuning").evaluate(ok8m, capped), "tuning.memlock")[0].status == "pass"

@@ -151,7 +151,7 @@ def test_tbf_arguments():
 
 def test_node_network_config():
     files = node.networkd_files(2)
-    assert sorted(files) == ["10-eth0.network", "10-ib0.network", "10-ib1.network"]
+    assert sorted(files) == ["00-lab-ib0.network", "00-lab-ib1.network", "10-eth0.network"]
     assert "Name=eth0" in files["10-eth0.network"] and "Address=10.250.0.12/24" in files["10-eth0.network"]
-    assert "Address=10.251.0.12/24" in files["10-ib0.network"]
-    assert "Address=10.252.0.12/24" in files["10-ib1.network"]
+    assert "Address=10.251.0.12/24" in files["00-lab-ib0.network"]
+    assert "Address=10.252.0.12/24" in files["00-lab-ib1.network"]

@@ -361,7 +361,10 @@ def networkd_files(index: int) -> dict[str, str]:
         )
     }
     for fabric in (0, 1):
-        files[f"10-ib{fabric}.network"] = (
+        # 00-: sorts before any site/role file, so the port keeps its fabric address even once a role
+        # enslaves it to bond0 (the lab's bond0 is simulated and has no data path of its own: the
+        # per-port addresses are the lab's IPoIB data path; the bond follows the node's own config)
+        files[f"00-lab-ib{fabric}.network"] = (
             f"# clustercert lab: fabric {fabric} (IPoIB netdev)\n[Match]\nName=ib{fabric}\n\n[Network]\n"
             f"Address={network.fabric_ip(index, fabric)}/24\n{common}"
         )
