@@ -8,4 +8,6 @@ echo "== ruff"
 echo "== ansible-lint (production profile)"
 .venv/bin/ansible-lint --profile production -q roles playbooks
 echo "== pytest"
-.venv/bin/pytest -q -p no:cacheprovider "$@"
+# `wip` marks lab acceptance tests of issues still open (see the README); everything else runs,
+# including the lab tests (root: namespaces, bridges, systemd-nspawn).
+.venv/bin/pytest -q -p no:cacheprovider -m "not wip" "$@"

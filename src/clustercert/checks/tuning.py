@@ -10,9 +10,10 @@ CHECK_IDS = ("tuning.memlock", "tuning.sysctl", "tuning.hugepages", "tuning.gove
 def commands(ctx: HostContext) -> dict[str, tuple[str, float]]:
     t = ctx.timeout_s
     cmds = {
-        # the collector runs in a fresh SSH login, to which pam_limits applied limits.d (what a user's job
-        # gets); services get systemd's DefaultLimitMEMLOCK
-        "memlock": ("ulimit -l; systemctl show -p DefaultLimitMEMLOCK", t),
+        # a fresh PAM login of an ordinary user (what a job gets: pam_limits applies limits.d; the SSH
+        # session we run in may be a reused connection with older limits); services get systemd's default
+        "memlock": ("{ runuser -l nobody -s /bin/sh -c 'ulimit -l' || su -l nobody -s /bin/sh -c 'ulimit -l'; } 2>/dev/null; "
+                    "systemctl show -p DefaultLimitMEMLOCK", t),
         "hugepages": ("cat /proc/sys/vm/nr_hugepages", t),
         "governor": ("cat /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor", t),
     }

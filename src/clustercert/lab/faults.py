@@ -87,9 +87,9 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in [
               "clocks event reasons HW Slowdown + HW Thermal Slowdown active, 92 C, graphics clock 1005 MHz"),
     FaultKind("nvlink_down", _p(GPU, Param("port", int, 0)), "gpu.nvlink", True,
               "NVLink link PORT of the GPU <inactive> (nvlink -s), NV17 in topo -m, lower D2D bandwidth"),
-    FaultKind("driver_version_mismatch", _p(Param("version", str, None)), "driver.version", False,
+    FaultKind("driver_version_mismatch", _p(Param("version", str, None)), "driver.module_loaded", False,
               "apt-get installs the other driver version from the lab repo without a reboot: the loaded "
-              "module stays, nvidia-smi reports 'Driver/library version mismatch' (also driver.module_loaded)"),
+              "module stays, nvidia-smi reports 'Driver/library version mismatch' (the GPU checks then error)"),
     FaultKind("fabricmanager_stopped", {}, "gpu.fabricmanager", False,
               "systemctl stop nvidia-fabricmanager: GPU fabric state 'In Progress', CUDA apps fail "
               "'system not yet initialized'"),
