@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.wip]
 
 PROBE_TOOLS = ("ib_write_bw", "iperf3", "all_reduce_perf", "nvbandwidth")
 

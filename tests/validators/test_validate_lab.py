@@ -70,6 +70,9 @@ def test_node_down_is_unreachable_and_others_complete(bootstrapped_lab):
     finally:
         lab.manager.heal(target, "node_down")
         lab.wait_ssh(target, timeout=120)
+        # a power cycle: let the node's clock sync and its bond form again before the next test
+        lab.ssh(target, "chronyc waitsync 20 0.1 0 1; for i in $(seq 30); do test -d /sys/class/net/bond0/bonding && break; "
+                        "sleep 1; done", check=False, timeout=90)
     assert rc == 1
     assert doc["nodes"][target]["verdict"] == "unreachable"
     for other in lab.nodes:
