@@ -93,18 +93,26 @@ def perftest_cmd(tool: str, hca: str, port: int, tcp_port: int, duration: int, s
     return cmd + (f" {server_addr}" if server_addr else "")
 
 
-def eval_perftest(m: Measurement, t: Threshold, client: CommandResult | None, timeout: float, lat: bool = False) -> Measurement:
-    why = _why(client, timeout)
+def _parsed(m: Measurement, t: Threshold, res: CommandResult | None, timeout: float, kind: str, label: str) -> dict | None:
+    """The parsed record of a probe's output, or None with ``m`` set to an error saying why."""
+    why = _why(res, timeout)
+    rec = None
+    if not why:
+        try:
+            rec = parse(kind, res.stdout + ("\n" + res.stderr if kind == "perftest" and res.stderr else ""))
+        except ParseError as exc:
+            why = f"unparseable {label} output: {exc.reason}"
+    if rec is not None and not rec.get("ok"):
+        why = f"{label} failed: {rec.get('error') or 'wrong results'}"
     if why:
-        m.status, m.observed, m.evidence, m.expected = "error", why, _excerpt(client), bound_text(t)
-        return m
-    try:
-        rec = parse("perftest", client.stdout + ("\n" + client.stderr if client.stderr else ""))
-    except ParseError as exc:
-        m.status, m.observed, m.evidence, m.expected = "error", f"unparseable perftest output: {exc.reason}", _excerpt(client), bound_text(t)
-        return m
-    if not rec["ok"]:
-        m.status, m.observed, m.evidence, m.expected = "error", f"perftest failed: {rec.get('error')}", _excerpt(client), bound_text(t)
+        m.status, m.observed, m.evidence, m.expected = "error", why, _excerpt(res), bound_text(t)
+        return None
+    return rec
+
+
+def eval_perftest(m: Measurement, t: Threshold, client: CommandResult | None, timeout: float, lat: bool = False) -> Measurement:
+    rec = _parsed(m, t, client, timeout, "perftest", "perftest")
+    if rec is None:
         return m
     if lat:
         row = (rec.get("rows") or [{}])[0]
@@ -125,17 +133,8 @@ def iperf3_client_cmd(server: str, bind: str, port: int, duration: int) -> str:
 
 
 def eval_iperf3(m: Measurement, t: Threshold, client: CommandResult | None, timeout: float) -> Measurement:
-    why = _why(client, timeout)
-    if why:
-        m.status, m.observed, m.evidence, m.expected = "error", why, _excerpt(client), bound_text(t)
-        return m
-    try:
-        rec = parse("iperf3-json", client.stdout)
-    except ParseError as exc:
-        m.status, m.observed, m.evidence, m.expected = "error", f"unparseable iperf3 output: {exc.reason}", _excerpt(client), bound_text(t)
-        return m
-    if not rec.get("ok"):
-        m.status, m.observed, m.evidence, m.expected = "error", f"iperf3 failed: {rec.get('error')}", _excerpt(client), bound_text(t)
+    rec = _parsed(m, t, client, timeout, "iperf3-json", "iperf3")
+    if rec is None:
         return m
     sender, receiver = rec.get("sender") or {}, rec.get("receiver") or {}
     value = receiver.get("gbit_per_s") or sender.get("gbit_per_s")
@@ -153,17 +152,8 @@ def nccl_1node_cmd(gpus: int) -> str:
 
 
 def eval_nccl(m: Measurement, t: Threshold, res: CommandResult | None, timeout: float) -> Measurement:
-    why = _why(res, timeout)
-    if why:
-        m.status, m.observed, m.evidence, m.expected = "error", why, _excerpt(res), bound_text(t)
-        return m
-    try:
-        rec = parse("nccl-tests", res.stdout)
-    except ParseError as exc:
-        m.status, m.observed, m.evidence, m.expected = "error", f"unparseable nccl-tests output: {exc.reason}", _excerpt(res), bound_text(t)
-        return m
-    if not rec.get("ok"):
-        m.status, m.observed, m.evidence, m.expected = "error", f"nccl-tests failed: {rec.get('error') or 'wrong results'}", _excerpt(res), bound_text(t)
+    rec = _parsed(m, t, res, timeout, "nccl-tests", "nccl-tests")
+    if rec is None:
         return m
     return judge_value(m, t, rec.get("busbw_at_max_size_gbyte_per_s"), "gbyte_per_s", res)
 
