@@ -39,14 +39,6 @@ def _cli_up(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, cwd="/")
 
 
-def _faults_available() -> bool:
-    try:
-        from clustercert.lab import faults  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 BAD_SPECS = [
     # (name, YAML text, expected key, expected fragment of the reason)
     ("malformed", "nodes: [1, 2\nprofile: lab\n", "line 2", "malformed YAML: expected ',' or ']'"),
@@ -72,8 +64,6 @@ BAD_SPECS = [
 
 @pytest.mark.parametrize(("name", "text", "key", "reason"), BAD_SPECS, ids=[b[0] for b in BAD_SPECS])
 def test_bad_spec_is_one_line_exit_2(spec_dir, name, text, key, reason):
-    if name.startswith("fault-") and not _faults_available():
-        pytest.skip("clustercert.lab.faults is not available yet (fault specs cannot be validated)")
     f = spec_dir / f"{name}.yml"
     f.write_text(text)
     f.chmod(0o644)
@@ -88,7 +78,6 @@ def test_bad_spec_is_one_line_exit_2(spec_dir, name, text, key, reason):
     assert not Path("/nonexistent/cc-lab-must-not-be-created").exists()
 
 
-@pytest.mark.skipif(not _faults_available(), reason="clustercert.lab.faults is not available yet")
 def test_unknown_fault_kind_names_the_known_ones(spec_dir):
     f = spec_dir / "unknown-kind.yml"
     f.write_text("nodes: 2\nfaults:\n  - {node: node01, kind: foo}\n  - {node: node02, kind: gpu_missing}\n")
