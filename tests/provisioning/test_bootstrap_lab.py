@@ -88,10 +88,10 @@ def test_tampering_is_reported_exactly_and_repaired(lab, bootstrapped):
     assert fault.returncode == 0, fault.stdout + fault.stderr
     rc, doc = bootstrap(lab, "--check", "--diff")
     assert rc == 0
-    # The lab's package_drift installs libnccl2's other version the way an upgrade would, which also
-    # drops its hold: the drift shows as the install task (version) and the hold task (selection).
+    # The lab's package_drift installs libnccl2's other version the way an upgrade would (which also
+    # drops its hold): one change, reported by the install task; the hold task folds into it.
     assert sorted((c["host"], c["task"]) for c in doc["changes"]) == sorted(
-        [(node, NCCL_TASK), (node, MEMLOCK_TASK), (node, NCCL_INSTALL_TASK), (node, NCCL_HOLD_TASK)]), doc["changes"]
+        [(node, NCCL_TASK), (node, MEMLOCK_TASK), (node, NCCL_INSTALL_TASK)]), doc["changes"]
     assert {c["role"] for c in doc["changes"]} == {"ib_redundancy", "tuning", "nccl_tools"}
     nccl = next(c for c in doc["changes"] if c["task"] == NCCL_TASK)
     assert "NCCL_DEBUG=INFO" in json.dumps(nccl["diff"])
@@ -102,10 +102,18 @@ def test_tampering_is_reported_exactly_and_repaired(lab, bootstrapped):
     assert {(c["host"], c["task"]) for c in repair["changes"]} >= {
         (node, NCCL_TASK), (node, MEMLOCK_TASK), (node, NCCL_INSTALL_TASK)}
     state = lab.ssh(node, "cat /etc/nccl.conf; test -f /etc/security/limits.d/90-clustercert-memlock.conf && echo limits; "
-                    "dpkg-query -W -f='${Version}' libnccl2").stdout
-    assert "NCCL_DEBUG" not in state and "limits" in state and state.endswith("2.26.2-1+cuda12.8")
+                    "apt-mark showhold | grep -qx libnccl2 && echo held; dpkg-query -W -f='${Version}' libnccl2").stdout
+    assert "NCCL_DEBUG" not in state and "limits" in state and "held" in state
+    assert state.endswith("2.26.2-1+cuda12.8")
     rc, after = bootstrap(lab, "--check")
     assert rc == 0 and after["changes"] == []
+
+    # A hold dropped on its own (apt-mark unhold) is its own change, reported by the hold task.
+    lab.ssh(node, "apt-mark unhold libnccl2-dev")
+    rc, doc = bootstrap(lab, "--check", "--diff")
+    assert rc == 0 and [(c["host"], c["task"]) for c in doc["changes"]] == [(node, NCCL_HOLD_TASK)], doc["changes"]
+    rc, _ = bootstrap(lab, "--tags", "nccl_tools")
+    assert rc == 0 and "libnccl-dev" in lab.ssh(node, "apt-mark showhold").stdout.split()
 
 
 def test_daemon_json_keeps_foreign_keys(lab, bootstrapped):
