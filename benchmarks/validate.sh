@@ -15,7 +15,15 @@ export CLUSTERCERT_HOME="$(mktemp -d)"
 cc() { "$PY" -m clustercert "$@"; }
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
-declare -A T
+# CPU charged to all lab nodes together (cgroup v1 cpuacct, or cgroup2 cpu.stat), in seconds
+node_cpu() {
+  local f=/sys/fs/cgroup/cpuacct/clustercert-lab/cpuacct.usage
+  if [ -r "$f" ]; then awk '{printf "%.3f", $1/1e9}' "$f"
+  else awk '/^usage_usec/{printf "%.3f", $2/1e6}' /sys/fs/cgroup/clustercert-lab/cpu.stat 2>/dev/null || echo 0; fi
+}
+# CPU of this script's finished children (the controller: clustercert and its ssh clients), in seconds
+ctl_cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.3f", ($16+$17)/hz}' /proc/$$/stat; }
+declare -A T C N
 sizes=("${@:-4 8 16}")
 # shellcheck disable=SC2206
 sizes=(${sizes[*]})
@@ -24,8 +32,10 @@ for n in "${sizes[@]}"; do
   cc lab up --nodes "$n" >/dev/null
   inv="$(cc lab inventory)"
   cc validate -i lab --format json >/dev/null || true  # warm-up: ssh host keys, python caches
-  t0=$(now); cc validate -i lab --format json >/dev/null || true; t1=$(now)
-  T[cc_$n]=$(secs "$t0" "$t1")
+  c0=$(ctl_cpu); n0=$(node_cpu); t0=$(now)
+  cc validate -i lab --format json >/dev/null || true
+  t1=$(now); n1=$(node_cpu); c1=$(ctl_cpu)
+  T[cc_$n]=$(secs "$t0" "$t1"); C[cc_$n]=$(secs "$c0" "$c1"); N[cc_$n]=$(secs "$n0" "$n1")
   if [ "$n" = 8 ]; then
     hosts=$(seq -f 'ssh://node%02g' 1 "$n" | paste -sd, -)
     plain="$CLUSTERCERT_HOME/ssh_plain"; cm="$CLUSTERCERT_HOME/ssh_cm"
@@ -43,7 +53,9 @@ for n in "${sizes[@]}"; do
 done
 cc lab down >/dev/null
 echo "clustercert validate wall time (s):"
-for n in "${sizes[@]}"; do echo "  $n nodes: ${T[cc_$n]}"; done
+for n in "${sizes[@]}"; do
+  echo "  $n nodes: ${T[cc_$n]} s wall; CPU: controller ${C[cc_$n]} s, all nodes ${N[cc_$n]} s (host has $(nproc) cores)"
+done
 if [ -n "${T[pytest_plain_8]:-}" ]; then
   echo "8 nodes, pytest validators/ plain ssh: ${T[pytest_plain_8]} s; with ControlMaster: ${T[pytest_cm_8]} s"
   awk -v p="${T[pytest_plain_8]}" -v c="${T[pytest_cm_8]}" -v x="${T[cc_8]}" \
@@ -51,4 +63,5 @@ if [ -n "${T[pytest_plain_8]:-}" ]; then
 fi
 if [ -n "${T[cc_16]:-}" ] && [ -n "${T[cc_4]:-}" ]; then
   awk -v a="${T[cc_16]}" -v b="${T[cc_4]}" 'BEGIN{printf "16-node / 4-node wall time: %.2f (goal <= 1.5)\n", a/b}'
+  awk -v a="${C[cc_16]}" -v b="${C[cc_4]}" 'BEGIN{printf "16-node / 4-node controller CPU: %.2f\n", a/b}'
 fi

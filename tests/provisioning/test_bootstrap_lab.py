@@ -109,7 +109,7 @@ def test_tampering_is_reported_exactly_and_repaired(lab, bootstrapped):
     assert rc == 0 and after["changes"] == []
 
     # A hold dropped on its own (apt-mark unhold) is its own change, reported by the hold task.
-    lab.ssh(node, "apt-mark unhold libnccl2-dev")
+    lab.ssh(node, "apt-mark unhold libnccl-dev")
     rc, doc = bootstrap(lab, "--check", "--diff")
     assert rc == 0 and [(c["host"], c["task"]) for c in doc["changes"]] == [(node, NCCL_HOLD_TASK)], doc["changes"]
     rc, _ = bootstrap(lab, "--tags", "nccl_tools")
