@@ -21,7 +21,7 @@ $PY -m clustercert bootstrap -i "$INV" "${KEYFILE_ARGS[@]}" --format json > /tmp
 defaults_run() {
   # Ansible's defaults: no ansible.cfg tuning (no pipelining, implicit fact gathering in every play,
   # no fact cache), linear strategy. Same playbook, inventory and roles.
-  local cfg; cfg=$(mktemp); printf '[defaults]\nhost_key_checking = True\n' > "$cfg"
+  local cfg; cfg=$(mktemp --suffix=.cfg); printf '[defaults]\nhost_key_checking = True\n' > "$cfg"
   ANSIBLE_CONFIG=$cfg ANSIBLE_ROLES_PATH=roles ANSIBLE_STRATEGY=linear \
     .venv/bin/ansible-playbook -i "$INV" playbooks/bootstrap.yml "${KEYFILE_ARGS[@]}" >/tmp/bench-defaults.log 2>&1
   rm -f "$cfg"
