@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+
+import pytest
 
 from clustercert.collect import CommandResult
 from clustercert.probes import Measurement, apply_outlier_rule, eval_nccl, eval_perftest
@@ -42,3 +45,403 @@ def test_outlier_rule_fails_a_slow_member_that_meets_the_floor():
     apply_outlier_rule(ms, 0.9, "test")
     assert [m.status for m in ms] == ["pass", "pass", "pass", "fail"]
     assert "outlier" in ms[3].observed
+
+
+# ---- ib_write_lat ------------------------------------------------------------------------------
+
+LAT = TH["ib_write_lat_p99"]
+LAT_SEP = "-" * 87
+# the table as perftest prints it in iteration mode (-n), values as the lab's simulated NDR link
+LAT_GOOD = f"""{LAT_SEP}
+                    RDMA_Write Latency Test
+ Dual-port       : OFF\t\tDevice         : mlx5_0
+{LAT_SEP}
+ #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]
+ 2       10000         0.98           1.37         1.02               1.03           0.01            1.07                   1.32
+{LAT_SEP}
+"""
+# -D (duration) mode: perftest prints t_avg only, no percentiles
+LAT_DURATION = f"""{LAT_SEP}
+                    RDMA_Write Latency Test
+{LAT_SEP}
+ #bytes        #iterations       t_avg[usec]    tps average
+ 2             2451034           1.02           978123.45
+{LAT_SEP}
+"""
+
+
+def test_latency_is_judged_on_p99_against_a_ceiling():
+    m = eval_perftest(Measurement("ib_write_lat", "a", "b"), LAT, res(LAT_GOOD), 30, lat=True)
+    assert (m.status, m.value, m.unit) == ("pass", 1.07, "usec")
+    assert m.lower_is_better and not m.relative
+    assert "<= 4.2 usec" in m.expected and "Imbue" in m.expected
+    real = (FIX / "perftest" / "ib_read_lat-client-result-percentiles-excerpt.txt").read_text()
+    m = eval_perftest(Measurement("ib_write_lat", "a", "b"), LAT, res(real), 30, lat=True)
+    assert (m.status, m.value) == ("fail", 5.74)  # p99, not t_typical (5.49)
+
+
+def test_latency_without_a_percentile_timeout_or_garbage_is_an_error():
+    m = eval_perftest(Measurement("ib_write_lat", "a", "b"), LAT, res(LAT_DURATION), 30, lat=True)
+    assert m.status == "error" and "99th percentile" in m.observed and m.value is None
+    m = eval_perftest(Measurement("ib_write_lat", "a", "b"), LAT, res("", rc=None, timed_out=True), 22, lat=True)
+    assert m.status == "error" and m.observed.startswith("timed out after 22 s")
+    m = eval_perftest(Measurement("ib_write_lat", "a", "b"), LAT, res("segfault\n"), 22, lat=True)
+    assert m.status == "error" and "unparseable" in m.observed
+    bw = (FIX / "perftest" / "ib_read_bw-a-report_gbits-client-result-excerpt.txt").read_text()
+    m = eval_perftest(Measurement("ib_write_lat", "a", "b"), LAT, res(bw), 22, lat=True)
+    assert m.status == "error" and "no latency table" in m.observed
+
+
+def test_latency_command_runs_iterations_not_duration():
+    from clustercert.probes import perftest_cmd
+
+    lat = perftest_cmd("ib_write_lat", "mlx5_0", 1, 18715, 5, "node02")
+    assert lat.startswith("ib_write_lat -d mlx5_0 -i 1 -p 18715 -n ") and " -D " not in lat and lat.endswith(" node02")
+    assert "--report_gbits -D 5" in perftest_cmd("ib_write_bw", "mlx5_0", 1, 18515, 5)
+
+
+def test_outlier_rule_leaves_latency_and_utilisation_alone():
+    lat = [eval_perftest(Measurement("ib_write_lat", f"n{i}", "x"), LAT, res(LAT_GOOD.replace("1.07   ", f"{v}   ")), 30, lat=True)
+           for i, v in enumerate([1.07, 1.07, 1.08, 1.6])]
+    assert [m.value for m in lat] == [1.07, 1.07, 1.08, 1.6]
+    util = [Measurement("gpu_util_under_load", "n0", subject=f"GPU{i}", value=v, unit="percent", status="pass",
+                        relative=False) for i, v in enumerate([100.0, 100.0, 100.0, 75.0])]
+    bw = [Measurement("ib_write_bw", f"n{i}", "x", value=v, unit="gbit_per_s", status="pass") for i, v in
+          enumerate([395.0, 392.0, 394.0, 340.0])]
+    apply_outlier_rule(lat + util + bw, 0.9, "test")
+    # 1.6 us is 50 % above the median but within the p99 ceiling: a longer path, not a sick link
+    assert [m.status for m in lat] == ["pass"] * 4 and not any(m.notes for m in lat)
+    assert [m.status for m in util] == ["pass"] * 4
+    assert [m.status for m in bw] == ["pass", "pass", "pass", "fail"]
+
+
+# ---- GPU utilisation during the NCCL run --------------------------------------------------------
+
+UTIL = TH["gpu_util_under_load"]
+
+
+def _nccl_ok() -> str:
+    from clustercert.parsers import parse
+
+    for p in sorted((FIX / "nccl-tests").iterdir()):
+        text = p.read_text()
+        try:
+            if parse("nccl-tests", text)["ok"]:
+                return text
+        except Exception:  # noqa: BLE001 - only looking for one passing capture
+            continue
+    raise AssertionError("no passing nccl-tests fixture")
+
+
+def _samples(rows: list[list[int | str]]) -> str:
+    """nvidia-smi --query-gpu=index,utilization.gpu --format=csv,noheader,nounits -lms: one line per
+    GPU per tick."""
+    return "".join(f"{g}, {v}\n" for tick in rows for g, v in enumerate(tick))
+
+
+def _util_run(samples: str | None, nccl: str | None = None, **kw) -> CommandResult:
+    from clustercert.probes import UTIL_MARK
+
+    out = (nccl if nccl is not None else _nccl_ok())
+    if samples is not None:
+        out += f"{UTIL_MARK}\n{samples}"
+    return res(out, **kw)
+
+
+def _eval_util(run: CommandResult, gpus: int = 4):
+    from clustercert.probes import eval_gpu_util, split_util
+
+    load, samples = split_util(run, "all_reduce_perf -g 4")
+    return eval_gpu_util("n1", UTIL, gpus, load, samples, 60)
+
+
+def test_utilisation_is_the_mean_over_the_busy_window_per_gpu():
+    # idle while NCCL starts, busy, idle again after it ended: only the busy window counts
+    ticks = [[0, 0, 0, 0], [0, 0, 0, 0], [96, 100, 100, 98], [100, 100, 100, 100], [100, 100, 99, 100], [0, 0, 0, 0]]
+    ms = _eval_util(_util_run(_samples(ticks)))
+    assert [m.subject for m in ms] == ["GPU0", "GPU1", "GPU2", "GPU3"]
+    assert all(m.status == "pass" and m.unit == "percent" and not m.relative for m in ms)
+    assert ms[0].value == pytest.approx((96 + 100 + 100) / 3, abs=0.001)
+    assert "3 of 6 ticks" in ms[0].observed and "GPU0 samples: 0, 0, 96, 100, 100, 0" == ms[0].evidence
+    assert ">= 70 percent" in ms[0].expected and "seed guide" in ms[0].expected
+
+
+def test_a_gpu_idle_while_the_others_work_fails():
+    ticks = [[100, 100, 100, 0], [100, 100, 100, 5], [100, 100, 100, 0]]
+    ms = _eval_util(_util_run(_samples(ticks)))
+    assert [m.status for m in ms] == ["pass", "pass", "pass", "fail"]
+    assert ms[3].value == pytest.approx(1.667, abs=0.001)
+    none_busy = _eval_util(_util_run(_samples([[0, 0, 0, 0]] * 4)))
+    assert all(m.status == "fail" and m.value == 0 and "no GPU was busy" in m.observed for m in none_busy)
+
+
+def test_utilisation_errors_never_pass():
+    ticks = _samples([[100, 100, 100, 100]] * 3)
+    # NCCL hung: the remote runner killed the script at its timeout; samples never printed
+    ms = _eval_util(_util_run(None, nccl="", rc=None, timed_out=True))
+    assert len(ms) == 1 and ms[0].status == "error" and "did not complete" in ms[0].observed
+    assert "timed out after 60 s: all_reduce_perf -g 4 (GPU utilisation sampled alongside)" in ms[0].observed
+    failed = (FIX / "nccl-tests" / "all_reduce_perf-2node-GH200-slingshot-wrong-96-32-FAILED.txt").read_text()
+    ms = _eval_util(_util_run(ticks, nccl=failed, rc=1))
+    assert ms[0].status == "error" and "nccl-tests failed" in ms[0].observed
+    ms = _eval_util(_util_run(None))
+    assert ms[0].status == "error" and "no utilisation samples" in ms[0].observed
+    ms = _eval_util(_util_run("sh: 1: nvidia-smi: not found\n"))
+    assert ms[0].status == "error" and "unreadable utilisation samples" in ms[0].observed
+    ms = _eval_util(_util_run(""))
+    assert ms[0].status == "error"
+    # a GPU that never shows up in the samples, and one that reports N/A
+    ms = _eval_util(_util_run("".join("0, 100\n1, [N/A]\n2, 100\n" for _ in range(3))))
+    assert [m.status for m in ms] == ["pass", "error", "pass", "error"]
+    assert "N/A" in ms[1].observed and "missing" in ms[3].observed
+
+
+def test_a_sample_line_cut_by_the_sampler_stop_is_ignored():
+    ms = _eval_util(_util_run(_samples([[100, 100, 100, 100]] * 2) + "0, 10"))
+    assert all(m.status == "pass" and m.value == 100 for m in ms)
+
+
+def test_sampling_script_runs_both_stops_the_sampler_and_keeps_the_exit_status(tmp_path):
+    """The real script under /bin/sh, with stand-ins for nvidia-smi (-lms loop) and the workload."""
+    import os
+    import subprocess
+
+    from clustercert.probes import split_util, with_util_sampling
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "nvidia-smi").write_text(f"#!/bin/sh\necho $$ > {tmp_path}/sampler.pid\n"
+                                       "while true; do echo '0, 100'; echo '1, 100'; sleep 0.05; done\n")
+    (bindir / "workload").write_text("#!/bin/sh\nsleep 0.4\necho 'workload output'\nexit 3\n")
+    for f in bindir.iterdir():
+        f.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", TMPDIR=str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    p = subprocess.run(["/bin/sh", "-c", with_util_sampling("workload", 50)], capture_output=True, text=True,
+                       timeout=20, env=env)
+    assert p.returncode == 3
+    load, samples = split_util(CommandResult(p.returncode, p.stdout, p.stderr, False, 1.0, "x"), "workload")
+    assert load.stdout == "workload output\n" and load.command == "workload (GPU utilisation sampled alongside)"
+    assert samples.count("0, 100\n") >= 2
+    pid = int((tmp_path / "sampler.pid").read_text())
+    time.sleep(0.2)
+    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    assert list((tmp_path / "tmp").iterdir()) == []  # the samples file was unlinked at once
+
+
+def test_sampling_script_killed_at_its_timeout_leaves_nothing(tmp_path):
+    import os
+
+    from clustercert.collect import collect_node
+    from clustercert.probes import with_util_sampling
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "nvidia-smi").write_text(f"#!/bin/sh\necho $$ > {tmp_path}/sampler.pid\n"
+                                       "while true; do echo '0, 100'; sleep 0.05; done\n")
+    (bindir / "workload").write_text("#!/bin/sh\nsleep 60\n")
+    for f in bindir.iterdir():
+        f.chmod(0o755)
+    script = f"PATH={bindir}:$PATH; TMPDIR={tmp_path}; export TMPDIR; " + with_util_sampling("workload", 50)
+    ev = collect_node("local", {"ansible_connection": "local"}, {"nccl": (script, 1.5)})
+    r = ev.results["nccl"]
+    assert r.timed_out and r.rc is None
+    pid = int((tmp_path / "sampler.pid").read_text())
+    time.sleep(0.3)
+    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "sampler.pid"]  # no samples file left
+
+
+# ---- dcgmi diag ----------------------------------------------------------------------------------
+
+DIAG = load_profile("h100-sxm-8x-ndr").dcgm_diag
+
+
+def test_dcgmi_diag_pass_fail_per_test():
+    from clustercert.probes import dcgmi_diag_cmd, eval_dcgmi_diag
+
+    assert DIAG.level == 2 and dcgmi_diag_cmd(DIAG.level) == "dcgmi diag -r 2"
+    ok = (FIX / "dcgmi" / "diag-r2-dcgm4.4.2-per-gpu-format-pass.txt").read_text()
+    ms = eval_dcgmi_diag("n1", DIAG, res(ok), 900)
+    assert len(ms) == 1 and ms[0].status == "pass" and ms[0].subject == "dcgmi diag -r 2"
+    assert "tests passed" in ms[0].observed and "DCGM" in ms[0].expected
+    bad = (FIX / "dcgmi" / "diag-r1-deployment-failures.txt").read_text()
+    ms = eval_dcgmi_diag("n1", DIAG, res(bad, rc=226), 900)
+    assert [m.subject for m in ms] == ["Persistence Mode", "Environment Variables", "Page Retirement",
+                                       "Graphics Processes", "Inforom"]
+    assert all(m.status == "fail" and m.probe == "dcgmi_diag" and m.evidence for m in ms)
+    pcie = (FIX / "dcgmi" / "diag-r2-dcgm4.4.1-v100-pcie-fail-internal-error-excerpt.txt").read_text()
+    ms = eval_dcgmi_diag("n1", DIAG, res(pcie, rc=226), 900)
+    failing = {m.subject: m for m in ms}
+    assert failing["pcie"].status == "fail" and "internal error during the test" in failing["pcie"].observed
+
+
+def test_dcgmi_diag_skipped_tests_errors_and_timeouts_are_not_passes():
+    from clustercert.probes import eval_dcgmi_diag
+
+    table = """Successfully ran diagnostic for group.
++---------------------------+------------------------------------------------+
+| Diagnostic                | Result                                         |
++===========================+================================================+
+|-----  Deployment  --------+------------------------------------------------|
+| Denylist                  | Pass                                           |
++-----  Integration  -------+------------------------------------------------+
+| PCIe                      | Skip - All                                     |
++-----  Hardware  ----------+------------------------------------------------+
+| GPU Memory                | Pass - All                                     |
++---------------------------+------------------------------------------------+
+"""
+    ms = eval_dcgmi_diag("n1", DIAG, res(table), 900)
+    assert [(m.subject, m.status) for m in ms] == [("PCIe", "error")] and "skipped" in ms[0].observed
+    plugins = (FIX / "dcgmi" / "diag-r3-dcgm4-error-cannot-load-plugins.txt").read_text()
+    ms = eval_dcgmi_diag("n1", DIAG, res(plugins, rc=1), 900)
+    assert ms[0].status == "error" and "Cannot load plugins" in ms[0].observed
+    ms = eval_dcgmi_diag("n1", DIAG, res("", rc=None, timed_out=True), 900)
+    assert ms[0].status == "error" and ms[0].observed.startswith("timed out after 900 s")
+    ms = eval_dcgmi_diag("n1", DIAG, res("Segmentation fault\n", rc=139), 900)
+    assert ms[0].status == "error" and "unparseable" in ms[0].observed
+    ms = eval_dcgmi_diag("n1", DIAG, None, 900)
+    assert ms[0].status == "error" and ms[0].observed == "did not run"
+
+
+def test_dcgmi_diag_level_zero_or_absent_is_a_skip_saying_why():
+    from clustercert.probes import eval_dcgmi_diag
+
+    off = load_profile("lab", {"dcgm_diag": {"level": 0}}).dcgm_diag
+    ms = eval_dcgmi_diag("n1", off, None, 0)
+    assert [m.status for m in ms] == ["skip"] and "level is 0" in ms[0].observed
+    ms = eval_dcgmi_diag("n1", None, None, 0)
+    assert [m.status for m in ms] == ["skip"] and "sets no dcgm_diag" in ms[0].observed
+    assert ms[0].finding().check == "probe.dcgmi_diag"
+
+
+def test_a_node_runs_commands_one_after_another_within_the_sum_of_their_limits():
+    """certify runs NCCL, nvbandwidth and dcgmi diag one after another (parallel=1) in one connection:
+    the connection may last as long as all of them, not only the longest."""
+    from clustercert.collect import _overall_timeout
+
+    assert _overall_timeout([65, 65, 900], 1) == 1030
+    assert _overall_timeout([30] * 4, 8) == 30
+    assert _overall_timeout([30] * 20, 8) == 30 * 20 / 8 + 30
+    assert _overall_timeout([], 1) == 10
+
+
+# ---- certify: which probes run when ------------------------------------------------------------
+
+def _host(name: str, profile: str = "lab"):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name=name, connection={"ansible_host": name}, profile=load_profile(profile),
+                           vars=SimpleNamespace(clustercert_fabric_addresses={}))
+
+
+def test_pair_latency_runs_per_rail_after_the_bandwidth_probes(monkeypatch, tmp_path):
+    import threading
+
+    from clustercert import certify
+    from clustercert.collect import ProbeRun
+
+    bw = (FIX / "perftest" / "ib_read_bw-a-report_gbits-client-result-excerpt.txt").read_text()
+    calls, lock = [], threading.Lock()
+
+    def fake(server, client, timeout, *, control_dir=None, **_):
+        tool = client[2].split()[0]
+        t0 = time.monotonic()
+        time.sleep(0.2)
+        with lock:
+            calls.append((tool, client[2], t0, time.monotonic()))
+        return ProbeRun(None, res(LAT_GOOD if tool == "ib_write_lat" else bw))
+
+    monkeypatch.setattr(certify, "run_server_client", fake)
+    a, b = _host("node01"), _host("node02")
+    ms, down = certify.pair_probes(a, b, 1, certify.ProbeSettings(2, 20), tmp_path)
+    lat = [m for m in ms if m.probe == "ib_write_lat"]
+    assert [(m.subject, m.fabric, m.status, m.unit) for m in lat] == [
+        ("mlx5_0 node01->node02", 0, "pass", "usec"), ("mlx5_1 node01->node02", 1, "pass", "usec")]
+    assert lat[0].link() | {"subject": lat[0].subject} == {
+        "a": "node01", "b": "node02", "fabric": 0, "probe": "ib_write_lat", "value": 1.07, "unit": "usec",
+        "status": "pass", "round": 1, "subject": "mlx5_0 node01->node02"}
+    bw_end = max(end for tool, _, _, end in calls if tool == "ib_write_bw")
+    lat_start = min(start for tool, _, start, _ in calls if tool == "ib_write_lat")
+    assert lat_start >= bw_end  # no bandwidth traffic left on the HCAs while latency is measured
+    assert all(" -n " in cmd and " node02" in cmd for tool, cmd, *_ in calls if tool == "ib_write_lat")
+    assert not down
+
+
+def test_pair_latency_is_not_run_against_a_node_that_stopped_answering(monkeypatch, tmp_path):
+    from clustercert import certify
+    from clustercert.collect import ProbeRun
+
+    seen = []
+
+    def fake(server, client, timeout, *, control_dir=None, **_):
+        seen.append(client[2].split()[0])
+        return ProbeRun(None, CommandResult(None, "", "no answer", True, 20, client[2]), server_reachable=False)
+
+    monkeypatch.setattr(certify, "run_server_client", fake)
+    ms, down = certify.pair_probes(_host("node01"), _host("node02"), 1, certify.ProbeSettings(2, 20), tmp_path)
+    assert down == {"node02"} and "ib_write_lat" not in seen
+    lat = [m for m in ms if m.probe == "ib_write_lat"]
+    assert len(lat) == 2 and all(m.status == "error" and "node02 stopped answering" in m.observed for m in lat)
+
+
+def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the_profile_level(monkeypatch, tmp_path):
+    from clustercert import certify
+    from clustercert.collect import NodeEvidence, ProbeRun
+    from clustercert.probes import UTIL_MARK
+
+    loop = (FIX / "perftest" / "ib_read_bw-a-report_gbits-client-result-excerpt.txt").read_text()
+    monkeypatch.setattr(certify, "run_server_client", lambda *a, **k: ProbeRun(None, res(loop)))
+    diag = (FIX / "dcgmi" / "diag-r1-deployment-failures.txt").read_text()
+    asked = {}
+
+    def fake_collect(node, conn, commands, *, control_dir=None, parallel=8):
+        asked.update(commands)
+        assert parallel == 1
+        nccl = _nccl_ok() + f"{UTIL_MARK}\n" + _samples([[100] * 8] * 3)
+        return NodeEvidence(node, True, results={
+            "nccl": CommandResult(0, nccl, "", False, 3.0, commands["nccl"][0]),
+            "nvbandwidth": CommandResult(0, "garbage\n", "", False, 1.0, "nvbandwidth"),
+            "dcgmi_diag": CommandResult(226, diag, "", False, 1.0, "dcgmi diag -r 2")})
+
+    monkeypatch.setattr(certify, "collect_node", fake_collect)
+    ms = certify.node_probes(_host("node01"), certify.ProbeSettings(2, 20), tmp_path)
+    assert list(asked) == ["nccl", "nvbandwidth", "dcgmi_diag"]  # in this order, one after another
+    script, limit = asked["nccl"]
+    assert "all_reduce_perf -b 8 -e 8G -f 2 -g 8" in script and "utilization.gpu" in script and limit == 22
+    assert asked["dcgmi_diag"] == ("dcgmi diag -r 2", 900)
+    by = {}
+    for m in ms:
+        by.setdefault(m.probe, []).append(m)
+    assert [m.status for m in by["gpu_util_under_load"]] == ["pass"] * 8
+    assert len(by["nccl_allreduce"]) == 1 and by["nccl_allreduce"][0].value is not None
+    assert {m.subject for m in by["dcgmi_diag"]} >= {"Persistence Mode", "Inforom"}
+    assert all(m.status == "fail" for m in by["dcgmi_diag"])
+    findings = [m.finding() for m in ms]
+    assert {f.check for f in findings} >= {"probe.gpu_util_under_load", "probe.dcgmi_diag", "probe.nccl_allreduce"}
+
+
+def test_drift_counts_a_latency_rise_not_a_latency_fall_as_a_drop(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from clustercert import certify, drift
+
+    def lat(a, b, v):
+        m = eval_perftest(Measurement("ib_write_lat", a, b, fabric=0), LAT,
+                          res(LAT_GOOD.replace("1.07   ", f"{v}   ")), 30, lat=True)
+        assert m.value == v
+        return m
+
+    # the n1-n2 link: +50 %; n3-n4: faster than the baseline; any other pair (round 2): as the baseline
+    values = {frozenset(("n1", "n2")): 1.6, frozenset(("n3", "n4")): 0.9}
+    monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path))
+    monkeypatch.setattr(certify, "pair_probes", lambda a, b, rnd, cfg, cp: (
+        [lat(a.name, b.name, values.get(frozenset((a.name, b.name)), 1.07))], set()))
+    inv = SimpleNamespace(hosts={n: SimpleNamespace(name=n) for n in ("n1", "n2", "n3", "n4")})
+    baseline = [{"probe": "ib_write_lat", "fabric": 0, "value": 1.07, "status": "pass"}] * 4
+    items, ms = drift.performance_items(inv, ["n1", "n2", "n3", "n4"], baseline, lambda n: 0.10, 2)
+    assert len(ms) >= 2
+    notes = " ".join(i.after or "" for i in items)
+    assert "ib_write_lat fabric 0: 1.6 usec vs baseline median 1.07 (+50%" in notes
+    assert "0.9" not in notes
+    assert [(i.node, i.check) for i in items] == [("n1<->n2", "probe.link")]  # n1, n2 pass with others

@@ -55,3 +55,26 @@ def test_driver_version_must_be_on_branch():
 def test_unknown_threshold_rejected():
     with pytest.raises(InputError, match="unknown threshold 'ib_wirte_bw'"):
         load_profile("lab", {"thresholds": {"ib_wirte_bw": {"min": 1, "unit": "gbit_per_s", "source": "typo test"}}})
+
+
+def test_dcgm_diag_level_is_validated_and_sets_its_own_time_limit():
+    for name in ("h100-sxm-8x-ndr", "a100-sxm-8x-hdr", "lab"):
+        d = load_profile(name).dcgm_diag
+        assert d is not None and d.level == 2 and "dcgmi-diag" in d.source
+        assert d.limit_s == 900  # -r 2 runs about two minutes: not bounded by --probe-timeout
+    assert load_profile("lab", {"dcgm_diag": {"level": 3, "timeout_s": 1800}}).dcgm_diag.limit_s == 1800
+    assert load_profile("lab", {"dcgm_diag": {"level": 4}}).dcgm_diag.limit_s == 14400
+    with pytest.raises(InputError, match="dcgm_diag.level"):
+        load_profile("lab", {"dcgm_diag": {"level": 5}})
+    with pytest.raises(InputError, match="dcgm_diag.levle"):
+        load_profile("lab", {"dcgm_diag": {"levle": 1}})
+
+
+def test_lab_latency_ceiling_sits_between_healthy_and_slowed_links():
+    from clustercert.lab.hardware import IB_REFERENCES
+
+    lab = load_profile("lab").thresholds["ib_write_lat_p99"]
+    healthy_p99 = IB_REFERENCES[400]["ib_write_lat_usec"]["value"] + 0.05  # the perftest sim's p99 spread
+    assert healthy_p99 < lab.max < healthy_p99 / 0.5  # a link at half speed or worse fails
+    assert load_profile("h100-sxm-8x-ndr").thresholds["ib_write_lat_p99"].max == 4.2
+    assert load_profile("a100-sxm-8x-hdr").thresholds["ib_write_lat_p99"].max == 4.2

@@ -316,3 +316,32 @@ def test_screenshot_renders_the_heatmap(written, tmp_path):
     error = tuple(int(reports.HEAT_ERROR[i:i + 2], 16) for i in (1, 3, 5))
     assert {fail_fill, missing, error} <= painted  # the slow link, gpu-node-08's pairs, the errored pair
     assert len(painted) >= 5  # several greens besides
+
+
+def test_new_probes_show_up_with_the_thresholds_certify_records(tmp_path):
+    """certify keys thresholds by the profile's names (ib_write_lat_p99); links and findings name the
+    probe. Latency links get a heatmap held to the ceiling, node probes are testcases like any check."""
+    cert = sample_certificate()
+    cert["thresholds"] = {"ib_write_lat_p99": {"floor": None, "ceiling": 2.0, "unit": "usec", "source": "lab"},
+                          "ib_write_bw_pair": {"floor": 320.0, "ceiling": None, "unit": "gbit_per_s", "source": "seed"}}
+    a, b = NODES[0], NODES[1]
+    cert["links"] += [{"a": a, "b": b, "fabric": 0, "probe": "ib_write_lat", "value": 1.07, "unit": "usec",
+                       "status": "pass", "round": 1},
+                      {"a": a, "b": b, "fabric": 0, "probe": "ib_write_lat", "value": 3.45, "unit": "usec",
+                       "status": "fail", "round": 1}]
+    cert["nodes"][a]["findings"] += [
+        {"check": "probe.dcgmi_diag", "status": "fail", "subject": "GPU Memory", "expected": "every test passes",
+         "observed": "fail on GPU 3", "evidence": ""},
+        {"check": "probe.gpu_util_under_load", "status": "pass", "subject": "GPU0", "expected": ">= 70 percent",
+         "observed": "100.0%", "evidence": "", "value": 100.0, "unit": "percent"}]
+    assert reports.threshold_for(cert, "ib_write_lat")["ceiling"] == 2.0
+    key, _ = cc.load_or_create_key(None, tmp_path / "state")
+    paths = reports.write_reports(cc.sign(cert, key), tmp_path / "out")
+    html_text = paths["html"].read_text()
+    assert 'data-probe="ib_write_lat"' in html_text and "ceiling 2 µs" in html_text
+    assert f"{a} → {b}: 3.45 µs, fail" in html_text  # the worst of the pair is the highest latency
+    junit = paths["junit"].read_text()
+    assert 'classname="link.fabric0.ib_write_lat"' in junit and "probe.dcgmi_diag" in junit
+    assert "probe.gpu_util_under_load" in junit
+    md = paths["summary"].read_text()
+    assert "| 0 | ib_write_lat |" in md

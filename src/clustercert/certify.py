@@ -47,7 +47,8 @@ def _fabric_ip(h: HostView, fabric: int) -> str | None:
 
 
 def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None = None) -> list[Measurement]:
-    """Probes on one node: loopback ib_write_bw per compute HCA, NCCL on one node, nvbandwidth."""
+    """Probes on one node: loopback ib_write_bw per compute HCA, then one after another in one
+    connection: NCCL on one node with GPU utilisation sampled while it runs, nvbandwidth, dcgmi diag."""
     prof, out = h.profile, []
     th = prof.thresholds
     for i, hca in enumerate(x for x in prof.ib.hcas if x.role == "compute"):
@@ -62,27 +63,40 @@ def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None
         m = Measurement("ib_write_bw_loopback", h.name, subject=hca.name, fabric=hca.fabric)
         out.append(probes.eval_perftest(m, th["ib_write_bw_loopback"], run.client, cfg.limit))
     cmds = {}
-    if "nccl_allreduce_1node" in th:
-        cmds["nccl"] = (probes.nccl_1node_cmd(prof.gpu.count), cfg.limit)
+    sample_util = "gpu_util_under_load" in th
+    if "nccl_allreduce_1node" in th or sample_util:
+        nccl = probes.nccl_1node_cmd(prof.gpu.count)
+        cmds["nccl"] = (probes.with_util_sampling(nccl) if sample_util else nccl, cfg.limit)
     if any(k in th for k in probes.NVBW_TESTS):
         cmds["nvbandwidth"] = (probes.nvbandwidth_cmd(), cfg.limit)
+    diag = prof.dcgm_diag
+    if diag is not None and diag.level > 0:
+        cmds["dcgmi_diag"] = (probes.dcgmi_diag_cmd(diag.level), diag.limit_s)
     if cmds:
         ev = collect_node(h.name, h.connection, cmds, control_dir=cp, parallel=1)
         if not ev.reachable and down is not None:
             down.add(h.name)
         if "nccl" in cmds:
-            m = Measurement("nccl_allreduce", h.name, subject=f"1 node, {prof.gpu.count} GPUs")
-            out.append(probes.eval_nccl(m, th["nccl_allreduce_1node"], ev.results.get("nccl"), cfg.limit))
+            res, samples = (probes.split_util(ev.results.get("nccl"), nccl) if sample_util
+                            else (ev.results.get("nccl"), None))
+            if "nccl_allreduce_1node" in th:
+                m = Measurement("nccl_allreduce", h.name, subject=f"1 node, {prof.gpu.count} GPUs")
+                out.append(probes.eval_nccl(m, th["nccl_allreduce_1node"], res, cfg.limit))
+            if sample_util:
+                out += probes.eval_gpu_util(h.name, th["gpu_util_under_load"], prof.gpu.count, res, samples, cfg.limit)
         if "nvbandwidth" in cmds:
             out += probes.eval_nvbandwidth(h.name, prof, ev.results.get("nvbandwidth"), cfg.limit)
+    diag_res = ev.results.get("dcgmi_diag") if "dcgmi_diag" in cmds else None
+    out += probes.eval_dcgmi_diag(h.name, diag, diag_res, diag.limit_s if diag else 0)
     return out
 
 
 def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path) -> tuple[list[Measurement], set[str]]:
-    """Node-to-node probes between a (client) and b (server): ib_write_bw per rail, iperf3 per fabric.
+    """Node-to-node probes between a (client) and b (server): ib_write_bw per rail and iperf3 per
+    fabric together, then -- once no bandwidth traffic is left on the HCAs -- ib_write_lat per rail.
     Returns the measurements and the nodes that did not answer."""
     th = a.profile.thresholds
-    jobs = []
+    jobs, lat_jobs = [], []
     rails = [x for x in a.profile.ib.hcas if x.role == "compute"]
     for i, hca in enumerate(rails):
         if "ib_write_bw_pair" not in th:
@@ -92,6 +106,15 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
         client = (a.name, a.connection, probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds, _addr(b)))
         m = Measurement("ib_write_bw", a.name, b.name, subject=f"{hca.name} {a.name}->{b.name}", fabric=hca.fabric, round=rnd)
         jobs.append((m, server, client, lambda m, r: probes.eval_perftest(m, th["ib_write_bw_pair"], r.client, cfg.limit)))
+    for i, hca in enumerate(rails):
+        if "ib_write_lat_p99" not in th:
+            break
+        port = probes.PERFTEST_PORT + 200 + i
+        server = (b.name, b.connection, probes.perftest_cmd("ib_write_lat", hca.name, hca.port, port, cfg.seconds))
+        client = (a.name, a.connection, probes.perftest_cmd("ib_write_lat", hca.name, hca.port, port, cfg.seconds, _addr(b)))
+        m = Measurement("ib_write_lat", a.name, b.name, subject=f"{hca.name} {a.name}->{b.name}", fabric=hca.fabric, round=rnd)
+        lat_jobs.append((m, server, client,
+                         lambda m, r: probes.eval_perftest(m, th["ib_write_lat_p99"], r.client, cfg.limit, lat=True)))
     fabrics = sorted({x.fabric for x in a.profile.ib.hcas})
     for f in fabrics:
         if "iperf3_ipoib" not in th:
@@ -115,8 +138,18 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
             down.add(b.name)
         return evaluate(m, r)
 
-    with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as ex:
-        out = list(ex.map(run, jobs))
+    out: list[Measurement] = []
+    if jobs:
+        with ThreadPoolExecutor(max_workers=len(jobs)) as ex:
+            out += list(ex.map(run, jobs))
+    if lat_jobs and down:  # a node stopped answering: do not wait out each latency probe's timeout
+        for m, *_ in lat_jobs:
+            m.status, m.expected = "error", probes.bound_text(th["ib_write_lat_p99"])
+            m.observed = f"not run: {', '.join(sorted(down))} stopped answering during the bandwidth probes"
+            out.append(m)
+    elif lat_jobs:
+        with ThreadPoolExecutor(max_workers=len(lat_jobs)) as ex:
+            out += list(ex.map(run, lat_jobs))
     return out, down
 
 

@@ -112,6 +112,16 @@ def _interpreter(conn: dict) -> str:
     return "python3" if "{{" in interp or interp.startswith("auto") else interp
 
 
+def _overall_timeout(timeouts: list[float], parallel: int) -> float:
+    """How long the node's runner may take: the longest command when all run at once; otherwise they
+    queue (``parallel`` at a time), bounded by sum/parallel + longest (one after another: the sum)."""
+    if not timeouts:
+        return 10.0
+    if parallel >= len(timeouts):
+        return max(timeouts)
+    return min(sum(timeouts), sum(timeouts) / max(1, parallel) + max(timeouts))
+
+
 def collect_node(
     node: str,
     conn: dict,
@@ -122,7 +132,7 @@ def collect_node(
 ) -> NodeEvidence:
     """Run ``commands`` ({name: (shell command, timeout s)}) on ``node`` in one connection."""
     request = json.dumps({"commands": {k: [c, t] for k, (c, t) in commands.items()}, "parallel": parallel})
-    overall = max((t for _, t in commands.values()), default=10) + 20
+    overall = _overall_timeout([t for _, t in commands.values()], parallel) + 20
     interp = _interpreter(conn)
     if conn.get("ansible_connection") == "local":
         argv = [interp if interp != "python3" else sys.executable, "-c", REMOTE_RUNNER]

@@ -119,8 +119,8 @@ def fold_symptoms(items: list[Item]) -> list[Item]:
 
 def performance_items(inv, nodes: list[str], baseline_links: list[dict], tolerance_of, seconds: int) -> tuple[list[Item], list]:
     """Pair probes on the two-round schedule; a pair is 'dropped' when a value falls more than the
-    profile's tolerance below the baseline median of the same probe and fabric. Localisation tells
-    the node from the link."""
+    profile's tolerance below the baseline median of the same probe and fabric (for a latency: rises
+    more than the tolerance above it). Localisation tells the node from the link."""
     from clustercert.certify import ProbeSettings, pair_probes
 
     cp = paths.state_dir() / "cp"
@@ -141,7 +141,9 @@ def performance_items(inv, nodes: list[str], baseline_links: list[dict], toleran
             tol = tolerance_of(m.a)
             if m.status == "error" or m.value is None:
                 notes.append(f"{m.probe} fabric {m.fabric}: {m.observed}")
-            elif ref and m.value < ref * (1 - tol):
+            elif ref and m.lower_is_better and m.value > ref * (1 + tol):  # latency: higher is worse
+                notes.append(f"{m.probe} fabric {m.fabric}: {m.value:g} {m.unit} vs baseline median {ref:g} (+{(m.value / ref - 1) * 100:.0f}%, tolerance {tol * 100:.0f}%)")
+            elif ref and not m.lower_is_better and m.value < ref * (1 - tol):
                 notes.append(f"{m.probe} fabric {m.fabric}: {m.value:g} {m.unit} vs baseline median {ref:g} (-{(1 - m.value / ref) * 100:.0f}%, tolerance {tol * 100:.0f}%)")
         return notes
 

@@ -7,13 +7,14 @@ out or printed something unparseable is ``error`` — never ``pass``.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from dataclasses import dataclass, field
 
 from clustercert.checks import Finding
 from clustercert.collect import CommandResult
 from clustercert.parsers import ParseError, parse
-from clustercert.profile import Profile, Threshold
+from clustercert.profile import DcgmDiag, Profile, Threshold
 
 PERFTEST_PORT = 18515
 IPERF_PORT = 5201
@@ -36,6 +37,8 @@ class Measurement:
     evidence: str = ""
     round: int | None = None
     notes: list[str] = field(default_factory=list)
+    lower_is_better: bool = False   # judged against a ceiling (latency)
+    relative: bool = True           # subject to the cluster-relative outlier rule (bandwidths only)
 
     def finding(self) -> Finding:
         return Finding(f"probe.{self.probe}", self.status, self.subject, self.expected, self.observed, self.evidence,
@@ -74,6 +77,9 @@ def _why(res: CommandResult | None, timeout: float) -> str | None:
 
 def judge_value(m: Measurement, t: Threshold, value: float | None, unit: str, res: CommandResult | None) -> Measurement:
     m.expected = bound_text(t)
+    m.lower_is_better = t.floor is None and t.max is not None
+    if m.lower_is_better:
+        m.relative = False
     m.evidence = _excerpt(res)
     if value is None:
         m.status, m.observed = "error", "no value in the output"
@@ -87,9 +93,16 @@ def judge_value(m: Measurement, t: Threshold, value: float | None, unit: str, re
 # ---- ib_write_bw / ib_write_lat ----------------------------------------------------------------
 
 
+LAT_ITERS = 10000
+
+
 def perftest_cmd(tool: str, hca: str, port: int, tcp_port: int, duration: int, server_addr: str | None = None) -> str:
-    extra = "--report_gbits " if tool.endswith("_bw") else ""
-    cmd = f"{tool} -d {hca} -i {port} -p {tcp_port} {extra}-D {duration} -F"
+    """Bandwidth tests run for ``duration`` seconds (-D). Latency tests run a fixed number of iterations
+    (-n): perftest prints the percentile columns only in iteration mode (with -D it prints t_avg alone)."""
+    if tool.endswith("_lat"):
+        cmd = f"{tool} -d {hca} -i {port} -p {tcp_port} -n {LAT_ITERS} -F"
+    else:
+        cmd = f"{tool} -d {hca} -i {port} -p {tcp_port} --report_gbits -D {duration} -F"
     return cmd + (f" {server_addr}" if server_addr else "")
 
 
@@ -115,10 +128,34 @@ def eval_perftest(m: Measurement, t: Threshold, client: CommandResult | None, ti
     if rec is None:
         return m
     if lat:
-        row = (rec.get("rows") or [{}])[0]
-        value = row.get("t_p99_usec") or rec.get("t_typical_usec")
-        return judge_value(m, t, value, "usec", client)
+        return _judge_latency(m, t, rec, client)
     return judge_value(m, t, rec.get("bw_avg_gbit_per_s"), "gbit_per_s", client)
+
+
+def _judge_latency(m: Measurement, t: Threshold, rec: dict, client: CommandResult | None) -> Measurement:
+    """The 99th percentile of the smallest message size. Where perftest printed no 99% column the
+    99.9% one is used (stricter, said so); with neither (a -D run prints t_avg only) it is an error:
+    a typical or average latency is no stand-in for a p99 bound."""
+    rows = [r for r in rec.get("rows") or [] if "t_p99_usec" in r or "t_typical_usec" in r]
+    if rec.get("test") != "lat" or not rows:
+        m.status, m.observed, m.expected = "error", "no latency table in the output", bound_text(t)
+        m.evidence = _excerpt(client)
+        return m
+    row = min(rows, key=lambda r: r["bytes"])
+    value, note = row.get("t_p99_usec"), None
+    if value is None and row.get("t_p99_9_usec") is not None:
+        value, note = row["t_p99_9_usec"], "no 99% column: judged on the 99.9% percentile"
+    if value is None:
+        m.status, m.expected = "error", bound_text(t)
+        m.observed = "no 99th percentile in the latency table (perftest prints percentiles only with -n, not -D)"
+        m.evidence = _excerpt(client)
+        return m
+    m = judge_value(m, t, value, "usec", client)
+    m.observed += f" p99 at {row['bytes']} B (typical {row.get('t_typical_usec')} usec)"
+    if note:
+        m.notes.append(note)
+        m.observed += f"; {note}"
+    return m
 
 
 # ---- iperf3 --------------------------------------------------------------------------------------
@@ -156,6 +193,173 @@ def eval_nccl(m: Measurement, t: Threshold, res: CommandResult | None, timeout: 
     if rec is None:
         return m
     return judge_value(m, t, rec.get("busbw_at_max_size_gbyte_per_s"), "gbyte_per_s", res)
+
+
+# ---- GPU utilisation sampled during the NCCL run --------------------------------------------------
+
+UTIL_MARK = "# clustercert: GPU utilisation samples (nvidia-smi --query-gpu=index,utilization.gpu)"
+UTIL_INTERVAL_MS = 200
+
+
+def util_sampler_cmd(interval_ms: int = UTIL_INTERVAL_MS) -> str:
+    return f"nvidia-smi --query-gpu=index,utilization.gpu --format=csv,noheader,nounits -lms {interval_ms}"
+
+
+def with_util_sampling(cmd: str, interval_ms: int = UTIL_INTERVAL_MS) -> str:
+    """``cmd`` with nvidia-smi sampling GPU utilisation in the background while it runs, as one shell
+    script (one remote command, one timeout): the samples go to a temp file unlinked as soon as it is
+    open, so nothing is left behind even when the whole process group is killed at the timeout; the
+    sampler is stopped when ``cmd`` ends and its samples are printed after ``cmd``'s output, below
+    UTIL_MARK. The exit status is ``cmd``'s."""
+    return ('t=$(mktemp) || exit 1; exec 3>"$t" 4<"$t"; rm -f "$t"; '
+            f"{util_sampler_cmd(interval_ms)} >&3 2>&1 & s=$!; "
+            f"{cmd}; rc=$?; kill $s 2>/dev/null; wait $s 2>/dev/null; "
+            f"echo '{UTIL_MARK}'; cat <&4; exit $rc")
+
+
+def split_util(res: CommandResult | None, command: str = "") -> tuple[CommandResult | None, str | None]:
+    """(the sampled command's own result, the sampler's output or None when it was never printed).
+    ``command``: the sampled command, named in the result instead of the whole script."""
+    if res is None:
+        return None, None
+    head, sep, tail = res.stdout.partition(UTIL_MARK)
+    main = dataclasses.replace(res, stdout=head,
+                               command=f"{command} (GPU utilisation sampled alongside)" if command else res.command)
+    return main, (tail[1:] if tail.startswith("\n") else tail) if sep else None
+
+
+def _util_series(text: str) -> dict[int, list[float | None]]:
+    """Per GPU index, its samples in order. Raises ParseError."""
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]  # the sampler was stopped in the middle of a line
+    rec = parse("nvidia-smi-csv", text)
+    series: dict[int, list[float | None]] = {}
+    for row in rec["rows"]:
+        cells = [row.get("index"), row.get("utilization.gpu")] if isinstance(row, dict) else row
+        if len(cells) != 2:
+            raise ParseError("nvidia-smi-csv", f"expected 'index, utilization.gpu' rows, got {len(cells)} columns")
+        idx, util = cells
+        try:
+            series.setdefault(int(idx), []).append(None if util is None else float(util))
+        except (TypeError, ValueError):
+            raise ParseError("nvidia-smi-csv", f"not an index and a percentage: {cells!r}") from None
+    return series
+
+
+def _load_problem(res: CommandResult | None, timeout: float) -> str | None:
+    """Why the all_reduce_perf run did not complete (None when it did)."""
+    why = _why(res, timeout)
+    if why:
+        return why
+    try:
+        rec = parse("nccl-tests", res.stdout)
+    except ParseError as exc:
+        return f"unparseable nccl-tests output: {exc.reason}"
+    return None if rec.get("ok") else f"nccl-tests failed: {rec.get('error') or 'wrong results'}"
+
+
+def eval_gpu_util(node: str, t: Threshold, gpus: int, res: CommandResult | None, samples: str | None,
+                  timeout: float) -> list[Measurement]:
+    """GPU utilisation under the NCCL load, per GPU 0..gpus-1 (the GPUs all_reduce_perf -g uses).
+
+    Judged value: the mean of a GPU's samples over the busy window (from the first to the last sample
+    in which any GPU of the node was busy), so NCCL's start-up and the sampler's own start and stop
+    do not count, while a GPU that sat idle while the others worked does. With no busy sample at all
+    every sample counts (and the mean is 0). No samples, an unreadable sampler output, or a load
+    that did not complete (timed out, failed, unparseable) is an error."""
+    def err(subject: str, why: str) -> Measurement:
+        return Measurement("gpu_util_under_load", node, subject=subject, status="error", expected=bound_text(t),
+                           observed=why, evidence=(samples or "")[:1500] or _excerpt(res), relative=False)
+
+    problem = _load_problem(res, timeout)
+    if problem:
+        return [err("GPUs", f"not measured: the NCCL run it samples did not complete ({problem})")]
+    if samples is None:
+        return [err("GPUs", "no utilisation samples in the output (the sampler's section is missing)")]
+    try:
+        series = _util_series(samples)
+    except ParseError as exc:
+        return [err("GPUs", f"unreadable utilisation samples: {exc.reason}")]
+    want = list(range(gpus))
+    ticks = min((len(series[g]) for g in want if g in series), default=0)
+    busy = [k for k in range(ticks) if any((series[g][k] or 0) > 0 for g in want if g in series)]
+    lo, hi = (busy[0], busy[-1]) if busy else (0, ticks - 1)
+    out = []
+    for g in want:
+        if g not in series:
+            out.append(err(f"GPU{g}", f"GPU {g} is missing from the utilisation samples"))
+            continue
+        vals = [v for v in series[g][lo:hi + 1] if v is not None]
+        if not vals:
+            out.append(err(f"GPU{g}", "utilisation not reported (N/A) while NCCL ran"))
+            continue
+        mean = sum(vals) / len(vals)
+        m = judge_value(Measurement("gpu_util_under_load", node, subject=f"GPU{g}", relative=False), t, mean, "percent", None)
+        how = (f"mean of {len(vals)} samples over the busy window ({hi - lo + 1} of {ticks} ticks every "
+               f"{UTIL_INTERVAL_MS} ms), max {max(vals):g}%" if busy else
+               f"no GPU was busy in any of the {ticks} samples")
+        m.observed = f"{mean:.1f}% ({how})"
+        m.evidence = f"GPU{g} samples: {', '.join('N/A' if v is None else f'{v:g}' for v in series[g])}"
+        out.append(m)
+    return out
+
+
+# ---- dcgmi diag --------------------------------------------------------------------------------
+
+
+def dcgmi_diag_cmd(level: int) -> str:
+    return f"dcgmi diag -r {level}"
+
+
+def eval_dcgmi_diag(node: str, diag: DcgmDiag | None, res: CommandResult | None, timeout: float) -> list[Measurement]:
+    """One measurement per test that did not pass (subject: the test's name), or one pass when every
+    test passed. Per the dcgmi-diag parser: Fail and Warn fail; a test dcgmi skipped did not run at the
+    configured level and is an error (never a pass); an Error row or an error instead of a table is
+    an error. Level 0 or no dcgm_diag in the profile: one skip saying so."""
+    if diag is None or diag.level == 0:
+        why = ("not run: the profile sets no dcgm_diag" if diag is None else
+               f"not run: the profile's dcgm_diag.level is 0 ({diag.source})")
+        return [Measurement("dcgmi_diag", node, subject="dcgmi diag", status="skip", observed=why)]
+    cmd = dcgmi_diag_cmd(diag.level)
+    expected = f"every test of `{cmd}` passes ({diag.source})"
+
+    def m(subject: str, status: str, observed: str) -> Measurement:
+        return Measurement("dcgmi_diag", node, subject=subject, status=status, expected=expected, observed=observed,
+                           evidence=_excerpt(res, 4000), relative=False)
+
+    why = _why(res, timeout)
+    rec = None
+    if not why:
+        try:
+            rec = parse("dcgmi-diag", res.stdout if res.stdout.strip() else res.stderr)
+        except ParseError as exc:
+            why = f"unparseable dcgmi diag output: {exc.reason}"
+    if rec is not None and not rec["ok"]:
+        why = f"dcgmi diag failed: {rec['error']}"
+    if why:
+        return [m(cmd, "error", why)]
+    out = []
+    for test in rec["tests"]:
+        result = test["result"]
+        if result == "pass":
+            continue
+        bad = sorted((g for g, r in test["gpus"].items() if r != "pass"), key=int)
+        where = f" on GPU {', '.join(bad)}" if bad else (" on all GPUs" if test["all_gpus"] else "")
+        msgs = "; ".join(x["text"] for x in test["messages"] if x.get("text"))
+        if result == "skip":
+            out.append(m(test["name"], "error", f"skipped by dcgmi{where}: a test of level {diag.level} that did not run"
+                         + (f" ({msgs})" if msgs else "")))
+        else:
+            out.append(m(test["name"], "fail", f"{result}{where}" + (f": {msgs}" if msgs else "")))
+    for msg in rec["messages"]:
+        where = f"dcgmi diag ({msg.get('category') or 'general'})"
+        if msg["level"] == "error":
+            out.append(m(where, "error", f"Error: {msg['text']}"))
+        elif msg["level"] == "warning":
+            out.append(m(where, "fail", f"Warning: {msg['text']}"))
+    if not out:
+        out.append(m(cmd, "pass", f"all {len(rec['tests'])} tests passed"))
+    return out
 
 
 NVBW_TESTS = {"nvbandwidth_h2d": "host_to_device_memcpy_ce", "nvbandwidth_d2h": "device_to_host_memcpy_ce",
@@ -224,20 +428,22 @@ def _per_gpu(tc: dict) -> dict[str, float]:
 
 
 def apply_outlier_rule(measurements: list[Measurement], ratio: float, source: str) -> None:
-    """Below ``ratio`` x the median of the same probe (over the cluster) fails, beside the absolute threshold."""
+    """Below ``ratio`` x the median of the same probe (over the cluster) fails, beside the absolute
+    threshold. Bandwidths only (``Measurement.relative``): a latency depends on the path (switch hops)
+    as much as on the health of its ends, so a 10 % band around the median would fail healthy
+    multi-hop pairs; it is held to its absolute p99 ceiling. GPU utilisation is a bounded percentage
+    held to the seed's absolute floor."""
     groups: dict[str, list[Measurement]] = {}
     for m in measurements:
-        if m.value is not None and m.status != "error":
+        if m.relative and m.value is not None and m.status != "error":
             groups.setdefault(m.probe, []).append(m)
     for ms in groups.values():
         if len(ms) < 3:
             continue
         med = statistics.median(x.value for x in ms)
-        lower_is_better = ms[0].unit == "usec"
         for m in ms:
-            bad = m.value > med / ratio if lower_is_better else m.value < med * ratio
             m.notes.append(f"cluster median {med:g} {m.unit}; outlier rule {ratio:g} x median ({source})")
-            if bad and m.status == "pass":
+            if m.value < med * ratio and m.status == "pass":
                 m.status = "fail"
-                m.observed += f" (outlier: {'above' if lower_is_better else 'below'} {ratio:g} x cluster median {med:g})"
-            m.expected += f"; and {'<=' if lower_is_better else '>='} {ratio:g} x cluster median"
+                m.observed += f" (outlier: below {ratio:g} x cluster median {med:g})"
+            m.expected += f"; and >= {ratio:g} x cluster median"

@@ -158,6 +158,26 @@ class Threshold(_Strict):
         return self.min
 
 
+# dcgmi diag -r N: what each level runs and how long it normally takes (DCGM's dcgmi-diag reference:
+# 1 quick deployment checks, seconds; 2 medium, about two minutes; 3 long, about 15 minutes;
+# 4 extended, longer). Default time limits leave room above those durations.
+DCGM_DIAG_TIMEOUT_S = {1: 300.0, 2: 900.0, 3: 3600.0, 4: 14400.0}
+
+
+class DcgmDiag(_Strict):
+    """``dcgmi diag -r LEVEL`` on every node during certify. Level 0 turns it off (a skip finding
+    says so). A diagnostic legitimately runs for minutes, so it has its own time limit instead of the
+    probes' ``--probe-timeout``."""
+
+    level: int = Field(ge=0, le=4)
+    source: str = Field(min_length=5)
+    timeout_s: float | None = Field(default=None, gt=0)
+
+    @property
+    def limit_s(self) -> float:
+        return self.timeout_s if self.timeout_s is not None else DCGM_DIAG_TIMEOUT_S.get(self.level, 300.0)
+
+
 class Profile(_Strict):
     name: str
     description: str
@@ -172,6 +192,7 @@ class Profile(_Strict):
     tuning: Tuning = Tuning()
     firmware_uniform: bool = True
     drift_tolerance: float = Field(default=0.10, gt=0, lt=1)
+    dcgm_diag: DcgmDiag | None = None
     thresholds: dict[str, Threshold]
 
     @model_validator(mode="after")
@@ -197,7 +218,8 @@ KNOWN_THRESHOLDS = {
     "ecc_sram_corrected": "SRAM correctable ECC errors (ceiling)",
     "ecc_dram_corrected": "DRAM correctable ECC errors (ceiling)",
     "retired_pages": "retired pages per GPU (ceiling)",
-    "outlier_ratio": "cluster-relative rule: below this fraction of the median of the same probe fails",
+    "outlier_ratio": "cluster-relative rule: below this fraction of the median of the same bandwidth probe fails "
+                     "(latency and GPU utilisation are held to their absolute bounds only)",
 }
 
 

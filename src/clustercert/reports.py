@@ -116,8 +116,14 @@ def _by_check(node: dict) -> dict[str, list[dict]]:
     return out
 
 
+# certify records thresholds under the profile's names; links name the probe
+PROBE_THRESHOLD = {"ib_write_bw": "ib_write_bw_pair", "ib_write_lat": "ib_write_lat_p99", "iperf3": "iperf3_ipoib",
+                   "nccl_allreduce": "nccl_allreduce_1node"}
+
+
 def threshold_for(cert: dict, key: str) -> dict | None:
-    th = (cert.get("thresholds") or {}).get(key)
+    ths = cert.get("thresholds") or {}
+    th = ths.get(key) if key in ths else ths.get(PROBE_THRESHOLD.get(key, key))
     if isinstance(th, dict) and (th.get("floor") is not None or th.get("ceiling") is not None):
         return th
     return None

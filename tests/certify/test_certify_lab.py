@@ -14,7 +14,7 @@ import pytest
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.wip]
 
-PROBE_TOOLS = ("ib_write_bw", "iperf3", "all_reduce_perf", "nvbandwidth")
+PROBE_TOOLS = ("ib_write_bw", "ib_write_lat", "iperf3", "all_reduce_perf", "nvbandwidth", "nvidia-smi", "dcgmi")
 
 
 def certify(lab, out, *args: str, timeout: float = 900) -> tuple[int, dict, str]:
@@ -44,7 +44,15 @@ def test_healthy_lab_is_certified_and_verifiable(bootstrapped_lab, tmp_path):
     bad = {n: [f["check"] for f in v["findings"] if f["status"] in ("fail", "error")] for n, v in cert["nodes"].items()}
     assert rc == 0 and cert["verdict"] == "pass", (bad, [lk for lk in cert["links"] if lk["status"] != "pass"])
     assert cert["rounds"] == 1 and cert["links"]
-    assert {lk["probe"] for lk in cert["links"]} == {"ib_write_bw", "iperf3"}
+    assert {lk["probe"] for lk in cert["links"]} == {"ib_write_bw", "ib_write_lat", "iperf3"}
+    lat = [lk for lk in cert["links"] if lk["probe"] == "ib_write_lat"]
+    assert {lk["fabric"] for lk in lat} == {0, 1} and all(lk["unit"] == "usec" and lk["value"] < 2 for lk in lat)
+    for n, v in cert["nodes"].items():
+        util = [f for f in v["findings"] if f["check"] == "probe.gpu_util_under_load"]
+        assert sorted(f["subject"] for f in util) == [f"GPU{i}" for i in range(8)], (n, util)
+        assert all(f["status"] == "pass" and f["value"] >= 70 for f in util), (n, util)
+        diag = [f for f in v["findings"] if f["check"] == "probe.dcgmi_diag"]
+        assert [(f["subject"], f["status"]) for f in diag] == [("dcgmi diag -r 2", "pass")], (n, diag)
     for name in ("report.html", "junit.xml", "summary.md", "signing.pub"):
         assert (tmp_path / name).is_file()
     v = subprocess.run([sys.executable, "-m", "clustercert", "verify", str(tmp_path / "certificate.json"),
@@ -58,6 +66,7 @@ def test_slow_link_and_missing_gpu_are_localised(bootstrapped_lab, tmp_path):
     slow, gpu = lab.nodes[-1], lab.nodes[1]
     lab.manager.fault(slow, "link_slow", {"fabric": "0", "factor": "0.3"})
     lab.manager.fault(gpu, "gpu_missing", {})
+    lab.manager.fault(gpu, "gpu_row_remap_pending", {"gpu": "0"})
     try:
         rc, cert, _ = certify(lab, tmp_path)
     finally:
@@ -73,8 +82,18 @@ def test_slow_link_and_missing_gpu_are_localised(bootstrapped_lab, tmp_path):
     for n in lab.nodes:
         if n not in (slow, gpu):
             assert cert["nodes"][n]["verdict"] == "pass", [f for f in cert["nodes"][n]["findings"] if f["status"] != "pass"]
-    slow_links = [lk for lk in cert["links"] if slow in (lk["a"], lk["b"]) and lk["fabric"] == 0 and lk["probe"] == "iperf3"]
-    assert slow_links and all(lk["status"] == "fail" for lk in slow_links)
+    for probe in ("iperf3", "ib_write_bw", "ib_write_lat"):
+        slow_links = [lk for lk in cert["links"] if slow in (lk["a"], lk["b"]) and lk["fabric"] == 0 and lk["probe"] == probe]
+        assert slow_links and all(lk["status"] == "fail" for lk in slow_links), (probe, slow_links)
+    # the slow fabric-0 link leaves the node's fabric-1 latency alone
+    other = [lk for lk in cert["links"] if slow in (lk["a"], lk["b"]) and lk["fabric"] == 1 and lk["probe"] == "ib_write_lat"]
+    assert other and all(lk["status"] == "pass" for lk in other)
+    gf = cert["nodes"][gpu]["findings"]
+    diag = {f["subject"]: f["status"] for f in gf if f["check"] == "probe.dcgmi_diag"}
+    assert diag.get("GPU Memory") == "fail" and diag.get("Page Retirement/Row Remap") == "fail", diag
+    # all_reduce_perf -g 8 cannot run on 7 GPUs: no load, so no utilisation verdict either (an error)
+    util = [f for f in gf if f["check"] == "probe.gpu_util_under_load"]
+    assert util and all(f["status"] == "error" for f in util), util
 
 
 def test_hung_probe_is_a_timed_error_and_leaves_nothing(bootstrapped_lab, tmp_path):

@@ -458,3 +458,116 @@ def test_labsim_is_stdlib_only():
 
 
 
+
+
+def _sim_bin(sim, *tools: str) -> Path:
+    """Executables named like the real tools that run the simulator (what a lab node has in /usr/bin)."""
+    d = sim.tmp / "bin"
+    d.mkdir(exist_ok=True)
+    for t in tools:
+        (d / t).write_text(f'#!/bin/sh\nexec {PY} {SOURCE} {t} "$@"\n')
+        (d / t).chmod(0o755)
+    return d
+
+
+def test_nvidia_smi_loop_reports_gpus_busy_while_all_reduce_runs(sim):
+    """The certify probe's script as it runs on a node: utilisation sampled while all_reduce_perf runs."""
+    from clustercert.collect import CommandResult
+    from clustercert.probes import eval_gpu_util, nccl_1node_cmd, split_util, with_util_sampling
+    from clustercert.profile import load_profile
+
+    sim.driver_loaded()
+    sim.start_daemon("nv-fabricmanager", "/run/nvidia-fabricmanager/nv-fabricmanager.pid")
+    idle = sim.ok("nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits")
+    assert idle.splitlines() == [f"{i}, 0" for i in range(8)]
+    env = sim.env(PATH=f"{_sim_bin(sim, 'nvidia-smi', 'all_reduce_perf')}:{os.environ['PATH']}")
+    th = load_profile("lab").thresholds["gpu_util_under_load"]
+
+    def run(gpus: int):
+        p = subprocess.run(["/bin/sh", "-c", with_util_sampling(nccl_1node_cmd(gpus))], capture_output=True, text=True,
+                           timeout=60, env=env)
+        load, samples = split_util(CommandResult(p.returncode, p.stdout, p.stderr, False, 1.0, "x"))
+        assert p.returncode == 0 and parse("nccl-tests", load.stdout)["ok"], p.stdout + p.stderr
+        return eval_gpu_util("node01", th, 8, load, samples, 60)
+
+    ms = run(8)
+    assert [m.status for m in ms] == ["pass"] * 8, [m.observed for m in ms]
+    assert all(m.value == 100 for m in ms)
+    # all_reduce_perf on four GPUs: the other four stay idle and fail the rule
+    ms = run(4)
+    assert [m.status for m in ms] == ["pass"] * 4 + ["fail"] * 4
+    # nothing claims the GPUs once the workload has ended
+    assert sim.ok("nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader").splitlines() == ["0 %"] * 8
+
+
+def test_nvidia_smi_loop_prints_the_header_once_and_rows_each_interval(sim):
+    sim.driver_loaded()
+    p = sim.background("nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,nounits", "-lms", "100")
+    time.sleep(1.5)
+    p.terminate()
+    out, _ = p.communicate(timeout=10)
+    lines = out.splitlines()
+    assert lines[0] == "index, utilization.gpu [%]" and lines.count(lines[0]) == 1
+    assert len(lines) >= 1 + 8 * 3 and set(lines[1:]) <= {f"{i}, 0" for i in range(8)}
+
+
+def _two_nodes(tmp_path):
+    a, b = Sim(tmp_path / "a", "node01", 1), Sim(tmp_path / "b", "node02", 2)
+    return a, b
+
+
+def _lat(server: Sim, client: Sim) -> float:
+    port = str(_free_port())
+    srv = server.background("ib_write_lat", "-d", "mlx5_0", "-p", port, "-n", "10000")
+    rec = parse("perftest", client.ok("ib_write_lat", "-d", "mlx5_0", "-p", port, "-n", "10000", "127.0.0.1"))
+    srv.communicate(timeout=30)
+    return rec["rows"][0]["t_p99_usec"]
+
+
+def test_perftest_latency_between_nodes_reflects_a_slowed_link(tmp_path):
+    a, b = _two_nodes(tmp_path)
+    try:
+        assert _lat(a, b) == pytest.approx(1.07)
+        b.fault("link_slow", fabric="0", factor="0.3")
+        assert _lat(a, b) == pytest.approx(1.02 / 0.3 + 0.05, abs=0.006)  # both ends see the slow link
+        assert _lat(b, a) == pytest.approx(1.02 / 0.3 + 0.05, abs=0.006)
+        assert _lat(b, b) == pytest.approx(1.07)  # a loopback never leaves the HCA
+    finally:
+        a.close()
+        b.close()
+
+
+def test_dcgmi_diag_levels(sim):
+    from clustercert.probes import eval_dcgmi_diag
+    from clustercert.profile import load_profile
+
+    sim.driver_loaded()
+    sim.start_daemon("nvidia-persistenced", "/run/nvidia-persistenced/nvidia-persistenced.pid")
+    names = {}
+    for level in (1, 2, 3, 4):
+        rec = parse("dcgmi-diag", sim.ok("dcgmi", "diag", "-r", str(level)))
+        names[level] = [t["name"] for t in rec["tests"]]
+    assert "PCIe" not in names[1] and {"PCIe", "GPU Memory"} <= set(names[2])
+    assert "Targeted Power" in names[3] and {"Memtest", "Pulse Test"} <= set(names[4])
+    assert parse("dcgmi-diag", sim.ok("dcgmi", "diag", "-r", "medium"))["tests"] == parse(
+        "dcgmi-diag", sim.ok("dcgmi", "diag", "-r", "2"))["tests"]
+    bad = sim.run("dcgmi", "diag", "-r", "7")
+    assert bad.returncode != 0 and bad.stdout.startswith("Error:")
+    # a degraded PCIe link passes the level-1 deployment checks and fails level 2
+    sim.fault("gpu_pcie_degraded", gpu="5")
+    diag = load_profile("lab").dcgm_diag
+    assert [m.status for m in eval_dcgmi_diag("node01", diag.model_copy(update={"level": 1}), _res(sim, 1), 60)] == ["pass"]
+    ms = eval_dcgmi_diag("node01", diag, _res(sim, 2), 60)
+    assert [(m.subject, m.status) for m in ms] == [("PCIe", "fail")] and "GPU 5" in ms[0].observed
+    # uncorrectable memory errors fail the deployment check, GPU Memory and (level 4) Memtest
+    sim.fault("gpu_ecc_uncorrectable", gpu="2")
+    ms = eval_dcgmi_diag("node01", diag.model_copy(update={"level": 4}), _res(sim, 4), 60)
+    assert {m.subject for m in ms if m.status == "fail"} == {"Page Retirement/Row Remap", "PCIe", "GPU Memory", "Memtest"}
+    assert {m.subject for m in ms if m.status == "error"} == {"EUD Test"}  # skipped by dcgmi: never a pass
+
+
+def _res(sim, level: int):
+    from clustercert.collect import CommandResult
+
+    r = sim.run("dcgmi", "diag", "-r", str(level))
+    return CommandResult(r.returncode, r.stdout, r.stderr, False, 1.0, f"dcgmi diag -r {level}")

@@ -212,6 +212,69 @@ def pid_alive(pidfile: str) -> bool:
     return True
 
 
+# ---- GPUs busy with a simulated workload -----------------------------------------------------------
+
+BUSY_DIR = "busy"
+
+
+def mark_busy(gpu_indices: list[int]) -> str:
+    """A running workload (all_reduce_perf) claims GPUs for as long as its process lives: what the
+    simulated nvidia-smi reports as utilisation. Returns the marker to pass to clear_busy()."""
+    for stale, _rec in _busy_markers(stale=True):  # left by a workload killed at its timeout
+        clear_busy(stale)
+    path = os.path.join(run_dir(), BUSY_DIR, f"{os.getpid()}.json")
+    write_json(path, {"pid": os.getpid(), "gpus": list(gpu_indices)})
+    return path
+
+
+def clear_busy(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def busy_gpus() -> set[int]:
+    """Indices of GPUs a live workload process has claimed (markers of dead processes are ignored:
+    a workload killed at its timeout stops using its GPUs)."""
+    out: set[int] = set()
+    for _path, rec in _busy_markers():
+        out.update(int(i) for i in rec.get("gpus", []))
+    return out
+
+
+def _alive(pid) -> bool:
+    try:
+        pid = int(pid)
+    except (TypeError, ValueError):
+        return False
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _busy_markers(stale: bool = False) -> list[tuple[str, dict]]:
+    """(path, record) of the live workload markers, or of the dead ones with ``stale``."""
+    d = os.path.join(run_dir(), BUSY_DIR)
+    try:
+        names = sorted(os.listdir(d))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        path = os.path.join(d, name)
+        rec = read_json(path, None)
+        if isinstance(rec, dict) and _alive(rec.get("pid")) != stale:
+            out.append((path, rec))
+    return out
+
+
 PERSISTENCED_PID = "/run/nvidia-persistenced/nvidia-persistenced.pid"
 FABRICMANAGER_PID = "/run/nvidia-fabricmanager/nv-fabricmanager.pid"
 

@@ -134,8 +134,18 @@ def main(tool: str, argv: list[str]) -> int:
             s *= f
     if not sizes:
         sizes = [minb]
+    marker = common.mark_busy([g["index"] for g in gpus[:ngpus]])
+    try:
+        return _run(tool, o, node, lines, sizes, peak, fac, wsize, ngpus)
+    finally:
+        common.clear_busy(marker)
+
+
+def _run(tool: str, o: dict, node: str, lines: list[str], sizes: list[int], peak: float, fac: float, wsize: int,
+         ngpus: int) -> int:
     total = 0.0
     check = "N/A" if o["c"] == "0" else "0"
+    iters = int(o["n"]) + int(o["w"])
     for s in sizes:
         count = s // wsize
         if ngpus > 1 and fac > 0:
@@ -155,7 +165,9 @@ def main(tool: str, argv: list[str]) -> int:
         lines.append(f"{s:>12}  {count:>12}  {o['d']:>8}  {redop:>6}  {root:>6}  {_t(t_us):>7}  {alg:>6.2f}  {bus:>6.2f}  "
                      f"{check:>5}  {_t(ip_t):>7}  {ip_alg:>6.2f}  {ip_bus:>6.2f}  {check:>5}")
         total += bus
-        time.sleep(0.02)
+        # about the time the size takes (warm-up + timed iterations, out-of-place and in-place), capped
+        # so that a sweep to 8G takes ~2 s: long enough for nvidia-smi -lms to sample the GPUs busy
+        time.sleep(min(0.25, max(0.02, 2 * iters * t_us / 1e6)))
     lines += ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {total / len(sizes):.6g} ", "#",
               f"# Collective test concluded: {tool}", ""]
     common.out("\n".join(lines))

@@ -140,13 +140,19 @@ def dcgmi(argv: list[str]) -> int:
     if argv[0] != "diag":
         common.err(f"dcgmi: the lab simulates 'dcgmi diag -r N' only ({common.BANNER})\n")
         return 2
-    level = 1
+    level = None
     for i, a in enumerate(argv):
         if a in ("-r", "--run") and i + 1 < len(argv):
-            try:
-                level = int(argv[i + 1])
-            except ValueError:
-                level = {"short": 1, "medium": 2, "long": 3}.get(argv[i + 1], 1)
+            raw = argv[i + 1]
+            level = {"quick": 1, "short": 1, "medium": 2, "long": 3, "xlong": 4}.get(raw, raw)
+    try:
+        level = int(level)
+    except (TypeError, ValueError):
+        level = 0
+    if not 1 <= level <= 4:
+        common.out("Error: the lab simulates the suite levels only: -r 1|2|3|4 (quick/short, medium, long, xlong) "
+                   f"({common.BANNER})\n")
+        return 2
     if common.loaded_driver_version() is None:
         common.out("Error: unable to establish a connection to the specified host: localhost\n"
                    "Error: Unable to connect to host engine. Host engine connection invalid/disconnected.\n")
@@ -186,7 +192,7 @@ def dcgmi(argv: list[str]) -> int:
                 "+-----  Hardware  ----------+------------------------------------------------+",
                 _row("GPU Memory", "Pass - All" if not bad_mem else
                      "Fail - GPU: " + ", ".join(str(g["index"]) for g in bad_mem))]
-        failed = failed or bool(pcie_bad)
+        failed = failed or bool(pcie_bad) or bool(bad_mem)
     if level >= 3:
         throttled = [g["index"] for g in gpus if g.get("throttle")]
         out += ["+-----  Stress  ------------+------------------------------------------------+",
@@ -194,6 +200,11 @@ def dcgmi(argv: list[str]) -> int:
                 _row("Targeted Power", "Pass - All" if not throttled else
                      "Fail - GPU: " + ", ".join(map(str, throttled))),
                 _row("Memory Bandwidth", "Pass - All"), _row("EUD Test", "Skip - All")]
+        failed = failed or bool(throttled)
+    if level >= 4:
+        out += [_row("Memtest", "Pass - All" if not bad_mem else
+                     "Fail - GPU: " + ", ".join(str(g["index"]) for g in bad_mem)),
+                _row("Pulse Test", "Pass - All")]
     out.append(sep)
     common.out("\n".join(out) + "\n")
     return 226 if failed else 0

@@ -30,6 +30,12 @@ def _perf_state(g: dict) -> str:
     return "P0"
 
 
+def _gpu_util(g: dict) -> int:
+    """utilization.gpu: the share of the last sample period a kernel ran. A GPU claimed by a running
+    simulated workload (all_reduce_perf) is busy the whole time, any other is idle."""
+    return 100 if g["index"] in common.busy_gpus() else 0
+
+
 def _active_links(g: dict) -> int:
     return g["nvlink"]["links"] - len(set(g["nvlink"].get("down", [])))
 
@@ -59,7 +65,7 @@ def table(hw: dict, gpus: list[dict]) -> str:
         lines.append(f"|{g['index']:>4}  {name:<29}{pm:>4}  |{_bus_short(g['bus_id']):>19} {'Off':<3} |{ecc:>21} |")
         pw = str(int(round(g["power_draw_w"])))
         lines.append(f"| N/A   {g['temperature_c']:>2}C    {_perf_state(g):<2}{pw:>15}W /{g['power_limit_w']:>5}W "
-                     f"|{_used_mib(g):>8}MiB / {g['memory']['total_mib']:>6}MiB |{0:>7}%{'Default':>13} |")
+                     f"|{_used_mib(g):>8}MiB / {g['memory']['total_mib']:>6}MiB |{_gpu_util(g):>7}%{'Default':>13} |")
         lines.append("|" + " " * 41 + "|" + " " * 24 + "|" + f"{'Disabled':>21} |")
         lines.append(sep)
     lines += ["", border,
@@ -174,7 +180,7 @@ def q_text(hw: dict, gpus: list[dict]) -> str:
         kv(2, "Free", f"{m['total_mib'] - m['reserved_mib'] - m['used_mib']} MiB")
         kv(1, "Compute Mode", "Default")
         kv(1, "Utilization")
-        kv(2, "Gpu", "0 %")
+        kv(2, "Gpu", f"{_gpu_util(g)} %")
         kv(2, "Memory", "0 %")
         kv(1, "ECC Mode")
         kv(2, "Current", g["ecc"]["mode"])
@@ -358,7 +364,7 @@ def q_xml(hw: dict, gpus: list[dict]) -> str:
         close(2, "fb_memory_usage")
         el(2, "compute_mode", "Default")
         el(2, "utilization")
-        el(3, "gpu_util", "0 %")
+        el(3, "gpu_util", f"{_gpu_util(g)} %")
         el(3, "memory_util", "0 %")
         close(2, "utilization")
         el(2, "ecc_mode")
@@ -519,7 +525,7 @@ def _fields(hw: dict, g: dict, count: int) -> dict[str, tuple[str, str]]:
         "memory.free": ("MiB", f"{m['total_mib'] - m['reserved_mib'] - m['used_mib']} MiB"),
         "compute_mode": ("", "Default"),
         "compute_cap": ("", g["compute_cap"]),
-        "utilization.gpu": ("%", "0 %"),
+        "utilization.gpu": ("%", f"{_gpu_util(g)} %"),
         "utilization.memory": ("%", "0 %"),
         "ecc.mode.current": ("", g["ecc"]["mode"]),
         "ecc.mode.pending": ("", g["ecc"]["mode"]),
@@ -747,8 +753,17 @@ def main(argv: list[str]) -> int:
     fmt: set[str] = set()
     xml = False
     q = False
-    for a in rest:
-        if a.startswith("--query-gpu="):
+    loop_s = None
+    for i, a in enumerate(rest):
+        if a in ("-l", "--loop", "-lms", "--loop-ms") or a.startswith(("--loop=", "--loop-ms=")):
+            raw = a.split("=", 1)[1] if "=" in a else (rest[i + 1] if i + 1 < len(rest) else "")
+            ms = a.startswith(("-lms", "--loop-ms"))
+            try:
+                loop_s = float(raw) / (1000.0 if ms else 1.0) if raw else 5.0
+            except ValueError:
+                common.out(f'Invalid value "{raw}" for {a.split("=")[0]}.\n')
+                return 2
+        elif a.startswith("--query-gpu="):
             query = [f.strip() for f in a.split("=", 1)[1].split(",") if f.strip()]
         elif a.startswith("--format="):
             fmt = {f.strip() for f in a.split("=", 1)[1].split(",")}
@@ -764,10 +779,23 @@ def main(argv: list[str]) -> int:
             return 2
         rc, text = query_gpu(hw, sel, query, fmt)
         common.out(text)
-        return rc
+        if rc != 0 or loop_s is None:
+            return rc
+        return _loop(query, fmt, ids, loop_s)
     if q:
         common.out(q_xml(hw, sel) if xml else q_text(hw, sel))
         return 0
     common.err(f"Invalid combination of input arguments: {' '.join(rest)} ({common.BANNER})\n")
     return 2
 
+
+def _loop(query: list[str], fmt: set[str], ids: str | None, interval_s: float) -> int:
+    """-l SEC / -lms MS: the query again every interval, rows only (the header is printed once),
+    until the process is stopped; faults and workloads show up live."""
+    fmt = fmt | {"noheader"}
+    while True:
+        time.sleep(max(0.01, interval_s))
+        hw = common.load_hw()
+        sel = _select(common.present_gpus(hw), ids) or []
+        _rc, text = query_gpu(hw, sel, query, fmt)
+        common.out(text)

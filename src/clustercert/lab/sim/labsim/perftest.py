@@ -3,7 +3,8 @@
 Like perftest, the client really connects to the server over TCP (port 18515 by default) for the
 out-of-band exchange of queue-pair data, so a missing server makes the client fail the way
 perftest does. The reported figures are the node's healthy reference x health factors of both
-ends (hw.json), never a measurement of the lab's virtual links.
+ends (hw.json), never a measurement of the lab's virtual links. Latency is the healthy reference divided
+by that factor. Between two nodes a slowed fabric link (link_slow) counts too.
 """
 
 from __future__ import annotations
@@ -72,6 +73,12 @@ def _factor(hw: dict, hca: dict, port: dict) -> float:
     f *= h.get("fabric_factor", {}).get(str(port.get("fabric", 0)), 1.0)
     rated = port.get("rated_gbit_per_s", port["rate_gbit_per_s"]) or 1
     return f * min(1.0, port["rate_gbit_per_s"] / rated)
+
+
+def _link_factor(hw: dict, port: dict) -> float:
+    """link_slow: the node's link to its fabric is slowed. It carries traffic to other nodes only; a
+    loopback (server and client on the same node) stays inside the HCA."""
+    return hw["health"].get("link_factor", {}).get(str(port.get("fabric", 0)), 1.0)
 
 
 def _hexid(*parts) -> int:
@@ -164,7 +171,7 @@ def main(tool: str, argv: list[str]) -> int:
         common.err(f" Port number {o['ib_port']} state is {port['state'].capitalize()}\n"
                    " Couldn't set the link layer\n Couldn't get context for the device\n")
         return 1
-    me = {"factor": _factor(hw, hca, port), "lid": port["lid"], "seed": _hexid(hw["node"], hca["name"], time.time()),
+    me = {"factor": _factor(hw, hca, port), "link_factor": _link_factor(hw, port), "lid": port["lid"], "seed": _hexid(hw["node"], hca["name"], time.time()),
           "tool": tool, "bidir": o["bidir"], "all": o["all"], "size": o["size"], "iters": o["iters"],
           "node": hw["node"]}
     if o["host"] is None:
@@ -189,6 +196,8 @@ def _exchange_recv(sock: socket.socket, timeout: float = 60) -> dict:
 
 def _result(tool: str, o: dict, hw: dict, hca: dict, port: dict, me: dict, peer: dict, server: bool) -> str:
     factor = min(me["factor"], peer["factor"])
+    if peer.get("node") != me["node"]:
+        factor = min(me["factor"] * me["link_factor"], peer["factor"] * peer.get("link_factor", 1.0))
     local = _addr(me["lid"], me["seed"])
     remote = _addr(peer["lid"], peer["seed"])
     if tool.endswith("_lat"):
