@@ -117,11 +117,20 @@ def test_node_dying_mid_run(bootstrapped_lab, tmp_path):
     lab = bootstrapped_lab
     victim = lab.nodes[2]
 
-    def kill_sshd_later():
-        time.sleep(25)  # validators done, probes running
-        lab.manager.fault(victim, "node_down", {})
+    fired = threading.Event()
 
-    t = threading.Thread(target=kill_sshd_later)
+    def kill_sshd_in_round1():
+        # iperf3 runs only in the pair rounds: the victim's first iperf3 process marks round 1
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            r = lab.ssh(victim, "ps -eo args | grep -c '[i]perf3' || true", check=False)
+            if r.returncode == 0 and r.stdout.strip() not in ("", "0"):
+                lab.manager.fault(victim, "node_down", {})
+                fired.set()
+                return
+            time.sleep(0.2)
+
+    t = threading.Thread(target=kill_sshd_in_round1)
     t.start()
     try:
         rc, cert, _ = certify(lab, tmp_path)
@@ -129,6 +138,7 @@ def test_node_dying_mid_run(bootstrapped_lab, tmp_path):
         t.join()
         lab.manager.heal(victim, "node_down")
         lab.wait_ssh(victim, timeout=120)
+    assert fired.is_set(), "the victim never ran a pair probe"
     assert rc == 1
     assert cert["nodes"][victim]["verdict"] == "unreachable", cert["nodes"][victim]
     for n in lab.nodes:
