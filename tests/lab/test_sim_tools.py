@@ -85,7 +85,8 @@ class Sim:
         self.ok("modload", "nvidia")
 
     def start_daemon(self, tool: str, pidfile: str) -> None:
-        self.background(tool, "--foreground") if tool == "nvidia-persistenced" else self.background(tool)
+        fg = {"nvidia-persistenced": "--foreground", "nv-hostengine": "-n"}
+        self.background(tool, fg[tool]) if tool in fg else self.background(tool)
         for _ in range(100):
             if (self.root / pidfile.lstrip("/")).exists():
                 return
@@ -306,6 +307,9 @@ def test_nvbandwidth(sim):
 def test_dcgmi_diag(sim):
     sim.driver_loaded()
     sim.start_daemon("nvidia-persistenced", "/run/nvidia-persistenced/nvidia-persistenced.pid")
+    r = sim.run("dcgmi", "diag", "-r", "2")
+    assert r.returncode != 0 and "Unable to connect to host engine" in r.stdout  # nvidia-dcgm not running
+    sim.start_daemon("nv-hostengine", "/run/nvidia-dcgm/nv-hostengine.pid")
     r = sim.run("dcgmi", "diag", "-r", "2")
     rec = parse("dcgmi-diag", r.stdout)
     assert r.returncode == 0 and rec["overall"] == "pass"
@@ -543,6 +547,7 @@ def test_dcgmi_diag_levels(sim):
 
     sim.driver_loaded()
     sim.start_daemon("nvidia-persistenced", "/run/nvidia-persistenced/nvidia-persistenced.pid")
+    sim.start_daemon("nv-hostengine", "/run/nvidia-dcgm/nv-hostengine.pid")
     names = {}
     for level in (1, 2, 3, 4):
         rec = parse("dcgmi-diag", sim.ok("dcgmi", "diag", "-r", str(level)))

@@ -195,8 +195,14 @@ def tool_packages(nccl_v: str, cuda: str) -> list[Pkg]:
     colls = ("all_reduce_perf", "all_gather_perf", "broadcast_perf", "reduce_perf", "reduce_scatter_perf",
              "alltoall_perf", "sendrecv_perf")
     return [
+        # like the real package: the host engine's unit is installed, not enabled (the nccl_tools role enables it)
         Pkg("datacenter-gpu-manager", "1:3.3.9", f"NVIDIA Data Center GPU Manager (DCGM) - {SIM_NOTE}", [],
-            {"/usr/bin/dcgmi": (wrapper("dcgmi", "simulated dcgmi"), 0o755)}),
+            {"/usr/bin/dcgmi": (wrapper("dcgmi", "simulated dcgmi"), 0o755),
+             "/usr/bin/nv-hostengine": (wrapper("nv-hostengine", "simulated DCGM host engine"), 0o755),
+             "/lib/systemd/system/nvidia-dcgm.service": (_unit(
+                 "NVIDIA DCGM service (clustercert lab simulation)",
+                 "/usr/bin/nv-hostengine -n --service-account nvidia-dcgm", "",
+                 "Type=simple\nRestart=on-abort\n"), 0o644)}),
         Pkg("nccl-tests", f"2.14.1-1+cuda{cuda}", f"NCCL tests - {SIM_NOTE}", ["libnccl2"],
             {f"/usr/bin/{c}": (wrapper(c, "simulated nccl-tests"), 0o755) for c in colls}),
         Pkg("nvbandwidth", f"0.7-1+cuda{cuda}", f"NVIDIA GPU memory bandwidth test - {SIM_NOTE}", [],

@@ -277,6 +277,7 @@ def _busy_markers(stale: bool = False) -> list[tuple[str, dict]]:
 
 PERSISTENCED_PID = "/run/nvidia-persistenced/nvidia-persistenced.pid"
 FABRICMANAGER_PID = "/run/nvidia-fabricmanager/nv-fabricmanager.pid"
+HOSTENGINE_PID = "/run/nvidia-dcgm/nv-hostengine.pid"
 
 
 def persistence_on() -> bool:

@@ -56,6 +56,9 @@ def _run(tool: str, args: list[str]) -> int:
     if tool == "nvidia-persistenced":
         from . import system
         return system.persistenced(args)
+    if tool == "nv-hostengine":
+        from . import system
+        return system.hostengine(args)
     if tool == "nv-fabricmanager":
         from . import system
         return system.fabricmanager(args)

@@ -153,7 +153,8 @@ def dcgmi(argv: list[str]) -> int:
         common.out("Error: the lab simulates the suite levels only: -r 1|2|3|4 (quick/short, medium, long, xlong) "
                    f"({common.BANNER})\n")
         return 2
-    if common.loaded_driver_version() is None:
+    # dcgmi is a client: the diagnostics run in the host engine (nvidia-dcgm.service), which needs the driver
+    if common.loaded_driver_version() is None or not common.pid_alive(common.HOSTENGINE_PID):
         common.out("Error: unable to establish a connection to the specified host: localhost\n"
                    "Error: Unable to connect to host engine. Host engine connection invalid/disconnected.\n")
         return 255

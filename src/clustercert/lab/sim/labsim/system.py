@@ -222,6 +222,14 @@ def persistenced(argv: list[str]) -> int:
                    f"nvidia-persistenced:  version {common.library_version(hw)}\n# {common.BANNER}\n")
 
 
+def hostengine(argv: list[str]) -> int:
+    """nv-hostengine, the DCGM daemon dcgmi talks to; ``-n`` keeps it in the foreground (its unit's way)."""
+    if "--version" in argv or "-v" in argv:
+        common.out(f"nv-hostengine version 3.3.9\n# {common.BANNER}\n")
+        return 0
+    return _daemon(common.HOSTENGINE_PID, "nv-hostengine", argv + (["--foreground"] if "-n" in argv else []), "")
+
+
 def fabricmanager(argv: list[str]) -> int:
     hw = common.load_hw()
     v = os.environ.get("CLUSTERCERT_LAB_FM_VERSION") or common.library_version(hw)
