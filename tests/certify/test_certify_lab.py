@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.wip]
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 PROBE_TOOLS = ("ib_write_bw", "ib_write_lat", "iperf3", "all_reduce_perf", "nvbandwidth", "nvidia-smi", "dcgmi")
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.wip]
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 
 def cc(lab, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
