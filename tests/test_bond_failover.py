@@ -85,7 +85,8 @@ def test_peer_unreachable_during_the_outage_fails():
     text = TESTED.replace("3 packets transmitted, 3 received, 0% packet loss", "3 packets transmitted, 0 received, 100% packet loss")
     fs = by_subject(evaluate(text))
     peer = fs["bond0 peer 10.253.0.12 (node02)"]
-    assert peer.status == "fail" and peer.observed == "0/3 replies" and "while ib0 is down" in peer.expected
+    assert peer.status == "fail" and peer.observed == "0/3 replies; bond0 addresses: 10.253.0.11/24"
+    assert "while ib0 is down" in peer.expected
     assert fs["bond0 failover"].status == "pass"
 
 
@@ -93,6 +94,9 @@ def test_peer_unreachable_even_before_fails_and_says_so():
     text = TESTED.replace("1 packets transmitted, 1 received", "1 packets transmitted, 0 received")
     peer = by_subject(evaluate(text))["bond0 peer 10.253.0.12 (node02)"]
     assert peer.status == "fail" and "even before the failover" in peer.observed and "10.253.0.11/24" in peer.observed
+    # the role did not put the inventory's address on the bond: the finding says so
+    peer = by_subject(evaluate(text.replace("addresses=10.253.0.11/24", "addresses=")))["bond0 peer 10.253.0.12 (node02)"]
+    assert peer.observed.endswith("; bond0 addresses: none, not the inventory's 10.253.0.11/24")
 
 
 def test_ping_missing_is_an_error_not_a_pass():

@@ -124,8 +124,9 @@ def run_bond_failover(inv: Inventory, contexts: dict[str, HostContext], results:
     for name, ev in evidence.items():
         r = results[name]
         if not ev.reachable:
-            r.findings.extend(Finding(c, "error", "", "", f"the node did not answer for the failover test: {ev.error}")
-                              for c in comp.check_ids)
+            bond = contexts[name].profile.ib.bond
+            r.findings.extend(Finding(c, "error", bond.name if bond else "", "",
+                                      f"the node did not answer for the failover test: {ev.error}") for c in comp.check_ids)
             continue
         r.findings.extend(run_evaluations(ev.results, contexts[name], [comp]))
         if r.evidence is not None:

@@ -224,10 +224,6 @@ def choose_peers(order: list[str], addresses: dict[str, str | None], eligible: s
     return out
 
 
-def _ms(value: float | None) -> str:
-    return f"{value:.0f} ms" if value is not None else "-"
-
-
 def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
     b = ctx.profile.ib.bond
     if b is None:
@@ -280,13 +276,14 @@ def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
             out.append(error(CHECK, f"could not ping the peer: {rec['ping_error'] or rec['ping_before_error']}", res, subject))
         elif before_ping is not None and not before_ping["received"]:
             out.append(Finding(CHECK, "fail", subject, expected,
-                               f"not reachable over {b.name} even before the failover ({_ping_text(before_ping)}; "
-                               f"{b.name} addresses: {' '.join(rec['addresses']) or 'none'})", evidence))
+                               f"not reachable over {b.name} even before the failover ({_ping_text(before_ping)})"
+                               f"{_address_hint(ctx, rec)}", evidence))
         elif ping is None:
             out.append(error(CHECK, "the step printed no ping result", res, subject))
         else:
             good = bool(ping["received"])
-            out.append(judge(CHECK, good, subject, expected, _ping_text(ping), evidence))
+            out.append(judge(CHECK, good, subject, expected, _ping_text(ping) + ("" if good else _address_hint(ctx, rec)),
+                             evidence))
 
     # restore, and the move back to the primary
     primary = b.primary or rec["primary"]
@@ -306,6 +303,15 @@ def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
         out.append(judge(CHECK, ok_back, subject, f"{before} back up and primary {primary} active again", observed,
                          evidence, back, "ms"))
     return out
+
+
+def _address_hint(ctx: HostContext, rec: dict) -> str:
+    """When the peer did not answer: the bond's addresses, and whether the inventory's one is among them."""
+    have = rec["addresses"]
+    text = f"; {rec['bond']} addresses: {' '.join(have) or 'none'}"
+    if ctx.bond_address and ctx.bond_address not in have:
+        text += f", not the inventory's {ctx.bond_address}"
+    return text
 
 
 def _ping_text(ping: dict) -> str:
