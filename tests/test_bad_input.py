@@ -49,6 +49,8 @@ CASES = [
     ("override-wrong-type", HOSTS, GOOD_GROUP_VARS + "clustercert_profile_overrides: {gpu: {count: lots}}\n", None, "all.yml", "clustercert_profile_overrides.gpu.count", "integer"),
     ("override-threshold-without-source", HOSTS, GOOD_GROUP_VARS + "clustercert_profile_overrides: {thresholds: {iperf3_ipoib: {min: 5, unit: gbit_per_s, source: ''}}}\n", None, "all.yml", "clustercert_profile_overrides.thresholds.iperf3_ipoib.source", "at least 5"),
     ("bad-fabric-address", HOSTS, GOOD_GROUP_VARS, {"host_vars/n1.yml": "clustercert_fabric_addresses: {ib0: 10.1.2}\n"}, "n1.yml", "clustercert_fabric_addresses", "not an address with prefix"),
+    ("bad-bond-address", HOSTS, GOOD_GROUP_VARS, {"host_vars/n1.yml": "ib_redundancy_bond_address: 10.253.0/24\n"}, "n1.yml", "ib_redundancy_bond_address", "not an address with prefix"),
+    ("bond-address-not-text", HOSTS, GOOD_GROUP_VARS, {"host_vars/n2.yml": "ib_redundancy_bond_address: [10.253.0.2/24]\n"}, "n2.yml", "ib_redundancy_bond_address", "got a list"),
     ("host-vars-not-mapping", HOSTS, GOOD_GROUP_VARS, {"host_vars/n2.yml": "- a\n- b\n"}, "n2.yml", None, "must be a YAML mapping"),
     ("group-vars-malformed", HOSTS, "clustercert_profile: lab\n  bad: indent\n", None, "all.yml", "line", "malformed YAML"),
     ("bad-mirror-url", HOSTS, GOOD_GROUP_VARS + "clustercert_package_mirror: mirror.local/nvidia\n", None, "all.yml", "clustercert_package_mirror", "pattern"),

@@ -95,14 +95,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "json"), default="table")
 
     p = sub.add_parser("validate", help="run the testinfra validators on every node", **_fmt(
-        "Run the validators (gpu, driver, rdma, ib, bond, container, tuning, time, packages) on every node in parallel.",
-        "clustercert validate -i lab --checks gpu,ib --format json"))
+        """\
+        Run the validators (gpu, driver, rdma, ib, bond, container, tuning, time, packages) on every node in parallel.
+        --disruptive (opt-in, never the default) then runs the bond failover test (ib.bond_failover) on one node
+        after the other: the active slave goes down, the other must take over within miimon x 3 with a peer
+        still reachable over the bond, and the primary must come back once the slave is up again.""",
+        "clustercert validate -i lab --checks gpu,ib --format json\nclustercert validate -i lab --checks bond --disruptive"))
     _inventory_flags(p)
     p.add_argument("-f", "--forks", type=_positive_int, metavar="N")
     p.add_argument("--checks", metavar="LIST", help="components to run, e.g. gpu,ib,bond")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--out", metavar="DIR")
-    p.add_argument("--disruptive", action="store_true", help="also run the bond failover test")
+    p.add_argument("--disruptive", action="store_true",
+                   help="also run the bond failover test (ib.bond_failover): takes each node's active bond slave "
+                        "down for a moment, one node at a time; never the default")
 
     p = sub.add_parser("probe", help="run bandwidth/latency probes (ib_write_bw, NCCL, nvbandwidth, iperf3)", **_fmt(
         "Run the bandwidth probes on the two-round pair schedule and print the values against the thresholds.",
@@ -364,7 +370,8 @@ def cmd_bootstrap(args) -> int:
 def cmd_validate(args) -> int:
     from clustercert import validate
 
-    return validate.run(args.inventory, limit=args.limit, checks=args.checks, forks=args.forks, fmt=args.format, out=args.out)
+    return validate.run(args.inventory, limit=args.limit, checks=args.checks, forks=args.forks, fmt=args.format, out=args.out,
+                        disruptive=args.disruptive)
 
 
 def cmd_certify(args) -> int:

@@ -23,7 +23,8 @@ REMOTE_RUNNER = r'''
 import json, os, signal, subprocess, sys, time
 from concurrent.futures import ThreadPoolExecutor
 req = json.loads(sys.stdin.read())
-env = dict(os.environ, LC_ALL="C", LANG="C", PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+env = dict(os.environ, LC_ALL="C", LANG="C", PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+           CLUSTERCERT_PYTHON=sys.executable)
 def run(item):
     name, (cmd, timeout) = item
     t0 = time.time()
@@ -172,6 +173,17 @@ def collect_many(
         futures = {n: ex.submit(collect_node, n, conn, commands_for[n], control_dir=control_dir)
                    for n, conn in nodes.items()}
         return {n: f.result() for n, f in futures.items()}
+
+
+def collect_in_turn(
+    nodes: dict[str, dict],
+    commands_for: dict[str, dict[str, tuple[str, float]]],
+    *,
+    control_dir: Path | None = None,
+) -> dict[str, NodeEvidence]:
+    """Collect from one node after the other, in the order of ``nodes``: for steps that disturb a node
+    (the bond failover test), so that no two nodes are disturbed at the same moment."""
+    return {n: collect_node(n, conn, commands_for[n], control_dir=control_dir, parallel=1) for n, conn in nodes.items()}
 
 
 # ---- probes: a server on one node, a client on another, both bounded and cleaned up ----------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -66,6 +67,11 @@ class InventoryVars(BaseModel):
 
 KNOWN_VARS = frozenset(InventoryVars.model_fields)
 
+# A role variable clustercert reads too: the bond's address (the ib_redundancy role configures it; the
+# bond failover test pings it from another node). When a host does not set it, the playbooks derive it
+# from clustercert_fabric_addresses.<bond name>, and so does clustercert.
+BOND_ADDRESS_VAR = "ib_redundancy_bond_address"
+
 
 @dataclass
 class HostView:
@@ -74,6 +80,7 @@ class HostView:
     vars: InventoryVars
     profile: Profile
     connection: dict = field(default_factory=dict)  # ansible_* variables, for display and testinfra
+    bond_address: str | None = None  # the bond's address/prefix (see bond_address()); None: unknown or none
 
 
 @dataclass
@@ -324,7 +331,8 @@ def load_inventory(arg: str | None, limit: str | None = None) -> Inventory:
                 overrides_source=_locate(files, "clustercert_profile_overrides", path),
             )
         connection = {k: v for k, v in hv.items() if k.startswith("ansible_") and "pass" not in k and k in _CONN_KEYS}
-        hosts[name] = HostView(name, groups, ivars, profiles_cache[cache_key], connection)
+        baddr = bond_address(hv, ivars, profiles_cache[cache_key], name, lambda: _locate(files, BOND_ADDRESS_VAR, path))
+        hosts[name] = HostView(name, groups, ivars, profiles_cache[cache_key], connection, baddr)
     return Inventory(path.resolve(), hosts, files)
 
 
@@ -332,6 +340,33 @@ _CONN_KEYS = {
     "ansible_host", "ansible_port", "ansible_user", "ansible_connection", "ansible_ssh_private_key_file",
     "ansible_ssh_common_args", "ansible_python_interpreter",
 }
+
+
+def bond_address(hv: dict, ivars: InventoryVars, profile: Profile, name: str, where: Callable[[], str]) -> str | None:
+    """The host's bond address/prefix: ``ib_redundancy_bond_address`` when the inventory sets it (validated),
+    else ``clustercert_fabric_addresses[<bond name>]`` as the playbooks derive it. None when the profile has
+    no bond, the address is empty (the role then configures none) or a Jinja template clustercert does not
+    evaluate."""
+    bond = profile.ib.bond
+    if bond is None:
+        return None
+    raw = hv.get(BOND_ADDRESS_VAR)
+    if raw is None:
+        return ivars.clustercert_fabric_addresses.get(bond.name)
+    if not isinstance(raw, str):
+        got = ("a list" if isinstance(raw, list) else "a mapping" if isinstance(raw, dict)
+               else "a boolean" if isinstance(raw, bool) else "a number" if isinstance(raw, int | float) else "null")
+        raise InputError(where(), BOND_ADDRESS_VAR, f"expected an address with prefix (e.g. 10.20.0.11/16) or \"\", "
+                                                  f"got {got} (host {name})")
+    text = raw.strip()
+    if not text or "{{" in text or "{%" in text:
+        return None
+    try:
+        ipaddress.ip_interface(text)
+    except ValueError:
+        raise InputError(where(), BOND_ADDRESS_VAR, f"{text!r} is not an address with prefix (e.g. 10.20.0.11/16) "
+                                                  f"(host {name})") from None
+    return text
 
 
 def _similar(a: str, b: str) -> bool:
@@ -349,6 +384,7 @@ def resolved_view(inv: Inventory) -> dict:
             "profile": h.profile.name,
             "overrides": h.vars.clustercert_profile_overrides,
             "address": h.connection.get("ansible_host", name),
+            "bond_address": h.bond_address,
             "vars": {k: v for k, v in h.vars.model_dump().items() if k != "clustercert_profile_overrides"},
         }
     seen = set()

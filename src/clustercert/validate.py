@@ -11,15 +11,18 @@ from pathlib import Path
 from clustercert import paths
 from clustercert.checks import (
     COMPONENT_ORDER,
+    DISRUPTIVE,
     Finding,
     HostContext,
+    bond_failover,
     components,
+    disruptive_component,
     node_verdict,
     parsed,
     run_evaluations,
 )
 from clustercert.checks import ib as ib_checks
-from clustercert.collect import NodeEvidence, collect_many
+from clustercert.collect import NodeEvidence, collect_in_turn, collect_many
 from clustercert.errors import InputError
 from clustercert.inventory import HostView, Inventory
 
@@ -56,10 +59,13 @@ def host_context(h: HostView) -> HostContext:
         timeout_s=float(h.vars.clustercert_command_timeout_s),
         fabric_addresses=dict(h.vars.clustercert_fabric_addresses),
         sm_priority=h.vars.clustercert_sm_priority,
+        bond_address=h.bond_address,
     )
 
 
-def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25) -> dict[str, NodeResult]:
+def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disruptive: bool = False) -> dict[str, NodeResult]:
+    """Collect and evaluate every node; with ``disruptive``, then run the components' disruptive tests
+    (the bond failover test) node by node."""
     comps = components(comp_names)
     contexts = {name: host_context(h) for name, h in inv.hosts.items()}
     commands_for = {}
@@ -86,16 +92,52 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25) -> di
         extra = ib_checks.cluster_findings(sysfs, {n: inv.hosts[n].profile for n in sysfs})
         for name, fs in extra.items():
             results[name].findings.extend(fs)
+    if disruptive and "bond" in comp_names:
+        run_bond_failover(inv, contexts, results)
     for r in results.values():
         if r.verdict != "unreachable":
             r.verdict = node_verdict(r.findings)
     return results
 
 
+def run_bond_failover(inv: Inventory, contexts: dict[str, HostContext], results: dict[str, NodeResult]) -> None:
+    """--disruptive: the bond failover test on every reachable node, ONE NODE AT A TIME in inventory order,
+    after the normal checks. Each node pings the bond address of the next node (in order) that answered
+    and whose ib.bond passed: that peer is never failing over at the same moment."""
+    comp = disruptive_component("bond")
+    order = list(inv.hosts)
+    healthy = {n for n, r in results.items() if r.verdict != "unreachable"
+               and any(f.check == "ib.bond" and f.status == "pass" for f in r.findings)}
+    peers = bond_failover.choose_peers(order, {n: h.bond_address for n, h in inv.hosts.items()}, healthy)
+    todo: dict[str, dict[str, tuple[str, float]]] = {}
+    for name in order:
+        if results[name].verdict == "unreachable":
+            continue
+        ctx = contexts[name]
+        ctx.bond_peer, ctx.bond_peer_note = peers[name]
+        cmds = comp.commands(ctx)
+        if cmds:
+            todo[name] = cmds
+        else:  # nothing to run on the node (no bond in its profile): the evaluator says why
+            results[name].findings.extend(run_evaluations({}, ctx, [comp]))
+    evidence = collect_in_turn({n: inv.hosts[n].connection for n in todo}, todo, control_dir=paths.state_dir() / "cp")
+    for name, ev in evidence.items():
+        r = results[name]
+        if not ev.reachable:
+            bond = contexts[name].profile.ib.bond
+            r.findings.extend(Finding(c, "error", bond.name if bond else "", "",
+                                      f"the node did not answer for the failover test: {ev.error}") for c in comp.check_ids)
+            continue
+        r.findings.extend(run_evaluations(ev.results, contexts[name], [comp]))
+        if r.evidence is not None:
+            r.evidence.results.update(ev.results)
+
+
 def summary_table(results: dict[str, NodeResult], comp_names: list[str]) -> list[dict]:
     """Rows of node x component: worst status and counts, for the terminal table."""
     rank = {"fail": 3, "error": 2, "pass": 1, "skip": 0}
-    prefix = {c: components([c])[0].check_ids for c in comp_names}
+    prefix = {c: components([c])[0].check_ids + (disruptive_component(c).check_ids if c in DISRUPTIVE else ())
+              for c in comp_names}
     rows = []
     for name, r in sorted(results.items()):
         row = {"node": name, "verdict": r.verdict}
@@ -126,8 +168,9 @@ def write_out_dir(out: Path, results: dict[str, NodeResult]) -> None:
 
 
 def run(inventory: str, *, limit: str | None = None, checks: str | None = None, forks: int | None = None,
-        fmt: str = "table", out: str | None = None) -> int:
-    """The `clustercert validate` verb: validate input, collect, evaluate, record, report."""
+        fmt: str = "table", out: str | None = None, disruptive: bool = False) -> int:
+    """The `clustercert validate` verb: validate input, collect, evaluate, record, report. ``disruptive``
+    adds the bond failover test (opt-in: it takes each node's active bond slave down for a moment)."""
     import json
 
     from clustercert.engine import new_run_id
@@ -136,11 +179,14 @@ def run(inventory: str, *, limit: str | None = None, checks: str | None = None, 
     from clustercert.store import Store
 
     comp_names = parse_components(checks)
+    if disruptive and not any(c in DISRUPTIVE for c in comp_names):
+        raise InputError("--disruptive", None, f"the disruptive tests belong to {', '.join(DISRUPTIVE)}: "
+                                               f"add it to --checks (got {checks})")
     inv = load_inventory(inventory, limit)
     store = Store()
     run_id = new_run_id()
-    store.start_run(run_id, "validate", str(inv.source), {"components": comp_names, "limit": limit})
-    results = validate_nodes(inv, comp_names, forks or 25)
+    store.start_run(run_id, "validate", str(inv.source), {"components": comp_names, "limit": limit, "disruptive": disruptive})
+    results = validate_nodes(inv, comp_names, forks or 25, disruptive)
     verdict = "pass" if all(r.verdict == "pass" for r in results.values()) else "fail"
     store.finish_run(run_id, verdict, {n: r.to_json() | {"detail": r.detail} for n, r in results.items()})
     if out:

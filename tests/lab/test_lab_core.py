@@ -46,6 +46,7 @@ def test_inventory_and_ssh_files(lab):
     assert h2["ansible_user"] == "root"
     assert h2["ansible_python_interpreter"] == "/usr/bin/python3"
     assert h2["clustercert_fabric_addresses"] == {"ib0": "10.251.0.12/24", "ib1": "10.252.0.12/24"}
+    assert h2["ib_redundancy_bond_address"] == "10.253.0.12/24"
     assert f"UserKnownHostsFile={lab.dir}/ssh/known_hosts" in h2["ansible_ssh_common_args"]
     assert "StrictHostKeyChecking=no" not in h2["ansible_ssh_common_args"]
     gv = yaml.safe_load((lab.inventory.parent / "group_vars" / "all.yml").read_text())
@@ -88,6 +89,10 @@ def test_nodes_boot_systemd_with_their_own_identity(lab):
     addrs = lab.ssh("node02", "ip -4 -o addr show").stdout
     for cidr in ("10.250.0.12/24", "10.251.0.12/24", "10.252.0.12/24"):
         assert cidr in addrs
+    # the emulated bond's data path: a fourth veth, its host end on the bond bridge
+    assert lab.ssh("node02", "test -e /sys/class/net/bondlink", check=False).returncode == 0
+    host_end = subprocess.run(["ip", "-o", "link", "show", "dev", "cc02b"], capture_output=True, text=True).stdout
+    assert "master ccbond" in host_end, host_end
     # the sim dir is bind-mounted where the node-side simulator expects it
     (lab.handle("node02").sim_dir / "probe-bind").write_text("visible\n")
     try:
@@ -171,7 +176,7 @@ def test_power_off_and_on(lab):
     assert not h.is_running()
     assert h.state() == "off"
     assert lab.ssh("node04", "true", check=False, fresh=True, timeout=30).returncode == 255
-    assert not network.link_exists("cc04m")
+    assert not network.link_exists("cc04m") and not network.link_exists("cc04b")
     h.power_on()
     assert h.is_running()
     lab.wait_ssh("node04", timeout=60)
@@ -208,7 +213,7 @@ def test_up_with_more_then_fewer_nodes(lab):
     finally:
         st = lab.up(LAB_NODES)
     assert sorted(st["nodes"]) == ["node01", "node02", "node03", "node04"]
-    assert not network.link_exists("cc05m")
+    assert not network.link_exists("cc05m") and not network.link_exists("cc05b")
     assert not (lab.dir / "nodes" / "node05").exists()
     assert not any("/nodes/node05/" in m for m in node.lab_mounts(lab.dir))
 
@@ -248,9 +253,10 @@ def test_down_leaves_nothing_behind(lab):
         assert str(lab_dir) not in mounts
         links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
         names = [line.split(":")[1].strip().split("@")[0] for line in links.splitlines()]
-        assert [n for n in names if n.startswith(("ccmgmt", "ccfab")) or re.match(r"cc\d\d", n)] == []
+        assert [n for n in names if n.startswith(("ccmgmt", "ccfab", "ccbond")) or re.match(r"cc\d\d", n)] == []
+        assert network.leftovers() == {"links": [], "iptables": []}
         rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
-        assert "CCLAB" not in rules and "ccmgmt" not in rules and "ccfab" not in rules
+        assert "CCLAB" not in rules and "ccmgmt" not in rules and "ccfab" not in rules and "ccbond" not in rules
         assert not any(Path("/sys/fs/cgroup").glob("*/clustercert-lab"))
         assert not [p for p in Path("/run/systemd/nspawn/propagate").glob("*") if p.name in lab.nodes]
         assert not lab_dir.exists()

@@ -128,8 +128,21 @@ def test_addresses_and_interface_names():
     assert network.fabric_ip(3, 0) == "10.251.0.13"
     assert network.fabric_ip(3, 1) == "10.252.0.13"
     assert network.mgmt_ip(64) == "10.250.0.74"
-    assert network.host_ifaces(7) == ("cc07m", "cc07i0", "cc07i1")
+    assert network.bond_ip(3) == "10.253.0.13"
+    assert network.host_ifaces(7) == ("cc07m", "cc07i0", "cc07i1", "cc07b")
     assert all(len(n) <= 15 for n in network.host_ifaces(64))
+    # every lab bridge is isolated by the forward chain (the bond bridge too)
+    assert network.BOND_BRIDGE in network.BRIDGES
+    rules = network.isolation_rules()
+    assert ["-i", "ccbond", "!", "-o", "ccbond", "-j", "DROP"] in rules
+    assert ["-o", "ccbond", "!", "-i", "ccbond", "-j", "DROP"] in rules
+
+
+def test_nspawn_gives_every_node_its_bond_data_path(tmp_path):
+    h = node.NodeHandle(tmp_path, "node03", 3)
+    argv = node.nspawn_argv(h, {"uuid": "00000000-0000-0000-0000-000000000000"})
+    veths = [a.split("=", 1)[1] for a in argv if a.startswith("--network-veth-extra=")]
+    assert veths == ["cc03m:eth0", "cc03i0:ib0", "cc03i1:ib1", "cc03b:bondlink"]
 
 
 def test_tbf_arguments():
@@ -140,7 +153,8 @@ def test_tbf_arguments():
 
 def test_node_network_config():
     files = node.networkd_files(2)
-    assert sorted(files) == ["00-lab-ib0.network", "00-lab-ib1.network", "10-eth0.network"]
+    assert sorted(files) == ["00-lab-bondlink.network", "00-lab-ib0.network", "00-lab-ib1.network", "10-eth0.network"]
+    assert "Name=bondlink" in files["00-lab-bondlink.network"] and "Unmanaged=yes" in files["00-lab-bondlink.network"]
     assert "Name=eth0" in files["10-eth0.network"] and "Address=10.250.0.12/24" in files["10-eth0.network"]
     assert "Address=10.251.0.12/24" in files["00-lab-ib0.network"]
     assert "Address=10.252.0.12/24" in files["00-lab-ib1.network"]

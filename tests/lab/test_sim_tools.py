@@ -437,9 +437,94 @@ def test_agent_reads_the_networkd_bond_config(tmp_path, monkeypatch):
 
     cfg = agent.networkd_bond_config()
     assert cfg == {"name": "bond0", "mode": "active-backup", "miimon": 100, "fail_over_mac": "active",
-                   "slaves": ["ib0", "ib1"], "primary": "ib0", "primary_reselect": "always"}
+                   "slaves": ["ib0", "ib1"], "primary": "ib0", "primary_reselect": "always", "addresses": []}
+    # the bond's own .network (the first matching one, as networkd picks it): its addresses, repeated keys kept
+    (net / "05-bond0.network").write_text("# Ansible managed\n[Match]\nName=bond0\n\n[Network]\nAddress=10.253.0.11/24\n"
+                                          "Address=fd00::11/64\nConfigureWithoutCarrier=yes\n")
+    (net / "40-bond0.network").write_text("[Match]\nName=bond*\n\n[Network]\nAddress=10.9.9.9/24\n")
+    assert agent.networkd_bond_config()["addresses"] == ["10.253.0.11/24", "fd00::11/64"]
     (net / "30-bond0.netdev").unlink()
     assert agent.networkd_bond_config() is None
+
+
+def test_agent_drives_the_bond_data_path(tmp_path, monkeypatch):
+    """bondlink is enslaved to bond0 and up while a slave is up; a slave's link change is noticed by the
+    fast watch (no networkd, no ip: the calls are recorded)."""
+    net = tmp_path / "sys/class/net"
+    for nd in ("ib0", "ib1", "bondlink"):
+        (net / nd).mkdir(parents=True)
+        (net / nd / "operstate").write_text("up\n")
+    (net / "bondlink" / "flags").write_text("0x1002\n")  # down, not enslaved
+    monkeypatch.setenv("CLUSTERCERT_LAB_ROOT", str(tmp_path))
+    monkeypatch.syspath_prepend(str(SOURCE.parent))
+    from labsim import agent
+
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(agent, "sh", lambda *argv, check=False: calls.append(argv))
+    agent.sync_bond_link("bond0", True)
+    assert calls == [("ip", "link", "set", "bondlink", "master", "bond0"), ("ip", "link", "set", "bondlink", "up")]
+    calls.clear()
+    (net / "bondlink" / "flags").write_text("0x1003\n")
+    (net / "bondlink" / "master").symlink_to(net / "bond0")
+    agent.sync_bond_link("bond0", True)
+    assert calls == []  # nothing changed: no ip call
+    agent.sync_bond_link("bond0", False)  # no slave up: the data path goes down
+    assert calls == [("ip", "link", "set", "bondlink", "down")]
+    calls.clear()
+    agent.sync_bond_link(None, False)  # the bond is gone
+    assert calls == [("ip", "link", "set", "bondlink", "nomaster"), ("ip", "link", "set", "bondlink", "down")]
+
+    calls.clear()
+    st: dict = {"bond_addresses": None}
+    agent.sync_bond_addresses("bond0", ["10.253.0.11/24"], st)
+    agent.sync_bond_addresses("bond0", ["10.253.0.11/24"], st)  # unchanged: no ip call
+    agent.sync_bond_addresses("bond0", ["10.253.0.21/24"], st)
+    assert calls == [("ip", "addr", "replace", "10.253.0.11/24", "dev", "bond0"),
+                     ("ip", "addr", "del", "10.253.0.11/24", "dev", "bond0"),
+                     ("ip", "addr", "replace", "10.253.0.21/24", "dev", "bond0")]
+
+    state = {"bond_config": {"slaves": ["ib0", "ib1"]}, "bond_created": True, "slave_up": {"ib0": True, "ib1": True}}
+    assert not agent.bond_slaves_changed(state)
+    (net / "ib0" / "operstate").write_text("down\n")
+    assert agent.bond_slaves_changed(state)
+    synced = []
+    monkeypatch.setattr(agent, "sync_bond", lambda st: synced.append(time.monotonic()) or st["slave_up"].update(ib0=False))
+    t0 = time.monotonic()
+    agent.watch_bond(state, 0.3)
+    assert len(synced) == 1 and synced[0] - t0 < 0.1  # within a few fast-watch periods, once
+    assert not agent.bond_slaves_changed({"bond_config": {"slaves": ["ib0"]}, "bond_created": True, "slave_up": {}})
+
+
+def test_agent_creates_the_bond_once_the_config_is_written(tmp_path, monkeypatch):
+    """`networkctl reload` leaves no trace: a bond written to networkd's config is picked up on the next
+    tick without a networkd restart, with its address, its data path and its sysfs files."""
+    net = tmp_path / "etc/systemd/network"
+    net.mkdir(parents=True)
+    for nd in ("ib0", "ib1", "bondlink"):
+        (tmp_path / "sys/class/net" / nd).mkdir(parents=True)
+        (tmp_path / "sys/class/net" / nd / "operstate").write_text("up\n")
+    (tmp_path / "sys/class/net/bondlink/flags").write_text("0x1002\n")
+    monkeypatch.setenv("CLUSTERCERT_LAB_ROOT", str(tmp_path))
+    monkeypatch.syspath_prepend(str(SOURCE.parent))
+    from labsim import agent
+
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(agent, "sh", lambda *argv, check=False: calls.append(argv) or subprocess.CompletedProcess(argv, 0))
+    monkeypatch.setattr(agent, "networkd_pid", lambda: 4242)  # the same networkd all along: no restart
+    merged = tmp_path / "merged"
+    monkeypatch.setattr(agent, "overlay_netdev", lambda name: str(merged / name))
+    state: dict = {}
+    agent.sync_bond(state)
+    assert state["bond_config"] is None and not [c for c in calls if c[:3] == ("ip", "link", "add")]
+    (net / "05-bond0.netdev").write_text("[NetDev]\nName=bond0\nKind=bond\n\n[Bond]\nMode=active-backup\nMIIMonitorSec=100ms\n")
+    (net / "05-bond0.network").write_text("[Match]\nName=bond0\n\n[Network]\nAddress=10.253.0.11/24\n")
+    (net / "05-ib0.network").write_text("[Match]\nName=ib0\n\n[Network]\nBond=bond0\nPrimarySlave=yes\n")
+    (net / "05-ib1.network").write_text("[Match]\nName=ib1\n\n[Network]\nBond=bond0\n")
+    agent.sync_bond(state)
+    assert ("ip", "link", "add", "bond0", "type", "bridge", "stp_state", "0", "forward_delay", "0") in calls
+    assert ("ip", "addr", "replace", "10.253.0.11/24", "dev", "bond0") in calls
+    assert ("ip", "link", "set", "bondlink", "master", "bond0") in calls and ("ip", "link", "set", "bondlink", "up") in calls
+    assert (merged / "bond0/bonding/active_slave").read_text() == "ib0\n"
 
 
 def test_every_tool_says_it_is_simulated(sim):

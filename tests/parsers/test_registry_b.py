@@ -16,6 +16,7 @@ GROUP_B_KINDS = [
     "rdma-link",
     "bonding",
     "bonding-sysfs",
+    "bond-failover",
     "perftest",
     "nccl-tests",
     "iperf3-json",

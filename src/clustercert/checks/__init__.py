@@ -19,6 +19,9 @@ from clustercert.profile import Profile
 
 STATUSES = ("pass", "fail", "error", "skip")
 COMPONENT_ORDER = ("gpu", "driver", "rdma", "ib", "bond", "container", "tuning", "time", "packages")
+# Opt-in tests that disturb a node (`validate --disruptive` only, never by default): the component they
+# belong to -> the module that holds them (same interface as a component module).
+DISRUPTIVE = {"bond": "bond_failover"}
 
 
 @dataclass
@@ -49,6 +52,9 @@ class HostContext:
     timeout_s: float = 30.0
     fabric_addresses: dict[str, str] = field(default_factory=dict)
     sm_priority: int | None = None
+    bond_address: str | None = None  # the bond's own address/prefix, when the inventory gives one
+    bond_peer: str | None = None     # bond failover test: the address pinged over the bond meanwhile
+    bond_peer_note: str = ""         # the peer's node name, or why there is no peer
 
 
 Evidence = dict[str, CommandResult]
@@ -72,8 +78,17 @@ def components(names: list[str] | None = None) -> list[Component]:
     return [component(n) for n in chosen]
 
 
-def all_check_ids() -> list[str]:
-    return [c for comp in components() for c in comp.check_ids]
+def disruptive_component(name: str) -> Component | None:
+    """The opt-in disruptive test of component ``name`` (None when it has none)."""
+    return component(DISRUPTIVE[name]) if name in DISRUPTIVE else None
+
+
+def all_check_ids(disruptive: bool = False) -> list[str]:
+    """The stable check ids; with ``disruptive``, also those only `validate --disruptive` produces."""
+    ids = [c for comp in components() for c in comp.check_ids]
+    if disruptive:
+        ids += [c for name in COMPONENT_ORDER if (d := disruptive_component(name)) for c in d.check_ids]
+    return ids
 
 
 # ---- helpers shared by the component modules ------------------------------------------------

@@ -195,6 +195,9 @@ def _write_inventory(handles: list[node.NodeHandle], sp: dict) -> None:
                 "ib0": f"{network.fabric_ip(h.index, 0)}/24",
                 "ib1": f"{network.fabric_ip(h.index, 1)}/24",
             },
+            # the bond's address, as a site sets the ib_redundancy role's variable per host: the role
+            # configures it on bond0; the bond failover test (validate --disruptive) pings it from a peer
+            "ib_redundancy_bond_address": f"{network.bond_ip(h.index)}/24",
         }
     inv = {"all": {"children": {"lab": {"hosts": hosts}}}}
     gv = {

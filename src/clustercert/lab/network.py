@@ -1,6 +1,7 @@
-"""The lab's networks: one management bridge, one bridge per simulated InfiniBand fabric, the per-node
-veth pairs on them, tc tbf shaping of fabric links, and the iptables rules that keep lab traffic
-on the lab (nothing is routed off a lab bridge; ``net.ipv4.ip_forward`` is never touched)."""
+"""The lab's networks: one management bridge, one bridge per simulated InfiniBand fabric, one bridge
+for the emulated IPoIB bonds' data path, the per-node veth pairs on them, tc tbf shaping of fabric
+links, and the iptables rules that keep lab traffic on the lab (nothing is routed off a lab bridge;
+``net.ipv4.ip_forward`` is never touched)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,18 @@ import subprocess
 
 MGMT_BRIDGE = "ccmgmt"
 FABRIC_BRIDGES = ("ccfab0", "ccfab1")
+# The data path of each node's emulated bond0 (the node's agent enslaves its `bondlink` veth to bond0 and
+# keeps it up while a bond slave is up): the "IPoIB subnet" the bonds' addresses live on.
+BOND_BRIDGE = "ccbond"
 BRIDGES = {
     MGMT_BRIDGE: "10.250.0.1/24",
     FABRIC_BRIDGES[0]: "10.251.0.1/24",
     FABRIC_BRIDGES[1]: "10.252.0.1/24",
+    BOND_BRIDGE: "10.253.0.1/24",
 }
 IPT_CHAIN = "CCLAB-FWD"
-NODE_IFACES = ("eth0", "ib0", "ib1")  # inside the node: management, fabric 0, fabric 1
+# inside the node: management, fabric 0, fabric 1, the emulated bond's data path
+NODE_IFACES = ("eth0", "ib0", "ib1", "bondlink")
 
 
 class NetError(RuntimeError):
@@ -40,9 +46,14 @@ def fabric_ip(index: int, fabric: int) -> str:
     return f"10.{251 + fabric}.0.{10 + index}"
 
 
-def host_ifaces(index: int) -> tuple[str, str, str]:
-    """Host-side veth names of node ``index`` (management, fabric 0, fabric 1); <= 15 chars."""
-    return (f"cc{index:02d}m", f"cc{index:02d}i0", f"cc{index:02d}i1")
+def bond_ip(index: int) -> str:
+    """The address the lab inventory gives node ``index``'s bond0 (ib_redundancy_bond_address)."""
+    return f"10.253.0.{10 + index}"
+
+
+def host_ifaces(index: int) -> tuple[str, str, str, str]:
+    """Host-side veth names of node ``index`` (management, fabric 0, fabric 1, bond data path); <= 15 chars."""
+    return (f"cc{index:02d}m", f"cc{index:02d}i0", f"cc{index:02d}i1", f"cc{index:02d}b")
 
 
 def setup_bridges() -> None:

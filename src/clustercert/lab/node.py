@@ -362,12 +362,19 @@ def networkd_files(index: int) -> dict[str, str]:
     }
     for fabric in (0, 1):
         # 00-: sorts before any site/role file, so the port keeps its fabric address even once a role
-        # enslaves it to bond0 (the lab's bond0 is simulated and has no data path of its own: the
-        # per-port addresses are the lab's IPoIB data path; the bond follows the node's own config)
+        # enslaves it to bond0 (the lab's bond0 is emulated by the node's agent: the per-port addresses
+        # are the lab's IPoIB data path for probes; the bond's own address, from the node's config, is
+        # reached through the agent's `bondlink` veth)
         files[f"00-lab-ib{fabric}.network"] = (
             f"# clustercert lab: fabric {fabric} (IPoIB netdev)\n[Match]\nName=ib{fabric}\n\n[Network]\n"
             f"Address={network.fabric_ip(index, fabric)}/24\n{common}"
         )
+    # the emulated bond's data path belongs to the node's hardware agent (it enslaves the veth to bond0
+    # and sets its link up or down with the bond's slaves): networkd must leave it alone
+    files["00-lab-bondlink.network"] = (
+        f"# clustercert lab: data path of the emulated bond0 (driven by clustercert-lab-agent)\n"
+        f"[Match]\nName={network.NODE_IFACES[3]}\n\n[Link]\nUnmanaged=yes\n"
+    )
     return files
 
 
@@ -438,7 +445,7 @@ def _find_init(nspawn_pid: int) -> int | None:
 
 
 def nspawn_argv(h: NodeHandle, cfg: dict) -> list[str]:
-    m, i0, i1 = network.host_ifaces(h.index)
+    m, i0, i1, b = network.host_ifaces(h.index)
     return [
         "systemd-nspawn", "-q", "-b",
         "-D", str(h.root),
@@ -450,6 +457,7 @@ def nspawn_argv(h: NodeHandle, cfg: dict) -> list[str]:
         f"--network-veth-extra={m}:eth0",
         f"--network-veth-extra={i0}:ib0",
         f"--network-veth-extra={i1}:ib1",
+        f"--network-veth-extra={b}:{network.NODE_IFACES[3]}",
         f"--bind-ro={h.sim_dir}:/var/lib/clustercert-lab",
     ]  # fmt: skip
 
@@ -531,7 +539,7 @@ def wire(h: NodeHandle, nspawn_pid: int, timeout: float = 20) -> int:
     """After nspawn started: find the node's init, put the host ends of its veths on the bridges,
     shape both ends of the fabric links, record init pid and boot count, state `running`."""
     ifaces = network.host_ifaces(h.index)
-    bridges = (network.MGMT_BRIDGE, *network.FABRIC_BRIDGES)
+    bridges = (network.MGMT_BRIDGE, *network.FABRIC_BRIDGES, network.BOND_BRIDGE)
     deadline = time.monotonic() + timeout
     init = None
     try:

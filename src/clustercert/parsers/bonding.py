@@ -31,6 +31,25 @@ too). Empty attributes (no active slave) are simply absent, as grep prints nothi
                          "slaves": [{"name", "mii_status", "link_failure_count", "permanent_hw_addr",
                                      "state" ("active"/"backup"), "speed_mbps": None, "duplex": None,
                                      "slave_queue_id", "aggregator_id"}]}}}
+
+``bond-failover``: the ``key=value`` lines of clustercert's bond failover step
+(clustercert.checks.bond_failover), first ``format=clustercert-bond-failover 1``, last ``end=1``::
+
+    {"bond": "bond0",
+     "outcome": "tested" | "no_bond" | "no_active" | "backup_down" | "down_failed",
+     "mode": "active-backup" | None, "slaves": ["ib0", "ib1"], "primary": "ib0" | None,
+     "addresses": ["10.253.0.11/24"], "active_before": "ib0" | None, "backup": ["ib1"],
+     "peer": "10.253.0.12" | None, "watchdog_s": 37 | None, "down_error": str | None,
+     "failover_ms": 41.3 | None (None: not within the bound), "failover_bound_ms": 2000.0 | None,
+     "active_during": "ib1" | None,
+     "ping_before" / "ping": {"rc": 0, "transmitted": 3 | None, "received": 3 | None, "message": str} | None,
+     "ping_before_error" / "ping_error": "ping not found" | None,
+     "restored": True | False | None, "restore_error": str | None,
+     "return_ms": 20.4 | None, "return_bound_ms": 10000.0 | None, "active_after": "ib0" | None}
+
+  A missing header or ``end=1`` (the step did not finish), a line that is not ``key=value``, a key given
+  twice, an unknown outcome, a number that is not one, or a tested outcome without its measurements
+  raises ParseError.
 """
 
 from __future__ import annotations
@@ -238,3 +257,100 @@ def parse_bonding_sysfs(text: str) -> dict:
     if not bonds:
         raise ParseError(kind, "no /sys/class/net/<bond>/bonding/<attr> paths found")
     return {"bonding_masters": masters, "bonds": bonds}
+
+
+# --------------------------------------------------------------------------- failover step
+
+_FAILOVER_HEADER = "clustercert-bond-failover 1"
+_FAILOVER_OUTCOMES = ("tested", "no_bond", "no_active", "backup_down", "down_failed")
+_KEY_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+_PING_RE = re.compile(r"(\d+) packets transmitted, (\d+) (?:packets )?received")
+
+
+def _failover_number(kind: str, kv: dict[str, str], key: str) -> float | None:
+    value = kv.get(key)
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise ParseError(kind, f"{key}: expected a number of milliseconds, got {value!r}") from None
+
+
+def _failover_ping(kind: str, kv: dict[str, str], prefix: str) -> dict | None:
+    if f"{prefix}_rc" not in kv:
+        return None
+    try:
+        rc = int(kv[f"{prefix}_rc"])
+    except ValueError:
+        raise ParseError(kind, f"{prefix}_rc: expected an exit status, got {kv[prefix + '_rc']!r}") from None
+    summary = kv.get(f"{prefix}_summary", "")
+    m = _PING_RE.search(summary)
+    if summary and not m:
+        raise ParseError(kind, f"{prefix}_summary: unrecognised ping summary {summary!r}")
+    return {"rc": rc, "transmitted": int(m.group(1)) if m else None, "received": int(m.group(2)) if m else None,
+            "message": kv.get(f"{prefix}_message", "")}
+
+
+@register("bond-failover", "clustercert's bond failover step: active slave before/during/after, failover and return times, peer ping")
+def parse_bond_failover(text: str) -> dict:
+    kind = "bond-failover"
+    kv: dict[str, str] = {}
+    lines = [ln for ln in text_lines(kind, text, f"'format={_FAILOVER_HEADER}' and key=value lines") if ln.strip()]
+    if lines[0].strip() != f"format={_FAILOVER_HEADER}":
+        raise ParseError(kind, f"expected 'format={_FAILOVER_HEADER}' first, got {lines[0][:80]!r}")
+    for n, ln in enumerate(lines[1:], 2):
+        key, sep, value = ln.partition("=")
+        if not sep or not _KEY_RE.match(key):
+            raise ParseError(kind, f"line {n}: expected key=value, got {ln[:80]!r}")
+        if key in kv:
+            raise ParseError(kind, f"line {n}: {key} given twice")
+        kv[key] = value.strip()
+    if kv.get("end") != "1" or lines[-1].strip() != "end=1":
+        raise ParseError(kind, "truncated: no final 'end=1' line (the step did not finish)")
+    outcome = kv.get("outcome")
+    if outcome not in _FAILOVER_OUTCOMES:
+        raise ParseError(kind, f"outcome: expected one of {', '.join(_FAILOVER_OUTCOMES)}, got {outcome!r}")
+    if not kv.get("bond"):
+        raise ParseError(kind, "no bond= line")
+    restored = kv.get("restored")
+    if restored not in (None, "0", "1"):
+        raise ParseError(kind, f"restored: expected 0 or 1, got {restored!r}")
+    watchdog = kv.get("watchdog_s")
+    if watchdog is not None and not watchdog.isdigit():
+        raise ParseError(kind, f"watchdog_s: expected whole seconds, got {watchdog!r}")
+    rec = {
+        "bond": kv["bond"],
+        "outcome": outcome,
+        "mode": kv.get("mode") or None,
+        "slaves": kv.get("slaves", "").split(),
+        "primary": kv.get("primary") or None,
+        "addresses": kv.get("addresses", "").split(),
+        "active_before": kv.get("active_before") or None,
+        "backup": kv.get("backup", "").split(),
+        "peer": kv.get("peer") or None,
+        "watchdog_s": int(watchdog) if watchdog else None,
+        "down_error": kv.get("down_error"),
+        "failover_ms": _failover_number(kind, kv, "failover_ms"),
+        "failover_bound_ms": _failover_number(kind, kv, "failover_bound_ms"),
+        "active_during": kv.get("active_during") or None,
+        "ping_before": _failover_ping(kind, kv, "ping_before"),
+        "ping_before_error": kv.get("ping_before_error"),
+        "ping": _failover_ping(kind, kv, "ping"),
+        "ping_error": kv.get("ping_error"),
+        "restored": None if restored is None else restored == "1",
+        "restore_error": kv.get("restore_error"),
+        "return_ms": _failover_number(kind, kv, "return_ms"),
+        "return_bound_ms": _failover_number(kind, kv, "return_bound_ms"),
+        "active_after": kv.get("active_after") or None,
+    }
+    if outcome == "tested":
+        missing = [k for k in ("active_before", "failover_ms", "failover_bound_ms", "active_during", "restored")
+                   if k not in kv]
+        if missing:
+            raise ParseError(kind, f"outcome tested without {', '.join(missing)}")
+        if not rec["active_before"]:
+            raise ParseError(kind, "outcome tested without an active slave before the test")
+    if outcome == "down_failed" and rec["down_error"] is None:
+        raise ParseError(kind, "outcome down_failed without down_error")
+    return rec

@@ -9,15 +9,22 @@ mount namespace:
   at boot it "loads" the driver stack of the installed packages, so the loaded driver version is
   the one installed at boot;
 * bond0: emulates the bonding driver. bond0 exists once the node's systemd-networkd config
-  declares a Kind=bond netdev and networkd (re)starts; the agent creates a netdev named bond0 and
-  writes /sys/class/net/bond0/bonding/* (+ bonding_slave/* on the slaves); the active slave moves
-  when its link goes down and back to the primary when it returns. /proc/net/bonding cannot be
-  simulated (procfs, no bonding module), see docs/lab-faults.md.
+  declares a Kind=bond netdev (noticed within a second of the config changing on disk or networkd
+  restarting: `networkctl reload` itself leaves no trace); the agent creates a netdev named bond0 (a
+  bridge) and writes /sys/class/net/bond0/bonding/* (+ bonding_slave/* on the slaves); the active
+  slave moves when its link goes down and back to the primary when it returns. Between its 1 s
+  ticks the agent watches the slaves' operstate every 25 ms, so a failover takes tens of
+  milliseconds, like a bond with miimon=100. The bond's data path is the lab's `bondlink` veth
+  (host end on the lab's bond bridge): the agent enslaves it to bond0 and keeps its link up while
+  at least one slave is up (active-backup reachability). networkd cannot configure a bond0 whose
+  kind is not bond, so the agent applies the Address= entries of bond0's .network file itself.
+  /proc/net/bonding cannot be simulated (procfs, no bonding module), see docs/lab-faults.md.
 * IB port state changes (ib_port_down) take the port's IPoIB netdev down, as losing the link does.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 import subprocess
@@ -199,6 +206,28 @@ def _read_unit(path: str):
     return cp
 
 
+def _unit_entries(path: str) -> list[tuple[str, str, str]]:
+    """(section, key, value) of a unit file, repeated keys kept (configparser keeps only the last)."""
+    out: list[tuple[str, str, str]] = []
+    section = ""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return out
+    for raw in lines:
+        ln = raw.strip()
+        if not ln or ln[0] in "#;":
+            continue
+        if ln.startswith("[") and ln.endswith("]"):
+            section = ln[1:-1].strip()
+            continue
+        key, sep, value = ln.partition("=")
+        if sep:
+            out.append((section, key.strip(), value.strip()))
+    return out
+
+
 def _sec(value: str) -> int:
     """systemd time span -> milliseconds (100ms, 0.1s, 1s, 100)."""
     v = value.strip()
@@ -234,6 +263,12 @@ def networkd_bond_config() -> dict | None:
         if not name.endswith(".network"):
             continue
         cp = _read_unit(files[name])
+        matched = cp.get("Match", "Name", fallback="").split()
+        for bn, b in bonds.items():
+            # the first .network file matching the bond configures it (networkd's rule): its addresses
+            if "addresses" not in b and any(fnmatch.fnmatchcase(bn, pat) for pat in matched):
+                b["addresses"] = [v for sec, k, v in _unit_entries(files[name])
+                                  if k == "Address" and sec in ("Network", "Address") and v]
         bond = cp.get("Network", "Bond", fallback="")
         if bond in bonds:
             for nd in cp.get("Match", "Name", fallback="").split():
@@ -241,6 +276,8 @@ def networkd_bond_config() -> dict | None:
                     bonds[bond]["slaves"].append(nd)
                 if cp.get("Network", "PrimarySlave", fallback="no").lower() in ("yes", "true", "1", "on"):
                     bonds[bond]["primary"] = nd
+    for b in bonds.values():
+        b.setdefault("addresses", [])
     return bonds.get("bond0") or next(iter(bonds.values()))
 
 
@@ -280,13 +317,36 @@ def networkd_applied_stamp() -> float:
     return newest
 
 
+def networkd_config_signature() -> tuple:
+    """(dir, file, mtime, size) of every networkd configuration file: cheap (a few stat calls)."""
+    sig = []
+    for d in NETWORKD_DIRS:
+        base = common.root(d)
+        try:
+            names = sorted(os.listdir(base))
+        except OSError:
+            continue
+        for n in names:
+            try:
+                st = os.stat(os.path.join(base, n))
+            except OSError:
+                continue
+            sig.append((d, n, st.st_mtime_ns, st.st_size))
+    return tuple(sig)
+
+
 def sync_bond(state: dict) -> None:
     pid = networkd_pid()
     stamp = networkd_applied_stamp()
-    if pid is not None and (pid != state.get("networkd_pid") or stamp != state.get("networkd_stamp")):
-        # networkd (re)started or reloaded: it applies the config on disk now, as the bonding driver would see it
+    sig = networkd_config_signature()
+    if pid is not None and (pid != state.get("networkd_pid") or stamp != state.get("networkd_stamp")
+                            or sig != state.get("networkd_config")):
+        # networkd (re)started, reconfigured links, or its configuration changed: the bonding driver sees the
+        # config on disk now. A changed configuration counts as applied: `networkctl reload` (what the roles
+        # run right after writing it) leaves no trace to watch, and would create a real bond there and then.
         state["networkd_pid"] = pid
         state["networkd_stamp"] = stamp
+        state["networkd_config"] = sig
         state["bond_config"] = networkd_bond_config()
     cfg = state.get("bond_config")
     exists = os.path.exists(common.root("/sys/class/net/bond0"))
@@ -294,16 +354,19 @@ def sync_bond(state: dict) -> None:
         if exists and state.get("bond_created"):
             sh("ip", "link", "del", "bond0")
             state["bond_created"] = False
+        sync_bond_link(None, False)
         return
     name = cfg["name"]
     if not os.path.exists(common.root(f"/sys/class/net/{name}")):
-        r = sh("ip", "link", "add", name, "type", "bridge")
+        r = sh("ip", "link", "add", name, "type", "bridge", "stp_state", "0", "forward_delay", "0")
         if r.returncode != 0:
             return
         sh("ip", "link", "set", name, "up")
         state["bond_created"] = True
         state["bond_active"] = ""
         state["link_failures"] = {}
+        state["bond_addresses"] = None
+    sync_bond_addresses(name, cfg.get("addresses", []), state)
     merged = overlay_netdev(name)
     if merged is None:
         return
@@ -325,6 +388,7 @@ def sync_bond(state: dict) -> None:
         active = ""
     state["bond_active"] = active
     mii = "up" if any(up.values()) else "down"
+    sync_bond_link(name, mii == "up")
     b = os.path.join(merged, "bonding")
     os.makedirs(b, exist_ok=True)
     files = {"mode": f"{cfg['mode']} {MODE_NUM.get(cfg['mode'], 0)}",
@@ -343,6 +407,82 @@ def sync_bond(state: dict) -> None:
         common.write_text(os.path.join(d, "state"), ("active" if s == active else "backup") + "\n")
         common.write_text(os.path.join(d, "mii_status"), ("up" if up[s] else "down") + "\n")
         common.write_text(os.path.join(d, "link_failure_count"), f"{fails.get(s, 0)}\n")
+
+
+BOND_LINK = "bondlink"  # the veth the lab gives every node as its emulated bond's data path
+FAST_WATCH_S = 0.025    # how often the slaves' operstate is read between the 1 s ticks
+
+
+def _flags_up(nd: str) -> bool:
+    try:
+        with open(common.root(f"/sys/class/net/{nd}/flags")) as f:
+            return bool(int(f.read().strip(), 16) & 0x1)
+    except (OSError, ValueError):
+        return False
+
+
+def _master(nd: str) -> str | None:
+    link = common.root(f"/sys/class/net/{nd}/master")
+    return os.path.basename(os.path.realpath(link)) if os.path.islink(link) else None
+
+
+def sync_bond_link(bond: str | None, carrier: bool) -> None:
+    """The bond's data path: bondlink is a port of ``bond`` (the bridge standing in for the bond) and
+    its link is up while the bond has a slave up (``carrier``), as an active-backup bond forwards
+    while one slave is up. Without a bond it is down and nobody's port. Calls ip only on a change."""
+    if not os.path.exists(common.root(f"/sys/class/net/{BOND_LINK}")):
+        return
+    master = _master(BOND_LINK)
+    if bond is None:
+        if master is not None:
+            sh("ip", "link", "set", BOND_LINK, "nomaster")
+        if _flags_up(BOND_LINK):
+            sh("ip", "link", "set", BOND_LINK, "down")
+        return
+    if master != bond:
+        sh("ip", "link", "set", BOND_LINK, "master", bond)
+    if _flags_up(BOND_LINK) != carrier:
+        sh("ip", "link", "set", BOND_LINK, "up" if carrier else "down")
+
+
+def sync_bond_addresses(bond: str, want: list[str], state: dict) -> None:
+    """The bond's addresses from its .network file. networkd itself cannot configure the emulated bond
+    (a bridge where its .netdev says bond: "wrong KIND"), so the agent applies Address= as networkd would
+    for a real bond; only when the configuration or the bond changed."""
+    have = state.get("bond_addresses")
+    if have == want:
+        return
+    for addr in have or []:
+        if addr not in want:
+            sh("ip", "addr", "del", addr, "dev", bond)
+    for addr in want:
+        sh("ip", "addr", "replace", addr, "dev", bond)
+    state["bond_addresses"] = list(want)
+
+
+def bond_slaves_changed(state: dict) -> bool:
+    """Cheap (two sysfs reads): has a bond slave's link gone up or down since the last sync_bond?"""
+    cfg = state.get("bond_config")
+    if not cfg or not state.get("bond_created"):
+        return False
+    seen = state.get("slave_up", {})
+    # a slave sync_bond has not seen yet is left to the next tick (no retry storm if a sync fails)
+    return any(s in seen and _oper(s) != seen[s] for s in cfg["slaves"])
+
+
+def watch_bond(state: dict, seconds: float) -> None:
+    """Sleep ``seconds``, re-syncing the bond within FAST_WATCH_S of a slave's link change."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(FAST_WATCH_S, left))
+        try:
+            if bond_slaves_changed(state):
+                sync_bond(state)
+        except Exception as exc:  # keep the agent alive; say what failed
+            common.err(f"clustercert-lab-agent: {type(exc).__name__}: {exc}\n")
 
 
 # ---------------------------------------------------------------- boot
@@ -413,4 +553,4 @@ def main(argv: list[str]) -> int:
         common.write_text(os.path.join(common.run_dir(), "agent.heartbeat"), f"{time.time()}\n")
         if once:
             return 0
-        time.sleep(1.0)
+        watch_bond(state, 1.0)
