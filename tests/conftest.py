@@ -28,7 +28,7 @@ def cli():
 # The lab fixtures (one lab per machine, under /tmp/clustercert-lab.lock) are shared by every test
 # directory: tests/lab, tests/provisioning, tests/validators, tests/certify, tests/drift.
 sys.path.insert(0, str(REPO / "tests" / "lab"))
-from labfixtures import Lab, lab, lab_lock  # noqa: E402,F401
+from labfixtures import Lab, fresh_lab, lab, lab_lock  # noqa: E402,F401
 
 
 @pytest.fixture(scope="module")

@@ -125,3 +125,12 @@ def lab(lab_lock):
         yield Lab()
     finally:
         manager.down()
+
+
+@pytest.fixture(scope="module")
+def fresh_lab(lab):
+    """Bare nodes for a module that needs them: earlier modules of the session may have bootstrapped
+    the lab (their apt sources and services differ from a bare node's)."""
+    lab.manager.down()
+    lab.up()
+    return lab

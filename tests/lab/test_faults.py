@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures("fresh_lab")]
 
 FAULTY, HEALTHY = "node02", "node01"
 PACKAGES = ("nvidia-open nvidia-fabricmanager-570 doca-ofed libnccl2=2.26.2-1+cuda12.8 libnccl-dev=2.26.2-1+cuda12.8 "
@@ -84,7 +84,7 @@ CASES = {
 
 
 @pytest.fixture(scope="module")
-def provisioned(lab):
+def provisioned(lab, fresh_lab):
     for name in (HEALTHY, FAULTY):
         h = lab.handle(name)
         r = h.exec(["bash", "-c", SETUP.format(packages=PACKAGES)], timeout=900)
