@@ -35,18 +35,24 @@ from labfixtures import Lab, fresh_lab, lab, lab_lock  # noqa: E402,F401
 def bootstrapped_lab(lab):  # noqa: F811 - the imported session fixture
     """The lab's 4 nodes brought to the pinned state by `clustercert bootstrap -i lab` (idempotent:
     re-run per module, so whatever an earlier module changed is put back), with no fault active."""
+    return bootstrap_lab(lab, 4)
+
+
+def bootstrap_lab(running_lab, nodes: int):
+    """Resize the lab to ``nodes`` (nodes are added or removed at the end), heal every fault and run
+    `clustercert bootstrap -i lab` on all of them."""
     import json
 
-    lab.up()
-    for name in lab.nodes:
-        lab.manager.heal(name)
-    for name in lab.nodes:
-        lab.wait_ssh(name, timeout=120)
+    running_lab.up(nodes)
+    for name in running_lab.nodes:
+        running_lab.manager.heal(name)
+    for name in running_lab.nodes:
+        running_lab.wait_ssh(name, timeout=120)
     p = run_cli("bootstrap", "-i", "lab", "--format", "json", timeout=1800,
-                env={"CLUSTERCERT_HOME": str(lab.dir.parent / "bootstrap-fixture-state")})
+                env={"CLUSTERCERT_HOME": str(running_lab.dir.parent / "bootstrap-fixture-state")})
     try:
         doc = json.loads(p.stdout)
     except ValueError:
         raise AssertionError(f"bootstrap printed no JSON (rc {p.returncode}): {p.stderr[-3000:]}") from None
     assert p.returncode == 0, doc
-    return lab
+    return running_lab

@@ -36,12 +36,25 @@ def test_version_names_the_stack(cli):
     assert "ansible-runner" in lines
 
 
-@pytest.mark.parametrize("verb", ["probe"])
-def test_unfinished_verbs_say_so_and_exit_3(verb, capsys):
-    rc = main([verb, "-i", "inventory/h100-sample"])
-    err = capsys.readouterr().err
-    assert rc == 3
-    assert "not implemented yet" in err and "nothing was run" in err
+@pytest.mark.parametrize("probes, key", [("bogus", "bogus"), ("iperf3,nccl_all", "nccl_all"), (",", ",")])
+def test_probe_rejects_unknown_probe_names_before_running(probes, key, capsys):
+    rc = main(["probe", "-i", "inventory/h100-sample", "--probes", probes])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1
+    assert "--probes" in err[0] and key in err[0] and "ib_write_bw" in err[0]
+
+
+def test_probe_selection_keeps_only_the_named_probes_thresholds():
+    from clustercert.certify import ProbeSettings
+    from clustercert.inventory import load_inventory
+    from clustercert.probing import parse_probe_list
+
+    prof = next(iter(load_inventory("inventory/h100-sample").hosts.values())).profile
+    everything = ProbeSettings()
+    assert everything.thresholds(prof) == prof.thresholds and everything.dcgm_diag(prof) is prof.dcgm_diag
+    lat = ProbeSettings(only=parse_probe_list("ib_write_lat, iperf3"))
+    assert set(lat.thresholds(prof)) == {"ib_write_lat_p99", "iperf3_ipoib", "outlier_ratio"} & set(prof.thresholds)
+    assert "ib_write_lat_p99" in lat.thresholds(prof) and lat.dcgm_diag(prof) is None
 
 
 def test_inventory_verb_prints_resolved_thresholds(capsys):

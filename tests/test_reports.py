@@ -281,21 +281,17 @@ def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
-@pytest.mark.slow
-def test_screenshot_renders_the_heatmap(written, tmp_path):
-    browser = _chromium()
-    if browser is None:
-        pytest.skip("chromium is not installed (apt-get install -y chromium)")
-    cert, paths, _ = written
+def screenshot_heatmap(browser: str, cert: dict, html: Path, tmp_path: Path):
+    """Open ``html`` in headless Chromium; return the screenshot's size, pixels and the pixels painted
+    in the heatmap cell fills the report chose for ``cert``'s links."""
     png = tmp_path / "shot.png"
     subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
                     f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={png}", "--window-size=1400,1000",
-                    paths["html"].resolve().as_uri()], capture_output=True, timeout=120, check=False)
+                    html.resolve().as_uri()], capture_output=True, timeout=120, check=False)
     assert png.is_file(), "chromium wrote no screenshot"
     width, height, rows = read_png(png)
     assert (width, height) == (1400, 1000)
-    # the heatmap region: where the cell fills the report chose are painted
     fills = set()
     for (_fabric, probe), links in reports.link_groups(cert).items():
         th = reports.threshold_for(cert, probe)
@@ -304,6 +300,16 @@ def test_screenshot_renders_the_heatmap(written, tmp_path):
     fills.add(reports.HEAT_MISSING)
     rgb = {tuple(int(f[i:i + 2], 16) for i in (1, 3, 5)) for f in fills}
     hits = [(x, y) for y in range(height) for x, px in enumerate(rows[y]) if px in rgb]
+    return width, height, rows, hits
+
+
+@pytest.mark.slow
+def test_screenshot_renders_the_heatmap(written, tmp_path):
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    cert, paths, _ = written
+    width, height, rows, hits = screenshot_heatmap(browser, cert, paths["html"], tmp_path)
     assert len(hits) > 20_000, "heatmap cells are not on the first screen"
     x0, x1 = min(x for x, _ in hits), max(x for x, _ in hits)
     y0, y1 = min(y for _, y in hits), max(y for _, y in hits)

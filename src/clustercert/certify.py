@@ -24,10 +24,21 @@ from clustercert.probes import Measurement
 class ProbeSettings:
     seconds: int = 5          # duration of each bandwidth probe
     timeout: float = 60.0     # hard limit of one probe (server and client are killed after it)
+    only: frozenset[str] | None = None  # probe names (probes.PROBE_NAMES) to run; None: all the profile asks for
 
     @property
     def limit(self) -> float:
         return self.seconds + self.timeout
+
+    def thresholds(self, prof) -> dict:
+        """The profile's thresholds of the probes to run (the outlier ratio always stays)."""
+        if self.only is None:
+            return prof.thresholds
+        keep = {k for name in self.only for k in probes.PROBE_NAMES[name]} | {"outlier_ratio"}
+        return {k: v for k, v in prof.thresholds.items() if k in keep}
+
+    def dcgm_diag(self, prof):
+        return prof.dcgm_diag if self.only is None or "dcgmi" in self.only else None
 
 
 def _addr(h: HostView) -> str:
@@ -50,7 +61,7 @@ def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None
     """Probes on one node: loopback ib_write_bw per compute HCA, then one after another in one
     connection: NCCL on one node with GPU utilisation sampled while it runs, nvbandwidth, dcgmi diag."""
     prof, out = h.profile, []
-    th = prof.thresholds
+    th = cfg.thresholds(prof)
     for i, hca in enumerate(x for x in prof.ib.hcas if x.role == "compute"):
         if "ib_write_bw_loopback" not in th:
             break
@@ -69,7 +80,7 @@ def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None
         cmds["nccl"] = (probes.with_util_sampling(nccl) if sample_util else nccl, cfg.limit)
     if any(k in th for k in probes.NVBW_TESTS):
         cmds["nvbandwidth"] = (probes.nvbandwidth_cmd(), cfg.limit)
-    diag = prof.dcgm_diag
+    diag = cfg.dcgm_diag(prof)
     if diag is not None and diag.level > 0:
         cmds["dcgmi_diag"] = (probes.dcgmi_diag_cmd(diag.level), diag.limit_s)
     if cmds:
@@ -86,8 +97,9 @@ def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None
                 out += probes.eval_gpu_util(h.name, th["gpu_util_under_load"], prof.gpu.count, res, samples, cfg.limit)
         if "nvbandwidth" in cmds:
             out += probes.eval_nvbandwidth(h.name, prof, ev.results.get("nvbandwidth"), cfg.limit)
-    diag_res = ev.results.get("dcgmi_diag") if "dcgmi_diag" in cmds else None
-    out += probes.eval_dcgmi_diag(h.name, diag, diag_res, diag.limit_s if diag else 0)
+    if cfg.only is None or "dcgmi" in cfg.only:
+        diag_res = ev.results.get("dcgmi_diag") if "dcgmi_diag" in cmds else None
+        out += probes.eval_dcgmi_diag(h.name, diag, diag_res, diag.limit_s if diag else 0)
     return out
 
 
@@ -95,7 +107,7 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
     """Node-to-node probes between a (client) and b (server): ib_write_bw per rail and iperf3 per
     fabric together, then -- once no bandwidth traffic is left on the HCAs -- ib_write_lat per rail.
     Returns the measurements and the nodes that did not answer."""
-    th = a.profile.thresholds
+    th = cfg.thresholds(a.profile)
     jobs, lat_jobs = [], []
     rails = [x for x in a.profile.ib.hcas if x.role == "compute"]
     for i, hca in enumerate(rails):

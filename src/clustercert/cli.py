@@ -114,9 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
         "Run the bandwidth probes on the two-round pair schedule and print the values against the thresholds.",
         "clustercert probe -i lab --probes iperf3,ib_write_bw"))
     _inventory_flags(p)
-    p.add_argument("--probes", metavar="LIST")
-    p.add_argument("--all-pairs", action="store_true")
+    p.add_argument("-f", "--forks", type=_positive_int, metavar="N")
+    p.add_argument("--probes", metavar="LIST", help="comma-separated: ib_write_bw, ib_write_lat, iperf3, nccl, "
+                   "nvbandwidth, dcgmi (default: every probe the profile sets a threshold for)")
+    p.add_argument("--all-pairs", action="store_true", help="every pair (circle method, N-1 rounds) instead of two rounds")
     p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--probe-seconds", type=_positive_int, default=5, metavar="S", help="duration of each bandwidth probe")
+    p.add_argument("--probe-timeout", type=_positive_int, default=60, metavar="S",
+                   help="a probe still running after its duration + this many seconds is killed and reported as error")
 
     p = sub.add_parser("certify", help="validators + probes -> verdict and a signed certificate", **_fmt(
         "Validate, probe and judge every node and link; write certificate.json, report.html, junit.xml, summary.md.",
@@ -383,6 +388,13 @@ def cmd_certify(args) -> int:
                        key=args.key, probe_seconds=args.probe_seconds, probe_timeout=args.probe_timeout)
 
 
+def cmd_probe(args) -> int:
+    from clustercert import probing
+
+    return probing.run(args.inventory, limit=args.limit, forks=args.forks, only=args.probes, all_pairs=args.all_pairs,
+                       fmt=args.format, probe_seconds=args.probe_seconds, probe_timeout=args.probe_timeout)
+
+
 def cmd_verify(args) -> int:
     from clustercert.certificate import verify_command
 
@@ -418,6 +430,7 @@ HANDLERS = {
     "report": cmd_report,
     "bootstrap": cmd_bootstrap,
     "certify": cmd_certify,
+    "probe": cmd_probe,
     "verify": cmd_verify,
     "validate": cmd_validate,
     "version": cmd_version,

@@ -366,6 +366,17 @@ NVBW_TESTS = {"nvbandwidth_h2d": "host_to_device_memcpy_ce", "nvbandwidth_d2h": 
               "nvbandwidth_d2d": "device_to_device_memcpy_read_ce"}
 
 
+# `--probes` names -> the profile thresholds they are judged against
+PROBE_NAMES = {
+    "ib_write_bw": ("ib_write_bw_loopback", "ib_write_bw_pair"),
+    "ib_write_lat": ("ib_write_lat_p99",),
+    "iperf3": ("iperf3_ipoib",),
+    "nccl": ("nccl_allreduce_1node", "gpu_util_under_load"),
+    "nvbandwidth": tuple(NVBW_TESTS),
+    "dcgmi": (),  # dcgmi diag runs at the profile's dcgm_diag level
+}
+
+
 def nvbandwidth_cmd() -> str:
     return "nvbandwidth " + " ".join(f"-t {t}" for t in NVBW_TESTS.values())
 

@@ -103,6 +103,26 @@ def print_certify(cert: dict, out_dir, run_id: str, probe_seconds: float) -> Non
     con.print(f"probes took {probe_seconds:.1f} s over {cert['rounds']} round(s); certificate: {out_dir}/certificate.json")
 
 
+def print_probe(doc: dict) -> None:
+    con = _console()
+    t = Table(title=f"probe {doc['run']}: {doc['verdict'].upper()} ({doc['rounds']} pair round(s), {doc['seconds']:.1f} s)",
+              title_justify="left")
+    for col in ("probe", "node / pair", "subject", "value", "status", "expected", "round"):
+        t.add_column(col, overflow="fold")
+    for name, n in sorted(doc["nodes"].items()):
+        if n["verdict"] == "unreachable":
+            t.add_row("-", name, "", "", _styled("unreachable"), n.get("detail", ""), "")
+        for f in n["findings"]:
+            value = f"{_num(f['value'])} {f.get('unit') or ''}".strip() if f.get("value") is not None else f["observed"]
+            t.add_row(f["check"].removeprefix("probe."), name, f["subject"], value, _styled(f["status"]), f["expected"], "")
+    for lk in doc["links"]:
+        value = f"{_num(lk['value'])} {lk['unit']}" if lk["value"] is not None else ""
+        t.add_row(lk["probe"], f"{lk['a']}->{lk['b']}", lk["subject"], value, _styled(lk["status"]), "", str(lk["round"]))
+    con.print(t)
+    for loc in doc.get("localisation", []):
+        con.print(f"localised: {loc['kind']} {loc.get('node') or loc.get('link')}: {loc['reason']}")
+
+
 def print_history(rows: list[dict]) -> None:
     con = _console()
     t = Table(title="history (newest first)", title_justify="left")

@@ -1,5 +1,6 @@
-"""Certify on a bootstrapped lab (root): healthy -> certified; a slow link and a missing GPU are
-caught and localised; a hung probe is a timed error leaving no process; a node dying mid-run."""
+"""Certify on a bootstrapped lab of 8 (root): healthy -> certified, its report renders in headless
+Chromium; a slow link and a missing GPU are caught and localised; a hung probe is a timed error
+leaving no process; a node dying mid-run; `clustercert probe` runs the probes alone."""
 
 from __future__ import annotations
 
@@ -13,6 +14,18 @@ import time
 import pytest
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+LAB_NODES = 8
+
+
+@pytest.fixture(scope="module")
+def lab8(lab):
+    from conftest import bootstrap_lab
+
+    lab = bootstrap_lab(lab, LAB_NODES)
+    assert len(lab.nodes) == LAB_NODES
+    return lab
+
 
 PROBE_TOOLS = ("ib_write_bw", "ib_write_lat", "iperf3", "all_reduce_perf", "nvbandwidth", "nvidia-smi", "dcgmi")
 
@@ -38,8 +51,8 @@ def leftover_probes(lab) -> dict[str, str]:
     return out
 
 
-def test_healthy_lab_is_certified_and_verifiable(bootstrapped_lab, tmp_path):
-    lab = bootstrapped_lab
+def test_healthy_lab_is_certified_and_verifiable(lab8, tmp_path):
+    lab = lab8
     rc, cert, stdout = certify(lab, tmp_path)
     bad = {n: [f["check"] for f in v["findings"] if f["status"] in ("fail", "error")] for n, v in cert["nodes"].items()}
     assert rc == 0 and cert["verdict"] == "pass", (bad, [lk for lk in cert["links"] if lk["status"] != "pass"])
@@ -59,11 +72,19 @@ def test_healthy_lab_is_certified_and_verifiable(bootstrapped_lab, tmp_path):
                         "--key", str(tmp_path / "signing.pub")], capture_output=True, text=True)
     assert v.returncode == 0 and "certificate OK" in v.stdout
     assert not leftover_probes(lab)
+    # the report opens offline in headless Chromium and paints a heatmap cell for the pairs measured
+    from test_reports import _chromium, screenshot_heatmap
+
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed (scripts/setup.sh installs it)")
+    _w, _h, _rows, hits = screenshot_heatmap(browser, cert, tmp_path / "report.html", tmp_path)
+    assert len(hits) > 5_000, "no heatmap cells on the report's first screen"
 
 
-def test_slow_link_and_missing_gpu_are_localised(bootstrapped_lab, tmp_path):
-    lab = bootstrapped_lab
-    slow, gpu = lab.nodes[-1], lab.nodes[1]
+def test_slow_link_and_missing_gpu_are_localised(lab8, tmp_path):
+    lab = lab8
+    slow, gpu = "node05", "node02"
     lab.manager.fault(slow, "link_slow", {"fabric": "0", "factor": "0.3"})
     lab.manager.fault(gpu, "gpu_missing", {})
     lab.manager.fault(gpu, "gpu_row_remap_pending", {"gpu": "0"})
@@ -96,8 +117,8 @@ def test_slow_link_and_missing_gpu_are_localised(bootstrapped_lab, tmp_path):
     assert util and all(f["status"] == "error" for f in util), util
 
 
-def test_hung_probe_is_a_timed_error_and_leaves_nothing(bootstrapped_lab, tmp_path):
-    lab = bootstrapped_lab
+def test_hung_probe_is_a_timed_error_and_leaves_nothing(lab8, tmp_path):
+    lab = lab8
     target = lab.nodes[0]
     lab.manager.fault(target, "probe_hang", {"tool": "ib_write_bw"})
     try:
@@ -113,8 +134,8 @@ def test_hung_probe_is_a_timed_error_and_leaves_nothing(bootstrapped_lab, tmp_pa
     assert not leftover_probes(lab)
 
 
-def test_node_dying_mid_run(bootstrapped_lab, tmp_path):
-    lab = bootstrapped_lab
+def test_node_dying_mid_run(lab8, tmp_path):
+    lab = lab8
     victim = lab.nodes[2]
 
     fired = threading.Event()
@@ -150,3 +171,19 @@ def test_node_dying_mid_run(bootstrapped_lab, tmp_path):
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     (status,) = db.execute("SELECT status FROM runs ORDER BY started DESC LIMIT 1").fetchone()
     assert status == "done"
+
+
+def test_probe_verb_runs_only_the_named_probes(lab8, tmp_path):
+    lab = lab8
+    env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "certify-test-state"))
+    p = subprocess.run([sys.executable, "-m", "clustercert", "probe", "-i", "lab", "--probes", "iperf3,ib_write_lat",
+                        "--probe-seconds", "2", "--probe-timeout", "20", "--format", "json"],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    doc = json.loads(p.stdout)
+    assert doc["verdict"] == "pass" and doc["rounds"] == 1
+    assert {lk["probe"] for lk in doc["links"]} == {"iperf3", "ib_write_lat"}
+    assert len({frozenset((lk["a"], lk["b"])) for lk in doc["links"]}) == LAB_NODES // 2
+    # no node probe was asked for: no NCCL, nvbandwidth, dcgmi or loopback findings
+    assert all(not n["findings"] for n in doc["nodes"].values()), doc["nodes"]
+    assert not leftover_probes(lab)
