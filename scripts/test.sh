@@ -10,4 +10,4 @@ echo "== ansible-lint (production profile)"
 echo "== pytest"
 # `wip` marks lab acceptance tests of issues still open (see the README); everything else runs,
 # including the lab tests (root: namespaces, bridges, systemd-nspawn).
-.venv/bin/pytest -q -p no:cacheprovider -m "not wip" "$@"
+.venv/bin/pytest -q -p no:cacheprovider --durations=12 -m "not wip" "$@"
