@@ -38,6 +38,13 @@ def bootstrapped_lab(lab):  # noqa: F811 - the imported session fixture
     return bootstrap_lab(lab, 4)
 
 
+@pytest.fixture(scope="session")
+def lab_bootstrapper():
+    """`bootstrap_lab` for modules that need a lab of another size (a fixture, because
+    `from conftest import …` resolves to whichever conftest pytest imported first)."""
+    return bootstrap_lab
+
+
 def bootstrap_lab(running_lab, nodes: int):
     """Resize the lab to ``nodes`` (nodes are added or removed at the end), heal every fault and run
     `clustercert bootstrap -i lab` on all of them."""

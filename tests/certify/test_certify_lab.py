@@ -19,10 +19,8 @@ LAB_NODES = 8
 
 
 @pytest.fixture(scope="module")
-def lab8(lab):
-    from conftest import bootstrap_lab
-
-    lab = bootstrap_lab(lab, LAB_NODES)
+def lab8(lab, lab_bootstrapper):
+    lab = lab_bootstrapper(lab, LAB_NODES)
     assert len(lab.nodes) == LAB_NODES
     return lab
 
