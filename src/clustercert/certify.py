@@ -245,22 +245,28 @@ def _versions(inv: Inventory, validation: dict) -> dict:
 
 
 def run(inventory: str, *, limit: str | None = None, forks: int | None = None, out: str, all_pairs: bool = False,
-        key: str | None = None, probe_seconds: int = 5, probe_timeout: float = 60.0) -> int:
+        key: str | None = None, probe_seconds: int = 5, probe_timeout: float = 60.0, drain: str | None = None) -> int:
     from clustercert import certificate
     from clustercert.inventory import load_inventory
     from clustercert.store import Store
 
     inv = load_inventory(inventory, limit)
+    if drain == "slurm":
+        from clustercert import slurm
+
+        slurm.check_inventory(inv)
     out_dir = Path(out)
     signing_key, pub_path = certificate.load_or_create_key(Path(key) if key else None, paths.state_dir())
     from clustercert.runlock import inventory_lock
 
     store = Store()
     with inventory_lock(str(inv.source), "certify"):
-        return _certify(inv, store, out_dir, signing_key, pub_path, limit, forks, all_pairs, probe_seconds, probe_timeout)
+        return _certify(inv, store, out_dir, signing_key, pub_path, limit, forks, all_pairs, probe_seconds, probe_timeout,
+                        drain)
 
 
-def _certify(inv, store, out_dir: Path, signing_key, pub_path: Path, limit, forks, all_pairs, probe_seconds, probe_timeout) -> int:
+def _certify(inv, store, out_dir: Path, signing_key, pub_path: Path, limit, forks, all_pairs, probe_seconds, probe_timeout,
+             drain=None) -> int:
     from clustercert import certificate, reports, validate
     from clustercert.engine import new_run_id
     from clustercert.report_text import print_certify
@@ -294,6 +300,10 @@ def _certify(inv, store, out_dir: Path, signing_key, pub_path: Path, limit, fork
         "localisation": [x.to_json() for x in probe_out["localisation"]],
         "thresholds": thresholds,
     }
+    if drain == "slurm":  # after the verdicts, before signing: what was done is part of the certificate
+        from clustercert import slurm
+
+        cert["slurm"] = slurm.apply(inv, nodes, paths.state_dir() / "cp")
     cert = certificate.sign(cert, signing_key)
     out_dir.mkdir(parents=True, exist_ok=True)
     certificate.write_certificate(cert, out_dir / "certificate.json")
@@ -301,4 +311,4 @@ def _certify(inv, store, out_dir: Path, signing_key, pub_path: Path, limit, fork
     reports.write_reports(cert, out_dir)
     store.finish_run(run_id, verdict, nodes, links)
     print_certify(cert, out_dir, run_id, probe_out["seconds"])
-    return 0 if verdict == "pass" else 1
+    return 0 if verdict == "pass" and all(a["ok"] for a in cert.get("slurm", [])) else 1

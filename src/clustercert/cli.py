@@ -380,12 +380,11 @@ def cmd_validate(args) -> int:
 
 
 def cmd_certify(args) -> int:
-    if args.drain:
-        raise NotReady("`clustercert certify --drain slurm` is not implemented yet (issue: Certify); nothing was run")
     from clustercert import certify
 
     return certify.run(args.inventory, limit=args.limit, forks=args.forks, out=args.out, all_pairs=args.all_pairs,
-                       key=args.key, probe_seconds=args.probe_seconds, probe_timeout=args.probe_timeout)
+                       key=args.key, probe_seconds=args.probe_seconds, probe_timeout=args.probe_timeout,
+                       drain=args.drain)
 
 
 def cmd_probe(args) -> int:

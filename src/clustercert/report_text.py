@@ -100,6 +100,9 @@ def print_certify(cert: dict, out_dir, run_id: str, probe_seconds: float) -> Non
     failing_links = [lk for lk in cert["links"] if lk["status"] != "pass"]
     for lk in failing_links[:20]:
         con.print(f"link {lk['a']}->{lk['b']} fabric {lk['fabric']} {lk['probe']}: {lk['status']} {lk['value']} {lk['unit']} (round {lk['round']})")
+    for a in cert.get("slurm", []):
+        what = {"drain": f"drain ({a['reason']})", "resume": "resume", "none": "untouched"}[a["action"]]
+        con.print(f"slurm {a['slurm_node']}: {what}{'' if a['ok'] else ' FAILED'}: {a['detail']}")
     con.print(f"probes took {probe_seconds:.1f} s over {cert['rounds']} round(s); certificate: {out_dir}/certificate.json")
 
 

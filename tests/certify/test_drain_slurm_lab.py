@@ -1,0 +1,165 @@
+"""`certify --drain slurm` against a real Slurm: Debian's slurm-wlm and munge installed on the 4
+bootstrapped lab nodes (slurmctld on node01, slurmd on all), as a site runs them. node02 misses a GPU;
+node03 was drained by an earlier clustercert run; node04 by an administrator. Only node02 is drained,
+only node03 resumed; node04 keeps its administrator's reason, node01 is not touched."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import yaml
+
+from clustercert.slurm import parse_show_node
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+CONTROLLER = "node01"
+SLURM_UNITS = "slurmd slurmctld munge"
+
+
+def _on_all(lab, command: str, timeout: float = 600) -> dict:
+    with ThreadPoolExecutor(max_workers=len(lab.nodes)) as ex:
+        return dict(zip(lab.nodes, ex.map(lambda n: lab.ssh(n, command, timeout=timeout), lab.nodes), strict=True))
+
+
+def slurm_conf(lab, hw: dict[str, str]) -> str:
+    hosts = yaml.safe_load(lab.inventory.read_text())["all"]["children"]["lab"]["hosts"]
+    lines = [
+        "# clustercert lab test: a minimal Slurm for `certify --drain slurm`",
+        "ClusterName=clustercert-lab",
+        f"SlurmctldHost={CONTROLLER}({hosts[CONTROLLER]['ansible_host']})",
+        "AuthType=auth/munge",
+        "SlurmUser=slurm",
+        "StateSaveLocation=/var/lib/slurm/slurmctld",
+        "SlurmdSpoolDir=/var/lib/slurm/slurmd",
+        "SlurmctldLogFile=/var/log/slurm/slurmctld.log",
+        "SlurmdLogFile=/var/log/slurm/slurmd.log",
+        "MpiDefault=none",
+        # containers: no cgroup plugins
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core",
+        "ReturnToService=2",
+    ]
+    for n in lab.nodes:
+        lines.append(f"NodeName={n} NodeAddr={hosts[n]['ansible_host']} {hw[n]} State=UNKNOWN")
+    lines.append(f"PartitionName=lab Nodes={','.join(lab.nodes)} Default=YES MaxTime=INFINITE State=UP")
+    return "\n".join(lines) + "\n"
+
+
+def node_state(lab, name: str) -> tuple[str, object]:
+    raw = lab.ssh(CONTROLLER, f"scontrol show node {name} --oneliner").stdout
+    return raw, parse_show_node(raw)
+
+
+@pytest.fixture(scope="module")
+def slurm_lab(bootstrapped_lab):
+    lab = bootstrapped_lab
+    t0 = time.monotonic()
+    _on_all(lab, "DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge >/tmp/slurm-install.log 2>&1 "
+                 "|| { tail -30 /tmp/slurm-install.log; exit 1; }", timeout=900)
+    # hardware as slurmd sees it (CPUs, sockets, cores, threads, memory), so that no node is downed for it
+    hw = {}
+    for n, p in _on_all(lab, "slurmd -C | head -1").items():
+        hw[n] = " ".join(f for f in p.stdout.split() if not f.startswith(("NodeName=", "UpTime=")))
+    key = base64.b64encode(secrets.token_bytes(1024)).decode()
+    conf = base64.b64encode(slurm_conf(lab, hw).encode()).decode()
+    _on_all(lab, f"echo {key} | base64 -d > /etc/munge/munge.key && chown munge:munge /etc/munge/munge.key "
+                 f"&& chmod 400 /etc/munge/munge.key && echo {conf} | base64 -d > /etc/slurm/slurm.conf "
+                 "&& mkdir -p /var/lib/slurm/slurmctld /var/lib/slurm/slurmd /var/log/slurm "
+                 "&& chown slurm:slurm /var/lib/slurm/slurmctld /var/log/slurm && systemctl restart munge")
+    lab.ssh(CONTROLLER, "systemctl enable slurmctld && systemctl restart slurmctld")
+    _on_all(lab, "systemctl restart slurmd")
+    deadline, seen = time.monotonic() + 120, ""
+    while time.monotonic() < deadline:
+        p = lab.ssh(CONTROLLER, "sinfo -h -N -o '%N %T'", check=False)
+        seen = p.stdout + p.stderr
+        states = dict(x.split() for x in p.stdout.splitlines() if len(x.split()) == 2)
+        if p.returncode == 0 and sorted(states) == lab.nodes and set(states.values()) == {"idle"}:
+            break
+        time.sleep(1)
+    else:
+        logs = lab.ssh(CONTROLLER, "tail -20 /var/log/slurm/slurmctld.log; tail -20 /var/log/slurm/slurmd.log", check=False).stdout
+        raise AssertionError(f"Slurm nodes not idle after 120 s: {seen}\n{logs}")
+    print(f"slurm up in {time.monotonic() - t0:.0f} s")
+    try:
+        yield lab
+    finally:
+        # other modules reuse the nodes: nothing of Slurm keeps running, nor starts on a reboot
+        _on_all(lab, f"systemctl disable --now {SLURM_UNITS} >/dev/null 2>&1; true")
+
+
+def certify(lab, inventory, out, *args: str) -> tuple[int, dict, subprocess.CompletedProcess]:
+    env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "certify-test-state"))
+    p = subprocess.run([sys.executable, "-m", "clustercert", "certify", "-i", str(inventory), "--out", str(out),
+                        "--probe-seconds", "2", "--probe-timeout", "20", *args],
+                       capture_output=True, text=True, timeout=900, env=env)
+    assert p.returncode in (0, 1), p.stderr[-3000:]
+    return p.returncode, json.loads((out / "certificate.json").read_text()), p
+
+
+def test_drain_failing_resume_own_leave_others(slurm_lab, tmp_path):
+    lab = slurm_lab
+    inv_dir = tmp_path / "inventory"
+    shutil.copytree(lab.inventory.parent, inv_dir)
+    with open(inv_dir / "group_vars" / "all.yml", "a") as f:
+        f.write("clustercert_slurm: true\n")
+    inventory = inv_dir / lab.inventory.name
+    lab.ssh(CONTROLLER, "scontrol update NodeName=node03 State=DRAIN Reason='clustercert: gpu.count' && "
+                        "scontrol update NodeName=node04 State=DRAIN Reason='admin: maintenance'")
+    before = {n: node_state(lab, n)[1] for n in lab.nodes}
+    assert (before["node01"].state, before["node01"].reason) == ("IDLE", None)
+    assert not before["node02"].drained and before["node03"].drained and before["node04"].drained
+    lab.manager.fault("node02", "gpu_missing", {})
+    try:
+        rc, cert, p = certify(lab, inventory, tmp_path / "out", "--drain", "slurm")
+    finally:
+        lab.manager.heal("node02")
+    assert rc == 1 and cert["verdict"] == "fail", p.stdout[-3000:]
+    assert cert["nodes"]["node02"]["verdict"] == "fail"
+    assert all(cert["nodes"][n]["verdict"] == "pass" for n in ("node01", "node03", "node04")), p.stdout[-3000:]
+    after = {n: node_state(lab, n) for n in lab.nodes}
+    raw, st = after["node02"]
+    assert st.drained and st.reason.startswith("clustercert:") and "gpu.count" in st.reason.split(": ", 1)[1].split(","), raw
+    raw, st = after["node03"]
+    assert not st.drained and st.reason is None, raw
+    # back in service: slurmctld pings a resumed node (NOT_RESPONDING meanwhile), then it is IDLE
+    deadline = time.monotonic() + 60
+    while st.state != "IDLE" and time.monotonic() < deadline:
+        time.sleep(1)
+        raw, st = node_state(lab, "node03")
+    assert st.state == "IDLE", raw
+    raw, st = after["node04"]
+    assert st.drained and st.reason == "admin: maintenance" and "Reason=admin: maintenance [root@" in raw, raw
+    raw, st = after["node01"]
+    assert (st.state, st.reason) == ("IDLE", None), raw
+    acts = {e["node"]: e for e in cert["slurm"]}
+    assert {n: (e["action"], e["ok"]) for n, e in acts.items()} == {
+        "node01": ("none", True), "node02": ("drain", True), "node03": ("resume", True), "node04": ("none", True)}, cert["slurm"]
+    assert acts["node02"]["reason"] == after["node02"][1].reason and acts["node04"]["reason"] == "admin: maintenance"
+    assert "slurm node02: drain (clustercert:" in p.stdout and "slurm node03: resume" in p.stdout
+    # what was done is part of the signed certificate
+    v = subprocess.run([sys.executable, "-m", "clustercert", "verify", str(tmp_path / "out" / "certificate.json"),
+                        "--key", str(tmp_path / "out" / "signing.pub")], capture_output=True, text=True)
+    assert v.returncode == 0, v.stdout + v.stderr
+
+    # Slurm stops answering (slurmctld down): certify says so and exits 1, even with every node passing
+    lab.ssh(CONTROLLER, "systemctl stop slurmctld")
+    try:
+        rc, cert, p = certify(lab, inventory, tmp_path / "out2", "--drain", "slurm", "--limit", "node01,node03")
+    finally:
+        lab.ssh(CONTROLLER, "systemctl start slurmctld")
+    assert cert["verdict"] == "pass" and rc == 1, p.stdout[-2000:]
+    assert cert["slurm"] and not any(e["ok"] for e in cert["slurm"]), cert["slurm"]
+    assert "not done" in p.stderr
