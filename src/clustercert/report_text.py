@@ -101,6 +101,9 @@ def print_certify(cert: dict, out_dir, run_id: str, probe_seconds: float) -> Non
     for lk in failing_links[:20]:
         con.print(f"link {lk['a']}->{lk['b']} fabric {lk['fabric']} {lk['probe']}: {lk['status']} {lk['value']} {lk['unit']} (round {lk['round']})")
     con.print(f"probes took {probe_seconds:.1f} s over {cert['rounds']} round(s); certificate: {out_dir}/certificate.json")
+    if tm := cert.get("timing"):
+        con.print(f"probes: {tm['probe_wall_s']:.1f} s wall, {tm['probe_tool_s']:.1f} s in the tools, control overhead "
+                  f"{tm['control_overhead_s']:.1f} s ({tm['control_overhead_pct']:.1f}%); validators {tm['validate_s']:.1f} s")
 
 
 def print_probe(doc: dict) -> None:
