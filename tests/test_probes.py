@@ -445,3 +445,60 @@ def test_drift_counts_a_latency_rise_not_a_latency_fall_as_a_drop(monkeypatch, t
     assert "ib_write_lat fabric 0: 1.6 usec vs baseline median 1.07 (+50%" in notes
     assert "0.9" not in notes
     assert [(i.node, i.check) for i in items] == [("n1<->n2", "probe.link")]  # n1, n2 pass with others
+
+
+def _timed(probe: str, a: str, b: str, elapsed: float | None) -> Measurement:
+    return Measurement(probe, a, b, status="pass", elapsed=elapsed)
+
+
+def test_pair_round_tool_time_is_the_longest_pair_bandwidth_then_latency():
+    from clustercert.probes import pair_round_tool_seconds
+
+    ms = [_timed("ib_write_bw", "n1", "n2", 5.2), _timed("ib_write_bw", "n1", "n2", 5.1), _timed("iperf3", "n1", "n2", 5.4),
+          _timed("ib_write_lat", "n1", "n2", 5.1), _timed("ib_write_lat", "n1", "n2", 5.3),
+          # n3->n4: slower bandwidth, latency not run (a node stopped answering): no time charged for it
+          _timed("ib_write_bw", "n3", "n4", 7.0), _timed("ib_write_lat", "n3", "n4", None)]
+    assert pair_round_tool_seconds(ms) == 10.7  # n1->n2: max(5.2, 5.1, 5.4) + max(5.1, 5.3); n3->n4: 7.0
+    assert pair_round_tool_seconds([]) == 0.0
+
+
+def test_probe_timing_critical_path_and_control_overhead():
+    from clustercert.probes import probe_timing, tool_seconds
+
+    # node probes run one after another on a node; a command behind several values carries its time once
+    per_node = {"n1": [_timed("ib_write_bw_loopback", "n1", "", 5.1), _timed("ib_write_bw_loopback", "n1", "", 5.2),
+                       _timed("nvbandwidth", "n1", "", 3.0), _timed("nvbandwidth", "n1", "", None)],
+                "n2": [_timed("ib_write_bw_loopback", "n2", "", 5.0)],
+                "n3": []}
+    assert tool_seconds(per_node["n1"]) == 13.3
+    rounds = [{"round": 1, "wall_s": 12.0, "tool_s": 10.7}, {"round": 2, "wall_s": 6.5, "tool_s": 5.5}]
+    t = probe_timing(per_node, 15.0, rounds, 34.0)
+    assert t["node_probes"] == {"wall_s": 15.0, "tool_s": 13.3}
+    assert t["probe_tool_s"] == 29.5 and t["probe_wall_s"] == 34.0
+    assert t["control_overhead_s"] == 4.5 and t["control_overhead_pct"] == 13.2
+    assert t["rounds"] == rounds
+    assert probe_timing({}, 0.0, [], 0.0)["control_overhead_pct"] == 0.0
+
+
+def test_run_probes_reports_timing_of_each_phase(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from clustercert import certify
+
+    monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path))
+    monkeypatch.setattr(certify, "node_probes", lambda h, cfg, cp, down: [_timed("nccl_allreduce", h.name, "", 0.2)])
+
+    def pair(a, b, rnd, cfg, cp):
+        time.sleep(0.1)
+        return [_timed("ib_write_bw", a.name, b.name, 0.05), _timed("ib_write_lat", a.name, b.name, 0.02)], set()
+
+    monkeypatch.setattr(certify, "pair_probes", pair)
+    inv = SimpleNamespace(hosts={n: SimpleNamespace(name=n, profile=SimpleNamespace(thresholds={}))
+                                 for n in ("n1", "n2", "n3", "n4")})
+    out = certify.run_probes(inv, ["n1", "n2", "n3", "n4"], certify.ProbeSettings(1, 5), False, 25)
+    t = out["timing"]
+    assert [r["round"] for r in t["rounds"]] == [1] and t["rounds"][0]["tool_s"] == 0.07
+    assert t["rounds"][0]["wall_s"] >= 0.1
+    assert t["node_probes"]["tool_s"] == 0.2
+    assert t["probe_wall_s"] == out["seconds"]
+    assert t["probe_tool_s"] == 0.27 and t["control_overhead_s"] == round(out["seconds"] - 0.27, 2)

@@ -351,3 +351,16 @@ def test_new_probes_show_up_with_the_thresholds_certify_records(tmp_path):
     assert "probe.gpu_util_under_load" in junit
     md = paths["summary"].read_text()
     assert "| 0 | ib_write_lat |" in md
+
+
+def test_certify_console_output_states_probe_timing(capsys, tmp_path):
+    from clustercert.report_text import print_certify
+
+    cert = sample_certificate()
+    cert["timing"] = {"validate_s": 1.4, "probe_wall_s": 21.3, "probe_tool_s": 20.1, "control_overhead_s": 1.2,
+                      "control_overhead_pct": 5.6, "node_probes": {"wall_s": 9.0, "tool_s": 8.7}, "rounds": []}
+    print_certify(cert, tmp_path, "r1", 21.3)
+    assert "probes: 21.3 s wall, 20.1 s in the tools, control overhead 1.2 s (5.6%)" in capsys.readouterr().out
+    cert.pop("timing")
+    print_certify(cert, tmp_path, "r1", 21.3)  # certificates written before the timing object
+    assert "control overhead" not in capsys.readouterr().out

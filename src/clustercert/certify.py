@@ -73,6 +73,7 @@ def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None
             down.add(h.name)
         m = Measurement("ib_write_bw_loopback", h.name, subject=hca.name, fabric=hca.fabric)
         out.append(probes.eval_perftest(m, th["ib_write_bw_loopback"], run.client, cfg.limit))
+        m.elapsed = run.client.seconds
     cmds = {}
     sample_util = "gpu_util_under_load" in th
     if "nccl_allreduce_1node" in th or sample_util:
@@ -88,6 +89,7 @@ def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None
         if not ev.reachable and down is not None:
             down.add(h.name)
         if "nccl" in cmds:
+            first = len(out)
             res, samples = (probes.split_util(ev.results.get("nccl"), nccl) if sample_util
                             else (ev.results.get("nccl"), None))
             if "nccl_allreduce_1node" in th:
@@ -95,12 +97,23 @@ def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None
                 out.append(probes.eval_nccl(m, th["nccl_allreduce_1node"], res, cfg.limit))
             if sample_util:
                 out += probes.eval_gpu_util(h.name, th["gpu_util_under_load"], prof.gpu.count, res, samples, cfg.limit)
+            _charge(out[first:], ev.results.get("nccl"))
         if "nvbandwidth" in cmds:
+            first = len(out)
             out += probes.eval_nvbandwidth(h.name, prof, ev.results.get("nvbandwidth"), cfg.limit)
+            _charge(out[first:], ev.results.get("nvbandwidth"))
     if cfg.only is None or "dcgmi" in cfg.only:
         diag_res = ev.results.get("dcgmi_diag") if "dcgmi_diag" in cmds else None
+        first = len(out)
         out += probes.eval_dcgmi_diag(h.name, diag, diag_res, diag.limit_s if diag else 0)
+        _charge(out[first:], diag_res)
     return out
+
+
+def _charge(ms: list[Measurement], res) -> None:
+    """Carry the run time of the command behind ``ms`` on the first of them (timing counts it once)."""
+    if ms and res is not None:
+        ms[0].elapsed = res.seconds
 
 
 def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path) -> tuple[list[Measurement], set[str]]:
@@ -148,7 +161,9 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
             down.add(a.name)
         if not r.server_reachable:
             down.add(b.name)
-        return evaluate(m, r)
+        m = evaluate(m, r)
+        m.elapsed = r.client.seconds
+        return m
 
     out: list[Measurement] = []
     if jobs:
@@ -176,12 +191,17 @@ def run_probes(inv: Inventory, nodes: list[str], cfg: ProbeSettings, all_pairs: 
     down: set[str] = set()
     with ThreadPoolExecutor(max_workers=max(1, min(forks, len(nodes) or 1))) as ex:
         per_node = dict(zip(nodes, ex.map(lambda n: node_probes(hosts[n], cfg, cp, down), nodes), strict=True))
+    node_wall = time.monotonic() - t0
+    round_times: list[dict] = []
     pair_ms: list[Measurement] = []
     outcomes: list[tuple[str, str, bool]] = []
 
     def run_round(pairs: list[tuple[str, str]], rnd: int) -> dict[tuple[str, str], bool]:
+        t_round = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, min(forks, len(pairs) or 1))) as ex:
             results = list(ex.map(lambda p: pair_probes(hosts[p[0]], hosts[p[1]], rnd, cfg, cp), pairs))
+        round_times.append({"round": rnd, "wall_s": round(time.monotonic() - t_round, 2),
+                            "tool_s": probes.pair_round_tool_seconds([m for ms, _ in results for m in ms])})
         verdicts = {}
         for p, (ms, d) in zip(pairs, results, strict=True):
             pair_ms.extend(ms)
@@ -208,8 +228,9 @@ def run_probes(inv: Inventory, nodes: list[str], cfg: ProbeSettings, all_pairs: 
     ratio_t = next((h.profile.thresholds.get("outlier_ratio") for h in hosts.values()), None)
     if ratio_t is not None and ratio_t.floor:
         probes.apply_outlier_rule(all_ms, ratio_t.floor, ratio_t.source)
+    wall = time.monotonic() - t0
     return {"per_node": per_node, "pairs": pair_ms, "localisation": loc, "rounds": rounds_run,
-            "down": down, "seconds": round(time.monotonic() - t0, 2)}
+            "down": down, "seconds": round(wall, 2), "timing": probes.probe_timing(per_node, node_wall, round_times, wall)}
 
 
 def build_nodes(validation: dict, probe_out: dict) -> dict[str, dict]:
@@ -275,7 +296,9 @@ def _certify(inv, store, out_dir: Path, signing_key, pub_path: Path, limit, fork
     started = datetime.now(UTC)
     store.start_run(run_id, "certify", str(inv.source), {"limit": limit, "all_pairs": all_pairs})
     forks = forks or 25
+    t_validate = time.monotonic()
     validation = validate.validate_nodes(inv, list(validate.COMPONENT_ORDER), forks)
+    validate_s = round(time.monotonic() - t_validate, 2)
     reachable = [n for n, r in sorted(validation.items()) if r.verdict != "unreachable"]
     probe_out = run_probes(inv, reachable, ProbeSettings(probe_seconds, probe_timeout), all_pairs, forks)
     nodes = build_nodes(validation, probe_out)
@@ -299,6 +322,7 @@ def _certify(inv, store, out_dir: Path, signing_key, pub_path: Path, limit, fork
         "links": links,
         "localisation": [x.to_json() for x in probe_out["localisation"]],
         "thresholds": thresholds,
+        "timing": {"validate_s": validate_s, **probe_out["timing"]},
     }
     if drain == "slurm":  # after the verdicts, before signing: what was done is part of the certificate
         from clustercert import slurm

@@ -39,6 +39,7 @@ class Measurement:
     notes: list[str] = field(default_factory=list)
     lower_is_better: bool = False   # judged against a ceiling (latency)
     relative: bool = True           # subject to the cluster-relative outlier rule (bandwidths only)
+    elapsed: float | None = None    # seconds the tool ran (a command behind several values carries it on one only)
 
     def finding(self) -> Finding:
         return Finding(f"probe.{self.probe}", self.status, self.subject, self.expected, self.observed, self.evidence,
@@ -436,6 +437,42 @@ def _per_gpu(tc: dict) -> dict[str, float]:
 
 
 # ---- cluster-relative rule --------------------------------------------------------------------
+
+
+def tool_seconds(measurements: list[Measurement]) -> float:
+    """Seconds the probe tools behind ``measurements`` ran one after another (one node's probes)."""
+    return round(sum(m.elapsed for m in measurements if m.elapsed is not None), 3)
+
+
+def pair_round_tool_seconds(measurements: list[Measurement]) -> float:
+    """Critical path of the tools' own run time in one pair round: per pair, the longest of the
+    concurrent bandwidth jobs (ib_write_bw, iperf3) plus the longest latency job, which run after
+    them; the round takes as long as its longest pair."""
+    per_pair: dict[tuple[str, str], tuple[float, float]] = {}
+    for m in measurements:
+        if m.elapsed is None:
+            continue
+        bw, lat = per_pair.get((m.a, m.b), (0.0, 0.0))
+        if m.probe == "ib_write_lat":
+            lat = max(lat, m.elapsed)
+        else:
+            bw = max(bw, m.elapsed)
+        per_pair[(m.a, m.b)] = (bw, lat)
+    return round(max((bw + lat for bw, lat in per_pair.values()), default=0.0), 3)
+
+
+def probe_timing(per_node: dict[str, list[Measurement]], node_wall: float, rounds: list[dict], wall: float) -> dict:
+    """Probe-phase timing: wall time against the critical path of the tools' own run time (node
+    probes: the slowest node's tools one after another; each pair round: pair_round_tool_seconds).
+    ``rounds``: [{"round", "wall_s", "tool_s"}]. The difference is the control overhead: what
+    scheduling, ssh, starting servers and cleaning up add."""
+    node_tool = max((tool_seconds(ms) for ms in per_node.values()), default=0.0)
+    tool = round(node_tool + sum(r["tool_s"] for r in rounds), 2)
+    overhead = round(wall - tool, 2)
+    return {"probe_wall_s": round(wall, 2), "probe_tool_s": tool, "control_overhead_s": overhead,
+            "control_overhead_pct": round(100 * overhead / wall, 1) if wall > 0 else 0.0,
+            "node_probes": {"wall_s": round(node_wall, 2), "tool_s": round(node_tool, 2)},
+            "rounds": rounds}
 
 
 def apply_outlier_rule(measurements: list[Measurement], ratio: float, source: str) -> None:

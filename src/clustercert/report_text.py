@@ -104,6 +104,9 @@ def print_certify(cert: dict, out_dir, run_id: str, probe_seconds: float) -> Non
         what = {"drain": f"drain ({a['reason']})", "resume": "resume", "none": "untouched"}[a["action"]]
         con.print(f"slurm {a['slurm_node']}: {what}{'' if a['ok'] else ' FAILED'}: {a['detail']}")
     con.print(f"probes took {probe_seconds:.1f} s over {cert['rounds']} round(s); certificate: {out_dir}/certificate.json")
+    if tm := cert.get("timing"):
+        con.print(f"probes: {tm['probe_wall_s']:.1f} s wall, {tm['probe_tool_s']:.1f} s in the tools, control overhead "
+                  f"{tm['control_overhead_s']:.1f} s ({tm['control_overhead_pct']:.1f}%); validators {tm['validate_s']:.1f} s")
 
 
 def print_probe(doc: dict) -> None:
