@@ -178,9 +178,9 @@ def nccl_pair(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path, 
         m.observed = f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the other probes"
         return m
     tag = uuid.uuid4().hex[:12]
-    slurm = bool(a.vars.clustercert_slurm)
+    slurm = bool(getattr(a.vars, "clustercert_slurm", False))
     if slurm:
-        names = [h.vars.clustercert_slurm_node_name or h.name for h in (a, b)]
+        names = [getattr(h.vars, "clustercert_slurm_node_name", None) or h.name for h in (a, b)]
         cmd = probes.nccl_pair_srun_cmd(names, gpus, tag, cfg.limit)
     else:
         cmd = probes.nccl_pair_mpirun_cmd([_addr(a), _addr(b)], gpus, tag)

@@ -148,8 +148,7 @@ def main(tool: str, argv: list[str]) -> int:
     minb, maxb = _bytes(o["b"]), _bytes(o["e"])
     ngpus = int(o["g"])
     node = socket.gethostname()
-    if launch is not None and launch["size"] > 1:
-        return _ranked(tool, o, hw, hw.get("node") or node, launch, minb, maxb)
+    ranked = launch is not None and launch["size"] > 1
     nccl_version = _nccl_version()
     if nccl_version is None:
         common.err(f"{tool}: error while loading shared libraries: libnccl.so.2: cannot open shared object file: "
@@ -159,30 +158,18 @@ def main(tool: str, argv: list[str]) -> int:
         common.out(_cuda_fail(node, "no CUDA-capable device is detected"))
         return 1
     gpus = common.present_gpus(hw)
-    if ngpus > len(gpus):
+    if (launch["local_rank"] + 1 if ranked else ngpus) > len(gpus):
         common.out(_cuda_fail(node, "invalid device ordinal"))
         return 1
     if hw.get("nvswitches") and not common.fabricmanager_running():
         common.out(_cuda_fail(node, "system not yet initialized"))
         return 1
-    if o["i"] is not None:
-        step_desc = f"{_bytes(o['i'])}(bytes)"
-    else:
-        step_desc = f"{int(o['f'] or 2)}(factor)"
-    lines = [f"# Collective test starting: {tool}",
-             f"# nThread {o['t']} nGpus {ngpus} minBytes {minb} maxBytes {maxb} step: {step_desc} warmup iters: {o['w']} "
-             f"iters: {o['n']} agg iters: 1 validation: {o['c']} graph: {o['G']}",
-             "#", "# Using devices"]
+    if ranked:
+        return _ranked(tool, o, hw, hw.get("node") or node, launch, minb, maxb, nccl_version)
     pid = os.getpid()
-    for r in range(ngpus):
-        g = gpus[r]
-        bus = g["bus_id"][4:].lower()[:-2]
-        lines.append(f"#  Rank {r:>2} Group  0 Pid {pid:>6} on {node:>10} device {r:>2} [{bus}] {g['name']}")
-    lines.append(f"NCCL version {nccl_version}")
-    lines += ["#",
-              "#                                                              out-of-place                       in-place          ",
-              "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
-              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       "]
+    devices = [{"rank": r, "pid": pid, "node": node, "gpu": r, "bus": _bus(gpus[r]), "name": gpus[r]["name"]}
+               for r in range(ngpus)]
+    lines = _head(tool, o, ngpus, minb, maxb, devices, nccl_version)
     h = hw["health"]
     peak = hw["performance"]["nccl_allreduce_busbw_gbyte_per_s"]["value"] * h.get("node_factor", 1.0) * \
         h.get("nccl_factor", 1.0)
@@ -190,9 +177,24 @@ def main(tool: str, argv: list[str]) -> int:
                  for g in gpus[:ngpus]) if ngpus else 1.0
     peak *= active
     fac = BUS_FACTOR[tool](ngpus) if ngpus > 0 else 0.0
-    wsize = 4 if o["d"] in ("float", "int32", "uint32", "int", "float32") else (8 if "64" in o["d"] or o["d"] == "double" else 2)
-    sizes = []
-    s = minb
+    marker = common.mark_busy([g["index"] for g in gpus[:ngpus]])
+    try:
+        return _run(tool, o, node, lines, _sizes(o, minb, maxb), peak, fac, _wsize(o), ngpus)
+    finally:
+        common.clear_busy(marker)
+
+
+def _bus(g: dict) -> str:
+    return g["bus_id"][4:].lower()[:-2]
+
+
+def _wsize(o: dict) -> int:
+    d = o["d"]
+    return 4 if d in ("float", "int32", "uint32", "int", "float32") else (8 if "64" in d or d == "double" else 2)
+
+
+def _sizes(o: dict, minb: int, maxb: int) -> list[int]:
+    sizes, s = [], minb
     while s <= maxb and len(sizes) < 64:
         sizes.append(s)
         if o["i"] is not None:
@@ -202,13 +204,24 @@ def main(tool: str, argv: list[str]) -> int:
             if f <= 1:
                 break
             s *= f
-    if not sizes:
-        sizes = [minb]
-    marker = common.mark_busy([g["index"] for g in gpus[:ngpus]])
-    try:
-        return _run(tool, o, node, lines, sizes, peak, fac, wsize, ngpus)
-    finally:
-        common.clear_busy(marker)
+    return sizes or [minb]
+
+
+def _head(tool: str, o: dict, ngpus, minb: int, maxb: int, devices: list[dict], nccl_version: str) -> list[str]:
+    step_desc = f"{_bytes(o['i'])}(bytes)" if o["i"] is not None else f"{int(o['f'] or 2)}(factor)"
+    lines = [f"# Collective test starting: {tool}",
+             f"# nThread {o['t']} nGpus {ngpus} minBytes {minb} maxBytes {maxb} step: {step_desc} warmup iters: {o['w']} "
+             f"iters: {o['n']} agg iters: 1 validation: {o['c']} graph: {o['G']}",
+             "#", "# Using devices"]
+    for d in devices:
+        lines.append(f"#  Rank {d['rank']:>2} Group  0 Pid {d['pid']:>6} on {d['node']:>10} device {d['gpu']:>2} "
+                     f"[{d['bus']}] {d['name']}")
+    lines.append(f"NCCL version {nccl_version}")
+    lines += ["#",
+              "#                                                              out-of-place                       in-place          ",
+              "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
+              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       "]
+    return lines
 
 
 def _run(tool: str, o: dict, node: str, lines: list[str], sizes: list[int], peak: float, fac: float, wsize: int,
@@ -271,29 +284,14 @@ def _node_info(hw: dict, node: str, gpu: int, o: dict) -> dict:
     if g is not None:
         peak *= (g["nvlink"]["links"] - len(set(g["nvlink"]["down"]))) / g["nvlink"]["links"]
     return {"node": node, "pid": os.getpid(), "gpu": gpu, "peak": peak, "rails": _rail_rates(hw),
-            "bus": g["bus_id"][4:].lower()[:-2] if g else "", "name": g["name"] if g else ""}
+            "bus": _bus(g) if g else "", "name": g["name"] if g else ""}
 
 
-def _ranked(tool: str, o: dict, hw: dict, node: str, launch: dict, minb: int, maxb: int) -> int:
+def _ranked(tool: str, o: dict, hw: dict, node: str, launch: dict, minb: int, maxb: int, nccl_version: str) -> int:
     """One rank of a launch: local rank = the GPU it drives; rank 0 gathers and prints."""
-    nccl_version = _nccl_version()
-    if nccl_version is None:
-        common.err(f"{tool}: error while loading shared libraries: libnccl.so.2: cannot open shared object file: "
-                   "No such file or directory\n")
-        return 127
-    gpus = common.present_gpus(hw)
     gpu = launch["local_rank"]
-    if common.loaded_driver_version() is None:
-        common.out(_cuda_fail(node, "no CUDA-capable device is detected"))
-        return 1
-    if gpu >= len(gpus):
-        common.out(_cuda_fail(node, "invalid device ordinal"))
-        return 1
-    if hw.get("nvswitches") and not common.fabricmanager_running():
-        common.out(_cuda_fail(node, "system not yet initialized"))
-        return 1
     me = dict(_node_info(hw, node, gpu, o), rank=launch["rank"])
-    marker = common.mark_busy([gpus[gpu]["index"]])
+    marker = common.mark_busy([common.present_gpus(hw)[gpu]["index"]])
     try:
         if launch["rank"] == 0:
             return _root(tool, o, node, launch, me, minb, maxb, nccl_version)
@@ -366,31 +364,8 @@ def _root(tool: str, o: dict, node: str, launch: dict, me: dict, minb: int, maxb
             per_rail = [min(p["rails"][i] for p in nodes.values()) for i in range(n_rails)]
             peak = min(peak, n_rails * min(per_rail, default=0.0) * INTER_NODE_EFFICIENCY)
         size = launch["size"]
-        step = f"{_bytes(o['i'])}(bytes)" if o["i"] is not None else f"{int(o['f'] or 2)}(factor)"
-        lines = [f"# Collective test starting: {tool}",
-                 f"# nThread {o['t']} nGpus {o['g']} minBytes {minb} maxBytes {maxb} step: {step} warmup iters: "
-                 f"{o['w']} iters: {o['n']} agg iters: 1 validation: {o['c']} graph: {o['G']}",
-                 "#", "# Using devices"]
-        for p in peers:
-            lines.append(f"#  Rank {p['rank']:>2} Group  0 Pid {p['pid']:>6} on {p['node']:>10} device {p['gpu']:>2} "
-                         f"[{p['bus']}] {p['name']}")
-        lines.append(f"NCCL version {nccl_version}")
-        lines += ["#",
-                  "#                                                              out-of-place                       in-place          ",
-                  "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
-                  "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       "]
-        wsize = 4 if o["d"] in ("float", "int32", "uint32", "int", "float32") else (8 if "64" in o["d"] or o["d"] == "double" else 2)
-        sizes, s = [], minb
-        while s <= maxb and len(sizes) < 64:
-            sizes.append(s)
-            if o["i"] is not None:
-                s += _bytes(o["i"])
-            else:
-                f = int(o["f"] or 2)
-                if f <= 1:
-                    break
-                s *= f
-        rc = _run(tool, o, node, lines, sizes or [minb], peak, BUS_FACTOR[tool](size), wsize, size)
+        lines = _head(tool, o, o["g"], minb, maxb, peers, nccl_version)
+        rc = _run(tool, o, node, lines, _sizes(o, minb, maxb), peak, BUS_FACTOR[tool](size), _wsize(o), size)
         for c in conns:
             try:
                 _exchange_send(c, {"done": True})
