@@ -162,3 +162,29 @@ def test_pair_probes_run_nccl_last_when_the_profile_asks_for_it(monkeypatch, tmp
     seen.clear()
     ms, _ = certify.pair_probes(_host("node1"), _host("node2"), 1, cfg, tmp_path)
     assert "mpirun" not in [t for t, _ in seen] and all(m.probe == "ib_write_bw" for m in ms)
+
+
+def test_reports_show_nccl_across_nodes_as_one_all_rails_heatmap(tmp_path):
+    """An NCCL pair link has no fabric (it uses every rail): the reports group it under "All rails"
+    and hold it to nccl_allreduce_pair, not to the single-node figure."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_certificate import NODES, sample_certificate
+
+    from clustercert import certificate as cc
+    from clustercert import reports
+
+    cert = sample_certificate()
+    cert["thresholds"] = {"nccl_allreduce_1node": {"floor": 460.0, "ceiling": None, "unit": "gbyte_per_s", "source": "1"},
+                          "nccl_allreduce_pair": {"floor": 80.0, "ceiling": None, "unit": "gbyte_per_s", "source": "2"}}
+    a, b = NODES[0], NODES[1]
+    cert["links"] += [{"a": a, "b": b, "fabric": None, "probe": "nccl_allreduce", "value": 96.0, "unit": "gbyte_per_s",
+                       "status": "pass", "round": 1, "subject": f"{a}+{b}, 16 GPUs"}]
+    assert reports.threshold_for(cert, "nccl_allreduce")["floor"] == 80.0
+    key, _ = cc.load_or_create_key(None, tmp_path / "state")
+    paths = reports.write_reports(cc.sign(cert, key), tmp_path / "out")
+    html_text = paths["html"].read_text()
+    assert 'data-probe="nccl_allreduce"' in html_text and "All rails · NCCL all_reduce bus bandwidth" in html_text
+    assert 'classname="link.all_rails.nccl_allreduce"' in paths["junit"].read_text()
+    assert "| all | nccl_allreduce |" in paths["summary"].read_text()
