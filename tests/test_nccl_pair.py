@@ -188,3 +188,17 @@ def test_reports_show_nccl_across_nodes_as_one_all_rails_heatmap(tmp_path):
     assert 'data-probe="nccl_allreduce"' in html_text and "All rails · NCCL all_reduce bus bandwidth" in html_text
     assert 'classname="link.all_rails.nccl_allreduce"' in paths["junit"].read_text()
     assert "| all | nccl_allreduce |" in paths["summary"].read_text()
+
+
+def test_the_outlier_rule_compares_pair_figures_with_pair_figures():
+    """NCCL on one node (~480 GB/s) and across a pair (~96 GB/s) share the probe name: the pair's
+    figures are not judged against the nodes' median."""
+    from clustercert.probes import Measurement, apply_outlier_rule
+
+    nodes = [Measurement("nccl_allreduce", f"n{i}", value=479.0, status="pass") for i in range(4)]
+    pairs = [Measurement("nccl_allreduce", "n0", "n1", value=96.0, status="pass"),
+             Measurement("nccl_allreduce", "n2", "n3", value=96.0, status="pass"),
+             Measurement("nccl_allreduce", "n4", "n5", value=40.0, status="pass")]
+    apply_outlier_rule(nodes + pairs, 0.9, "seed")
+    assert [m.status for m in nodes] == ["pass"] * 4
+    assert [m.status for m in pairs] == ["pass", "pass", "fail"] and "median 96" in pairs[2].observed

@@ -482,14 +482,15 @@ def _per_gpu(tc: dict) -> dict[str, float]:
 
 def apply_outlier_rule(measurements: list[Measurement], ratio: float, source: str) -> None:
     """Below ``ratio`` x the median of the same probe (over the cluster) fails, beside the absolute
-    threshold. Bandwidths only (``Measurement.relative``): a latency depends on the path (switch hops)
+    threshold; per-node and per-pair figures of one probe (NCCL on one node, NCCL across a pair) are
+    separate groups. Bandwidths only (``Measurement.relative``): a latency depends on the path (switch hops)
     as much as on the health of its ends, so a 10 % band around the median would fail healthy
     multi-hop pairs; it is held to its absolute p99 ceiling. GPU utilisation is a bounded percentage
     held to the seed's absolute floor."""
-    groups: dict[str, list[Measurement]] = {}
+    groups: dict[tuple[str, bool], list[Measurement]] = {}
     for m in measurements:
         if m.relative and m.value is not None and m.status != "error":
-            groups.setdefault(m.probe, []).append(m)
+            groups.setdefault((m.probe, bool(m.b)), []).append(m)  # a pair figure is no peer of a node figure
     for ms in groups.values():
         if len(ms) < 3:
             continue

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -34,9 +37,13 @@ def _pair(lab, tmp_path, a: str, b: str, timeout: float = 20):
     inv = load_inventory("lab")
     cfg = certify.ProbeSettings(2, timeout)
     th = cfg.thresholds(inv.hosts[a].profile)
-    t0 = time.monotonic()
-    m = certify.nccl_pair(inv.hosts[a], inv.hosts[b], 1, cfg, tmp_path / "cp", th["nccl_allreduce_pair"], set())
-    return m, time.monotonic() - t0, cfg
+    cp = Path(tempfile.mkdtemp(prefix="cc-", dir="/tmp"))  # short: ssh's control socket path has a length limit
+    try:
+        t0 = time.monotonic()
+        m = certify.nccl_pair(inv.hosts[a], inv.hosts[b], 1, cfg, cp, th["nccl_allreduce_pair"], set())
+        return m, time.monotonic() - t0, cfg
+    finally:
+        shutil.rmtree(cp, ignore_errors=True)
 
 
 def test_certify_measures_nccl_across_each_pair(bootstrapped_lab, tmp_path):
