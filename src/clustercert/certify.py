@@ -190,7 +190,10 @@ def nccl_pair(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path, 
     cleanup = {"cleanup": (probes.nccl_pair_cleanup_cmd(tag, slurm), 15.0)}
     for h in (a, b):
         collect_node(h.name, h.connection, cleanup, control_dir=cp)
-    return probes.eval_nccl(m, t, r.client, cfg.limit)
+    m = probes.eval_nccl(m, t, r.client, cfg.limit)
+    if not r.reachable:
+        m.observed = f"{a.name} did not answer: {r.error or m.observed}"
+    return m
 
 
 def _pair_ok(ms: list[Measurement]) -> bool:

@@ -89,3 +89,24 @@ def test_a_hung_rank_is_a_timed_error_and_leaves_no_process(bootstrapped_lab, tm
     assert m.status == "error" and "timed out" in m.observed, m.observed
     assert seconds <= cfg.limit + 5, seconds
     assert not left, left
+
+
+def test_cluster_ssh_nodes_reach_each_other_with_host_keys_checked_and_a_limited_check_changes_nothing(bootstrapped_lab):
+    from conftest import run_cli
+
+    from clustercert.inventory import load_inventory
+
+    lab = bootstrapped_lab
+    inv = load_inventory("lab")
+    a, b = lab.nodes[0], lab.nodes[-1]
+    addr = inv.hosts[b].connection.get("ansible_host") or b
+    r = lab.ssh(a, f"ssh -o BatchMode=yes -o StrictHostKeyChecking=yes {addr} hostname", check=False)
+    assert r.returncode == 0 and r.stdout.strip() == b, r.stdout + r.stderr
+    known = lab.ssh(a, "cat /etc/ssh/ssh_known_hosts").stdout
+    assert all(n in known for n in lab.nodes), known
+    # a run limited to one node keeps the others' host keys (gathered read-only): nothing to change
+    p = run_cli("bootstrap", "-i", "lab", "--check", "--diff", "--limit", a, "--tags", "cluster_ssh,nccl_tools",
+                "--format", "json", timeout=600,
+                env={"CLUSTERCERT_HOME": str(lab.dir.parent / "bootstrap-fixture-state")})
+    doc = json.loads(p.stdout)
+    assert p.returncode == 0 and doc["changes"] == [], doc
