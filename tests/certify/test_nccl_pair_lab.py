@@ -92,8 +92,6 @@ def test_a_hung_rank_is_a_timed_error_and_leaves_no_process(bootstrapped_lab, tm
 
 
 def test_cluster_ssh_nodes_reach_each_other_with_host_keys_checked_and_a_limited_check_changes_nothing(bootstrapped_lab):
-    from conftest import run_cli
-
     from clustercert.inventory import load_inventory
 
     lab = bootstrapped_lab
@@ -105,8 +103,8 @@ def test_cluster_ssh_nodes_reach_each_other_with_host_keys_checked_and_a_limited
     known = lab.ssh(a, "cat /etc/ssh/ssh_known_hosts").stdout
     assert all(n in known for n in lab.nodes), known
     # a run limited to one node keeps the others' host keys (gathered read-only): nothing to change
-    p = run_cli("bootstrap", "-i", "lab", "--check", "--diff", "--limit", a, "--tags", "cluster_ssh,nccl_tools",
-                "--format", "json", timeout=600,
-                env={"CLUSTERCERT_HOME": str(lab.dir.parent / "bootstrap-fixture-state")})
+    p = subprocess.run([sys.executable, "-m", "clustercert", "bootstrap", "-i", "lab", "--check", "--diff", "--limit", a,
+                        "--tags", "cluster_ssh,nccl_tools", "--format", "json"], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "bootstrap-fixture-state")))
     doc = json.loads(p.stdout)
     assert p.returncode == 0 and doc["changes"] == [], doc
