@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -177,7 +178,37 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
     elif lat_jobs:
         with ThreadPoolExecutor(max_workers=len(lat_jobs)) as ex:
             out += list(ex.map(run, lat_jobs))
+    if "nccl_allreduce_pair" in th:  # last: it uses every rail, so it overlaps no other probe
+        out.append(nccl_pair(a, b, rnd, cfg, cp, th["nccl_allreduce_pair"], down))
     return out, down
+
+
+def nccl_pair(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str]) -> Measurement:
+    """all_reduce_perf across a and b, launched from a (mpirun; srun where the inventory says Slurm),
+    one rank per GPU; then the ranks (and launch daemons) the launch left on either node are killed."""
+    gpus = a.profile.gpu.count
+    m = Measurement("nccl_allreduce", a.name, b.name, subject=f"{a.name}+{b.name}, {2 * gpus} GPUs", round=rnd)
+    if down & {a.name, b.name}:
+        m.status, m.expected = "error", probes.bound_text(t)
+        m.observed = f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the other probes"
+        return m
+    tag = uuid.uuid4().hex[:12]
+    slurm = bool(getattr(a.vars, "clustercert_slurm", False))
+    if slurm:
+        names = [getattr(h.vars, "clustercert_slurm_node_name", None) or h.name for h in (a, b)]
+        cmd = probes.nccl_pair_srun_cmd(names, gpus, tag, cfg.limit)
+    else:
+        cmd = probes.nccl_pair_mpirun_cmd([_addr(a), _addr(b)], gpus, tag)
+    r = run_server_client(None, (a.name, a.connection, cmd), cfg.limit, control_dir=cp)
+    if not r.reachable:
+        down.add(a.name)
+    cleanup = {"cleanup": (probes.nccl_pair_cleanup_cmd(tag, slurm), 15.0)}
+    for h in (a, b):
+        collect_node(h.name, h.connection, cleanup, control_dir=cp)
+    m = probes.eval_nccl(m, t, r.client, cfg.limit)
+    if not r.reachable:
+        m.observed = f"{a.name} did not answer: {r.error or m.observed}"
+    return m
 
 
 def _pair_ok(ms: list[Measurement]) -> bool:

@@ -196,6 +196,48 @@ def eval_nccl(m: Measurement, t: Threshold, res: CommandResult | None, timeout: 
     return judge_value(m, t, rec.get("busbw_at_max_size_gbyte_per_s"), "gbyte_per_s", res)
 
 
+# ---- NCCL across two nodes (mpirun, or srun on a Slurm cluster) -----------------------------------
+
+NCCL_SIZES = "-b 8 -e 8G -f 2"
+PROBE_TAG_VAR = "CLUSTERCERT_PROBE_TAG"
+LAUNCH_DAEMONS = ("orted", "prted")  # OpenMPI's per-node launch daemons (4.x: orted; 5.x: prted)
+
+
+def nccl_pair_mpirun_cmd(hosts: list[str], gpus: int, tag: str) -> str:
+    """all_reduce_perf across ``hosts`` with OpenMPI's mpirun, one rank per GPU (-g 1), ``gpus`` ranks
+    on each host (-H host:slots), mapped by slot so rank 0 runs on the first host (where mpirun runs).
+    mpirun reaches the other hosts over SSH in batch mode (the cluster_ssh role's key, host keys
+    checked). ``tag`` is exported to every rank (-x) so that the cleanup can find them."""
+    spec = ",".join(f"{h}:{gpus}" for h in hosts)
+    return (f"mpirun --allow-run-as-root -np {gpus * len(hosts)} -H {spec} --map-by slot --bind-to none "
+            f"--mca plm_rsh_args '-o BatchMode=yes' -x {PROBE_TAG_VAR}={tag} "
+            f"all_reduce_perf {NCCL_SIZES} -g 1")
+
+
+def nccl_pair_srun_cmd(nodes: list[str], gpus: int, tag: str, time_limit_s: float) -> str:
+    """all_reduce_perf across ``nodes`` (Slurm node names) as one srun step, one task per GPU. The job
+    is named after ``tag`` (the cleanup cancels it by name) and carries its own time limit."""
+    minutes = max(1, int((time_limit_s + 59) // 60))
+    return (f"srun --nodes={len(nodes)} --ntasks-per-node={gpus} --nodelist={','.join(nodes)} "
+            f"--job-name=clustercert-nccl-{tag} --time={minutes} --kill-on-bad-exit=1 "
+            f"--export=ALL,{PROBE_TAG_VAR}={tag} all_reduce_perf {NCCL_SIZES} -g 1")
+
+
+def nccl_pair_cleanup_cmd(tag: str, slurm: bool = False) -> str:
+    """Kills, on one node, what a launch tagged ``tag`` left behind: every process whose environment
+    carries the tag (the ranks) and the launch daemon (orted/prted) that is the parent of one; on a
+    Slurm cluster the job named after the tag is cancelled first. Prints KILLED=<pids> (may be empty).
+    Processes of other launches (another tag, or none) are never touched."""
+    want = f"{PROBE_TAG_VAR}={tag}"
+    daemons = "|".join(LAUNCH_DAEMONS)
+    scancel = f"scancel --name=clustercert-nccl-{tag} 2>/dev/null; " if slurm else ""
+    return (scancel + "k=''; for d in /proc/[0-9]*; do p=${d#/proc/}; [ \"$p\" = \"$$\" ] && continue; "
+            f"if tr '\\0' '\\n' 2>/dev/null < $d/environ | grep -qxF '{want}'; then k=\"$k $p\"; "
+            "pp=$(awk '/^PPid:/{print $2}' $d/status 2>/dev/null); "
+            f"case \"$(cat /proc/$pp/comm 2>/dev/null)\" in {daemons}) k=\"$k $pp\";; esac; fi; done; "
+            "[ -n \"$k\" ] && kill -KILL $k 2>/dev/null; echo \"KILLED=$k\"; true")
+
+
 # ---- GPU utilisation sampled during the NCCL run --------------------------------------------------
 
 UTIL_MARK = "# clustercert: GPU utilisation samples (nvidia-smi --query-gpu=index,utilization.gpu)"
@@ -372,7 +414,7 @@ PROBE_NAMES = {
     "ib_write_bw": ("ib_write_bw_loopback", "ib_write_bw_pair"),
     "ib_write_lat": ("ib_write_lat_p99",),
     "iperf3": ("iperf3_ipoib",),
-    "nccl": ("nccl_allreduce_1node", "gpu_util_under_load"),
+    "nccl": ("nccl_allreduce_1node", "gpu_util_under_load", "nccl_allreduce_pair"),
     "nvbandwidth": tuple(NVBW_TESTS),
     "dcgmi": (),  # dcgmi diag runs at the profile's dcgm_diag level
 }
@@ -477,14 +519,15 @@ def probe_timing(per_node: dict[str, list[Measurement]], node_wall: float, round
 
 def apply_outlier_rule(measurements: list[Measurement], ratio: float, source: str) -> None:
     """Below ``ratio`` x the median of the same probe (over the cluster) fails, beside the absolute
-    threshold. Bandwidths only (``Measurement.relative``): a latency depends on the path (switch hops)
+    threshold; per-node and per-pair figures of one probe (NCCL on one node, NCCL across a pair) are
+    separate groups. Bandwidths only (``Measurement.relative``): a latency depends on the path (switch hops)
     as much as on the health of its ends, so a 10 % band around the median would fail healthy
     multi-hop pairs; it is held to its absolute p99 ceiling. GPU utilisation is a bounded percentage
     held to the seed's absolute floor."""
-    groups: dict[str, list[Measurement]] = {}
+    groups: dict[tuple[str, bool], list[Measurement]] = {}
     for m in measurements:
         if m.relative and m.value is not None and m.status != "error":
-            groups.setdefault(m.probe, []).append(m)
+            groups.setdefault((m.probe, bool(m.b)), []).append(m)  # a pair figure is no peer of a node figure
     for ms in groups.values():
         if len(ms) < 3:
             continue

@@ -118,7 +118,7 @@ def _by_check(node: dict) -> dict[str, list[dict]]:
 
 # certify records thresholds under the profile's names; links name the probe
 PROBE_THRESHOLD = {"ib_write_bw": "ib_write_bw_pair", "ib_write_lat": "ib_write_lat_p99", "iperf3": "iperf3_ipoib",
-                   "nccl_allreduce": "nccl_allreduce_1node"}
+                   "nccl_allreduce": "nccl_allreduce_pair"}  # the per-node NCCL figures are findings, not links
 
 
 def threshold_for(cert: dict, key: str) -> dict | None:
@@ -179,10 +179,20 @@ def _text_on(fill: str) -> str:
     return "#111827" if 0.299 * r + 0.587 * g + 0.114 * b > 150 else "#ffffff"
 
 
+def _fabric(link: dict) -> int:
+    """A link's fabric; -1 for a probe over every rail at once (NCCL across two nodes has none)."""
+    f = link.get("fabric", 0)
+    return -1 if f is None else int(f)
+
+
+def _fabric_title(fabric: int) -> str:
+    return "All rails" if fabric < 0 else f"Fabric {fabric}"
+
+
 def link_groups(cert: dict) -> dict[tuple[int, str], list[dict]]:
     groups: dict[tuple[int, str], list[dict]] = defaultdict(list)
     for link in cert.get("links") or []:
-        groups[(int(link.get("fabric", 0)), str(link.get("probe")))].append(link)
+        groups[(_fabric(link), str(link.get("probe")))].append(link)
     rank = {p: i for i, p in enumerate(PROBE_LABEL)}
     # one probe's fabrics side by side
     return dict(sorted(groups.items(), key=lambda kv: (rank.get(kv[0][1], 99), kv[0][1], kv[0][0])))
@@ -466,7 +476,7 @@ def _html_heatmaps(cert: dict) -> str:
         source = f' · <span title="{_e((th or {}).get("source"))}">source: {_e((th or {}).get("source"))}</span>' if th and th.get("source") else ""
         svg_w = int(re.search(r'width="(\d+)"', svg).group(1))
         blocks.append(f'<div class="heatmap" style="width:{max(svg_w, 380) + 26}px" data-fabric="{fabric}" data-probe="{_e(probe)}">'
-                      f'<h3>Fabric {fabric} · {_e(PROBE_LABEL.get(probe, probe))}</h3>'
+                      f'<h3>{_fabric_title(fabric)} · {_e(PROBE_LABEL.get(probe, probe))}</h3>'
                       f'<div class="note">{_e(_threshold_text(th, unit))}{source} · latest round per pair</div>'
                       f'{svg}{legend}</div>')
     if not blocks:
@@ -698,7 +708,7 @@ def render_junit(cert: dict) -> bytes:
             text = "\n\n".join(f"[{f.get('status')}] {_eo(f)}\n{_clean(f.get('evidence'))}".rstrip() for f in picked)
             case(nodes_suite, tally, n, check, st, message, text)
     links_suite, ltally = suite("links"), Counter()
-    for link in sorted(cert.get("links") or [], key=lambda x: (int(x.get("fabric", 0)), str(x.get("probe")),
+    for link in sorted(cert.get("links") or [], key=lambda x: (_fabric(x), str(x.get("probe")),
                                                                _natural(x.get("a")), _natural(x.get("b")),
                                                                int(x.get("round", 1)))):
         th = threshold_for(cert, str(link.get("probe")))
@@ -706,7 +716,8 @@ def render_junit(cert: dict) -> bytes:
         st = str(link.get("status"))
         name = f"{link.get('a')} <-> {link.get('b')} round {link.get('round')}"
         msg = f"{_val(link.get('value'), unit)}, {_threshold_text(th, unit)}"
-        case(links_suite, ltally, f"link.fabric{link.get('fabric')}.{link.get('probe')}", name,
+        fab = "all_rails" if link.get("fabric") is None else f"fabric{link.get('fabric')}"
+        case(links_suite, ltally, f"link.{fab}.{link.get('probe')}", name,
              st if st in ("fail", "error") else "pass", msg, msg)
     for el, t in ((nodes_suite, tally), (links_suite, ltally)):
         for k in ("tests", "failures", "errors", "skipped"):
@@ -775,12 +786,13 @@ def render_summary(cert: dict) -> str:
         out.append("No link measurements.")
     else:
         out += ["| fabric | probe | a | b | round | value | threshold | status |", "|---:|---|---|---|---:|---:|---|---|"]
-        for link in sorted(links, key=lambda x: (int(x.get("fabric", 0)), str(x.get("probe")), _natural(x.get("a")),
+        for link in sorted(links, key=lambda x: (_fabric(x), str(x.get("probe")), _natural(x.get("a")),
                                                  _natural(x.get("b")), int(x.get("round", 1)))):
             th = threshold_for(cert, str(link.get("probe")))
             unit = _unit(link.get("unit"))
             status = str(link.get("status"))
-            out.append(f"| {link.get('fabric')} | {_md(link.get('probe'))} | {_md(link.get('a'))} | {_md(link.get('b'))} | "
+            fab = 'all' if link.get('fabric') is None else link.get('fabric')
+            out.append(f"| {fab} | {_md(link.get('probe'))} | {_md(link.get('a'))} | {_md(link.get('b'))} | "
                        f"{link.get('round')} | {_val(link.get('value'), unit)} | {_md(_threshold_text(th, unit))} | "
                        f"{'**' + status + '**' if status != 'pass' else status} |")
     return "\n".join(out) + "\n"

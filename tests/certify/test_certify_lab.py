@@ -55,7 +55,7 @@ def test_healthy_lab_is_certified_and_verifiable(lab8, tmp_path):
     bad = {n: [f["check"] for f in v["findings"] if f["status"] in ("fail", "error")] for n, v in cert["nodes"].items()}
     assert rc == 0 and cert["verdict"] == "pass", (bad, [lk for lk in cert["links"] if lk["status"] != "pass"])
     assert cert["rounds"] == 1 and cert["links"]
-    assert {lk["probe"] for lk in cert["links"]} == {"ib_write_bw", "ib_write_lat", "iperf3"}
+    assert {lk["probe"] for lk in cert["links"]} == {"ib_write_bw", "ib_write_lat", "iperf3", "nccl_allreduce"}
     lat = [lk for lk in cert["links"] if lk["probe"] == "ib_write_lat"]
     assert {lk["fabric"] for lk in lat} == {0, 1} and all(lk["unit"] == "usec" and lk["value"] < 2 for lk in lat)
     for n, v in cert["nodes"].items():

@@ -661,3 +661,48 @@ def _res(sim, level: int):
 
     r = sim.run("dcgmi", "diag", "-r", str(level))
     return CommandResult(r.returncode, r.stdout, r.stderr, False, 1.0, f"dcgmi diag -r {level}")
+
+
+def _allreduce_2nodes(a: Sim, b: Sim, per_node: int = 2, slurm: bool = False) -> tuple[list, dict]:
+    """all_reduce_perf as the ranks of a 2-node launch (per_node ranks on each), with the environment
+    OpenMPI 4.1's mpirun gives its ranks (checked against Debian 12's openmpi-bin) or Slurm's srun."""
+    port = str(_free_port())
+    size = 2 * per_node
+    procs = []
+    for rank in range(size):
+        node, local = (a, b)[rank // per_node], rank % per_node
+        if slurm:
+            env = {"SLURM_PROCID": str(rank), "SLURM_NTASKS": str(size), "SLURM_LOCALID": str(local),
+                   "SLURM_NTASKS_PER_NODE": str(per_node), "SLURM_STEP_NUM_NODES": "2",
+                   "SLURM_LAUNCH_NODE_IPADDR": "127.0.0.1", "SLURM_STEP_NODELIST": "localhost"}
+        else:
+            env = {"OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": str(size),
+                   "OMPI_COMM_WORLD_LOCAL_RANK": str(local), "OMPI_COMM_WORLD_LOCAL_SIZE": str(per_node),
+                   "OMPI_MCA_orte_num_nodes": "2",
+                   "OMPI_MCA_orte_hnp_uri": "1792212992.0;tcp://192.0.2.254,127.0.0.1:59653;tcp6://[fd00::2]:38349"}
+        env["CLUSTERCERT_LAB_NCCL_RANK_PORT"] = port
+        procs.append(subprocess.Popen([PY, str(SOURCE), "all_reduce_perf", "-b", "1G", "-e", "2G", "-f", "2", "-g", "1"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=node.env(**env)))
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0] * size, outs
+    assert all(not o for o, _ in outs[1:]), "only rank 0 prints"
+    return outs, parse("nccl-tests", outs[0][0])
+
+
+@pytest.mark.parametrize("slurm", [False, True])
+def test_nccl_all_reduce_across_nodes_is_bounded_by_the_rails_of_both_ends(tmp_path, slurm):
+    a, b = _two_nodes(tmp_path)
+    for s in (a, b):
+        s.driver_loaded()
+        s.start_daemon("nv-fabricmanager", "/run/nvidia-fabricmanager/nv-fabricmanager.pid")
+    try:
+        _outs, rec = _allreduce_2nodes(a, b, slurm=slurm)
+        assert len(rec["devices"]) == 4 and {d["host"] for d in rec["devices"]} == {"node01", "node02"}
+        healthy = rec["busbw_at_max_size_gbyte_per_s"]
+        assert healthy == pytest.approx(2 * 400 / 8 * 0.96, abs=0.2)  # 2 NDR rails, both ends healthy
+        b.fault("link_slow", fabric="0", factor="0.3")  # the far end's link slows the pair
+        _outs, rec = _allreduce_2nodes(a, b, slurm=slurm)
+        assert rec["busbw_at_max_size_gbyte_per_s"] == pytest.approx(2 * 50 * 0.3 * 0.96, abs=0.2)
+    finally:
+        a.close()
+        b.close()

@@ -18,7 +18,7 @@ def test_every_template_is_rendered_somewhere(rendered: Path):
     for host in HOSTS:
         names |= {p.name.split(".j2")[0] for p in (rendered / host / "templates").iterdir()}
     bootstrap_roles = ["nvidia_repos", "nvidia_driver", "fabricmanager", "ofed", "nvidia_peermem", "nccl_tools",
-                       "container_toolkit", "ib_redundancy", "tuning", "rolling_reboot"]
+                       "container_toolkit", "ib_redundancy", "tuning", "rolling_reboot", "cluster_ssh"]
     templates = [t for r in bootstrap_roles for t in (ROLES / r / "templates").glob("*.j2")]
     assert len(templates) >= 25
     for tpl in templates:
@@ -178,3 +178,21 @@ def test_driver_pin_covers_the_whole_set(rendered: Path):
     pref = (rendered / "ubuntu2404/templates/nvidia_driver__nvidia-driver.pref").read_text()
     assert "Pin: version 535.247.01-*\nPin-Priority: 1001\n" in pref
     assert "Package: nvidia-* libnvidia-* libcuda1 " in pref
+
+
+def test_openmpi_and_cluster_ssh_per_distribution(rendered: Path):
+    """OpenMPI (mpirun for the NCCL probe across nodes) and the SSH client, by each family's name; the
+    known-hosts file lists every node's recorded host key under its names (host keys stay checked)."""
+    assert [resolved(rendered, h)["nccl_tools_mpi_packages"] for h in HOSTS] == [
+        ["openmpi-bin"], ["openmpi-bin"], ["openmpi-bin"], ["openmpi"]]
+    assert [resolved(rendered, h)["cluster_ssh_client_package"] for h in HOSTS] == [
+        "openssh-client", "openssh-client", "openssh-client", "openssh-clients"]
+    known = (rendered / "debian12/templates/cluster_ssh__ssh_known_hosts").read_text().splitlines()
+    assert len(known) == len(HOSTS), known
+    for h in HOSTS:
+        line = next(x for x in known if x.split(",")[0] == h)
+        names, keytype, key = line.split(" ")
+        assert f"{h}-node" in names.split(",") and keytype == "ssh-ed25519" and key.startswith("AAAAC3Nza")
+    config = (rendered / "rocky9/templates/cluster_ssh__ssh_config").read_text()
+    assert config.splitlines()[0] == "Host " + " ".join(sorted(HOSTS))
+    assert "StrictHostKeyChecking yes" in config and "IdentityFile ~/.ssh/id_clustercert" in config

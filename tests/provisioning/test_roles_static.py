@@ -9,7 +9,8 @@ import yaml
 from provisioning_helpers import REPO, ROLES
 
 ROLE_NAMES = ["nvidia_repos", "nvidia_driver", "fabricmanager", "ofed", "nvidia_peermem", "nccl_tools",
-              "container_toolkit", "ib_redundancy", "tuning", "rolling_reboot", "timesync"]
+              "container_toolkit", "ib_redundancy", "tuning", "rolling_reboot", "timesync",
+              "cluster_ssh"]
 
 
 def test_the_bootstrap_playbook_tags_every_role_once():

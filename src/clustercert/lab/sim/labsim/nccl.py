@@ -1,13 +1,24 @@
-"""Simulated nccl-tests (all_reduce_perf and friends), single node, -b/-e/-f/-i/-g honoured.
+"""Simulated nccl-tests (all_reduce_perf and friends), -b/-e/-f/-i/-g honoured, on one node or as
+the ranks of an mpirun/srun launch across nodes.
 
 busbw at sizes >= 1 GiB is the profile's healthy figure x the node's health factors; below it the
 curve falls off the way NVLS all_reduce does on small messages.
+
+Under a launcher (OMPI_COMM_WORLD_RANK/SIZE, or SLURM_PROCID/NTASKS) every rank drives one GPU of
+its node (its local rank) and, like the real tool, only rank 0 prints the table. Ranks > 0 connect
+to rank 0 over TCP (like the simulated perftest's out-of-band exchange) and send their node's health;
+rank 0 reports the figure the slowest part allows: each node's NVLink figure and, across nodes, the
+compute rails x the slowest end's per-rail rate (health factors and link_slow of EITHER node), and
+tells the ranks when it is done. Rank 0's address comes from the launcher: OpenMPI's
+OMPI_MCA_orte_hnp_uri (mpirun runs where rank 0 runs), Slurm's SLURM_LAUNCH_NODE_IPADDR or the first
+node of SLURM_STEP_NODELIST. Nothing is measured on the lab's virtual links.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import socket
 import time
 
@@ -46,9 +57,66 @@ def busbw_curve(peak: float, size: int) -> float:
     return peak * (size / SATURATION) ** 0.35
 
 
+RANK_PORT = int(os.environ.get("CLUSTERCERT_LAB_NCCL_RANK_PORT") or 18600)  # rank 0 listens here
+INTER_NODE_EFFICIENCY = 0.96  # busbw across nodes vs the rails' line rate (NCCL over IB, large messages)
+
+
+def launch_env(env=None) -> dict | None:
+    """This process's place in an mpirun/srun launch, or None when not launched by one."""
+    env = os.environ if env is None else env
+
+    def num(*names, default=None):
+        for n in names:
+            v = env.get(n, "")
+            m = re.match(r"\d+", v)
+            if m:
+                return int(m.group(0))
+        return default
+
+    rank = num("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
+    size = num("OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "SLURM_NPROCS")
+    if rank is None or size is None:
+        return None
+    local_rank = num("OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", default=0)
+    local_size = num("OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE",
+                     default=size)
+    nodes = num("OMPI_MCA_orte_num_nodes", "SLURM_STEP_NUM_NODES", "SLURM_NNODES",
+                default=max(1, size // max(1, local_size)))
+    return {"rank": rank, "size": size, "local_rank": local_rank, "local_size": local_size, "nodes": nodes,
+            "root": root_addresses(env)}
+
+
+def root_addresses(env) -> list[str]:
+    """Where rank 0 runs, as the launcher says."""
+    out = []
+    for entry in env.get("OMPI_MCA_orte_hnp_uri", "").split(";")[1:]:
+        if entry.startswith("tcp://"):
+            out += entry[len("tcp://"):].rpartition(":")[0].split(",")
+    if env.get("SLURM_LAUNCH_NODE_IPADDR"):
+        out.append(env["SLURM_LAUNCH_NODE_IPADDR"])
+    nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""
+    m = re.match(r"([^,\[]+)(?:\[(\d+))?", nodelist)
+    if m:
+        out.append(m.group(1) + (m.group(2) or ""))
+    return [a for a in out if a]
+
+
+def _rail_rates(hw: dict) -> list[float]:
+    """GB/s each compute rail of this node carries to other nodes (health factors and link_slow)."""
+    from .perftest import _factor, _link_factor
+
+    rates = []
+    for hca in hw.get("hcas", []):
+        port = hca["ports"][0]
+        up = port.get("state") == "ACTIVE"
+        rates.append(port["rated_gbit_per_s"] / 8 * _factor(hw, hca, port) * _link_factor(hw, port) if up else 0.0)
+    return rates
+
+
 def main(tool: str, argv: list[str]) -> int:
     hw = common.load_hw()
     common.hang_if_configured(tool, hw)
+    launch = launch_env()
     if tool not in BUS_FACTOR:
         tool = "all_reduce_perf"
     o = {"b": "33554432", "e": "33554432", "f": None, "i": None, "g": "1", "t": "1", "n": "20", "w": "5",
@@ -80,6 +148,7 @@ def main(tool: str, argv: list[str]) -> int:
     minb, maxb = _bytes(o["b"]), _bytes(o["e"])
     ngpus = int(o["g"])
     node = socket.gethostname()
+    ranked = launch is not None and launch["size"] > 1
     nccl_version = _nccl_version()
     if nccl_version is None:
         common.err(f"{tool}: error while loading shared libraries: libnccl.so.2: cannot open shared object file: "
@@ -89,30 +158,18 @@ def main(tool: str, argv: list[str]) -> int:
         common.out(_cuda_fail(node, "no CUDA-capable device is detected"))
         return 1
     gpus = common.present_gpus(hw)
-    if ngpus > len(gpus):
+    if (launch["local_rank"] + 1 if ranked else ngpus) > len(gpus):
         common.out(_cuda_fail(node, "invalid device ordinal"))
         return 1
     if hw.get("nvswitches") and not common.fabricmanager_running():
         common.out(_cuda_fail(node, "system not yet initialized"))
         return 1
-    if o["i"] is not None:
-        step_desc = f"{_bytes(o['i'])}(bytes)"
-    else:
-        step_desc = f"{int(o['f'] or 2)}(factor)"
-    lines = [f"# Collective test starting: {tool}",
-             f"# nThread {o['t']} nGpus {ngpus} minBytes {minb} maxBytes {maxb} step: {step_desc} warmup iters: {o['w']} "
-             f"iters: {o['n']} agg iters: 1 validation: {o['c']} graph: {o['G']}",
-             "#", "# Using devices"]
+    if ranked:
+        return _ranked(tool, o, hw, hw.get("node") or node, launch, minb, maxb, nccl_version)
     pid = os.getpid()
-    for r in range(ngpus):
-        g = gpus[r]
-        bus = g["bus_id"][4:].lower()[:-2]
-        lines.append(f"#  Rank {r:>2} Group  0 Pid {pid:>6} on {node:>10} device {r:>2} [{bus}] {g['name']}")
-    lines.append(f"NCCL version {nccl_version}")
-    lines += ["#",
-              "#                                                              out-of-place                       in-place          ",
-              "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
-              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       "]
+    devices = [{"rank": r, "pid": pid, "node": node, "gpu": r, "bus": _bus(gpus[r]), "name": gpus[r]["name"]}
+               for r in range(ngpus)]
+    lines = _head(tool, o, ngpus, minb, maxb, devices, nccl_version)
     h = hw["health"]
     peak = hw["performance"]["nccl_allreduce_busbw_gbyte_per_s"]["value"] * h.get("node_factor", 1.0) * \
         h.get("nccl_factor", 1.0)
@@ -120,9 +177,24 @@ def main(tool: str, argv: list[str]) -> int:
                  for g in gpus[:ngpus]) if ngpus else 1.0
     peak *= active
     fac = BUS_FACTOR[tool](ngpus) if ngpus > 0 else 0.0
-    wsize = 4 if o["d"] in ("float", "int32", "uint32", "int", "float32") else (8 if "64" in o["d"] or o["d"] == "double" else 2)
-    sizes = []
-    s = minb
+    marker = common.mark_busy([g["index"] for g in gpus[:ngpus]])
+    try:
+        return _run(tool, o, node, lines, _sizes(o, minb, maxb), peak, fac, _wsize(o), ngpus)
+    finally:
+        common.clear_busy(marker)
+
+
+def _bus(g: dict) -> str:
+    return g["bus_id"][4:].lower()[:-2]
+
+
+def _wsize(o: dict) -> int:
+    d = o["d"]
+    return 4 if d in ("float", "int32", "uint32", "int", "float32") else (8 if "64" in d or d == "double" else 2)
+
+
+def _sizes(o: dict, minb: int, maxb: int) -> list[int]:
+    sizes, s = [], minb
     while s <= maxb and len(sizes) < 64:
         sizes.append(s)
         if o["i"] is not None:
@@ -132,13 +204,24 @@ def main(tool: str, argv: list[str]) -> int:
             if f <= 1:
                 break
             s *= f
-    if not sizes:
-        sizes = [minb]
-    marker = common.mark_busy([g["index"] for g in gpus[:ngpus]])
-    try:
-        return _run(tool, o, node, lines, sizes, peak, fac, wsize, ngpus)
-    finally:
-        common.clear_busy(marker)
+    return sizes or [minb]
+
+
+def _head(tool: str, o: dict, ngpus, minb: int, maxb: int, devices: list[dict], nccl_version: str) -> list[str]:
+    step_desc = f"{_bytes(o['i'])}(bytes)" if o["i"] is not None else f"{int(o['f'] or 2)}(factor)"
+    lines = [f"# Collective test starting: {tool}",
+             f"# nThread {o['t']} nGpus {ngpus} minBytes {minb} maxBytes {maxb} step: {step_desc} warmup iters: {o['w']} "
+             f"iters: {o['n']} agg iters: 1 validation: {o['c']} graph: {o['G']}",
+             "#", "# Using devices"]
+    for d in devices:
+        lines.append(f"#  Rank {d['rank']:>2} Group  0 Pid {d['pid']:>6} on {d['node']:>10} device {d['gpu']:>2} "
+                     f"[{d['bus']}] {d['name']}")
+    lines.append(f"NCCL version {nccl_version}")
+    lines += ["#",
+              "#                                                              out-of-place                       in-place          ",
+              "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
+              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       "]
+    return lines
 
 
 def _run(tool: str, o: dict, node: str, lines: list[str], sizes: list[int], peak: float, fac: float, wsize: int,
@@ -190,3 +273,106 @@ def _nccl_version() -> str | None:
     base, _, rest = v.partition("-")
     cuda = rest.partition("+")[2]
     return f"{base}+{cuda}" if cuda else base
+
+
+def _node_info(hw: dict, node: str, gpu: int, o: dict) -> dict:
+    gpus = common.present_gpus(hw)
+    h = hw["health"]
+    peak = hw["performance"]["nccl_allreduce_busbw_gbyte_per_s"]["value"] * h.get("node_factor", 1.0) * \
+        h.get("nccl_factor", 1.0)
+    g = gpus[gpu] if gpu < len(gpus) else None
+    if g is not None:
+        peak *= (g["nvlink"]["links"] - len(set(g["nvlink"]["down"]))) / g["nvlink"]["links"]
+    return {"node": node, "pid": os.getpid(), "gpu": gpu, "peak": peak, "rails": _rail_rates(hw),
+            "bus": _bus(g) if g else "", "name": g["name"] if g else ""}
+
+
+def _ranked(tool: str, o: dict, hw: dict, node: str, launch: dict, minb: int, maxb: int, nccl_version: str) -> int:
+    """One rank of a launch: local rank = the GPU it drives; rank 0 gathers and prints."""
+    gpu = launch["local_rank"]
+    me = dict(_node_info(hw, node, gpu, o), rank=launch["rank"])
+    marker = common.mark_busy([common.present_gpus(hw)[gpu]["index"]])
+    try:
+        if launch["rank"] == 0:
+            return _root(tool, o, node, launch, me, minb, maxb, nccl_version)
+        return _member(node, launch, me)
+    finally:
+        common.clear_busy(marker)
+
+
+def _fail(node: str, what: str) -> int:
+    common.out(f"{node}: Test NCCL failure common.cu:1005 'remote process exited or there was a network error' "
+               f"({what})\n .. {node} pid {os.getpid()}: Test failure common.cu:1159\n")
+    return 1
+
+
+def _member(node: str, launch: dict, me: dict) -> int:
+    from .perftest import _exchange_recv, _exchange_send
+
+    deadline = time.time() + 30
+    sock = None
+    while sock is None:
+        for addr in launch["root"] or ["127.0.0.1"]:
+            try:
+                sock = socket.create_connection((addr, RANK_PORT), timeout=2)
+                break
+            except OSError:
+                continue
+        if sock is None:
+            if time.time() > deadline:
+                return _fail(node, f"cannot reach rank 0 at {', '.join(launch['root']) or '?'}:{RANK_PORT}")
+            time.sleep(0.2)
+    with sock:
+        try:
+            _exchange_send(sock, me)
+            _exchange_recv(sock, timeout=3600)  # rank 0 says when the collective is over
+        except (OSError, ValueError, ConnectionError):
+            return _fail(node, "rank 0 went away")
+    return 0
+
+
+def _root(tool: str, o: dict, node: str, launch: dict, me: dict, minb: int, maxb: int, nccl_version: str) -> int:
+    from .perftest import _exchange_recv, _exchange_send
+
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        srv.bind(("0.0.0.0", RANK_PORT))
+    except OSError:
+        return _fail(node, f"cannot listen on port {RANK_PORT}")
+    srv.listen(256)
+    srv.settimeout(30)
+    peers, conns = [me], []
+    try:
+        while len(peers) < launch["size"]:
+            try:
+                c, _a = srv.accept()
+            except OSError:
+                return _fail(node, f"{launch['size'] - len(peers)} of {launch['size']} ranks never connected")
+            conns.append(c)
+            try:
+                peers.append(_exchange_recv(c, timeout=30))
+            except (OSError, ValueError, ConnectionError):
+                return _fail(node, "a rank went away")
+        peers.sort(key=lambda p: p["rank"])
+        nodes = {}
+        for p in peers:
+            nodes.setdefault(p["node"], p)
+        peak = min(p["peak"] for p in peers)
+        if len(nodes) > 1:
+            n_rails = min(len(p["rails"]) for p in nodes.values())
+            per_rail = [min(p["rails"][i] for p in nodes.values()) for i in range(n_rails)]
+            peak = min(peak, n_rails * min(per_rail, default=0.0) * INTER_NODE_EFFICIENCY)
+        size = launch["size"]
+        lines = _head(tool, o, o["g"], minb, maxb, peers, nccl_version)
+        rc = _run(tool, o, node, lines, _sizes(o, minb, maxb), peak, BUS_FACTOR[tool](size), _wsize(o), size)
+        for c in conns:
+            try:
+                _exchange_send(c, {"done": True})
+            except OSError:
+                pass
+        return rc
+    finally:
+        for c in conns:
+            c.close()
+        srv.close()

@@ -1,0 +1,204 @@
+"""NCCL all_reduce across two nodes: the mpirun/srun command lines, where it runs in a pair's probes
+(after the bandwidth and latency probes), its verdicts, and the cleanup that leaves no rank or launch
+daemon behind on either node, even after a timeout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+from clustercert import certify, probes
+from clustercert.collect import CommandResult, NodeEvidence, ProbeRun, collect_node
+from clustercert.profile import load_profile
+
+FIX = Path(__file__).parent / "fixtures" / "nccl-tests"
+GOOD = (FIX / "all_reduce_perf-old-format-2x-dgx-a100-k8s.txt").read_text()      # busbw 188.53 GB/s
+SLOW = (FIX / "all_reduce_perf-wrong-NA-ipoib-tcp-slow.txt").read_text()          # busbw 3.15 GB/s
+
+
+def _host(name: str, slurm: bool = False, slurm_name: str | None = None):
+    return SimpleNamespace(name=name, connection={"ansible_host": f"10.0.0.{name[-1]}"}, profile=load_profile("lab"),
+                           vars=SimpleNamespace(clustercert_fabric_addresses={}, clustercert_slurm=slurm,
+                                                clustercert_slurm_node_name=slurm_name))
+
+
+def test_mpirun_command_one_rank_per_gpu_on_both_hosts():
+    cmd = probes.nccl_pair_mpirun_cmd(["10.0.0.1", "10.0.0.2"], 8, "t0k")
+    assert cmd.startswith("mpirun --allow-run-as-root -np 16 -H 10.0.0.1:8,10.0.0.2:8 --map-by slot --bind-to none ")
+    assert "-x CLUSTERCERT_PROBE_TAG=t0k " in cmd and "plm_rsh_args '-o BatchMode=yes'" in cmd
+    assert cmd.endswith("all_reduce_perf -b 8 -e 8G -f 2 -g 1")
+
+
+def test_srun_command_names_the_slurm_nodes_the_job_and_a_time_limit():
+    cmd = probes.nccl_pair_srun_cmd(["gpu-a", "gpu-b"], 4, "t0k", 65)
+    assert cmd.startswith("srun --nodes=2 --ntasks-per-node=4 --nodelist=gpu-a,gpu-b --job-name=clustercert-nccl-t0k ")
+    assert "--time=2 " in cmd and "--export=ALL,CLUSTERCERT_PROBE_TAG=t0k " in cmd
+    assert cmd.endswith("all_reduce_perf -b 8 -e 8G -f 2 -g 1")
+    assert probes.nccl_pair_cleanup_cmd("t0k", slurm=True).startswith("scancel --name=clustercert-nccl-t0k ")
+    assert "scancel" not in probes.nccl_pair_cleanup_cmd("t0k")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_cleanup_kills_the_tagged_ranks_and_their_launch_daemon_and_nothing_else(tmp_path):
+    daemon = tmp_path / "orted"  # a stand-in for OpenMPI's orted: it starts a rank and waits for it
+    daemon.write_text("#!/bin/sh\nCLUSTERCERT_PROBE_TAG=mine sleep 300 &\nwait\n")
+    daemon.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "CLUSTERCERT_PROBE_TAG"}
+    procs = {
+        "daemon": subprocess.Popen([str(daemon)], env=env),
+        "rank": subprocess.Popen(["sleep", "300"], env=dict(env, CLUSTERCERT_PROBE_TAG="mine")),
+        "other_launch": subprocess.Popen(["sleep", "300"], env=dict(env, CLUSTERCERT_PROBE_TAG="mine2")),
+        "untagged": subprocess.Popen(["sleep", "300"], env=env),
+    }
+    try:
+        time.sleep(0.5)
+        ev = collect_node("local", {"ansible_connection": "local"},
+                          {"cleanup": (probes.nccl_pair_cleanup_cmd("mine"), 15.0)})
+        r = ev.results["cleanup"]
+        assert r.ok and r.stdout.startswith("KILLED="), r
+        killed = {int(x) for x in r.stdout.split("=", 1)[1].split()}
+        assert procs["rank"].pid in killed and procs["daemon"].pid in killed
+        for p in procs.values():
+            try:
+                p.wait(timeout=0.1 if p is procs["untagged"] or p is procs["other_launch"] else 5)
+            except subprocess.TimeoutExpired:
+                pass
+        assert not _alive(procs["rank"].pid) and not _alive(procs["daemon"].pid)
+        assert _alive(procs["other_launch"].pid) and _alive(procs["untagged"].pid)
+        r2 = collect_node("local", {"ansible_connection": "local"},
+                          {"cleanup": (probes.nccl_pair_cleanup_cmd("mine"), 15.0)}).results["cleanup"]
+        assert r2.ok and r2.stdout.strip() == "KILLED="  # nothing left to kill
+    finally:
+        for p in procs.values():
+            p.kill()
+            p.wait()
+        subprocess.run(["/bin/sh", "-c", probes.nccl_pair_cleanup_cmd("mine")], capture_output=True, check=False)
+
+
+def _fake(monkeypatch, result: CommandResult):
+    calls = []
+
+    def fake_run(server, client, timeout, *, control_dir=None, **_):
+        calls.append(("run", client[0], client[2], timeout, time.monotonic()))
+        time.sleep(0.05)
+        return ProbeRun(None, result)
+
+    def fake_collect(node, conn, commands, *, control_dir=None, parallel=8):
+        calls.append(("collect", node, commands["cleanup"][0], commands["cleanup"][1], time.monotonic()))
+        return NodeEvidence(node, True, results={"cleanup": CommandResult(0, "KILLED=", "", False, 0.1)})
+
+    monkeypatch.setattr(certify, "run_server_client", fake_run)
+    monkeypatch.setattr(certify, "collect_node", fake_collect)
+    return calls
+
+
+def test_nccl_pair_judged_against_the_pair_threshold_and_cleaned_up_on_both_nodes(monkeypatch, tmp_path):
+    th = load_profile("lab").thresholds["nccl_allreduce_pair"]
+    cfg = certify.ProbeSettings(2, 20)
+    calls = _fake(monkeypatch, CommandResult(0, GOOD, "", False, 3.0, "mpirun"))
+    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, cfg, tmp_path, th, set())
+    assert (m.probe, m.a, m.b, m.subject, m.round) == ("nccl_allreduce", "node1", "node2", "node1+node2, 16 GPUs", 1)
+    assert m.status == "pass" and m.value == 188.53 and m.unit == "gbyte_per_s"
+    run, *cleanups = calls
+    assert run[1] == "node1" and run[2].startswith("mpirun ") and "-H 10.0.0.1:8,10.0.0.2:8" in run[2] and run[3] == 22
+    tag = run[2].split("CLUSTERCERT_PROBE_TAG=")[1].split()[0]
+    assert [c[1] for c in cleanups] == ["node1", "node2"]
+    assert all(f"CLUSTERCERT_PROBE_TAG={tag}" in c[2] and c[3] == 15.0 for c in cleanups)
+    calls = _fake(monkeypatch, CommandResult(0, SLOW, "", False, 3.0, "mpirun"))
+    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, cfg, tmp_path, th, set())
+    assert m.status == "fail" and m.value == 3.15
+
+
+def test_a_timed_out_launch_is_an_error_and_both_nodes_are_still_cleaned(monkeypatch, tmp_path):
+    th = load_profile("lab").thresholds["nccl_allreduce_pair"]
+    calls = _fake(monkeypatch, CommandResult(None, "", "", True, 22.0, "mpirun ..."))
+    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, certify.ProbeSettings(2, 20), tmp_path, th, set())
+    assert m.status == "error" and "timed out after 22 s" in m.observed
+    assert [c[1] for c in calls if c[0] == "collect"] == ["node1", "node2"]
+
+
+def test_slurm_clusters_launch_with_srun_and_cancel_the_job(monkeypatch, tmp_path):
+    th = load_profile("lab").thresholds["nccl_allreduce_pair"]
+    calls = _fake(monkeypatch, CommandResult(0, GOOD, "", False, 3.0, "srun"))
+    a, b = _host("node1", True, "gpu-a"), _host("node2", True, None)
+    m = certify.nccl_pair(a, b, 2, certify.ProbeSettings(2, 20), tmp_path, th, set())
+    assert m.status == "pass"
+    assert calls[0][2].startswith("srun --nodes=2 --ntasks-per-node=8 --nodelist=gpu-a,node2 ")
+    assert all(c[2].startswith("scancel --name=clustercert-nccl-") for c in calls[1:])
+
+
+def test_nccl_pair_is_not_run_with_a_node_down(monkeypatch, tmp_path):
+    th = load_profile("lab").thresholds["nccl_allreduce_pair"]
+    calls = _fake(monkeypatch, CommandResult(0, GOOD, "", False, 3.0, "mpirun"))
+    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, certify.ProbeSettings(2, 20), tmp_path, th, {"node2"})
+    assert m.status == "error" and "node2 stopped answering" in m.observed and not calls
+
+
+def test_pair_probes_run_nccl_last_when_the_profile_asks_for_it(monkeypatch, tmp_path):
+    bw = (Path(__file__).parent / "fixtures/perftest/ib_read_bw-a-report_gbits-client-result-excerpt.txt").read_text()
+    seen = []
+
+    def fake_run(server, client, timeout, *, control_dir=None, **_):
+        seen.append((client[2].split()[0], time.monotonic()))
+        time.sleep(0.05)
+        return ProbeRun(None, CommandResult(0, GOOD if client[2].startswith("mpirun") else bw, "", False, 1, client[2]))
+
+    monkeypatch.setattr(certify, "run_server_client", fake_run)
+    monkeypatch.setattr(certify, "collect_node", lambda node, conn, commands, **_: NodeEvidence(node, True))
+    ms, down = certify.pair_probes(_host("node1"), _host("node2"), 1, certify.ProbeSettings(2, 20), tmp_path)
+    assert [t for t, _ in seen][-1] == "mpirun" and {t for t, _ in seen[:-1]} == {"ib_write_bw", "ib_write_lat"}
+    assert ms[-1].probe == "nccl_allreduce" and ms[-1].status == "pass" and not down
+    cfg = certify.ProbeSettings(2, 20, only=frozenset({"ib_write_bw"}))
+    seen.clear()
+    ms, _ = certify.pair_probes(_host("node1"), _host("node2"), 1, cfg, tmp_path)
+    assert "mpirun" not in [t for t, _ in seen] and all(m.probe == "ib_write_bw" for m in ms)
+
+
+def test_reports_show_nccl_across_nodes_as_one_all_rails_heatmap(tmp_path):
+    """An NCCL pair link has no fabric (it uses every rail): the reports group it under "All rails"
+    and hold it to nccl_allreduce_pair, not to the single-node figure."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_certificate import NODES, sample_certificate
+
+    from clustercert import certificate as cc
+    from clustercert import reports
+
+    cert = sample_certificate()
+    cert["thresholds"] = {"nccl_allreduce_1node": {"floor": 460.0, "ceiling": None, "unit": "gbyte_per_s", "source": "1"},
+                          "nccl_allreduce_pair": {"floor": 80.0, "ceiling": None, "unit": "gbyte_per_s", "source": "2"}}
+    a, b = NODES[0], NODES[1]
+    cert["links"] += [{"a": a, "b": b, "fabric": None, "probe": "nccl_allreduce", "value": 96.0, "unit": "gbyte_per_s",
+                       "status": "pass", "round": 1, "subject": f"{a}+{b}, 16 GPUs"}]
+    assert reports.threshold_for(cert, "nccl_allreduce")["floor"] == 80.0
+    key, _ = cc.load_or_create_key(None, tmp_path / "state")
+    paths = reports.write_reports(cc.sign(cert, key), tmp_path / "out")
+    html_text = paths["html"].read_text()
+    assert 'data-probe="nccl_allreduce"' in html_text and "All rails · NCCL all_reduce bus bandwidth" in html_text
+    assert 'classname="link.all_rails.nccl_allreduce"' in paths["junit"].read_text()
+    assert "| all | nccl_allreduce |" in paths["summary"].read_text()
+
+
+def test_the_outlier_rule_compares_pair_figures_with_pair_figures():
+    """NCCL on one node (~480 GB/s) and across a pair (~96 GB/s) share the probe name: the pair's
+    figures are not judged against the nodes' median."""
+    from clustercert.probes import Measurement, apply_outlier_rule
+
+    nodes = [Measurement("nccl_allreduce", f"n{i}", value=479.0, status="pass") for i in range(4)]
+    pairs = [Measurement("nccl_allreduce", "n0", "n1", value=96.0, status="pass"),
+             Measurement("nccl_allreduce", "n2", "n3", value=96.0, status="pass"),
+             Measurement("nccl_allreduce", "n4", "n5", value=40.0, status="pass")]
+    apply_outlier_rule(nodes + pairs, 0.9, "seed")
+    assert [m.status for m in nodes] == ["pass"] * 4
+    assert [m.status for m in pairs] == ["pass", "pass", "fail"] and "median 96" in pairs[2].observed
