@@ -19,6 +19,7 @@ from clustercert.checks import Finding, node_verdict
 from clustercert.collect import collect_node, run_server_client
 from clustercert.inventory import HostView, Inventory
 from clustercert.probes import Measurement
+from clustercert.slurm import slurm_name
 
 
 @dataclass
@@ -195,7 +196,7 @@ def nccl_pair(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path, 
     tag = uuid.uuid4().hex[:12]
     slurm = bool(getattr(a.vars, "clustercert_slurm", False))
     if slurm:
-        names = [getattr(h.vars, "clustercert_slurm_node_name", None) or h.name for h in (a, b)]
+        names = [slurm_name(h) for h in (a, b)]
         cmd = probes.nccl_pair_srun_cmd(names, gpus, tag, cfg.limit)
     else:
         cmd = probes.nccl_pair_mpirun_cmd([_addr(a), _addr(b)], gpus, tag)

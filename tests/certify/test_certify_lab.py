@@ -94,7 +94,10 @@ def test_slow_link_and_missing_gpu_are_localised(lab8, tmp_path):
     assert rc == 1 and cert["verdict"] == "fail"
     assert cert["rounds"] == 2
     loc = {x.get("node") or x.get("link"): x["kind"] for x in cert["localisation"]}
-    assert loc == {slow: "bad_node"}, cert["localisation"]
+    # node05 fails with two partners on fabric 0; node02 (7 GPUs) cannot run the 16-rank pair
+    # all_reduce with any partner, so it may be localised as a bad node too; nothing else is
+    assert loc.get(slow) == "bad_node" and set(loc) <= {slow, gpu}, cert["localisation"]
+    assert loc.get(gpu, "bad_node") == "bad_node", cert["localisation"]
     assert cert["nodes"][gpu]["verdict"] == "fail"
     assert any(f["check"] == "gpu.count" and f["status"] == "fail" for f in cert["nodes"][gpu]["findings"])
     assert cert["nodes"][slow]["verdict"] == "fail"
