@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -459,23 +461,26 @@ def test_pair_round_tool_time_is_the_longest_pair_bandwidth_then_latency():
           # n3->n4: slower bandwidth, latency not run (a node stopped answering): no time charged for it
           _timed("ib_write_bw", "n3", "n4", 7.0), _timed("ib_write_lat", "n3", "n4", None)]
     assert pair_round_tool_seconds(ms) == 10.7  # n1->n2: max(5.2, 5.1, 5.4) + max(5.1, 5.3); n3->n4: 7.0
+    # the pair's NCCL all_reduce runs after its latency jobs
+    assert pair_round_tool_seconds(ms + [_timed("nccl_allreduce", "n1", "n2", 2.5)]) == 13.2
     assert pair_round_tool_seconds([]) == 0.0
 
 
 def test_probe_timing_critical_path_and_control_overhead():
     from clustercert.probes import probe_timing, tool_seconds
 
-    # node probes run one after another on a node; a command behind several values carries its time once
+    # a node's loopback rails run at once (the longest counts), its other probes one after another;
+    # a command behind several values carries its time once
     per_node = {"n1": [_timed("ib_write_bw_loopback", "n1", "", 5.1), _timed("ib_write_bw_loopback", "n1", "", 5.2),
                        _timed("nvbandwidth", "n1", "", 3.0), _timed("nvbandwidth", "n1", "", None)],
                 "n2": [_timed("ib_write_bw_loopback", "n2", "", 5.0)],
                 "n3": []}
-    assert tool_seconds(per_node["n1"]) == 13.3
+    assert tool_seconds(per_node["n1"]) == 8.2
     rounds = [{"round": 1, "wall_s": 12.0, "tool_s": 10.7}, {"round": 2, "wall_s": 6.5, "tool_s": 5.5}]
-    t = probe_timing(per_node, 15.0, rounds, 34.0)
-    assert t["node_probes"] == {"wall_s": 15.0, "tool_s": 13.3}
-    assert t["probe_tool_s"] == 29.5 and t["probe_wall_s"] == 34.0
-    assert t["control_overhead_s"] == 4.5 and t["control_overhead_pct"] == 13.2
+    t = probe_timing(per_node, 10.0, rounds, 29.0)
+    assert t["node_probes"] == {"wall_s": 10.0, "tool_s": 8.2}
+    assert t["probe_tool_s"] == 24.4 and t["probe_wall_s"] == 29.0
+    assert t["control_overhead_s"] == 4.6 and t["control_overhead_pct"] == 15.9
     assert t["rounds"] == rounds
     assert probe_timing({}, 0.0, [], 0.0)["control_overhead_pct"] == 0.0
 
@@ -502,3 +507,67 @@ def test_run_probes_reports_timing_of_each_phase(monkeypatch, tmp_path):
     assert t["node_probes"]["tool_s"] == 0.2
     assert t["probe_wall_s"] == out["seconds"]
     assert t["probe_tool_s"] == 0.27 and t["control_overhead_s"] == round(out["seconds"] - 0.27, 2)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+LATE_SERVER = ("import socket, sys, time; time.sleep({delay}); s = socket.socket(); "
+               "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', {port})); "
+               "s.listen(1); c, _ = s.accept(); c.sendall(b'hello from the server'); c.close()")
+CLIENT = ("import socket; c = socket.create_connection(('127.0.0.1', {port}), timeout=5); "
+          "print(c.recv(100).decode())")
+
+
+def test_client_starts_once_the_servers_port_listens_not_after_a_fixed_wait():
+    """A server that takes 1 s to listen: with its port named, the client (which does not retry)
+    connects; the fixed-delay path alone (delay 0) would have been refused."""
+    import shlex
+
+    from clustercert.collect import run_server_client
+
+    local = {"ansible_connection": "local"}
+    port = _free_port()
+    server = ("localhost", local, f"{sys.executable} -c {shlex.quote(LATE_SERVER.format(delay=1.0, port=port))}")
+    client = ("localhost", local, f"{sys.executable} -c {shlex.quote(CLIENT.format(port=port))}")
+    t0 = time.monotonic()
+    r = run_server_client(server, client, 20, server_start_delay=0, server_port=port)
+    assert r.client.ok and "hello from the server" in r.client.stdout, r.client
+    assert time.monotonic() - t0 < 6
+
+
+def test_a_server_that_never_listens_costs_the_poll_bound_and_the_client_is_an_error():
+    import shlex
+
+    from clustercert.collect import LISTEN_POLL_S, run_server_client
+
+    local = {"ansible_connection": "local"}
+    port = _free_port()
+    marker = f"never-listens-{port}"
+    server = ("localhost", local, f"sleep 60; echo {marker}")
+    client = ("localhost", local, f"{sys.executable} -c {shlex.quote(CLIENT.format(port=port))}")
+    t0 = time.monotonic()
+    r = run_server_client(server, client, 20, server_start_delay=0, server_port=port)
+    took = time.monotonic() - t0
+    assert not r.client.ok and "refused" in r.client.stderr.lower(), r.client
+    assert LISTEN_POLL_S - 0.5 <= took < LISTEN_POLL_S + 5, took
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert f"echo {marker}" not in ps  # the server's group was killed with the probe
+
+
+def test_listen_poll_script_tells_listening_from_closed_ports():
+    import socket
+
+    from clustercert.collect import listen_poll_script
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        assert subprocess.run(["/bin/sh", "-c", listen_poll_script(port, 1)]).returncode == 0
+    assert subprocess.run(["/bin/sh", "-c", listen_poll_script(_free_port(), 0.2)]).returncode == 124

@@ -60,22 +60,28 @@ def _fabric_ip(h: HostView, fabric: int) -> str | None:
 
 
 def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None = None) -> list[Measurement]:
-    """Probes on one node: loopback ib_write_bw per compute HCA, then one after another in one
-    connection: NCCL on one node with GPU utilisation sampled while it runs, nvbandwidth, dcgmi diag."""
+    """Probes on one node: loopback ib_write_bw per compute HCA (the rails at once), then one after
+    another in one connection: NCCL on one node with GPU utilisation sampled while it runs, nvbandwidth, dcgmi diag."""
     prof, out = h.profile, []
     th = cfg.thresholds(prof)
-    for i, hca in enumerate(x for x in prof.ib.hcas if x.role == "compute"):
-        if "ib_write_bw_loopback" not in th:
-            break
+    rails = [x for x in prof.ib.hcas if x.role == "compute"] if "ib_write_bw_loopback" in th else []
+
+    def loopback(i_hca):  # each rail's HCA loops back to itself: the rails run at once
+        i, hca = i_hca
         port = probes.PERFTEST_PORT + 100 + i
         server = (h.name, h.connection, probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds))
         client = (h.name, h.connection, probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds, "localhost"))
-        run = run_server_client(server, client, cfg.limit, control_dir=cp)
+        run = run_server_client(server, client, cfg.limit, control_dir=cp, server_port=port)
         if not run.reachable and down is not None:
             down.add(h.name)
         m = Measurement("ib_write_bw_loopback", h.name, subject=hca.name, fabric=hca.fabric)
-        out.append(probes.eval_perftest(m, th["ib_write_bw_loopback"], run.client, cfg.limit))
+        m = probes.eval_perftest(m, th["ib_write_bw_loopback"], run.client, cfg.limit)
         m.elapsed = run.client.seconds
+        return m
+
+    if rails:
+        with ThreadPoolExecutor(max_workers=len(rails)) as ex:
+            out += list(ex.map(loopback, enumerate(rails)))
     cmds = {}
     sample_util = "gpu_util_under_load" in th
     if "nccl_allreduce_1node" in th or sample_util:
@@ -132,7 +138,7 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
         server = (b.name, b.connection, probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds))
         client = (a.name, a.connection, probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds, _addr(b)))
         m = Measurement("ib_write_bw", a.name, b.name, subject=f"{hca.name} {a.name}->{b.name}", fabric=hca.fabric, round=rnd)
-        jobs.append((m, server, client, lambda m, r: probes.eval_perftest(m, th["ib_write_bw_pair"], r.client, cfg.limit)))
+        jobs.append((m, server, client, port, lambda m, r: probes.eval_perftest(m, th["ib_write_bw_pair"], r.client, cfg.limit)))
     for i, hca in enumerate(rails):
         if "ib_write_lat_p99" not in th:
             break
@@ -140,7 +146,7 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
         server = (b.name, b.connection, probes.perftest_cmd("ib_write_lat", hca.name, hca.port, port, cfg.seconds))
         client = (a.name, a.connection, probes.perftest_cmd("ib_write_lat", hca.name, hca.port, port, cfg.seconds, _addr(b)))
         m = Measurement("ib_write_lat", a.name, b.name, subject=f"{hca.name} {a.name}->{b.name}", fabric=hca.fabric, round=rnd)
-        lat_jobs.append((m, server, client,
+        lat_jobs.append((m, server, client, port,
                          lambda m, r: probes.eval_perftest(m, th["ib_write_lat_p99"], r.client, cfg.limit, lat=True)))
     fabrics = sorted({x.fabric for x in a.profile.ib.hcas})
     for f in fabrics:
@@ -153,12 +159,12 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
         server = (b.name, b.connection, probes.iperf3_server_cmd(sb, port))
         client = (a.name, a.connection, probes.iperf3_client_cmd(sb, sa, port, cfg.seconds))
         m = Measurement("iperf3", a.name, b.name, subject=f"fabric {f} {sa}->{sb}", fabric=f, round=rnd)
-        jobs.append((m, server, client, lambda m, r: probes.eval_iperf3(m, th["iperf3_ipoib"], r.client, cfg.limit)))
+        jobs.append((m, server, client, port, lambda m, r: probes.eval_iperf3(m, th["iperf3_ipoib"], r.client, cfg.limit)))
     down: set[str] = set()
 
     def run(job):
-        m, server, client, evaluate = job
-        r = run_server_client(server, client, cfg.limit, control_dir=cp)
+        m, server, client, port, evaluate = job
+        r = run_server_client(server, client, cfg.limit, control_dir=cp, server_port=port)
         if not r.reachable:
             down.add(a.name)
         if not r.server_reachable:
@@ -207,6 +213,7 @@ def nccl_pair(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path, 
     for h in (a, b):
         collect_node(h.name, h.connection, cleanup, control_dir=cp)
     m = probes.eval_nccl(m, t, r.client, cfg.limit)
+    m.elapsed = r.client.seconds
     if not r.reachable:
         m.observed = f"{a.name} did not answer: {r.error or m.observed}"
     return m

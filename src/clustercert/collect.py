@@ -205,7 +205,7 @@ def _kill_group(conn: dict, node: str, pgid: str | None, control_dir: Path | Non
     if not pgid or not pgid.isdigit():
         return
     try:
-        subprocess.run(_remote(conn, node, f"kill -KILL -- -{pgid} 2>/dev/null; true", control_dir),
+        subprocess.run(_remote(conn, node, f"kill -KILL -{pgid} 2>/dev/null; true", control_dir),
                        capture_output=True, timeout=15)
     except (subprocess.TimeoutExpired, OSError):
         pass
@@ -237,6 +237,28 @@ def _read_pgid(proc: subprocess.Popen, wait: float) -> str | None:
     return line[5:].strip() if line.startswith("PGID=") else None
 
 
+LISTEN_POLL_S = 2.0
+
+
+def listen_poll_script(port: int, bound: float = LISTEN_POLL_S) -> str:
+    """Shell that exits 0 once something listens on TCP ``port`` here, 124 after ``bound`` seconds
+    without, 3 where ``ss`` is missing (the caller then falls back to a fixed wait)."""
+    until = f"until ss -ltn 'sport = :{int(port)}' 2>/dev/null | grep -q LISTEN; do sleep 0.05; done"
+    return f"command -v ss >/dev/null 2>&1 || exit 3; exec timeout {bound:g} /bin/sh -c {shlex.quote(until)}"
+
+
+def _wait_listening(conn: dict, node: str, port: int, control_dir: Path | None) -> bool | None:
+    """True once ``port`` listens on ``node``; False when it did not within the bound (the client
+    starts anyway: it fails or times out, an error); None where the poll could not tell (``ss``
+    missing, no answer) -- the caller then waits its fixed delay as before."""
+    try:
+        p = subprocess.run(_remote(conn, node, listen_poll_script(port), control_dir),
+                           capture_output=True, timeout=LISTEN_POLL_S + 5)
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    return {0: True, 124: False}.get(p.returncode)
+
+
 def run_server_client(
     server: tuple[str, dict, str] | None,
     client: tuple[str, dict, str],
@@ -244,8 +266,13 @@ def run_server_client(
     *,
     control_dir: Path | None = None,
     server_start_delay: float = 0.5,
+    server_port: int | None = None,
 ) -> ProbeRun:
     """Start ``server`` = (node, conn, cmd), then ``client``; both killed at ``timeout``.
+
+    With ``server_port`` the client starts as soon as the server's node shows that TCP port
+    listening (polled there with ``ss`` for up to 2 s, then the client starts anyway); without it,
+    or where that poll cannot tell, after ``server_start_delay``.
 
     The server and client run in their own process groups on their nodes under ``timeout -s KILL``;
     afterwards both groups are killed explicitly, so no probe process outlives the probe.
@@ -258,7 +285,8 @@ def run_server_client(
         srv_proc = subprocess.Popen(_remote(srv_conn, srv_node, script, control_dir), stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
         srv_pgid = _read_pgid(srv_proc, 15)
-        time.sleep(server_start_delay)
+        if server_port is None or _wait_listening(srv_conn, srv_node, server_port, control_dir) is None:
+            time.sleep(server_start_delay)
     cli_node, cli_conn, cli_cmd = client
     script = _bounded(cli_cmd, t_int)
     t0 = time.monotonic()

@@ -482,25 +482,27 @@ def _per_gpu(tc: dict) -> dict[str, float]:
 
 
 def tool_seconds(measurements: list[Measurement]) -> float:
-    """Seconds the probe tools behind ``measurements`` ran one after another (one node's probes)."""
-    return round(sum(m.elapsed for m in measurements if m.elapsed is not None), 3)
+    """Seconds the probe tools behind ``measurements`` ran on one node: the loopback bandwidth
+    probes of its rails run at once (the longest counts), the other probes one after another."""
+    loop = [m.elapsed for m in measurements if m.elapsed is not None and m.probe == "ib_write_bw_loopback"]
+    rest = sum(m.elapsed for m in measurements if m.elapsed is not None and m.probe != "ib_write_bw_loopback")
+    return round(max(loop, default=0.0) + rest, 3)
 
 
 def pair_round_tool_seconds(measurements: list[Measurement]) -> float:
     """Critical path of the tools' own run time in one pair round: per pair, the longest of the
-    concurrent bandwidth jobs (ib_write_bw, iperf3) plus the longest latency job, which run after
-    them; the round takes as long as its longest pair."""
-    per_pair: dict[tuple[str, str], tuple[float, float]] = {}
+    concurrent bandwidth jobs (ib_write_bw, iperf3), plus the longest latency job, plus the pair's
+    NCCL all_reduce -- the three stages run one after another; the round takes as long as its
+    longest pair."""
+    per_pair: dict[tuple[str, str], list[float]] = {}
+    stage = {"ib_write_lat": 1, "nccl_allreduce": 2}
     for m in measurements:
         if m.elapsed is None:
             continue
-        bw, lat = per_pair.get((m.a, m.b), (0.0, 0.0))
-        if m.probe == "ib_write_lat":
-            lat = max(lat, m.elapsed)
-        else:
-            bw = max(bw, m.elapsed)
-        per_pair[(m.a, m.b)] = (bw, lat)
-    return round(max((bw + lat for bw, lat in per_pair.values()), default=0.0), 3)
+        t = per_pair.setdefault((m.a, m.b), [0.0, 0.0, 0.0])
+        i = stage.get(m.probe, 0)
+        t[i] = max(t[i], m.elapsed)
+    return round(max((sum(t) for t in per_pair.values()), default=0.0), 3)
 
 
 def probe_timing(per_node: dict[str, list[Measurement]], node_wall: float, rounds: list[dict], wall: float) -> dict:
