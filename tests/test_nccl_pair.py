@@ -10,9 +10,12 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from clustercert import certify, probes
 from clustercert.collect import CommandResult, NodeEvidence, ProbeRun, collect_node
 from clustercert.profile import load_profile
+from clustercert.slurm import NodeState
 
 FIX = Path(__file__).parent / "fixtures" / "nccl-tests"
 GOOD = (FIX / "all_reduce_perf-old-format-2x-dgx-a100-k8s.txt").read_text()      # busbw 188.53 GB/s
@@ -131,10 +134,31 @@ def test_slurm_clusters_launch_with_srun_and_cancel_the_job(monkeypatch, tmp_pat
     th = load_profile("lab").thresholds["nccl_allreduce_pair"]
     calls = _fake(monkeypatch, CommandResult(0, GOOD, "", False, 3.0, "srun"))
     a, b = _host("node1", True, "gpu-a"), _host("node2", True, None)
-    m = certify.nccl_pair(a, b, 2, certify.ProbeSettings(2, 20), tmp_path, th, set())
-    assert m.status == "pass"
+    idle = {"node1": NodeState("gpu-a", "IDLE", None), "node2": NodeState("node2", "IDLE", None)}
+    m = certify.nccl_pair(a, b, 2, certify.ProbeSettings(2, 20), tmp_path, th, set(), idle)
+    assert m.status == "pass" and m.evidence.startswith("launched with srun\n")
     assert calls[0][2].startswith("srun --nodes=2 --ntasks-per-node=8 --nodelist=gpu-a,node2 ")
     assert all(c[2].startswith("scancel --name=clustercert-nccl-") for c in calls[1:])
+
+
+@pytest.mark.parametrize("states, why", [
+    ({"node1": NodeState("gpu-a", "IDLE+DRAIN", "clustercert: gpu.count"), "node2": NodeState("node2", "IDLE", None)},
+     "gpu-a: IDLE+DRAIN"),
+    ({"node1": NodeState("gpu-a", "IDLE", None), "node2": NodeState("node2", "MIXED", None)}, "node2: MIXED"),
+    ({"node1": NodeState("gpu-a", "IDLE", None), "node2": "scontrol could not read it (node1: timed out)"},
+     "node2: scontrol could not read it (node1: timed out)"),
+    (None, "gpu-a: state not read; node2: state not read"),
+])
+def test_slurm_pairs_that_slurm_cannot_place_now_launch_with_mpirun_and_say_why(monkeypatch, tmp_path, states, why):
+    """A node under certification is usually drained (or busy): srun would be refused or wait, so the
+    pair launches over ssh, and the evidence names the state that kept srun off."""
+    th = load_profile("lab").thresholds["nccl_allreduce_pair"]
+    calls = _fake(monkeypatch, CommandResult(0, GOOD, "", False, 3.0, "mpirun"))
+    a, b = _host("node1", True, "gpu-a"), _host("node2", True, None)
+    m = certify.nccl_pair(a, b, 1, certify.ProbeSettings(2, 20), tmp_path, th, set(), states)
+    assert m.status == "pass" and calls[0][2].startswith("mpirun ")
+    assert m.evidence.startswith(f"launched with mpirun over ssh: Slurm cannot start a step now ({why})\n"), m.evidence
+    assert not any("scancel" in c[2] for c in calls[1:])
 
 
 def test_nccl_pair_is_not_run_with_a_node_down(monkeypatch, tmp_path):

@@ -493,12 +493,14 @@ def test_run_probes_reports_timing_of_each_phase(monkeypatch, tmp_path):
     monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path))
     monkeypatch.setattr(certify, "node_probes", lambda h, cfg, cp, down: [_timed("nccl_allreduce", h.name, "", 0.2)])
 
-    def pair(a, b, rnd, cfg, cp):
+    def pair(a, b, rnd, cfg, cp, slurm_states=None):
+        assert slurm_states is None  # no Slurm in this inventory: nothing was asked of it
         time.sleep(0.1)
         return [_timed("ib_write_bw", a.name, b.name, 0.05), _timed("ib_write_lat", a.name, b.name, 0.02)], set()
 
     monkeypatch.setattr(certify, "pair_probes", pair)
-    inv = SimpleNamespace(hosts={n: SimpleNamespace(name=n, profile=SimpleNamespace(thresholds={}))
+    inv = SimpleNamespace(hosts={n: SimpleNamespace(name=n, profile=SimpleNamespace(thresholds={}),
+                                                     vars=SimpleNamespace(clustercert_slurm=False))
                                  for n in ("n1", "n2", "n3", "n4")})
     out = certify.run_probes(inv, ["n1", "n2", "n3", "n4"], certify.ProbeSettings(1, 5), False, 25)
     t = out["timing"]

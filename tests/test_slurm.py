@@ -254,3 +254,15 @@ def test_drain_without_slurm_nodes_is_bad_input(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and len(err.strip().splitlines()) == 1, err
     assert "clustercert_slurm" in err and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("state, ok", [
+    ("IDLE", True), ("IDLE+DRAIN", False), ("IDLE+DRAIN+NOT_RESPONDING", False), ("MIXED", False),
+    ("ALLOCATED", False), ("DOWN+NOT_RESPONDING", False), ("IDLE+MAINT+RESERVED", False), ("IDLE+COMPLETING", False),
+    ("IDLE+POWERED_DOWN", False), ("IDLE+CLOUD", True), ("idle", True),
+])
+def test_a_probe_step_is_placed_only_on_idle_nodes_nothing_keeps_jobs_off(state, ok):
+    from clustercert.slurm import accepts_step
+
+    assert accepts_step(NodeState("n1", state, None)) is ok
+    assert accepts_step("scontrol: error: Invalid node name specified") is False

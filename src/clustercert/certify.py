@@ -19,7 +19,7 @@ from clustercert.checks import Finding, node_verdict
 from clustercert.collect import collect_node, run_server_client
 from clustercert.inventory import HostView, Inventory
 from clustercert.probes import Measurement
-from clustercert.slurm import slurm_name
+from clustercert.slurm import accepts_step, slurm_name
 
 
 @dataclass
@@ -124,7 +124,8 @@ def _charge(ms: list[Measurement], res) -> None:
         ms[0].elapsed = res.seconds
 
 
-def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path) -> tuple[list[Measurement], set[str]]:
+def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path,
+                slurm_states: dict | None = None) -> tuple[list[Measurement], set[str]]:
     """Node-to-node probes between a (client) and b (server): ib_write_bw per rail and iperf3 per
     fabric together, then -- once no bandwidth traffic is left on the HCAs -- ib_write_lat per rail.
     Returns the measurements and the nodes that did not answer."""
@@ -186,13 +187,17 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
         with ThreadPoolExecutor(max_workers=len(lat_jobs)) as ex:
             out += list(ex.map(run, lat_jobs))
     if "nccl_allreduce_pair" in th:  # last: it uses every rail, so it overlaps no other probe
-        out.append(nccl_pair(a, b, rnd, cfg, cp, th["nccl_allreduce_pair"], down))
+        out.append(nccl_pair(a, b, rnd, cfg, cp, th["nccl_allreduce_pair"], down, slurm_states))
     return out, down
 
 
-def nccl_pair(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str]) -> Measurement:
-    """all_reduce_perf across a and b, launched from a (mpirun; srun where the inventory says Slurm),
-    one rank per GPU; then the ranks (and launch daemons) the launch left on either node are killed."""
+def nccl_pair(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str],
+              slurm_states: dict | None = None) -> Measurement:
+    """all_reduce_perf across a and b, launched from a, one rank per GPU; then the ranks (and launch
+    daemons) the launch left on either node are killed. Where the inventory says Slurm it is an srun
+    step when Slurm can start one on both nodes now (``slurm_states``: inventory name -> Slurm state,
+    read before the rounds); a node being certified is usually drained, and then the launch is mpirun
+    over ssh, the evidence says why."""
     gpus = a.profile.gpu.count
     m = Measurement("nccl_allreduce", a.name, b.name, subject=f"{a.name}+{b.name}, {2 * gpus} GPUs", round=rnd)
     if down & {a.name, b.name}:
@@ -200,10 +205,15 @@ def nccl_pair(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path, 
         m.observed = f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the other probes"
         return m
     tag = uuid.uuid4().hex[:12]
-    slurm = bool(getattr(a.vars, "clustercert_slurm", False))
+    slurm, launch = bool(getattr(a.vars, "clustercert_slurm", False)), ""
     if slurm:
-        names = [slurm_name(h) for h in (a, b)]
-        cmd = probes.nccl_pair_srun_cmd(names, gpus, tag, cfg.limit)
+        states = slurm_states or {}
+        blocked = [f"{slurm_name(h)}: {_state_text(states.get(h.name))}" for h in (a, b)
+                   if not accepts_step(states.get(h.name, "state not read"))]
+        slurm = not blocked
+        launch = "srun" if slurm else f"mpirun over ssh: Slurm cannot start a step now ({'; '.join(blocked)})"
+    if slurm:
+        cmd = probes.nccl_pair_srun_cmd([slurm_name(h) for h in (a, b)], gpus, tag, cfg.limit)
     else:
         cmd = probes.nccl_pair_mpirun_cmd([_addr(a), _addr(b)], gpus, tag)
     r = run_server_client(None, (a.name, a.connection, cmd), cfg.limit, control_dir=cp)
@@ -216,7 +226,30 @@ def nccl_pair(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path, 
     m.elapsed = r.client.seconds
     if not r.reachable:
         m.observed = f"{a.name} did not answer: {r.error or m.observed}"
+    if launch:
+        m.evidence = f"launched with {launch}\n{m.evidence}"
     return m
+
+
+def _state_text(st) -> str:
+    if st is None:
+        return "state not read"
+    return st if isinstance(st, str) else st.state
+
+
+def slurm_launch_states(inv: Inventory, nodes: list[str], cfg: ProbeSettings, cp: Path) -> dict | None:
+    """Slurm states of the nodes whose pair NCCL may launch with srun (inventory name -> state, or the
+    error text of reading it); None where no pair NCCL runs through Slurm."""
+    hosts = {n: inv.hosts[n] for n in nodes if getattr(inv.hosts[n].vars, "clustercert_slurm", False)
+             and "nccl_allreduce_pair" in cfg.thresholds(inv.hosts[n].profile)}
+    if len(nodes) < 2 or not hosts:
+        return None
+    from clustercert import slurm
+
+    names = {n: slurm_name(h) for n, h in hosts.items()}
+    _runner, states, tried = slurm.read_states(inv, names, control_dir=cp)
+    why = "; ".join(tried) or "no Slurm node answered"
+    return {n: states.get(sn, f"scontrol could not read it ({why})") for n, sn in names.items()}
 
 
 def _pair_ok(ms: list[Measurement]) -> bool:
@@ -235,10 +268,12 @@ def run_probes(inv: Inventory, nodes: list[str], cfg: ProbeSettings, all_pairs: 
     pair_ms: list[Measurement] = []
     outcomes: list[tuple[str, str, bool]] = []
 
+    slurm_states = slurm_launch_states(inv, [n for n in nodes if n not in down], cfg, cp)
+
     def run_round(pairs: list[tuple[str, str]], rnd: int) -> dict[tuple[str, str], bool]:
         t_round = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, min(forks, len(pairs) or 1))) as ex:
-            results = list(ex.map(lambda p: pair_probes(hosts[p[0]], hosts[p[1]], rnd, cfg, cp), pairs))
+            results = list(ex.map(lambda p: pair_probes(hosts[p[0]], hosts[p[1]], rnd, cfg, cp, slurm_states), pairs))
         round_times.append({"round": rnd, "wall_s": round(time.monotonic() - t_round, 2),
                             "tool_s": probes.pair_round_tool_seconds([m for ms, _ in results for m in ms])})
         verdicts = {}
@@ -341,7 +376,7 @@ def _certify(inv, store, out_dir: Path, signing_key, pub_path: Path, limit, fork
     reachable = [n for n, r in sorted(validation.items()) if r.verdict != "unreachable"]
     probe_out = run_probes(inv, reachable, ProbeSettings(probe_seconds, probe_timeout), all_pairs, forks)
     nodes = build_nodes(validation, probe_out)
-    links = [m.link() | {"subject": m.subject} for m in probe_out["pairs"]]
+    links = [m.link_record() for m in probe_out["pairs"]]
     thresholds = {}
     for h in inv.hosts.values():
         for tname, t in h.profile.thresholds.items():

@@ -49,6 +49,12 @@ class Measurement:
         return {"a": self.a, "b": self.b, "fabric": self.fabric, "probe": self.probe, "value": self.value,
                 "unit": self.unit, "status": self.status, "round": self.round}
 
+    def link_record(self) -> dict:
+        """The certificate's entry for a node-to-node measurement: link() with what was expected and
+        seen, and the tool's output, so a failing or errored link carries its evidence."""
+        return self.link() | {"subject": self.subject, "expected": self.expected, "observed": self.observed,
+                              "evidence": self.evidence}
+
 
 def bound_text(t: Threshold) -> str:
     if t.floor is not None:

@@ -62,7 +62,7 @@ def run(inventory: str, *, limit: str | None = None, forks: int | None = None, o
                                                              "all_pairs": all_pairs})
         out = run_probes(inv, names, ProbeSettings(probe_seconds, probe_timeout, selected), all_pairs, forks or 25)
         nodes = probe_nodes(names, out)
-        links = [m.link() | {"subject": m.subject} for m in out["pairs"]]
+        links = [m.link_record() for m in out["pairs"]]
         ok = all(n["verdict"] == "pass" for n in nodes.values()) and all(lk["status"] == "pass" for lk in links)
         store.finish_run(run_id, "pass" if ok else "fail", nodes, links)
     doc = {"run": run_id, "verdict": "pass" if ok else "fail", "rounds": out["rounds"], "seconds": out["seconds"],

@@ -99,7 +99,9 @@ def print_certify(cert: dict, out_dir, run_id: str, probe_seconds: float) -> Non
         con.print(f"localised: {loc['kind']} {loc.get('node') or loc.get('link')}: {loc['reason']}")
     failing_links = [lk for lk in cert["links"] if lk["status"] != "pass"]
     for lk in failing_links[:20]:
-        con.print(f"link {lk['a']}->{lk['b']} fabric {lk['fabric']} {lk['probe']}: {lk['status']} {lk['value']} {lk['unit']} (round {lk['round']})")
+        where = f"fabric {lk['fabric']}" if lk["fabric"] is not None else "all rails"
+        seen = f"{_num(lk['value'])} {lk['unit']}" if lk["value"] is not None else (lk.get("observed") or "no value")
+        con.print(f"link {lk['a']}->{lk['b']} {where} {lk['probe']}: {lk['status']} {seen} (round {lk['round']})")
     for a in cert.get("slurm", []):
         what = {"drain": f"drain ({a['reason']})", "resume": "resume", "none": "untouched"}[a["action"]]
         con.print(f"slurm {a['slurm_node']}: {what}{'' if a['ok'] else ' FAILED'}: {a['detail']}")

@@ -164,21 +164,19 @@ def _why(r: CommandResult | None, timeout: float) -> str:
     return (r.stderr.strip() or r.stdout.strip() or f"exit status {r.rc}").splitlines()[-1][:300]
 
 
-def apply(inv: Inventory, nodes: dict[str, dict], control_dir: Path | None = None) -> list[dict]:
-    """Read the Slurm nodes' states on a reachable Slurm node, decide (decide()) and run the updates
-    there. Returns the certificate's ``slurm`` entries; a failure is an entry with ok false (and a line
-    on stderr), never a silent success."""
-    hosts = slurm_hosts(inv)
-    names = {n: slurm_name(h) for n, h in hosts.items() if n in nodes}
-    if not names:
-        return []
-    shows = {f"show {sn}": (show_cmd(sn), 0.0) for sn in sorted(set(names.values()))}
-    tried = []
-    for runner, h in hosts.items():
-        if nodes.get(runner, {}).get("verdict") == "unreachable":
+def read_states(inv: Inventory, names: dict[str, str], skip: set[str] = frozenset(),
+                control_dir: Path | None = None) -> tuple[tuple[str, HostView] | None, dict[str, NodeState | str], list[str]]:
+    """The Slurm states of ``names`` (inventory name -> Slurm NodeName), read with ``scontrol show
+    node`` on the first Slurm node (not in ``skip``) where scontrol works. Returns (that node and its
+    host, {NodeName: state or the error text of reading it}, what the nodes tried before said);
+    (None, {}, tried) when no Slurm node could run scontrol."""
+    shows = {f"show {sn}": show_cmd(sn) for sn in sorted(set(names.values()))}
+    tried: list[str] = []
+    for runner, h in slurm_hosts(inv).items():
+        if runner in skip:
             continue
         t = float(h.vars.clustercert_command_timeout_s)
-        ev = collect_node(runner, h.connection, {k: (c, t) for k, (c, _) in shows.items()}, control_dir=control_dir)
+        ev = collect_node(runner, h.connection, {k: (c, t) for k, c in shows.items()}, control_dir=control_dir)
         if not ev.reachable:
             tried.append(f"{runner}: {ev.error}")
             continue
@@ -192,6 +190,39 @@ def apply(inv: Inventory, nodes: dict[str, dict], control_dir: Path | None = Non
         if states and all(isinstance(s, str) for s in states.values()):
             tried.append(f"{runner}: {next(iter(states.values()))}")
             continue  # scontrol does not work there (no client config, munge, controller): try the next
+        return (runner, h), states, tried
+    return None, {}, tried
+
+
+# flags that keep a step off a node (scontrol prints them after the base state: IDLE+DRAIN)
+_BLOCKING = ("DRAIN", "DRAINED", "DRAINING", "DOWN", "FAIL", "FAILING", "MAINT", "RESERVED", "NOT_RESPONDING",
+             "POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN", "POWERING_UP", "REBOOT_REQUESTED", "REBOOT_ISSUED",
+             "INVALID_REG", "COMPLETING", "PLANNED")
+
+
+def accepts_step(st: NodeState | str) -> bool:
+    """True where srun can start a probe step on the node now without waiting or sharing it: IDLE
+    and nothing that keeps jobs off it. A node being certified is usually drained: srun cannot
+    place a step there (the probes then launch over ssh)."""
+    if isinstance(st, str):
+        return False
+    base, *flags = st.state.upper().split("+")
+    return base == "IDLE" and not any(f.rstrip("*~#%$@!^-") in _BLOCKING for f in flags)
+
+
+def apply(inv: Inventory, nodes: dict[str, dict], control_dir: Path | None = None) -> list[dict]:
+    """Read the Slurm nodes' states on a reachable Slurm node, decide (decide()) and run the updates
+    there. Returns the certificate's ``slurm`` entries; a failure is an entry with ok false (and a line
+    on stderr), never a silent success."""
+    hosts = slurm_hosts(inv)
+    names = {n: slurm_name(h) for n, h in hosts.items() if n in nodes}
+    if not names:
+        return []
+    unreachable = {n for n in hosts if nodes.get(n, {}).get("verdict") == "unreachable"}
+    found, states, tried = read_states(inv, names, unreachable, control_dir)
+    if found is not None:
+        runner, h = found
+        t = float(h.vars.clustercert_command_timeout_s)
         actions = decide(nodes, names, states)
         todo = {f"{a.action} {a.slurm_node}": (update_cmd(a), t) for a in actions if a.ok and a.action != "none"}
         if todo:
@@ -206,7 +237,6 @@ def apply(inv: Inventory, nodes: dict[str, dict], control_dir: Path | None = Non
                     else:
                         a.detail += f"; scontrol on {runner}"
         entries = [a.to_json() for a in actions]
-        break
     else:
         why = "; ".join(tried) or "every Slurm node was unreachable"
         entries = [Action(n, sn, "drain" if nodes[n]["verdict"] in FAILING else "none",

@@ -51,6 +51,9 @@ def slurm_conf(lab, hw: dict[str, str]) -> str:
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core",
         "ReturnToService=2",
+        # the containers see the host's 2 CPUs; a real 8-GPU node has far more cores: the probes' NCCL
+        # step (one task per GPU) needs 8 CPUs per node, so the configured count stands
+        "SlurmdParameters=config_overrides",
     ]
     for n in lab.nodes:
         lines.append(f"NodeName={n} NodeAddr={hosts[n]['ansible_host']} {hw[n]} State=UNKNOWN")
@@ -72,7 +75,8 @@ def slurm_lab(bootstrapped_lab):
     # hardware as slurmd sees it (CPUs, sockets, cores, threads, memory), so that no node is downed for it
     hw = {}
     for n, p in _on_all(lab, "slurmd -C | head -1").items():
-        hw[n] = " ".join(f for f in p.stdout.split() if not f.startswith(("NodeName=", "UpTime=")))
+        fields = dict(f.split("=", 1) for f in p.stdout.split() if "=" in f)
+        hw[n] = f"CPUs=16 Boards=1 SocketsPerBoard=2 CoresPerSocket=8 ThreadsPerCore=1 RealMemory={fields['RealMemory']}"
     key = base64.b64encode(secrets.token_bytes(1024)).decode()
     conf = base64.b64encode(slurm_conf(lab, hw).encode()).decode()
     _on_all(lab, f"echo {key} | base64 -d > /etc/munge/munge.key && chown munge:munge /etc/munge/munge.key "
@@ -163,3 +167,40 @@ def test_drain_failing_resume_own_leave_others(slurm_lab, tmp_path):
     assert cert["verdict"] == "pass" and rc == 1, p.stdout[-2000:]
     assert cert["slurm"] and not any(e["ok"] for e in cert["slurm"]), cert["slurm"]
     assert "not done" in p.stderr
+    nccl = [lk for lk in cert["links"] if lk["probe"] == "nccl_allreduce"]
+    assert nccl and all(lk["evidence"].startswith("launched with mpirun over ssh: Slurm cannot start a step now (")
+                        for lk in nccl), nccl
+
+
+def test_pair_nccl_runs_as_an_srun_step_on_idle_nodes(slurm_lab, tmp_path):
+    """Where Slurm can place it (both nodes IDLE), the pair all_reduce is a Slurm job step: Slurm
+    records the job, named after the probe's tag, completed on both nodes."""
+    lab = slurm_lab
+    inv_dir = tmp_path / "inventory"
+    shutil.copytree(lab.inventory.parent, inv_dir)
+    with open(inv_dir / "group_vars" / "all.yml", "a") as f:
+        f.write("clustercert_slurm: true\n")
+    lab.ssh(CONTROLLER, "systemctl start slurmctld; for n in node01 node02; do "
+                        "scontrol update NodeName=$n State=RESUME 2>/dev/null; done; true")
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        states = {n: node_state(lab, n)[1].state for n in ("node01", "node02")}
+        if set(states.values()) == {"IDLE"}:
+            break
+        time.sleep(1)
+    assert set(states.values()) == {"IDLE"}, states
+    def probe_jobs() -> list[str]:
+        jobs = lab.ssh(CONTROLLER, "scontrol show job --oneliner", check=False).stdout
+        return [j for j in jobs.splitlines() if "JobName=clustercert-nccl-" in j]
+
+    earlier = {j.split()[0] for j in probe_jobs()}  # the first test's (failed) pair step, if Slurm still shows it
+    env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "certify-test-state"))
+    p = subprocess.run([sys.executable, "-m", "clustercert", "probe", "-i", str(inv_dir / lab.inventory.name),
+                        "--limit", "node01,node02", "--probes", "nccl", "--probe-seconds", "2", "--probe-timeout", "40",
+                        "--format", "json"], capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    (lk,) = [lk for lk in doc["links"] if lk["probe"] == "nccl_allreduce"]
+    assert lk["status"] == "pass" and lk["evidence"].startswith("launched with srun\n"), lk
+    mine = [j for j in probe_jobs() if j.split()[0] not in earlier]
+    assert len(mine) == 1 and "JobState=COMPLETED" in mine[0] and "NodeList=node[01-02]" in mine[0], mine
