@@ -215,7 +215,7 @@ def test_html_matrix_bars_and_sections(written):
     assert "floor 380 Gb/s" in text and "floor 460 GB/s" in text
     # localisation and evidence
     assert re.search(r"bad link</span><span class=\"what\">gpu-node-05 ↔ gpu-node-06 \(fabric 1\)</span>", text)
-    assert text.count('<details class="ev"') == 7 * 13
+    assert text.count('<details class="ev"') == 7 * 13 + 3  # 13 findings on 7 nodes; 3 links did not pass
     assert 'GPU 6: NVIDIA H100 80GB HBM3' in text
     assert '<div class="verdict fail" id="verdict">FAIL</div>' in text
 
@@ -364,3 +364,31 @@ def test_certify_console_output_states_probe_timing(capsys, tmp_path):
     cert.pop("timing")
     print_certify(cert, tmp_path, "r1", 21.3)  # certificates written before the timing object
     assert "control overhead" not in capsys.readouterr().out
+
+
+def test_failing_links_and_slurm_actions_are_shown_with_their_evidence():
+    cert = sample_certificate()
+    err = next(lk for lk in cert["links"] if lk["status"] == "error")
+    err.update(subject="gpu-node-02+gpu-node-07, 16 GPUs", expected=">= 80 gbyte_per_s (lab)",
+               observed="timed out after 22 s: all_reduce_perf",
+               evidence="launched with mpirun over ssh: Slurm cannot start a step now (gpu-node-07: IDLE+DRAIN)\n<rank 3> hung")
+    cert["slurm"] = [
+        {"node": "gpu-node-03", "slurm_node": "gn03", "action": "drain", "reason": "clustercert: gpu.count", "ok": True,
+         "detail": "was IDLE; scontrol on gpu-node-01"},
+        {"node": "gpu-node-04", "slurm_node": "gn04", "action": "resume", "reason": "clustercert: ib.bond", "ok": False,
+         "detail": "scontrol update on gpu-node-01 failed: Invalid node state specified"},
+    ]
+    page = reports.render_html(cert)
+    section = page[page.index('<section id="link-evidence">'):]
+    assert "timed out after 22 s: all_reduce_perf" in section and "&lt;rank 3&gt; hung" in section
+    assert "gpu-node-07: IDLE+DRAIN" in section
+    slurm = page[page.index('<section id="slurm">'):page.index("</section>", page.index('<section id="slurm">'))]
+    assert "clustercert: gpu.count" in slurm and "not done" in slurm and "Invalid node state specified" in slurm
+    md = reports.render_summary(cert)
+    assert f"- {err['probe']} gpu-node-02 → gpu-node-07 (round {err['round']}) error: timed out after 22 s: all_reduce_perf" in md
+    assert "## Slurm (--drain slurm)\n\n- gpu-node-03 (gn03): drain (clustercert: gpu.count): was IDLE; scontrol on gpu-node-01\n" in md
+    assert "- gpu-node-04 (gn04): resume — **not done**: scontrol update on gpu-node-01 failed" in md
+    # a passing cluster without Slurm has neither section
+    clean = sample_certificate()
+    clean["links"] = [lk for lk in clean["links"] if lk["status"] == "pass"]
+    assert 'id="link-evidence"' not in reports.render_html(clean) and 'id="slurm"' not in reports.render_html(clean)

@@ -7,7 +7,8 @@
   one check on one node are aggregated: failure if any fail, else error if any error, skipped if all
   skip), one ``node.status`` testcase (an error) for a node that was unreachable or errored without
   findings, and one testcase per link measurement (classname ``link.fabric<N>.<probe>``).
-* summary.md: verdict, counts, failing nodes with their failing checks, localisation, links.
+* summary.md: verdict, counts, failing nodes with their failing checks, localisation, links (what a
+  failing link observed), Slurm actions.
 """
 
 from __future__ import annotations
@@ -626,6 +627,38 @@ def _html_thresholds(cert: dict) -> str:
             + "</tbody></table></section>")
 
 
+def _html_link_evidence(cert: dict) -> str:
+    """The node-to-node measurements that did not pass, each with its expected, observed and the
+    tool's output (certificates before links carried evidence show what they have)."""
+    bad = [lk for lk in cert.get("links") or [] if lk.get("status") != "pass"]
+    if not bad:
+        return ""
+    blocks = []
+    for lk in sorted(bad, key=lambda x: (_natural(x.get("a")), _natural(x.get("b")), str(x.get("probe")), _fabric(x))):
+        fab = "all rails" if lk.get("fabric") is None else f"fabric {lk.get('fabric')}"
+        subj = f" · {_e(lk.get('subject'))}" if lk.get("subject") else ""
+        evidence = _clean(lk.get("evidence")) or "(no evidence recorded)"
+        blocks.append(f'<details class="ev" open><summary>{_pill(str(lk.get("status")))} <code>{_e(lk.get("probe"))}</code> '
+                      f'{_e(lk.get("a"))} → {_e(lk.get("b"))} · {_e(fab)} · round {_e(lk.get("round"))}{subj}</summary>'
+                      f'<dl class="eo"><dt>expected</dt><dd>{_e(lk.get("expected") or "—")}</dd>'
+                      f'<dt>observed</dt><dd>{_e(lk.get("observed") or "—")}</dd></dl><pre>{html.escape(evidence)}</pre></details>')
+    return '<section id="link-evidence"><h2>Links that did not pass</h2>' + "".join(blocks) + "</section>"
+
+
+def _html_slurm(cert: dict) -> str:
+    acts = cert.get("slurm") or []
+    if not acts:
+        return ""
+    rows = []
+    for a in acts:
+        ok = _pill("pass", "done") if a.get("ok") else _pill("error", "not done")
+        rows.append(f"<tr><th>{_e(a.get('node'))}</th><td>{_e(a.get('slurm_node'))}</td><td>{_e(a.get('action'))}</td>"
+                    f"<td>{_e(a.get('reason') or '—')}</td><td>{ok}</td><td>{_e(a.get('detail'))}</td></tr>")
+    return ('<section id="slurm"><h2>Slurm (--drain slurm)</h2><table class="plain"><thead><tr><th>node</th>'
+            '<th>Slurm node</th><th>action</th><th>reason</th><th></th><th>detail</th></tr></thead><tbody>'
+            + "".join(rows) + "</tbody></table></section>")
+
+
 def _html_evidence(cert: dict) -> str:
     blocks = []
     for n in sorted(cert.get("nodes") or {}, key=_natural):
@@ -655,7 +688,8 @@ def render_html(cert: dict) -> str:
     csp = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
     body = "".join([
         _html_cards(cert), _html_localisation(cert), _html_heatmaps(cert), _html_bars(cert),
-        _html_matrix(cert), _html_versions(cert), _html_thresholds(cert), _html_evidence(cert),
+        _html_matrix(cert), _html_slurm(cert), _html_versions(cert), _html_thresholds(cert), _html_evidence(cert),
+        _html_link_evidence(cert),
     ])
     v = (cert.get("versions") or {}).get("clustercert", "")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -795,6 +829,19 @@ def render_summary(cert: dict) -> str:
             out.append(f"| {fab} | {_md(link.get('probe'))} | {_md(link.get('a'))} | {_md(link.get('b'))} | "
                        f"{link.get('round')} | {_val(link.get('value'), unit)} | {_md(_threshold_text(th, unit))} | "
                        f"{'**' + status + '**' if status != 'pass' else status} |")
+        bad = [lk for lk in links if lk.get("status") != "pass" and lk.get("observed")]
+        if bad:
+            out.append("")
+        for link in bad:
+            out.append(f"- {_md(link.get('probe'))} {_md(link.get('a'))} → {_md(link.get('b'))} (round {link.get('round')}) "
+                       f"{_md(link.get('status'))}: {_md(link.get('observed'))}")
+    acts = cert.get("slurm") or []
+    if acts:
+        out += ["", "## Slurm (--drain slurm)", ""]
+        for a in acts:
+            what = a.get("action") if a.get("action") != "drain" else f"drain ({a.get('reason')})"
+            out.append(f"- {_md(a.get('node'))} ({_md(a.get('slurm_node'))}): {_md(what)}"
+                       f"{'' if a.get('ok') else ' — **not done**'}: {_md(a.get('detail'))}")
     return "\n".join(out) + "\n"
 
 
