@@ -226,3 +226,26 @@ def test_the_outlier_rule_compares_pair_figures_with_pair_figures():
     apply_outlier_rule(nodes + pairs, 0.9, "seed")
     assert [m.status for m in nodes] == ["pass"] * 4
     assert [m.status for m in pairs] == ["pass", "pass", "fail"] and "median 96" in pairs[2].observed
+
+
+def test_slurm_states_are_read_once_for_the_slurm_nodes_whose_pair_nccl_runs(monkeypatch, tmp_path):
+    def host(name, slurm):
+        return SimpleNamespace(name=name, vars=SimpleNamespace(clustercert_slurm=slurm, clustercert_slurm_node_name=None),
+                               profile=SimpleNamespace(thresholds={"nccl_allreduce_pair": object()}))
+
+    inv = SimpleNamespace(hosts={"n1": host("n1", True), "n2": host("n2", True), "n3": host("n3", False)})
+    asked = []
+
+    def fake_read(inv_, names, skip=frozenset(), control_dir=None):
+        asked.append(dict(names))
+        return ("n1", inv_.hosts["n1"]), {"n1": NodeState("n1", "IDLE+DRAIN", "admin")}, []
+
+    monkeypatch.setattr(certify, "read_states", fake_read)
+    states = certify.slurm_launch_states(inv, ["n1", "n2", "n3"], certify.ProbeSettings(2, 20), tmp_path)
+    assert asked == [{"n1": "n1", "n2": "n2"}]  # not n3: it is not a Slurm node
+    assert states["n1"].state == "IDLE+DRAIN" and states["n2"].startswith("scontrol could not read it (")
+    # no pair NCCL through Slurm (no Slurm node, or NCCL not among the probes): Slurm is not asked
+    only_bw = certify.ProbeSettings(2, 20, frozenset({"ib_write_bw"}))
+    assert certify.slurm_launch_states(inv, ["n1", "n2"], only_bw, tmp_path) is None
+    assert certify.slurm_launch_states(inv, ["n3"], certify.ProbeSettings(2, 20), tmp_path) is None
+    assert len(asked) == 1

@@ -19,7 +19,7 @@ from clustercert.checks import Finding, node_verdict
 from clustercert.collect import collect_node, run_server_client
 from clustercert.inventory import HostView, Inventory
 from clustercert.probes import Measurement
-from clustercert.slurm import accepts_step, slurm_name
+from clustercert.slurm import accepts_step, read_states, slurm_name
 
 
 @dataclass
@@ -244,10 +244,8 @@ def slurm_launch_states(inv: Inventory, nodes: list[str], cfg: ProbeSettings, cp
              and "nccl_allreduce_pair" in cfg.thresholds(inv.hosts[n].profile)}
     if len(nodes) < 2 or not hosts:
         return None
-    from clustercert import slurm
-
     names = {n: slurm_name(h) for n, h in hosts.items()}
-    _runner, states, tried = slurm.read_states(inv, names, control_dir=cp)
+    _runner, states, tried = read_states(inv, names, control_dir=cp)
     why = "; ".join(tried) or "no Slurm node answered"
     return {n: states.get(sn, f"scontrol could not read it ({why})") for n, sn in names.items()}
 
