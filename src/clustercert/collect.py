@@ -285,7 +285,8 @@ def run_server_client(
         srv_proc = subprocess.Popen(_remote(srv_conn, srv_node, script, control_dir), stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
         srv_pgid = _read_pgid(srv_proc, 15)
-        if server_port is None or _wait_listening(srv_conn, srv_node, server_port, control_dir) is None:
+        # no PGID line: the server's node did not start it (no answer): nothing to poll there
+        if server_port is None or srv_pgid is None or _wait_listening(srv_conn, srv_node, server_port, control_dir) is None:
             time.sleep(server_start_delay)
     cli_node, cli_conn, cli_cmd = client
     script = _bounded(cli_cmd, t_int)
