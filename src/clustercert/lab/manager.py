@@ -206,6 +206,9 @@ def _write_inventory(handles: list[node.NodeHandle], sp: dict) -> None:
         "clustercert_package_mirror": f"http://{image.MGMT_HOST_IP}:{image.REPO_PORT}",
         # the repo server also answers NTP on the management address, as a site's time server would
         "clustercert_ntp_servers": [image.MGMT_HOST_IP],
+        # the nodes' cluster key pair (roles/cluster_ssh) lives with the lab, as a site keeps it in one
+        # place: bootstrap and drift then use the same key whatever CLUSTERCERT_HOME each runs with
+        "cluster_ssh_key_dir": str(ssh_dir() / "cluster_ssh"),
     }
     if int(sp.get("link_mbit", 1000)) != 1000:
         # the IPoIB floor follows the fabric links' shaped rate, overridden as a site overrides a profile
