@@ -207,9 +207,11 @@ def nccl_pair(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path, 
     tag = uuid.uuid4().hex[:12]
     slurm, launch = bool(getattr(a.vars, "clustercert_slurm", False)), ""
     if slurm:
-        states = slurm_states or {}
-        blocked = [f"{slurm_name(h)}: {_state_text(states.get(h.name))}" for h in (a, b)
-                   if not accepts_step(states.get(h.name, "state not read"))]
+        blocked = []
+        for h in (a, b):
+            st = (slurm_states or {}).get(h.name, "state not read")
+            if not accepts_step(st):
+                blocked.append(f"{slurm_name(h)}: {st if isinstance(st, str) else st.state}")
         slurm = not blocked
         launch = "srun" if slurm else f"mpirun over ssh: Slurm cannot start a step now ({'; '.join(blocked)})"
     if slurm:
@@ -229,12 +231,6 @@ def nccl_pair(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path, 
     if launch:
         m.evidence = f"launched with {launch}\n{m.evidence}"
     return m
-
-
-def _state_text(st) -> str:
-    if st is None:
-        return "state not read"
-    return st if isinstance(st, str) else st.state
 
 
 def slurm_launch_states(inv: Inventory, nodes: list[str], cfg: ProbeSettings, cp: Path) -> dict | None:
