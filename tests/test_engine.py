@@ -85,3 +85,57 @@ def test_engine_check_mode_changes_nothing(tmp_path):
     for f in result.run_dir.rglob("*"):
         if f.is_file() and f.name != "stdout":
             assert "s3cr3t" not in f.read_text(errors="replace"), f
+
+
+def _processes_with(marker: str) -> list[str]:
+    found = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmd:
+            found.append(f"{p.name}: {cmd}")
+    return found
+
+
+def test_a_killed_run_leaves_no_playbook_running(tmp_path):
+    """SIGKILL on the process that runs a playbook (cron timeout, OOM killer) must not leave ansible-playbook
+    and its workers changing nodes on their own."""
+    import signal
+    import subprocess
+    import time
+
+    inv = _local_inventory(tmp_path, ["alpha"])
+    pb = tmp_path / "slow-playbook.yml"
+    pb.write_text(textwrap.dedent(f"""\
+        - hosts: all
+          gather_facts: false
+          tasks:
+            - name: started
+              ansible.builtin.copy: {{content: "x", dest: "{tmp_path}/started", mode: "0644"}}
+            - name: long task
+              ansible.builtin.command: sleep 300
+              changed_when: false
+        """))
+    runner = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""\
+        from pathlib import Path
+        from clustercert.engine import run_playbook
+        run_playbook(Path({str(pb)!r}), Path({str(inv)!r}), state=Path({str(tmp_path / 'state')!r}))
+        """)])
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert (tmp_path / "started").exists()
+        time.sleep(1)
+        assert _processes_with(str(pb)), "the playbook should be running now"
+    finally:
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+    deadline = time.monotonic() + 15
+    while _processes_with(str(pb)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_with(str(pb)) == []

@@ -186,7 +186,7 @@ def run_playbook(
 
     kwargs = dict(
         private_data_dir=str(run_dir),
-        playbook=str(playbook),
+        binary=str(_tethered_playbook_binary(run_dir)),
         inventory=str(Path(inventory).resolve()),
         envvars=env,
         event_handler=handler,
@@ -200,8 +200,8 @@ def run_playbook(
         kwargs["forks"] = forks
     if extra_vars:
         kwargs["extravars"] = extra_vars
-    if cmdline:
-        kwargs["cmdline"] = " ".join(_quote(c) for c in cmdline)
+    # With `binary` set, ansible-runner passes no playbook of its own: it is the last argument here.
+    kwargs["cmdline"] = " ".join(_quote(c) for c in [*cmdline, str(playbook)])
     runner = ansible_runner.run(**kwargs)
     # extra-vars may hold secrets: do not keep them next to the artifacts.
     shutil.rmtree(run_dir / "env", ignore_errors=True)
@@ -209,6 +209,30 @@ def run_playbook(
     result = RunResult(run_id, run_dir, int(runner.rc or 0), str(runner.status), stats, changes, failures, events)
     (run_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
     return result
+
+
+# ansible-runner starts ansible-playbook in a session of its own that ignores SIGHUP, so when this process dies
+# without cleaning up (SIGKILL, OOM killer, a cron timeout's KILL) the playbook would run on, orphaned, still
+# changing nodes. The child asks the kernel for SIGTERM when its parent dies (PR_SET_PDEATHSIG, kept across
+# exec); ansible-playbook passes SIGTERM on to its workers.
+_TETHER = """#!{python}
+import ctypes, os, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+if os.getppid() != {parent}:  # the parent died before the line above took effect
+    sys.exit(143)
+os.execv({playbook!r}, [{playbook!r}, *sys.argv[1:]])
+"""
+
+
+def _tethered_playbook_binary(run_dir: Path) -> Path:
+    real = shutil.which("ansible-playbook")
+    if real is None:
+        raise FileNotFoundError("ansible-playbook is not on PATH")
+    wrapper = run_dir / "bin" / "ansible-playbook"
+    wrapper.parent.mkdir(parents=True, exist_ok=True)
+    wrapper.write_text(_TETHER.format(python=sys.executable, parent=os.getpid(), playbook=real))
+    wrapper.chmod(0o755)
+    return wrapper
 
 
 def _quote(s: str) -> str:

@@ -70,6 +70,11 @@ def test_four_tamperings_classified_then_fixed(certified, tmp_path):
         lab.manager.heal(n2)
 
 
+def _playbooks_running(lab) -> list[str]:
+    out = subprocess.run(["pgrep", "-af", "ansible-playbook"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if str(lab.inventory) in line]
+
+
 def test_sigkill_leaves_store_usable(certified):
     lab = certified
     env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "drift-test-state"))
@@ -78,6 +83,11 @@ def test_sigkill_leaves_store_usable(certified):
     time.sleep(8)  # mid-run: the check-mode playbook or the validators
     p.send_signal(signal.SIGKILL)
     p.wait()
+    # the check-mode playbook it had started does not run on without it
+    deadline = time.monotonic() + 15
+    while _playbooks_running(lab) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _playbooks_running(lab) == []
     rc, _doc = drift(lab)
     assert rc in (0, 1)
     db = sqlite3.connect(lab.dir.parent / "drift-test-state" / "store.sqlite")

@@ -51,7 +51,9 @@ def test_inventory_and_ssh_files(lab):
     assert "StrictHostKeyChecking=no" not in h2["ansible_ssh_common_args"]
     gv = yaml.safe_load((lab.inventory.parent / "group_vars" / "all.yml").read_text())
     assert gv == {"clustercert_cluster_name": "clustercert-lab", "clustercert_profile": "lab",
-                  "clustercert_package_mirror": "http://10.250.0.1:8081", "clustercert_ntp_servers": ["10.250.0.1"]}
+                  "clustercert_package_mirror": "http://10.250.0.1:8081", "clustercert_ntp_servers": ["10.250.0.1"],
+                  # the lab's cluster key pair stays with the lab, whatever CLUSTERCERT_HOME a command runs under
+                  "cluster_ssh_key_dir": f"{lab.dir}/ssh/cluster_ssh"}
     known = (lab.dir / "ssh" / "known_hosts").read_text().splitlines()
     assert len(known) == 4 and known[0].startswith("node01,10.250.0.11 ssh-ed25519 ")
     assert "StrictHostKeyChecking yes" in lab.ssh_config.read_text()
