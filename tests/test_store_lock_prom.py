@@ -89,3 +89,17 @@ def test_prom_textfile_parses(tmp_path):
     assert status[('we"ird', "ib.bond")] == 1.0
     assert fams["clustercert_last_run_timestamp_seconds"].samples[0].value == 1764680000.0
     assert [p.name for p in tmp_path.iterdir()] == ["clustercert.prom"]  # no temp file left behind
+
+
+def test_actions_are_recorded_with_their_run(tmp_path):
+    s = Store(tmp_path / "store.sqlite")
+    s.start_run("r1", "certify", "inv", {})
+    s.finish_run("r1", "fail", _nodes(2), actions={"slurm": [
+        {"node": "node01", "slurm_node": "gpu-a01", "action": "drain", "reason": "clustercert: gpu.count", "ok": True, "detail": ""},
+        {"node": "node00", "slurm_node": "gpu-a00", "action": "resume", "reason": "", "ok": False, "detail": "scontrol: timed out"}]})
+    s.start_run("r2", "certify", "inv", {})
+    s.finish_run("r2", "pass", _nodes(2))
+    got = [(a["node"], a["target"], a["action"], a["ok"], a["reason"], a["detail"]) for a in s.actions("r1")]
+    assert got == [("node00", "gpu-a00", "resume", False, "", "scontrol: timed out"),
+                   ("node01", "gpu-a01", "drain", True, "clustercert: gpu.count", "")]
+    assert s.actions("r2") == []

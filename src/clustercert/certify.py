@@ -401,6 +401,6 @@ def _certify(inv, store, out_dir: Path, signing_key, pub_path: Path, limit, fork
     certificate.write_certificate(cert, out_dir / "certificate.json")
     (out_dir / "signing.pub").write_text(pub_path.read_text())
     reports.write_reports(cert, out_dir)
-    store.finish_run(run_id, verdict, nodes, links)
+    store.finish_run(run_id, verdict, nodes, links, actions={"slurm": cert["slurm"]} if "slurm" in cert else None)
     print_certify(cert, out_dir, run_id, probe_out["seconds"])
     return 0 if verdict == "pass" and all(a["ok"] for a in cert.get("slurm", [])) else 1

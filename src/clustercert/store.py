@@ -51,6 +51,16 @@ CREATE TABLE IF NOT EXISTS links (
     a TEXT NOT NULL, b TEXT NOT NULL, fabric INTEGER, probe TEXT NOT NULL,
     value REAL, unit TEXT, status TEXT NOT NULL, round INTEGER
 );
+CREATE TABLE IF NOT EXISTS actions (    -- what a run did to the cluster's own systems (certify --drain slurm)
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    system TEXT NOT NULL,            -- slurm
+    node TEXT NOT NULL,              -- inventory name
+    target TEXT NOT NULL DEFAULT '', -- the system's own name for it (Slurm NodeName)
+    action TEXT NOT NULL,            -- drain | resume | none
+    reason TEXT NOT NULL DEFAULT '',
+    ok INTEGER NOT NULL,
+    detail TEXT NOT NULL DEFAULT ''
+);
 """
 
 
@@ -85,8 +95,11 @@ class Store:
         nodes: dict[str, dict],
         links: Iterable[dict] = (),
         status: str = "done",
+        actions: dict[str, Iterable[dict]] | None = None,
     ) -> None:
-        """Record every node's verdict and findings (the certificate's ``nodes`` object) in one transaction."""
+        """Record every node's verdict and findings (the certificate's ``nodes`` object), its links and what
+        it did to other systems (``actions``: system -> the certificate's entries, e.g. {"slurm": [...]}) in
+        one transaction."""
         with closing(self._connect()) as db, db:
             for node, body in nodes.items():
                 db.execute("INSERT OR REPLACE INTO nodes (run_id, node, verdict, detail) VALUES (?,?,?,?)",
@@ -102,6 +115,11 @@ class Store:
                 "INSERT INTO links (run_id, a, b, fabric, probe, value, unit, status, round) VALUES (?,?,?,?,?,?,?,?,?)",
                 [(run_id, lk["a"], lk["b"], lk.get("fabric"), lk["probe"], lk.get("value"), lk.get("unit"),
                   lk["status"], lk.get("round")) for lk in links],
+            )
+            db.executemany(
+                "INSERT INTO actions (run_id, system, node, target, action, reason, ok, detail) VALUES (?,?,?,?,?,?,?,?)",
+                [(run_id, system, a["node"], a.get("slurm_node", ""), a["action"], a.get("reason", ""), int(bool(a["ok"])),
+                  a.get("detail", "")) for system, entries in (actions or {}).items() for a in entries],
             )
             db.execute("UPDATE runs SET finished=?, status=?, verdict=? WHERE id=?", (time.time(), status, verdict, run_id))
 
@@ -155,6 +173,11 @@ class Store:
             row = db.execute("SELECT * FROM runs WHERE kind='certify' AND verdict='pass' AND status='done' AND inventory=?"
                              " ORDER BY started DESC LIMIT 1", (inventory,)).fetchone()
             return dict(row) if row else None
+
+    def actions(self, run_id: str) -> list[dict]:
+        with closing(self._connect()) as db:
+            return [dict(r, ok=bool(r["ok"])) for r in db.execute("SELECT * FROM actions WHERE run_id=? ORDER BY system, node",
+                                                                (run_id,))]
 
     def links(self, run_id: str) -> list[dict]:
         with closing(self._connect()) as db:

@@ -153,6 +153,12 @@ def test_drain_failing_resume_own_leave_others(slurm_lab, tmp_path):
         "node01": ("none", True), "node02": ("drain", True), "node03": ("resume", True), "node04": ("none", True)}, cert["slurm"]
     assert acts["node02"]["reason"] == after["node02"][1].reason and acts["node04"]["reason"] == "admin: maintenance"
     assert "slurm node02: drain (clustercert:" in p.stdout and "slurm node03: resume" in p.stdout
+    # and recorded with the run in the store
+    from clustercert.store import Store
+    store = Store(lab.dir.parent / "certify-test-state" / "store.sqlite")
+    run = store.runs(kind="certify", limit=1)[0]
+    assert {a["node"]: (a["system"], a["target"], a["action"], a["ok"], a["reason"]) for a in store.actions(run["id"])} == {
+        n: ("slurm", e["slurm_node"], e["action"], e["ok"], e["reason"]) for n, e in acts.items()}
     # what was done is part of the signed certificate
     v = subprocess.run([sys.executable, "-m", "clustercert", "verify", str(tmp_path / "out" / "certificate.json"),
                         "--key", str(tmp_path / "out" / "signing.pub")], capture_output=True, text=True)
