@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from clustercert.engine import run_playbook
 
 
@@ -101,9 +103,11 @@ def _processes_with(marker: str) -> list[str]:
     return found
 
 
-def test_a_killed_run_leaves_no_playbook_running(tmp_path):
+@pytest.mark.parametrize("strategy", ["linear", "mitogen_linear"])
+def test_a_killed_run_leaves_no_playbook_running(tmp_path, strategy):
     """SIGKILL on the process that runs a playbook (cron timeout, OOM killer) must not leave ansible-playbook
-    and its workers changing nodes on their own."""
+    and its workers changing nodes on their own: neither with Ansible's own strategy nor with mitogen's,
+    whose connection multiplexer is a child of its own that outlived ansible-playbook."""
     import signal
     import subprocess
     import time
@@ -117,13 +121,17 @@ def test_a_killed_run_leaves_no_playbook_running(tmp_path):
             - name: started
               ansible.builtin.copy: {{content: "x", dest: "{tmp_path}/started", mode: "0644"}}
             - name: long task
-              ansible.builtin.command: sleep 300
+              ansible.builtin.command: sh -c "trap '' TERM HUP; sleep 300; echo {tmp_path}/long"
               changed_when: false
         """))
     runner = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""\
         from pathlib import Path
+        from clustercert.bootstrap import strategy_env
         from clustercert.engine import run_playbook
-        run_playbook(Path({str(pb)!r}), Path({str(inv)!r}), state=Path({str(tmp_path / 'state')!r}))
+        import os
+        os.environ["CLUSTERCERT_STRATEGY"] = {strategy!r}
+        run_playbook(Path({str(pb)!r}), Path({str(inv)!r}), state=Path({str(tmp_path / 'state')!r}),
+                     envvars=strategy_env())
         """)])
     try:
         deadline = time.monotonic() + 60
@@ -132,10 +140,13 @@ def test_a_killed_run_leaves_no_playbook_running(tmp_path):
         assert (tmp_path / "started").exists()
         time.sleep(1)
         assert _processes_with(str(pb)), "the playbook should be running now"
+        assert _processes_with(f"{tmp_path}/long"), "and its long task"
     finally:
         runner.send_signal(signal.SIGKILL)
         runner.wait()
     deadline = time.monotonic() + 15
-    while _processes_with(str(pb)) and time.monotonic() < deadline:
+    # nothing of the run is left: not ansible-playbook, its workers or a strategy's helper processes, nor the
+    # command its task started (which ignores SIGTERM and SIGHUP)
+    while _processes_with(str(tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _processes_with(str(pb)) == []
+    assert _processes_with(str(tmp_path)) == []

@@ -213,14 +213,70 @@ def run_playbook(
 
 # ansible-runner starts ansible-playbook in a session of its own that ignores SIGHUP, so when this process dies
 # without cleaning up (SIGKILL, OOM killer, a cron timeout's KILL) the playbook would run on, orphaned, still
-# changing nodes. The child asks the kernel for SIGTERM when its parent dies (PR_SET_PDEATHSIG, kept across
-# exec); ansible-playbook passes SIGTERM on to its workers.
+# changing nodes. ansible-runner runs this tether in its place: it asks the kernel for SIGTERM when its parent
+# dies (PR_SET_PDEATHSIG) and to inherit the run's orphans (PR_SET_CHILD_SUBREAPER), starts the real
+# ansible-playbook as its child, and on SIGTERM, SIGHUP (the pty closing; ansible-runner's own timeout and
+# cancel) or SIGINT kills every process under it: ansible-playbook, its workers, a strategy's helpers (mitogen's
+# connection multiplexer outlived a SIGTERMed ansible-playbook by minutes) and the commands their tasks
+# started. When ansible-playbook exits on its own the tether exits with its status and kills nothing, so ssh
+# ControlPersist masters live on as usual.
 _TETHER = """#!{python}
+# clustercert's tether around ansible-playbook (clustercert/engine.py): a run dies with the clustercert
+# process that started it.
 import ctypes, os, signal, sys
-ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-if os.getppid() != {parent}:  # the parent died before the line above took effect
-    sys.exit(143)
-os.execv({playbook!r}, [{playbook!r}, *sys.argv[1:]])
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def descendants():
+    children = {{}}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [os.getpid()]
+    while todo:
+        for pid in children.get(todo.pop(), []):
+            found.append(pid)
+            todo.append(pid)
+    return found
+
+
+def end_run(signum, frame):
+    for _ in range(5):  # again, for whatever was forked while the pass before ran
+        pids = descendants()
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    os._exit(128 + signum)
+
+
+inherited = {{s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}}
+for s in inherited:
+    signal.signal(s, end_run)
+if os.getppid() != {parent}:  # clustercert died before PR_SET_PDEATHSIG took effect
+    end_run(signal.SIGTERM, None)
+child = os.fork()
+if child == 0:
+    for s, handler in inherited.items():
+        if handler is not None:
+            signal.signal(s, handler)
+    os.execv({playbook!r}, [{playbook!r}, *sys.argv[1:]])
+while True:
+    pid, status = os.waitpid(-1, 0)  # the run's orphans are reaped here too
+    if pid == child:
+        code = os.waitstatus_to_exitcode(status)
+        os._exit(code if code >= 0 else 128 - code)
 """
 
 
