@@ -150,3 +150,27 @@ def test_a_killed_run_leaves_no_playbook_running(tmp_path, strategy):
     while _processes_with(str(tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _processes_with(str(tmp_path)) == []
+
+
+def test_a_run_past_its_timeout_is_stopped_whole(tmp_path):
+    """run_playbook(timeout=S): ansible-runner's job timeout ends the run as `timeout` (not successful) and
+    leaves none of its processes, even a task command that ignores SIGTERM and SIGHUP."""
+    import time
+
+    inv = _local_inventory(tmp_path, ["alpha"])
+    pb = tmp_path / "slow-playbook.yml"
+    pb.write_text(textwrap.dedent(f"""\
+        - hosts: all
+          gather_facts: false
+          tasks:
+            - name: long task
+              ansible.builtin.command: sh -c "trap '' TERM HUP; sleep 300; echo {tmp_path}/long"
+              changed_when: false
+        """))
+    t0 = time.monotonic()
+    res = run_playbook(pb, inv, state=tmp_path / "state", timeout=5)
+    assert res.status == "timeout" and time.monotonic() - t0 < 60
+    deadline = time.monotonic() + 15
+    while _processes_with(f"{tmp_path}/long") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_with(f"{tmp_path}/long") == []

@@ -186,13 +186,15 @@ def run_playbook(
 
     kwargs = dict(
         private_data_dir=str(run_dir),
-        binary=str(_tethered_playbook_binary(run_dir)),
+        binary=str(_tethered_playbook_binary(run_dir, timeout or 0)),
         inventory=str(Path(inventory).resolve()),
         envvars=env,
         event_handler=handler,
         quiet=True,
         verbosity=verbosity or None,
-        settings={"suppress_ansible_output": True, "job_timeout": timeout or 0},
+        # no job_timeout: ansible-runner's kills only the tether's process group (SIGKILL), not Ansible's workers
+        # in their own sessions nor what their tasks started; the tether enforces ``timeout`` itself
+        settings={"suppress_ansible_output": True},
     )
     if limit:
         kwargs["limit"] = limit
@@ -206,7 +208,8 @@ def run_playbook(
     # extra-vars may hold secrets: do not keep them next to the artifacts.
     shutil.rmtree(run_dir / "env", ignore_errors=True)
     stats = _stats_from(final_stats or (runner.stats or {}))
-    result = RunResult(run_id, run_dir, int(runner.rc or 0), str(runner.status), stats, changes, failures, events)
+    status = "timeout" if (run_dir / TIMED_OUT_MARK).exists() else str(runner.status)
+    result = RunResult(run_id, run_dir, int(runner.rc or 0), status, stats, changes, failures, events)
     (run_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
     return result
 
@@ -215,11 +218,14 @@ def run_playbook(
 # without cleaning up (SIGKILL, OOM killer, a cron timeout's KILL) the playbook would run on, orphaned, still
 # changing nodes. ansible-runner runs this tether in its place: it asks the kernel for SIGTERM when its parent
 # dies (PR_SET_PDEATHSIG) and to inherit the run's orphans (PR_SET_CHILD_SUBREAPER), starts the real
-# ansible-playbook as its child, and on SIGTERM, SIGHUP (the pty closing; ansible-runner's own timeout and
-# cancel) or SIGINT kills every process under it: ansible-playbook, its workers, a strategy's helpers (mitogen's
-# connection multiplexer outlived a SIGTERMed ansible-playbook by minutes) and the commands their tasks
-# started. When ansible-playbook exits on its own the tether exits with its status and kills nothing, so ssh
+# ansible-playbook as its child, and on SIGTERM, SIGHUP (the pty closing) or SIGINT kills every process under
+# it: ansible-playbook, its workers (in sessions of their own), a strategy's helpers (mitogen's connection
+# multiplexer outlived a SIGTERMed ansible-playbook by minutes) and the commands their tasks started. The same
+# happens at the run's timeout (SIGALRM; the tether leaves TIMED_OUT_MARK in the run directory): ansible-runner's
+# own job_timeout SIGKILLs one process group only, which leaves the workers and their commands running.
+# When ansible-playbook exits on its own the tether exits with its status and kills nothing, so ssh
 # ControlPersist masters live on as usual.
+TIMED_OUT_MARK = "timed-out"
 _TETHER = """#!{python}
 # clustercert's tether around ansible-playbook (clustercert/engine.py): a run dies with the clustercert
 # process that started it.
@@ -264,6 +270,16 @@ def end_run(signum, frame):
 inherited = {{s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}}
 for s in inherited:
     signal.signal(s, end_run)
+
+
+def timed_out(signum, frame):
+    open({mark!r}, "w").close()
+    end_run(signum, frame)
+
+
+if {timeout}:
+    signal.signal(signal.SIGALRM, timed_out)
+    signal.alarm({timeout})
 if os.getppid() != {parent}:  # clustercert died before PR_SET_PDEATHSIG took effect
     end_run(signal.SIGTERM, None)
 child = os.fork()
@@ -280,13 +296,14 @@ while True:
 """
 
 
-def _tethered_playbook_binary(run_dir: Path) -> Path:
+def _tethered_playbook_binary(run_dir: Path, timeout: int) -> Path:
     real = shutil.which("ansible-playbook")
     if real is None:
         raise FileNotFoundError("ansible-playbook is not on PATH")
     wrapper = run_dir / "bin" / "ansible-playbook"
     wrapper.parent.mkdir(parents=True, exist_ok=True)
-    wrapper.write_text(_TETHER.format(python=sys.executable, parent=os.getpid(), playbook=real))
+    wrapper.write_text(_TETHER.format(python=sys.executable, parent=os.getpid(), playbook=real, timeout=int(timeout),
+                                      mark=str(run_dir / TIMED_OUT_MARK)))
     wrapper.chmod(0o755)
     return wrapper
 
