@@ -103,6 +103,22 @@ def _processes_with(marker: str) -> list[str]:
     return found
 
 
+def _long_task_playbook(tmp: Path) -> Path:
+    """A playbook that touches TMP/started, then runs a command (named TMP/long) that ignores SIGTERM and SIGHUP."""
+    pb = tmp / "slow-playbook.yml"
+    pb.write_text(textwrap.dedent(f"""\
+        - hosts: all
+          gather_facts: false
+          tasks:
+            - name: started
+              ansible.builtin.copy: {{content: "x", dest: "{tmp}/started", mode: "0644"}}
+            - name: long task
+              ansible.builtin.command: sh -c "trap '' TERM HUP; sleep 300; echo {tmp}/long"
+              changed_when: false
+        """))
+    return pb
+
+
 @pytest.mark.parametrize("strategy", ["linear", "mitogen_linear"])
 def test_a_killed_run_leaves_no_playbook_running(tmp_path, strategy):
     """SIGKILL on the process that runs a playbook (cron timeout, OOM killer) must not leave ansible-playbook
@@ -113,17 +129,7 @@ def test_a_killed_run_leaves_no_playbook_running(tmp_path, strategy):
     import time
 
     inv = _local_inventory(tmp_path, ["alpha"])
-    pb = tmp_path / "slow-playbook.yml"
-    pb.write_text(textwrap.dedent(f"""\
-        - hosts: all
-          gather_facts: false
-          tasks:
-            - name: started
-              ansible.builtin.copy: {{content: "x", dest: "{tmp_path}/started", mode: "0644"}}
-            - name: long task
-              ansible.builtin.command: sh -c "trap '' TERM HUP; sleep 300; echo {tmp_path}/long"
-              changed_when: false
-        """))
+    pb = _long_task_playbook(tmp_path)
     runner = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""\
         from pathlib import Path
         from clustercert.bootstrap import strategy_env
@@ -158,15 +164,7 @@ def test_a_run_past_its_timeout_is_stopped_whole(tmp_path):
     import time
 
     inv = _local_inventory(tmp_path, ["alpha"])
-    pb = tmp_path / "slow-playbook.yml"
-    pb.write_text(textwrap.dedent(f"""\
-        - hosts: all
-          gather_facts: false
-          tasks:
-            - name: long task
-              ansible.builtin.command: sh -c "trap '' TERM HUP; sleep 300; echo {tmp_path}/long"
-              changed_when: false
-        """))
+    pb = _long_task_playbook(tmp_path)
     t0 = time.monotonic()
     res = run_playbook(pb, inv, state=tmp_path / "state", timeout=5)
     assert res.status == "timeout" and time.monotonic() - t0 < 60
