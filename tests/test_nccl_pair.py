@@ -28,18 +28,18 @@ def _host(name: str, slurm: bool = False, slurm_name: str | None = None):
                                                 clustercert_slurm_node_name=slurm_name))
 
 
-def test_mpirun_command_one_rank_per_gpu_on_both_hosts():
+def test_mpirun_command_one_process_per_host_driving_all_its_gpus():
     cmd = probes.nccl_pair_mpirun_cmd(["10.0.0.1", "10.0.0.2"], 8, "t0k")
-    assert cmd.startswith("mpirun --allow-run-as-root -np 16 -H 10.0.0.1:8,10.0.0.2:8 --map-by slot --bind-to none ")
+    assert cmd.startswith("mpirun --allow-run-as-root -np 2 -H 10.0.0.1:1,10.0.0.2:1 --map-by slot --bind-to none ")
     assert "-x CLUSTERCERT_PROBE_TAG=t0k " in cmd and "plm_rsh_args '-o BatchMode=yes'" in cmd
-    assert cmd.endswith("all_reduce_perf -b 8 -e 8G -f 2 -g 1")
+    assert cmd.endswith("all_reduce_perf -b 8 -e 8G -f 2 -g 8")
 
 
 def test_srun_command_names_the_slurm_nodes_the_job_and_a_time_limit():
     cmd = probes.nccl_pair_srun_cmd(["gpu-a", "gpu-b"], 4, "t0k", 65)
-    assert cmd.startswith("srun --nodes=2 --ntasks-per-node=4 --nodelist=gpu-a,gpu-b --job-name=clustercert-nccl-t0k ")
+    assert cmd.startswith("srun --nodes=2 --ntasks-per-node=1 --nodelist=gpu-a,gpu-b --job-name=clustercert-nccl-t0k ")
     assert "--time=2 " in cmd and "--export=ALL,CLUSTERCERT_PROBE_TAG=t0k " in cmd
-    assert cmd.endswith("all_reduce_perf -b 8 -e 8G -f 2 -g 1")
+    assert cmd.endswith("all_reduce_perf -b 8 -e 8G -f 2 -g 4")
     assert probes.nccl_pair_cleanup_cmd("t0k", slurm=True).startswith("scancel --name=clustercert-nccl-t0k ")
     assert "scancel" not in probes.nccl_pair_cleanup_cmd("t0k")
 
@@ -113,9 +113,9 @@ def test_nccl_pair_judged_against_the_pair_threshold_and_cleaned_up_on_both_node
     assert (m.probe, m.a, m.b, m.subject, m.round) == ("nccl_allreduce", "node1", "node2", "node1+node2, 16 GPUs", 1)
     assert m.status == "pass" and m.value == 188.53 and m.unit == "gbyte_per_s"
     run, *cleanups = calls
-    assert run[1] == "node1" and run[2].startswith("mpirun ") and "-H 10.0.0.1:8,10.0.0.2:8" in run[2] and run[3] == 22
+    assert run[1] == "node1" and run[2].startswith("mpirun ") and "-H 10.0.0.1:1,10.0.0.2:1" in run[2] and run[2].endswith(" -g 8") and run[3] == 22
     tag = run[2].split("CLUSTERCERT_PROBE_TAG=")[1].split()[0]
-    assert [c[1] for c in cleanups] == ["node1", "node2"]
+    assert sorted(c[1] for c in cleanups) == ["node1", "node2"]
     assert all(f"CLUSTERCERT_PROBE_TAG={tag}" in c[2] and c[3] == 15.0 for c in cleanups)
     calls = _fake(monkeypatch, CommandResult(0, SLOW, "", False, 3.0, "mpirun"))
     m = certify.nccl_pair(_host("node1"), _host("node2"), 1, cfg, tmp_path, th, set())
@@ -137,7 +137,7 @@ def test_slurm_clusters_launch_with_srun_and_cancel_the_job(monkeypatch, tmp_pat
     idle = {"node1": NodeState("gpu-a", "IDLE", None), "node2": NodeState("node2", "IDLE", None)}
     m = certify.nccl_pair(a, b, 2, certify.ProbeSettings(2, 20), tmp_path, th, set(), idle)
     assert m.status == "pass" and m.evidence.startswith("launched with srun\n")
-    assert calls[0][2].startswith("srun --nodes=2 --ntasks-per-node=8 --nodelist=gpu-a,node2 ")
+    assert calls[0][2].startswith("srun --nodes=2 --ntasks-per-node=1 --nodelist=gpu-a,node2 ")
     assert all(c[2].startswith("scancel --name=clustercert-nccl-") for c in calls[1:])
 
 

@@ -193,8 +193,8 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
 
 def nccl_pair(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str],
               slurm_states: dict | None = None) -> Measurement:
-    """all_reduce_perf across a and b, launched from a, one rank per GPU; then the ranks (and launch
-    daemons) the launch left on either node are killed. Where the inventory says Slurm it is an srun
+    """all_reduce_perf across a and b, launched from a, one process per node driving its GPUs; then
+    the ranks (and launch daemons) the launch left on either node are killed. Where the inventory says Slurm it is an srun
     step when Slurm can start one on both nodes now (``slurm_states``: inventory name -> Slurm state,
     read before the rounds); a node being certified is usually drained, and then the launch is mpirun
     over ssh, the evidence says why."""
@@ -222,8 +222,8 @@ def nccl_pair(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path, 
     if not r.reachable:
         down.add(a.name)
     cleanup = {"cleanup": (probes.nccl_pair_cleanup_cmd(tag, slurm), 15.0)}
-    for h in (a, b):
-        collect_node(h.name, h.connection, cleanup, control_dir=cp)
+    with ThreadPoolExecutor(max_workers=2) as ex:  # both nodes at once: one round trip, not two
+        list(ex.map(lambda h: collect_node(h.name, h.connection, cleanup, control_dir=cp), (a, b)))
     m = probes.eval_nccl(m, t, r.client, cfg.limit)
     m.elapsed = r.client.seconds
     if not r.reachable:

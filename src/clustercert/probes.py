@@ -210,23 +210,26 @@ LAUNCH_DAEMONS = ("orted", "prted")  # OpenMPI's per-node launch daemons (4.x: o
 
 
 def nccl_pair_mpirun_cmd(hosts: list[str], gpus: int, tag: str) -> str:
-    """all_reduce_perf across ``hosts`` with OpenMPI's mpirun, one rank per GPU (-g 1), ``gpus`` ranks
-    on each host (-H host:slots), mapped by slot so rank 0 runs on the first host (where mpirun runs).
-    mpirun reaches the other hosts over SSH in batch mode (the cluster_ssh role's key, host keys
-    checked). ``tag`` is exported to every rank (-x) so that the cleanup can find them."""
-    spec = ",".join(f"{h}:{gpus}" for h in hosts)
-    return (f"mpirun --allow-run-as-root -np {gpus * len(hosts)} -H {spec} --map-by slot --bind-to none "
+    """all_reduce_perf across ``hosts`` with OpenMPI's mpirun: one process per host (-H host:1, rank 0
+    on the first host, where mpirun runs) driving all ``gpus`` GPUs of its node (-g), the nccl-tests
+    README's "-np <nodes> ... -g <gpus per node>" form: NCCL gets one rank per GPU all the same, and
+    a node starts one process instead of one per GPU. mpirun reaches the other hosts over SSH in batch
+    mode (the cluster_ssh role's key, host keys checked). ``tag`` is exported to every process (-x) so
+    that the cleanup can find them."""
+    spec = ",".join(f"{h}:1" for h in hosts)
+    return (f"mpirun --allow-run-as-root -np {len(hosts)} -H {spec} --map-by slot --bind-to none "
             f"--mca plm_rsh_args '-o BatchMode=yes' -x {PROBE_TAG_VAR}={tag} "
-            f"all_reduce_perf {NCCL_SIZES} -g 1")
+            f"all_reduce_perf {NCCL_SIZES} -g {gpus}")
 
 
 def nccl_pair_srun_cmd(nodes: list[str], gpus: int, tag: str, time_limit_s: float) -> str:
-    """all_reduce_perf across ``nodes`` (Slurm node names) as one srun step, one task per GPU. The job
-    is named after ``tag`` (the cleanup cancels it by name) and carries its own time limit."""
+    """all_reduce_perf across ``nodes`` (Slurm node names) as one srun step, one task per node driving
+    its ``gpus`` GPUs (-g). The job is named after ``tag`` (the cleanup cancels it by name) and carries
+    its own time limit."""
     minutes = max(1, int((time_limit_s + 59) // 60))
-    return (f"srun --nodes={len(nodes)} --ntasks-per-node={gpus} --nodelist={','.join(nodes)} "
+    return (f"srun --nodes={len(nodes)} --ntasks-per-node=1 --nodelist={','.join(nodes)} "
             f"--job-name=clustercert-nccl-{tag} --time={minutes} --kill-on-bad-exit=1 "
-            f"--export=ALL,{PROBE_TAG_VAR}={tag} all_reduce_perf {NCCL_SIZES} -g 1")
+            f"--export=ALL,{PROBE_TAG_VAR}={tag} all_reduce_perf {NCCL_SIZES} -g {gpus}")
 
 
 def nccl_pair_cleanup_cmd(tag: str, slurm: bool = False) -> str:

@@ -663,8 +663,8 @@ def _res(sim, level: int):
     return CommandResult(r.returncode, r.stdout, r.stderr, False, 1.0, f"dcgmi diag -r {level}")
 
 
-def _allreduce_2nodes(a: Sim, b: Sim, per_node: int = 2, slurm: bool = False) -> tuple[list, dict]:
-    """all_reduce_perf as the ranks of a 2-node launch (per_node ranks on each), with the environment
+def _allreduce_2nodes(a: Sim, b: Sim, per_node: int = 2, slurm: bool = False, g: int = 1) -> tuple[list, dict]:
+    """all_reduce_perf as the processes of a 2-node launch (per_node on each, -g GPUs each), with the environment
     OpenMPI 4.1's mpirun gives its ranks (checked against Debian 12's openmpi-bin) or Slurm's srun."""
     port = str(_free_port())
     size = 2 * per_node
@@ -681,7 +681,7 @@ def _allreduce_2nodes(a: Sim, b: Sim, per_node: int = 2, slurm: bool = False) ->
                    "OMPI_MCA_orte_num_nodes": "2",
                    "OMPI_MCA_orte_hnp_uri": "1792212992.0;tcp://192.0.2.254,127.0.0.1:59653;tcp6://[fd00::2]:38349"}
         env["CLUSTERCERT_LAB_NCCL_RANK_PORT"] = port
-        procs.append(subprocess.Popen([PY, str(SOURCE), "all_reduce_perf", "-b", "1G", "-e", "2G", "-f", "2", "-g", "1"],
+        procs.append(subprocess.Popen([PY, str(SOURCE), "all_reduce_perf", "-b", "1G", "-e", "2G", "-f", "2", "-g", str(g)],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=node.env(**env)))
     outs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0] * size, outs
@@ -690,18 +690,23 @@ def _allreduce_2nodes(a: Sim, b: Sim, per_node: int = 2, slurm: bool = False) ->
 
 
 @pytest.mark.parametrize("slurm", [False, True])
-def test_nccl_all_reduce_across_nodes_is_bounded_by_the_rails_of_both_ends(tmp_path, slurm):
+@pytest.mark.parametrize("per_node,g", [(2, 1), (1, 8)], ids=["2procs-g1", "1proc-g8"])
+def test_nccl_all_reduce_across_nodes_is_bounded_by_the_rails_of_both_ends(tmp_path, slurm, per_node, g):
     a, b = _two_nodes(tmp_path)
     for s in (a, b):
         s.driver_loaded()
         s.start_daemon("nv-fabricmanager", "/run/nvidia-fabricmanager/nv-fabricmanager.pid")
     try:
-        _outs, rec = _allreduce_2nodes(a, b, slurm=slurm)
-        assert len(rec["devices"]) == 4 and {d["host"] for d in rec["devices"]} == {"node01", "node02"}
+        _outs, rec = _allreduce_2nodes(a, b, per_node, slurm, g)
+        n = 2 * per_node * g  # NCCL ranks: one per GPU, numbered process by process
+        assert [d["rank"] for d in rec["devices"]] == list(range(n))
+        assert [(d["host"], d["device"]) for d in rec["devices"]] == [
+            (node, gpu) for node in ("node01", "node02") for gpu in range(per_node * g)]
+        assert f"nGpus {g} " in _outs[0][0]
         healthy = rec["busbw_at_max_size_gbyte_per_s"]
         assert healthy == pytest.approx(2 * 400 / 8 * 0.96, abs=0.2)  # 2 NDR rails, both ends healthy
         b.fault("link_slow", fabric="0", factor="0.3")  # the far end's link slows the pair
-        _outs, rec = _allreduce_2nodes(a, b, slurm=slurm)
+        _outs, rec = _allreduce_2nodes(a, b, per_node, slurm, g)
         assert rec["busbw_at_max_size_gbyte_per_s"] == pytest.approx(2 * 50 * 0.3 * 0.96, abs=0.2)
     finally:
         a.close()

@@ -4,8 +4,9 @@ the ranks of an mpirun/srun launch across nodes.
 busbw at sizes >= 1 GiB is the profile's healthy figure x the node's health factors; below it the
 curve falls off the way NVLS all_reduce does on small messages.
 
-Under a launcher (OMPI_COMM_WORLD_RANK/SIZE, or SLURM_PROCID/NTASKS) every rank drives one GPU of
-its node (its local rank) and, like the real tool, only rank 0 prints the table. Ranks > 0 connect
+Under a launcher (OMPI_COMM_WORLD_RANK/SIZE, or SLURM_PROCID/NTASKS) every process drives -g GPUs
+of its node (local rank L: GPUs L*g .. L*g+g-1, as the real tool picks them) and, like the real
+tool, only process 0 prints the table, one "Rank" line per GPU. Ranks > 0 connect
 to rank 0 over TCP (like the simulated perftest's out-of-band exchange) and send their node's health;
 rank 0 reports the figure the slowest part allows: each node's NVLink figure and, across nodes, the
 compute rails x the slowest end's per-rail rate (health factors and link_slow of EITHER node), and
@@ -158,14 +159,14 @@ def main(tool: str, argv: list[str]) -> int:
         common.out(_cuda_fail(node, "no CUDA-capable device is detected"))
         return 1
     gpus = common.present_gpus(hw)
-    if (launch["local_rank"] + 1 if ranked else ngpus) > len(gpus):
+    if ((launch["local_rank"] + 1) * ngpus if ranked else ngpus) > len(gpus):
         common.out(_cuda_fail(node, "invalid device ordinal"))
         return 1
     if hw.get("nvswitches") and not common.fabricmanager_running():
         common.out(_cuda_fail(node, "system not yet initialized"))
         return 1
     if ranked:
-        return _ranked(tool, o, hw, hw.get("node") or node, launch, minb, maxb, nccl_version)
+        return _ranked(tool, o, hw, hw.get("node") or node, launch, ngpus, minb, maxb, nccl_version)
     pid = os.getpid()
     devices = [{"rank": r, "pid": pid, "node": node, "gpu": r, "bus": _bus(gpus[r]), "name": gpus[r]["name"]}
                for r in range(ngpus)]
@@ -275,26 +276,30 @@ def _nccl_version() -> str | None:
     return f"{base}+{cuda}" if cuda else base
 
 
-def _node_info(hw: dict, node: str, gpu: int, o: dict) -> dict:
+def _node_info(hw: dict, node: str, first: int, ngpus: int) -> dict:
+    """What one rank tells rank 0: its node, its GPUs (first .. first+ngpus-1 of the node), the NVLink
+    figure the slowest of them allows and its node's rails."""
     gpus = common.present_gpus(hw)
     h = hw["health"]
     peak = hw["performance"]["nccl_allreduce_busbw_gbyte_per_s"]["value"] * h.get("node_factor", 1.0) * \
         h.get("nccl_factor", 1.0)
-    g = gpus[gpu] if gpu < len(gpus) else None
-    if g is not None:
-        peak *= (g["nvlink"]["links"] - len(set(g["nvlink"]["down"]))) / g["nvlink"]["links"]
-    return {"node": node, "pid": os.getpid(), "gpu": gpu, "peak": peak, "rails": _rail_rates(hw),
-            "bus": _bus(g) if g else "", "name": g["name"] if g else ""}
+    mine = gpus[first:first + ngpus]
+    if mine:
+        peak *= min((g["nvlink"]["links"] - len(set(g["nvlink"]["down"]))) / g["nvlink"]["links"] for g in mine)
+    return {"node": node, "pid": os.getpid(), "peak": peak, "rails": _rail_rates(hw),
+            "devices": [{"gpu": first + k, "bus": _bus(g), "name": g["name"]} for k, g in enumerate(mine)]}
 
 
-def _ranked(tool: str, o: dict, hw: dict, node: str, launch: dict, minb: int, maxb: int, nccl_version: str) -> int:
-    """One rank of a launch: local rank = the GPU it drives; rank 0 gathers and prints."""
-    gpu = launch["local_rank"]
-    me = dict(_node_info(hw, node, gpu, o), rank=launch["rank"])
-    marker = common.mark_busy([common.present_gpus(hw)[gpu]["index"]])
+def _ranked(tool: str, o: dict, hw: dict, node: str, launch: dict, ngpus: int, minb: int, maxb: int,
+            nccl_version: str) -> int:
+    """One process of a launch, driving ``ngpus`` GPUs of its node (-g; local rank L drives GPUs
+    L*ngpus ..); process 0 gathers and prints, numbering the GPUs as NCCL ranks process by process."""
+    first = launch["local_rank"] * ngpus
+    me = dict(_node_info(hw, node, first, ngpus), rank=launch["rank"])
+    marker = common.mark_busy([g["index"] for g in common.present_gpus(hw)[first:first + ngpus]])
     try:
         if launch["rank"] == 0:
-            return _root(tool, o, node, launch, me, minb, maxb, nccl_version)
+            return _root(tool, o, node, launch, me, ngpus, minb, maxb, nccl_version)
         return _member(node, launch, me)
     finally:
         common.clear_busy(marker)
@@ -331,7 +336,8 @@ def _member(node: str, launch: dict, me: dict) -> int:
     return 0
 
 
-def _root(tool: str, o: dict, node: str, launch: dict, me: dict, minb: int, maxb: int, nccl_version: str) -> int:
+def _root(tool: str, o: dict, node: str, launch: dict, me: dict, ngpus: int, minb: int, maxb: int,
+          nccl_version: str) -> int:
     from .perftest import _exchange_recv, _exchange_send
 
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -363,8 +369,10 @@ def _root(tool: str, o: dict, node: str, launch: dict, me: dict, minb: int, maxb
             n_rails = min(len(p["rails"]) for p in nodes.values())
             per_rail = [min(p["rails"][i] for p in nodes.values()) for i in range(n_rails)]
             peak = min(peak, n_rails * min(per_rail, default=0.0) * INTER_NODE_EFFICIENCY)
-        size = launch["size"]
-        lines = _head(tool, o, o["g"], minb, maxb, peers, nccl_version)
+        size = launch["size"] * ngpus  # NCCL ranks: every GPU of every process
+        devices = [{"rank": p["rank"] * ngpus + k, "pid": p["pid"], "node": p["node"], **d}
+                   for p in peers for k, d in enumerate(p["devices"])]
+        lines = _head(tool, o, ngpus, minb, maxb, devices, nccl_version)
         rc = _run(tool, o, node, lines, _sizes(o, minb, maxb), peak, BUS_FACTOR[tool](size), _wsize(o), size)
         for c in conns:
             try:
