@@ -543,6 +543,24 @@ def test_client_starts_once_the_servers_port_listens_not_after_a_fixed_wait():
     assert time.monotonic() - t0 < 6
 
 
+def test_the_servers_output_is_kept_whole_without_the_start_lines():
+    """The PGID line and the listen watcher's line share the server's SSH session; neither reaches
+    the server's evidence, and what the server printed before and after listening does."""
+    import shlex
+
+    from clustercert.collect import run_server_client
+
+    local = {"ansible_connection": "local"}
+    port = _free_port()
+    talky = "print('before listening', flush=True); " + LATE_SERVER.format(delay=0.3, port=port) + "; print('after')"
+    server = ("localhost", local, f"{sys.executable} -c {shlex.quote(talky)}")
+    client = ("localhost", local, f"{sys.executable} -c {shlex.quote(CLIENT.format(port=port))}")
+    r = run_server_client(server, client, 20, server_start_delay=5, server_port=port)
+    assert r.client.ok and "hello from the server" in r.client.stdout, r.client
+    assert r.server.stdout.splitlines() == ["before listening", "after"], r.server
+    assert r.server.rc == 0
+
+
 def test_a_server_that_never_listens_costs_the_poll_bound_and_the_client_is_an_error():
     import shlex
 

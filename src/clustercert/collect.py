@@ -10,6 +10,7 @@ that timed out, was missing or failed is reported as such, and the evaluators tu
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -227,36 +228,70 @@ class ProbeRun:
     server_reachable: bool = True   # the server's node answered
 
 
-def _read_pgid(proc: subprocess.Popen, wait: float) -> str | None:
-    import select
-
-    ready, _, _ = select.select([proc.stdout], [], [], wait)
-    if not ready:
-        return None
-    line = proc.stdout.readline()
-    return line[5:].strip() if line.startswith("PGID=") else None
-
-
 LISTEN_POLL_S = 2.0
+LISTEN_MARK = "CLUSTERCERT_LISTEN="
 
 
 def listen_poll_script(port: int, bound: float = LISTEN_POLL_S) -> str:
     """Shell that exits 0 once something listens on TCP ``port`` here, 124 after ``bound`` seconds
-    without, 3 where ``ss`` is missing (the caller then falls back to a fixed wait)."""
+    without, 3 where ``ss`` is missing (the caller then falls back to a fixed wait). ``timeout
+    --foreground`` keeps the poll in its caller's process group (a probe's group kill reaches it)."""
     until = f"until ss -ltn 'sport = :{int(port)}' 2>/dev/null | grep -q LISTEN; do sleep 0.05; done"
-    return f"command -v ss >/dev/null 2>&1 || exit 3; exec timeout {bound:g} /bin/sh -c {shlex.quote(until)}"
+    return f"command -v ss >/dev/null 2>&1 || exit 3; exec timeout --foreground {bound:g} /bin/sh -c {shlex.quote(until)}"
 
 
-def _wait_listening(conn: dict, node: str, port: int, control_dir: Path | None) -> bool | None:
-    """True once ``port`` listens on ``node``; False when it did not within the bound (the client
-    starts anyway: it fails or times out, an error); None where the poll could not tell (``ss``
-    missing, no answer) -- the caller then waits its fixed delay as before."""
-    try:
-        p = subprocess.run(_remote(conn, node, listen_poll_script(port), control_dir),
-                           capture_output=True, timeout=LISTEN_POLL_S + 5)
-    except (subprocess.TimeoutExpired, OSError):
-        return None
-    return {0: True, 124: False}.get(p.returncode)
+def _bounded_server(cmd: str, timeout: int, port: int | None) -> str:
+    """A server under ``_bounded``'s rules; with ``port``, a watcher in the same process group (and
+    the same SSH session: no round trip of its own) prints LISTEN_MARK<status> -- 0 once the port
+    listens, 124 after LISTEN_POLL_S without, 3 where ``ss`` is missing -- and exits."""
+    if port is None:
+        return _bounded(cmd, timeout)
+    watch = f"( /bin/sh -c {shlex.quote(listen_poll_script(port))}; echo {LISTEN_MARK}$? ) & "
+    inner = f"echo PGID=$$; {watch}exec timeout -s KILL {timeout} /bin/sh -c {shlex.quote(cmd)}"
+    return f"setsid -w /bin/sh -c {shlex.quote(inner)}"
+
+
+def _read_server_start(proc: subprocess.Popen, pgid_wait: float, port: int | None) -> tuple[str | None, int | None, bytes]:
+    """Reads a server's first lines: its PGID (within ``pgid_wait``), then, with ``port``, the
+    watcher's LISTEN_MARK line (within LISTEN_POLL_S + 3 s). Returns (pgid, listen status or None
+    where it could not tell, the server's own output read meanwhile). Raw reads on the pipe: nothing
+    is left in a buffer that select() cannot see."""
+    import select
+
+    fd = proc.stdout.fileno()
+    buf, pgid, status = b"", None, None
+    deadline = time.monotonic() + pgid_wait
+    while True:
+        lines = buf.split(b"\n")
+        if pgid is None and len(lines) > 1:
+            if not lines[0].startswith(b"PGID="):
+                return None, None, buf
+            pgid = lines[0][5:].strip().decode(errors="replace")
+            buf = b"\n".join(lines[1:])
+            if port is None:
+                return pgid, None, buf
+            deadline = time.monotonic() + LISTEN_POLL_S + 3
+            continue
+        if pgid is not None:
+            for k, line in enumerate(lines[:-1]):
+                if line.startswith(LISTEN_MARK.encode()):
+                    v = line[len(LISTEN_MARK):].strip()
+                    status = int(v) if v.isdigit() else None
+                    return pgid, status, b"\n".join(lines[:k] + lines[k + 1:])
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return pgid, None, buf
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            return pgid, None, buf
+        chunk = os.read(fd, 65536)
+        if not chunk:  # EOF: the server's session ended
+            return pgid, None, buf
+        buf += chunk
+
+
+def _drop_mark(text: str) -> str:
+    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith(LISTEN_MARK))
 
 
 def run_server_client(
@@ -271,22 +306,23 @@ def run_server_client(
     """Start ``server`` = (node, conn, cmd), then ``client``; both killed at ``timeout``.
 
     With ``server_port`` the client starts as soon as the server's node shows that TCP port
-    listening (polled there with ``ss`` for up to 2 s, then the client starts anyway); without it,
-    or where that poll cannot tell, after ``server_start_delay``.
+    listening (polled there with ``ss`` in the server's own session, for up to 2 s, then the client
+    starts anyway); without it, or where that poll cannot tell, after ``server_start_delay``.
 
     The server and client run in their own process groups on their nodes under ``timeout -s KILL``;
-    afterwards both groups are killed explicitly, so no probe process outlives the probe.
+    afterwards both groups are killed explicitly (at once), so no probe process outlives the probe.
     """
     t_int = int(max(1, timeout))
     srv_proc = srv_pgid = None
+    srv_head = b""
     if server is not None:
         srv_node, srv_conn, srv_cmd = server
-        script = _bounded(srv_cmd, t_int)
+        script = _bounded_server(srv_cmd, t_int, server_port)
         srv_proc = subprocess.Popen(_remote(srv_conn, srv_node, script, control_dir), stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-        srv_pgid = _read_pgid(srv_proc, 15)
-        # no PGID line: the server's node did not start it (no answer): nothing to poll there
-        if server_port is None or srv_pgid is None or _wait_listening(srv_conn, srv_node, server_port, control_dir) is None:
+                                    stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        # no PGID line: the server's node did not start it (no answer): there is nothing to wait for
+        srv_pgid, listening, srv_head = _read_server_start(srv_proc, 15, server_port)
+        if srv_pgid is None or listening not in (0, 124):
             time.sleep(server_start_delay)
     cli_node, cli_conn, cli_cmd = client
     script = _bounded(cli_cmd, t_int)
@@ -302,20 +338,25 @@ def run_server_client(
     except subprocess.TimeoutExpired:
         cli_pgid, unreachable = None, True
         client_res = CommandResult(None, "", "no answer from the node", True, round(time.monotonic() - t0, 3), cli_cmd)
-    _kill_group(cli_conn, cli_node, cli_pgid, control_dir)
-    server_res = None
-    if srv_proc is not None:
-        try:
-            out, err = srv_proc.communicate(timeout=3 if client_res.ok else 0.5)
-        except subprocess.TimeoutExpired:
-            _kill_group(srv_conn, srv_node, srv_pgid, control_dir)
+    if srv_proc is None:
+        _kill_group(cli_conn, cli_node, cli_pgid, control_dir)
+        server_res = None
+    else:
+        with ThreadPoolExecutor(max_workers=1) as ex:  # the client's group is killed while the server ends
+            done = ex.submit(_kill_group, cli_conn, cli_node, cli_pgid, control_dir)
             try:
-                out, err = srv_proc.communicate(timeout=10)
+                out, err = srv_proc.communicate(timeout=3 if client_res.ok else 0.5)
             except subprocess.TimeoutExpired:
-                srv_proc.kill()
-                out, err = srv_proc.communicate()
-        _kill_group(srv_conn, srv_node, srv_pgid, control_dir)
-        server_res = CommandResult(srv_proc.returncode, out or "", err or "", False, 0.0, srv_cmd)
+                _kill_group(srv_conn, srv_node, srv_pgid, control_dir)
+                try:
+                    out, err = srv_proc.communicate(timeout=10)
+                except subprocess.TimeoutExpired:
+                    srv_proc.kill()
+                    out, err = srv_proc.communicate()
+            _kill_group(srv_conn, srv_node, srv_pgid, control_dir)
+            done.result()
+        text = _drop_mark((srv_head + (out or b"")).decode(errors="replace"))
+        server_res = CommandResult(srv_proc.returncode, text, (err or b"").decode(errors="replace"), False, 0.0, srv_cmd)
     server_reachable = server is None or srv_pgid is not None or srv_proc.returncode != 255
     return ProbeRun(server_res, client_res, not unreachable, client_res.stderr.strip()[-300:] if unreachable else "",
                     server_reachable)
