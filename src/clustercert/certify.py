@@ -194,10 +194,10 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
 def nccl_pair(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str],
               slurm_states: dict | None = None) -> Measurement:
     """all_reduce_perf across a and b, launched from a, one process per node driving its GPUs; then
-    the ranks (and launch daemons) the launch left on either node are killed. Where the inventory says Slurm it is an srun
-    step when Slurm can start one on both nodes now (``slurm_states``: inventory name -> Slurm state,
-    read before the rounds); a node being certified is usually drained, and then the launch is mpirun
-    over ssh, the evidence says why."""
+    the ranks (and launch daemons) the launch left on either node are killed. Where the inventory
+    says Slurm it is an srun step when Slurm can start one on both nodes now (``slurm_states``:
+    inventory name -> Slurm state, read before the rounds); a node being certified is usually
+    drained, and then the launch is mpirun over ssh, the evidence says why."""
     gpus = a.profile.gpu.count
     m = Measurement("nccl_allreduce", a.name, b.name, subject=f"{a.name}+{b.name}, {2 * gpus} GPUs", round=rnd)
     if down & {a.name, b.name}:
