@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from clustercert import certify, probes
+from clustercert import certify, collect, probes
 from clustercert.collect import CommandResult, NodeEvidence, ProbeRun, collect_node
 from clustercert.profile import load_profile
 from clustercert.slurm import NodeState
@@ -102,6 +102,7 @@ def _fake(monkeypatch, result: CommandResult):
 
     monkeypatch.setattr(certify, "run_server_client", fake_run)
     monkeypatch.setattr(certify, "collect_node", fake_collect)
+    monkeypatch.setattr(collect, "collect_node", fake_collect)  # through collect_many
     return calls
 
 
@@ -178,7 +179,8 @@ def test_pair_probes_run_nccl_last_when_the_profile_asks_for_it(monkeypatch, tmp
         return ProbeRun(None, CommandResult(0, GOOD if client[2].startswith("mpirun") else bw, "", False, 1, client[2]))
 
     monkeypatch.setattr(certify, "run_server_client", fake_run)
-    monkeypatch.setattr(certify, "collect_node", lambda node, conn, commands, **_: NodeEvidence(node, True))
+    for mod in (certify, collect):  # collect's own: collect_many
+        monkeypatch.setattr(mod, "collect_node", lambda node, conn, commands, **_: NodeEvidence(node, True))
     ms, down = certify.pair_probes(_host("node1"), _host("node2"), 1, certify.ProbeSettings(2, 20), tmp_path)
     assert [t for t, _ in seen][-1] == "mpirun" and {t for t, _ in seen[:-1]} == {"ib_write_bw", "ib_write_lat"}
     assert ms[-1].probe == "nccl_allreduce" and ms[-1].status == "pass" and not down

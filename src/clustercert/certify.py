@@ -16,7 +16,7 @@ from pathlib import Path
 
 from clustercert import paths, probes, schedule
 from clustercert.checks import Finding, node_verdict
-from clustercert.collect import collect_node, run_server_client
+from clustercert.collect import collect_many, collect_node, run_server_client
 from clustercert.inventory import HostView, Inventory
 from clustercert.probes import Measurement
 from clustercert.slurm import accepts_step, read_states, slurm_name
@@ -222,8 +222,7 @@ def nccl_pair(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path, 
     if not r.reachable:
         down.add(a.name)
     cleanup = {"cleanup": (probes.nccl_pair_cleanup_cmd(tag, slurm), 15.0)}
-    with ThreadPoolExecutor(max_workers=2) as ex:  # both nodes at once: one round trip, not two
-        list(ex.map(lambda h: collect_node(h.name, h.connection, cleanup, control_dir=cp), (a, b)))
+    collect_many({h.name: h.connection for h in (a, b)}, {a.name: cleanup, b.name: cleanup}, control_dir=cp)
     m = probes.eval_nccl(m, t, r.client, cfg.limit)
     m.elapsed = r.client.seconds
     if not r.reachable:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -189,10 +190,27 @@ def collect_in_turn(
 
 # ---- probes: a server on one node, a client on another, both bounded and cleaned up ----------
 
-def _bounded(cmd: str, timeout: int) -> str:
+LISTEN_POLL_S = 2.0
+LISTEN_MARK = "CLUSTERCERT_LISTEN="
+
+
+def listen_poll_script(port: int, bound: float = LISTEN_POLL_S) -> str:
+    """Shell that exits 0 once something listens on TCP ``port`` here, 124 after ``bound`` seconds
+    without, 3 where ``ss`` is missing (the caller then falls back to a fixed wait). ``timeout
+    --foreground`` keeps the poll in its caller's process group (a probe's group kill reaches it)."""
+    until = f"until ss -ltn 'sport = :{int(port)}' 2>/dev/null | grep -q LISTEN; do sleep 0.05; done"
+    return f"command -v ss >/dev/null 2>&1 || exit 3; exec timeout --foreground {bound:g} /bin/sh -c {shlex.quote(until)}"
+
+
+def _bounded(cmd: str, timeout: int, listen_port: int | None = None) -> str:
     """CMD in its own process group under a hard timeout. The group id is printed first, so the
-    controller can kill the whole group (server and anything it spawned) whatever happens."""
-    inner = f"echo PGID=$$; exec timeout -s KILL {timeout} /bin/sh -c {shlex.quote(cmd)}"
+    controller can kill the whole group (server and anything it spawned) whatever happens. With
+    ``listen_port`` (a server), a watcher in the same group and SSH session (no round trip of its own)
+    prints LISTEN_MARK<status>: 0 once the port listens, 124 after LISTEN_POLL_S without, 3 where
+    ``ss`` is missing."""
+    watch = (f"( /bin/sh -c {shlex.quote(listen_poll_script(listen_port))}; echo {LISTEN_MARK}$? ) & "
+             if listen_port is not None else "")
+    inner = f"echo PGID=$$; {watch}exec timeout -s KILL {timeout} /bin/sh -c {shlex.quote(cmd)}"
     return f"setsid -w /bin/sh -c {shlex.quote(inner)}"
 
 
@@ -228,27 +246,7 @@ class ProbeRun:
     server_reachable: bool = True   # the server's node answered
 
 
-LISTEN_POLL_S = 2.0
-LISTEN_MARK = "CLUSTERCERT_LISTEN="
-
-
-def listen_poll_script(port: int, bound: float = LISTEN_POLL_S) -> str:
-    """Shell that exits 0 once something listens on TCP ``port`` here, 124 after ``bound`` seconds
-    without, 3 where ``ss`` is missing (the caller then falls back to a fixed wait). ``timeout
-    --foreground`` keeps the poll in its caller's process group (a probe's group kill reaches it)."""
-    until = f"until ss -ltn 'sport = :{int(port)}' 2>/dev/null | grep -q LISTEN; do sleep 0.05; done"
-    return f"command -v ss >/dev/null 2>&1 || exit 3; exec timeout --foreground {bound:g} /bin/sh -c {shlex.quote(until)}"
-
-
-def _bounded_server(cmd: str, timeout: int, port: int | None) -> str:
-    """A server under ``_bounded``'s rules; with ``port``, a watcher in the same process group (and
-    the same SSH session: no round trip of its own) prints LISTEN_MARK<status> -- 0 once the port
-    listens, 124 after LISTEN_POLL_S without, 3 where ``ss`` is missing -- and exits."""
-    if port is None:
-        return _bounded(cmd, timeout)
-    watch = f"( /bin/sh -c {shlex.quote(listen_poll_script(port))}; echo {LISTEN_MARK}$? ) & "
-    inner = f"echo PGID=$$; {watch}exec timeout -s KILL {timeout} /bin/sh -c {shlex.quote(cmd)}"
-    return f"setsid -w /bin/sh -c {shlex.quote(inner)}"
+_MARK_LINE = re.compile(rb"^" + LISTEN_MARK.encode() + rb"(\d*)\r?\n", re.M)
 
 
 def _read_server_start(proc: subprocess.Popen, pgid_wait: float, port: int | None) -> tuple[str | None, int | None, bytes]:
@@ -258,40 +256,32 @@ def _read_server_start(proc: subprocess.Popen, pgid_wait: float, port: int | Non
     is left in a buffer that select() cannot see."""
     import select
 
-    fd = proc.stdout.fileno()
-    buf, pgid, status = b"", None, None
-    deadline = time.monotonic() + pgid_wait
-    while True:
-        lines = buf.split(b"\n")
-        if pgid is None and len(lines) > 1:
-            if not lines[0].startswith(b"PGID="):
-                return None, None, buf
-            pgid = lines[0][5:].strip().decode(errors="replace")
-            buf = b"\n".join(lines[1:])
-            if port is None:
-                return pgid, None, buf
-            deadline = time.monotonic() + LISTEN_POLL_S + 3
-            continue
-        if pgid is not None:
-            for k, line in enumerate(lines[:-1]):
-                if line.startswith(LISTEN_MARK.encode()):
-                    v = line[len(LISTEN_MARK):].strip()
-                    status = int(v) if v.isdigit() else None
-                    return pgid, status, b"\n".join(lines[:k] + lines[k + 1:])
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return pgid, None, buf
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
-            return pgid, None, buf
-        chunk = os.read(fd, 65536)
-        if not chunk:  # EOF: the server's session ended
-            return pgid, None, buf
-        buf += chunk
+    fd, buf = proc.stdout.fileno(), b""
 
+    def read_until(pattern: re.Pattern, wait: float) -> re.Match | None:
+        nonlocal buf
+        deadline = time.monotonic() + wait
+        while (m := pattern.search(buf)) is None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:  # EOF: the server's session ended
+                return None
+            buf += chunk
+        return m
 
-def _drop_mark(text: str) -> str:
-    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith(LISTEN_MARK))
+    m = read_until(re.compile(rb"\A([^\n]*)\n"), pgid_wait)
+    if m is None or not m.group(1).startswith(b"PGID="):
+        return None, None, buf
+    pgid = m.group(1)[5:].strip().decode(errors="replace")
+    buf = buf[m.end():]
+    if port is None:
+        return pgid, None, buf
+    m = read_until(_MARK_LINE, LISTEN_POLL_S + 3)
+    if m is None:
+        return pgid, None, buf
+    return pgid, int(m.group(1)) if m.group(1) else None, buf[:m.start()] + buf[m.end():]
 
 
 def run_server_client(
@@ -317,7 +307,7 @@ def run_server_client(
     srv_head = b""
     if server is not None:
         srv_node, srv_conn, srv_cmd = server
-        script = _bounded_server(srv_cmd, t_int, server_port)
+        script = _bounded(srv_cmd, t_int, server_port)
         srv_proc = subprocess.Popen(_remote(srv_conn, srv_node, script, control_dir), stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
         # no PGID line: the server's node did not start it (no answer): there is nothing to wait for
@@ -355,7 +345,7 @@ def run_server_client(
                     out, err = srv_proc.communicate()
             _kill_group(srv_conn, srv_node, srv_pgid, control_dir)
             done.result()
-        text = _drop_mark((srv_head + (out or b"")).decode(errors="replace"))
+        text = _MARK_LINE.sub(b"", srv_head + (out or b"")).decode(errors="replace")
         server_res = CommandResult(srv_proc.returncode, text, (err or b"").decode(errors="replace"), False, 0.0, srv_cmd)
     server_reachable = server is None or srv_pgid is not None or srv_proc.returncode != 255
     return ProbeRun(server_res, client_res, not unreachable, client_res.stderr.strip()[-300:] if unreachable else "",

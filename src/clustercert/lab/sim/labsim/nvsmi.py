@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import time
+from html import escape  # not xml.sax.saxutils: it pulls in urllib and email, a third of this tool's start-up
 
 from . import common
 
 NA = "N/A"
-
-
-def escape(text: str) -> str:
-    """&, < and > as XML entities (xml.sax.saxutils.escape pulls in urllib and email: a third of
-    this tool's start-up, on every nvidia-smi call)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _now() -> time.struct_time:
@@ -272,7 +267,7 @@ def q_xml(hw: dict, gpus: list[dict]) -> str:
         if value is None:
             o.append(f"{ind}<{tag}{attrs}>")
         else:
-            o.append(f"{ind}<{tag}{attrs}>{escape(str(value))}</{tag}>")
+            o.append(f"{ind}<{tag}{attrs}>{escape(str(value), quote=False)}</{tag}>")
 
     def close(depth: int, tag: str):
         o.append("\t" * depth + f"</{tag}>")
