@@ -179,6 +179,8 @@ def test_pair_probes_run_nccl_last_when_the_profile_asks_for_it(monkeypatch, tmp
         return ProbeRun(None, CommandResult(0, GOOD if client[2].startswith("mpirun") else bw, "", False, 1, client[2]))
 
     monkeypatch.setattr(certify, "run_server_client", fake_run)
+    monkeypatch.setattr(certify, "start_server", lambda server, timeout, **_: server)
+    monkeypatch.setattr(certify, "finish_probe", lambda srv, client, timeout, **k: fake_run(srv, client, timeout, **k))
     for mod in (certify, collect):  # collect's own: collect_many
         monkeypatch.setattr(mod, "collect_node", lambda node, conn, commands, **_: NodeEvidence(node, True))
     ms, down = certify.pair_probes(_host("node1"), _host("node2"), 1, certify.ProbeSettings(2, 20), tmp_path)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from clustercert.collect import CommandResult
-from clustercert.probes import Measurement, apply_outlier_rule, eval_nccl, eval_perftest
+from clustercert.probes import Measurement, apply_outlier_rule, eval_nccl, eval_perftest, tool_seconds
 from clustercert.profile import load_profile
 
 FIX = Path(__file__).parent / "fixtures"
@@ -354,7 +354,16 @@ def test_pair_latency_runs_per_rail_after_the_bandwidth_probes(monkeypatch, tmp_
             calls.append((tool, client[2], t0, time.monotonic()))
         return ProbeRun(None, res(LAT_GOOD if tool == "ib_write_lat" else bw))
 
+    started = []
+
+    def fake_start(server, timeout, *, control_dir=None, **_):
+        with lock:
+            started.append((server[2].split()[0], time.monotonic(), timeout))
+        return server
+
     monkeypatch.setattr(certify, "run_server_client", fake)
+    monkeypatch.setattr(certify, "start_server", fake_start)
+    monkeypatch.setattr(certify, "finish_probe", lambda srv, client, timeout, **k: fake(srv, client, timeout, **k))
     a, b = _host("node01"), _host("node02")
     ms, down = certify.pair_probes(a, b, 1, certify.ProbeSettings(2, 20), tmp_path)
     lat = [m for m in ms if m.probe == "ib_write_lat"]
@@ -366,6 +375,9 @@ def test_pair_latency_runs_per_rail_after_the_bandwidth_probes(monkeypatch, tmp_
     bw_end = max(end for tool, _, _, end in calls if tool == "ib_write_bw")
     lat_start = min(start for tool, _, start, _ in calls if tool == "ib_write_lat")
     assert lat_start >= bw_end  # no bandwidth traffic left on the HCAs while latency is measured
+    # the latency servers were started with the bandwidth probes, bounded past both stages
+    assert [t for t, *_ in started] == ["ib_write_lat", "ib_write_lat"]
+    assert all(at < bw_end and limit >= 2 * 20 for _, at, limit in started)
     assert all(" -n " in cmd and " node02" in cmd for tool, cmd, *_ in calls if tool == "ib_write_lat")
     assert not down
 
@@ -380,35 +392,47 @@ def test_pair_latency_is_not_run_against_a_node_that_stopped_answering(monkeypat
         seen.append(client[2].split()[0])
         return ProbeRun(None, CommandResult(None, "", "no answer", True, 20, client[2]), server_reachable=False)
 
+    stopped = []
     monkeypatch.setattr(certify, "run_server_client", fake)
+    monkeypatch.setattr(certify, "start_server", lambda server, timeout, **_: server)
+    monkeypatch.setattr(certify, "stop_server", stopped.append)
     ms, down = certify.pair_probes(_host("node01"), _host("node02"), 1, certify.ProbeSettings(2, 20), tmp_path)
     assert down == {"node02"} and "ib_write_lat" not in seen
+    assert [s[2].split()[0] for s in stopped] == ["ib_write_lat", "ib_write_lat"]  # their servers are stopped
     lat = [m for m in ms if m.probe == "ib_write_lat"]
     assert len(lat) == 2 and all(m.status == "error" and "node02 stopped answering" in m.observed for m in lat)
 
 
 def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the_profile_level(monkeypatch, tmp_path):
     from clustercert import certify
-    from clustercert.collect import NodeEvidence, ProbeRun
+    from clustercert.collect import NodeEvidence
     from clustercert.probes import UTIL_MARK
 
     loop = (FIX / "perftest" / "ib_read_bw-a-report_gbits-client-result-excerpt.txt").read_text()
-    monkeypatch.setattr(certify, "run_server_client", lambda *a, **k: ProbeRun(None, res(loop)))
     diag = (FIX / "dcgmi" / "diag-r1-deployment-failures.txt").read_text()
-    asked = {}
+    asked, calls = {}, []
 
-    def fake_collect(node, conn, commands, *, control_dir=None, parallel=8):
+    def fake_collect(node, conn, commands, *, control_dir=None, parallel=8, stages=None):
         asked.update(commands)
-        assert parallel == 1
+        calls.append(stages)
         nccl = _nccl_ok() + f"{UTIL_MARK}\n" + _samples([[100] * 8] * 3)
         return NodeEvidence(node, True, results={
+            "loopback0": CommandResult(0, loop, "", False, 2.0, commands["loopback0"][0]),
+            "loopback1": CommandResult(0, loop, "", False, 2.5, commands["loopback1"][0]),
             "nccl": CommandResult(0, nccl, "", False, 3.0, commands["nccl"][0]),
             "nvbandwidth": CommandResult(0, "garbage\n", "", False, 1.0, "nvbandwidth"),
             "dcgmi_diag": CommandResult(226, diag, "", False, 1.0, "dcgmi diag -r 2")})
 
     monkeypatch.setattr(certify, "collect_node", fake_collect)
     ms = certify.node_probes(_host("node01"), certify.ProbeSettings(2, 20), tmp_path)
-    assert list(asked) == ["nccl", "nvbandwidth", "dcgmi_diag"]  # in this order, one after another
+    # one connection: the rails' loopbacks at once (each client with its server), then one after another
+    assert calls == [[["loopback0", "loopback1"], ["nccl"], ["nvbandwidth"], ["dcgmi_diag"]]]
+    client, limit, server = asked["loopback1"]
+    assert client.startswith("ib_write_bw -d mlx5_1 ") and client.endswith(" localhost") and limit == 22
+    assert server["cmd"].startswith("ib_write_bw -d mlx5_1 ") and " -p 18616 " in server["cmd"] and server["port"] == 18616
+    loops = [m for m in ms if m.probe == "ib_write_bw_loopback"]
+    assert [m.subject for m in loops] == ["mlx5_0", "mlx5_1"] and all(m.value and m.status != "error" for m in loops)
+    assert tool_seconds(ms) == 2.5 + 3.0 + 1.0 + 1.0  # the rails at once, the rest one after another
     script, limit = asked["nccl"]
     assert "all_reduce_perf -b 8 -e 8G -f 2 -g 8" in script and "utilization.gpu" in script and limit == 22
     assert asked["dcgmi_diag"] == ("dcgmi diag -r 2", 900)
@@ -591,3 +615,97 @@ def test_listen_poll_script_tells_listening_from_closed_ports():
         port = s.getsockname()[1]
         assert subprocess.run(["/bin/sh", "-c", listen_poll_script(port, 1)]).returncode == 0
     assert subprocess.run(["/bin/sh", "-c", listen_poll_script(_free_port(), 0.2)]).returncode == 124
+
+
+def test_a_probe_that_ends_normally_reaps_its_own_group_and_needs_no_kill_round_trip(monkeypatch):
+    """Server and client each leave a background child behind; their wrappers kill them when the
+    command ends and say so, so the controller sends no kill of its own, and the marks stay out of
+    the evidence."""
+    import shlex
+
+    from clustercert import collect
+
+    kills = []
+    monkeypatch.setattr(collect, "_kill_group", lambda *a: kills.append(a))
+    local = {"ansible_connection": "local"}
+    port = _free_port()
+    left = f"left-behind-{port}"
+    srv = f"(sleep 77 && echo {left}) & {sys.executable} -c {shlex.quote(LATE_SERVER.format(delay=0.2, port=port))}"
+    cli = f"(sleep 78 && echo {left}) & {sys.executable} -c {shlex.quote(CLIENT.format(port=port))}"
+    r = collect.run_server_client(("localhost", local, srv), ("localhost", local, cli), 20, server_port=port)
+    assert r.client.ok and r.client.stdout.strip() == "hello from the server", r.client
+    assert r.server.rc == 0 and collect.END_MARK not in r.server.stdout
+    assert kills == []
+    time.sleep(0.2)
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "sleep 77" not in ps and "sleep 78" not in ps
+
+
+def test_a_client_killed_at_its_timeout_takes_its_children_with_it():
+    from clustercert.collect import run_server_client
+
+    local = {"ansible_connection": "local"}
+    t0 = time.monotonic()
+    r = run_server_client(None, ("localhost", local, "sleep 79 & sleep 80"), 2)
+    assert r.client.timed_out and r.client.rc is None and time.monotonic() - t0 < 6
+    time.sleep(0.2)
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "sleep 79" not in ps and "sleep 80" not in ps
+
+
+def test_listen_poll_sees_an_ipv6_listener():
+    import socket
+
+    from clustercert.collect import listen_poll_script
+
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
+    with socket.socket(socket.AF_INET6) as s:
+        try:
+            s.bind(("::1", 0))
+        except OSError:
+            pytest.skip("no IPv6 loopback here")
+        s.listen(1)
+        port = s.getsockname()[1]
+        assert subprocess.run(["/bin/sh", "-c", listen_poll_script(port, 1)]).returncode == 0
+
+
+def test_a_node_runs_a_server_and_its_client_in_one_connection_stage_by_stage():
+    """A loopback probe in the node's own runner: the client starts once its server listens (the
+    server takes 0.6 s), its time is its own, the server's leftovers are killed, and the next stage
+    starts after the first has ended."""
+    import shlex
+
+    from clustercert.collect import collect_node
+
+    port = _free_port()
+    srv = f"(sleep 81 &) ; {sys.executable} -c {shlex.quote(LATE_SERVER.format(delay=0.6, port=port))}"
+    cli = f"{sys.executable} -c {shlex.quote(CLIENT.format(port=port))}"
+    t0 = time.monotonic()
+    ev = collect_node("local", {"ansible_connection": "local"},
+                      {"loop": (cli, 10, {"cmd": srv, "port": port, "timeout": 15}),
+                       "after": ("date +%s.%N", 5)},
+                      stages=[["loop"], ["after"]])
+    took = time.monotonic() - t0
+    loop = ev.results["loop"]
+    assert loop.ok and loop.stdout.strip() == "hello from the server", loop
+    assert loop.seconds < 0.5 and took >= 0.6  # the server's start is not the client's time
+    assert float(ev.results["after"].stdout) >= t0 + 0.6  # the second stage ran after the first
+    time.sleep(0.2)
+    assert "sleep 81" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+
+
+def test_a_node_side_server_that_never_listens_leaves_an_error_and_nothing_running():
+    import shlex
+
+    from clustercert.collect import collect_node
+
+    port = _free_port()
+    cli = f"{sys.executable} -c {shlex.quote(CLIENT.format(port=port))}"
+    ev = collect_node("local", {"ansible_connection": "local"},
+                      {"loop": (cli, 10, {"cmd": "sleep 82", "port": port, "timeout": 15})}, stages=[["loop"]])
+    res = ev.results["loop"]
+    assert not res.ok and "refused" in res.stderr.lower()
+    m = eval_perftest(Measurement("ib_write_bw_loopback", "local"), TH["ib_write_bw_loopback"], res, 10)
+    assert m.status == "error"
+    assert "sleep 82" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout

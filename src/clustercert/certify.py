@@ -16,7 +16,14 @@ from pathlib import Path
 
 from clustercert import paths, probes, schedule
 from clustercert.checks import Finding, node_verdict
-from clustercert.collect import collect_many, collect_node, run_server_client
+from clustercert.collect import (
+    collect_many,
+    collect_node,
+    finish_probe,
+    run_server_client,
+    start_server,
+    stop_server,
+)
 from clustercert.inventory import HostView, Inventory
 from clustercert.probes import Measurement
 from clustercert.slurm import accepts_step, read_states, slurm_name
@@ -60,29 +67,19 @@ def _fabric_ip(h: HostView, fabric: int) -> str | None:
 
 
 def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None = None) -> list[Measurement]:
-    """Probes on one node: loopback ib_write_bw per compute HCA (the rails at once), then one after
-    another in one connection: NCCL on one node with GPU utilisation sampled while it runs, nvbandwidth, dcgmi diag."""
+    """Probes on one node, in one connection: loopback ib_write_bw per compute HCA (the rails at once,
+    each server started on the node before its client), then one after another: NCCL on one node
+    with GPU utilisation sampled while it runs, nvbandwidth, dcgmi diag."""
     prof, out = h.profile, []
     th = cfg.thresholds(prof)
     rails = [x for x in prof.ib.hcas if x.role == "compute"] if "ib_write_bw_loopback" in th else []
-
-    def loopback(i_hca):  # each rail's HCA loops back to itself: the rails run at once
-        i, hca = i_hca
+    cmds: dict[str, tuple] = {}
+    for i, hca in enumerate(rails):
         port = probes.PERFTEST_PORT + 100 + i
-        server = (h.name, h.connection, probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds))
-        client = (h.name, h.connection, probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds, "localhost"))
-        run = run_server_client(server, client, cfg.limit, control_dir=cp, server_port=port)
-        if not run.reachable and down is not None:
-            down.add(h.name)
-        m = Measurement("ib_write_bw_loopback", h.name, subject=hca.name, fabric=hca.fabric)
-        m = probes.eval_perftest(m, th["ib_write_bw_loopback"], run.client, cfg.limit)
-        m.elapsed = run.client.seconds
-        return m
-
-    if rails:
-        with ThreadPoolExecutor(max_workers=len(rails)) as ex:
-            out += list(ex.map(loopback, enumerate(rails)))
-    cmds = {}
+        server = {"cmd": probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds),
+                  "port": port, "timeout": cfg.limit + 5}
+        cmds[f"loopback{i}"] = (probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds, "localhost"),
+                                cfg.limit, server)
     sample_util = "gpu_util_under_load" in th
     if "nccl_allreduce_1node" in th or sample_util:
         nccl = probes.nccl_1node_cmd(prof.gpu.count)
@@ -92,26 +89,36 @@ def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None
     diag = cfg.dcgm_diag(prof)
     if diag is not None and diag.level > 0:
         cmds["dcgmi_diag"] = (probes.dcgmi_diag_cmd(diag.level), diag.limit_s)
+    ev = None
     if cmds:
-        ev = collect_node(h.name, h.connection, cmds, control_dir=cp, parallel=1)
+        loops = [n for n in cmds if n.startswith("loopback")]
+        stages = ([loops] if loops else []) + [[n] for n in cmds if n not in loops]
+        ev = collect_node(h.name, h.connection, cmds, control_dir=cp, stages=stages)
         if not ev.reachable and down is not None:
             down.add(h.name)
-        if "nccl" in cmds:
-            first = len(out)
-            res, samples = (probes.split_util(ev.results.get("nccl"), nccl) if sample_util
-                            else (ev.results.get("nccl"), None))
-            if "nccl_allreduce_1node" in th:
-                m = Measurement("nccl_allreduce", h.name, subject=f"1 node, {prof.gpu.count} GPUs")
-                out.append(probes.eval_nccl(m, th["nccl_allreduce_1node"], res, cfg.limit))
-            if sample_util:
-                out += probes.eval_gpu_util(h.name, th["gpu_util_under_load"], prof.gpu.count, res, samples, cfg.limit)
-            _charge(out[first:], ev.results.get("nccl"))
-        if "nvbandwidth" in cmds:
-            first = len(out)
-            out += probes.eval_nvbandwidth(h.name, prof, ev.results.get("nvbandwidth"), cfg.limit)
-            _charge(out[first:], ev.results.get("nvbandwidth"))
+    results = ev.results if ev is not None else {}
+    for i, hca in enumerate(rails):
+        m = Measurement("ib_write_bw_loopback", h.name, subject=hca.name, fabric=hca.fabric)
+        m = probes.eval_perftest(m, th["ib_write_bw_loopback"], results.get(f"loopback{i}"), cfg.limit)
+        if ev is not None and not ev.reachable:
+            m.observed = f"{h.name} did not answer: {ev.error or m.observed}"
+        _charge([m], results.get(f"loopback{i}"))
+        out.append(m)
+    if "nccl" in cmds:
+        first = len(out)
+        res, samples = (probes.split_util(results.get("nccl"), nccl) if sample_util else (results.get("nccl"), None))
+        if "nccl_allreduce_1node" in th:
+            m = Measurement("nccl_allreduce", h.name, subject=f"1 node, {prof.gpu.count} GPUs")
+            out.append(probes.eval_nccl(m, th["nccl_allreduce_1node"], res, cfg.limit))
+        if sample_util:
+            out += probes.eval_gpu_util(h.name, th["gpu_util_under_load"], prof.gpu.count, res, samples, cfg.limit)
+        _charge(out[first:], results.get("nccl"))
+    if "nvbandwidth" in cmds:
+        first = len(out)
+        out += probes.eval_nvbandwidth(h.name, prof, results.get("nvbandwidth"), cfg.limit)
+        _charge(out[first:], results.get("nvbandwidth"))
     if cfg.only is None or "dcgmi" in cfg.only:
-        diag_res = ev.results.get("dcgmi_diag") if "dcgmi_diag" in cmds else None
+        diag_res = results.get("dcgmi_diag") if "dcgmi_diag" in cmds else None
         first = len(out)
         out += probes.eval_dcgmi_diag(h.name, diag, diag_res, diag.limit_s if diag else 0)
         _charge(out[first:], diag_res)
@@ -127,8 +134,8 @@ def _charge(ms: list[Measurement], res) -> None:
 def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path,
                 slurm_states: dict | None = None) -> tuple[list[Measurement], set[str]]:
     """Node-to-node probes between a (client) and b (server): ib_write_bw per rail and iperf3 per
-    fabric together, then -- once no bandwidth traffic is left on the HCAs -- ib_write_lat per rail.
-    Returns the measurements and the nodes that did not answer."""
+    fabric together, then -- once no bandwidth traffic is left on the HCAs -- ib_write_lat per rail
+    (its servers start with the bandwidth probes and wait). Returns the measurements and the nodes that did not answer."""
     th = cfg.thresholds(a.profile)
     jobs, lat_jobs = [], []
     rails = [x for x in a.profile.ib.hcas if x.role == "compute"]
@@ -166,6 +173,9 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
     def run(job):
         m, server, client, port, evaluate = job
         r = run_server_client(server, client, cfg.limit, control_dir=cp, server_port=port)
+        return note(m, r, evaluate)
+
+    def note(m, r, evaluate):
         if not r.reachable:
             down.add(a.name)
         if not r.server_reachable:
@@ -174,18 +184,26 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
         m.elapsed = r.client.seconds
         return m
 
+    def latency(job_srv):
+        (m, _server, client, _port, evaluate), srv = job_srv
+        return note(m, finish_probe(srv, client, cfg.limit, control_dir=cp), evaluate)
+
     out: list[Measurement] = []
-    if jobs:
-        with ThreadPoolExecutor(max_workers=len(jobs)) as ex:
-            out += list(ex.map(run, jobs))
-    if lat_jobs and down:  # a node stopped answering: do not wait out each latency probe's timeout
-        for m, *_ in lat_jobs:
-            m.status, m.expected = "error", probes.bound_text(th["ib_write_lat_p99"])
-            m.observed = f"not run: {', '.join(sorted(down))} stopped answering during the bandwidth probes"
-            out.append(m)
-    elif lat_jobs:
-        with ThreadPoolExecutor(max_workers=len(lat_jobs)) as ex:
-            out += list(ex.map(run, lat_jobs))
+    with ThreadPoolExecutor(max_workers=max(1, len(jobs) + len(lat_jobs))) as ex:
+        # the latency servers start with the bandwidth probes (a listening server carries no
+        # traffic); their clients run once the bandwidth probes have ended. Their own bound covers both.
+        lat_servers = [ex.submit(start_server, server, 2 * cfg.limit + 15, control_dir=cp, server_port=port)
+                       for _m, server, _c, port, _e in lat_jobs]
+        out += list(ex.map(run, jobs))
+        started = [f.result() for f in lat_servers]
+        if lat_jobs and down:  # a node stopped answering: do not wait out each latency probe's timeout
+            list(ex.map(stop_server, started))
+            for m, *_ in lat_jobs:
+                m.status, m.expected = "error", probes.bound_text(th["ib_write_lat_p99"])
+                m.observed = f"not run: {', '.join(sorted(down))} stopped answering during the bandwidth probes"
+                out.append(m)
+        elif lat_jobs:
+            out += list(ex.map(latency, zip(lat_jobs, started, strict=True)))
     if "nccl_allreduce_pair" in th:  # last: it uses every rail, so it overlaps no other probe
         out.append(nccl_pair(a, b, rnd, cfg, cp, th["nccl_allreduce_pair"], down, slurm_states))
     return out, down

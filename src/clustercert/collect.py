@@ -20,40 +20,92 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-# Runs on the node (python3 >= 3.6, stdlib only). Reads {"commands": {name: [cmd, timeout]}} on stdin.
+# Runs on the node (python3 >= 3.6, stdlib only). Reads {"commands": {name: [cmd, timeout] or [cmd,
+# timeout, server]}, "parallel": N, "stages": [[name, ...], ...] (optional)} on stdin. A server
+# ({"cmd", "port", "timeout"}) is started first, in its own session under `timeout -s KILL`; the
+# command (its client) starts once the port listens here (at most 2 s), and its run time is the
+# client's alone; afterwards the server gets 3 s (0.5 s when the client failed) to exit, and its
+# group is killed. With "stages", the stages run one after another, each stage's commands at once.
 REMOTE_RUNNER = r'''
 import json, os, signal, subprocess, sys, time
 from concurrent.futures import ThreadPoolExecutor
 req = json.loads(sys.stdin.read())
 env = dict(os.environ, LC_ALL="C", LANG="C", PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            CLUSTERCERT_PYTHON=sys.executable)
-def run(item):
-    name, (cmd, timeout) = item
-    t0 = time.time()
+def start(argv):
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=env, start_new_session=True)
+def kill(p):
     try:
-        p = subprocess.Popen(["/bin/sh", "-c", cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-    except OSError as exc:
-        return name, {"rc": None, "stdout": "", "stderr": str(exc), "timed_out": False, "seconds": 0.0}
-    try:
-        out, err = p.communicate(timeout=timeout)
-        timed_out = False
-    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+    except OSError:
+        pass
+def listening(port):
+    want = ":%04X" % port
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
-            os.killpg(p.pid, signal.SIGKILL)
+            with open(path) as fh:
+                for line in fh:
+                    f = line.split()
+                    if len(f) > 3 and f[1].endswith(want) and f[3] == "0A":
+                        return True
         except OSError:
             pass
+    return False
+def ended(p, wait):
+    try:
+        return p.communicate(timeout=wait), False
+    except subprocess.TimeoutExpired:
+        kill(p)
         try:
-            out, err = p.communicate(timeout=5)
+            return p.communicate(timeout=5), True
         except subprocess.TimeoutExpired:
-            out, err = b"", b""
-        timed_out = True
-    return name, {"rc": None if timed_out else p.returncode,
-                  "stdout": out.decode("utf-8", "replace")[:2000000],
-                  "stderr": err.decode("utf-8", "replace")[:20000],
-                  "timed_out": timed_out, "seconds": round(time.time() - t0, 3)}
-with ThreadPoolExecutor(max_workers=req.get("parallel", 8)) as ex:
-    results = dict(ex.map(run, req["commands"].items()))
+            return (b"", b""), True
+def run(item):
+    name, spec = item
+    cmd, timeout = spec[0], spec[1]
+    server = spec[2] if len(spec) > 2 else None
+    srv = None
+    if server:
+        try:
+            srv = start(["timeout", "-s", "KILL", str(int(server["timeout"])), "/bin/sh", "-c", server["cmd"]])
+        except OSError as exc:
+            return name, {"rc": None, "stdout": "", "stderr": "server: %s" % exc, "timed_out": False, "seconds": 0.0}
+        until = time.time() + 2.0
+        while time.time() < until and srv.poll() is None and not listening(server["port"]):
+            time.sleep(0.02)
+    t0 = time.time()
+    try:
+        p = start(["/bin/sh", "-c", cmd])
+    except OSError as exc:
+        if srv is not None:
+            kill(srv)
+            srv.communicate()
+        return name, {"rc": None, "stdout": "", "stderr": str(exc), "timed_out": False, "seconds": 0.0}
+    (out, err), timed_out = ended(p, timeout)
+    seconds = round(time.time() - t0, 3)
+    kill(p)
+    res = {"rc": None if timed_out else p.returncode,
+           "stdout": out.decode("utf-8", "replace")[:2000000],
+           "stderr": err.decode("utf-8", "replace")[:20000],
+           "timed_out": timed_out, "seconds": seconds}
+    if srv is not None:  # its end, not its pipes' (a child of the server may hold them open)
+        try:
+            srv.wait(timeout=3 if res["rc"] == 0 else 0.5)
+        except subprocess.TimeoutExpired:
+            pass
+        kill(srv)
+        try:
+            sout, serr = srv.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            sout, serr = b"", b""
+        res["server"] = {"rc": srv.returncode, "stdout": sout.decode("utf-8", "replace")[:200000],
+                         "stderr": serr.decode("utf-8", "replace")[:20000]}
+    return name, res
+results = {}
+for stage in req.get("stages") or [list(req["commands"])]:
+    with ThreadPoolExecutor(max_workers=max(1, min(req.get("parallel", 8), len(stage)))) as ex:
+        results.update(ex.map(run, [(n, req["commands"][n]) for n in stage]))
 sys.stdout.write(json.dumps({"results": results, "hostname": os.uname()[1]}))
 '''
 
@@ -128,14 +180,23 @@ def _overall_timeout(timeouts: list[float], parallel: int) -> float:
 def collect_node(
     node: str,
     conn: dict,
-    commands: dict[str, tuple[str, float]],
+    commands: dict[str, tuple],
     *,
     control_dir: Path | None = None,
     parallel: int = 8,
+    stages: list[list[str]] | None = None,
 ) -> NodeEvidence:
-    """Run ``commands`` ({name: (shell command, timeout s)}) on ``node`` in one connection."""
-    request = json.dumps({"commands": {k: [c, t] for k, (c, t) in commands.items()}, "parallel": parallel})
-    overall = _overall_timeout([t for _, t in commands.values()], parallel) + 20
+    """Run ``commands`` on ``node`` in one connection: {name: (shell command, timeout s)}, or (shell
+    command, timeout s, server) where server = {"cmd", "port", "timeout"} is started on the node
+    first and the command is its client (see REMOTE_RUNNER). With ``stages`` (lists of names), the
+    stages run one after another, each stage's commands at once; without, ``parallel`` at a time."""
+    request = json.dumps({"commands": {k: list(v) for k, v in commands.items()}, "parallel": parallel,
+                          "stages": stages})
+    if stages:
+        overall = sum(max(commands[n][1] + (5 if len(commands[n]) > 2 else 0) for n in st) for st in stages if st)
+    else:
+        overall = _overall_timeout([v[1] for v in commands.values()], parallel)
+    overall += 20
     interp = _interpreter(conn)
     if conn.get("ansible_connection") == "local":
         argv = [interp if interp != "python3" else sys.executable, "-c", REMOTE_RUNNER]
@@ -192,25 +253,38 @@ def collect_in_turn(
 
 LISTEN_POLL_S = 2.0
 LISTEN_MARK = "CLUSTERCERT_LISTEN="
+END_MARK = "CLUSTERCERT_END="
 
 
 def listen_poll_script(port: int, bound: float = LISTEN_POLL_S) -> str:
-    """Shell that exits 0 once something listens on TCP ``port`` here, 124 after ``bound`` seconds
-    without, 3 where ``ss`` is missing (the caller then falls back to a fixed wait). ``timeout
-    --foreground`` keeps the poll in its caller's process group (a probe's group kill reaches it)."""
-    until = f"until ss -ltn 'sport = :{int(port)}' 2>/dev/null | grep -q LISTEN; do sleep 0.05; done"
-    return f"command -v ss >/dev/null 2>&1 || exit 3; exec timeout --foreground {bound:g} /bin/sh -c {shlex.quote(until)}"
+    """Shell that exits 0 once something listens on TCP ``port`` here (a LISTEN row for the port in
+    /proc/net/tcp or tcp6), 124 after ``bound`` seconds without, 3 where /proc/net/tcp cannot be
+    read (the caller then falls back to a fixed wait). The rows are read with shell builtins and the
+    pause grows from 10 to 50 ms: many servers start at once on a busy node, and their polls must
+    not take the CPU the servers need to start. ``timeout --foreground`` keeps the poll in its
+    caller's process group (a probe's group kill reaches it)."""
+    loop = ("d=0.01; while :; do for f in /proc/net/tcp /proc/net/tcp6; do [ -r $f ] || continue; "
+            f"while read -r _ l _ st _; do case \"$l $st\" in *:{int(port):04X}\\ 0A) exit 0;; esac; done < $f; done; "
+            "sleep $d; case $d in 0.01) d=0.02;; *) d=0.05;; esac; done")
+    return f"[ -r /proc/net/tcp ] || exit 3; exec timeout --foreground {bound:g} /bin/sh -c {shlex.quote(loop)}"
 
 
 def _bounded(cmd: str, timeout: int, listen_port: int | None = None) -> str:
     """CMD in its own process group under a hard timeout. The group id is printed first, so the
-    controller can kill the whole group (server and anything it spawned) whatever happens. With
-    ``listen_port`` (a server), a watcher in the same group and SSH session (no round trip of its own)
-    prints LISTEN_MARK<status>: 0 once the port listens, 124 after LISTEN_POLL_S without, 3 where
-    ``ss`` is missing."""
+    controller can kill the whole group (server and anything it spawned) when the session does not
+    end normally. When CMD ends (or is killed at the timeout) the wrapper kills what is left of its
+    group itself and prints END_MARK<status> last: a session that printed it left nothing behind, and
+    needs no kill of its own. With ``listen_port`` (a server), a watcher in the same group and SSH
+    session (no round trip of its own) prints LISTEN_MARK<status>: 0 once the port listens, 124
+    after LISTEN_POLL_S without, 3 where that cannot be told.
+    ``timeout --foreground``: timeout stays in the group (without it, it would make a group of its
+    own that neither the wrapper nor the controller kills); the wrapper's kill reaches CMD's children."""
     watch = (f"( /bin/sh -c {shlex.quote(listen_poll_script(listen_port))}; echo {LISTEN_MARK}$? ) & "
              if listen_port is not None else "")
-    inner = f"echo PGID=$$; {watch}exec timeout -s KILL {timeout} /bin/sh -c {shlex.quote(cmd)}"
+    reap = ("if pids=$(pgrep -g $$ 2>/dev/null); then for p in $pids; do [ \"$p\" = $$ ] || kill -KILL \"$p\" 2>/dev/null; done; "
+            f"echo {END_MARK}$rc; fi; exit $rc")
+    inner = (f"echo PGID=$$; {watch}timeout --foreground -s KILL {timeout} /bin/sh -c {shlex.quote(cmd)} </dev/null; "
+             f"rc=$?; {reap}")
     return f"setsid -w /bin/sh -c {shlex.quote(inner)}"
 
 
@@ -235,6 +309,15 @@ def _pgid_and_output(text: str) -> tuple[str | None, str]:
     if first.startswith("PGID="):
         return first[5:].strip(), rest
     return None, text
+
+
+_END_LINE = re.compile(r"^" + END_MARK + r"(\d+)\r?\n?\Z", re.M)
+
+
+def _ended(text: str) -> tuple[bool, str]:
+    """(whether the wrapper reaped its group and said so, the output without its END_MARK line)."""
+    m = _END_LINE.search(text)
+    return (True, text[:m.start()]) if m else (False, text)
 
 
 @dataclass
@@ -284,6 +367,86 @@ def _read_server_start(proc: subprocess.Popen, pgid_wait: float, port: int | Non
     return pgid, int(m.group(1)) if m.group(1) else None, buf[:m.start()] + buf[m.end():]
 
 
+@dataclass
+class Server:
+    """A probe server started on its node (see start_server)."""
+
+    node: str
+    conn: dict
+    cmd: str
+    proc: subprocess.Popen
+    pgid: str | None
+    head: bytes
+    control_dir: Path | None = None
+
+
+def start_server(server: tuple[str, dict, str], timeout: float, *, control_dir: Path | None = None,
+                 server_start_delay: float = 0.5, server_port: int | None = None) -> Server:
+    """Start ``server`` = (node, conn, cmd) in its own process group under ``timeout``, and return once
+    a client may connect: with ``server_port``, as soon as the node shows that TCP port listening
+    (polled there in the server's own session, for up to LISTEN_POLL_S); without it, or where that
+    cannot be told, after ``server_start_delay``. End it with finish_probe or stop_server."""
+    node, conn, cmd = server
+    script = _bounded(cmd, int(max(1, timeout)), server_port)
+    proc = subprocess.Popen(_remote(conn, node, script, control_dir), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    # no PGID line: the server's node did not start it (no answer): there is nothing to wait for
+    pgid, listening, head = _read_server_start(proc, 15, server_port)
+    if pgid is None or listening not in (0, 124):
+        time.sleep(server_start_delay)
+    return Server(node, conn, cmd, proc, pgid, head, control_dir)
+
+
+def stop_server(srv: Server, wait: float = 0.0) -> CommandResult:
+    """The server's result once it has ended: it gets ``wait`` seconds to end by itself (a server
+    whose wrapper reaped its group and said so needs nothing more); otherwise its group is killed."""
+    try:
+        out, err = srv.proc.communicate(timeout=wait)
+    except subprocess.TimeoutExpired:
+        out = None
+    if out is None or not _END_LINE.search((out or b"").decode(errors="replace")):
+        _kill_group(srv.conn, srv.node, srv.pgid, srv.control_dir)
+        if out is None:
+            try:
+                out, err = srv.proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                srv.proc.kill()
+                out, err = srv.proc.communicate()
+    text = _MARK_LINE.sub(b"", srv.head + (out or b"")).decode(errors="replace")
+    return CommandResult(srv.proc.returncode, _ended(text)[1], (err or b"").decode(errors="replace"), False, 0.0, srv.cmd)
+
+
+def finish_probe(srv: Server | None, client: tuple[str, dict, str], timeout: float, *,
+                 control_dir: Path | None = None) -> ProbeRun:
+    """Run ``client`` = (node, conn, cmd) against the started server ``srv`` (or alone), both bounded
+    by ``timeout``; then make sure neither left a process: each wrapper kills its own group when its
+    command ends, and a session that did not say so has its group killed from here (the client's
+    while the server ends)."""
+    t_int = int(max(1, timeout))
+    cli_node, cli_conn, cli_cmd = client
+    script = _bounded(cli_cmd, t_int)
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(_remote(cli_conn, cli_node, script, control_dir), capture_output=True, text=True,
+                           timeout=t_int + 15)
+        cli_pgid, cli_out = _pgid_and_output(p.stdout)
+        reaped, cli_out = _ended(cli_out)
+        elapsed = time.monotonic() - t0
+        timed_out = p.returncode in (124, 137) or elapsed >= t_int
+        client_res = CommandResult(None if timed_out else p.returncode, cli_out, p.stderr, timed_out, round(elapsed, 3), cli_cmd)
+        unreachable = p.returncode == 255 and not cli_pgid
+    except subprocess.TimeoutExpired:
+        cli_pgid, unreachable, reaped = None, True, False
+        client_res = CommandResult(None, "", "no answer from the node", True, round(time.monotonic() - t0, 3), cli_cmd)
+    with ThreadPoolExecutor(max_workers=1) as ex:
+        if not reaped:
+            ex.submit(_kill_group, cli_conn, cli_node, cli_pgid, control_dir)
+        server_res = stop_server(srv, 3 if client_res.ok else 0.5) if srv is not None else None
+    server_reachable = srv is None or srv.pgid is not None or srv.proc.returncode != 255
+    return ProbeRun(server_res, client_res, not unreachable, client_res.stderr.strip()[-300:] if unreachable else "",
+                    server_reachable)
+
+
 def run_server_client(
     server: tuple[str, dict, str] | None,
     client: tuple[str, dict, str],
@@ -293,60 +456,8 @@ def run_server_client(
     server_start_delay: float = 0.5,
     server_port: int | None = None,
 ) -> ProbeRun:
-    """Start ``server`` = (node, conn, cmd), then ``client``; both killed at ``timeout``.
-
-    With ``server_port`` the client starts as soon as the server's node shows that TCP port
-    listening (polled there with ``ss`` in the server's own session, for up to 2 s, then the client
-    starts anyway); without it, or where that poll cannot tell, after ``server_start_delay``.
-
-    The server and client run in their own process groups on their nodes under ``timeout -s KILL``;
-    afterwards both groups are killed explicitly (at once), so no probe process outlives the probe.
-    """
-    t_int = int(max(1, timeout))
-    srv_proc = srv_pgid = None
-    srv_head = b""
-    if server is not None:
-        srv_node, srv_conn, srv_cmd = server
-        script = _bounded(srv_cmd, t_int, server_port)
-        srv_proc = subprocess.Popen(_remote(srv_conn, srv_node, script, control_dir), stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-        # no PGID line: the server's node did not start it (no answer): there is nothing to wait for
-        srv_pgid, listening, srv_head = _read_server_start(srv_proc, 15, server_port)
-        if srv_pgid is None or listening not in (0, 124):
-            time.sleep(server_start_delay)
-    cli_node, cli_conn, cli_cmd = client
-    script = _bounded(cli_cmd, t_int)
-    t0 = time.monotonic()
-    try:
-        p = subprocess.run(_remote(cli_conn, cli_node, script, control_dir), capture_output=True, text=True,
-                           timeout=t_int + 15)
-        cli_pgid, cli_out = _pgid_and_output(p.stdout)
-        elapsed = time.monotonic() - t0
-        timed_out = p.returncode in (124, 137) or elapsed >= t_int
-        client_res = CommandResult(None if timed_out else p.returncode, cli_out, p.stderr, timed_out, round(elapsed, 3), cli_cmd)
-        unreachable = p.returncode == 255 and not cli_pgid
-    except subprocess.TimeoutExpired:
-        cli_pgid, unreachable = None, True
-        client_res = CommandResult(None, "", "no answer from the node", True, round(time.monotonic() - t0, 3), cli_cmd)
-    if srv_proc is None:
-        _kill_group(cli_conn, cli_node, cli_pgid, control_dir)
-        server_res = None
-    else:
-        with ThreadPoolExecutor(max_workers=1) as ex:  # the client's group is killed while the server ends
-            done = ex.submit(_kill_group, cli_conn, cli_node, cli_pgid, control_dir)
-            try:
-                out, err = srv_proc.communicate(timeout=3 if client_res.ok else 0.5)
-            except subprocess.TimeoutExpired:
-                _kill_group(srv_conn, srv_node, srv_pgid, control_dir)
-                try:
-                    out, err = srv_proc.communicate(timeout=10)
-                except subprocess.TimeoutExpired:
-                    srv_proc.kill()
-                    out, err = srv_proc.communicate()
-            _kill_group(srv_conn, srv_node, srv_pgid, control_dir)
-            done.result()
-        text = _MARK_LINE.sub(b"", srv_head + (out or b"")).decode(errors="replace")
-        server_res = CommandResult(srv_proc.returncode, text, (err or b"").decode(errors="replace"), False, 0.0, srv_cmd)
-    server_reachable = server is None or srv_pgid is not None or srv_proc.returncode != 255
-    return ProbeRun(server_res, client_res, not unreachable, client_res.stderr.strip()[-300:] if unreachable else "",
-                    server_reachable)
+    """Start ``server`` = (node, conn, cmd) (start_server), then run ``client`` against it
+    (finish_probe); both are killed at ``timeout`` and no probe process outlives the probe."""
+    srv = (start_server(server, timeout, control_dir=control_dir, server_start_delay=server_start_delay,
+                        server_port=server_port) if server is not None else None)
+    return finish_probe(srv, client, timeout, control_dir=control_dir)

@@ -240,10 +240,11 @@ def nccl_pair_cleanup_cmd(tag: str, slurm: bool = False) -> str:
     want = f"{PROBE_TAG_VAR}={tag}"
     daemons = "|".join(LAUNCH_DAEMONS)
     scancel = f"scancel --name=clustercert-nccl-{tag} 2>/dev/null; " if slurm else ""
-    return (scancel + "k=''; for d in /proc/[0-9]*; do p=${d#/proc/}; [ \"$p\" = \"$$\" ] && continue; "
-            f"if tr '\\0' '\\n' 2>/dev/null < $d/environ | grep -qxF '{want}'; then k=\"$k $p\"; "
-            "pp=$(awk '/^PPid:/{print $2}' $d/status 2>/dev/null); "
-            f"case \"$(cat /proc/$pp/comm 2>/dev/null)\" in {daemons}) k=\"$k $pp\";; esac; fi; done; "
+    # one grep over every process's environment (NUL-separated entries: -z, the whole entry: -x)
+    return (scancel + f"k=''; for f in $(grep -slzxF '{want}' /proc/[0-9]*/environ); do p=${{f#/proc/}}; p=${{p%/environ}}; "
+            "[ \"$p\" = \"$$\" ] && continue; k=\"$k $p\"; "
+            "pp=$(awk '/^PPid:/{print $2}' /proc/$p/status 2>/dev/null); "
+            f"case \"$(cat /proc/$pp/comm 2>/dev/null)\" in {daemons}) k=\"$k $pp\";; esac; done; "
             "[ -n \"$k\" ] && kill -KILL $k 2>/dev/null; echo \"KILLED=$k\"; true")
 
 

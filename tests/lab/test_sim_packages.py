@@ -3,6 +3,7 @@ apt accepts, two versions where faults need them, and the node-side files prepar
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -132,6 +133,9 @@ def test_prepare_node_writes_code_hw_and_readme(tmp_path):
     prepare_node(tmp_path / "sim", hw)
     assert json.loads((tmp_path / "sim/hw.json").read_text()) == hw
     assert (tmp_path / "sim/labsim/__main__.py").exists() and (tmp_path / "sim/labsim/agent.py").exists()
-    assert not list((tmp_path / "sim/labsim").glob("__pycache__"))
+    # compiled here (the node mounts it read-only: without them every simulated tool call would
+    # compile its modules again)
+    for py in (tmp_path / "sim/labsim").glob("*.py"):
+        assert Path(importlib.util.cache_from_source(str(py))).exists(), py
     assert "SIMULATED" in (tmp_path / "sim/README").read_text()
     assert hardware.load(tmp_path / "sim") == hw
