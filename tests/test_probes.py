@@ -330,14 +330,14 @@ def test_a_node_runs_commands_one_after_another_within_the_sum_of_their_limits()
 
 # ---- certify: which probes run when ------------------------------------------------------------
 
-def _host(name: str, profile: str = "lab"):
+def _host(name: str, profile: str = "lab", addresses: dict | None = None):
     from types import SimpleNamespace
 
     return SimpleNamespace(name=name, connection={"ansible_host": name}, profile=load_profile(profile),
-                           vars=SimpleNamespace(clustercert_fabric_addresses={}))
+                           vars=SimpleNamespace(clustercert_fabric_addresses=addresses or {}))
 
 
-def test_pair_latency_runs_per_rail_after_the_bandwidth_probes(monkeypatch, tmp_path):
+def test_pair_probes_run_one_kind_at_a_time_bandwidth_then_ipoib_then_latency(monkeypatch, tmp_path):
     import threading
 
     from clustercert import certify
@@ -361,10 +361,11 @@ def test_pair_latency_runs_per_rail_after_the_bandwidth_probes(monkeypatch, tmp_
             started.append((server[2].split()[0], time.monotonic(), timeout))
         return server
 
-    monkeypatch.setattr(certify, "run_server_client", fake)
+    monkeypatch.setattr(certify, "run_server_client", fake)  # the pair's NCCL, last
     monkeypatch.setattr(certify, "start_server", fake_start)
     monkeypatch.setattr(certify, "finish_probe", lambda srv, client, timeout, **k: fake(srv, client, timeout, **k))
-    a, b = _host("node01"), _host("node02")
+    a = _host("node01", addresses={"ib0": "10.251.0.11/24", "ib1": "10.252.0.11/24"})
+    b = _host("node02", addresses={"ib0": "10.251.0.12/24", "ib1": "10.252.0.12/24"})
     ms, down = certify.pair_probes(a, b, 1, certify.ProbeSettings(2, 20), tmp_path)
     lat = [m for m in ms if m.probe == "ib_write_lat"]
     assert [(m.subject, m.fabric, m.status, m.unit) for m in lat] == [
@@ -372,17 +373,23 @@ def test_pair_latency_runs_per_rail_after_the_bandwidth_probes(monkeypatch, tmp_
     assert lat[0].link() | {"subject": lat[0].subject} == {
         "a": "node01", "b": "node02", "fabric": 0, "probe": "ib_write_lat", "value": 1.07, "unit": "usec",
         "status": "pass", "round": 1, "subject": "mlx5_0 node01->node02"}
-    bw_end = max(end for tool, _, _, end in calls if tool == "ib_write_bw")
-    lat_start = min(start for tool, _, start, _ in calls if tool == "ib_write_lat")
-    assert lat_start >= bw_end  # no bandwidth traffic left on the HCAs while latency is measured
-    # the latency servers were started with the bandwidth probes, bounded past both stages
-    assert [t for t, *_ in started] == ["ib_write_lat", "ib_write_lat"]
-    assert all(at < bw_end and limit >= 2 * 20 for _, at, limit in started)
+    def span(tool):
+        return (min(t0 for t, _, t0, _ in calls if t == tool), max(t1 for t, _, _, t1 in calls if t == tool))
+
+    # one kind at a time: the HCAs carry one measurement's traffic; the rails / fabrics at once
+    (bw0, bw1), (ip0, ip1), (lat0, lat1) = span("ib_write_bw"), span("iperf3"), span("ib_write_lat")
+    assert bw1 <= ip0 and ip1 <= lat0
+    assert bw1 - bw0 < 0.35 and ip1 - ip0 < 0.35 and lat1 - lat0 < 0.35
+    assert sorted(c[1] for c in calls if c[0] == "iperf3") == [
+        "iperf3 -c 10.251.0.12 -B 10.251.0.11 -p 5201 -t 2 -J", "iperf3 -c 10.252.0.12 -B 10.252.0.11 -p 5202 -t 2 -J"]
+    # every server was started before the first stage ended, bounded past all three stages
+    assert sorted(t for t, *_ in started) == ["ib_write_bw"] * 2 + ["ib_write_lat"] * 2 + ["iperf3"] * 2
+    assert all(at < bw1 and limit >= 3 * 20 for _, at, limit in started)
     assert all(" -n " in cmd and " node02" in cmd for tool, cmd, *_ in calls if tool == "ib_write_lat")
     assert not down
 
 
-def test_pair_latency_is_not_run_against_a_node_that_stopped_answering(monkeypatch, tmp_path):
+def test_later_pair_probes_are_not_run_against_a_node_that_stopped_answering(monkeypatch, tmp_path):
     from clustercert import certify
     from clustercert.collect import ProbeRun
 
@@ -393,14 +400,17 @@ def test_pair_latency_is_not_run_against_a_node_that_stopped_answering(monkeypat
         return ProbeRun(None, CommandResult(None, "", "no answer", True, 20, client[2]), server_reachable=False)
 
     stopped = []
-    monkeypatch.setattr(certify, "run_server_client", fake)
+    monkeypatch.setattr(certify, "finish_probe", lambda srv, client, timeout, **k: fake(srv, client, timeout, **k))
     monkeypatch.setattr(certify, "start_server", lambda server, timeout, **_: server)
     monkeypatch.setattr(certify, "stop_server", stopped.append)
-    ms, down = certify.pair_probes(_host("node01"), _host("node02"), 1, certify.ProbeSettings(2, 20), tmp_path)
-    assert down == {"node02"} and "ib_write_lat" not in seen
-    assert [s[2].split()[0] for s in stopped] == ["ib_write_lat", "ib_write_lat"]  # their servers are stopped
-    lat = [m for m in ms if m.probe == "ib_write_lat"]
-    assert len(lat) == 2 and all(m.status == "error" and "node02 stopped answering" in m.observed for m in lat)
+    a = _host("node01", addresses={"ib0": "10.251.0.11/24", "ib1": "10.252.0.11/24"})
+    b = _host("node02", addresses={"ib0": "10.251.0.12/24", "ib1": "10.252.0.12/24"})
+    ms, down = certify.pair_probes(a, b, 1, certify.ProbeSettings(2, 20), tmp_path)
+    assert down == {"node02"} and set(seen) == {"ib_write_bw"}
+    # the later stages' servers are stopped, their probes are errors saying why
+    assert sorted(s[2].split()[0] for s in stopped) == ["ib_write_lat"] * 2 + ["iperf3"] * 2
+    later = [m for m in ms if m.probe in ("iperf3", "ib_write_lat")]
+    assert len(later) == 4 and all(m.status == "error" and "node02 stopped answering" in m.observed for m in later)
 
 
 def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the_profile_level(monkeypatch, tmp_path):
@@ -477,16 +487,16 @@ def _timed(probe: str, a: str, b: str, elapsed: float | None) -> Measurement:
     return Measurement(probe, a, b, status="pass", elapsed=elapsed)
 
 
-def test_pair_round_tool_time_is_the_longest_pair_bandwidth_then_latency():
+def test_pair_round_tool_time_is_the_longest_pair_stage_by_stage():
     from clustercert.probes import pair_round_tool_seconds
 
     ms = [_timed("ib_write_bw", "n1", "n2", 5.2), _timed("ib_write_bw", "n1", "n2", 5.1), _timed("iperf3", "n1", "n2", 5.4),
           _timed("ib_write_lat", "n1", "n2", 5.1), _timed("ib_write_lat", "n1", "n2", 5.3),
           # n3->n4: slower bandwidth, latency not run (a node stopped answering): no time charged for it
           _timed("ib_write_bw", "n3", "n4", 7.0), _timed("ib_write_lat", "n3", "n4", None)]
-    assert pair_round_tool_seconds(ms) == 10.7  # n1->n2: max(5.2, 5.1, 5.4) + max(5.1, 5.3); n3->n4: 7.0
+    assert pair_round_tool_seconds(ms) == 15.9  # n1->n2: max(5.2, 5.1) + 5.4 + max(5.1, 5.3); n3->n4: 7.0
     # the pair's NCCL all_reduce runs after its latency jobs
-    assert pair_round_tool_seconds(ms + [_timed("nccl_allreduce", "n1", "n2", 2.5)]) == 13.2
+    assert pair_round_tool_seconds(ms + [_timed("nccl_allreduce", "n1", "n2", 2.5)]) == 18.4
     assert pair_round_tool_seconds([]) == 0.0
 
 

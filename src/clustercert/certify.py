@@ -133,33 +133,22 @@ def _charge(ms: list[Measurement], res) -> None:
 
 def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path,
                 slurm_states: dict | None = None) -> tuple[list[Measurement], set[str]]:
-    """Node-to-node probes between a (client) and b (server): ib_write_bw per rail and iperf3 per
-    fabric together, then -- once no bandwidth traffic is left on the HCAs -- ib_write_lat per rail
-    (its servers start with the bandwidth probes and wait). Returns the measurements and the nodes that did not answer."""
+    """Node-to-node probes between a (client) and b (server), one kind after another so that no two
+    measurements share an HCA: ib_write_bw per rail (the rails at once), then iperf3 over IPoIB per
+    fabric (the fabrics at once; IPoIB runs on the same HCAs), then ib_write_lat per rail, then NCCL
+    across both nodes. Every server starts with the first stage and waits (a listening server carries
+    no traffic): a later stage starts with its clients. Returns the measurements and the nodes that
+    did not answer."""
     th = cfg.thresholds(a.profile)
-    jobs, lat_jobs = [], []
     rails = [x for x in a.profile.ib.hcas if x.role == "compute"]
-    for i, hca in enumerate(rails):
-        if "ib_write_bw_pair" not in th:
-            break
+    bw, iperf, lat = [], [], []
+    for i, hca in enumerate(rails if "ib_write_bw_pair" in th else []):
         port = probes.PERFTEST_PORT + i
         server = (b.name, b.connection, probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds))
         client = (a.name, a.connection, probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds, _addr(b)))
         m = Measurement("ib_write_bw", a.name, b.name, subject=f"{hca.name} {a.name}->{b.name}", fabric=hca.fabric, round=rnd)
-        jobs.append((m, server, client, port, lambda m, r: probes.eval_perftest(m, th["ib_write_bw_pair"], r.client, cfg.limit)))
-    for i, hca in enumerate(rails):
-        if "ib_write_lat_p99" not in th:
-            break
-        port = probes.PERFTEST_PORT + 200 + i
-        server = (b.name, b.connection, probes.perftest_cmd("ib_write_lat", hca.name, hca.port, port, cfg.seconds))
-        client = (a.name, a.connection, probes.perftest_cmd("ib_write_lat", hca.name, hca.port, port, cfg.seconds, _addr(b)))
-        m = Measurement("ib_write_lat", a.name, b.name, subject=f"{hca.name} {a.name}->{b.name}", fabric=hca.fabric, round=rnd)
-        lat_jobs.append((m, server, client, port,
-                         lambda m, r: probes.eval_perftest(m, th["ib_write_lat_p99"], r.client, cfg.limit, lat=True)))
-    fabrics = sorted({x.fabric for x in a.profile.ib.hcas})
-    for f in fabrics:
-        if "iperf3_ipoib" not in th:
-            break
+        bw.append((m, server, client, port, lambda m, r: probes.eval_perftest(m, th["ib_write_bw_pair"], r.client, cfg.limit)))
+    for f in sorted({x.fabric for x in a.profile.ib.hcas}) if "iperf3_ipoib" in th else []:
         sa, sb = _fabric_ip(a, f), _fabric_ip(b, f)
         if not sa or not sb:
             continue
@@ -167,15 +156,20 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
         server = (b.name, b.connection, probes.iperf3_server_cmd(sb, port))
         client = (a.name, a.connection, probes.iperf3_client_cmd(sb, sa, port, cfg.seconds))
         m = Measurement("iperf3", a.name, b.name, subject=f"fabric {f} {sa}->{sb}", fabric=f, round=rnd)
-        jobs.append((m, server, client, port, lambda m, r: probes.eval_iperf3(m, th["iperf3_ipoib"], r.client, cfg.limit)))
+        iperf.append((m, server, client, port, lambda m, r: probes.eval_iperf3(m, th["iperf3_ipoib"], r.client, cfg.limit)))
+    for i, hca in enumerate(rails if "ib_write_lat_p99" in th else []):
+        port = probes.PERFTEST_PORT + 200 + i
+        server = (b.name, b.connection, probes.perftest_cmd("ib_write_lat", hca.name, hca.port, port, cfg.seconds))
+        client = (a.name, a.connection, probes.perftest_cmd("ib_write_lat", hca.name, hca.port, port, cfg.seconds, _addr(b)))
+        m = Measurement("ib_write_lat", a.name, b.name, subject=f"{hca.name} {a.name}->{b.name}", fabric=hca.fabric, round=rnd)
+        lat.append((m, server, client, port,
+                    lambda m, r: probes.eval_perftest(m, th["ib_write_lat_p99"], r.client, cfg.limit, lat=True)))
+    stages = [(s, key) for s, key in ((bw, "ib_write_bw_pair"), (iperf, "iperf3_ipoib"), (lat, "ib_write_lat_p99")) if s]
     down: set[str] = set()
 
-    def run(job):
-        m, server, client, port, evaluate = job
-        r = run_server_client(server, client, cfg.limit, control_dir=cp, server_port=port)
-        return note(m, r, evaluate)
-
-    def note(m, r, evaluate):
+    def finish(job_srv):
+        (m, _server, client, _port, evaluate), srv = job_srv
+        r = finish_probe(srv, client, cfg.limit, control_dir=cp)
         if not r.reachable:
             down.add(a.name)
         if not r.server_reachable:
@@ -184,26 +178,22 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
         m.elapsed = r.client.seconds
         return m
 
-    def latency(job_srv):
-        (m, _server, client, _port, evaluate), srv = job_srv
-        return note(m, finish_probe(srv, client, cfg.limit, control_dir=cp), evaluate)
-
     out: list[Measurement] = []
-    with ThreadPoolExecutor(max_workers=max(1, len(jobs) + len(lat_jobs))) as ex:
-        # the latency servers start with the bandwidth probes (a listening server carries no
-        # traffic); their clients run once the bandwidth probes have ended. Their own bound covers both.
-        lat_servers = [ex.submit(start_server, server, 2 * cfg.limit + 15, control_dir=cp, server_port=port)
-                       for _m, server, _c, port, _e in lat_jobs]
-        out += list(ex.map(run, jobs))
-        started = [f.result() for f in lat_servers]
-        if lat_jobs and down:  # a node stopped answering: do not wait out each latency probe's timeout
-            list(ex.map(stop_server, started))
-            for m, *_ in lat_jobs:
-                m.status, m.expected = "error", probes.bound_text(th["ib_write_lat_p99"])
-                m.observed = f"not run: {', '.join(sorted(down))} stopped answering during the bandwidth probes"
-                out.append(m)
-        elif lat_jobs:
-            out += list(ex.map(latency, zip(lat_jobs, started, strict=True)))
+    # each server's own bound covers the stages before its own
+    bound = len(stages) * (cfg.limit + 5) + 15
+    with ThreadPoolExecutor(max_workers=max(1, sum(len(s) for s, _ in stages))) as ex:
+        servers = [[ex.submit(start_server, job[1], bound, control_dir=cp, server_port=job[3]) for job in s]
+                   for s, _ in stages]
+        for (jobs, key), futures in zip(stages, servers, strict=True):
+            started = [f.result() for f in futures]
+            if down:  # a node stopped answering: do not wait out each remaining probe's timeout
+                list(ex.map(stop_server, started))
+                for m, *_ in jobs:
+                    m.status, m.expected = "error", probes.bound_text(th[key])
+                    m.observed = f"not run: {', '.join(sorted(down))} stopped answering during the earlier probes"
+                    out.append(m)
+            else:
+                out += list(ex.map(finish, zip(jobs, started, strict=True)))
     if "nccl_allreduce_pair" in th:  # last: it uses every rail, so it overlaps no other probe
         out.append(nccl_pair(a, b, rnd, cfg, cp, th["nccl_allreduce_pair"], down, slurm_states))
     return out, down

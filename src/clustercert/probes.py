@@ -500,16 +500,16 @@ def tool_seconds(measurements: list[Measurement]) -> float:
 
 
 def pair_round_tool_seconds(measurements: list[Measurement]) -> float:
-    """Critical path of the tools' own run time in one pair round: per pair, the longest of the
-    concurrent bandwidth jobs (ib_write_bw, iperf3), plus the longest latency job, plus the pair's
-    NCCL all_reduce -- the three stages run one after another; the round takes as long as its
-    longest pair."""
+    """Critical path of the tools' own run time in one pair round: per pair, the longest
+    ib_write_bw job (the rails at once), plus the longest iperf3 job (the fabrics at once), plus
+    the longest latency job, plus the pair's NCCL all_reduce -- the stages run one after another;
+    the round takes as long as its longest pair."""
     per_pair: dict[tuple[str, str], list[float]] = {}
-    stage = {"ib_write_lat": 1, "nccl_allreduce": 2}
+    stage = {"iperf3": 1, "ib_write_lat": 2, "nccl_allreduce": 3}
     for m in measurements:
         if m.elapsed is None:
             continue
-        t = per_pair.setdefault((m.a, m.b), [0.0, 0.0, 0.0])
+        t = per_pair.setdefault((m.a, m.b), [0.0, 0.0, 0.0, 0.0])
         i = stage.get(m.probe, 0)
         t[i] = max(t[i], m.elapsed)
     return round(max((sum(t) for t in per_pair.values()), default=0.0), 3)
