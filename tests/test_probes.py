@@ -719,3 +719,25 @@ def test_a_node_side_server_that_never_listens_leaves_an_error_and_nothing_runni
     m = eval_perftest(Measurement("ib_write_bw_loopback", "local"), TH["ib_write_bw_loopback"], res, 10)
     assert m.status == "error"
     assert "sleep 82" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+
+
+def test_with_a_background_pool_the_probe_returns_when_its_client_is_done():
+    """The server (which lingers 2 s after serving) is ended in the background pool; the probe
+    returns with the client's result at once, and the server's group is gone once the pool is done."""
+    import shlex
+    from concurrent.futures import ThreadPoolExecutor
+
+    from clustercert.collect import finish_probe, start_server
+
+    local = {"ansible_connection": "local"}
+    port = _free_port()
+    linger = LATE_SERVER.format(delay=0.1, port=port) + "; time.sleep(2); print('done')"
+    srv_cmd = f"(sleep 83 &) ; {sys.executable} -c {shlex.quote(linger)}"
+    client = ("localhost", local, f"{sys.executable} -c {shlex.quote(CLIENT.format(port=port))}")
+    with ThreadPoolExecutor(2) as bg:
+        srv = start_server(("localhost", local, srv_cmd), 20, server_port=port)
+        t0 = time.monotonic()
+        r = finish_probe(srv, client, 20, background=bg)
+        assert time.monotonic() - t0 < 1.5 and r.client.ok and r.server is None and r.server_reachable
+    assert srv.proc.returncode is not None  # ended (by itself: within the 3 s its client's success gives it)
+    assert "sleep 83" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout

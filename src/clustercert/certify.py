@@ -137,8 +137,8 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
     measurements share an HCA: ib_write_bw per rail (the rails at once), then iperf3 over IPoIB per
     fabric (the fabrics at once; IPoIB runs on the same HCAs), then ib_write_lat per rail, then NCCL
     across both nodes. Every server starts with the first stage and waits (a listening server carries
-    no traffic): a later stage starts with its clients. Returns the measurements and the nodes that
-    did not answer."""
+    no traffic): a later stage starts with its clients; a server is ended once its client is done,
+    beside the next stage. Returns the measurements and the nodes that did not answer."""
     th = cfg.thresholds(a.profile)
     rails = [x for x in a.profile.ib.hcas if x.role == "compute"]
     bw, iperf, lat = [], [], []
@@ -169,7 +169,7 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
 
     def finish(job_srv):
         (m, _server, client, _port, evaluate), srv = job_srv
-        r = finish_probe(srv, client, cfg.limit, control_dir=cp)
+        r = finish_probe(srv, client, cfg.limit, control_dir=cp, background=ends)
         if not r.reachable:
             down.add(a.name)
         if not r.server_reachable:
@@ -181,7 +181,9 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
     out: list[Measurement] = []
     # each server's own bound covers the stages before its own
     bound = len(stages) * (cfg.limit + 5) + 15
-    with ThreadPoolExecutor(max_workers=max(1, sum(len(s) for s, _ in stages))) as ex:
+    n = max(1, sum(len(s) for s, _ in stages))
+    # ``ends``: each server is ended there once its client is done, while the next stage runs
+    with ThreadPoolExecutor(max_workers=n) as ex, ThreadPoolExecutor(max_workers=2 * n) as ends:
         servers = [[ex.submit(start_server, job[1], bound, control_dir=cp, server_port=job[3]) for job in s]
                    for s, _ in stages]
         for (jobs, key), futures in zip(stages, servers, strict=True):
@@ -194,8 +196,8 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
                     out.append(m)
             else:
                 out += list(ex.map(finish, zip(jobs, started, strict=True)))
-    if "nccl_allreduce_pair" in th:  # last: it uses every rail, so it overlaps no other probe
-        out.append(nccl_pair(a, b, rnd, cfg, cp, th["nccl_allreduce_pair"], down, slurm_states))
+        if "nccl_allreduce_pair" in th:  # last: it uses every rail, so it overlaps no other probe
+            out.append(nccl_pair(a, b, rnd, cfg, cp, th["nccl_allreduce_pair"], down, slurm_states))
     return out, down
 
 

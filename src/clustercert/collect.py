@@ -24,8 +24,8 @@ from pathlib import Path
 # timeout, server]}, "parallel": N, "stages": [[name, ...], ...] (optional)} on stdin. A server
 # ({"cmd", "port", "timeout"}) is started first, in its own session under `timeout -s KILL`; the
 # command (its client) starts once the port listens here (at most 2 s), and its run time is the
-# client's alone; afterwards the server gets 3 s (0.5 s when the client failed) to exit, and its
-# group is killed. With "stages", the stages run one after another, each stage's commands at once.
+# client's alone; afterwards the server gets 0.2 s to exit (none when the client failed: nobody
+# will come), and its group is killed -- its traffic ended with its client's. With "stages", the stages run one after another, each stage's commands at once.
 REMOTE_RUNNER = r'''
 import json, os, signal, subprocess, sys, time
 from concurrent.futures import ThreadPoolExecutor
@@ -91,7 +91,7 @@ def run(item):
            "timed_out": timed_out, "seconds": seconds}
     if srv is not None:  # its end, not its pipes' (a child of the server may hold them open)
         try:
-            srv.wait(timeout=3 if res["rc"] == 0 else 0.5)
+            srv.wait(timeout=0.2 if res["rc"] == 0 else 0.01)
         except subprocess.TimeoutExpired:
             pass
         kill(srv)
@@ -417,11 +417,13 @@ def stop_server(srv: Server, wait: float = 0.0) -> CommandResult:
 
 
 def finish_probe(srv: Server | None, client: tuple[str, dict, str], timeout: float, *,
-                 control_dir: Path | None = None) -> ProbeRun:
+                 control_dir: Path | None = None, background: ThreadPoolExecutor | None = None) -> ProbeRun:
     """Run ``client`` = (node, conn, cmd) against the started server ``srv`` (or alone), both bounded
     by ``timeout``; then make sure neither left a process: each wrapper kills its own group when its
     command ends, and a session that did not say so has its group killed from here (the client's
-    while the server ends)."""
+    while the server ends). With ``background``, a server that started is ended there (its traffic
+    ended with its client's) and the probe returns without its result (``server`` None): the
+    caller's next probe need not wait; the caller waits for ``background`` before it is done."""
     t_int = int(max(1, timeout))
     cli_node, cli_conn, cli_cmd = client
     script = _bounded(cli_cmd, t_int)
@@ -438,10 +440,17 @@ def finish_probe(srv: Server | None, client: tuple[str, dict, str], timeout: flo
     except subprocess.TimeoutExpired:
         cli_pgid, unreachable, reaped = None, True, False
         client_res = CommandResult(None, "", "no answer from the node", True, round(time.monotonic() - t0, 3), cli_cmd)
-    with ThreadPoolExecutor(max_workers=1) as ex:
+    wait = 3 if client_res.ok else 0.5
+    server_res = None
+    if background is not None and srv is not None and srv.pgid is not None:
         if not reaped:
-            ex.submit(_kill_group, cli_conn, cli_node, cli_pgid, control_dir)
-        server_res = stop_server(srv, 3 if client_res.ok else 0.5) if srv is not None else None
+            background.submit(_kill_group, cli_conn, cli_node, cli_pgid, control_dir)
+        background.submit(stop_server, srv, wait)
+    else:
+        with ThreadPoolExecutor(max_workers=1) as ex:
+            if not reaped:
+                ex.submit(_kill_group, cli_conn, cli_node, cli_pgid, control_dir)
+            server_res = stop_server(srv, wait) if srv is not None else None
     server_reachable = srv is None or srv.pgid is not None or srv.proc.returncode != 255
     return ProbeRun(server_res, client_res, not unreachable, client_res.stderr.strip()[-300:] if unreachable else "",
                     server_reachable)

@@ -252,7 +252,7 @@ def _client(tool: str, o: dict, hw: dict, hca: dict, port: dict, me: dict) -> in
                 common.err(f"Couldn't connect to {host}:{o['port']}\n"
                            "Unable to open file descriptor for socket connection Unable to init the socket connection\n")
                 return 1
-            time.sleep(0.2)
+            time.sleep(0.05)
     with sock:
         try:
             _exchange_send(sock, me)
