@@ -25,7 +25,9 @@ from pathlib import Path
 # ({"cmd", "port", "timeout"}) is started first, in its own session under `timeout -s KILL`; the
 # command (its client) starts once the port listens here (at most 2 s), and its run time is the
 # client's alone; afterwards the server gets 0.2 s to exit (none when the client failed: nobody
-# will come), and its group is killed -- its traffic ended with its client's. With "stages", the stages run one after another, each stage's commands at once.
+# will come), and its group is killed -- its traffic ended with its client's. With "stages", the
+# stages run one after another, each stage's commands at once. A command's leftovers in its own
+# process group are killed when it ends.
 REMOTE_RUNNER = r'''
 import json, os, signal, subprocess, sys, time
 from concurrent.futures import ThreadPoolExecutor
