@@ -141,13 +141,21 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
     beside the next stage. Returns the measurements and the nodes that did not answer."""
     th = cfg.thresholds(a.profile)
     rails = [x for x in a.profile.ib.hcas if x.role == "compute"]
-    bw, iperf, lat = [], [], []
-    for i, hca in enumerate(rails if "ib_write_bw_pair" in th else []):
-        port = probes.PERFTEST_PORT + i
-        server = (b.name, b.connection, probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds))
-        client = (a.name, a.connection, probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds, _addr(b)))
-        m = Measurement("ib_write_bw", a.name, b.name, subject=f"{hca.name} {a.name}->{b.name}", fabric=hca.fabric, round=rnd)
-        bw.append((m, server, client, port, lambda m, r: probes.eval_perftest(m, th["ib_write_bw_pair"], r.client, cfg.limit)))
+
+    def perftest(tool: str, key: str, port0: int) -> list:  # one job per rail
+        jobs = []
+        for i, hca in enumerate(rails if key in th else []):
+            port = port0 + i
+            server = (b.name, b.connection, probes.perftest_cmd(tool, hca.name, hca.port, port, cfg.seconds))
+            client = (a.name, a.connection, probes.perftest_cmd(tool, hca.name, hca.port, port, cfg.seconds, _addr(b)))
+            m = Measurement(tool, a.name, b.name, subject=f"{hca.name} {a.name}->{b.name}", fabric=hca.fabric, round=rnd)
+            jobs.append((m, server, client, port, lambda m, r: probes.eval_perftest(m, th[key], r.client, cfg.limit,
+                                                                                   lat=tool.endswith("_lat"))))
+        return jobs
+
+    bw = perftest("ib_write_bw", "ib_write_bw_pair", probes.PERFTEST_PORT)
+    lat = perftest("ib_write_lat", "ib_write_lat_p99", probes.PERFTEST_PORT + 200)
+    iperf = []
     for f in sorted({x.fabric for x in a.profile.ib.hcas}) if "iperf3_ipoib" in th else []:
         sa, sb = _fabric_ip(a, f), _fabric_ip(b, f)
         if not sa or not sb:
@@ -157,13 +165,6 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
         client = (a.name, a.connection, probes.iperf3_client_cmd(sb, sa, port, cfg.seconds))
         m = Measurement("iperf3", a.name, b.name, subject=f"fabric {f} {sa}->{sb}", fabric=f, round=rnd)
         iperf.append((m, server, client, port, lambda m, r: probes.eval_iperf3(m, th["iperf3_ipoib"], r.client, cfg.limit)))
-    for i, hca in enumerate(rails if "ib_write_lat_p99" in th else []):
-        port = probes.PERFTEST_PORT + 200 + i
-        server = (b.name, b.connection, probes.perftest_cmd("ib_write_lat", hca.name, hca.port, port, cfg.seconds))
-        client = (a.name, a.connection, probes.perftest_cmd("ib_write_lat", hca.name, hca.port, port, cfg.seconds, _addr(b)))
-        m = Measurement("ib_write_lat", a.name, b.name, subject=f"{hca.name} {a.name}->{b.name}", fabric=hca.fabric, round=rnd)
-        lat.append((m, server, client, port,
-                    lambda m, r: probes.eval_perftest(m, th["ib_write_lat_p99"], r.client, cfg.limit, lat=True)))
     stages = [(s, key) for s, key in ((bw, "ib_write_bw_pair"), (iperf, "iperf3_ipoib"), (lat, "ib_write_lat_p99")) if s]
     down: set[str] = set()
 

@@ -406,7 +406,8 @@ def stop_server(srv: Server, wait: float = 0.0) -> CommandResult:
         out, err = srv.proc.communicate(timeout=wait)
     except subprocess.TimeoutExpired:
         out = None
-    if out is None or not _END_LINE.search((out or b"").decode(errors="replace")):
+    reaped, text = _ended(_MARK_LINE.sub(b"", srv.head + (out or b"")).decode(errors="replace"))
+    if not reaped:
         _kill_group(srv.conn, srv.node, srv.pgid, srv.control_dir)
         if out is None:
             try:
@@ -414,8 +415,8 @@ def stop_server(srv: Server, wait: float = 0.0) -> CommandResult:
             except subprocess.TimeoutExpired:
                 srv.proc.kill()
                 out, err = srv.proc.communicate()
-    text = _MARK_LINE.sub(b"", srv.head + (out or b"")).decode(errors="replace")
-    return CommandResult(srv.proc.returncode, _ended(text)[1], (err or b"").decode(errors="replace"), False, 0.0, srv.cmd)
+            text = _MARK_LINE.sub(b"", srv.head + (out or b"")).decode(errors="replace")
+    return CommandResult(srv.proc.returncode, text, (err or b"").decode(errors="replace"), False, 0.0, srv.cmd)
 
 
 def finish_probe(srv: Server | None, client: tuple[str, dict, str], timeout: float, *,
