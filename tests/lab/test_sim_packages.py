@@ -75,7 +75,7 @@ def test_debs_are_well_formed(repo):
     subprocess.run(["dpkg-deb", "-x", str(repo / "pool/nvidia-smi_570.158.01-1_amd64.deb"), str(tmp)], check=True)
     wrapper = (tmp / "usr/bin/nvidia-smi").read_text()
     assert "export CLUSTERCERT_LAB_LIB_VERSION=570.158.01" in wrapper
-    assert 'exec /usr/bin/python3 /var/lib/clustercert-lab/labsim nvidia-smi "$@"' in wrapper
+    assert 'exec /usr/bin/python3 -I -S /var/lib/clustercert-lab/labsim/__main__.py nvidia-smi "$@"' in wrapper
     subprocess.run(["dpkg-deb", "-x", str(repo / "pool/nvidia-kernel-open-dkms_570.172.08-1_amd64.deb"), str(tmp)],
                    check=True)
     conf = (tmp / "etc/modprobe.d/nvidia-570-clustercert-lab.conf").read_text()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
+
+try:  # json's C half: the json package itself imports re, a third of a simulated tool's start-up
+    import _json
+except ImportError:  # another Python: the json package
+    _json = None
 
 BANNER = "clustercert lab simulation (simulated hardware; not a real device)"
 
@@ -29,23 +33,73 @@ def root(path: str) -> str:
     return os.environ.get("CLUSTERCERT_LAB_ROOT", "") + path
 
 
+class _DecoderSettings:
+    """What the C scanner reads from a json.JSONDecoder: json.loads's defaults."""
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}.__getitem__
+
+
+_scanner = None
+
+
+def loads(text: str):
+    """json.loads(text), through json's C scanner where there is one. Bad JSON: ValueError."""
+    global _scanner
+    if _json is None:
+        import json
+        return json.loads(text)
+    if _scanner is None:
+        _scanner = _json.make_scanner(_DecoderSettings())
+    start = len(text) - len(text.lstrip())
+    try:
+        obj, end = _scanner(text, start)
+    except StopIteration as exc:
+        raise ValueError(f"no JSON value at character {exc.value}") from None
+    if text[end:].strip():
+        raise ValueError(f"extra data after JSON at character {end}")
+    return obj
+
+
+def _unserialisable(o):
+    raise TypeError(f"{type(o).__name__} is not JSON serialisable")
+
+
+def dumps(data) -> str:
+    """json.dumps(data), through json's C encoder where there is one."""
+    if _json is None:
+        import json
+        return json.dumps(data)
+    encode = _json.make_encoder(None, _unserialisable, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+    return "".join(encode(data, 0))
+
+
 def load_hw() -> dict:
     with open(os.path.join(sim_dir(), "hw.json")) as f:
-        return json.load(f)
+        return loads(f.read())
 
 
-def write_json(path: str, data) -> None:
+def write_json(path: str, data, pretty: bool = True) -> None:
+    """``data`` as JSON at ``path``, replaced at once; ``pretty``: indented, keys sorted (json)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
+    if pretty:
+        import json
+        text = json.dumps(data, indent=1, sort_keys=True)
+    else:
+        text = dumps(data)
     with open(tmp, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
+        f.write(text)
     os.replace(tmp, path)
 
 
 def read_json(path: str, default):
     try:
         with open(path) as f:
-            return json.load(f)
+            return loads(f.read())
     except (OSError, ValueError):
         return default
 
@@ -223,7 +277,7 @@ def mark_busy(gpu_indices: list[int]) -> str:
     for stale, _rec in _busy_markers(stale=True):  # left by a workload killed at its timeout
         clear_busy(stale)
     path = os.path.join(run_dir(), BUSY_DIR, f"{os.getpid()}.json")
-    write_json(path, {"pid": os.getpid(), "gpus": list(gpu_indices)})
+    write_json(path, {"pid": os.getpid(), "gpus": list(gpu_indices)}, pretty=False)
     return path
 
 
@@ -360,7 +414,7 @@ def boot_time() -> float:
 def kmsg(msg: str, level: int = 6) -> None:
     os.makedirs(run_dir(), exist_ok=True)
     with open(os.path.join(run_dir(), "kmsg.log"), "a") as f:
-        f.write(json.dumps([time.time(), level, msg]) + "\n")
+        f.write(dumps([time.time(), level, msg]) + "\n")
 
 
 def xid_line(hw: dict, ev: dict) -> str:
@@ -377,7 +431,7 @@ def kmsg_records(hw: dict) -> list[tuple[float, int, str]]:
         with open(os.path.join(run_dir(), "kmsg.log")) as f:
             for line in f:
                 try:
-                    t, lvl, msg = json.loads(line)
+                    t, lvl, msg = loads(line)
                 except ValueError:
                     continue
                 recs.append((float(t), int(lvl), msg))

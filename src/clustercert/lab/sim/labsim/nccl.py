@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import socket
 import time
 
@@ -69,9 +68,9 @@ def launch_env(env=None) -> dict | None:
     def num(*names, default=None):
         for n in names:
             v = env.get(n, "")
-            m = re.match(r"\d+", v)
-            if m:
-                return int(m.group(0))
+            digits = v[:len(v) - len(v.lstrip("0123456789"))]  # its leading digits
+            if digits:
+                return int(digits)
         return default
 
     rank = num("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
@@ -96,9 +95,10 @@ def root_addresses(env) -> list[str]:
     if env.get("SLURM_LAUNCH_NODE_IPADDR"):
         out.append(env["SLURM_LAUNCH_NODE_IPADDR"])
     nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""
-    m = re.match(r"([^,\[]+)(?:\[(\d+))?", nodelist)
-    if m:
-        out.append(m.group(1) + (m.group(2) or ""))
+    # the first node: "n1,n2" -> n1; "node[01-04,07]" -> node01
+    name, bracket, rest = nodelist.split(",")[0].partition("[")
+    if name:
+        out.append(name + (rest[:len(rest) - len(rest.lstrip("0123456789"))] if bracket else ""))
     return [a for a in out if a]
 
 

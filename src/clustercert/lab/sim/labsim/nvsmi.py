@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from html import escape  # not xml.sax.saxutils: it pulls in urllib and email, a third of this tool's start-up
 
 from . import common
 
@@ -12,6 +11,12 @@ NA = "N/A"
 
 def _now() -> time.struct_time:
     return time.localtime()
+
+
+def _escape(text: str) -> str:
+    """XML text: html.escape(text, quote=False) (the html package imports re and its entity table;
+    xml.sax.saxutils urllib and email: most of this tool's start-up)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _ctime(t: time.struct_time) -> str:
@@ -267,7 +272,7 @@ def q_xml(hw: dict, gpus: list[dict]) -> str:
         if value is None:
             o.append(f"{ind}<{tag}{attrs}>")
         else:
-            o.append(f"{ind}<{tag}{attrs}>{escape(str(value), quote=False)}</{tag}>")
+            o.append(f"{ind}<{tag}{attrs}>{_escape(str(value))}</{tag}>")
 
     def close(depth: int, tag: str):
         o.append("\t" * depth + f"</{tag}>")

@@ -10,7 +10,6 @@ by that factor. Between two nodes a slowed fabric link (link_slow) counts too.
 from __future__ import annotations
 
 import hashlib
-import json
 import socket
 import time
 
@@ -180,7 +179,7 @@ def main(tool: str, argv: list[str]) -> int:
 
 
 def _exchange_send(sock: socket.socket, data: dict) -> None:
-    sock.sendall((json.dumps(data) + "\n").encode())
+    sock.sendall((common.dumps(data) + "\n").encode())
 
 
 def _exchange_recv(sock: socket.socket, timeout: float = 60) -> dict:
@@ -191,7 +190,7 @@ def _exchange_recv(sock: socket.socket, timeout: float = 60) -> dict:
         if not chunk:
             raise ConnectionError("peer closed")
         buf += chunk
-    return json.loads(buf.decode())
+    return common.loads(buf.decode())
 
 
 def _result(tool: str, o: dict, hw: dict, hca: dict, port: dict, me: dict, peer: dict, server: bool) -> str:
