@@ -422,7 +422,7 @@ def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the
     diag = (FIX / "dcgmi" / "diag-r1-deployment-failures.txt").read_text()
     asked, calls = {}, []
 
-    def fake_collect(node, conn, commands, *, control_dir=None, parallel=8, stages=None):
+    def fake_collect(node, conn, commands, *, control_dir=None, parallel=8, stages=None, on_done=None):
         asked.update(commands)
         calls.append(stages)
         nccl = _nccl_ok() + f"{UTIL_MARK}\n" + _samples([[100] * 8] * 3)
@@ -434,15 +434,18 @@ def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the
             "dcgmi_diag": CommandResult(226, diag, "", False, 1.0, "dcgmi diag -r 2")})
 
     monkeypatch.setattr(certify, "collect_node", fake_collect)
-    ms = certify.node_probes(_host("node01"), certify.ProbeSettings(2, 20), tmp_path)
-    # one connection: the rails' loopbacks at once (each client with its server), then one after another
-    assert calls == [[["loopback0", "loopback1"], ["nccl"], ["nvbandwidth"], ["dcgmi_diag"]]]
+    host = _host("node01")
+    assert host.profile.gpu.nvswitch
+    ms = certify.node_probes(host, certify.ProbeSettings(2, 20), tmp_path)
+    # one connection: the rails' loopbacks at once (each client with its server) and, the GPUs being on
+    # NVSwitch, NCCL beside them; then one after another
+    assert calls == [[["loopback0", "loopback1", "nccl"], ["nvbandwidth"], ["dcgmi_diag"]]]
     client, limit, server = asked["loopback1"]
     assert client.startswith("ib_write_bw -d mlx5_1 ") and client.endswith(" localhost") and limit == 22
     assert server["cmd"].startswith("ib_write_bw -d mlx5_1 ") and " -p 18616 " in server["cmd"] and server["port"] == 18616
     loops = [m for m in ms if m.probe == "ib_write_bw_loopback"]
     assert [m.subject for m in loops] == ["mlx5_0", "mlx5_1"] and all(m.value and m.status != "error" for m in loops)
-    assert tool_seconds(ms) == 2.5 + 3.0 + 1.0 + 1.0  # the rails at once, the rest one after another
+    assert tool_seconds(ms) == 3.0 + 1.0 + 1.0  # the rails and NCCL at once, the rest one after another
     script, limit = asked["nccl"]
     assert "all_reduce_perf -b 8 -e 8G -f 2 -g 8" in script and "utilization.gpu" in script and limit == 22
     assert asked["dcgmi_diag"] == ("dcgmi diag -r 2", 900)
@@ -455,6 +458,11 @@ def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the
     assert all(m.status == "fail" for m in by["dcgmi_diag"])
     findings = [m.finding() for m in ms]
     assert {f.check for f in findings} >= {"probe.gpu_util_under_load", "probe.dcgmi_diag", "probe.nccl_allreduce"}
+    # without NVSwitch NCCL's traffic inside the node crosses PCIe, as the loopback traffic does: after the rails
+    host.profile = host.profile.model_copy(update={"gpu": host.profile.gpu.model_copy(update={"nvswitch": False})})
+    ms = certify.node_probes(host, certify.ProbeSettings(2, 20), tmp_path)
+    assert calls[-1] == [["loopback0", "loopback1"], ["nccl"], ["nvbandwidth"], ["dcgmi_diag"]]
+    assert tool_seconds(ms) == 2.5 + 3.0 + 1.0 + 1.0
 
 
 def test_drift_counts_a_latency_rise_not_a_latency_fall_as_a_drop(monkeypatch, tmp_path):
@@ -510,6 +518,10 @@ def test_probe_timing_critical_path_and_control_overhead():
                 "n2": [_timed("ib_write_bw_loopback", "n2", "", 5.0)],
                 "n3": []}
     assert tool_seconds(per_node["n1"]) == 8.2
+    # with the stages they ran in: the longest of each stage, the stages one after another
+    staged = [Measurement("ib_write_bw_loopback", "n1", elapsed=5.1, stage=0), Measurement("nccl_allreduce", "n1", elapsed=6.0, stage=0),
+              Measurement("nvbandwidth", "n1", elapsed=3.0, stage=1), Measurement("dcgmi_diag", "n1", elapsed=2.0, stage=2)]
+    assert tool_seconds(staged) == 11.0
     rounds = [{"round": 1, "wall_s": 12.0, "tool_s": 10.7}, {"round": 2, "wall_s": 6.5, "tool_s": 5.5}]
     t = probe_timing(per_node, 10.0, rounds, 29.0)
     assert t["node_probes"] == {"wall_s": 10.0, "tool_s": 8.2}
@@ -525,17 +537,17 @@ def test_run_probes_reports_timing_of_each_phase(monkeypatch, tmp_path):
     from clustercert import certify
 
     monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path))
-    monkeypatch.setattr(certify, "node_probes", lambda h, cfg, cp, down: [_timed("nccl_allreduce", h.name, "", 0.2)])
+    monkeypatch.setattr(certify, "node_probes", lambda h, cfg, cp, down, hcas_free=None: [_timed("nccl_allreduce", h.name, "", 0.2)])
 
-    def pair(a, b, rnd, cfg, cp, slurm_states=None):
+    def pair(a, b, rnd, cfg, cp, slurm_states=None, plan=None):
         assert slurm_states is None  # no Slurm in this inventory: nothing was asked of it
         time.sleep(0.1)
         return [_timed("ib_write_bw", a.name, b.name, 0.05), _timed("ib_write_lat", a.name, b.name, 0.02)], set()
 
     monkeypatch.setattr(certify, "pair_probes", pair)
-    inv = SimpleNamespace(hosts={n: SimpleNamespace(name=n, profile=SimpleNamespace(thresholds={}),
-                                                     vars=SimpleNamespace(clustercert_slurm=False))
-                                 for n in ("n1", "n2", "n3", "n4")})
+    inv = SimpleNamespace(hosts={n: _host(n) for n in ("n1", "n2", "n3", "n4")})
+    for h in inv.hosts.values():
+        h.vars.clustercert_slurm = False
     out = certify.run_probes(inv, ["n1", "n2", "n3", "n4"], certify.ProbeSettings(1, 5), False, 25)
     t = out["timing"]
     assert [r["round"] for r in t["rounds"]] == [1] and t["rounds"][0]["tool_s"] == 0.07
@@ -543,6 +555,72 @@ def test_run_probes_reports_timing_of_each_phase(monkeypatch, tmp_path):
     assert t["node_probes"]["tool_s"] == 0.2
     assert t["probe_wall_s"] == out["seconds"]
     assert t["probe_tool_s"] == 0.27 and t["control_overhead_s"] == round(out["seconds"] - 0.27, 2)
+
+
+def test_round1_servers_start_once_their_node_loopback_tests_end(monkeypatch, tmp_path):
+    """Round 1 is known before the node probes: a pair's servers start on its server node as soon as
+    that node's loopback tests have ended (while its GPU probes still run), not with the round."""
+    import threading
+    from types import SimpleNamespace
+
+    from clustercert import certify
+
+    monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path))
+    events, lock = [], threading.Lock()
+
+    def node(h, cfg, cp, down, hcas_free=None):
+        if h.name in ("node02", "node04"):  # the round's server nodes: loopbacks end, the GPU probes go on
+            time.sleep(0.05 if h.name == "node02" else 0.3)
+            hcas_free(h.name)
+            with lock:
+                events.append(("loopback done", h.name))
+        time.sleep(0.5)
+        with lock:
+            events.append(("node done", h.name))
+        return []
+
+    def start(server, timeout, *, control_dir=None, server_port=None):
+        with lock:
+            events.append(("server", server[0]))
+        return SimpleNamespace(server=server, timeout=timeout)
+
+    plans = {}
+
+    def pair(a, b, rnd, cfg, cp, slurm_states=None, plan=None):
+        plans[(a.name, b.name)] = plan
+        return [_timed("ib_write_bw", a.name, b.name, 0.1)], set()
+
+    monkeypatch.setattr(certify, "node_probes", node)
+    monkeypatch.setattr(certify, "start_server", start)
+    monkeypatch.setattr(certify, "pair_probes", pair)
+    hosts = {n: _host(n, addresses={"ib0": f"10.251.0.{i}/24", "ib1": f"10.252.0.{i}/24"})
+             for i, n in enumerate(("node01", "node02", "node03", "node04"), 11)}
+    for h in hosts.values():
+        h.vars.clustercert_slurm = False
+    out = certify.run_probes(SimpleNamespace(hosts=hosts), list(hosts), certify.ProbeSettings(2, 20), False, 25)
+    assert out["rounds"] == 1 and set(plans) == {("node01", "node02"), ("node03", "node04")}
+    servers = [i for i, e in enumerate(events) if e[0] == "server"]
+    assert len(servers) == 2 * 6  # per pair: ib_write_bw and ib_write_lat per rail, iperf3 per fabric
+    # node02's servers started before any node finished its probes, node04's once its loopbacks ended
+    first_done = events.index(next(e for e in events if e[0] == "node done"))
+    assert all(events[i] == ("server", "node02") for i in servers[:6]) and servers[5] < first_done
+    assert events.index(("loopback done", "node04")) < servers[6] or servers[6] < first_done
+    for plan in plans.values():  # each pair was handed its started servers, bounded past the node phase too
+        started = [f.result() for stage in plan.servers for f in stage]
+        assert len(started) == 6 and all(x.timeout > plan.bound + 3 * 27 for x in started)
+
+
+def test_collect_node_reports_each_command_as_it_ends(tmp_path):
+    from clustercert.collect import collect_node
+
+    seen, t0 = [], time.monotonic()
+    ev = collect_node("local", {"ansible_connection": "local"},
+                      {"quick": ("echo quick", 10), "slow": ("sleep 1; echo slow", 10), "last": ("echo last", 10)},
+                      stages=[["quick", "slow"], ["last"]],
+                      on_done=lambda name: seen.append((name, time.monotonic() - t0)))
+    assert ev.reachable and {k: r.stdout.strip() for k, r in ev.results.items()} == {"quick": "quick", "slow": "slow", "last": "last"}
+    assert [n for n, _ in seen] == ["quick", "slow", "last"]
+    assert seen[0][1] < 0.8 <= seen[1][1]  # the quick command was reported while the slow one ran
 
 
 def _free_port() -> int:

@@ -7,9 +7,11 @@ clustercert.checks / clustercert.probes, recording clustercert.store, rendering 
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,10 +68,14 @@ def _fabric_ip(h: HostView, fabric: int) -> str | None:
     return None
 
 
-def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None = None) -> list[Measurement]:
+def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None = None,
+                hcas_free: Callable[[str], None] | None = None) -> list[Measurement]:
     """Probes on one node, in one connection: loopback ib_write_bw per compute HCA (the rails at once,
-    each server started on the node before its client), then one after another: NCCL on one node
-    with GPU utilisation sampled while it runs, nvbandwidth, dcgmi diag."""
+    each server started on the node before its client) and, on an NVSwitch node, NCCL on the node
+    beside them (nccl_beside_loopback); then one after another: NCCL on the node with GPU utilisation
+    sampled while it runs (where it did not run beside the rails), nvbandwidth, dcgmi diag.
+    ``hcas_free(node)`` is called once the node's loopback tests have ended (its HCAs carry none of
+    its own probes any more), while its other probes may still run."""
     prof, out = h.profile, []
     th = cfg.thresholds(prof)
     rails = [x for x in prof.ib.hcas if x.role == "compute"] if "ib_write_bw_loopback" in th else []
@@ -89,20 +95,31 @@ def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None
     diag = cfg.dcgm_diag(prof)
     if diag is not None and diag.level > 0:
         cmds["dcgmi_diag"] = (probes.dcgmi_diag_cmd(diag.level), diag.limit_s)
+    stage0 = [n for n in cmds if n.startswith("loopback") or (n == "nccl" and nccl_beside_loopback(prof))]
+    stages = ([stage0] if stage0 else []) + [[n] for n in cmds if n not in stage0]
+    stage_of = {n: i for i, st in enumerate(stages) for n in st}
+    on_done, loops = None, {n for n in cmds if n.startswith("loopback")}
+    if hcas_free is not None and loops:
+        def on_done(name: str) -> None:
+            loops.discard(name)
+            if not loops:
+                hcas_free(h.name)
+    elif hcas_free is not None:
+        hcas_free(h.name)
     ev = None
     if cmds:
-        loops = [n for n in cmds if n.startswith("loopback")]
-        stages = ([loops] if loops else []) + [[n] for n in cmds if n not in loops]
-        ev = collect_node(h.name, h.connection, cmds, control_dir=cp, stages=stages)
+        ev = collect_node(h.name, h.connection, cmds, control_dir=cp, stages=stages, on_done=on_done)
         if not ev.reachable and down is not None:
             down.add(h.name)
+    if hcas_free is not None:
+        hcas_free(h.name)
     results = ev.results if ev is not None else {}
     for i, hca in enumerate(rails):
         m = Measurement("ib_write_bw_loopback", h.name, subject=hca.name, fabric=hca.fabric)
         m = probes.eval_perftest(m, th["ib_write_bw_loopback"], results.get(f"loopback{i}"), cfg.limit)
         if ev is not None and not ev.reachable:
             m.observed = f"{h.name} did not answer: {ev.error or m.observed}"
-        _charge([m], results.get(f"loopback{i}"))
+        _charge([m], results.get(f"loopback{i}"), stage_of.get(f"loopback{i}"))
         out.append(m)
     if "nccl" in cmds:
         first = len(out)
@@ -112,33 +129,55 @@ def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None
             out.append(probes.eval_nccl(m, th["nccl_allreduce_1node"], res, cfg.limit))
         if sample_util:
             out += probes.eval_gpu_util(h.name, th["gpu_util_under_load"], prof.gpu.count, res, samples, cfg.limit)
-        _charge(out[first:], results.get("nccl"))
+        _charge(out[first:], results.get("nccl"), stage_of["nccl"])
     if "nvbandwidth" in cmds:
         first = len(out)
         out += probes.eval_nvbandwidth(h.name, prof, results.get("nvbandwidth"), cfg.limit)
-        _charge(out[first:], results.get("nvbandwidth"))
+        _charge(out[first:], results.get("nvbandwidth"), stage_of["nvbandwidth"])
     if cfg.only is None or "dcgmi" in cfg.only:
         diag_res = results.get("dcgmi_diag") if "dcgmi_diag" in cmds else None
         first = len(out)
         out += probes.eval_dcgmi_diag(h.name, diag, diag_res, diag.limit_s if diag else 0)
-        _charge(out[first:], diag_res)
+        _charge(out[first:], diag_res, stage_of.get("dcgmi_diag"))
     return out
 
 
-def _charge(ms: list[Measurement], res) -> None:
-    """Carry the run time of the command behind ``ms`` on the first of them (timing counts it once)."""
+def nccl_beside_loopback(prof) -> bool:
+    """Whether NCCL on one node may run at the same time as the node's loopback bandwidth probes. On
+    an NVSwitch node all of NCCL's traffic between the node's GPUs crosses NVLink: it uses neither
+    the HCAs nor PCIe, which carry the loopback traffic, so neither measurement disturbs the other.
+    Without NVSwitch NCCL's peer-to-peer and shared-memory paths cross PCIe and host memory, as the
+    loopback traffic does: the two run one after the other."""
+    return bool(prof.gpu.nvswitch)
+
+
+def _charge(ms: list[Measurement], res, stage: int | None = None) -> None:
+    """Carry the run time of the command behind ``ms`` on the first of them (timing counts it once),
+    with the node stage it ran in (the commands of a stage run at once)."""
     if ms and res is not None:
-        ms[0].elapsed = res.seconds
+        ms[0].elapsed, ms[0].stage = res.seconds, stage
 
 
-def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path,
-                slurm_states: dict | None = None) -> tuple[list[Measurement], set[str]]:
-    """Node-to-node probes between a (client) and b (server), one kind after another so that no two
-    measurements share an HCA: ib_write_bw per rail (the rails at once), then iperf3 over IPoIB per
-    fabric (the fabrics at once; IPoIB runs on the same HCAs), then ib_write_lat per rail, then NCCL
-    across both nodes. Every server starts with the first stage and waits (a listening server carries
-    no traffic): a later stage starts with its clients; a server is ended once its client is done,
-    beside the next stage. Returns the measurements and the nodes that did not answer."""
+@dataclass
+class PairPlan:
+    """The node-to-node probes of one pair (pair_probes), in stages: (jobs, threshold key) per stage,
+    a job being (measurement, server, client, port, evaluate). Every server may start ahead of its
+    client: a listening server carries no traffic."""
+    a: HostView
+    b: HostView
+    th: dict
+    stages: list[tuple[list, str]]
+    bound: float                  # each server's limit, from the pair's first stage on
+    servers: list[list[Future]] | None = None  # per stage, once started
+    taken: bool = False           # pair_probes ran it (and ended its servers)
+
+    def start_servers(self, ex: ThreadPoolExecutor, cp: Path, ahead: float = 0.0) -> None:
+        """Start every server in ``ex``; ``ahead``: seconds more than ``bound`` they may wait for the pair."""
+        self.servers = [[ex.submit(start_server, job[1], self.bound + ahead, control_dir=cp, server_port=job[3])
+                         for job in jobs] for jobs, _ in self.stages]
+
+
+def pair_plan(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings) -> PairPlan:
     th = cfg.thresholds(a.profile)
     rails = [x for x in a.profile.ib.hcas if x.role == "compute"]
 
@@ -166,6 +205,22 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
         m = Measurement("iperf3", a.name, b.name, subject=f"fabric {f} {sa}->{sb}", fabric=f, round=rnd)
         iperf.append((m, server, client, port, lambda m, r: probes.eval_iperf3(m, th["iperf3_ipoib"], r.client, cfg.limit)))
     stages = [(s, key) for s, key in ((bw, "ib_write_bw_pair"), (iperf, "iperf3_ipoib"), (lat, "ib_write_lat_p99")) if s]
+    # each server's own bound covers the stages before its own
+    return PairPlan(a, b, th, stages, len(stages) * (cfg.limit + 5) + 15)
+
+
+def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path,
+                slurm_states: dict | None = None, plan: PairPlan | None = None) -> tuple[list[Measurement], set[str]]:
+    """Node-to-node probes between a (client) and b (server), one kind after another so that no two
+    measurements share an HCA: ib_write_bw per rail (the rails at once), then iperf3 over IPoIB per
+    fabric (the fabrics at once; IPoIB runs on the same HCAs), then ib_write_lat per rail, then NCCL
+    across both nodes. Every server starts with the first stage and waits (a listening server carries
+    no traffic), or earlier: ``plan`` (pair_plan) with its servers started. A later stage starts with
+    its clients; a server is ended once its client is done, beside the next stage. Returns the
+    measurements and the nodes that did not answer."""
+    plan = plan or pair_plan(a, b, rnd, cfg)
+    plan.taken = True
+    th, stages = plan.th, plan.stages
     down: set[str] = set()
 
     def finish(job_srv):
@@ -180,14 +235,12 @@ def pair_probes(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path
         return m
 
     out: list[Measurement] = []
-    # each server's own bound covers the stages before its own
-    bound = len(stages) * (cfg.limit + 5) + 15
     n = max(1, sum(len(s) for s, _ in stages))
     # ``ends``: each server is ended there once its client is done, while the next stage runs
     with ThreadPoolExecutor(max_workers=n) as ex, ThreadPoolExecutor(max_workers=2 * n) as ends:
-        servers = [[ex.submit(start_server, job[1], bound, control_dir=cp, server_port=job[3]) for job in s]
-                   for s, _ in stages]
-        for (jobs, key), futures in zip(stages, servers, strict=True):
+        if plan.servers is None:
+            plan.start_servers(ex, cp)
+        for (jobs, key), futures in zip(stages, plan.servers, strict=True):
             started = [f.result() for f in futures]
             if down:  # a node stopped answering: do not wait out each remaining probe's timeout
                 list(ex.map(stop_server, started))
@@ -260,47 +313,88 @@ def _pair_ok(ms: list[Measurement]) -> bool:
     return bool(ms) and all(m.status == "pass" for m in ms)
 
 
+def node_phase_limit(prof, cfg: ProbeSettings) -> float:
+    """The longest a node's own probes (node_probes) may take: loopback, NCCL, nvbandwidth one after
+    another, each with its server's start, then dcgmi diag, and the runner's margin."""
+    diag = cfg.dcgm_diag(prof)
+    return 3 * (cfg.limit + 5) + (diag.limit_s if diag is not None and diag.level > 0 else 0) + 20
+
+
 def run_probes(inv: Inventory, nodes: list[str], cfg: ProbeSettings, all_pairs: bool, forks: int) -> dict:
     cp = paths.state_dir() / "cp"
     hosts = inv.hosts
     t0 = time.monotonic()
     down: set[str] = set()
-    with ThreadPoolExecutor(max_workers=max(1, min(forks, len(nodes) or 1))) as ex:
-        per_node = dict(zip(nodes, ex.map(lambda n: node_probes(hosts[n], cfg, cp, down), nodes), strict=True))
-    node_wall = time.monotonic() - t0
-    round_times: list[dict] = []
-    pair_ms: list[Measurement] = []
-    outcomes: list[tuple[str, str, bool]] = []
-
-    slurm_states = slurm_launch_states(inv, [n for n in nodes if n not in down], cfg, cp)
-
-    def run_round(pairs: list[tuple[str, str]], rnd: int) -> dict[tuple[str, str], bool]:
-        t_round = time.monotonic()
-        with ThreadPoolExecutor(max_workers=max(1, min(forks, len(pairs) or 1))) as ex:
-            results = list(ex.map(lambda p: pair_probes(hosts[p[0]], hosts[p[1]], rnd, cfg, cp, slurm_states), pairs))
-        round_times.append({"round": rnd, "wall_s": round(time.monotonic() - t_round, 2),
-                            "tool_s": probes.pair_round_tool_seconds([m for ms, _ in results for m in ms])})
-        verdicts = {}
-        for p, (ms, d) in zip(pairs, results, strict=True):
-            pair_ms.extend(ms)
-            down.update(d)
-            verdicts[p] = _pair_ok(ms)
-            outcomes.append((p[0], p[1], verdicts[p]))
-        return verdicts
-
-    rounds_run = 0
+    # round 1 is known before any probe runs: the servers of its pairs that start at once (``forks``
+    # of them) are started as soon as their node's loopback tests have ended, while the node's GPU
+    # probes still run (a listening server carries no traffic); the round then begins with its
+    # clients. Such a server may wait for its pair past the whole node phase.
+    first: list[tuple[str, str]] = []
+    spare = None
     if len(nodes) >= 2:
-        if all_pairs:
+        first, spare = (schedule.circle_rounds(nodes)[0], None) if all_pairs else schedule.round1(nodes)
+    plans = {p: pair_plan(hosts[p[0]], hosts[p[1]], 1, cfg) for p in first[:max(1, forks)]}
+    waiting: dict[str, list[PairPlan]] = {}
+    for plan in plans.values():
+        waiting.setdefault(plan.b.name, []).append(plan)
+    ahead = max((node_phase_limit(hosts[n].profile, cfg) for n in nodes), default=0.0)
+    early = ThreadPoolExecutor(max_workers=max(1, sum(len(jobs) for p in plans.values() for jobs, _ in p.stages)))
+    lock = threading.Lock()
+
+    def hcas_free(node: str) -> None:
+        with lock:
+            ready = waiting.pop(node, [])
+        for plan in ready:
+            plan.start_servers(early, cp, ahead)
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(forks, len(nodes) or 1))) as ex:
+            per_node = dict(zip(nodes, ex.map(lambda n: node_probes(hosts[n], cfg, cp, down, hcas_free), nodes),
+                                strict=True))
+        node_wall = time.monotonic() - t0
+        for node in list(waiting):
+            hcas_free(node)
+        round_times: list[dict] = []
+        pair_ms: list[Measurement] = []
+        outcomes: list[tuple[str, str, bool]] = []
+
+        slurm_states = slurm_launch_states(inv, [n for n in nodes if n not in down], cfg, cp)
+
+        def run_round(pairs: list[tuple[str, str]], rnd: int) -> dict[tuple[str, str], bool]:
+            t_round = time.monotonic()
+            with ThreadPoolExecutor(max_workers=max(1, min(forks, len(pairs) or 1))) as ex:
+                results = list(ex.map(lambda p: pair_probes(hosts[p[0]], hosts[p[1]], rnd, cfg, cp, slurm_states,
+                                                            plans.get(p) if rnd == 1 else None), pairs))
+            round_times.append({"round": rnd, "wall_s": round(time.monotonic() - t_round, 2),
+                                "tool_s": probes.pair_round_tool_seconds([m for ms, _ in results for m in ms])})
+            verdicts = {}
+            for p, (ms, d) in zip(pairs, results, strict=True):
+                pair_ms.extend(ms)
+                down.update(d)
+                verdicts[p] = _pair_ok(ms)
+                outcomes.append((p[0], p[1], verdicts[p]))
+            return verdicts
+
+        rounds_run = 0
+        if all_pairs and first:
             for i, pairs in enumerate(schedule.circle_rounds(nodes), 1):
                 run_round(pairs, i)
                 rounds_run = i
-        else:
-            pairs, spare = schedule.round1(nodes)
-            r1 = run_round(pairs, 1)
+        elif first:
+            r1 = run_round(first, 1)
             rounds_run = 1
             for extra in schedule.round2(r1, spare):
                 rounds_run += 1
                 run_round(extra, rounds_run)
+    except BaseException:  # servers started for pairs that never ran are ended here
+        early.shutdown(wait=True, cancel_futures=True)
+        for plan in plans.values():
+            for f in [f for stage in plan.servers or [] for f in stage] if not plan.taken else []:
+                if not f.cancelled() and f.exception() is None:
+                    stop_server(f.result())
+        raise
+    finally:
+        early.shutdown(wait=True)
     loc = schedule.localise(outcomes)
     all_ms = [m for ms in per_node.values() for m in ms] + pair_ms
     ratio_t = next((h.profile.thresholds.get("outlier_ratio") for h in hosts.values()), None)

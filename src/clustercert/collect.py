@@ -16,6 +16,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,10 +27,11 @@ from pathlib import Path
 # command (its client) starts once the port listens here (at most 2 s), and its run time is the
 # client's alone; afterwards the server gets 0.2 s to exit (none when the client failed: nobody
 # will come), and its group is killed -- its traffic ended with its client's. With "stages", the
-# stages run one after another, each stage's commands at once. A command's leftovers in its own
-# process group are killed when it ends.
+# stages run one after another, each stage's commands at once. With "marks", a line DONE_MARK<name> is
+# written as each command ends, before the JSON document. A command's leftovers in its own process
+# group are killed when it ends.
 REMOTE_RUNNER = r'''
-import json, os, signal, subprocess, sys, time
+import json, os, signal, subprocess, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor
 req = json.loads(sys.stdin.read())
 env = dict(os.environ, LC_ALL="C", LANG="C", PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -63,7 +65,15 @@ def ended(p, wait):
             return p.communicate(timeout=5), True
         except subprocess.TimeoutExpired:
             return (b"", b""), True
+marks = threading.Lock() if req.get("marks") else None
 def run(item):
+    name, res = run_one(item)
+    if marks is not None:
+        with marks:
+            sys.stdout.write("CLUSTERCERT_DONE=%s\n" % name)
+            sys.stdout.flush()
+    return name, res
+def run_one(item):
     name, spec = item
     cmd, timeout = spec[0], spec[1]
     server = spec[2] if len(spec) > 2 else None
@@ -164,6 +174,9 @@ def ssh_argv(conn: dict, host: str, control_dir: Path | None = None, connect_tim
     return argv
 
 
+DONE_MARK = "CLUSTERCERT_DONE="  # REMOTE_RUNNER writes it; keep the two in step
+
+
 def _interpreter(conn: dict) -> str:
     interp = str(conn.get("ansible_python_interpreter") or "python3")
     return "python3" if "{{" in interp or interp.startswith("auto") else interp
@@ -187,13 +200,15 @@ def collect_node(
     control_dir: Path | None = None,
     parallel: int = 8,
     stages: list[list[str]] | None = None,
+    on_done: Callable[[str], None] | None = None,
 ) -> NodeEvidence:
     """Run ``commands`` on ``node`` in one connection: {name: (shell command, timeout s)}, or (shell
     command, timeout s, server) where server = {"cmd", "port", "timeout"} is started on the node
     first and the command is its client (see REMOTE_RUNNER). With ``stages`` (lists of names), the
-    stages run one after another, each stage's commands at once; without, ``parallel`` at a time."""
+    stages run one after another, each stage's commands at once; without, ``parallel`` at a time.
+    ``on_done(name)`` is called as the node reports each command ended, while the others run."""
     request = json.dumps({"commands": {k: list(v) for k, v in commands.items()}, "parallel": parallel,
-                          "stages": stages})
+                          "stages": stages, "marks": on_done is not None})
     if stages:
         overall = sum(max(commands[n][1] + (5 if len(commands[n]) > 2 else 0) for n in st) for st in stages if st)
     else:
@@ -206,17 +221,21 @@ def collect_node(
         argv = ssh_argv(conn, node, control_dir) + [f"{shlex.quote(interp)} -c {shlex.quote(REMOTE_RUNNER)}"]
     t0 = time.monotonic()
     try:
-        p = subprocess.run(argv, input=request, capture_output=True, text=True, timeout=overall)
+        if on_done is not None:
+            rc, stdout, stderr = _run_marked(argv, request, overall, on_done)
+        else:
+            p = subprocess.run(argv, input=request, capture_output=True, text=True, timeout=overall)
+            rc, stdout, stderr = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired:
         return NodeEvidence(node, False, f"no answer within {overall:.0f} s", seconds=round(time.monotonic() - t0, 3))
     except OSError as exc:
         return NodeEvidence(node, False, f"cannot start ssh: {exc}", seconds=0.0)
     seconds = round(time.monotonic() - t0, 3)
-    if p.returncode == 255 or not p.stdout.strip():
-        err = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[-1]
+    if rc == 255 or not stdout.strip():
+        err = (stderr.strip().splitlines() or [f"exit status {rc}"])[-1]
         return NodeEvidence(node, False, err[:300], seconds=seconds)
     try:
-        doc = json.loads(p.stdout)
+        doc = json.loads(stdout)
     except json.JSONDecodeError:
         return NodeEvidence(node, False, "the node's collector returned unreadable output", seconds=seconds)
     results = {
@@ -224,6 +243,48 @@ def collect_node(
         for name, r in doc["results"].items()
     }
     return NodeEvidence(node, True, "", results, seconds)
+
+
+def _run_marked(argv: list[str], request: str, timeout: float, on_done: Callable[[str], None]) -> tuple[int, str, str]:
+    """subprocess.run(argv, input=request, capture_output=True, timeout=timeout), reading stdout as
+    it comes: each DONE_MARK line is handed to ``on_done`` and left out of the returned stdout.
+    Raises subprocess.TimeoutExpired (the process killed) past ``timeout``."""
+    import tempfile
+    import threading
+
+    with tempfile.TemporaryFile() as err_file:
+        p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err_file)
+        expired = threading.Event()
+
+        def expire():
+            expired.set()
+            p.kill()
+
+        timer = threading.Timer(timeout, expire)
+        timer.start()
+        out = []
+        try:
+            try:
+                p.stdin.write(request.encode())
+                p.stdin.close()
+            except OSError:  # it ended without reading: its exit status and stderr say why
+                pass
+            mark = DONE_MARK.encode()
+            for line in p.stdout:
+                if line.startswith(mark):
+                    on_done(line[len(mark):].strip().decode(errors="replace"))
+                else:
+                    out.append(line)
+            p.wait()
+        finally:
+            timer.cancel()
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if expired.is_set():
+            raise subprocess.TimeoutExpired(argv, timeout)
+        err_file.seek(0)
+        return p.returncode, b"".join(out).decode("utf-8", "replace"), err_file.read().decode("utf-8", "replace")
 
 
 def collect_many(

@@ -40,6 +40,7 @@ class Measurement:
     lower_is_better: bool = False   # judged against a ceiling (latency)
     relative: bool = True           # subject to the cluster-relative outlier rule (bandwidths only)
     elapsed: float | None = None    # seconds the tool ran (a command behind several values carries it on one only)
+    stage: int | None = None        # node probes: the stage of the node's probes it ran in (a stage's run at once)
 
     def finding(self) -> Finding:
         return Finding(f"probe.{self.probe}", self.status, self.subject, self.expected, self.observed, self.evidence,
@@ -492,11 +493,16 @@ def _per_gpu(tc: dict) -> dict[str, float]:
 
 
 def tool_seconds(measurements: list[Measurement]) -> float:
-    """Seconds the probe tools behind ``measurements`` ran on one node: the loopback bandwidth
-    probes of its rails run at once (the longest counts), the other probes one after another."""
-    loop = [m.elapsed for m in measurements if m.elapsed is not None and m.probe == "ib_write_bw_loopback"]
-    rest = sum(m.elapsed for m in measurements if m.elapsed is not None and m.probe != "ib_write_bw_loopback")
-    return round(max(loop, default=0.0) + rest, 3)
+    """Seconds the probe tools behind ``measurements`` ran on one node: the probes of one stage
+    (Measurement.stage) ran at once (the longest counts), the stages one after another. Without a
+    stage: the loopback bandwidth probes of the rails at once, the other probes one after another."""
+    longest: dict[tuple, float] = {}
+    for i, m in enumerate(measurements):
+        if m.elapsed is None:
+            continue
+        key = ("stage", m.stage) if m.stage is not None else ("loopback",) if m.probe == "ib_write_bw_loopback" else ("own", i)
+        longest[key] = max(longest.get(key, 0.0), m.elapsed)
+    return round(sum(longest.values()), 3)
 
 
 def pair_round_tool_seconds(measurements: list[Measurement]) -> float:
