@@ -23,6 +23,7 @@ from clustercert.collect import (
     collect_node,
     finish_probe,
     run_server_client,
+    runner_limit,
     start_server,
     stop_server,
 )
@@ -77,26 +78,10 @@ def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None
     ``hcas_free(node)`` is called once the node's loopback tests have ended (its HCAs carry none of
     its own probes any more), while its other probes may still run."""
     prof, out = h.profile, []
-    th = cfg.thresholds(prof)
-    rails = [x for x in prof.ib.hcas if x.role == "compute"] if "ib_write_bw_loopback" in th else []
-    cmds: dict[str, tuple] = {}
-    for i, hca in enumerate(rails):
-        port = probes.PERFTEST_PORT + 100 + i
-        server = {"cmd": probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds),
-                  "port": port, "timeout": cfg.limit + 5}
-        cmds[f"loopback{i}"] = (probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds, "localhost"),
-                                cfg.limit, server)
+    th, rails, cmds, stages = _node_commands(h, cfg)
+    nccl = probes.nccl_1node_cmd(prof.gpu.count)
     sample_util = "gpu_util_under_load" in th
-    if "nccl_allreduce_1node" in th or sample_util:
-        nccl = probes.nccl_1node_cmd(prof.gpu.count)
-        cmds["nccl"] = (probes.with_util_sampling(nccl) if sample_util else nccl, cfg.limit)
-    if any(k in th for k in probes.NVBW_TESTS):
-        cmds["nvbandwidth"] = (probes.nvbandwidth_cmd(), cfg.limit)
     diag = cfg.dcgm_diag(prof)
-    if diag is not None and diag.level > 0:
-        cmds["dcgmi_diag"] = (probes.dcgmi_diag_cmd(diag.level), diag.limit_s)
-    stage0 = [n for n in cmds if n.startswith("loopback") or (n == "nccl" and nccl_beside_loopback(prof))]
-    stages = ([stage0] if stage0 else []) + [[n] for n in cmds if n not in stage0]
     stage_of = {n: i for i, st in enumerate(stages) for n in st}
     on_done, loops = None, {n for n in cmds if n.startswith("loopback")}
     if hcas_free is not None and loops:
@@ -140,6 +125,32 @@ def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None
         out += probes.eval_dcgmi_diag(h.name, diag, diag_res, diag.limit_s if diag else 0)
         _charge(out[first:], diag_res, stage_of.get("dcgmi_diag"))
     return out
+
+
+def _node_commands(h: HostView, cfg: ProbeSettings) -> tuple[dict, list, dict, list[list[str]]]:
+    """node_probes' commands: (thresholds, loopback rails, {name: command}, stages)."""
+    prof = h.profile
+    th = cfg.thresholds(prof)
+    rails = [x for x in prof.ib.hcas if x.role == "compute"] if "ib_write_bw_loopback" in th else []
+    cmds: dict[str, tuple] = {}
+    for i, hca in enumerate(rails):
+        port = probes.PERFTEST_PORT + 100 + i
+        server = {"cmd": probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds),
+                  "port": port, "timeout": cfg.limit + 5}
+        cmds[f"loopback{i}"] = (probes.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds, "localhost"),
+                                cfg.limit, server)
+    sample_util = "gpu_util_under_load" in th
+    if "nccl_allreduce_1node" in th or sample_util:
+        nccl = probes.nccl_1node_cmd(prof.gpu.count)
+        cmds["nccl"] = (probes.with_util_sampling(nccl) if sample_util else nccl, cfg.limit)
+    if any(k in th for k in probes.NVBW_TESTS):
+        cmds["nvbandwidth"] = (probes.nvbandwidth_cmd(), cfg.limit)
+    diag = cfg.dcgm_diag(prof)
+    if diag is not None and diag.level > 0:
+        cmds["dcgmi_diag"] = (probes.dcgmi_diag_cmd(diag.level), diag.limit_s)
+    stage0 = [n for n in cmds if n.startswith("loopback") or (n == "nccl" and nccl_beside_loopback(prof))]
+    stages = ([stage0] if stage0 else []) + [[n] for n in cmds if n not in stage0]
+    return th, rails, cmds, stages
 
 
 def nccl_beside_loopback(prof) -> bool:
@@ -313,11 +324,10 @@ def _pair_ok(ms: list[Measurement]) -> bool:
     return bool(ms) and all(m.status == "pass" for m in ms)
 
 
-def node_phase_limit(prof, cfg: ProbeSettings) -> float:
-    """The longest a node's own probes (node_probes) may take: loopback, NCCL, nvbandwidth one after
-    another, each with its server's start, then dcgmi diag, and the runner's margin."""
-    diag = cfg.dcgm_diag(prof)
-    return 3 * (cfg.limit + 5) + (diag.limit_s if diag is not None and diag.level > 0 else 0) + 20
+def node_phase_limit(h: HostView, cfg: ProbeSettings) -> float:
+    """The longest a node's own probes (node_probes) may take: its runner's limit."""
+    _th, _rails, cmds, stages = _node_commands(h, cfg)
+    return runner_limit(cmds, stages) if cmds else 0.0
 
 
 def run_probes(inv: Inventory, nodes: list[str], cfg: ProbeSettings, all_pairs: bool, forks: int) -> dict:
@@ -337,7 +347,7 @@ def run_probes(inv: Inventory, nodes: list[str], cfg: ProbeSettings, all_pairs: 
     waiting: dict[str, list[PairPlan]] = {}
     for plan in plans.values():
         waiting.setdefault(plan.b.name, []).append(plan)
-    ahead = max((node_phase_limit(hosts[n].profile, cfg) for n in nodes), default=0.0)
+    ahead = max((node_phase_limit(hosts[n], cfg) for n in nodes), default=0.0)
     early = ThreadPoolExecutor(max_workers=max(1, sum(len(jobs) for p in plans.values() for jobs, _ in p.stages)))
     lock = threading.Lock()
 
@@ -352,8 +362,6 @@ def run_probes(inv: Inventory, nodes: list[str], cfg: ProbeSettings, all_pairs: 
             per_node = dict(zip(nodes, ex.map(lambda n: node_probes(hosts[n], cfg, cp, down, hcas_free), nodes),
                                 strict=True))
         node_wall = time.monotonic() - t0
-        for node in list(waiting):
-            hcas_free(node)
         round_times: list[dict] = []
         pair_ms: list[Measurement] = []
         outcomes: list[tuple[str, str, bool]] = []
@@ -388,8 +396,8 @@ def run_probes(inv: Inventory, nodes: list[str], cfg: ProbeSettings, all_pairs: 
                 run_round(extra, rounds_run)
     except BaseException:  # servers started for pairs that never ran are ended here
         early.shutdown(wait=True, cancel_futures=True)
-        for plan in plans.values():
-            for f in [f for stage in plan.servers or [] for f in stage] if not plan.taken else []:
+        for plan in (p for p in plans.values() if not p.taken):
+            for f in (f for stage in plan.servers or [] for f in stage):
                 if not f.cancelled() and f.exception() is None:
                     stop_server(f.result())
         raise

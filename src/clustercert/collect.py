@@ -192,6 +192,17 @@ def _overall_timeout(timeouts: list[float], parallel: int) -> float:
     return min(sum(timeouts), sum(timeouts) / max(1, parallel) + max(timeouts))
 
 
+def runner_limit(commands: dict[str, tuple], stages: list[list[str]] | None = None, parallel: int = 8) -> float:
+    """How long collect_node waits for the node's runner: with ``stages``, each stage as long as its
+    longest command (a client: 5 s more, for its server's start), one stage after another; without,
+    _overall_timeout; and a margin for the connection."""
+    if stages:
+        overall = sum(max(commands[n][1] + (5 if len(commands[n]) > 2 else 0) for n in st) for st in stages if st)
+    else:
+        overall = _overall_timeout([v[1] for v in commands.values()], parallel)
+    return overall + 20
+
+
 def collect_node(
     node: str,
     conn: dict,
@@ -209,11 +220,7 @@ def collect_node(
     ``on_done(name)`` is called as the node reports each command ended, while the others run."""
     request = json.dumps({"commands": {k: list(v) for k, v in commands.items()}, "parallel": parallel,
                           "stages": stages, "marks": on_done is not None})
-    if stages:
-        overall = sum(max(commands[n][1] + (5 if len(commands[n]) > 2 else 0) for n in st) for st in stages if st)
-    else:
-        overall = _overall_timeout([v[1] for v in commands.values()], parallel)
-    overall += 20
+    overall = runner_limit(commands, stages, parallel)
     interp = _interpreter(conn)
     if conn.get("ansible_connection") == "local":
         argv = [interp if interp != "python3" else sys.executable, "-c", REMOTE_RUNNER]
