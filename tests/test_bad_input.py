@@ -54,6 +54,7 @@ CASES = [
     ("host-vars-not-mapping", HOSTS, GOOD_GROUP_VARS, {"host_vars/n2.yml": "- a\n- b\n"}, "n2.yml", None, "must be a YAML mapping"),
     ("group-vars-malformed", HOSTS, "clustercert_profile: lab\n  bad: indent\n", None, "all.yml", "line", "malformed YAML"),
     ("bad-mirror-url", HOSTS, GOOD_GROUP_VARS + "clustercert_package_mirror: mirror.local/nvidia\n", None, "all.yml", "clustercert_package_mirror", "pattern"),
+    ("bad-slurm-gres", HOSTS, GOOD_GROUP_VARS + "clustercert_slurm_gres: 'gpu:8'\n", None, "all.yml", "clustercert_slurm_gres", "without a count"),
 ]
 
 

@@ -22,10 +22,10 @@ GOOD = (FIX / "all_reduce_perf-old-format-2x-dgx-a100-k8s.txt").read_text()     
 SLOW = (FIX / "all_reduce_perf-wrong-NA-ipoib-tcp-slow.txt").read_text()          # busbw 3.15 GB/s
 
 
-def _host(name: str, slurm: bool = False, slurm_name: str | None = None):
+def _host(name: str, slurm: bool = False, slurm_name: str | None = None, gres: str | None = "gpu"):
     return SimpleNamespace(name=name, connection={"ansible_host": f"10.0.0.{name[-1]}"}, profile=load_profile("lab"),
                            vars=SimpleNamespace(clustercert_fabric_addresses={}, clustercert_slurm=slurm,
-                                                clustercert_slurm_node_name=slurm_name))
+                                                clustercert_slurm_node_name=slurm_name, clustercert_slurm_gres=gres))
 
 
 def test_mpirun_command_one_process_per_host_driving_all_its_gpus():
@@ -36,12 +36,24 @@ def test_mpirun_command_one_process_per_host_driving_all_its_gpus():
 
 
 def test_srun_command_names_the_slurm_nodes_the_job_and_a_time_limit():
-    cmd = probes.nccl_pair_srun_cmd(["gpu-a", "gpu-b"], 4, "t0k", 65)
-    assert cmd.startswith("srun --nodes=2 --ntasks-per-node=1 --nodelist=gpu-a,gpu-b --job-name=clustercert-nccl-t0k ")
+    cmd = probes.nccl_pair_srun_cmd(["gpu-a", "gpu-b"], 4, "t0k", 65, "gpu")
+    # the step asks Slurm for the node's GPUs: with ConstrainDevices a step that asks none sees none
+    assert cmd.startswith("srun --nodes=2 --ntasks-per-node=1 --nodelist=gpu-a,gpu-b --gres=gpu:4 "
+                          "--job-name=clustercert-nccl-t0k ")
     assert "--time=2 " in cmd and "--export=ALL,CLUSTERCERT_PROBE_TAG=t0k " in cmd
     assert cmd.endswith("all_reduce_perf -b 8 -e 8G -f 2 -g 4")
     assert probes.nccl_pair_cleanup_cmd("t0k", slurm=True).startswith("scancel --name=clustercert-nccl-t0k ")
     assert "scancel" not in probes.nccl_pair_cleanup_cmd("t0k")
+
+
+@pytest.mark.parametrize("gres, want", [("gpu:h100", " --gres=gpu:h100:8 "), (None, None)])
+def test_srun_gres_request_follows_the_inventory(gres, want):
+    """A typed GRES (gpu:h100) is asked per node with its type; a Slurm without GPU GRES (null) asks none."""
+    cmd = probes.nccl_pair_srun_cmd(["a", "b"], 8, "t0k", 30, gres)
+    if want:
+        assert want in cmd
+    else:
+        assert "--gres" not in cmd and cmd.endswith("-g 8")
 
 
 def _alive(pid: int) -> bool:
@@ -139,6 +151,7 @@ def test_slurm_clusters_launch_with_srun_and_cancel_the_job(monkeypatch, tmp_pat
     m = certify.nccl_pair(a, b, 2, certify.ProbeSettings(2, 20), tmp_path, th, set(), idle)
     assert m.status == "pass" and m.evidence.startswith("launched with srun\n")
     assert calls[0][2].startswith("srun --nodes=2 --ntasks-per-node=1 --nodelist=gpu-a,node2 ")
+    assert f" --gres=gpu:{a.profile.gpu.count} " in calls[0][2]
     assert all(c[2].startswith("scancel --name=clustercert-nccl-") for c in calls[1:])
 
 

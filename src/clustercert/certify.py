@@ -290,7 +290,8 @@ def nccl_pair(a: HostView, b: HostView, rnd: int, cfg: ProbeSettings, cp: Path, 
         slurm = not blocked
         launch = "srun" if slurm else f"mpirun over ssh: Slurm cannot start a step now ({'; '.join(blocked)})"
     if slurm:
-        cmd = probes.nccl_pair_srun_cmd([slurm_name(h) for h in (a, b)], gpus, tag, cfg.limit)
+        cmd = probes.nccl_pair_srun_cmd([slurm_name(h) for h in (a, b)], gpus, tag, cfg.limit,
+                                        a.vars.clustercert_slurm_gres)
     else:
         cmd = probes.nccl_pair_mpirun_cmd([_addr(a), _addr(b)], gpus, tag)
     r = run_server_client(None, (a.name, a.connection, cmd), cfg.limit, control_dir=cp)

@@ -51,6 +51,9 @@ class InventoryVars(BaseModel):
     clustercert_sm_priority: Annotated[StrictInt, Field(ge=0, le=15)] | None = None
     clustercert_slurm: StrictBool = False
     clustercert_slurm_node_name: StrictStr | None = None
+    # the GRES the pair NCCL step asks for per node (a name, or name:type), times the profile's gpu.count;
+    # null where Slurm has no GPU GRES
+    clustercert_slurm_gres: StrictStr | None = "gpu"
     clustercert_command_timeout_s: Annotated[StrictInt, Field(ge=1, le=3600)] = 30
     clustercert_ntp_servers: list[StrictStr] = Field(default_factory=list)
 
@@ -62,6 +65,18 @@ class InventoryVars(BaseModel):
                 ipaddress.ip_interface(cidr)
             except ValueError:
                 raise ValueError(f"{netdev}: {cidr!r} is not an address with prefix (e.g. 10.1.0.5/24)") from None
+        return value
+
+    @field_validator("clustercert_slurm_gres")
+    @classmethod
+    def _gres(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        name, colon, typ = value.partition(":")
+        bad_type = colon and (typ.isdigit() or not re.fullmatch(r"[A-Za-z0-9_.-]+", typ))
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name) or bad_type:
+            raise ValueError(f"{value!r} is not a GRES name with an optional type (gpu, gpu:h100), written "
+                             "without a count: the step asks for the profile's gpu.count per node")
         return value
 
 

@@ -223,12 +223,14 @@ def nccl_pair_mpirun_cmd(hosts: list[str], gpus: int, tag: str) -> str:
             f"all_reduce_perf {NCCL_SIZES} -g {gpus}")
 
 
-def nccl_pair_srun_cmd(nodes: list[str], gpus: int, tag: str, time_limit_s: float) -> str:
+def nccl_pair_srun_cmd(nodes: list[str], gpus: int, tag: str, time_limit_s: float, gres: str | None) -> str:
     """all_reduce_perf across ``nodes`` (Slurm node names) as one srun step, one task per node driving
-    its ``gpus`` GPUs (-g). The job is named after ``tag`` (the cleanup cancels it by name) and carries
-    its own time limit."""
+    its ``gpus`` GPUs (-g), given them by Slurm as ``gres`` (gpu, or gpu:TYPE; --gres=gpu:8 per node:
+    where ConstrainDevices is set a step that asks for none sees none); ``gres`` None asks for no GRES.
+    The job is named after ``tag`` (the cleanup cancels it by name) and carries its own time limit."""
     minutes = max(1, int((time_limit_s + 59) // 60))
-    return (f"srun --nodes={len(nodes)} --ntasks-per-node=1 --nodelist={','.join(nodes)} "
+    want = f"--gres={gres}:{gpus} " if gres else ""
+    return (f"srun --nodes={len(nodes)} --ntasks-per-node=1 --nodelist={','.join(nodes)} {want}"
             f"--job-name=clustercert-nccl-{tag} --time={minutes} --kill-on-bad-exit=1 "
             f"--export=ALL,{PROBE_TAG_VAR}={tag} all_reduce_perf {NCCL_SIZES} -g {gpus}")
 

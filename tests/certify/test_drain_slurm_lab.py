@@ -18,11 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import yaml
 
+from clustercert.profile import load_profile
 from clustercert.slurm import parse_show_node
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 CONTROLLER = "node01"
+GPUS = load_profile("lab").gpu.count  # the lab inventory's profile: the GPUs each node has, as Slurm's GRES
 SLURM_UNITS = "slurmd slurmctld munge"
 
 
@@ -50,13 +52,15 @@ def slurm_conf(lab, hw: dict[str, str]) -> str:
         "JobAcctGatherType=jobacct_gather/none",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core",
+        # GPUs as a GRES (gres.conf: one device file per GPU)
+        "GresTypes=gpu",
         "ReturnToService=2",
         # the containers see the host's 2 CPUs; a real 8-GPU node has far more cores: the probes' NCCL
         # step (one task per GPU) needs 8 CPUs per node, so the configured count stands
         "SlurmdParameters=config_overrides",
     ]
     for n in lab.nodes:
-        lines.append(f"NodeName={n} NodeAddr={hosts[n]['ansible_host']} {hw[n]} State=UNKNOWN")
+        lines.append(f"NodeName={n} NodeAddr={hosts[n]['ansible_host']} {hw[n]} Gres=gpu:{GPUS} State=UNKNOWN")
     lines.append(f"PartitionName=lab Nodes={','.join(lab.nodes)} Default=YES MaxTime=INFINITE State=UP")
     return "\n".join(lines) + "\n"
 
@@ -83,6 +87,10 @@ def slurm_lab(bootstrapped_lab):
                  f"&& chmod 400 /etc/munge/munge.key && echo {conf} | base64 -d > /etc/slurm/slurm.conf "
                  "&& mkdir -p /var/lib/slurm/slurmctld /var/lib/slurm/slurmd /var/log/slurm "
                  "&& chown slurm:slurm /var/lib/slurm/slurmctld /var/log/slurm && systemctl restart munge")
+    # slurmd's gpu plugin counts a GPU per device file; the lab simulates GPUs without device nodes, so
+    # empty files stand in for them (no cgroup device constraint here: nothing opens them)
+    _on_all(lab, f"for i in $(seq 0 {GPUS - 1}); do touch /dev/nvidia$i; done && "
+                 f"echo 'Name=gpu File=/dev/nvidia[0-{GPUS - 1}]' > /etc/slurm/gres.conf")
     lab.ssh(CONTROLLER, "systemctl enable slurmctld && systemctl restart slurmctld")
     _on_all(lab, "systemctl restart slurmd")
     deadline, seen = time.monotonic() + 120, ""
@@ -101,7 +109,7 @@ def slurm_lab(bootstrapped_lab):
         yield lab
     finally:
         # other modules reuse the nodes: nothing of Slurm keeps running, nor starts on a reboot
-        _on_all(lab, f"systemctl disable --now {SLURM_UNITS} >/dev/null 2>&1; true")
+        _on_all(lab, f"systemctl disable --now {SLURM_UNITS} >/dev/null 2>&1; rm -f /dev/nvidia[0-9]*; true")
 
 
 def certify(lab, inventory, out, *args: str) -> tuple[int, dict, subprocess.CompletedProcess]:
@@ -210,3 +218,6 @@ def test_pair_nccl_runs_as_an_srun_step_on_idle_nodes(slurm_lab, tmp_path):
     assert lk["status"] == "pass" and lk["evidence"].startswith("launched with srun\n"), lk
     mine = [j for j in probe_jobs() if j.split()[0] not in earlier]
     assert len(mine) == 1 and "JobState=COMPLETED" in mine[0] and "NodeList=node[01-02]" in mine[0], mine
+    # the step asked for, and was given, each node's GPUs (the inventory's default clustercert_slurm_gres:
+    # gpu): Slurm would have refused a request the nodes cannot meet
+    assert f" TresPerNode=gres:gpu:{GPUS}" in mine[0], mine
