@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import tomllib
 from pathlib import Path
@@ -492,6 +493,26 @@ def test_agent_drives_the_bond_data_path(tmp_path, monkeypatch):
     t0 = time.monotonic()
     agent.watch_bond(state, 0.3)
     assert len(synced) == 1 and synced[0] - t0 < 0.1  # within a few fast-watch periods, once
+
+    # with the kernel's link notifications (a socketpair stands in for rtnetlink): no notification,
+    # no read of the slaves until the tick; one notification, the change is synced at once
+    state["slave_up"]["ib0"] = True
+    kernel, events = socket.socketpair()
+    events.setblocking(False)
+    synced.clear()
+    t0 = time.monotonic()
+    agent.watch_bond(state, 0.2, events)
+    assert synced == [] and time.monotonic() - t0 >= 0.2
+    state["slave_up"]["ib0"] = True
+    threading.Timer(0.1, kernel.send, (b"RTM_NEWLINK",)).start()
+    t0 = time.monotonic()
+    agent.watch_bond(state, 0.5, events)
+    assert len(synced) == 1 and 0.1 <= synced[0] - t0 < 0.2, [x - t0 for x in synced]
+    kernel.close()
+    events.close()
+    real = agent.link_events()  # rtnetlink's link group opens unprivileged on Linux
+    assert real is not None and real.fileno() >= 0
+    real.close()
     assert not agent.bond_slaves_changed({"bond_config": {"slaves": ["ib0"]}, "bond_created": True, "slave_up": {}})
 
 
