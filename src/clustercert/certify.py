@@ -79,7 +79,6 @@ def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None
     its own probes any more), while its other probes may still run."""
     prof, out = h.profile, []
     th, rails, cmds, stages = _node_commands(h, cfg)
-    nccl = probes.nccl_1node_cmd(prof.gpu.count)
     sample_util = "gpu_util_under_load" in th
     diag = cfg.dcgm_diag(prof)
     stage_of = {n: i for i, st in enumerate(stages) for n in st}
@@ -108,6 +107,7 @@ def node_probes(h: HostView, cfg: ProbeSettings, cp: Path, down: set[str] | None
         out.append(m)
     if "nccl" in cmds:
         first = len(out)
+        nccl = probes.nccl_1node_cmd(prof.gpu.count)  # the command inside the sampling wrapper
         res, samples = (probes.split_util(results.get("nccl"), nccl) if sample_util else (results.get("nccl"), None))
         if "nccl_allreduce_1node" in th:
             m = Measurement("nccl_allreduce", h.name, subject=f"1 node, {prof.gpu.count} GPUs")

@@ -15,9 +15,9 @@ mount namespace:
   slave moves when its link goes down and back to the primary when it returns. Between its 1 s
   ticks the agent waits for the kernel's link notifications (rtnetlink) and, after one, watches
   the slaves' operstate every 25 ms until the next tick, so a failover takes tens of milliseconds,
-  like a bond with miimon=100, and an idle node's agent wakes once a second. The bond's data path is the lab's `bondlink` veth
-  (host end on the lab's bond bridge): the agent enslaves it to bond0 and keeps its link up while
-  at least one slave is up (active-backup reachability). networkd cannot configure a bond0 whose
+  like a bond with miimon=100, and an idle node's agent wakes once a second. The bond's data path
+  is the lab's `bondlink` veth (host end on the lab's bond bridge): the agent enslaves it to bond0
+  and keeps its link up while at least one slave is up (active-backup reachability). networkd cannot configure a bond0 whose
   kind is not bond, so the agent applies the Address= entries of bond0's .network file itself.
   /proc/net/bonding cannot be simulated (procfs, no bonding module), see docs/lab-faults.md.
 * IB port state changes (ib_port_down) take the port's IPoIB netdev down, as losing the link does.
