@@ -33,7 +33,10 @@ from pathlib import Path
 REMOTE_RUNNER = r'''
 import json, os, signal, subprocess, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor
-req = json.loads(sys.stdin.read())
+data = sys.stdin.read()
+at = data.find("\nCLUSTERCERT_REQUEST\n")  # after it, the request; before it, what sudo -S did not read
+req = json.loads(data[at + 21:] if at >= 0 else data)
+del data
 env = dict(os.environ, LC_ALL="C", LANG="C", PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            CLUSTERCERT_PYTHON=sys.executable)
 def start(argv):
@@ -155,8 +158,11 @@ class NodeEvidence:
 
 
 def ssh_argv(conn: dict, host: str, control_dir: Path | None = None, connect_timeout: int = 10) -> list[str]:
-    """ssh command line from Ansible connection variables. Host-key checking stays on."""
-    argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout}",
+    """ssh command line from Ansible connection variables. Host-key checking stays on: StrictHostKeyChecking=yes
+    comes before anything from the inventory (ssh keeps the first value of an option), so no
+    ``ansible_ssh_common_args`` can turn it off; a node whose key is not in known_hosts, or differs, is
+    refused before anything runs there."""
+    argv = ["ssh", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout}",
             "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3"]
     if control_dir is not None:
         control_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -175,6 +181,53 @@ def ssh_argv(conn: dict, host: str, control_dir: Path | None = None, connect_tim
 
 
 DONE_MARK = "CLUSTERCERT_DONE="  # REMOTE_RUNNER writes it; keep the two in step
+REQUEST_MARK = "\nCLUSTERCERT_REQUEST\n"  # REMOTE_RUNNER reads the request after it; keep the two in step
+BECOME_PASS_ENV = "ANSIBLE_BECOME_PASS"
+
+
+def _truthy(value) -> bool:
+    return value is True or str(value).strip().lower() in ("1", "true", "yes", "on", "y", "t")
+
+
+def become_argv(conn: dict) -> tuple[list[str], bytes]:
+    """(the words that run a command as the become user, what to write first on its stdin) for a host whose
+    inventory asks ``ansible_become``: ``sudo -n`` (never waits for a password) or, where ANSIBLE_BECOME_PASS
+    is set (clustercert -K), ``sudo -S`` fed the password on stdin: never on a command line, never logged.
+    No become: ([], b""). Only the sudo method is supported here; another one raises ValueError."""
+    if not _truthy(conn.get("ansible_become", False)):
+        return [], b""
+    method = str(conn.get("ansible_become_method") or "sudo")
+    if method != "sudo":
+        raise ValueError(f"ansible_become_method {method!r} is not supported by clustercert's collector (sudo only)")
+    user = str(conn.get("ansible_become_user") or "root")
+    password = os.environ.get(BECOME_PASS_ENV)
+    if password:
+        return ["sudo", "-S", "-p", "", "-u", user, "--"], password.encode() + b"\n"
+    return ["sudo", "-n", "-u", user, "--"], b""
+
+
+_HOST_KEY_SIGNS = ("host key verification failed", "remote host identification has changed",
+                   "host key is known", "host key for", "no matching host key", "mismatching host key")
+HOST_KEY_FAILURE = "host key verification failed: the node's SSH host key is not the one in known_hosts (nothing was run)"
+
+
+def describe_failure(stderr: str, rc: int | None, conn: dict | None = None) -> str:
+    """One line saying why a node's session did not run: the host-key and sudo cases in words of their own,
+    else ssh's last line."""
+    text = stderr or ""
+    low = text.lower()
+    if any(sign in low for sign in _HOST_KEY_SIGNS):
+        return HOST_KEY_FAILURE
+    user = str((conn or {}).get("ansible_become_user") or "root")
+    if "a password is required" in low or "a terminal is required" in low:
+        return (f"sudo needs a password to become {user}: give it with -K/--ask-become-pass (ANSIBLE_BECOME_PASS) "
+                "or allow password-less sudo")
+    if "incorrect password attempt" in low or "sorry, try again" in low:
+        return f"sudo refused the become password (ANSIBLE_BECOME_PASS) for {user}"
+    if "is not in the sudoers file" in low or "not allowed to execute" in low:
+        return f"sudo: {(conn or {}).get('ansible_user', 'the login user')} may not run commands as {user} (sudoers)"
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return (lines[-1] if lines else f"exit status {rc}")[:300]
 
 
 def _interpreter(conn: dict) -> str:
@@ -222,10 +275,17 @@ def collect_node(
                           "stages": stages, "marks": on_done is not None})
     overall = runner_limit(commands, stages, parallel)
     interp = _interpreter(conn)
+    try:
+        become, first = become_argv(conn)
+    except ValueError as exc:
+        return NodeEvidence(node, False, str(exc), seconds=0.0)
+    if first:
+        request = first.decode() + REQUEST_MARK + request
     if conn.get("ansible_connection") == "local":
-        argv = [interp if interp != "python3" else sys.executable, "-c", REMOTE_RUNNER]
+        argv = [*become, interp if interp != "python3" else sys.executable, "-c", REMOTE_RUNNER]
     else:
-        argv = ssh_argv(conn, node, control_dir) + [f"{shlex.quote(interp)} -c {shlex.quote(REMOTE_RUNNER)}"]
+        remote = " ".join(shlex.quote(w) for w in [*become, interp, "-c", REMOTE_RUNNER])
+        argv = ssh_argv(conn, node, control_dir) + [remote]
     t0 = time.monotonic()
     try:
         if on_done is not None:
@@ -239,8 +299,7 @@ def collect_node(
         return NodeEvidence(node, False, f"cannot start ssh: {exc}", seconds=0.0)
     seconds = round(time.monotonic() - t0, 3)
     if rc == 255 or not stdout.strip():
-        err = (stderr.strip().splitlines() or [f"exit status {rc}"])[-1]
-        return NodeEvidence(node, False, err[:300], seconds=seconds)
+        return NodeEvidence(node, False, describe_failure(stderr, rc, conn), seconds=seconds)
     try:
         doc = json.loads(stdout)
     except json.JSONDecodeError:
@@ -359,9 +418,25 @@ def _bounded(cmd: str, timeout: int, listen_port: int | None = None) -> str:
 
 
 def _remote(conn: dict, node: str, script: str, control_dir: Path | None) -> list[str]:
+    """The command line that runs shell ``script`` on ``node``, as the become user where the inventory asks
+    for it (its stdin must then start with _remote_input(conn))."""
+    try:
+        become, _ = become_argv(conn)
+    except ValueError:
+        become = ["false"]  # an unsupported become method: collect_node says why; nothing runs here
     if conn.get("ansible_connection") == "local":
-        return ["/bin/sh", "-c", script]
+        return [*become, "/bin/sh", "-c", script]
+    if become:
+        script = " ".join(shlex.quote(w) for w in [*become, "/bin/sh", "-c", script])
     return ssh_argv(conn, node, control_dir) + [script]
+
+
+def _remote_input(conn: dict) -> bytes:
+    """What a _remote command reads first: the become password for sudo -S, or nothing."""
+    try:
+        return become_argv(conn)[1]
+    except ValueError:
+        return b""
 
 
 def _kill_group(conn: dict, node: str, pgid: str | None, control_dir: Path | None) -> None:
@@ -369,7 +444,7 @@ def _kill_group(conn: dict, node: str, pgid: str | None, control_dir: Path | Non
         return
     try:
         subprocess.run(_remote(conn, node, f"kill -KILL -{pgid} 2>/dev/null; true", control_dir),
-                       capture_output=True, timeout=15)
+                       capture_output=True, timeout=15, input=_remote_input(conn))
     except (subprocess.TimeoutExpired, OSError):
         pass
 
@@ -458,8 +533,15 @@ def start_server(server: tuple[str, dict, str], timeout: float, *, control_dir: 
     cannot be told, after ``server_start_delay``. End it with finish_probe or stop_server."""
     node, conn, cmd = server
     script = _bounded(cmd, int(max(1, timeout)), server_port)
+    first = _remote_input(conn)
     proc = subprocess.Popen(_remote(conn, node, script, control_dir), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+                            stderr=subprocess.PIPE, stdin=subprocess.PIPE if first else subprocess.DEVNULL)
+    if first:
+        try:
+            proc.stdin.write(first)
+            proc.stdin.close()
+        except OSError:
+            pass
     # no PGID line: the server's node did not start it (no answer): there is nothing to wait for
     pgid, listening, head = _read_server_start(proc, 15, server_port)
     if pgid is None or listening not in (0, 124):
@@ -501,15 +583,16 @@ def finish_probe(srv: Server | None, client: tuple[str, dict, str], timeout: flo
     t0 = time.monotonic()
     try:
         p = subprocess.run(_remote(cli_conn, cli_node, script, control_dir), capture_output=True, text=True,
-                           timeout=t_int + 15)
+                           timeout=t_int + 15, input=_remote_input(cli_conn).decode())
         cli_pgid, cli_out = _pgid_and_output(p.stdout)
         reaped, cli_out = _ended(cli_out)
         elapsed = time.monotonic() - t0
         timed_out = p.returncode in (124, 137) or elapsed >= t_int
         client_res = CommandResult(None if timed_out else p.returncode, cli_out, p.stderr, timed_out, round(elapsed, 3), cli_cmd)
         unreachable = p.returncode == 255 and not cli_pgid
+        p_rc = p.returncode
     except subprocess.TimeoutExpired:
-        cli_pgid, unreachable, reaped = None, True, False
+        cli_pgid, unreachable, reaped, p_rc = None, True, False, None
         client_res = CommandResult(None, "", "no answer from the node", True, round(time.monotonic() - t0, 3), cli_cmd)
     wait = 3 if client_res.ok else 0.5
     server_res = None
@@ -523,8 +606,8 @@ def finish_probe(srv: Server | None, client: tuple[str, dict, str], timeout: flo
                 ex.submit(_kill_group, cli_conn, cli_node, cli_pgid, control_dir)
             server_res = stop_server(srv, wait) if srv is not None else None
     server_reachable = srv is None or srv.pgid is not None or srv.proc.returncode != 255
-    return ProbeRun(server_res, client_res, not unreachable, client_res.stderr.strip()[-300:] if unreachable else "",
-                    server_reachable)
+    return ProbeRun(server_res, client_res, not unreachable,
+                    describe_failure(client_res.stderr, p_rc, cli_conn) if unreachable else "", server_reachable)
 
 
 def run_server_client(

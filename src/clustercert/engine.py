@@ -3,14 +3,26 @@
 One private data dir per run under ``<state>/runs/<id>/`` (artifacts kept; the env/ folder, which may
 hold extra-vars, is removed after the run so secrets do not linger in artifacts). Runner events are
 streamed to a progress callback and summarised into per-host stats and a list of changes.
+
+Host keys: every run gets ANSIBLE_HOST_KEY_CHECKING=True (ansible-runner otherwise sets it False, which
+overrides ansible.cfg; mitogen then runs ssh with StrictHostKeyChecking no and UserKnownHostsFile
+/dev/null). A caller cannot turn it off.
+
+Secrets: ansible-runner dumps the whole environment of the run into artifacts/<id>/command. Every
+variable whose name or value looks like a password, token or key (``secret_env``) is kept out of the
+environment ansible-runner sees; the tether (below) receives them through a FIFO in the run directory
+(never on disk) and puts them back into ansible-playbook's environment, so ANSIBLE_BECOME_PASS still
+reaches the become plugin. After the run every file in the run directory is scrubbed of those values.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -91,12 +103,23 @@ def _summarise(event: dict) -> dict | None:
             "action": data.get("task_action", ""),
             "item": kind.startswith("runner_item_on_"),
             "changed": bool(res.get("changed")),
-            "msg": str(res.get("msg", ""))[:500] if status in ("failed", "unreachable") else "",
+            "msg": _failure_msg(status, str(res.get("msg", ""))) if status in ("failed", "unreachable") else "",
             "diff": res.get("diff") if res.get("changed") else None,
         }
     if kind == "playbook_on_stats":
         return {"kind": "stats", "data": {k: data.get(k, {}) for k in ("ok", "changed", "failures", "dark", "skipped", "rescued", "ignored", "processed")}}
     return None
+
+
+def _failure_msg(status: str, msg: str) -> str:
+    """A task's failure message; an unreachable host whose key did not verify says so in clustercert's words
+    (Ansible's ssh plugin and mitogen each word it their own way)."""
+    if status == "unreachable":
+        from clustercert.collect import HOST_KEY_FAILURE, describe_failure
+
+        if describe_failure(msg, None) == HOST_KEY_FAILURE:
+            return HOST_KEY_FAILURE
+    return msg[:500]
 
 
 def _stats_from(data: dict) -> dict[str, HostStats]:
@@ -161,6 +184,13 @@ def run_playbook(
         "ANSIBLE_NOCOLOR": "True",
     }
     env.update(envvars or {})
+    # ansible-runner sets ANSIBLE_HOST_KEY_CHECKING=False unless the env says otherwise: host keys stay checked
+    env["ANSIBLE_HOST_KEY_CHECKING"] = "True"
+    if os.environ.get("ANSIBLE_SSH_ARGS") or env.get("ANSIBLE_SSH_ARGS"):  # replaces ansible.cfg's, which has it first
+        env["ANSIBLE_SSH_ARGS"] = "-o StrictHostKeyChecking=yes " + (env.get("ANSIBLE_SSH_ARGS") or os.environ["ANSIBLE_SSH_ARGS"])
+    secrets = secret_env({**os.environ, **env})
+    for k in secrets:
+        env.pop(k, None)
 
     changes: list[dict] = []
     failures: list[dict] = []
@@ -184,9 +214,10 @@ def run_playbook(
             progress(s)
         return True
 
+    fifo = _secrets_fifo(run_dir, secrets) if secrets else None
     kwargs = dict(
         private_data_dir=str(run_dir),
-        binary=str(_tethered_playbook_binary(run_dir, timeout or 0)),
+        binary=str(_tethered_playbook_binary(run_dir, timeout or 0, fifo)),
         inventory=str(Path(inventory).resolve()),
         envvars=env,
         event_handler=handler,
@@ -204,9 +235,17 @@ def run_playbook(
         kwargs["extravars"] = extra_vars
     # With `binary` set, ansible-runner passes no playbook of its own: it is the last argument here.
     kwargs["cmdline"] = " ".join(_quote(c) for c in [*cmdline, str(playbook)])
-    runner = ansible_runner.run(**kwargs)
-    # extra-vars may hold secrets: do not keep them next to the artifacts.
-    shutil.rmtree(run_dir / "env", ignore_errors=True)
+    try:
+        runner = ansible_runner.interface.init_runner(**kwargs)
+        for k in secrets:  # seeded from os.environ: out of what ansible-runner dumps (the tether puts them back)
+            runner.config.env.pop(k, None)
+        runner.run()
+    finally:
+        if fifo is not None:
+            _close_fifo(fifo)
+        # extra-vars may hold secrets: do not keep them next to the artifacts.
+        shutil.rmtree(run_dir / "env", ignore_errors=True)
+        scrub_tree(run_dir, secrets.values())
     stats = _stats_from(final_stats or (runner.stats or {}))
     status = "timeout" if (run_dir / TIMED_OUT_MARK).exists() else str(runner.status)
     result = RunResult(run_id, run_dir, int(runner.rc or 0), status, stats, changes, failures, events)
@@ -282,6 +321,10 @@ if {timeout}:
     signal.alarm({timeout})
 if os.getppid() != {parent}:  # clustercert died before PR_SET_PDEATHSIG took effect
     end_run(signal.SIGTERM, None)
+if {secrets!r}:  # the secret variables, from a FIFO the engine feeds (never on disk, never in runner's dump)
+    import json
+    with open({secrets!r}) as fh:
+        os.environ.update(json.load(fh))
 child = os.fork()
 if child == 0:
     for s, handler in inherited.items():
@@ -296,14 +339,95 @@ while True:
 """
 
 
-def _tethered_playbook_binary(run_dir: Path, timeout: int) -> Path:
+# ---- secrets: kept out of what ansible-runner writes ------------------------------------------
+
+_SECRET_NAME = re.compile(r"PASS|SECRET|TOKEN|CREDENTIAL|PRIVATE|(^|_)(API_?)?KEY($|_)|(^|_)AUTH($|_)", re.I)
+_NOT_SECRET_NAME = re.compile(r"(_FILE|_PATH|_DIR|_SOCK|_CHECKING)$|^(OLDPWD|PWD)$", re.I)
+_SECRET_VALUE = re.compile(
+    r"-----BEGIN [A-Z ]*PRIVATE KEY|\b(ghp|gho|ghs|ghu)_[A-Za-z0-9]{20,}|github_pat_|glpat-|xox[abprs]-|"
+    r"\bAKIA[0-9A-Z]{16}\b|\beyJ[A-Za-z0-9_-]{8,}\.eyJ|://[^/\s:@]+:[^/\s@]+@|^Bearer\s")
+REDACTED = "<redacted by clustercert>"
+
+
+def secret_env(env: dict) -> dict[str, str]:
+    """The variables of ``env`` that look like a password, token or key, by name (ANSIBLE_BECOME_PASS,
+    *_TOKEN, *_SECRET*, *_KEY, ...; not *_FILE/*_PATH/*_DIR/*_SOCK, which name where a secret is) or by
+    value (a PEM private key, a GitHub/GitLab/Slack token, an AWS access key id, a JWT, a URL with a
+    password in it)."""
+    out = {}
+    for k, v in env.items():
+        v = str(v)
+        if (_SECRET_NAME.search(k) and not _NOT_SECRET_NAME.search(k)) or _SECRET_VALUE.search(v):
+            out[k] = v
+    return out
+
+
+def scrub_tree(root: Path, values) -> None:
+    """Replace every occurrence of each secret value (4 characters or more) in the files under ``root``."""
+    needles = sorted({v for v in values if len(v) >= 4}, key=len, reverse=True)
+    if not needles:
+        return
+    enc = [(n.encode(), json.dumps(n)[1:-1].encode()) for n in needles]
+    for path in root.rglob("*"):
+        if not path.is_file() or path.is_symlink() or stat_is_fifo(path):
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        new = data
+        for raw, escaped in enc:
+            new = new.replace(raw, REDACTED.encode()).replace(escaped, REDACTED.encode())
+        if new != data:
+            path.write_bytes(new)
+
+
+def stat_is_fifo(path: Path) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISFIFO(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _secrets_fifo(run_dir: Path, secrets: dict[str, str]) -> Path:
+    """A FIFO (0600) the tether reads the secret variables from: they reach ansible-playbook's
+    environment without passing through ansible-runner (which writes its environment to disk)."""
+    fifo = run_dir / ".secrets"
+    os.mkfifo(fifo, 0o600)
+    payload = json.dumps(secrets).encode()
+
+    def feed() -> None:
+        try:
+            with open(fifo, "wb") as fh:  # blocks until the tether opens it (or _close_fifo does)
+                fh.write(payload)
+        except OSError:
+            pass
+
+    threading.Thread(target=feed, daemon=True, name="clustercert-secrets").start()
+    return fifo
+
+
+def _close_fifo(fifo: Path) -> None:
+    """Release a feeder still waiting (the tether never started), then remove the FIFO."""
+    try:
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        os.close(fd)
+    except OSError:
+        pass
+    fifo.unlink(missing_ok=True)
+
+
+def _tethered_playbook_binary(run_dir: Path, timeout: int, secrets_fifo: Path | None = None) -> Path:
     real = shutil.which("ansible-playbook")
     if real is None:
         raise FileNotFoundError("ansible-playbook is not on PATH")
     wrapper = run_dir / "bin" / "ansible-playbook"
     wrapper.parent.mkdir(parents=True, exist_ok=True)
     wrapper.write_text(_TETHER.format(python=sys.executable, parent=os.getpid(), playbook=real, timeout=int(timeout),
-                                      mark=str(run_dir / TIMED_OUT_MARK)))
+                                      mark=str(run_dir / TIMED_OUT_MARK),
+                                      secrets=str(secrets_fifo) if secrets_fifo else ""))
     wrapper.chmod(0o755)
     return wrapper
 

@@ -354,6 +354,7 @@ def load_inventory(arg: str | None, limit: str | None = None) -> Inventory:
 _CONN_KEYS = {
     "ansible_host", "ansible_port", "ansible_user", "ansible_connection", "ansible_ssh_private_key_file",
     "ansible_ssh_common_args", "ansible_python_interpreter",
+    "ansible_become", "ansible_become_method", "ansible_become_user",
 }
 
 
