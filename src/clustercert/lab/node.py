@@ -397,9 +397,43 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
     path.chmod(mode)
 
 
+# The lab's non-root operator: logs in with the lab's key, becomes root with password-less sudo (as a site's
+# admin account does); `clustercert lab` writes an inventory for it next to root's (manager.user_inventory_path).
+LAB_USER = "ccadmin"
+LAB_UID = 1500
+SUDOERS_FILE = "etc/sudoers.d/clustercert-lab"
+SUDOERS_NOPASSWD = f"# clustercert lab: the operator account\n{LAB_USER} ALL=(ALL:ALL) NOPASSWD: ALL\n"
+
+
+def _add_line(path: Path, name: str, line: str) -> None:
+    text = path.read_text() if path.exists() else ""
+    if not any(ln.split(":", 1)[0] == name for ln in text.splitlines()):
+        path.write_text(text + ("" if not text or text.endswith("\n") else "\n") + line + "\n")
+
+
+def ensure_lab_user(root: Path, authorized_key: str) -> None:
+    """The operator account in a node's (mounted) root: passwd/shadow/group entries (no password: key login
+    only), a home with the lab's key authorised, and password-less sudo."""
+    etc = root / "etc"
+    _add_line(etc / "passwd", LAB_USER, f"{LAB_USER}:x:{LAB_UID}:{LAB_UID}:clustercert lab operator:/home/{LAB_USER}:/bin/bash")
+    _add_line(etc / "group", LAB_USER, f"{LAB_USER}:x:{LAB_UID}:")
+    _add_line(etc / "shadow", LAB_USER, f"{LAB_USER}:*:20000:0:99999:7:::")
+    if (etc / "gshadow").exists():
+        _add_line(etc / "gshadow", LAB_USER, f"{LAB_USER}:!::")
+    home = root / "home" / LAB_USER
+    ssh = home / ".ssh"
+    ssh.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _write(ssh / "authorized_keys", authorized_key.strip() + "\n", 0o600)
+    for path, mode in ((home, 0o750), (ssh, 0o700)):
+        path.chmod(mode)
+    for path in (home, ssh, ssh / "authorized_keys"):
+        os.chown(path, LAB_UID, LAB_UID)
+    _write(root / SUDOERS_FILE, SUDOERS_NOPASSWD, 0o440)
+
+
 def personalise(handle: NodeHandle, all_nodes: dict[str, int], authorized_key: str, host_key_dir: Path) -> None:
     """Write the node's identity into its (mounted) root: hostname, hosts, machine-id, host key,
-    authorized key, network config."""
+    authorized key (root's and the operator's, see ensure_lab_user), network config."""
     root = handle.root
     _write(root / "etc/hostname", handle.name + "\n")
     hosts = ["127.0.0.1\tlocalhost", f"127.0.1.1\t{handle.name}", "::1\tlocalhost ip6-localhost ip6-loopback", ""]
@@ -414,6 +448,7 @@ def personalise(handle: NodeHandle, all_nodes: dict[str, int], authorized_key: s
     ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     ssh_dir.chmod(0o700)
     _write(ssh_dir / "authorized_keys", authorized_key.strip() + "\n", 0o600)
+    ensure_lab_user(root, authorized_key)
     for fname, text in networkd_files(handle.index).items():
         _write(root / "etc/systemd/network" / fname, text)
 
