@@ -418,25 +418,14 @@ def _bounded(cmd: str, timeout: int, listen_port: int | None = None) -> str:
 
 
 def _remote(conn: dict, node: str, script: str, control_dir: Path | None) -> list[str]:
-    """The command line that runs shell ``script`` on ``node``, as the become user where the inventory asks
-    for it (its stdin must then start with _remote_input(conn))."""
-    try:
-        become, _ = become_argv(conn)
-    except ValueError:
-        become = ["false"]  # an unsupported become method: collect_node says why; nothing runs here
+    """The command line that runs shell ``script`` on ``node`` for a probe's server or client: as the login
+    user, also where the inventory asks ansible_become. A probe needs no root (GPUs and RDMA devices are
+    the users'), and the NCCL launcher (mpirun) must log into the other nodes as the account the cluster_ssh
+    role set up, which is the login user: a site that refuses root logins refuses root's mpirun too.
+    The node's own reads (collect_node) run under sudo."""
     if conn.get("ansible_connection") == "local":
-        return [*become, "/bin/sh", "-c", script]
-    if become:
-        script = " ".join(shlex.quote(w) for w in [*become, "/bin/sh", "-c", script])
+        return ["/bin/sh", "-c", script]
     return ssh_argv(conn, node, control_dir) + [script]
-
-
-def _remote_input(conn: dict) -> bytes:
-    """What a _remote command reads first: the become password for sudo -S, or nothing."""
-    try:
-        return become_argv(conn)[1]
-    except ValueError:
-        return b""
 
 
 def _kill_group(conn: dict, node: str, pgid: str | None, control_dir: Path | None) -> None:
@@ -444,7 +433,7 @@ def _kill_group(conn: dict, node: str, pgid: str | None, control_dir: Path | Non
         return
     try:
         subprocess.run(_remote(conn, node, f"kill -KILL -{pgid} 2>/dev/null; true", control_dir),
-                       capture_output=True, timeout=15, input=_remote_input(conn))
+                       capture_output=True, timeout=15)
     except (subprocess.TimeoutExpired, OSError):
         pass
 
@@ -533,15 +522,8 @@ def start_server(server: tuple[str, dict, str], timeout: float, *, control_dir: 
     cannot be told, after ``server_start_delay``. End it with finish_probe or stop_server."""
     node, conn, cmd = server
     script = _bounded(cmd, int(max(1, timeout)), server_port)
-    first = _remote_input(conn)
     proc = subprocess.Popen(_remote(conn, node, script, control_dir), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.PIPE if first else subprocess.DEVNULL)
-    if first:
-        try:
-            proc.stdin.write(first)
-            proc.stdin.close()
-        except OSError:
-            pass
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     # no PGID line: the server's node did not start it (no answer): there is nothing to wait for
     pgid, listening, head = _read_server_start(proc, 15, server_port)
     if pgid is None or listening not in (0, 124):
@@ -583,7 +565,7 @@ def finish_probe(srv: Server | None, client: tuple[str, dict, str], timeout: flo
     t0 = time.monotonic()
     try:
         p = subprocess.run(_remote(cli_conn, cli_node, script, control_dir), capture_output=True, text=True,
-                           timeout=t_int + 15, input=_remote_input(cli_conn).decode())
+                           timeout=t_int + 15)
         cli_pgid, cli_out = _pgid_and_output(p.stdout)
         reaped, cli_out = _ended(cli_out)
         elapsed = time.monotonic() - t0
