@@ -429,6 +429,9 @@ def ensure_lab_user(root: Path, authorized_key: str) -> None:
     for path in (home, ssh, ssh / "authorized_keys"):
         os.chown(path, LAB_UID, LAB_UID)
     _write(root / SUDOERS_FILE, SUDOERS_NOPASSWD, 0o440)
+    # GPUs are every user's (on real nodes /dev/nvidia* are 0666): the simulated workload's busy markers too,
+    # so node-to-node probes run as the login user as they do on hardware
+    _write(root / "etc/tmpfiles.d/clustercert-lab-user.conf", "d /run/clustercert-lab/busy 1777 root root -\n")
 
 
 def personalise(handle: NodeHandle, all_nodes: dict[str, int], authorized_key: str, host_key_dir: Path) -> None:
