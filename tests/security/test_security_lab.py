@@ -113,7 +113,12 @@ def test_forged_host_key_is_refused_by_every_verb(bootstrapped_lab, tmp_path, sh
     t0 = time.time()
     env = {"CLUSTERCERT_HOME": str(short_home / "s"), "ANSIBLE_SSH_CONTROL_PATH_DIR": str(short_home / "cp")}
     _key_init(env)
-    good = _inventory_copy(lab.inventory, tmp_path / "good", PAIR)
+    # one inventory for every run (drift's baseline is keyed by the inventory's path); its known_hosts file
+    # holds the right keys, then a forged one for node01, then the right keys again
+    kh = tmp_path / "known_hosts"
+    right = (lab.ssh_config.parent / "known_hosts").read_text()
+    kh.write_text(right)
+    good = forged = _inventory_copy(lab.inventory, tmp_path / "inv", PAIR, kh)
     # the baseline drift compares with, made with the right keys
     out = tmp_path / "cert-good"
     p = cc(env, "certify", "-i", str(good), "--out", str(out), *PROBE)
@@ -123,7 +128,6 @@ def test_forged_host_key_is_refused_by_every_verb(bootstrapped_lab, tmp_path, sh
         shutil.rmtree(cp, ignore_errors=True)
 
     # node01's line in a copy of known_hosts gets another key (what a machine answering on its address shows)
-    kh = tmp_path / "known_hosts"
     forged_key = tmp_path / "forged_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(forged_key)], check=True)
     forged_pub = forged_key.with_suffix(".pub").read_text().split()
@@ -132,7 +136,6 @@ def test_forged_host_key_is_refused_by_every_verb(bootstrapped_lab, tmp_path, sh
         names = line.split()[0].split(",")
         lines.append(f"{line.split()[0]} {forged_pub[0]} {forged_pub[1]}" if "node01" in names else line)
     kh.write_text("\n".join(lines) + "\n")
-    forged = _inventory_copy(lab.inventory, tmp_path / "forged", PAIR, kh)
     bindir, log = _ssh_wrapper(tmp_path)
     fenv = {**env, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
     since = time.time() - 1
@@ -168,6 +171,9 @@ def test_forged_host_key_is_refused_by_every_verb(bootstrapped_lab, tmp_path, sh
     assert any("StrictHostKeyChecking=yes" in r["argv"] for r in records)
 
     # the right keys: the same verbs pass
+    kh.write_text(right)
+    for cp in (short_home / "s" / "cp", short_home / "cp"):
+        shutil.rmtree(cp, ignore_errors=True)
     good_runs = {
         "bootstrap --check": cc(env, "bootstrap", "-i", str(good), "--limit", "node01", "--check"),
         "validate": cc(env, "validate", "-i", str(good)),
