@@ -7,7 +7,11 @@ import stat
 import subprocess
 import sys
 
-from conftest import run_cli
+
+def run_cli(*args, env=None, cwd=None, timeout=120):
+    # not `from conftest import run_cli`: that resolves to whichever conftest pytest imported first
+    return subprocess.run([sys.executable, "-m", "clustercert", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, cwd=cwd, timeout=timeout)
 
 
 def _walk_modes(root):
