@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cc=.venv/bin/clustercert
-export CLUSTERCERT_HOME="${CLUSTERCERT_HOME:-$PWD/.clustercert}"
+$cc version | tail -1   # where the store, runs and signing key live (CLUSTERCERT_HOME overrides it)
+$cc key show >/dev/null 2>&1 || $cc key init   # the signing key, made once; certify never makes one
 $cc lab up --nodes 4
 $cc inventory -i lab
 $cc bootstrap -i lab

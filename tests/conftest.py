@@ -25,6 +25,41 @@ def cli():
     return run_cli
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_state_home(tmp_path_factory):
+    """No test writes the real state directory (/var/lib/clustercert for root): CLUSTERCERT_HOME is a
+    temporary directory for the whole session (what module- and session-scoped fixtures see) ..."""
+    old = os.environ.get("CLUSTERCERT_HOME")
+    os.environ["CLUSTERCERT_HOME"] = str(tmp_path_factory.mktemp("clustercert-home-session"))
+    yield
+    if old is None:
+        os.environ.pop("CLUSTERCERT_HOME", None)
+    else:
+        os.environ["CLUSTERCERT_HOME"] = old
+
+
+@pytest.fixture(autouse=True)
+def _state_home(monkeypatch, tmp_path_factory):
+    """... and a fresh one for each test (no store, no signing key): a test that certifies makes its
+    key with ``init_signing_key`` (or sets CLUSTERCERT_HOME itself)."""
+    monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path_factory.mktemp("clustercert-home")))
+
+
+def init_signing_key(home: Path | str | None = None) -> Path:
+    """`clustercert key init` in ``home`` (default: the current CLUSTERCERT_HOME) unless a key is
+    there already; the private key's path."""
+    from clustercert import certificate
+
+    state = Path(home or os.environ["CLUSTERCERT_HOME"])
+    priv = certificate.key_paths(state)[0]
+    return priv if priv.exists() else certificate.init_key(state)
+
+
+# The state directories the lab tests run certify/drift with (CLUSTERCERT_HOME=<lab dir's parent>/NAME):
+# each gets its signing key when the lab is bootstrapped for them.
+LAB_CERTIFY_HOMES = ("certify-test-state", "drift-test-state")
+
+
 # The lab fixtures (one lab per machine, under /tmp/clustercert-lab.lock) are shared by every test
 # directory: tests/lab, tests/provisioning, tests/validators, tests/certify, tests/drift.
 sys.path.insert(0, str(REPO / "tests" / "lab"))
@@ -51,6 +86,8 @@ def bootstrap_lab(running_lab, nodes: int):
     import json
 
     running_lab.up(nodes)
+    for home in LAB_CERTIFY_HOMES:
+        init_signing_key(running_lab.dir.parent / home)
     for name in running_lab.nodes:
         running_lab.manager.heal(name)
     for name in running_lab.nodes:

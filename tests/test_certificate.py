@@ -15,6 +15,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -148,9 +149,15 @@ def sample_certificate() -> dict:
 
 # ---- helpers ---------------------------------------------------------------------------------
 
+def new_key(state: Path):
+    """`clustercert key init` in ``state``, then the key as certify loads it."""
+    cc.init_key(state)
+    return cc.load_or_create_key(None, state)
+
+
 @pytest.fixture
 def signed(tmp_path):
-    key, pub = cc.load_or_create_key(None, tmp_path / "state")
+    key, pub = new_key(tmp_path / "state")
     cert = cc.sign(sample_certificate(), key)
     path = cc.write_certificate(cert, tmp_path / "certificate.json")
     return path, pub, key
@@ -173,8 +180,23 @@ def test_canonical_bytes_sorted_compact_utf8_without_signature():
 
 # ---- keys ------------------------------------------------------------------------------------
 
+def test_no_key_is_made_silently_and_init_refuses_to_overwrite(tmp_path):
+    with pytest.raises(InputError) as ei:
+        cc.load_or_create_key(None, tmp_path)
+    assert "clustercert key init" in str(ei.value) and "\n" not in str(ei.value)
+    assert not (tmp_path / "keys" / "signing.key").exists()
+    priv = cc.init_key(tmp_path)
+    before = priv.read_bytes()
+    with pytest.raises(InputError, match="already there.*--force"):
+        cc.init_key(tmp_path)
+    assert priv.read_bytes() == before
+    cc.init_key(tmp_path, force=True)
+    assert priv.read_bytes() != before and stat.S_IMODE(priv.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "keys").stat().st_mode) == 0o700
+
+
 def test_key_created_once_0600_openssh_pub_and_reused(tmp_path):
-    key, pub = cc.load_or_create_key(None, tmp_path)
+    key, pub = new_key(tmp_path)
     priv = tmp_path / "keys" / "signing.key"
     assert pub == tmp_path / "keys" / "signing.pub"
     assert stat.S_IMODE(priv.stat().st_mode) == 0o600
@@ -332,14 +354,14 @@ def test_every_byte_of_a_value_and_key_matters(signed):
 
 def test_different_key_fails(signed, tmp_path):
     path, _pub, _ = signed
-    _other, other_pub = cc.load_or_create_key(None, tmp_path / "other")
+    _other, other_pub = new_key(tmp_path / "other")
     ok, reason = cc.verify(path, other_pub)
     assert ok is False and "signed by a different key" in reason
 
 
 def test_resigned_with_other_key_and_embedded_key_swapped_fails(signed, tmp_path):
     path, pub, key = signed
-    other, _ = cc.load_or_create_key(None, tmp_path / "attacker")
+    other, _ = new_key(tmp_path / "attacker")
     forged = sample_certificate()
     forged["verdict"] = "pass"
     forged = cc.sign(forged, other)
@@ -360,7 +382,7 @@ def test_verify_command_failure_is_one_line_on_stderr(signed, capsys):
 
 
 def test_sign_output_survives_json_round_trip(tmp_path):
-    key, pub = cc.load_or_create_key(None, tmp_path)
+    key, pub = new_key(tmp_path)
     cert = sample_certificate()
     cert["links"][0]["extra"] = (1, 2)          # tuple -> list once written
     cert["profiles"]["h100-sxm-8x-ndr"]["ports"] = {10: "a", 2: "b"}  # int keys -> str once written
@@ -424,7 +446,50 @@ def test_bad_public_key_input_errors(signed, tmp_path):
 def test_key_file_mode_ignores_umask(tmp_path):
     old = os.umask(0)
     try:
-        cc.load_or_create_key(None, tmp_path)
+        new_key(tmp_path)
     finally:
         os.umask(old)
-    assert stat.S_IMODE((tmp_path / "keys" / "signing.key").stat().st_mode) == 0o600
+    for name in ("signing.key", "signing.pub"):
+        assert stat.S_IMODE((tmp_path / "keys" / name).stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "keys").stat().st_mode) == 0o700
+
+
+# ---- unknown members: refused wherever they are, the unsigned signature block included -----------
+
+def test_the_sample_certificate_has_no_unknown_member():
+    assert cc.unknown_member(cc.sign(sample_certificate(), Ed25519PrivateKey.generate())) is None
+
+
+@pytest.mark.parametrize("where,member", [
+    ("top", "note"),
+    ("signature", "signature.comment"),
+    ("node", "nodes.gpu-node-01.approved"),
+    ("threshold", "thresholds.iperf3.override"),
+    ("versions", "versions.patched"),
+    ("localisation", "localisation[0].waived"),
+])
+def test_unknown_members_fail_verify_even_when_signed(tmp_path, where, member):
+    key, pub = new_key(tmp_path / "state")
+    cert = sample_certificate()
+    if where == "top":
+        cert["note"] = "approved by ops"
+    elif where == "node":
+        cert["nodes"]["gpu-node-01"]["approved"] = True
+    elif where == "threshold":
+        cert["thresholds"]["iperf3"]["override"] = 1.0
+    elif where == "versions":
+        cert["versions"]["patched"] = "yes"
+    elif where == "localisation":
+        cert["localisation"][0]["waived"] = True
+    signed_cert = cc.sign(cert, key)  # signed by the right key: the content verifies, the schema does not
+    if where == "signature":
+        signed_cert["signature"]["comment"] = "looks fine"
+    path = cc.write_certificate(signed_cert, tmp_path / "certificate.json")
+    ok, reason = cc.verify(path, pub)
+    assert ok is False and f"unknown member {member!r}" in reason and "\n" not in reason
+    r = subprocess.run([sys.executable, "-m", "clustercert", "verify", str(path), "--key", str(pub)],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and r.stdout == "" and r.stderr.count("\n") == 1 and member in r.stderr
+    if where == "signature":  # the same certificate without the extra member is valid
+        del signed_cert["signature"]["comment"]
+        assert cc.verify(cc.write_certificate(signed_cert, path), pub) == (True, "")

@@ -223,7 +223,7 @@ def test_reports_show_nccl_across_nodes_as_one_all_rails_heatmap(tmp_path):
     cert["links"] += [{"a": a, "b": b, "fabric": None, "probe": "nccl_allreduce", "value": 96.0, "unit": "gbyte_per_s",
                        "status": "pass", "round": 1, "subject": f"{a}+{b}, 16 GPUs"}]
     assert reports.threshold_for(cert, "nccl_allreduce")["floor"] == 80.0
-    key, _ = cc.load_or_create_key(None, tmp_path / "state")
+    key, _ = cc.load_or_create_key(cc.init_key(tmp_path / "state"), tmp_path / "state")
     paths = reports.write_reports(cc.sign(cert, key), tmp_path / "out")
     html_text = paths["html"].read_text()
     assert 'data-probe="nccl_allreduce"' in html_text and "All rails · NCCL all_reduce bus bandwidth" in html_text

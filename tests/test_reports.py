@@ -21,7 +21,7 @@ from clustercert import reports
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     out = tmp_path_factory.mktemp("reports")
-    key, _ = cc.load_or_create_key(None, out / "state")
+    key, _ = cc.load_or_create_key(cc.init_key(out / "state"), out / "state")
     cert = cc.sign(sample_certificate(), key)
     return cert, reports.write_reports(cert, out / "cert"), key
 
@@ -341,7 +341,7 @@ def test_new_probes_show_up_with_the_thresholds_certify_records(tmp_path):
         {"check": "probe.gpu_util_under_load", "status": "pass", "subject": "GPU0", "expected": ">= 70 percent",
          "observed": "100.0%", "evidence": "", "value": 100.0, "unit": "percent"}]
     assert reports.threshold_for(cert, "ib_write_lat")["ceiling"] == 2.0
-    key, _ = cc.load_or_create_key(None, tmp_path / "state")
+    key, _ = cc.load_or_create_key(cc.init_key(tmp_path / "state"), tmp_path / "state")
     paths = reports.write_reports(cc.sign(cert, key), tmp_path / "out")
     html_text = paths["html"].read_text()
     assert 'data-probe="ib_write_lat"' in html_text and "ceiling 2 µs" in html_text

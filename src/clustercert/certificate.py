@@ -16,10 +16,10 @@ So re-indenting the file keeps it valid, while any change to a key, a value, a s
 (whitespace inside a string included), an added or removed member, or the signature itself makes
 ``verify`` fail. Files that a JSON reader could read two ways (duplicate keys) are refused.
 
-The signing key is an Ed25519 private key. ``load_or_create_key`` loads a PEM or OpenSSH private key,
-or creates ``<state>/keys/signing.key`` (OpenSSH private key format, mode 0600) and
-``signing.pub`` (OpenSSH public key line, as ``ssh-keygen`` writes it) once and reuses them. The
-private key is never logged and never written anywhere else.
+The signing key is an Ed25519 private key. ``init_key`` (``clustercert key init``) makes
+``<state>/keys/signing.key`` (OpenSSH private key format, mode 0600) and ``signing.pub`` (OpenSSH
+public key line, as ``ssh-keygen`` writes it); ``load_or_create_key`` loads it, or a PEM/OpenSSH key
+given with --key, and never makes one. The private key is never logged and never written anywhere else.
 """
 
 from __future__ import annotations
@@ -167,13 +167,46 @@ def _write_exclusive(path: Path, data: bytes, mode: int) -> bool:
         os.unlink(tmp)
 
 
+def key_paths(state_dir: Path) -> tuple[Path, Path]:
+    """(private key, public key) of the default signing key under the state directory."""
+    keys = Path(state_dir) / KEY_DIR
+    return keys / KEY_NAME, keys / PUB_NAME
+
+
+def init_key(state_dir: Path, force: bool = False) -> Path:
+    """``clustercert key init``: make the Ed25519 signing key ``<state>/keys/signing.key`` (0600,
+    OpenSSH private key format) and ``signing.pub``. InputError if a key is there already and
+    ``force`` is not given (a new key orphans every certificate signed with the old one)."""
+    priv_path, pub = key_paths(state_dir)
+    priv_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(priv_path.parent, 0o700)
+    new = Ed25519PrivateKey.generate()
+    pem = new.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                            serialization.NoEncryption())
+    if force:
+        fd, tmp = tempfile.mkstemp(prefix=f".{priv_path.name}.", dir=priv_path.parent)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(pem)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, priv_path)
+    elif not _write_exclusive(priv_path, pem, 0o600):
+        raise InputError(str(priv_path), None, "a signing key is already there; certificates signed with it verify "
+                         "only against it: keep it, or replace it with `clustercert key init --force`")
+    _write_public(pub, new.public_key())
+    return priv_path
+
+
 def load_or_create_key(path: Path | None, state_dir: Path) -> tuple[Ed25519PrivateKey, Path]:
-    """The signing key and the path of its public key (OpenSSH format).
+    """The signing key and the path of its public key (OpenSSH format). Never creates a key.
 
     With ``path``: load that PEM/OpenSSH Ed25519 private key. Its public key is ``<path>.pub`` when that
     file holds the matching key (``ssh-keygen``'s convention); otherwise it is written to
-    ``<state>/keys/<name>.pub``. Without ``path``: create ``<state>/keys/signing.key`` (0600) and
-    ``signing.pub`` the first time, and reuse them afterwards.
+    ``<state>/keys/<name>.pub``. Without ``path``: load ``<state>/keys/signing.key``, which
+    ``clustercert key init`` makes; InputError saying so when it is not there. (The name stays for the
+    callers: a key made silently by the first certify, in whatever directory it ran, is what it no
+    longer does.)
     """
     keys = Path(state_dir) / KEY_DIR
     if path is not None:
@@ -191,13 +224,10 @@ def load_or_create_key(path: Path | None, state_dir: Path) -> tuple[Ed25519Priva
         _write_public(pub, key.public_key())
         return key, pub
 
-    keys.mkdir(parents=True, exist_ok=True, mode=0o700)
-    priv_path, pub = keys / KEY_NAME, keys / PUB_NAME
+    priv_path, pub = key_paths(state_dir)
     if not priv_path.exists():
-        new = Ed25519PrivateKey.generate()
-        pem = new.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-                                serialization.NoEncryption())
-        _write_exclusive(priv_path, pem, 0o600)  # a concurrent creator may win; we then load theirs
+        raise InputError(str(priv_path), None, "no signing key: make one with `clustercert key init` "
+                         "(or pass --key FILE); certify never makes one by itself")
     key = _load_private(priv_path)
     _write_public(pub, key.public_key())
     return key, pub
@@ -211,9 +241,8 @@ def _write_public(pub: Path, key: Ed25519PublicKey) -> None:
     except (OSError, UnicodeDecodeError):
         pass
     fd, tmp = tempfile.mkstemp(prefix=f".{pub.name}.", dir=pub.parent)
-    with os.fdopen(fd, "w") as f:
+    with os.fdopen(fd, "w") as f:  # mkstemp: 0600, like everything under the state directory
         f.write(line)
-    os.chmod(tmp, 0o644)
     os.replace(tmp, pub)
 
 
@@ -297,6 +326,45 @@ def load_certificate(cert_path: Path) -> dict:
     return cert
 
 
+# The members clustercert.certificate/v1 defines. A member outside these is refused by verify, in
+# the signed content (a certificate that some other program wrote and signed) as in the signature
+# block (which the signature does not cover). A new member is added here first.
+TOP_MEMBERS = frozenset({"schema", "cluster", "profiles", "started", "finished", "versions", "verdict", "rounds",
+                         "nodes", "links", "localisation", "thresholds", "timing", "slurm", "signature"})
+SIGNATURE_MEMBERS = frozenset({"algorithm", "public_key", "value"})
+NODE_MEMBERS = frozenset({"verdict", "findings", "detail"})
+THRESHOLD_MEMBERS = frozenset({"floor", "ceiling", "unit", "source"})
+LOCALISATION_MEMBERS = frozenset({"node", "link", "kind", "reason"})
+VERSIONS_MEMBERS = frozenset({"clustercert", "ansible-core", "nodes"})
+
+
+def unknown_member(cert: dict) -> str | None:
+    """The first member (as a dotted path) that the schema does not define, or None."""
+    def extra(obj: Any, allowed: frozenset, where: str) -> str | None:
+        if not isinstance(obj, dict):
+            return None
+        for k in sorted(obj, key=str):
+            if k not in allowed:
+                return f"{where}.{k}" if where else str(k)
+        return None
+
+    found = extra(cert, TOP_MEMBERS, "") or extra(cert.get("signature"), SIGNATURE_MEMBERS, "signature") \
+        or extra(cert.get("versions"), VERSIONS_MEMBERS, "versions")
+    if found:
+        return found
+    for group, allowed in (("nodes", NODE_MEMBERS), ("thresholds", THRESHOLD_MEMBERS)):
+        entries = cert.get(group)
+        if isinstance(entries, dict):
+            for name in sorted(entries, key=str):
+                if found := extra(entries[name], allowed, f"{group}.{name}"):
+                    return found
+    if isinstance(cert.get("localisation"), list):
+        for i, item in enumerate(cert["localisation"]):
+            if found := extra(item, LOCALISATION_MEMBERS, f"localisation[{i}]"):
+                return found
+    return None
+
+
 def _signature_parts(cert: dict, src: str) -> tuple[bytes | None, bytes | None, str | None]:
     """(signature bytes, embedded public key bytes, problem). InputError if there is no signature."""
     sig = cert.get("signature")
@@ -329,6 +397,8 @@ def verify(cert_path: Path, pubkey_path: Path) -> tuple[bool, str]:
     """
     key = load_public_key(Path(pubkey_path))
     cert = load_certificate(Path(cert_path))
+    if (member := unknown_member(cert)) is not None:
+        return False, f"unknown member {member!r}: {SCHEMA} does not define it (refusing the certificate)"
     value, embedded, problem = _signature_parts(cert, str(cert_path))
     if problem:
         return False, problem

@@ -50,6 +50,12 @@ def _inventory_flags(p: argparse.ArgumentParser, *, required: bool = True) -> No
     p.add_argument("-l", "--limit", metavar="PATTERN", help="limit to hosts matching an Ansible pattern")
 
 
+def _become_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-K", "--ask-become-pass", action="store_true",
+                   help="ask once for the sudo password (hosts with ansible_become: true); it is kept in this "
+                        "process's environment as ANSIBLE_BECOME_PASS, never printed or written")
+
+
 def _playbook_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--check", action="store_true", help="dry run: report what would change, change nothing")
     p.add_argument("--diff", action="store_true", help="show the differences of changed files and templates")
@@ -91,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         tools, the container toolkit, dual-IB redundancy and tuning, with rolling reboots.""",
         "clustercert bootstrap -i inventory/h100-sample --limit gpu01 --check --diff"))
     _inventory_flags(p)
+    _become_flag(p)
     _playbook_flags(p)
     p.add_argument("--format", choices=("table", "json"), default="table")
 
@@ -102,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         still reachable over the bond, and the primary must come back once the slave is up again.""",
         "clustercert validate -i lab --checks gpu,ib --format json\nclustercert validate -i lab --checks bond --disruptive"))
     _inventory_flags(p)
+    _become_flag(p)
     p.add_argument("-f", "--forks", type=_positive_int, metavar="N")
     p.add_argument("--checks", metavar="LIST", help="components to run, e.g. gpu,ib,bond")
     p.add_argument("--format", choices=("table", "json"), default="table")
@@ -114,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Run the bandwidth probes on the two-round pair schedule and print the values against the thresholds.",
         "clustercert probe -i lab --probes iperf3,ib_write_bw"))
     _inventory_flags(p)
+    _become_flag(p)
     p.add_argument("-f", "--forks", type=_positive_int, metavar="N")
     p.add_argument("--probes", metavar="LIST", help="comma-separated: ib_write_bw, ib_write_lat, iperf3, nccl, "
                    "nvbandwidth, dcgmi (default: every probe the profile sets a threshold for)")
@@ -127,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Validate, probe and judge every node and link; write certificate.json, report.html, junit.xml, summary.md.",
         "clustercert certify -i lab --out cert/"))
     _inventory_flags(p)
+    _become_flag(p)
     p.add_argument("-f", "--forks", type=_positive_int, metavar="N")
     p.add_argument("--out", metavar="DIR", required=True)
     p.add_argument("--all-pairs", action="store_true")
@@ -140,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Configuration drift (bootstrap in check mode), state drift (validators) and performance drift (probes).",
         "clustercert drift -i lab --probes quick --prom /var/lib/node_exporter/clustercert.prom"))
     _inventory_flags(p)
+    _become_flag(p)
     p.add_argument("--baseline", default="latest-certified", metavar="RUN_ID")
     p.add_argument("--probes", choices=("none", "quick", "full"), default="none")
     p.add_argument("--fix", action="store_true")
@@ -195,7 +206,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("certificate")
     p.add_argument("--key", required=True)
 
-    sub.add_parser("version", help="print versions", **_fmt("Print clustercert, ansible-core, ansible-runner and Python versions.", "clustercert version"))
+    p = sub.add_parser("key", help="the certificate signing key (init, show)", **_fmt(
+        """`key init` makes the Ed25519 signing key under the state directory (keys/signing.key, 0600) and
+        prints its path and fingerprint; it refuses to replace an existing key unless --force. `key show`
+        prints the key's path, public key and fingerprint. certify never makes a key by itself.""",
+        "clustercert key init\nclustercert key show"))
+    p.add_argument("key_cmd", choices=("init", "show"), metavar="CMD", help="init or show")
+    p.add_argument("--force", action="store_true", help="init: replace an existing key (old certificates then "
+                   "verify only against the old public key)")
+
+    sub.add_parser("version", help="print versions and the state directory", **_fmt(
+        "Print clustercert, ansible-core, ansible-runner and Python versions, and where the state directory is.",
+        "clustercert version"))
     return top
 
 
@@ -217,6 +239,28 @@ def cmd_version(args) -> int:
     print(f"ansible-runner {v('ansible-runner')}")
     print(f"pytest-testinfra {v('pytest-testinfra')}")
     print(f"python {sys.version.split()[0]}")
+    from clustercert import paths
+
+    state = paths.state_dir()
+    origin = "CLUSTERCERT_HOME" if os.environ.get("CLUSTERCERT_HOME") else "default"
+    print(f"state directory {state} ({origin}{'' if state.is_dir() else ', not created yet'})")
+    return EXIT_OK
+
+
+def cmd_key(args) -> int:
+    from clustercert import certificate, paths
+
+    state = paths.state_dir()
+    if args.key_cmd == "init":
+        priv = certificate.init_key(state, force=args.force)  # refuses an existing key without --force
+    else:
+        priv = certificate.key_paths(state)[0]
+    key, pub = certificate.load_or_create_key(None, state)
+    print(f"signing key {priv}")
+    print(f"public key  {pub}")
+    if args.key_cmd == "show":
+        print(pub.read_text().strip())
+    print(f"fingerprint {certificate.fingerprint(key.public_key())}")
     return EXIT_OK
 
 
@@ -436,18 +480,81 @@ HANDLERS = {
     "inventory": cmd_inventory,
     "parse": cmd_parse,
     "lab": cmd_lab,
+    "key": cmd_key,
 }
+
+# Verbs that keep state (store, runs, control sockets, locks, keys): the state directory is made 0700
+# and checked before they run.
+STATEFUL = {"bootstrap", "validate", "probe", "certify", "drift", "report", "key"}
+
+# Flags that name where a verb writes: checked before the verb runs (no probe, drain or run record first).
+OUT_FLAGS = {"out": ("--out", "dir"), "prom": ("--prom", "file")}
+
+
+def check_out(flag: str, value: str, kind: str) -> None:
+    """InputError (one line, exit 2) unless ``value`` can be written as a ``kind`` ("dir" or "file"):
+    an existing path of the other kind, or a parent that is not a writable directory, is refused."""
+    path = Path(value).expanduser()
+    if kind == "dir" and path.exists() and not path.is_dir():
+        raise InputError(flag, value, "exists and is not a directory")
+    if kind == "file" and path.is_dir():
+        raise InputError(flag, value, "is a directory, expected a file")
+    target = path if kind == "dir" and path.is_dir() else None
+    if target is None:
+        parent = path.absolute().parent
+        while not parent.exists() and parent != parent.parent:
+            if parent.is_symlink():
+                raise InputError(flag, value, f"{parent} is a dangling symbolic link")
+            parent = parent.parent
+        if not parent.is_dir():
+            raise InputError(flag, value, f"{parent} is not a directory")
+        target = parent
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise InputError(flag, value, f"directory {target} is not writable")
+
+
+def ask_become_pass() -> None:
+    """-K/--ask-become-pass: one getpass prompt; the answer goes into os.environ only."""
+    import getpass
+
+    try:
+        password = getpass.getpass("BECOME password: ")
+    except EOFError:
+        raise InputError("-K/--ask-become-pass", None, "no password given (end of input)") from None
+    if not password:
+        raise InputError("-K/--ask-become-pass", None, "empty password")
+    os.environ["ANSIBLE_BECOME_PASS"] = password
+
+
+def prepare(args) -> None:
+    """What every verb gets before it runs: a private umask, a checked state directory, checked
+    output paths, the become password. Bad input here is exit 2 with nothing run."""
+    if args.verb != "lab":  # the lab writes node root filesystems, which keep their own modes
+        os.umask(0o077)  # state files 0600, directories 0700, whatever writes them (ansible's fact cache too)
+        # main() puts the caller's umask back when the verb returns
+    for attr, (flag, kind) in OUT_FLAGS.items():
+        if getattr(args, attr, None):
+            check_out(flag, getattr(args, attr), kind)
+    if args.verb in STATEFUL:
+        from clustercert import paths
+
+        paths.ensure_state_dir()
+    if getattr(args, "ask_become_pass", False):
+        ask_become_pass()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     verbose = 0
+    umask = os.umask(0o077)
+    os.umask(umask)
     try:
         args = parser.parse_args(argv)
         verbose = args.verbose
         if not args.verb:
             parser.print_help()
             return EXIT_INPUT
+        prepare(args)
         handler = HANDLERS.get(args.verb, cmd_not_ready)
         return handler(args)
     except InputError as exc:
@@ -467,6 +574,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"{PROG}: internal error: {type(exc).__name__}: {exc} (run with -v for the traceback)", file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        os.umask(umask)  # in-process callers (tests) keep theirs
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -43,5 +43,44 @@ def ansible_cfg() -> Path:
 
 
 def state_dir() -> Path:
-    """Run directories, the SQLite store and the fact cache: $CLUSTERCERT_HOME or ./.clustercert."""
-    return Path(os.environ.get("CLUSTERCERT_HOME") or Path.cwd() / ".clustercert")
+    """Where clustercert keeps its state (SQLite store, run directories, fact cache, control sockets,
+    locks, the signing key): ``$CLUSTERCERT_HOME`` if set; else /var/lib/clustercert for root; else
+    ``$XDG_STATE_HOME/clustercert`` (``~/.local/state/clustercert`` by default). Never the current
+    directory: every command finds the same store and key wherever it runs."""
+    home = os.environ.get("CLUSTERCERT_HOME")
+    if home:
+        return Path(home).expanduser().absolute()
+    if os.geteuid() == 0:
+        return Path("/var/lib/clustercert")
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"  # XDG: relative is ignored
+    return base / "clustercert"
+
+
+def ensure_state_dir() -> Path:
+    """The state directory, created 0700 if missing. InputError (exit 2) when it is not a directory,
+    is owned by another user, or is writable by group or others: a store and a signing key there could
+    be replaced by someone else. An existing directory that is only readable by others is kept as it
+    is (the lab's /var/lib/clustercert is 0755); everything clustercert makes inside it is 0700/0600."""
+    import stat
+
+    from clustercert.errors import InputError
+
+    path = state_dir()
+    where = "CLUSTERCERT_HOME" if os.environ.get("CLUSTERCERT_HOME") else "state directory"
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = path.stat()
+    except FileExistsError:
+        raise InputError(str(path), where, "exists and is not a directory") from None
+    except OSError as e:
+        raise InputError(str(path), where, f"cannot create the state directory: {e.strerror or e}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise InputError(str(path), where, "exists and is not a directory")
+    if st.st_uid != os.geteuid():
+        raise InputError(str(path), where, f"owned by uid {st.st_uid}, not by this user (uid {os.geteuid()}); "
+                         "refusing a store and signing key another user controls")
+    if st.st_mode & 0o022:
+        raise InputError(str(path), where, f"mode {stat.S_IMODE(st.st_mode):04o} is writable by group or others; "
+                         f"run `chmod 700 {path}` (or choose another CLUSTERCERT_HOME)")
+    return path

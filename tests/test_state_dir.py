@@ -1,0 +1,121 @@
+"""The state directory and signing-key rules (issue 19.4), run as a user would from two directories."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+
+
+def run_cli(*args, env=None, cwd=None, timeout=120):
+    # not `from conftest import run_cli`: that resolves to whichever conftest pytest imported first
+    return subprocess.run([sys.executable, "-m", "clustercert", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, cwd=cwd, timeout=timeout)
+
+
+def _walk_modes(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
+        yield dirpath, stat.S_IMODE(os.stat(dirpath).st_mode), True
+        for f in filenames:
+            p = os.path.join(dirpath, f)
+            if not os.path.islink(p):
+                yield p, stat.S_IMODE(os.lstat(p).st_mode), False
+
+
+def test_same_store_and_key_from_two_directories_and_tight_modes(tmp_path):
+    home = tmp_path / "state"
+    env = {"CLUSTERCERT_HOME": str(home)}
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    v = run_cli("version", env=env, cwd=a)
+    assert v.returncode == 0 and f"state directory {home}" in v.stdout
+    init = run_cli("key", "init", env=env, cwd=a)
+    assert init.returncode == 0, init.stderr
+    fp = [ln for ln in init.stdout.splitlines() if ln.startswith("fingerprint")][0]
+    show = run_cli("key", "show", env=env, cwd=b)
+    assert show.returncode == 0 and fp in show.stdout and str(home / "keys" / "signing.key") in show.stdout
+    again = run_cli("key", "init", env=env, cwd=b)
+    assert again.returncode == 2 and again.stderr.count("\n") == 1 and "--force" in again.stderr
+    assert not (a / ".clustercert").exists() and not (b / ".clustercert").exists()
+    modes = list(_walk_modes(home))
+    assert modes and all(m == (0o700 if is_dir else 0o600) for _p, m, is_dir in modes), modes
+
+
+def test_default_without_clustercert_home_is_not_the_working_directory(tmp_path):
+    env = dict(os.environ)
+    env.pop("CLUSTERCERT_HOME", None)
+    env["XDG_STATE_HOME"] = str(tmp_path / "xdg")
+    code = "from clustercert import paths; print(paths.state_dir())"
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=cwd,
+                           check=True).stdout.strip() for cwd in (tmp_path, "/")}
+    want = "/var/lib/clustercert" if os.geteuid() == 0 else str(tmp_path / "xdg" / "clustercert")
+    assert outs == {want}
+
+
+def test_group_writable_state_dir_is_refused(tmp_path):
+    home = tmp_path / "state"
+    home.mkdir()
+    home.chmod(0o777)
+    r = run_cli("key", "init", env={"CLUSTERCERT_HOME": str(home)})
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "chmod 700" in r.stderr
+    assert not (home / "keys").exists()
+
+
+def _tiny_inventory(tmp_path):
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  vars:\n    clustercert_profile: h100-sxm-8x-ndr\n  hosts:\n    node01:\n      ansible_host: 192.0.2.1\n")  # TEST-NET
+    return inv
+
+
+def test_certify_without_a_key_is_refused_before_anything_runs(tmp_path):
+    home = tmp_path / "state"
+    env = {"CLUSTERCERT_HOME": str(home)}
+    r = run_cli("certify", "-i", str(_tiny_inventory(tmp_path)), "--out", str(tmp_path / "out"), env=env, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "clustercert key init" in r.stderr and "Traceback" not in r.stderr
+    assert not (home / "store.sqlite").exists() and not (tmp_path / "out").exists()
+    assert not (home / "keys" / "signing.key").exists()
+
+
+def test_out_that_is_a_file_or_unwritable_is_refused_before_anything_runs(tmp_path):
+    home = tmp_path / "state"
+    env = {"CLUSTERCERT_HOME": str(home)}
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    inv = str(_tiny_inventory(tmp_path))
+    for verb, out, reason in (("certify", afile, "exists and is not a directory"),
+                              ("validate", afile, "exists and is not a directory"),
+                              ("certify", "/proc/1/out", "is not writable"),
+                              ("certify", afile / "sub", "is not a directory")):
+        r = run_cli(verb, "-i", inv, "--out", str(out), env=env, timeout=60)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, (verb, out, r.stderr)
+        assert "--out" in r.stderr and reason in r.stderr, r.stderr
+    assert not (home / "store.sqlite").exists() and afile.read_text() == "x"
+
+
+def test_ask_become_pass_prompts_once_and_sets_only_the_environment(tmp_path):
+    from clustercert import cli
+
+    seen = {}
+
+    def fake_handler(args):
+        seen["pass"] = os.environ.get("ANSIBLE_BECOME_PASS")
+        return 0
+
+    import getpass
+
+    prompts = []
+    orig_getpass, orig_handler = getpass.getpass, cli.HANDLERS["validate"]
+    getpass.getpass = lambda prompt="": prompts.append(prompt) or "s3cret"
+    cli.HANDLERS["validate"] = fake_handler
+    try:
+        os.environ.pop("ANSIBLE_BECOME_PASS", None)
+        assert cli.main(["validate", "-i", "x", "-K"]) == 0
+    finally:
+        getpass.getpass, cli.HANDLERS["validate"] = orig_getpass, orig_handler
+        os.environ.pop("ANSIBLE_BECOME_PASS", None)
+    assert seen["pass"] == "s3cret" and len(prompts) == 1
+    for verb in ("bootstrap", "probe", "certify", "drift"):
+        assert "--ask-become-pass" in run_cli(verb, "--help").stdout
