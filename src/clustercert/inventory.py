@@ -345,6 +345,7 @@ def _profile_conflict(path: Path, files: list[Path], inv) -> None:
     key = "clustercert_profile"
     gfiles = _var_file_values(files, "group_vars", key)
     hfiles = _var_file_values(files, "host_vars", key)
+    sources = [f for f in files if "group_vars" not in f.parts and "host_vars" not in f.parts]
     for h in inv.get_hosts(pattern="all"):
         if key in h.get_vars() or h.name in hfiles:
             continue
@@ -353,7 +354,7 @@ def _profile_conflict(path: Path, files: list[Path], inv) -> None:
             if g.name == "all":
                 continue
             if key in g.get_vars():
-                setters.append((g, g.get_vars()[key], str(path)))
+                setters.append((g, g.get_vars()[key], _locate(sources, key, path)))
             elif g.name in gfiles:
                 setters.append((g, gfiles[g.name][0], str(gfiles[g.name][1])))
         for i, (g1, v1, _f1) in enumerate(setters):
