@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Annotated
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -28,6 +29,7 @@ from pydantic import (
     field_validator,
 )
 
+from clustercert import names
 from clustercert.errors import InputError
 from clustercert.profile import Profile, format_validation_error, load_profile
 from clustercert.yamlutil import load_yaml_file
@@ -35,6 +37,8 @@ from clustercert.yamlutil import load_yaml_file
 PREFIX = "clustercert_"
 YAML_SUFFIXES = (".yml", ".yaml")
 GROUP_KEYS = {"hosts", "vars", "children"}
+MAX_HOSTS = 10000  # a host range (node[0001:99999]) that expands past this is a typo, not a cluster
+RANGE_RE = re.compile(r"\[([0-9]+|[a-zA-Z]):([0-9]+|[a-zA-Z])(?::([0-9]+))?\]")
 
 
 class InventoryVars(BaseModel):
@@ -50,17 +54,21 @@ class InventoryVars(BaseModel):
     clustercert_fabric_addresses: dict[StrictStr, StrictStr] = Field(default_factory=dict)
     clustercert_sm_priority: Annotated[StrictInt, Field(ge=0, le=15)] | None = None
     clustercert_slurm: StrictBool = False
-    clustercert_slurm_node_name: StrictStr | None = None
+    clustercert_slurm_node_name: Annotated[StrictStr, AfterValidator(lambda v: names.validate("slurm_node", v))] | None = None
     # the GRES the pair NCCL step asks for per node (a name, or name:type), times the profile's gpu.count;
     # null where Slurm has no GPU GRES
     clustercert_slurm_gres: StrictStr | None = "gpu"
     clustercert_command_timeout_s: Annotated[StrictInt, Field(ge=1, le=3600)] = 30
-    clustercert_ntp_servers: list[StrictStr] = Field(default_factory=list)
+    clustercert_ntp_servers: list[Annotated[StrictStr, AfterValidator(lambda v: names.validate("host", v))]] = Field(
+        default_factory=list)
 
     @field_validator("clustercert_fabric_addresses")
     @classmethod
     def _cidrs(cls, value: dict[str, str]) -> dict[str, str]:
         for netdev, cidr in value.items():
+            reason = names.check_ifname(netdev)
+            if reason:
+                raise ValueError(f"key {reason}")
             try:
                 ipaddress.ip_interface(cidr)
             except ValueError:
@@ -126,10 +134,60 @@ def resolve_inventory_arg(arg: str | None) -> Path:
     return Path(arg)
 
 
+def _range_count(host: str) -> int:
+    """How many hosts an Ansible host pattern such as ``node[0001:0100]`` or ``rack[a:c]-n[1:8]`` expands to."""
+    count = 1
+    for m in RANGE_RE.finditer(host):
+        start, end, step = m.group(1), m.group(2), int(m.group(3) or 1)
+        if start.isdigit() != end.isdigit():
+            return count
+        lo, hi = (int(start), int(end)) if start.isdigit() else (ord(start), ord(end))
+        count *= max(0, (hi - lo) // max(step, 1) + 1)
+    return count
+
+
+def _check_range(path: Path, where: str, host: str, total: list[int]) -> None:
+    n = _range_count(str(host))
+    total[0] += n
+    if n > MAX_HOSTS or total[0] > MAX_HOSTS:
+        raise InputError(str(path), where, f"host pattern {str(host)!r} expands to {n} hosts "
+                                           f"(the inventory would hold more than {MAX_HOSTS}: a typo in the range?)")
+
+
+def _check_tree(root: Path) -> None:
+    """Refuse symlink loops (and dangling links) under an inventory directory before anything walks it:
+    Ansible and rglob would otherwise recurse or fail with an OS error."""
+    seen: set[tuple[int, int]] = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=None):
+        st = os.stat(dirpath)
+        ident = (st.st_dev, st.st_ino)
+        if ident in seen:
+            raise InputError(dirpath, None, "symlink loop in the inventory (a directory links back to one above it)")
+        seen.add(ident)
+        for name in dirnames + filenames:
+            full = Path(dirpath) / name
+            if full.is_symlink():
+                try:
+                    full.resolve(strict=True)
+                except (OSError, RuntimeError):
+                    raise InputError(str(full), None, "symlink loop or dangling symlink in the inventory") from None
+
+
 def _inventory_files(path: Path) -> tuple[list[Path], list[Path]]:
     """(inventory source files, group_vars/host_vars files) that Ansible will read for ``path``."""
+    if path.is_symlink():
+        try:
+            path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            raise InputError(str(path), None, "symlink loop or dangling symlink") from None
     if not path.exists():
         raise InputError(str(path), None, "inventory not found")
+    if path.is_dir():
+        _check_tree(path)
+    else:  # a file's directory may be anything (a home directory): walk only the var directories beside it
+        for sub in ("group_vars", "host_vars"):
+            if (path.parent / sub).is_dir():
+                _check_tree(path.parent / sub)
     if path.is_dir():
         sources = sorted(
             p for p in path.iterdir()
@@ -169,6 +227,8 @@ def _check_yaml_inventory(path: Path, data) -> None:
     if not isinstance(data, dict):
         raise InputError(str(path), None, "a YAML inventory must be a mapping of groups")
 
+    total = [0]
+
     def walk(group: str, body, trail: str) -> None:
         if body is None:
             return
@@ -181,6 +241,7 @@ def _check_yaml_inventory(path: Path, data) -> None:
         if hosts is not None and not isinstance(hosts, dict):
             raise InputError(str(path), f"{trail}.hosts", "hosts must be a mapping of host names")
         for host, hvars in (hosts or {}).items():
+            _check_range(path, f"{trail}.hosts.{host}", host, total)
             if hvars is not None and not isinstance(hvars, dict):
                 raise InputError(str(path), f"{trail}.hosts.{host}", "host variables must be a mapping")
         gvars = body.get("vars")
@@ -199,6 +260,7 @@ def _check_yaml_inventory(path: Path, data) -> None:
 def _check_ini_inventory(path: Path, text: str) -> None:
     section = "ungrouped"
     seen: dict[str, set[str]] = {}
+    total = [0]
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith(("#", ";")):
@@ -211,6 +273,7 @@ def _check_ini_inventory(path: Path, text: str) -> None:
         if ":" in section:  # [group:vars] / [group:children]
             continue
         host = line.split()[0]
+        _check_range(path, f"line {lineno}", host, total)
         if host in seen.setdefault(section, set()):
             raise InputError(str(path), f"line {lineno}", f"duplicate host {host!r} in group [{section}]")
         seen[section].add(host)
@@ -261,12 +324,56 @@ def _locate(files: list[Path], key: str, default: Path) -> str:
     return str(default)
 
 
-def _ansible_hosts(path: Path, limit: str | None) -> list[tuple[str, list[str], dict]]:
+def _var_file_values(files: list[Path], kind: str, key: str) -> dict[str, tuple[object, Path]]:
+    """{group or host name: (value of ``key``, file)} from group_vars/ or host_vars/ files."""
+    out: dict[str, tuple[object, Path]] = {}
+    for f in files:
+        parts = f.parts
+        if kind not in parts:
+            continue
+        rel = parts[parts.index(kind) + 1:]
+        owner = rel[0] if len(rel) > 1 else (f.stem if f.suffix in YAML_SUFFIXES + (".json",) else f.name)
+        data = load_yaml_file(f)
+        if isinstance(data, dict) and key in data:
+            out[owner] = (data[key], f)
+    return out
+
+
+def _profile_conflict(path: Path, files: list[Path], inv) -> None:
+    """The same host in two groups (neither a child of the other) that set different clustercert_profile:
+    Ansible would pick one by group name order, silently. Refuse unless the host itself sets it."""
+    key = "clustercert_profile"
+    gfiles = _var_file_values(files, "group_vars", key)
+    hfiles = _var_file_values(files, "host_vars", key)
+    sources = [f for f in files if "group_vars" not in f.parts and "host_vars" not in f.parts]
+    for h in inv.get_hosts(pattern="all"):
+        if key in h.get_vars() or h.name in hfiles:
+            continue
+        setters = []
+        for g in h.get_groups():
+            if g.name == "all":
+                continue
+            if key in g.get_vars():
+                setters.append((g, g.get_vars()[key], _locate(sources, key, path)))
+            elif g.name in gfiles:
+                setters.append((g, gfiles[g.name][0], str(gfiles[g.name][1])))
+        for i, (g1, v1, _f1) in enumerate(setters):
+            for g2, v2, f2 in setters[i + 1:]:
+                related = g1 in g2.get_ancestors() or g2 in g1.get_ancestors()
+                if v1 != v2 and not related:
+                    raise InputError(f2, key, f"host {h.name} is in groups {g1.name} ({v1}) and {g2.name} ({v2}) "
+                                              "with different profiles: set it once for the host, or in one group")
+
+
+def _ansible_hosts(path: Path, limit: str | None, files: list[Path] | None = None
+                   ) -> tuple[list[tuple[str, list[str], dict]], set[str] | None]:
+    """(every host as (name, groups, variables), the names ``limit`` selects or None without a limit).
+    A limit never widens: an empty pattern, a part that matches no host, or one Ansible cannot parse is an error."""
     os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_WARNING", "False")
     os.environ.setdefault("ANSIBLE_LOCALHOST_WARNING", "False")
     from ansible import constants as C
     from ansible.errors import AnsibleError
-    from ansible.inventory.manager import InventoryManager
+    from ansible.inventory.manager import InventoryManager, split_host_pattern
     from ansible.parsing.dataloader import DataLoader
     from ansible.vars.manager import VariableManager
 
@@ -283,33 +390,89 @@ def _ansible_hosts(path: Path, limit: str | None) -> list[tuple[str, list[str], 
         pass
     try:
         inv = InventoryManager(loader=loader, sources=[str(path)])
+    except AnsibleError as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(str(path), None, f"Ansible cannot parse the inventory: {msg}") from None
+    if files is not None:
+        _profile_conflict(path, files, inv)
+    limited: set[str] | None = None
+    if limit is not None:
+        limited = _limit(inv, path, limit, split_host_pattern, AnsibleError)
+    try:
         vm = VariableManager(loader=loader, inventory=inv)
-        hosts = inv.get_hosts(pattern=limit or "all")
         out = []
-        for h in hosts:
+        for h in inv.get_hosts(pattern="all"):
             hv = vm.get_vars(host=h, include_hostvars=False)
             out.append((h.name, sorted(g.name for g in h.get_groups() if g.name != "all"), dict(hv)))
-        return out
+        return out, limited
     except AnsibleError as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(str(path), None, f"Ansible cannot parse the inventory: {msg}") from None
 
 
+def _limit(inv, path: Path, limit: str, split_host_pattern, ansible_error) -> set[str]:
+    if not limit.strip():
+        raise InputError("--limit", None, "empty pattern (name hosts or groups; `all` selects every host)")
+    if "\n" in limit or not limit.isprintable():
+        raise InputError("--limit", None, f"pattern {limit!r} holds a newline or another control character")
+    try:
+        parts = split_host_pattern(limit)
+        if not parts or any(not p.strip() for p in parts) or limit.strip().endswith((",", ":")):
+            raise InputError("--limit", None, f"pattern {limit!r} has an empty part")
+        for part in parts:
+            bare = part.lstrip("!&")
+            if not bare:
+                raise InputError("--limit", None, f"pattern {limit!r}: {part!r} names no host or group")
+            if not inv.get_hosts(pattern=bare):
+                which = f"pattern {limit!r}" + (f": {bare!r}" if len(parts) > 1 else "")
+                raise InputError("--limit", None, f"{which} matches no host in {path} (a limit never widens)")
+        selected = {h.name for h in inv.get_hosts(pattern=limit)}
+    except ansible_error as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError("--limit", None, f"pattern {limit!r} does not parse: {msg}") from None
+    if not selected:
+        raise InputError("--limit", None, f"pattern {limit!r} matches no host in {path}")
+    return selected
+
+
+def _check_connection(name: str, hv: dict, where: Callable[[str], str]) -> None:
+    """Connection variables and the host's own name reach ssh's argv, mpirun's -H and remote shells."""
+    reason = names.check_inventory_host(name)
+    if reason:
+        raise InputError(where("ansible_host"), f"host {name!r}", reason)
+    checks = {"ansible_host": "host", "ansible_port": "port", "ansible_user": "user",
+              "ansible_ssh_private_key_file": "local_path", "ansible_python_interpreter": "interpreter"}
+    for key, kind in checks.items():
+        value = hv.get(key)
+        if value is None or (isinstance(value, str) and "{{" in value):
+            continue  # unset, or a template Ansible evaluates
+        reason = names.CHECKS[kind](value)
+        if reason:
+            raise InputError(where(key), key, f"{reason} (host {name})")
+    if "ansible_host" not in hv:
+        reason = names.check_host(name)
+        if reason:
+            raise InputError(where("ansible_host"), f"host {name!r}", f"{reason}; without ansible_host the name is "
+                                                                        "the address ssh connects to")
+    common = hv.get("ansible_ssh_common_args")
+    if isinstance(common, str) and not common.replace("\t", " ").isprintable():
+        raise InputError(where("ansible_ssh_common_args"), "ansible_ssh_common_args",
+                         f"holds a newline or another control character (host {name})")
+
+
 def load_inventory(arg: str | None, limit: str | None = None) -> Inventory:
     path = resolve_inventory_arg(arg)
     files = precheck_files(path)
-    entries = _ansible_hosts(path, None)
+    entries, limited = _ansible_hosts(path, limit, files)
     if not entries:
         raise InputError(str(path), None, "inventory defines no hosts")
-    if limit:
-        limited = {name for name, _, _ in _ansible_hosts(path, limit)}
-        if not limited:
-            raise InputError("--limit", None, f"pattern {limit!r} matches no host in {path}")
+    if limited is not None:
         entries = [e for e in entries if e[0] in limited]
 
     profiles_cache: dict[tuple[str, str], Profile] = {}
     hosts: dict[str, HostView] = {}
     for name, groups, hv in entries:
+        _check_connection(name, hv, lambda key: _locate(files, key, path))
         cc = {k: v for k, v in hv.items() if k.startswith(PREFIX)}
         for key in sorted(cc):
             if key not in KNOWN_VARS:

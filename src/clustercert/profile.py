@@ -10,14 +10,35 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from clustercert import names
 from clustercert.errors import InputError
 from clustercert.yamlutil import load_yaml_file
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "profiles"
+
+# Numbers: never a boolean (YAML's yes/true would read as 1), never NaN or infinite.
+Num = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+# Names that reach remote commands (issue 19.2a): validated by clustercert.names at load time.
+IfName = Annotated[str, AfterValidator(lambda v: names.validate("ifname", v))]
+HcaName = Annotated[str, AfterValidator(lambda v: names.validate("hca", v))]
+SysctlKey = Annotated[str, AfterValidator(lambda v: names.validate("sysctl_key", v))]
+KernelArg = Annotated[str, AfterValidator(lambda v: names.validate("kernel_arg", v))]
+Version = Annotated[str, AfterValidator(lambda v: names.validate("version", v))]
 
 
 class _Strict(BaseModel):
@@ -25,15 +46,15 @@ class _Strict(BaseModel):
 
 
 class GPU(_Strict):
-    count: int = Field(ge=0, le=64)
+    count: StrictInt = Field(ge=1, le=64)  # a GPU node class has GPUs: 0 is a typo, not a node class
     model: str
-    memory_mib: int = Field(ge=0)
-    memory_tolerance_mib: int = Field(default=1024, ge=0)
+    memory_mib: StrictInt = Field(ge=0)
+    memory_tolerance_mib: StrictInt = Field(default=1024, ge=0)
     architecture: str
-    pcie_gen: int = Field(ge=1, le=7)
-    pcie_width: int = Field(ge=1, le=32)
-    nvlink_links_per_gpu: int = Field(ge=0, le=36)
-    nvswitch: bool
+    pcie_gen: StrictInt = Field(ge=1, le=7)
+    pcie_width: StrictInt = Field(ge=1, le=32)
+    nvlink_links_per_gpu: StrictInt = Field(ge=0, le=36)
+    nvswitch: StrictBool
 
 
 class Driver(_Strict):
@@ -58,7 +79,7 @@ class Nccl(_Strict):
 
 class Ofed(_Strict):
     source: Literal["doca", "mlnx", "inbox"]
-    version: str
+    version: Version
 
 
 class Container(_Strict):
@@ -66,20 +87,20 @@ class Container(_Strict):
 
 
 class HCA(_Strict):
-    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    port: int = Field(default=1, ge=1, le=2)
-    netdev: str
-    fabric: int = Field(ge=0, le=15)
-    rate_gbit_per_s: int = Field(gt=0)
+    name: HcaName
+    port: StrictInt = Field(default=1, ge=1, le=2)
+    netdev: IfName
+    fabric: StrictInt = Field(ge=0, le=15)
+    rate_gbit_per_s: StrictInt = Field(gt=0, le=3200)
     role: Literal["compute", "storage"]
 
 
 class Bond(_Strict):
-    name: str = "bond0"
+    name: IfName = "bond0"
     mode: Literal["active-backup"] = "active-backup"
-    slaves: tuple[str, str]
-    primary: str
-    miimon_ms: int = Field(default=100, ge=1, le=10000)
+    slaves: tuple[IfName, IfName]
+    primary: IfName
+    miimon_ms: StrictInt = Field(default=100, ge=1, le=10000)
     fail_over_mac: Literal["none", "active", "follow"] = "active"
 
     @model_validator(mode="after")
@@ -95,8 +116,8 @@ class IB(_Strict):
     link_layer: Literal["InfiniBand", "Ethernet"] = "InfiniBand"
     hcas: tuple[HCA, ...]
     bond: Bond | None = None
-    max_symbol_errors: int = Field(default=0, ge=0)
-    max_link_downed: int = Field(default=0, ge=0)
+    max_symbol_errors: StrictInt = Field(default=0, ge=0)
+    max_link_downed: StrictInt = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _consistent(self) -> IB:
@@ -117,17 +138,26 @@ class IB(_Strict):
 
 class SubnetManager(_Strict):
     mode: Literal["host", "switch"]
-    redundant: bool = True
+    redundant: StrictBool = True
 
 
 class Tuning(_Strict):
-    memlock: Literal["unlimited"] | int = "unlimited"
-    nofile: int = Field(default=1048576, ge=1024)
-    hugepages_2m: int = Field(default=0, ge=0)
+    memlock: Literal["unlimited"] | Annotated[StrictInt, Field(ge=0)] = "unlimited"
+    nofile: StrictInt = Field(default=1048576, ge=1024)
+    hugepages_2m: StrictInt = Field(default=0, ge=0)
     governor: Literal["performance", "powersave", "schedutil", "ondemand", "none"] = "performance"
-    sysctl: dict[str, str] = Field(default_factory=dict)
-    kernel_cmdline: tuple[str, ...] = ()
-    time_max_offset_ms: float = Field(default=100.0, gt=0)
+    sysctl: dict[SysctlKey, str] = Field(default_factory=dict)
+    kernel_cmdline: tuple[KernelArg, ...] = ()
+    time_max_offset_ms: Num = Field(default=100.0, gt=0)
+
+    @field_validator("sysctl")
+    @classmethod
+    def _sysctl_values(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, val in value.items():
+            reason = names.check_sysctl_value(val)
+            if reason:
+                raise ValueError(f"{key}: {reason}")
+        return value
 
 
 class Threshold(_Strict):
@@ -135,10 +165,10 @@ class Threshold(_Strict):
 
     unit: str
     source: str = Field(min_length=5)
-    min: float | None = None
-    max: float | None = None
-    rated: float | None = None
-    ratio: float | None = Field(default=None, gt=0, le=1.5)
+    min: Num | None = Field(default=None, ge=0)
+    max: Num | None = Field(default=None, ge=0)
+    rated: Num | None = Field(default=None, gt=0)
+    ratio: Num | None = Field(default=None, gt=0, le=1.5)
 
     @model_validator(mode="after")
     def _one_form(self) -> Threshold:
@@ -149,6 +179,9 @@ class Threshold(_Strict):
             raise ValueError("give min, max, or rated and ratio")
         if has_rated and self.min is not None:
             raise ValueError("give either min or rated x ratio, not both")
+        floor = self.floor
+        if floor is not None and self.max is not None and floor > self.max:
+            raise ValueError(f"the floor {floor:g} is above the ceiling max {self.max:g}: nothing could pass")
         return self
 
     @property
@@ -169,9 +202,9 @@ class DcgmDiag(_Strict):
     says so). A diagnostic legitimately runs for minutes, so it has its own time limit instead of the
     probes' ``--probe-timeout``."""
 
-    level: int = Field(ge=0, le=4)
+    level: StrictInt = Field(ge=0, le=4)
     source: str = Field(min_length=5)
-    timeout_s: float | None = Field(default=None, gt=0)
+    timeout_s: Num | None = Field(default=None, gt=0)
 
     @property
     def limit_s(self) -> float:
@@ -190,8 +223,8 @@ class Profile(_Strict):
     ib: IB
     subnet_manager: SubnetManager
     tuning: Tuning = Tuning()
-    firmware_uniform: bool = True
-    drift_tolerance: float = Field(default=0.10, gt=0, lt=1)
+    firmware_uniform: StrictBool = True
+    drift_tolerance: Num = Field(default=0.10, gt=0, lt=1)
     dcgm_diag: DcgmDiag | None = None
     thresholds: dict[str, Threshold]
 
@@ -201,6 +234,24 @@ class Profile(_Strict):
         if unknown:
             raise ValueError(f"unknown threshold {unknown[0]!r} (known: {', '.join(sorted(KNOWN_THRESHOLDS))})")
         return self
+
+
+def check_threshold_units(profile: Profile) -> tuple[str, str] | None:
+    """(key, reason) for the first threshold whose unit is not the one its probe reports, or whose bound
+    lies outside the sane range for that unit (an ib_write_bw floor of 400000 Gb/s or 0.0004 Gb/s is a
+    unit mistake, and would make every node fail or pass); None when all are sane."""
+    for tname, t in sorted(profile.thresholds.items()):
+        unit, lo, hi = THRESHOLD_UNITS[tname]
+        if t.unit != unit:
+            return f"thresholds.{tname}.unit", f"unknown unit {t.unit!r} for {tname} (its probe reports {unit})"
+        for label, value in (("min", t.min), ("max", t.max), ("rated", t.rated), ("floor (rated x ratio)", t.floor)):
+            if value is None or (value == 0 and (label in ("min", "floor (rated x ratio)") or unit == "count")):
+                continue
+            if not lo <= value <= hi:
+                key = f"thresholds.{tname}.{label.split()[0]}" if label != "floor (rated x ratio)" else f"thresholds.{tname}"
+                return key, (f"{label} {value:g} {unit} is outside the sane range {lo:g}..{hi:g} {unit} "
+                             f"for {tname} (wrong unit magnitude?)")
+    return None
 
 
 # Threshold names and what they bound. Probes and validators look thresholds up by these names.
@@ -221,6 +272,26 @@ KNOWN_THRESHOLDS = {
     "outlier_ratio": "cluster-relative rule: below this fraction of the median of the same bandwidth probe fails "
                      "(latency and GPU utilisation are held to their absolute bounds only)",
 }
+
+
+# threshold -> (the unit its probe reports, the smallest and largest sane non-zero bound in that unit)
+THRESHOLD_UNITS: dict[str, tuple[str, float, float]] = {
+    "ib_write_bw_loopback": ("gbit_per_s", 1.0, 3200.0),
+    "ib_write_bw_pair": ("gbit_per_s", 1.0, 3200.0),
+    "ib_write_lat_p99": ("usec", 0.05, 10000.0),
+    "nccl_allreduce_1node": ("gbyte_per_s", 0.1, 10000.0),
+    "nccl_allreduce_pair": ("gbyte_per_s", 0.1, 10000.0),
+    "nvbandwidth_h2d": ("gbyte_per_s", 0.1, 10000.0),
+    "nvbandwidth_d2h": ("gbyte_per_s", 0.1, 10000.0),
+    "nvbandwidth_d2d": ("gbyte_per_s", 0.1, 100000.0),
+    "iperf3_ipoib": ("gbit_per_s", 0.001, 3200.0),
+    "gpu_util_under_load": ("percent", 1.0, 100.0),
+    "ecc_sram_corrected": ("count", 1.0, 1e12),
+    "ecc_dram_corrected": ("count", 1.0, 1e12),
+    "retired_pages": ("count", 1.0, 1e6),
+    "outlier_ratio": ("ratio", 0.01, 1.0),
+}
+assert set(THRESHOLD_UNITS) == set(KNOWN_THRESHOLDS)
 
 
 def deep_merge(base: dict, override: dict) -> dict:
@@ -247,9 +318,11 @@ def profile_source(name_or_path: str) -> Path:
 def format_validation_error(exc: ValidationError) -> tuple[str, str]:
     """First error of a pydantic ValidationError as (dotted key, reason)."""
     err = exc.errors()[0]
-    key = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__")
+    key = ".".join(str(p) for p in err.get("loc", ()) if p not in ("__root__", "[key]"))
     reason = err.get("msg", "invalid value")
-    if err.get("type") == "extra_forbidden":
+    if isinstance(err.get("input"), bool) and err.get("type") in ("float_type", "int_type", "string_type"):
+        reason = f"expected {'text' if err['type'] == 'string_type' else 'a number'}, got a boolean ({err['input']})"
+    elif err.get("type") == "extra_forbidden":
         reason = "unknown key"
     elif err.get("type") == "missing":
         reason = "required key is missing"
@@ -275,10 +348,14 @@ def load_profile_data(name_or_path: str, *, referenced_from: str | None = None) 
 
 def validate_profile(data: dict, source: str, key_prefix: str = "") -> Profile:
     try:
-        return Profile.model_validate(data)
+        profile = Profile.model_validate(data)
     except ValidationError as exc:
         key, reason = format_validation_error(exc)
         raise InputError(source, f"{key_prefix}{key}", reason) from None
+    bad = check_threshold_units(profile)
+    if bad:
+        raise InputError(source, f"{key_prefix}{bad[0]}", bad[1])
+    return profile
 
 
 def load_profile(name_or_path: str, overrides: dict | None = None, *, overrides_source: str | None = None) -> Profile:

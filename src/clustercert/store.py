@@ -7,13 +7,20 @@ its run row stays ``running`` (shown as interrupted), and the next run works.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable
 from contextlib import closing
 from pathlib import Path
+from urllib.parse import quote
 
 from clustercert import paths
+from clustercert.errors import InputError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+APPLICATION_ID = 0x63634331  # "ccC1": PRAGMA application_id of a clustercert store
+TABLES = {"runs", "nodes", "findings", "links", "actions"}
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -68,12 +75,61 @@ def default_path() -> Path:
     return paths.state_dir() / "store.sqlite"
 
 
+def check_store_file(path: Path) -> bool:
+    """Refuse (InputError naming the path) anything at ``path`` that is not a clustercert store, before a
+    byte of it is written: a directory, garbage, a corrupt SQLite file, another program's SQLite file.
+    Only reads: the header, then the schema over a read-only connection. True when the file exists."""
+    if path.is_dir():
+        raise InputError(str(path), None, "is a directory, expected the clustercert store (an SQLite file)")
+    if not path.exists():
+        if path.is_symlink():
+            raise InputError(str(path), None, "is a dangling symlink, expected the clustercert store")
+        return False
+    if not path.is_file():
+        raise InputError(str(path), None, "is not a regular file, expected the clustercert store")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(100)
+    except OSError as exc:
+        raise InputError(str(path), None, f"cannot read the store: {exc.strerror}") from None
+    if not head:
+        return True  # an empty file holds nothing yet: it becomes the store
+    if not head.startswith(SQLITE_MAGIC) or len(head) < 100:
+        raise InputError(str(path), None, "not a clustercert store (not an SQLite file): refusing to touch it")
+    # WAL-mode files (header bytes 18/19 = 2): a read-only connection would create -wal/-shm beside a
+    # foreign file, so read it immutable unless a live store's -wal is already there
+    wal = head[18:20] == b"\x02\x02"
+    mode = "immutable=1" if wal and not Path(f"{path}-wal").exists() else "mode=ro"
+    try:
+        with closing(sqlite3.connect(f"file:{quote(str(path.resolve()))}?{mode}", uri=True)) as db:
+            app_id = db.execute("PRAGMA application_id").fetchone()[0]
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            ok = db.execute("PRAGMA quick_check").fetchone()[0]
+    except sqlite3.Error as exc:
+        raise InputError(str(path), None, f"corrupt SQLite file ({exc}): not touched") from None
+    if ok != "ok":
+        raise InputError(str(path), None, f"corrupt store (integrity check: {ok}): not touched")
+    if app_id not in (0, APPLICATION_ID) or (tables and "runs" not in tables) or not tables <= TABLES:
+        other = ", ".join(sorted(tables - TABLES)[:3]) or f"application_id {app_id:#x}"
+        raise InputError(str(path), None, f"another program's SQLite file ({other}), not a clustercert store: not touched")
+    return True
+
+
 class Store:
     def __init__(self, path: Path | None = None):
         self.path = Path(path or default_path())
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        exists = check_store_file(self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not exists:
+            try:
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            except FileExistsError:  # another run created it meanwhile
+                check_store_file(self.path)
+        elif self.path.stat().st_mode & 0o077:
+            os.chmod(self.path, 0o600)  # our own store: run results are the operator's alone
         with closing(self._connect()) as db, db:
             db.executescript(SCHEMA)
+            db.execute(f"PRAGMA application_id={APPLICATION_ID}")
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=30, isolation_level="DEFERRED")
