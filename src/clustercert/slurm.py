@@ -14,7 +14,6 @@ Pure parts (parse_show_node, drain_reason, decide) are separate from the remote 
 from __future__ import annotations
 
 import re
-import shlex
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 from clustercert.collect import CommandResult, collect_node
 from clustercert.errors import InputError
 from clustercert.inventory import HostView, Inventory
+from clustercert.shell import q
 
 REASON_PREFIX = "clustercert:"
 MAX_REASON = 160  # characters; longer check lists end in "+N more"
@@ -132,13 +132,23 @@ def decide(nodes: dict[str, dict], slurm_names: dict[str, str], states: dict[str
 
 
 def show_cmd(slurm_node: str) -> str:
-    return f"scontrol show node {shlex.quote(slurm_node)} --oneliner"
+    return f"scontrol show node {q(slurm_node)} --oneliner"
 
 
 def update_cmd(a: Action) -> str:
+    """The update; the node name and the reason each stay in one word (``NodeName=<name>``, ``Reason=<reason>``)."""
     if a.action == "drain":
-        return f"scontrol update NodeName={shlex.quote(a.slurm_node)} State=DRAIN Reason={shlex.quote(a.reason)}"
-    return f"scontrol update NodeName={shlex.quote(a.slurm_node)} State=RESUME"
+        return f"scontrol update NodeName={q(a.slurm_node)} State=DRAIN Reason={q(a.reason)}"
+    return f"scontrol update NodeName={q(a.slurm_node)} State=RESUME"
+
+
+def unusable_name(slurm_node: str) -> str | None:
+    """Why ``slurm_node`` is never handed to scontrol, or None. Quoting keeps it one word, but a word that
+    starts with '-' would be one of scontrol's options, and an empty one or one with a control character
+    (a newline) is no NodeName."""
+    if not slurm_node or slurm_node.startswith("-") or not slurm_node.isprintable():
+        return f"not a Slurm node name: {slurm_node!r} (clustercert_slurm_node_name); scontrol not run for it"
+    return None
 
 
 def slurm_hosts(inv: Inventory) -> dict[str, HostView]:
@@ -170,8 +180,11 @@ def read_states(inv: Inventory, names: dict[str, str], skip: set[str] = frozense
     node`` on the first Slurm node (not in ``skip``) where scontrol works. Returns (that node and its
     host, {NodeName: state or the error text of reading it}, what the nodes tried before said);
     (None, {}, tried) when no Slurm node could run scontrol."""
-    shows = {f"show {sn}": show_cmd(sn) for sn in sorted(set(names.values()))}
+    refused: dict[str, NodeState | str] = {sn: why for sn in set(names.values()) if (why := unusable_name(sn))}
+    shows = {f"show {sn}": show_cmd(sn) for sn in sorted(set(names.values()) - set(refused))}
     tried: list[str] = []
+    if not shows:
+        return None, refused, ["no Slurm node name could be asked about"]
     for runner, h in slurm_hosts(inv).items():
         if runner in skip:
             continue
@@ -184,14 +197,18 @@ def read_states(inv: Inventory, names: dict[str, str], skip: set[str] = frozense
         for key, r in ev.results.items():
             sn = key.removeprefix("show ")
             try:
+                # any non-zero exit (unknown node, no controller) or timeout: the state is not known
                 states[sn] = parse_show_node(r.stdout) if r.ok else _why(r, t)
             except ValueError as exc:
                 states[sn] = str(exc)
+            st = states[sn]
+            if isinstance(st, NodeState) and st.node != sn:
+                states[sn] = f"scontrol answered for NodeName={st.node}, not {sn}"
         if states and all(isinstance(s, str) for s in states.values()):
             tried.append(f"{runner}: {next(iter(states.values()))}")
             continue  # scontrol does not work there (no client config, munge, controller): try the next
-        return (runner, h), states, tried
-    return None, {}, tried
+        return (runner, h), states | refused, tried
+    return None, refused, tried
 
 
 # flags that keep a step off a node (scontrol prints them after the base state: IDLE+DRAIN)
@@ -241,6 +258,7 @@ def apply(inv: Inventory, nodes: dict[str, dict], control_dir: Path | None = Non
         why = "; ".join(tried) or "every Slurm node was unreachable"
         entries = [Action(n, sn, "drain" if nodes[n]["verdict"] in FAILING else "none",
                           drain_reason(nodes[n]) if nodes[n]["verdict"] in FAILING else "", False,
+                          states.get(sn) if isinstance(states.get(sn), str) else
                           f"no Slurm node could run scontrol ({why})").to_json() for n, sn in sorted(names.items())]
     for e in entries:
         if not e["ok"]:

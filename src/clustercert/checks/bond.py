@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-from clustercert.checks import Evidence, Finding, HostContext, judge, parsed
+import dataclasses
+
+from clustercert.checks import Evidence, Finding, HostContext, error, judge, parsed
+from clustercert.shell import q
 
 CHECK_IDS = ("ib.bond",)
+# attributes every bonding directory has in files that are never empty (slaves, active_slave and primary
+# are empty when there is none): a dump without one of them is incomplete (cut short, or unreadable),
+# not a bond that is wrong
+REQUIRED = {"mode": "mode", "mii_status": "mii_status",
+            "mii_polling_interval_ms": "miimon", "fail_over_mac": "fail_over_mac"}
 
 
 def commands(ctx: HostContext) -> dict[str, tuple[str, float]]:
     b = ctx.profile.ib.bond
     if b is None:
         return {}
-    # sysfs is the kernel's own view (and what the lab simulates); every kernel with bonding has it
-    cmd = (f"grep -r . /sys/class/net/{b.name}/bonding/ /sys/class/net/*/bonding_slave/ 2>/dev/null; "
-           f"test -d /sys/class/net/{b.name}/bonding")
+    # sysfs is the kernel's own view (and what the lab simulates); every kernel with bonding has it.
+    # The exit status is test -d's: 0 the bond exists, 1 it does not (deliberate: see evaluate).
+    d = f"/sys/class/net/{q(b.name)}/bonding"
+    cmd = f"grep -r . {d}/ /sys/class/net/*/bonding_slave/ 2>/dev/null; test -d {d}"
     return {"bonding": (cmd, ctx.timeout_s)}
 
 
@@ -22,15 +31,24 @@ def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
     if b is None:
         return [Finding("ib.bond", "skip", "", "", "profile declares no bond (ib.bond is empty)")]
     res = ev.get("bonding")
-    if res is not None and not res.timed_out and res.rc == 1 and not res.stdout.strip():
-        return [Finding("ib.bond", "fail", b.name, f"{b.mode} over {', '.join(b.slaves)}", "bond does not exist")]
+    # exit status 1 is `test -d`'s answer "no such bond directory" (other bonds' slaves may still be
+    # printed): a finding about the node, not a command that failed; any other non-zero status is an error
+    if res is not None and not res.timed_out and res.rc == 1:
+        return [Finding("ib.bond", "fail", b.name, f"{b.mode} over {', '.join(b.slaves)}", "bond does not exist",
+                        res.excerpt())]
     dump, errs = parsed("bonding-sysfs", res, CHECK_IDS, ctx.timeout_s)
     if dump is None:
-        return errs
+        return [dataclasses.replace(f, subject=b.name) for f in errs]
     rec = (dump.get("bonds") or {}).get(b.name)
-    if rec is None:
-        return [Finding("ib.bond", "fail", b.name, f"{b.mode} over {', '.join(b.slaves)}", "bond does not exist", res.excerpt())]
+    if rec is None:  # test -d said it exists, yet grep printed nothing of it
+        return [error("ib.bond", f"incomplete bonding dump: nothing read from /sys/class/net/{b.name}/bonding", res, b.name)]
+    missing_attrs = [attr for key, attr in REQUIRED.items() if rec.get(key) is None]
+    if missing_attrs:
+        return [error("ib.bond", f"incomplete bonding dump: no {', '.join(missing_attrs)} read for {b.name}", res, b.name)]
     slaves = {s["name"]: s for s in rec.get("slaves", [])}
+    unread = [s for s in b.slaves if s in slaves and slaves[s].get("mii_status") is None]
+    if unread:
+        return [error("ib.bond", f"incomplete bonding dump: no mii_status read for slave {', '.join(unread)}", res, b.name)]
     problems = []
     if rec.get("mode") != b.mode:
         problems.append(f"mode {rec.get('mode')}")

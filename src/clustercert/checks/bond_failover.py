@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import shlex
 
 from clustercert.checks import Evidence, Finding, HostContext, error, judge, parsed
+from clustercert.shell import join
 
 CHECK = "ib.bond_failover"
 CHECK_IDS = (CHECK,)
@@ -79,7 +79,7 @@ def link_up(nd):
     return mii == "up" if mii is not None else read(NET + nd + "/operstate") in ("up", "unknown")
 def ip_link(*a):
     try:
-        p = subprocess.run(["ip", "link", "set"] + list(a), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=10)
+        p = subprocess.run(["ip", "link", "set", "dev"] + list(a), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=10)
         return p.returncode, p.stderr.decode("utf-8", "replace").strip()[:200]
     except (OSError, subprocess.TimeoutExpired) as exc:
         return -1, str(exc)[:200]
@@ -143,7 +143,9 @@ if not any(link_up(s) for s in backup):
 say("peer", peer)
 if peer:
     ping("ping_before", 1)
-guard = subprocess.Popen(["/bin/sh", "-c", "sleep %d; ip link set %s up" % (guard_s, before)], start_new_session=True,
+# the slave's name is an argument of the watchdog's shell ("$2"), never part of its script
+guard = subprocess.Popen(["/bin/sh", "-c", 'sleep "$1"; ip link set dev "$2" up', "watchdog", str(guard_s), before],
+                         start_new_session=True,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 say("watchdog_s", guard_s)
 downed, restored, outcome = False, False, "tested"
@@ -196,7 +198,7 @@ def commands(ctx: HostContext) -> dict[str, tuple[str, float]]:
     argv = [b.name, b.primary or "", ctx.bond_peer or "", str(failover_bound_ms(b.miimon_ms)),
             str(return_bound_ms(b.miimon_ms)), str(int(timeout) + 5)]
     # the collector's own interpreter when it runs this (python3 otherwise, e.g. through testinfra)
-    cmd = '"${CLUSTERCERT_PYTHON:-python3}" -c ' + shlex.quote(FAILOVER_PY) + " " + " ".join(shlex.quote(a) for a in argv)
+    cmd = '"${CLUSTERCERT_PYTHON:-python3}" -c ' + join([FAILOVER_PY, *argv])
     return {EVIDENCE: (cmd, timeout)}
 
 
