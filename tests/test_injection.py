@@ -11,6 +11,7 @@ hostile value arrived as exactly one argument, unchanged.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercert import slurm, validate
+from clustercert import probes, slurm, validate
 from clustercert.checks import HostContext, bond_failover, component, components
 from clustercert.collect import CommandResult, collect_node
 from clustercert.inventory import HostView, Inventory, InventoryVars
@@ -261,3 +262,22 @@ def test_slurm_apply_through_the_collector(tmp_path, monkeypatch, capsys):
     assert not list(tmp_path.rglob(MARK))
     assert all(not e["ok"] for e in entries.values())  # no scontrol here: nothing is claimed done
     assert "not a Slurm node name" in entries["n3"]["detail"]
+
+
+@pytest.mark.parametrize("build", [
+    lambda v: probes.perftest_cmd("ib_write_bw", v, 1, 18515, 1, server_addr=v),
+    lambda v: probes.iperf3_client_cmd(v, v, 5201, 1),
+    lambda v: probes.iperf3_server_cmd(v, 5201),
+    lambda v: probes.nccl_pair_mpirun_cmd([v, "b"], 8, "t"),
+    lambda v: probes.nccl_pair_srun_cmd([v, "b"], 8, "t", 60, "gpu"),
+])
+def test_probe_commands_keep_hostile_values_inert(tmp_path, build):
+    """Probe command builders (ib_write_bw's HCA and server, iperf3's addresses, mpirun's -H hosts, srun's
+    nodelist) quote what they interpolate: run under sh, the payload never runs."""
+    marker = tmp_path / "PWNED"
+    cmd = build(f"x; touch {marker}; $(touch {marker}) `touch {marker}`")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "touch").symlink_to(shutil.which("touch"))  # only touch is found: the probe tools are not
+    subprocess.run(["/bin/sh", "-c", cmd], cwd=tmp_path, capture_output=True, timeout=20, env={"PATH": str(bindir)})
+    assert not marker.exists(), cmd

@@ -15,6 +15,7 @@ from clustercert.checks import Finding
 from clustercert.collect import CommandResult
 from clustercert.parsers import ParseError, parse
 from clustercert.profile import DcgmDiag, Profile, Threshold
+from clustercert.shell import q
 
 PERFTEST_PORT = 18515
 IPERF_PORT = 5201
@@ -108,10 +109,10 @@ def perftest_cmd(tool: str, hca: str, port: int, tcp_port: int, duration: int, s
     """Bandwidth tests run for ``duration`` seconds (-D). Latency tests run a fixed number of iterations
     (-n): perftest prints the percentile columns only in iteration mode (with -D it prints t_avg alone)."""
     if tool.endswith("_lat"):
-        cmd = f"{tool} -d {hca} -i {port} -p {tcp_port} -n {LAT_ITERS} -F"
+        cmd = f"{q(tool)} -d {q(hca)} -i {q(port)} -p {q(tcp_port)} -n {LAT_ITERS} -F"
     else:
-        cmd = f"{tool} -d {hca} -i {port} -p {tcp_port} --report_gbits -D {duration} -F"
-    return cmd + (f" {server_addr}" if server_addr else "")
+        cmd = f"{q(tool)} -d {q(hca)} -i {q(port)} -p {q(tcp_port)} --report_gbits -D {q(duration)} -F"
+    return cmd + (f" {q(server_addr)}" if server_addr else "")
 
 
 def _parsed(m: Measurement, t: Threshold, res: CommandResult | None, timeout: float, kind: str, label: str) -> dict | None:
@@ -170,11 +171,11 @@ def _judge_latency(m: Measurement, t: Threshold, rec: dict, client: CommandResul
 
 
 def iperf3_server_cmd(bind: str, port: int) -> str:
-    return f"iperf3 -s -1 -B {bind} -p {port}"
+    return f"iperf3 -s -1 -B {q(bind)} -p {q(port)}"
 
 
 def iperf3_client_cmd(server: str, bind: str, port: int, duration: int) -> str:
-    return f"iperf3 -c {server} -B {bind} -p {port} -t {duration} -J"
+    return f"iperf3 -c {q(server)} -B {q(bind)} -p {q(port)} -t {q(duration)} -J"
 
 
 def eval_iperf3(m: Measurement, t: Threshold, client: CommandResult | None, timeout: float) -> Measurement:
@@ -217,7 +218,7 @@ def nccl_pair_mpirun_cmd(hosts: list[str], gpus: int, tag: str) -> str:
     a node starts one process instead of one per GPU. mpirun reaches the other hosts over SSH in batch
     mode (the cluster_ssh role's key, host keys checked). ``tag`` is exported to every process (-x) so
     that the cleanup can find them."""
-    spec = ",".join(f"{h}:1" for h in hosts)
+    spec = q(",".join(f"{h}:1" for h in hosts))
     return (f"mpirun --allow-run-as-root -np {len(hosts)} -H {spec} --map-by slot --bind-to none "
             f"--mca plm_rsh_args '-o BatchMode=yes' -x {PROBE_TAG_VAR}={tag} "
             f"all_reduce_perf {NCCL_SIZES} -g {gpus}")
@@ -229,8 +230,8 @@ def nccl_pair_srun_cmd(nodes: list[str], gpus: int, tag: str, time_limit_s: floa
     where ConstrainDevices is set a step that asks for none sees none); ``gres`` None asks for no GRES.
     The job is named after ``tag`` (the cleanup cancels it by name) and carries its own time limit."""
     minutes = max(1, int((time_limit_s + 59) // 60))
-    want = f"--gres={gres}:{gpus} " if gres else ""
-    return (f"srun --nodes={len(nodes)} --ntasks-per-node=1 --nodelist={','.join(nodes)} {want}"
+    want = f"--gres={q(gres)}:{q(gpus)} " if gres else ""
+    return (f"srun --nodes={len(nodes)} --ntasks-per-node=1 --nodelist={q(','.join(nodes))} {want}"
             f"--job-name=clustercert-nccl-{tag} --time={minutes} --kill-on-bad-exit=1 "
             f"--export=ALL,{PROBE_TAG_VAR}={tag} all_reduce_perf {NCCL_SIZES} -g {gpus}")
 
