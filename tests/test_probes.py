@@ -819,3 +819,56 @@ def test_with_a_background_pool_the_probe_returns_when_its_client_is_done():
         assert time.monotonic() - t0 < 1.5 and r.client.ok and r.server is None and r.server_reachable
     assert srv.proc.returncode is not None  # ended (by itself: within the 3 s its client's success gives it)
     assert "sleep 83" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+
+
+# ---- a tool that did not finish is an error, never a pass (issue 19.5) -------------------------
+
+NCCL_OK = (FIX / "nccl-tests" / "all_reduce_perf-old-format-2x-dgx-a100-k8s.txt").read_text()
+
+
+def _cut_after(text: str, needle: str) -> str:
+    """``text`` up to and including the first line holding ``needle``: what a run that died there printed."""
+    lines = text.splitlines(keepends=True)
+    i = next(k for k, line in enumerate(lines) if needle in line)
+    return "".join(lines[: i + 1])
+
+
+@pytest.mark.parametrize("rc", [0, 134])
+def test_a_truncated_nccl_sweep_is_an_error(rc):
+    # the sweep died after 1 GiB (the last rows, the out-of-bounds and average lines never came)
+    cut = _cut_after(NCCL_OK, "1073741824 ")
+    whole = eval_nccl(Measurement("nccl_allreduce", "a"), TH["nccl_allreduce_1node"], res(NCCL_OK), 60)
+    assert whole.status in ("pass", "fail") and whole.value == 188.53
+    m = eval_nccl(Measurement("nccl_allreduce", "a"), TH["nccl_allreduce_1node"], res(cut, rc=rc), 60)
+    assert m.status == "error" and m.value is None
+    assert ("exited with status 134" in m.observed) if rc else ("no closing summary" in m.observed)
+
+
+def test_an_nccl_sweep_short_of_its_own_max_bytes_is_an_error():
+    # the header says maxBytes 8 GiB; the table (and its summary) stops at 4 GiB
+    hdr = "# nThread 1 nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n"
+    m = eval_nccl(Measurement("nccl_allreduce", "a"), TH["nccl_allreduce_1node"], res(hdr + NCCL_OK), 60)
+    assert m.status == "error" and "4294967296" in m.observed and "8589934592" in m.observed
+    hdr4 = hdr.replace("8589934592", "4294967296")
+    m = eval_nccl(Measurement("nccl_allreduce", "a"), TH["nccl_allreduce_1node"], res(hdr4 + NCCL_OK), 60)
+    assert m.status != "error" and m.value == 188.53
+
+
+def test_perftest_nonzero_exit_or_no_summary_is_an_error():
+    text = (FIX / "perftest" / "ib_read_bw-a-report_gbits-client-result-excerpt.txt").read_text()
+    ok = eval_perftest(Measurement("ib_write_bw", "a", "b"), TH["ib_write_bw_pair"], res(text), 30)
+    assert ok.status in ("pass", "fail")
+    m = eval_perftest(Measurement("ib_write_bw", "a", "b"), TH["ib_write_bw_pair"], res(text, rc=1), 30)
+    assert m.status == "error" and "exited with status 1" in m.observed
+    head = text.split(" #bytes")[0]  # the banner, no result table: the client died before its summary
+    m = eval_perftest(Measurement("ib_write_bw", "a", "b"), TH["ib_write_bw_pair"], res(head), 30)
+    assert m.status == "error" and m.value is None
+
+
+def test_iperf3_with_an_error_member_is_an_error():
+    from clustercert.probes import eval_iperf3
+
+    doc = ('{"start": {"connecting_to": {"host": "10.251.0.12", "port": 5201}}, "intervals": [], "end": {},\n'
+           ' "error": "unable to connect to server - server may have stopped running or use a different port"}\n')
+    m = eval_iperf3(Measurement("iperf3", "a", "b"), TH["iperf3_ipoib"], res(doc, rc=1), 30)
+    assert m.status == "error" and "unable to connect to server" in m.observed

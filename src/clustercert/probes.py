@@ -75,12 +75,56 @@ def _excerpt(res: CommandResult | None, limit: int = 1500) -> str:
 
 
 def _why(res: CommandResult | None, timeout: float) -> str | None:
+    """Why a probe command gave no output to read (None when it ran to its end): it did not run,
+    timed out, or its tool is missing."""
     if res is None:
         return "did not run"
     if res.timed_out:
         return f"timed out after {timeout:g} s: {res.command}"
     if res.rc == 127 or ": not found" in res.stderr:
         return f"tool not found: {res.command}"
+    return None
+
+
+def _outcome(res: CommandResult | None, timeout: float, kind: str, label: str, text: str | None = None,
+             nonzero_ok: bool = False) -> tuple[dict | None, str | None]:
+    """(parsed record, None) for a probe command that finished, or (None, why it is an error). A tool
+    that stopped part way is an error, never a pass, whatever its output says: a non-zero exit status
+    (``nonzero_ok``: the status reports results, as dcgmi diag's does), a record the parser marks
+    failed, unparseable output, and for nccl-tests a sweep that did not reach its end. The tool's own
+    failure message, where it printed one, is the reason given."""
+    why = _why(res, timeout)
+    if why:
+        return None, why
+    rec, unparsed = None, None
+    try:
+        rec = parse(kind, res.stdout if text is None else text)
+    except ParseError as exc:
+        unparsed = f"unparseable {label} output: {exc.reason}"
+    status = f" (exit status {res.rc})" if res.rc else ""
+    if rec is not None and rec.get("ok") is False:  # parsers without an "ok" member say so by raising
+        return None, f"{label} failed: {rec.get('error') or 'wrong results'}{status}"
+    if res.rc != 0 and not nonzero_ok:
+        return None, f"exited with status {res.rc} (did not finish): {res.command}"
+    if unparsed:
+        return None, unparsed
+    if kind == "nccl-tests":
+        short = _short_sweep(rec)
+        if short:
+            return None, short
+    return rec, None
+
+
+def _short_sweep(rec: dict) -> str | None:
+    """Why a parsed nccl-tests run did not finish its sweep (None when it did): the closing summary
+    ("# Out of bounds values", "# Avg bus bandwidth") is missing, or the last size measured is below
+    the maxBytes its own header says it was asked for -- what a crash part way through leaves."""
+    if not rec.get("complete"):
+        return "nccl-tests output incomplete: no closing summary (the run stopped part way through its sweep)"
+    asked = (rec.get("header") or {}).get("maxBytes")
+    top = rec.get("max_size_bytes")
+    if asked and (top is None or top < asked):
+        return f"nccl-tests sweep incomplete: the last size measured is {top} bytes, the run was asked for {asked}"
     return None
 
 
@@ -117,15 +161,10 @@ def perftest_cmd(tool: str, hca: str, port: int, tcp_port: int, duration: int, s
 
 def _parsed(m: Measurement, t: Threshold, res: CommandResult | None, timeout: float, kind: str, label: str) -> dict | None:
     """The parsed record of a probe's output, or None with ``m`` set to an error saying why."""
-    why = _why(res, timeout)
-    rec = None
-    if not why:
-        try:
-            rec = parse(kind, res.stdout + ("\n" + res.stderr if kind == "perftest" and res.stderr else ""))
-        except ParseError as exc:
-            why = f"unparseable {label} output: {exc.reason}"
-    if rec is not None and not rec.get("ok"):
-        why = f"{label} failed: {rec.get('error') or 'wrong results'}"
+    text = None
+    if res is not None and kind == "perftest" and res.stderr:
+        text = res.stdout + "\n" + res.stderr
+    rec, why = _outcome(res, timeout, kind, label, text)
     if why:
         m.status, m.observed, m.evidence, m.expected = "error", why, _excerpt(res), bound_text(t)
         return None
@@ -305,14 +344,7 @@ def _util_series(text: str) -> dict[int, list[float | None]]:
 
 def _load_problem(res: CommandResult | None, timeout: float) -> str | None:
     """Why the all_reduce_perf run did not complete (None when it did)."""
-    why = _why(res, timeout)
-    if why:
-        return why
-    try:
-        rec = parse("nccl-tests", res.stdout)
-    except ParseError as exc:
-        return f"unparseable nccl-tests output: {exc.reason}"
-    return None if rec.get("ok") else f"nccl-tests failed: {rec.get('error') or 'wrong results'}"
+    return _outcome(res, timeout, "nccl-tests", "nccl-tests")[1]
 
 
 def eval_gpu_util(node: str, t: Threshold, gpus: int, res: CommandResult | None, samples: str | None,
@@ -384,15 +416,8 @@ def eval_dcgmi_diag(node: str, diag: DcgmDiag | None, res: CommandResult | None,
         return Measurement("dcgmi_diag", node, subject=subject, status=status, expected=expected, observed=observed,
                            evidence=_excerpt(res, 4000), relative=False)
 
-    why = _why(res, timeout)
-    rec = None
-    if not why:
-        try:
-            rec = parse("dcgmi-diag", res.stdout if res.stdout.strip() else res.stderr)
-        except ParseError as exc:
-            why = f"unparseable dcgmi diag output: {exc.reason}"
-    if rec is not None and not rec["ok"]:
-        why = f"dcgmi diag failed: {rec['error']}"
+    text = None if res is None or res.stdout.strip() else res.stderr
+    rec, why = _outcome(res, timeout, "dcgmi-diag", "dcgmi diag", text, nonzero_ok=True)
     if why:
         return [m(cmd, "error", why)]
     out = []
@@ -440,13 +465,7 @@ def nvbandwidth_cmd() -> str:
 
 def eval_nvbandwidth(node: str, profile: Profile, res: CommandResult | None, timeout: float) -> list[Measurement]:
     out = []
-    why = _why(res, timeout)
-    rec = None
-    if not why:
-        try:
-            rec = parse("nvbandwidth", res.stdout)
-        except ParseError as exc:
-            why = f"unparseable nvbandwidth output: {exc.reason}"
+    rec, why = _outcome(res, timeout, "nvbandwidth", "nvbandwidth")
     for probe, testcase in NVBW_TESTS.items():
         t = profile.thresholds.get(probe)
         if t is None:

@@ -79,7 +79,14 @@ class Nccl(_Strict):
 
 class Ofed(_Strict):
     source: Literal["doca", "mlnx", "inbox"]
-    version: Version
+    # the distribution's own RDMA stack (source: inbox) has no release of ours to pin: "distribution"
+    version: Literal["distribution"] | Version
+
+    @model_validator(mode="after")
+    def _distribution_is_inbox(self) -> Ofed:
+        if self.version == "distribution" and self.source != "inbox":
+            raise ValueError(f"version 'distribution' is for source: inbox, not {self.source}")
+        return self
 
 
 class Container(_Strict):

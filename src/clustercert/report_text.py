@@ -166,6 +166,10 @@ def print_drift(doc: dict, run_id: str) -> None:
         t.add_row(i["node"], i["kind"], i.get("check") or i.get("task") or "", (i.get("before") or "")[:80],
                   (i.get("after") or "")[:80])
     con.print(t)
+    # why a node could not be looked at (host key, refused, timeout): the table's cells are too short for it
+    for i in items:
+        if i.get("check") == "node.reachable" and i.get("detail"):
+            con.print(f"{i['node']}: unreachable: {i['detail']}", soft_wrap=True)
     if doc.get("fixed"):
         f = doc["fixed"]
         con.print(f"--fix: bootstrapped {', '.join(f['nodes']) or 'nothing'} (tags {', '.join(f['tags']) or 'all'}), "
