@@ -36,11 +36,13 @@ NVIDIA_SMI_L_8 = "\n".join(
     f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i:x}1c7a2e0-5b3d-4e8f-9a6c-{i:012x})" for i in range(8)) + "\n"
 
 
-def _finding(check, status, subject="", expected="", observed="", evidence="", value=None, unit=None):
+def _finding(check, status, subject="", expected="", observed="", evidence="", value=None, unit=None, threshold=None):
     f = {"check": check, "status": status, "subject": subject, "expected": expected, "observed": observed,
          "evidence": evidence}
     if value is not None:
         f["value"], f["unit"] = value, unit
+    if threshold:
+        f["threshold"] = threshold
     return f
 
 
@@ -71,13 +73,14 @@ def _node_findings(name: str, idx: int) -> list[dict]:
         fs.append(_finding("perf.ib_loopback", "pass", hca, ">= 380 gbit_per_s", f"{v:.2f} Gb/s",
                            f" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
                            f" 8388608    5000             {v + 1.2:.2f}             {v:.2f}                 0.005790\n",
-                           value=v, unit="gbit_per_s"))
+                           value=v, unit="gbit_per_s", threshold="ib_write_bw_loopback"))
     busbw = 401.7 if bad else 470.0 + (idx * 5) % 11
     fs.append(_finding("nccl.allreduce_1node", "fail" if bad else "pass", "all_reduce_perf -g 8" if not bad else
                        "all_reduce_perf -g 7", ">= 460 gbyte_per_s", f"{busbw} GB/s",
                        f"#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
                        f"  8589934592    2147483648     float     sum      -1    36510  235.27  {busbw:.2f}      0\n"
-                       f"# Avg bus bandwidth    : {busbw:.3f}\n", value=busbw, unit="gbyte_per_s"))
+                       f"# Avg bus bandwidth    : {busbw:.3f}\n", value=busbw, unit="gbyte_per_s",
+                       threshold="nccl_allreduce_1node"))
     fs.append(_finding("time.sync", "pass", "", "synchronised, offset < 10 ms", "offset 0.000021 s",
                        "Reference ID    : A9FE A97B (169.254.169.123)\nSystem time     : 0.000021 seconds fast of NTP time\n"))
     if name == "gpu-node-02":
@@ -143,6 +146,8 @@ def sample_certificate() -> dict:
             "ib_write_bw": {"floor": 320.0, "unit": "gbit_per_s", "source": "seed guide: InfiniBand >= 80% of rated; NDR rated 400 Gb/s"},
             "iperf3": {"floor": 20.0, "unit": "gbit_per_s", "source": "clustercert default for single-stream IPoIB"},
             "ib_write_lat": {"ceiling": 4.2, "unit": "usec", "source": "Imbue: p99 latency above 4.2 us fails"},
+            "ib_write_bw_loopback": {"floor": 380.0, "unit": "gbit_per_s", "source": "seed guide: loopback"},
+            "nccl_allreduce_1node": {"floor": 460.0, "unit": "gbyte_per_s", "source": "seed guide: NCCL in a node"},
         },
     }
 

@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from clustercert import probes, slurm, validate
+from clustercert import slurm, validate
 from clustercert.checks import HostContext, bond_failover, component, components
 from clustercert.collect import CommandResult, collect_node
 from clustercert.inventory import HostView, Inventory, InventoryVars
+from clustercert.probes import commands as probes
 from clustercert.profile import load_profile
 from clustercert.shell import join
 

@@ -12,8 +12,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from clustercert import certify, collect, probes
+from clustercert import collect
 from clustercert.collect import CommandResult, NodeEvidence, ProbeRun, collect_node
+from clustercert.probes import commands as probes
+from clustercert.probes import run as certify
+from clustercert.probes.plan import ProbeSettings
 from clustercert.profile import load_profile
 from clustercert.slurm import NodeState
 
@@ -112,15 +115,15 @@ def _fake(monkeypatch, result: CommandResult):
         calls.append(("collect", node, commands["cleanup"][0], commands["cleanup"][1], time.monotonic()))
         return NodeEvidence(node, True, results={"cleanup": CommandResult(0, "KILLED=", "", False, 0.1)})
 
-    monkeypatch.setattr(certify, "run_server_client", fake_run)
-    monkeypatch.setattr(certify, "collect_node", fake_collect)
+    monkeypatch.setattr(collect, "run_server_client", fake_run)
+    monkeypatch.setattr(collect, "collect_node", fake_collect)
     monkeypatch.setattr(collect, "collect_node", fake_collect)  # through collect_many
     return calls
 
 
 def test_nccl_pair_judged_against_the_pair_threshold_and_cleaned_up_on_both_nodes(monkeypatch, tmp_path):
     th = load_profile("lab").thresholds["nccl_allreduce_pair"]
-    cfg = certify.ProbeSettings(2, 20)
+    cfg = ProbeSettings(2, 20)
     calls = _fake(monkeypatch, CommandResult(0, GOOD, "", False, 3.0, "mpirun"))
     m = certify.nccl_pair(_host("node1"), _host("node2"), 1, cfg, tmp_path, th, set())
     assert (m.probe, m.a, m.b, m.subject, m.round) == ("nccl_allreduce", "node1", "node2", "node1+node2, 16 GPUs", 1)
@@ -138,7 +141,7 @@ def test_nccl_pair_judged_against_the_pair_threshold_and_cleaned_up_on_both_node
 def test_a_timed_out_launch_is_an_error_and_both_nodes_are_still_cleaned(monkeypatch, tmp_path):
     th = load_profile("lab").thresholds["nccl_allreduce_pair"]
     calls = _fake(monkeypatch, CommandResult(None, "", "", True, 22.0, "mpirun ..."))
-    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, certify.ProbeSettings(2, 20), tmp_path, th, set())
+    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path, th, set())
     assert m.status == "error" and "timed out after 22 s" in m.observed
     assert [c[1] for c in calls if c[0] == "collect"] == ["node1", "node2"]
 
@@ -148,7 +151,7 @@ def test_slurm_clusters_launch_with_srun_and_cancel_the_job(monkeypatch, tmp_pat
     calls = _fake(monkeypatch, CommandResult(0, GOOD, "", False, 3.0, "srun"))
     a, b = _host("node1", True, "gpu-a"), _host("node2", True, None)
     idle = {"node1": NodeState("gpu-a", "IDLE", None), "node2": NodeState("node2", "IDLE", None)}
-    m = certify.nccl_pair(a, b, 2, certify.ProbeSettings(2, 20), tmp_path, th, set(), idle)
+    m = certify.nccl_pair(a, b, 2, ProbeSettings(2, 20), tmp_path, th, set(), idle)
     assert m.status == "pass" and m.evidence.startswith("launched with srun\n")
     assert calls[0][2].startswith("srun --nodes=2 --ntasks-per-node=1 --nodelist=gpu-a,node2 ")
     assert f" --gres=gpu:{a.profile.gpu.count} " in calls[0][2]
@@ -169,7 +172,7 @@ def test_slurm_pairs_that_slurm_cannot_place_now_launch_with_mpirun_and_say_why(
     th = load_profile("lab").thresholds["nccl_allreduce_pair"]
     calls = _fake(monkeypatch, CommandResult(0, GOOD, "", False, 3.0, "mpirun"))
     a, b = _host("node1", True, "gpu-a"), _host("node2", True, None)
-    m = certify.nccl_pair(a, b, 1, certify.ProbeSettings(2, 20), tmp_path, th, set(), states)
+    m = certify.nccl_pair(a, b, 1, ProbeSettings(2, 20), tmp_path, th, set(), states)
     assert m.status == "pass" and calls[0][2].startswith("mpirun ")
     assert m.evidence.startswith(f"launched with mpirun over ssh: Slurm cannot start a step now ({why})\n"), m.evidence
     assert not any("scancel" in c[2] for c in calls[1:])
@@ -178,7 +181,7 @@ def test_slurm_pairs_that_slurm_cannot_place_now_launch_with_mpirun_and_say_why(
 def test_nccl_pair_is_not_run_with_a_node_down(monkeypatch, tmp_path):
     th = load_profile("lab").thresholds["nccl_allreduce_pair"]
     calls = _fake(monkeypatch, CommandResult(0, GOOD, "", False, 3.0, "mpirun"))
-    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, certify.ProbeSettings(2, 20), tmp_path, th, {"node2"})
+    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path, th, {"node2"})
     assert m.status == "error" and "node2 stopped answering" in m.observed and not calls
 
 
@@ -191,15 +194,15 @@ def test_pair_probes_run_nccl_last_when_the_profile_asks_for_it(monkeypatch, tmp
         time.sleep(0.05)
         return ProbeRun(None, CommandResult(0, GOOD if client[2].startswith("mpirun") else bw, "", False, 1, client[2]))
 
-    monkeypatch.setattr(certify, "run_server_client", fake_run)
-    monkeypatch.setattr(certify, "start_server", lambda server, timeout, **_: server)
-    monkeypatch.setattr(certify, "finish_probe", lambda srv, client, timeout, **k: fake_run(srv, client, timeout, **k))
-    for mod in (certify, collect):  # collect's own: collect_many
-        monkeypatch.setattr(mod, "collect_node", lambda node, conn, commands, **_: NodeEvidence(node, True))
-    ms, down = certify.pair_probes(_host("node1"), _host("node2"), 1, certify.ProbeSettings(2, 20), tmp_path)
+    monkeypatch.setattr(collect, "run_server_client", fake_run)
+    monkeypatch.setattr(collect, "start_server", lambda server, timeout, **_: server)
+    monkeypatch.setattr(collect, "finish_probe", lambda srv, client, timeout, **k: fake_run(srv, client, timeout, **k))
+    # the reachability pass and the cleanup (through collect_many)
+    monkeypatch.setattr(collect, "collect_node", lambda node, conn, commands, **_: NodeEvidence(node, True))
+    ms, down = certify.pair_probes(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path)
     assert [t for t, _ in seen][-1] == "mpirun" and {t for t, _ in seen[:-1]} == {"ib_write_bw", "ib_write_lat"}
     assert ms[-1].probe == "nccl_allreduce" and ms[-1].status == "pass" and not down
-    cfg = certify.ProbeSettings(2, 20, only=frozenset({"ib_write_bw"}))
+    cfg = ProbeSettings(2, 20, only=frozenset({"ib_write_bw"}))
     seen.clear()
     ms, _ = certify.pair_probes(_host("node1"), _host("node2"), 1, cfg, tmp_path)
     assert "mpirun" not in [t for t, _ in seen] and all(m.probe == "ib_write_bw" for m in ms)
@@ -234,7 +237,7 @@ def test_reports_show_nccl_across_nodes_as_one_all_rails_heatmap(tmp_path):
 def test_the_outlier_rule_compares_pair_figures_with_pair_figures():
     """NCCL on one node (~480 GB/s) and across a pair (~96 GB/s) share the probe name: the pair's
     figures are not judged against the nodes' median."""
-    from clustercert.probes import Measurement, apply_outlier_rule
+    from clustercert.probes.evaluate import Measurement, apply_outlier_rule
 
     nodes = [Measurement("nccl_allreduce", f"n{i}", value=479.0, status="pass") for i in range(4)]
     pairs = [Measurement("nccl_allreduce", "n0", "n1", value=96.0, status="pass"),
@@ -258,11 +261,11 @@ def test_slurm_states_are_read_once_for_the_slurm_nodes_whose_pair_nccl_runs(mon
         return ("n1", inv_.hosts["n1"]), {"n1": NodeState("n1", "IDLE+DRAIN", "admin")}, []
 
     monkeypatch.setattr(certify, "read_states", fake_read)
-    states = certify.slurm_launch_states(inv, ["n1", "n2", "n3"], certify.ProbeSettings(2, 20), tmp_path)
+    states = certify.slurm_launch_states(inv, ["n1", "n2", "n3"], ProbeSettings(2, 20), tmp_path)
     assert asked == [{"n1": "n1", "n2": "n2"}]  # not n3: it is not a Slurm node
     assert states["n1"].state == "IDLE+DRAIN" and states["n2"].startswith("scontrol could not read it (")
     # no pair NCCL through Slurm (no Slurm node, or NCCL not among the probes): Slurm is not asked
-    only_bw = certify.ProbeSettings(2, 20, frozenset({"ib_write_bw"}))
+    only_bw = ProbeSettings(2, 20, frozenset({"ib_write_bw"}))
     assert certify.slurm_launch_states(inv, ["n1", "n2"], only_bw, tmp_path) is None
-    assert certify.slurm_launch_states(inv, ["n3"], certify.ProbeSettings(2, 20), tmp_path) is None
+    assert certify.slurm_launch_states(inv, ["n3"], ProbeSettings(2, 20), tmp_path) is None
     assert len(asked) == 1

@@ -9,8 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from clustercert import collect
 from clustercert.collect import CommandResult
-from clustercert.probes import Measurement, apply_outlier_rule, eval_nccl, eval_perftest, tool_seconds
+from clustercert.probes.evaluate import Measurement, apply_outlier_rule, eval_nccl, eval_perftest
+from clustercert.probes.judge import ThresholdJudge
+from clustercert.probes.plan import ProbeSettings
+from clustercert.probes.timing import tool_seconds
 from clustercert.profile import load_profile
 
 FIX = Path(__file__).parent / "fixtures"
@@ -95,7 +99,7 @@ def test_latency_without_a_percentile_timeout_or_garbage_is_an_error():
 
 
 def test_latency_command_runs_iterations_not_duration():
-    from clustercert.probes import perftest_cmd
+    from clustercert.probes.commands import perftest_cmd
 
     lat = perftest_cmd("ib_write_lat", "mlx5_0", 1, 18715, 5, "node02")
     assert lat.startswith("ib_write_lat -d mlx5_0 -i 1 -p 18715 -n ") and " -D " not in lat and lat.endswith(" node02")
@@ -142,7 +146,7 @@ def _samples(rows: list[list[int | str]]) -> str:
 
 
 def _util_run(samples: str | None, nccl: str | None = None, **kw) -> CommandResult:
-    from clustercert.probes import UTIL_MARK
+    from clustercert.probes.commands import UTIL_MARK
 
     out = (nccl if nccl is not None else _nccl_ok())
     if samples is not None:
@@ -151,7 +155,7 @@ def _util_run(samples: str | None, nccl: str | None = None, **kw) -> CommandResu
 
 
 def _eval_util(run: CommandResult, gpus: int = 4):
-    from clustercert.probes import eval_gpu_util, split_util
+    from clustercert.probes.evaluate import eval_gpu_util, split_util
 
     load, samples = split_util(run, "all_reduce_perf -g 4")
     return eval_gpu_util("n1", UTIL, gpus, load, samples, 60)
@@ -208,7 +212,8 @@ def test_sampling_script_runs_both_stops_the_sampler_and_keeps_the_exit_status(t
     import os
     import subprocess
 
-    from clustercert.probes import split_util, with_util_sampling
+    from clustercert.probes.commands import with_util_sampling
+    from clustercert.probes.evaluate import split_util
 
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -235,7 +240,7 @@ def test_sampling_script_killed_at_its_timeout_leaves_nothing(tmp_path):
     import os
 
     from clustercert.collect import collect_node
-    from clustercert.probes import with_util_sampling
+    from clustercert.probes.commands import with_util_sampling
 
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -260,7 +265,8 @@ DIAG = load_profile("h100-sxm-8x-ndr").dcgm_diag
 
 
 def test_dcgmi_diag_pass_fail_per_test():
-    from clustercert.probes import dcgmi_diag_cmd, eval_dcgmi_diag
+    from clustercert.probes.commands import dcgmi_diag_cmd
+    from clustercert.probes.evaluate import eval_dcgmi_diag
 
     assert DIAG.level == 2 and dcgmi_diag_cmd(DIAG.level) == "dcgmi diag -r 2"
     ok = (FIX / "dcgmi" / "diag-r2-dcgm4.4.2-per-gpu-format-pass.txt").read_text()
@@ -279,7 +285,7 @@ def test_dcgmi_diag_pass_fail_per_test():
 
 
 def test_dcgmi_diag_skipped_tests_errors_and_timeouts_are_not_passes():
-    from clustercert.probes import eval_dcgmi_diag
+    from clustercert.probes.evaluate import eval_dcgmi_diag
 
     table = """Successfully ran diagnostic for group.
 +---------------------------+------------------------------------------------+
@@ -307,7 +313,7 @@ def test_dcgmi_diag_skipped_tests_errors_and_timeouts_are_not_passes():
 
 
 def test_dcgmi_diag_level_zero_or_absent_is_a_skip_saying_why():
-    from clustercert.probes import eval_dcgmi_diag
+    from clustercert.probes.evaluate import eval_dcgmi_diag
 
     off = load_profile("lab", {"dcgm_diag": {"level": 0}}).dcgm_diag
     ms = eval_dcgmi_diag("n1", off, None, 0)
@@ -340,8 +346,8 @@ def _host(name: str, profile: str = "lab", addresses: dict | None = None):
 def test_pair_probes_run_one_kind_at_a_time_bandwidth_then_ipoib_then_latency(monkeypatch, tmp_path):
     import threading
 
-    from clustercert import certify
     from clustercert.collect import ProbeRun
+    from clustercert.probes import run as certify
 
     bw = (FIX / "perftest" / "ib_read_bw-a-report_gbits-client-result-excerpt.txt").read_text()
     calls, lock = [], threading.Lock()
@@ -361,18 +367,32 @@ def test_pair_probes_run_one_kind_at_a_time_bandwidth_then_ipoib_then_latency(mo
             started.append((server[2].split()[0], time.monotonic(), timeout))
         return server
 
-    monkeypatch.setattr(certify, "run_server_client", fake)  # the pair's NCCL, last
-    monkeypatch.setattr(certify, "start_server", fake_start)
-    monkeypatch.setattr(certify, "finish_probe", lambda srv, client, timeout, **k: fake(srv, client, timeout, **k))
+    reach = []
+
+    def fake_reach(node, conn, commands, **_):
+        if any(k.startswith("reach") for k in commands):  # (the pair NCCL's cleanup comes here too)
+            reach.append((node, time.monotonic(), commands))
+        return collect.NodeEvidence(node, True, results={k: CommandResult(0, "1 received", "", False, 0.01, v[0])
+                                                         for k, v in commands.items()})
+
+    monkeypatch.setattr(collect, "run_server_client", fake)  # the pair's NCCL, last
+    monkeypatch.setattr(collect, "start_server", fake_start)
+    monkeypatch.setattr(collect, "finish_probe", lambda srv, client, timeout, **k: fake(srv, client, timeout, **k))
+    monkeypatch.setattr(collect, "collect_node", fake_reach)
     a = _host("node01", addresses={"ib0": "10.251.0.11/24", "ib1": "10.252.0.11/24"})
     b = _host("node02", addresses={"ib0": "10.251.0.12/24", "ib1": "10.252.0.12/24"})
-    ms, down = certify.pair_probes(a, b, 1, certify.ProbeSettings(2, 20), tmp_path)
+    ms, down = certify.pair_probes(a, b, 1, ProbeSettings(2, 20), tmp_path)
+    # the reachability pass: on the client node, one echo per fabric address, beside the first stage
+    ((node, at, asked),) = reach
+    assert node == "node01" and at < min(t0 for *_, t0, _ in calls)
+    assert asked == {"reach0": ("ping -n -q -c 1 -W 1 -I 10.251.0.11 10.251.0.12", 3.0),
+                     "reach1": ("ping -n -q -c 1 -W 1 -I 10.252.0.11 10.252.0.12", 3.0)}
     lat = [m for m in ms if m.probe == "ib_write_lat"]
     assert [(m.subject, m.fabric, m.status, m.unit) for m in lat] == [
         ("mlx5_0 node01->node02", 0, "pass", "usec"), ("mlx5_1 node01->node02", 1, "pass", "usec")]
     assert lat[0].link() | {"subject": lat[0].subject} == {
         "a": "node01", "b": "node02", "fabric": 0, "probe": "ib_write_lat", "value": 1.07, "unit": "usec",
-        "status": "pass", "round": 1, "subject": "mlx5_0 node01->node02"}
+        "status": "pass", "round": 1, "subject": "mlx5_0 node01->node02", "threshold": "ib_write_lat_p99"}
     def span(tool):
         return (min(t0 for t, _, t0, _ in calls if t == tool), max(t1 for t, _, _, t1 in calls if t == tool))
 
@@ -381,7 +401,8 @@ def test_pair_probes_run_one_kind_at_a_time_bandwidth_then_ipoib_then_latency(mo
     assert bw1 <= ip0 and ip1 <= lat0
     assert bw1 - bw0 < 0.35 and ip1 - ip0 < 0.35 and lat1 - lat0 < 0.35
     assert sorted(c[1] for c in calls if c[0] == "iperf3") == [
-        "iperf3 -c 10.251.0.12 -B 10.251.0.11 -p 5201 -t 2 -J", "iperf3 -c 10.252.0.12 -B 10.252.0.11 -p 5202 -t 2 -J"]
+        "iperf3 -c 10.251.0.12 -B 10.251.0.11 -p 5201 -t 2 --connect-timeout 3000 -J",
+        "iperf3 -c 10.252.0.12 -B 10.252.0.11 -p 5202 -t 2 --connect-timeout 3000 -J"]
     # every server was started before the first stage ended, bounded past all three stages
     assert sorted(t for t, *_ in started) == ["ib_write_bw"] * 2 + ["ib_write_lat"] * 2 + ["iperf3"] * 2
     assert all(at < bw1 and limit >= 3 * 20 for _, at, limit in started)
@@ -390,8 +411,8 @@ def test_pair_probes_run_one_kind_at_a_time_bandwidth_then_ipoib_then_latency(mo
 
 
 def test_later_pair_probes_are_not_run_against_a_node_that_stopped_answering(monkeypatch, tmp_path):
-    from clustercert import certify
     from clustercert.collect import ProbeRun
+    from clustercert.probes import run as certify
 
     seen = []
 
@@ -400,12 +421,12 @@ def test_later_pair_probes_are_not_run_against_a_node_that_stopped_answering(mon
         return ProbeRun(None, CommandResult(None, "", "no answer", True, 20, client[2]), server_reachable=False)
 
     stopped = []
-    monkeypatch.setattr(certify, "finish_probe", lambda srv, client, timeout, **k: fake(srv, client, timeout, **k))
-    monkeypatch.setattr(certify, "start_server", lambda server, timeout, **_: server)
-    monkeypatch.setattr(certify, "stop_server", stopped.append)
+    monkeypatch.setattr(collect, "finish_probe", lambda srv, client, timeout, **k: fake(srv, client, timeout, **k))
+    monkeypatch.setattr(collect, "start_server", lambda server, timeout, **_: server)
+    monkeypatch.setattr(collect, "stop_server", stopped.append)
     a = _host("node01", addresses={"ib0": "10.251.0.11/24", "ib1": "10.252.0.11/24"})
     b = _host("node02", addresses={"ib0": "10.251.0.12/24", "ib1": "10.252.0.12/24"})
-    ms, down = certify.pair_probes(a, b, 1, certify.ProbeSettings(2, 20), tmp_path)
+    ms, down = certify.pair_probes(a, b, 1, ProbeSettings(2, 20), tmp_path)
     assert down == {"node02"} and set(seen) == {"ib_write_bw"}
     # the later stages' servers are stopped, their probes are errors saying why
     assert sorted(s[2].split()[0] for s in stopped) == ["ib_write_lat"] * 2 + ["iperf3"] * 2
@@ -414,9 +435,9 @@ def test_later_pair_probes_are_not_run_against_a_node_that_stopped_answering(mon
 
 
 def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the_profile_level(monkeypatch, tmp_path):
-    from clustercert import certify
     from clustercert.collect import NodeEvidence
-    from clustercert.probes import UTIL_MARK
+    from clustercert.probes import run as certify
+    from clustercert.probes.commands import UTIL_MARK
 
     loop = (FIX / "perftest" / "ib_read_bw-a-report_gbits-client-result-excerpt.txt").read_text()
     diag = (FIX / "dcgmi" / "diag-r1-deployment-failures.txt").read_text()
@@ -433,10 +454,10 @@ def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the
             "nvbandwidth": CommandResult(0, "garbage\n", "", False, 1.0, "nvbandwidth"),
             "dcgmi_diag": CommandResult(226, diag, "", False, 1.0, "dcgmi diag -r 2")})
 
-    monkeypatch.setattr(certify, "collect_node", fake_collect)
+    monkeypatch.setattr(collect, "collect_node", fake_collect)
     host = _host("node01")
     assert host.profile.gpu.nvswitch
-    ms = certify.node_probes(host, certify.ProbeSettings(2, 20), tmp_path)
+    ms = certify.node_probes(host, ProbeSettings(2, 20), tmp_path)
     # one connection: the rails' loopbacks at once (each client with its server) and, the GPUs being on
     # NVSwitch, NCCL beside them; then one after another
     assert calls == [[["loopback0", "loopback1", "nccl"], ["nvbandwidth"], ["dcgmi_diag"]]]
@@ -460,7 +481,7 @@ def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the
     assert {f.check for f in findings} >= {"probe.gpu_util_under_load", "probe.dcgmi_diag", "probe.nccl_allreduce"}
     # without NVSwitch NCCL's traffic inside the node crosses PCIe, as the loopback traffic does: after the rails
     host.profile = host.profile.model_copy(update={"gpu": host.profile.gpu.model_copy(update={"nvswitch": False})})
-    ms = certify.node_probes(host, certify.ProbeSettings(2, 20), tmp_path)
+    ms = certify.node_probes(host, ProbeSettings(2, 20), tmp_path)
     assert calls[-1] == [["loopback0", "loopback1"], ["nccl"], ["nvbandwidth"], ["dcgmi_diag"]]
     assert tool_seconds(ms) == 2.5 + 3.0 + 1.0 + 1.0
 
@@ -468,7 +489,8 @@ def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the
 def test_drift_counts_a_latency_rise_not_a_latency_fall_as_a_drop(monkeypatch, tmp_path):
     from types import SimpleNamespace
 
-    from clustercert import certify, drift
+    from clustercert import drift
+    from clustercert.probes import run as certify
 
     def lat(a, b, v):
         m = eval_perftest(Measurement("ib_write_lat", a, b, fabric=0), LAT,
@@ -479,9 +501,9 @@ def test_drift_counts_a_latency_rise_not_a_latency_fall_as_a_drop(monkeypatch, t
     # the n1-n2 link: +50 %; n3-n4: faster than the baseline; any other pair (round 2): as the baseline
     values = {frozenset(("n1", "n2")): 1.6, frozenset(("n3", "n4")): 0.9}
     monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path))
-    monkeypatch.setattr(certify, "pair_probes", lambda a, b, rnd, cfg, cp: (
+    monkeypatch.setattr(certify, "pair_probes", lambda a, b, rnd, cfg, cp, *_, **__: (
         [lat(a.name, b.name, values.get(frozenset((a.name, b.name)), 1.07))], set()))
-    inv = SimpleNamespace(hosts={n: SimpleNamespace(name=n) for n in ("n1", "n2", "n3", "n4")})
+    inv = SimpleNamespace(hosts={n: SimpleNamespace(name=n, vars=SimpleNamespace()) for n in ("n1", "n2", "n3", "n4")})
     baseline = [{"probe": "ib_write_lat", "fabric": 0, "value": 1.07, "status": "pass"}] * 4
     items, ms = drift.performance_items(inv, ["n1", "n2", "n3", "n4"], baseline, lambda n: 0.10, 2)
     assert len(ms) >= 2
@@ -496,7 +518,7 @@ def _timed(probe: str, a: str, b: str, elapsed: float | None) -> Measurement:
 
 
 def test_pair_round_tool_time_is_the_longest_pair_stage_by_stage():
-    from clustercert.probes import pair_round_tool_seconds
+    from clustercert.probes.timing import pair_round_tool_seconds
 
     ms = [_timed("ib_write_bw", "n1", "n2", 5.2), _timed("ib_write_bw", "n1", "n2", 5.1), _timed("iperf3", "n1", "n2", 5.4),
           _timed("ib_write_lat", "n1", "n2", 5.1), _timed("ib_write_lat", "n1", "n2", 5.3),
@@ -509,7 +531,7 @@ def test_pair_round_tool_time_is_the_longest_pair_stage_by_stage():
 
 
 def test_probe_timing_critical_path_and_control_overhead():
-    from clustercert.probes import probe_timing, tool_seconds
+    from clustercert.probes.timing import probe_timing, tool_seconds
 
     # a node's loopback rails run at once (the longest counts), its other probes one after another;
     # a command behind several values carries its time once
@@ -534,12 +556,12 @@ def test_probe_timing_critical_path_and_control_overhead():
 def test_run_probes_reports_timing_of_each_phase(monkeypatch, tmp_path):
     from types import SimpleNamespace
 
-    from clustercert import certify
+    from clustercert.probes import run as certify
 
     monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path))
-    monkeypatch.setattr(certify, "node_probes", lambda h, cfg, cp, down, hcas_free=None: [_timed("nccl_allreduce", h.name, "", 0.2)])
+    monkeypatch.setattr(certify, "node_probes", lambda h, cfg, cp, down, hcas_free=None, io=None: [_timed("nccl_allreduce", h.name, "", 0.2)])
 
-    def pair(a, b, rnd, cfg, cp, slurm_states=None, plan=None):
+    def pair(a, b, rnd, cfg, cp, slurm_states=None, plan=None, io=None):
         assert slurm_states is None  # no Slurm in this inventory: nothing was asked of it
         time.sleep(0.1)
         return [_timed("ib_write_bw", a.name, b.name, 0.05), _timed("ib_write_lat", a.name, b.name, 0.02)], set()
@@ -548,13 +570,13 @@ def test_run_probes_reports_timing_of_each_phase(monkeypatch, tmp_path):
     inv = SimpleNamespace(hosts={n: _host(n) for n in ("n1", "n2", "n3", "n4")})
     for h in inv.hosts.values():
         h.vars.clustercert_slurm = False
-    out = certify.run_probes(inv, ["n1", "n2", "n3", "n4"], certify.ProbeSettings(1, 5), False, 25)
-    t = out["timing"]
+    out = certify.run(inv, ["n1", "n2", "n3", "n4"], ProbeSettings(1, 5), ThresholdJudge(), 25)
+    t = out.timing
     assert [r["round"] for r in t["rounds"]] == [1] and t["rounds"][0]["tool_s"] == 0.07
     assert t["rounds"][0]["wall_s"] >= 0.1
     assert t["node_probes"]["tool_s"] == 0.2
-    assert t["probe_wall_s"] == out["seconds"]
-    assert t["probe_tool_s"] == 0.27 and t["control_overhead_s"] == round(out["seconds"] - 0.27, 2)
+    assert t["probe_wall_s"] == out.seconds
+    assert t["probe_tool_s"] == 0.27 and t["control_overhead_s"] == round(out.seconds - 0.27, 2)
 
 
 def test_round1_servers_start_once_their_node_loopback_tests_end(monkeypatch, tmp_path):
@@ -563,12 +585,12 @@ def test_round1_servers_start_once_their_node_loopback_tests_end(monkeypatch, tm
     import threading
     from types import SimpleNamespace
 
-    from clustercert import certify
+    from clustercert.probes import run as certify
 
     monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path))
     events, lock = [], threading.Lock()
 
-    def node(h, cfg, cp, down, hcas_free=None):
+    def node(h, cfg, cp, down, hcas_free=None, io=None):
         if h.name in ("node02", "node04"):  # the round's server nodes: loopbacks end, the GPU probes go on
             time.sleep(0.05 if h.name == "node02" else 0.3)
             hcas_free(h.name)
@@ -586,19 +608,20 @@ def test_round1_servers_start_once_their_node_loopback_tests_end(monkeypatch, tm
 
     plans = {}
 
-    def pair(a, b, rnd, cfg, cp, slurm_states=None, plan=None):
+    def pair(a, b, rnd, cfg, cp, slurm_states=None, plan=None, io=None):
         plans[(a.name, b.name)] = plan
+        plan.taken = True
         return [_timed("ib_write_bw", a.name, b.name, 0.1)], set()
 
     monkeypatch.setattr(certify, "node_probes", node)
-    monkeypatch.setattr(certify, "start_server", start)
+    monkeypatch.setattr(collect, "start_server", start)
     monkeypatch.setattr(certify, "pair_probes", pair)
     hosts = {n: _host(n, addresses={"ib0": f"10.251.0.{i}/24", "ib1": f"10.252.0.{i}/24"})
              for i, n in enumerate(("node01", "node02", "node03", "node04"), 11)}
     for h in hosts.values():
         h.vars.clustercert_slurm = False
-    out = certify.run_probes(SimpleNamespace(hosts=hosts), list(hosts), certify.ProbeSettings(2, 20), False, 25)
-    assert out["rounds"] == 1 and set(plans) == {("node01", "node02"), ("node03", "node04")}
+    out = certify.run(SimpleNamespace(hosts=hosts), list(hosts), ProbeSettings(2, 20), ThresholdJudge(), 25)
+    assert len(out.rounds) == 1 and set(plans) == {("node01", "node02"), ("node03", "node04")}
     servers = [i for i, e in enumerate(events) if e[0] == "server"]
     assert len(servers) == 2 * 6  # per pair: ib_write_bw and ib_write_lat per rail, iperf3 per fabric
     # node02's servers started before any node finished its probes, node04's once its loopbacks ended
@@ -866,7 +889,7 @@ def test_perftest_nonzero_exit_or_no_summary_is_an_error():
 
 
 def test_iperf3_with_an_error_member_is_an_error():
-    from clustercert.probes import eval_iperf3
+    from clustercert.probes.evaluate import eval_iperf3
 
     doc = ('{"start": {"connecting_to": {"host": "10.251.0.12", "port": 5201}}, "intervals": [], "end": {},\n'
            ' "error": "unable to connect to server - server may have stopped running or use a different port"}\n')

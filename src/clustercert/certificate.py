@@ -330,11 +330,12 @@ def load_certificate(cert_path: Path) -> dict:
 # the signed content (a certificate that some other program wrote and signed) as in the signature
 # block (which the signature does not cover). A new member is added here first.
 TOP_MEMBERS = frozenset({"schema", "cluster", "profiles", "started", "finished", "versions", "verdict", "rounds",
-                         "nodes", "links", "localisation", "thresholds", "timing", "slurm", "signature"})
+                         "schedule", "nodes", "links", "localisation", "thresholds", "timing", "slurm", "signature"})
 SIGNATURE_MEMBERS = frozenset({"algorithm", "public_key", "value"})
 NODE_MEMBERS = frozenset({"verdict", "findings", "detail"})
 THRESHOLD_MEMBERS = frozenset({"floor", "ceiling", "unit", "source"})
-LOCALISATION_MEMBERS = frozenset({"node", "link", "kind", "reason"})
+LOCALISATION_MEMBERS = frozenset({"node", "link", "kind", "reason", "fabric", "probes", "partners"})
+SCHEDULE_MEMBERS = frozenset({"round", "pairs", "question"})
 VERSIONS_MEMBERS = frozenset({"clustercert", "ansible-core", "nodes"})
 
 
@@ -358,10 +359,11 @@ def unknown_member(cert: dict) -> str | None:
             for name in sorted(entries, key=str):
                 if found := extra(entries[name], allowed, f"{group}.{name}"):
                     return found
-    if isinstance(cert.get("localisation"), list):
-        for i, item in enumerate(cert["localisation"]):
-            if found := extra(item, LOCALISATION_MEMBERS, f"localisation[{i}]"):
-                return found
+    for group, allowed in (("localisation", LOCALISATION_MEMBERS), ("schedule", SCHEDULE_MEMBERS)):
+        if isinstance(cert.get(group), list):
+            for i, item in enumerate(cert[group]):
+                if found := extra(item, allowed, f"{group}[{i}]"):
+                    return found
     return None
 
 

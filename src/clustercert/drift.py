@@ -10,11 +10,10 @@ once, as the configuration item that causes it.
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from dataclasses import asdict, dataclass, field
 
-from clustercert import engine, paths, schedule
+from clustercert import engine, paths
 from clustercert.errors import InputError
 
 # checks whose state is put back by the bootstrap playbook: a failure here with configuration drift on
@@ -117,69 +116,36 @@ def fold_symptoms(items: list[Item]) -> list[Item]:
     return out
 
 
-def performance_items(inv, nodes: list[str], baseline_links: list[dict], tolerance_of, seconds: int) -> tuple[list[Item], list]:
-    """Pair probes on the two-round schedule; a pair is 'dropped' when a value falls more than the
-    profile's tolerance below the baseline median of the same probe and fabric (for a latency: rises
-    more than the tolerance above it). Localisation tells the node from the link."""
-    from clustercert.certify import ProbeSettings, pair_probes
+def performance_items(inv, nodes: list[str], baseline_links: list[dict], tolerance_of, seconds: int,
+                      forks: int = 25) -> tuple[list[Item], list]:
+    """The pair probes through the same round loop certify uses (clustercert.probes.run), judged against
+    the baseline: a value that fell more than the profile's tolerance below the baseline median of the
+    same probe and fabric (a latency: rose more than it) fails its channel, and localisation tells the
+    node (on which fabric) from the link."""
+    from clustercert.probes import run as probe_run
+    from clustercert.probes.judge import BaselineJudge
+    from clustercert.probes.plan import ProbeSettings
 
-    cp = paths.state_dir() / "cp"
-    cfg = ProbeSettings(seconds, 60)
-    med: dict[tuple[str, int], float] = {}
-    groups: dict[tuple[str, int], list[float]] = {}
-    for lk in baseline_links:
-        if lk["value"] is not None and lk["status"] == "pass":
-            groups.setdefault((lk["probe"], lk["fabric"]), []).append(lk["value"])
-    for k, vals in groups.items():
-        med[k] = statistics.median(vals)
-    measurements = []
-
-    def dropped(ms) -> list[str]:
-        notes = []
-        for m in ms:
-            ref = med.get((m.probe, m.fabric))
-            tol = tolerance_of(m.a)
-            if m.status == "error" or m.value is None:
-                notes.append(f"{m.probe} fabric {m.fabric}: {m.observed}")
-            elif ref and m.lower_is_better and m.value > ref * (1 + tol):  # latency: higher is worse
-                notes.append(f"{m.probe} fabric {m.fabric}: {m.value:g} {m.unit} vs baseline median {ref:g} (+{(m.value / ref - 1) * 100:.0f}%, tolerance {tol * 100:.0f}%)")
-            elif ref and not m.lower_is_better and m.value < ref * (1 - tol):
-                notes.append(f"{m.probe} fabric {m.fabric}: {m.value:g} {m.unit} vs baseline median {ref:g} (-{(1 - m.value / ref) * 100:.0f}%, tolerance {tol * 100:.0f}%)")
-        return notes
-
-    from concurrent.futures import ThreadPoolExecutor
-
-    outcomes, notes_by_pair = [], {}
-
-    def run_round(pairs, rnd):
-        with ThreadPoolExecutor(max_workers=max(1, len(pairs))) as ex:
-            res = list(ex.map(lambda p: pair_probes(inv.hosts[p[0]], inv.hosts[p[1]], rnd, cfg, cp), pairs))
-        verdicts = {}
-        for p, (ms, _down) in zip(pairs, res, strict=True):
-            measurements.extend(ms)
-            n = dropped(ms)
-            notes_by_pair[p] = n
-            verdicts[p] = not n
-            outcomes.append((p[0], p[1], not n))
-        return verdicts
-
-    if len(nodes) >= 2:
-        pairs, spare = schedule.round1(nodes)
-        r1 = run_round(pairs, 1)
-        for k, extra in enumerate(schedule.round2(r1, spare), 2):
-            run_round(extra, k)
+    judge = BaselineJudge(baseline_links, tolerance_of)
+    outcome = probe_run.run(inv, nodes, ProbeSettings(seconds, 60, node_probes=False), judge, forks)
+    notes: dict[frozenset, list[str]] = {}
+    for m in outcome.pairs:
+        note = judge.note(m)
+        if note:
+            notes.setdefault(frozenset((m.a, m.b)), []).append(note)
     items = []
-    for loc in schedule.localise(outcomes):
-        if loc.kind == "bad_node":
-            pairs_notes = [n for (a, b), ns in notes_by_pair.items() if loc.subject in (a, b) for n in ns]
-            items.append(Item(loc.subject, "performance", check="probe.pairs", before="baseline",
-                              after="; ".join(pairs_notes[:3]), detail=loc.reason))
-        else:
+    for loc in outcome.localisation:
+        if "<->" in loc.subject:
             a, b = loc.subject.split("<->")
-            ns = notes_by_pair.get((a, b)) or notes_by_pair.get((b, a)) or []
+            ns = notes.get(frozenset((a, b)), [])
             items.append(Item(loc.subject, "performance", check="probe.link", before="baseline", after="; ".join(ns[:3]),
                               detail=f"{loc.kind}: {loc.reason}"))
-    return items, measurements
+        else:
+            mine = [n for key, ns in notes.items() if loc.subject in key for n in ns
+                    if loc.fabric is None or f"fabric {loc.fabric}" in n]
+            items.append(Item(loc.subject, "performance", check="probe.pairs", before="baseline",
+                              after="; ".join(mine[:3]), detail=f"{loc.kind}: {loc.reason}"))
+    return items, outcome.pairs
 
 
 def _resolve_baseline(store, inv, baseline: str) -> dict:
@@ -223,7 +189,8 @@ def run(inventory: str, *, limit: str | None = None, baseline: str = "latest-cer
         if probes != "none":
             reachable = [n for n, r in sorted(current.items()) if r.verdict != "unreachable"]
             perf, _ms = performance_items(inv, reachable, store.links(base["id"]),
-                                          lambda n: inv.hosts[n].profile.drift_tolerance, 2 if probes == "quick" else 5)
+                                          lambda n: inv.hosts[n].profile.drift_tolerance, 2 if probes == "quick" else 5,
+                                          forks or 25)
             items += perf
         fixed = None
         if fix:

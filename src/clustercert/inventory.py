@@ -58,6 +58,9 @@ class InventoryVars(BaseModel):
     # the GRES the pair NCCL step asks for per node (a name, or name:type), times the profile's gpu.count;
     # null where Slurm has no GPU GRES
     clustercert_slurm_gres: StrictStr | None = "gpu"
+    # the failure domain (rack, leaf switch) the node sits in: round 1 of the pair probes never pairs two
+    # nodes of one domain where it can avoid it
+    clustercert_rack: Annotated[StrictStr, AfterValidator(lambda v: names.validate("name", v))] | None = None
     clustercert_command_timeout_s: Annotated[StrictInt, Field(ge=1, le=3600)] = 30
     clustercert_ntp_servers: list[Annotated[StrictStr, AfterValidator(lambda v: names.validate("host", v))]] = Field(
         default_factory=list)

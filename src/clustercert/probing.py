@@ -1,14 +1,14 @@
-"""`clustercert probe`: the bandwidth/latency probes alone, on the two-round pair schedule.
+"""`clustercert probe`: the bandwidth/latency probes alone, on the pair rounds.
 
-Glue only: the probes and their schedule are certify's (clustercert.certify.run_probes); this runs
-them without the validators, prints every value against its threshold, records the run and exits
-0 when every probe passed, 1 otherwise.
+Glue only: the probes run through clustercert.probes.run with the threshold judge, as in certify;
+this runs them without the validators, prints every value against its threshold, records the run
+and exits 0 when every probe passed, 1 otherwise.
 """
 
 from __future__ import annotations
 
-from clustercert import probes
 from clustercert.errors import InputError
+from clustercert.probes.catalog import PROBE_NAMES
 
 
 def parse_probe_list(text: str | None) -> frozenset[str] | None:
@@ -17,26 +17,24 @@ def parse_probe_list(text: str | None) -> frozenset[str] | None:
         return None
     names = [x.strip() for x in text.split(",") if x.strip()]
     if not names:
-        raise InputError("--probes", text, f"no probe named (choose from {', '.join(probes.PROBE_NAMES)})")
-    unknown = [x for x in names if x not in probes.PROBE_NAMES]
+        raise InputError("--probes", text, f"no probe named (choose from {', '.join(PROBE_NAMES)})")
+    unknown = [x for x in names if x not in PROBE_NAMES]
     if unknown:
-        raise InputError("--probes", unknown[0], f"unknown probe (choose from {', '.join(probes.PROBE_NAMES)})")
+        raise InputError("--probes", unknown[0], f"unknown probe (choose from {', '.join(PROBE_NAMES)})")
     return frozenset(names)
 
 
-def probe_nodes(names: list[str], probe_out: dict) -> dict[str, dict]:
-    """Per node: its own probes plus a finding when the schedule localised a bad node to it."""
-    from clustercert.checks import Finding, node_verdict
+def probe_nodes(names: list[str], outcome) -> dict[str, dict]:
+    """Per node: its own probes plus what localisation put on it."""
+    from clustercert.checks import node_verdict
+    from clustercert.probes.evaluate import probe_findings
 
-    bad = {x.subject: x for x in probe_out["localisation"] if x.kind == "bad_node"}
     nodes = {}
     for name in names:
-        if name in probe_out["down"]:
+        if name in outcome.down:
             nodes[name] = {"verdict": "unreachable", "findings": [], "detail": "did not answer during the probes"}
             continue
-        findings = [m.finding() for m in probe_out["per_node"].get(name, [])]
-        if name in bad:
-            findings.append(Finding("probe.pairs", "fail", name, "passes node-to-node probes", bad[name].reason))
+        findings = probe_findings(name, outcome.per_node.get(name, []), outcome.localisation)
         nodes[name] = {"verdict": node_verdict(findings), "findings": [f.to_json() for f in findings]}
     return nodes
 
@@ -45,9 +43,12 @@ def run(inventory: str, *, limit: str | None = None, forks: int | None = None, o
         all_pairs: bool = False, fmt: str = "table", probe_seconds: int = 5, probe_timeout: float = 60.0) -> int:
     import json
 
-    from clustercert.certify import ProbeSettings, run_probes
+    from clustercert.checks import cluster_verdict
     from clustercert.engine import new_run_id
     from clustercert.inventory import load_inventory
+    from clustercert.probes import run as probe_run
+    from clustercert.probes.judge import ThresholdJudge
+    from clustercert.probes.plan import ProbeSettings
     from clustercert.report_text import print_probe
     from clustercert.runlock import inventory_lock
     from clustercert.store import Store
@@ -60,13 +61,16 @@ def run(inventory: str, *, limit: str | None = None, forks: int | None = None, o
         run_id = new_run_id()
         store.start_run(run_id, "probe", str(inv.source), {"limit": limit, "probes": sorted(selected or []),
                                                              "all_pairs": all_pairs})
-        out = run_probes(inv, names, ProbeSettings(probe_seconds, probe_timeout, selected), all_pairs, forks or 25)
+        out = probe_run.run(inv, names, ProbeSettings(probe_seconds, probe_timeout, selected),
+                            ThresholdJudge.for_inventory(inv), forks or 25, all_pairs)
         nodes = probe_nodes(names, out)
-        links = [m.link_record() for m in out["pairs"]]
-        ok = all(n["verdict"] == "pass" for n in nodes.values()) and all(lk["status"] == "pass" for lk in links)
-        store.finish_run(run_id, "pass" if ok else "fail", nodes, links)
-    doc = {"run": run_id, "verdict": "pass" if ok else "fail", "rounds": out["rounds"], "seconds": out["seconds"],
-           "nodes": nodes, "links": links, "localisation": [x.to_json() for x in out["localisation"]]}
+        links = [m.link_record() for m in out.pairs]
+        verdict = cluster_verdict(nodes, links)
+        ok = verdict == "pass"
+        store.finish_run(run_id, verdict, nodes, links)
+    doc = {"run": run_id, "verdict": verdict, "rounds": len(out.rounds), "schedule": out.schedule(),
+           "seconds": out.seconds, "nodes": nodes, "links": links,
+           "localisation": [x.to_json() for x in out.localisation]}
     if fmt == "json":
         print(json.dumps(doc, indent=2))
     else:

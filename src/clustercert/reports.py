@@ -21,6 +21,8 @@ from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
 
+from clustercert.probes.catalog import PAIR_THRESHOLD
+
 STATUS_ORDER = ("fail", "error", "pass", "skip")
 UNIT_LABEL = {"gbit_per_s": "Gb/s", "gbyte_per_s": "GB/s", "usec": "µs", "percent": "%"}
 PROBE_LABEL = {
@@ -117,29 +119,18 @@ def _by_check(node: dict) -> dict[str, list[dict]]:
     return out
 
 
-# certify records thresholds under the profile's names; links name the probe
-PROBE_THRESHOLD = {"ib_write_bw": "ib_write_bw_pair", "ib_write_lat": "ib_write_lat_p99", "iperf3": "iperf3_ipoib",
-                   "nccl_allreduce": "nccl_allreduce_pair"}  # the per-node NCCL figures are findings, not links
-
-
 def threshold_for(cert: dict, key: str) -> dict | None:
+    """The certificate's threshold ``key`` (a profile threshold's name; a link's probe name is mapped
+    through the probe catalog for certificates whose links do not name theirs)."""
     ths = cert.get("thresholds") or {}
-    th = ths.get(key) if key in ths else ths.get(PROBE_THRESHOLD.get(key, key))
+    th = ths.get(key) if key in ths else ths.get(PAIR_THRESHOLD.get(key, key))
     if isinstance(th, dict) and (th.get("floor") is not None or th.get("ceiling") is not None):
         return th
     return None
 
 
-_EXPECTED = re.compile(r"(>=|≥|<=|≤|min(?:imum)?|max(?:imum)?|floor|ceiling)\s*:?\s*(-?\d+(?:\.\d+)?)", re.I)
-
-
-def _threshold_from_expected(expected: str) -> dict | None:
-    m = _EXPECTED.search(str(expected or ""))
-    if not m:
-        return None
-    op = m.group(1).lower()
-    kind = "floor" if op in (">=", "≥", "min", "minimum", "floor") else "ceiling"
-    return {kind: float(m.group(2))}
+def _link_threshold(cert: dict, link: dict) -> dict | None:
+    return threshold_for(cert, str(link.get("threshold") or link.get("probe")))
 
 
 def _ratio(value: float, th: dict | None) -> float | None:
@@ -463,7 +454,7 @@ def _html_heatmaps(cert: dict) -> str:
     for (fabric, probe), links in groups.items():
         if not any(link.get("a") != link.get("b") for link in links):
             continue
-        th = threshold_for(cert, probe)
+        th = _link_threshold(cert, links[0])
         unit = _unit((th or {}).get("unit") or links[0].get("unit"))
         pairs = pair_results(links, th)
         svg = _heatmap_svg(nodes, pairs, th, unit, fabric, probe)
@@ -496,9 +487,9 @@ def _bar_rows(cert: dict) -> list[tuple[str, str, list[dict], dict | None]]:
             if isinstance(f.get("value"), int | float) and not isinstance(f.get("value"), bool):
                 by_check[str(f.get("check"))].append({"node": name, "subject": f.get("subject") or "",
                                                       "value": float(f["value"]), "status": f.get("status"),
-                                                      "unit": f.get("unit"), "expected": f.get("expected")})
+                                                      "unit": f.get("unit"), "threshold": f.get("threshold")})
     for check, rows in by_check.items():
-        th = threshold_for(cert, check) or _threshold_from_expected(rows[0].get("expected"))
+        th = threshold_for(cert, rows[0].get("threshold") or check)
         out.append((check, _unit(rows[0].get("unit")), rows, th))
     for (fabric, probe), links in link_groups(cert).items():
         rows = [{"node": link["a"], "subject": f"round {link.get('round')}", "value": link.get("value"),
@@ -745,7 +736,7 @@ def render_junit(cert: dict) -> bytes:
     for link in sorted(cert.get("links") or [], key=lambda x: (_fabric(x), str(x.get("probe")),
                                                                _natural(x.get("a")), _natural(x.get("b")),
                                                                int(x.get("round", 1)))):
-        th = threshold_for(cert, str(link.get("probe")))
+        th = _link_threshold(cert, link)
         unit = _unit(link.get("unit"))
         st = str(link.get("status"))
         name = f"{link.get('a')} <-> {link.get('b')} round {link.get('round')}"
@@ -822,7 +813,7 @@ def render_summary(cert: dict) -> str:
         out += ["| fabric | probe | a | b | round | value | threshold | status |", "|---:|---|---|---|---:|---:|---|---|"]
         for link in sorted(links, key=lambda x: (_fabric(x), str(x.get("probe")), _natural(x.get("a")),
                                                  _natural(x.get("b")), int(x.get("round", 1)))):
-            th = threshold_for(cert, str(link.get("probe")))
+            th = _link_threshold(cert, link)
             unit = _unit(link.get("unit"))
             status = str(link.get("status"))
             fab = 'all' if link.get('fabric') is None else link.get('fabric')

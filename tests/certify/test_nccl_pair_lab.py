@@ -31,11 +31,12 @@ def leftovers(lab, nodes) -> dict[str, str]:
 
 
 def _pair(lab, tmp_path, a: str, b: str, timeout: float = 20):
-    from clustercert import certify
     from clustercert.inventory import load_inventory
+    from clustercert.probes import run as certify
+    from clustercert.probes.plan import ProbeSettings
 
     inv = load_inventory("lab")
-    cfg = certify.ProbeSettings(2, timeout)
+    cfg = ProbeSettings(2, timeout)
     th = cfg.thresholds(inv.hosts[a].profile)
     cp = Path(tempfile.mkdtemp(prefix="cc-", dir="/tmp"))  # short: ssh's control socket path has a length limit
     try:

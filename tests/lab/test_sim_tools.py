@@ -583,7 +583,8 @@ def _sim_bin(sim, *tools: str) -> Path:
 def test_nvidia_smi_loop_reports_gpus_busy_while_all_reduce_runs(sim):
     """The certify probe's script as it runs on a node: utilisation sampled while all_reduce_perf runs."""
     from clustercert.collect import CommandResult
-    from clustercert.probes import eval_gpu_util, nccl_1node_cmd, split_util, with_util_sampling
+    from clustercert.probes.commands import nccl_1node_cmd, with_util_sampling
+    from clustercert.probes.evaluate import eval_gpu_util, split_util
     from clustercert.profile import load_profile
 
     sim.driver_loaded()
@@ -648,7 +649,7 @@ def test_perftest_latency_between_nodes_reflects_a_slowed_link(tmp_path):
 
 
 def test_dcgmi_diag_levels(sim):
-    from clustercert.probes import eval_dcgmi_diag
+    from clustercert.probes.evaluate import eval_dcgmi_diag
     from clustercert.profile import load_profile
 
     sim.driver_loaded()

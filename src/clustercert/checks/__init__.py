@@ -34,12 +34,15 @@ class Finding:
     evidence: str = ""
     value: float | None = None
     unit: str | None = None
+    threshold: str = ""  # the profile threshold's key that judged the value (probe findings)
 
     def to_json(self) -> dict:
         d = asdict(self)
         if d["value"] is None:
             d.pop("value")
             d.pop("unit")
+        if not d["threshold"]:
+            d.pop("threshold")
         return d
 
 
@@ -144,6 +147,12 @@ def run_evaluations(ev: Evidence, ctx: HostContext, comps: list[Component]) -> l
         except Exception as exc:  # noqa: BLE001 - reported as an error finding, never hidden
             out.extend(Finding(c, "error", "", "", f"internal evaluator error: {type(exc).__name__}: {exc}") for c in comp.check_ids)
     return out
+
+
+def cluster_verdict(nodes: dict[str, dict], links: list[dict]) -> str:
+    """pass when every node passed and every node-to-node measurement passed."""
+    ok = all(n["verdict"] == "pass" for n in nodes.values()) and all(lk["status"] == "pass" for lk in links)
+    return "pass" if ok else "fail"
 
 
 def node_verdict(findings: list[Finding]) -> str:

@@ -1,8 +1,9 @@
-"""Probe definitions: command lines to run and pure evaluation of their output against thresholds.
+"""Probe evaluation: pure functions from a probe's output and its threshold to a Measurement.
 
-Execution (servers, clients, timeouts, cleanup) is in clustercert.collect; scheduling in
-clustercert.schedule. Every probe keeps its raw output as evidence; a probe that did not run, timed
-out or printed something unparseable is ``error`` — never ``pass``.
+A probe that did not run, timed out, exited non-zero, stopped part way or printed something
+unparseable is ``error`` -- never ``pass``. Every measurement keeps its raw output as evidence and the
+key of the profile threshold that judged it (``Measurement.threshold``), so reports never re-read the
+"expected" text.
 """
 
 from __future__ import annotations
@@ -14,11 +15,9 @@ from dataclasses import dataclass, field
 from clustercert.checks import Finding
 from clustercert.collect import CommandResult
 from clustercert.parsers import ParseError, parse
+from clustercert.probes.catalog import NVBW_TESTS, Channel
+from clustercert.probes.commands import UTIL_INTERVAL_MS, UTIL_MARK, dcgmi_diag_cmd
 from clustercert.profile import DcgmDiag, Profile, Threshold
-from clustercert.shell import q
-
-PERFTEST_PORT = 18515
-IPERF_PORT = 5201
 
 
 @dataclass
@@ -32,7 +31,7 @@ class Measurement:
     fabric: int | None = None
     value: float | None = None
     unit: str = ""
-    status: str = "error"  # pass | fail | error
+    status: str = "error"  # pass | fail | error | skip
     expected: str = ""
     observed: str = ""
     evidence: str = ""
@@ -42,20 +41,33 @@ class Measurement:
     relative: bool = True           # subject to the cluster-relative outlier rule (bandwidths only)
     elapsed: float | None = None    # seconds the tool ran (a command behind several values carries it on one only)
     stage: int | None = None        # node probes: the stage of the node's probes it ran in (a stage's run at once)
+    threshold: str = ""             # the profile threshold's key that judges it ("" where none does: dcgmi diag)
+
+    @property
+    def channel(self) -> Channel:
+        """(probe, fabric): what localisation reasons over (catalog)."""
+        return (self.probe, self.fabric)
 
     def finding(self) -> Finding:
         return Finding(f"probe.{self.probe}", self.status, self.subject, self.expected, self.observed, self.evidence,
-                       self.value, self.unit)
+                       self.value, self.unit, self.threshold)
 
     def link(self) -> dict:
         return {"a": self.a, "b": self.b, "fabric": self.fabric, "probe": self.probe, "value": self.value,
-                "unit": self.unit, "status": self.status, "round": self.round}
+                "unit": self.unit, "status": self.status, "round": self.round, "threshold": self.threshold}
 
     def link_record(self) -> dict:
         """The certificate's entry for a node-to-node measurement: link() with what was expected and
         seen, and the tool's output, so a failing or errored link carries its evidence."""
         return self.link() | {"subject": self.subject, "expected": self.expected, "observed": self.observed,
                               "evidence": self.evidence}
+
+    def error(self, why: str, t: Threshold | None = None) -> Measurement:
+        """This measurement as an error saying ``why`` (not run, not reachable, ...)."""
+        self.status, self.observed, self.value = "error", why, None
+        if t is not None:
+            self.expected = bound_text(t)
+        return self
 
 
 def bound_text(t: Threshold) -> str:
@@ -143,22 +155,6 @@ def judge_value(m: Measurement, t: Threshold, value: float | None, unit: str, re
     return m
 
 
-# ---- ib_write_bw / ib_write_lat ----------------------------------------------------------------
-
-
-LAT_ITERS = 10000
-
-
-def perftest_cmd(tool: str, hca: str, port: int, tcp_port: int, duration: int, server_addr: str | None = None) -> str:
-    """Bandwidth tests run for ``duration`` seconds (-D). Latency tests run a fixed number of iterations
-    (-n): perftest prints the percentile columns only in iteration mode (with -D it prints t_avg alone)."""
-    if tool.endswith("_lat"):
-        cmd = f"{q(tool)} -d {q(hca)} -i {q(port)} -p {q(tcp_port)} -n {LAT_ITERS} -F"
-    else:
-        cmd = f"{q(tool)} -d {q(hca)} -i {q(port)} -p {q(tcp_port)} --report_gbits -D {q(duration)} -F"
-    return cmd + (f" {q(server_addr)}" if server_addr else "")
-
-
 def _parsed(m: Measurement, t: Threshold, res: CommandResult | None, timeout: float, kind: str, label: str) -> dict | None:
     """The parsed record of a probe's output, or None with ``m`` set to an error saying why."""
     text = None
@@ -209,14 +205,6 @@ def _judge_latency(m: Measurement, t: Threshold, rec: dict, client: CommandResul
 # ---- iperf3 --------------------------------------------------------------------------------------
 
 
-def iperf3_server_cmd(bind: str, port: int) -> str:
-    return f"iperf3 -s -1 -B {q(bind)} -p {q(port)}"
-
-
-def iperf3_client_cmd(server: str, bind: str, port: int, duration: int) -> str:
-    return f"iperf3 -c {q(server)} -B {q(bind)} -p {q(port)} -t {q(duration)} -J"
-
-
 def eval_iperf3(m: Measurement, t: Threshold, client: CommandResult | None, timeout: float) -> Measurement:
     rec = _parsed(m, t, client, timeout, "iperf3-json", "iperf3")
     if rec is None:
@@ -232,10 +220,6 @@ def eval_iperf3(m: Measurement, t: Threshold, client: CommandResult | None, time
 # ---- NCCL, nvbandwidth -------------------------------------------------------------------------
 
 
-def nccl_1node_cmd(gpus: int) -> str:
-    return f"all_reduce_perf -b 8 -e 8G -f 2 -g {gpus}"
-
-
 def eval_nccl(m: Measurement, t: Threshold, res: CommandResult | None, timeout: float) -> Measurement:
     rec = _parsed(m, t, res, timeout, "nccl-tests", "nccl-tests")
     if rec is None:
@@ -243,75 +227,7 @@ def eval_nccl(m: Measurement, t: Threshold, res: CommandResult | None, timeout: 
     return judge_value(m, t, rec.get("busbw_at_max_size_gbyte_per_s"), "gbyte_per_s", res)
 
 
-# ---- NCCL across two nodes (mpirun, or srun on a Slurm cluster) -----------------------------------
-
-NCCL_SIZES = "-b 8 -e 8G -f 2"
-PROBE_TAG_VAR = "CLUSTERCERT_PROBE_TAG"
-LAUNCH_DAEMONS = ("orted", "prted")  # OpenMPI's per-node launch daemons (4.x: orted; 5.x: prted)
-
-
-def nccl_pair_mpirun_cmd(hosts: list[str], gpus: int, tag: str) -> str:
-    """all_reduce_perf across ``hosts`` with OpenMPI's mpirun: one process per host (-H host:1, rank 0
-    on the first host, where mpirun runs) driving all ``gpus`` GPUs of its node (-g), the nccl-tests
-    README's "-np <nodes> ... -g <gpus per node>" form: NCCL gets one rank per GPU all the same, and
-    a node starts one process instead of one per GPU. mpirun reaches the other hosts over SSH in batch
-    mode (the cluster_ssh role's key, host keys checked). ``tag`` is exported to every process (-x) so
-    that the cleanup can find them."""
-    spec = q(",".join(f"{h}:1" for h in hosts))
-    return (f"mpirun --allow-run-as-root -np {len(hosts)} -H {spec} --map-by slot --bind-to none "
-            f"--mca plm_rsh_args '-o BatchMode=yes' -x {PROBE_TAG_VAR}={tag} "
-            f"all_reduce_perf {NCCL_SIZES} -g {gpus}")
-
-
-def nccl_pair_srun_cmd(nodes: list[str], gpus: int, tag: str, time_limit_s: float, gres: str | None) -> str:
-    """all_reduce_perf across ``nodes`` (Slurm node names) as one srun step, one task per node driving
-    its ``gpus`` GPUs (-g), given them by Slurm as ``gres`` (gpu, or gpu:TYPE; --gres=gpu:8 per node:
-    where ConstrainDevices is set a step that asks for none sees none); ``gres`` None asks for no GRES.
-    The job is named after ``tag`` (the cleanup cancels it by name) and carries its own time limit."""
-    minutes = max(1, int((time_limit_s + 59) // 60))
-    want = f"--gres={q(gres)}:{q(gpus)} " if gres else ""
-    return (f"srun --nodes={len(nodes)} --ntasks-per-node=1 --nodelist={q(','.join(nodes))} {want}"
-            f"--job-name=clustercert-nccl-{tag} --time={minutes} --kill-on-bad-exit=1 "
-            f"--export=ALL,{PROBE_TAG_VAR}={tag} all_reduce_perf {NCCL_SIZES} -g {gpus}")
-
-
-def nccl_pair_cleanup_cmd(tag: str, slurm: bool = False) -> str:
-    """Kills, on one node, what a launch tagged ``tag`` left behind: every process whose environment
-    carries the tag (the ranks) and the launch daemon (orted/prted) that is the parent of one; on a
-    Slurm cluster the job named after the tag is cancelled first. Prints KILLED=<pids> (may be empty).
-    Processes of other launches (another tag, or none) are never touched."""
-    want = f"{PROBE_TAG_VAR}={tag}"
-    daemons = "|".join(LAUNCH_DAEMONS)
-    scancel = f"scancel --name=clustercert-nccl-{tag} 2>/dev/null; " if slurm else ""
-    # one grep over every process's environment (NUL-separated entries: -z, the whole entry: -x)
-    return (scancel + f"k=''; for f in $(grep -slzxF '{want}' /proc/[0-9]*/environ); do p=${{f#/proc/}}; p=${{p%/environ}}; "
-            "[ \"$p\" = \"$$\" ] && continue; k=\"$k $p\"; "
-            "pp=$(awk '/^PPid:/{print $2}' /proc/$p/status 2>/dev/null); "
-            f"case \"$(cat /proc/$pp/comm 2>/dev/null)\" in {daemons}) k=\"$k $pp\";; esac; done; "
-            "[ -n \"$k\" ] && kill -KILL $k 2>/dev/null; echo \"KILLED=$k\"; true")
-
-
 # ---- GPU utilisation sampled during the NCCL run --------------------------------------------------
-
-UTIL_MARK = "# clustercert: GPU utilisation samples (nvidia-smi --query-gpu=index,utilization.gpu)"
-UTIL_INTERVAL_MS = 200
-
-
-def util_sampler_cmd(interval_ms: int = UTIL_INTERVAL_MS) -> str:
-    return f"nvidia-smi --query-gpu=index,utilization.gpu --format=csv,noheader,nounits -lms {interval_ms}"
-
-
-def with_util_sampling(cmd: str, interval_ms: int = UTIL_INTERVAL_MS) -> str:
-    """``cmd`` with nvidia-smi sampling GPU utilisation in the background while it runs, as one shell
-    script (one remote command, one timeout): the samples go to a temp file unlinked as soon as it is
-    open, so nothing is left behind even when the whole process group is killed at the timeout; the
-    sampler is stopped when ``cmd`` ends and its samples are printed after ``cmd``'s output, below
-    UTIL_MARK. The exit status is ``cmd``'s."""
-    return ('t=$(mktemp) || exit 1; exec 3>"$t" 4<"$t"; rm -f "$t"; '
-            f"{util_sampler_cmd(interval_ms)} >&3 2>&1 & s=$!; "
-            f"{cmd}; rc=$?; kill $s 2>/dev/null; wait $s 2>/dev/null; "
-            f"echo '{UTIL_MARK}'; cat <&4; exit $rc")
-
 
 def split_util(res: CommandResult | None, command: str = "") -> tuple[CommandResult | None, str | None]:
     """(the sampled command's own result, the sampler's output or None when it was never printed).
@@ -358,6 +274,7 @@ def eval_gpu_util(node: str, t: Threshold, gpus: int, res: CommandResult | None,
     that did not complete (timed out, failed, unparseable) is an error."""
     def err(subject: str, why: str) -> Measurement:
         return Measurement("gpu_util_under_load", node, subject=subject, status="error", expected=bound_text(t),
+                           threshold="gpu_util_under_load",
                            observed=why, evidence=(samples or "")[:1500] or _excerpt(res), relative=False)
 
     problem = _load_problem(res, timeout)
@@ -383,7 +300,8 @@ def eval_gpu_util(node: str, t: Threshold, gpus: int, res: CommandResult | None,
             out.append(err(f"GPU{g}", "utilisation not reported (N/A) while NCCL ran"))
             continue
         mean = sum(vals) / len(vals)
-        m = judge_value(Measurement("gpu_util_under_load", node, subject=f"GPU{g}", relative=False), t, mean, "percent", None)
+        m = judge_value(Measurement("gpu_util_under_load", node, subject=f"GPU{g}", relative=False,
+                                    threshold="gpu_util_under_load"), t, mean, "percent", None)
         how = (f"mean of {len(vals)} samples over the busy window ({hi - lo + 1} of {ticks} ticks every "
                f"{UTIL_INTERVAL_MS} ms), max {max(vals):g}%" if busy else
                f"no GPU was busy in any of the {ticks} samples")
@@ -394,10 +312,6 @@ def eval_gpu_util(node: str, t: Threshold, gpus: int, res: CommandResult | None,
 
 
 # ---- dcgmi diag --------------------------------------------------------------------------------
-
-
-def dcgmi_diag_cmd(level: int) -> str:
-    return f"dcgmi diag -r {level}"
 
 
 def eval_dcgmi_diag(node: str, diag: DcgmDiag | None, res: CommandResult | None, timeout: float) -> list[Measurement]:
@@ -444,25 +358,6 @@ def eval_dcgmi_diag(node: str, diag: DcgmDiag | None, res: CommandResult | None,
     return out
 
 
-NVBW_TESTS = {"nvbandwidth_h2d": "host_to_device_memcpy_ce", "nvbandwidth_d2h": "device_to_host_memcpy_ce",
-              "nvbandwidth_d2d": "device_to_device_memcpy_read_ce"}
-
-
-# `--probes` names -> the profile thresholds they are judged against
-PROBE_NAMES = {
-    "ib_write_bw": ("ib_write_bw_loopback", "ib_write_bw_pair"),
-    "ib_write_lat": ("ib_write_lat_p99",),
-    "iperf3": ("iperf3_ipoib",),
-    "nccl": ("nccl_allreduce_1node", "gpu_util_under_load", "nccl_allreduce_pair"),
-    "nvbandwidth": tuple(NVBW_TESTS),
-    "dcgmi": (),  # dcgmi diag runs at the profile's dcgm_diag level
-}
-
-
-def nvbandwidth_cmd() -> str:
-    return "nvbandwidth " + " ".join(f"-t {t}" for t in NVBW_TESTS.values())
-
-
 def eval_nvbandwidth(node: str, profile: Profile, res: CommandResult | None, timeout: float) -> list[Measurement]:
     out = []
     rec, why = _outcome(res, timeout, "nvbandwidth", "nvbandwidth")
@@ -470,7 +365,7 @@ def eval_nvbandwidth(node: str, profile: Profile, res: CommandResult | None, tim
         t = profile.thresholds.get(probe)
         if t is None:
             continue
-        m = Measurement(probe, node, subject=testcase)
+        m = Measurement(probe, node, subject=testcase, threshold=probe)
         if why:
             m.status, m.observed, m.evidence, m.expected = "error", why, _excerpt(res), bound_text(t)
             out.append(m)
@@ -487,7 +382,7 @@ def eval_nvbandwidth(node: str, profile: Profile, res: CommandResult | None, tim
             out.append(m)
             continue
         for gpu, value in sorted(per_gpu.items(), key=lambda kv: int(kv[0])):
-            g = Measurement(probe, node, subject=f"GPU{gpu}")
+            g = Measurement(probe, node, subject=f"GPU{gpu}", threshold=probe)
             out.append(judge_value(g, t, value, "gbyte_per_s", res))
     return out
 
@@ -511,52 +406,6 @@ def _per_gpu(tc: dict) -> dict[str, float]:
     return out
 
 
-# ---- cluster-relative rule --------------------------------------------------------------------
-
-
-def tool_seconds(measurements: list[Measurement]) -> float:
-    """Seconds the probe tools behind ``measurements`` ran on one node: the probes of one stage
-    (Measurement.stage) ran at once (the longest counts), the stages one after another. Without a
-    stage: the loopback bandwidth probes of the rails at once, the other probes one after another."""
-    longest: dict[tuple, float] = {}
-    for i, m in enumerate(measurements):
-        if m.elapsed is None:
-            continue
-        key = ("stage", m.stage) if m.stage is not None else ("loopback",) if m.probe == "ib_write_bw_loopback" else ("own", i)
-        longest[key] = max(longest.get(key, 0.0), m.elapsed)
-    return round(sum(longest.values()), 3)
-
-
-def pair_round_tool_seconds(measurements: list[Measurement]) -> float:
-    """Critical path of the tools' own run time in one pair round: per pair, the longest
-    ib_write_bw job (the rails at once), plus the longest iperf3 job (the fabrics at once), plus
-    the longest latency job, plus the pair's NCCL all_reduce -- the stages run one after another;
-    the round takes as long as its longest pair."""
-    per_pair: dict[tuple[str, str], list[float]] = {}
-    stage = {"iperf3": 1, "ib_write_lat": 2, "nccl_allreduce": 3}
-    for m in measurements:
-        if m.elapsed is None:
-            continue
-        t = per_pair.setdefault((m.a, m.b), [0.0, 0.0, 0.0, 0.0])
-        i = stage.get(m.probe, 0)
-        t[i] = max(t[i], m.elapsed)
-    return round(max((sum(t) for t in per_pair.values()), default=0.0), 3)
-
-
-def probe_timing(per_node: dict[str, list[Measurement]], node_wall: float, rounds: list[dict], wall: float) -> dict:
-    """Probe-phase timing: wall time against the critical path of the tools' own run time (node
-    probes: the slowest node's tools one after another; each pair round: pair_round_tool_seconds).
-    ``rounds``: [{"round", "wall_s", "tool_s"}]. The difference is the control overhead: what
-    scheduling, ssh, starting servers and cleaning up add."""
-    node_tool = max((tool_seconds(ms) for ms in per_node.values()), default=0.0)
-    tool = round(node_tool + sum(r["tool_s"] for r in rounds), 2)
-    overhead = round(wall - tool, 2)
-    return {"probe_wall_s": round(wall, 2), "probe_tool_s": tool, "control_overhead_s": overhead,
-            "control_overhead_pct": round(100 * overhead / wall, 1) if wall > 0 else 0.0,
-            "node_probes": {"wall_s": round(node_wall, 2), "tool_s": round(node_tool, 2)},
-            "rounds": rounds}
-
-
 def apply_outlier_rule(measurements: list[Measurement], ratio: float, source: str) -> None:
     """Below ``ratio`` x the median of the same probe (over the cluster) fails, beside the absolute
     threshold; per-node and per-pair figures of one probe (NCCL on one node, NCCL across a pair) are
@@ -578,3 +427,18 @@ def apply_outlier_rule(measurements: list[Measurement], ratio: float, source: st
                 m.status = "fail"
                 m.observed += f" (outlier: below {ratio:g} x cluster median {med:g})"
             m.expected += f"; and >= {ratio:g} x cluster median"
+
+
+def probe_findings(node: str, measurements: list[Measurement], localisation) -> list[Finding]:
+    """A node's findings from the probes: its own measurements, and where localisation put a pair fault
+    on it, a ``probe.pairs`` finding naming the fabric, the probes and the partners it failed with (a
+    suspect -- the node or its link, or which end of a pair, could not be told -- is an error: the node
+    is not passed, nor blamed)."""
+    out = [m.finding() for m in measurements]
+    for loc in localisation:
+        if loc.subject != node or loc.kind not in ("bad_node", "suspect"):
+            continue
+        where = f"fabric {loc.fabric}" if loc.fabric is not None else "rails and GPUs"
+        status = "fail" if loc.kind == "bad_node" else "error"
+        out.append(Finding("probe.pairs", status, where, "passes node-to-node probes with its partners", loc.reason))
+    return out

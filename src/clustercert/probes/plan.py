@@ -1,0 +1,178 @@
+"""What the probes run, pure: per node its own probes (commands, stages), per pair its jobs (server,
+client, port, threshold), and the reachability pass. clustercert.probes.run runs what this plans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from clustercert.probes import commands as cmd
+from clustercert.probes.catalog import NVBW_TESTS, PAIR_THRESHOLD, PROBE_NAMES
+from clustercert.probes.evaluate import Measurement
+
+# a port's client gets this much more than its command's own limit (its server's start)
+CLIENT_START_S = 5
+# each server's own bound covers the pair's stages before its own, and this much more
+SERVER_MARGIN_S = 15
+REACH_TIMEOUT_S = 3.0
+
+
+@dataclass
+class ProbeSettings:
+    seconds: int = 5          # duration of each bandwidth probe
+    timeout: float = 60.0     # hard limit of one probe (server and client are killed after it)
+    only: frozenset[str] | None = None  # probe names (catalog.PROBE_NAMES) to run; None: all the profile asks for
+    node_probes: bool = True  # each node's own probes (loopback, NCCL on the node, nvbandwidth, dcgmi); drift: off
+
+    @property
+    def limit(self) -> float:
+        return self.seconds + self.timeout
+
+    def thresholds(self, prof) -> dict:
+        """The profile's thresholds of the probes to run (the outlier ratio always stays)."""
+        if self.only is None:
+            return prof.thresholds
+        keep = {k for name in self.only for k in PROBE_NAMES[name]} | {"outlier_ratio"}
+        return {k: v for k, v in prof.thresholds.items() if k in keep}
+
+    def dcgm_diag(self, prof):
+        return prof.dcgm_diag if self.only is None or "dcgmi" in self.only else None
+
+
+def addr(h) -> str:
+    """The address other nodes reach ``h`` at (its management address)."""
+    return str(h.connection.get("ansible_host") or h.name)
+
+
+def fabric_ip(h, fabric: int) -> str | None:
+    """``h``'s IPoIB address on ``fabric``: its netdev's, or its bond's where the bond enslaves it."""
+    netdevs = [x.netdev for x in h.profile.ib.hcas if x.fabric == fabric]
+    bond = h.profile.ib.bond
+    addrs = h.vars.clustercert_fabric_addresses
+    for nd in netdevs:
+        if nd in addrs:
+            return addrs[nd].split("/")[0]
+    if bond and bond.name in addrs and any(nd in bond.slaves for nd in netdevs):
+        return addrs[bond.name].split("/")[0]
+    return None
+
+
+# ---- a node's own probes ---------------------------------------------------------------------------
+
+@dataclass
+class NodePlan:
+    th: dict
+    rails: list                      # the compute HCAs looped back
+    commands: dict[str, tuple]       # name -> (command, timeout[, server]) for collect.collect_node
+    stages: list[list[str]]
+
+
+def node_plan(h, cfg: ProbeSettings) -> NodePlan:
+    """Loopback ib_write_bw per compute HCA (the rails at once, each server started on the node before
+    its client) and, on an NVSwitch node, NCCL on the node beside them (nccl_beside_loopback); then one
+    after another: NCCL on the node with GPU utilisation sampled while it runs, nvbandwidth, dcgmi diag."""
+    prof = h.profile
+    th = cfg.thresholds(prof) if cfg.node_probes else {}
+    rails = [x for x in prof.ib.hcas if x.role == "compute"] if "ib_write_bw_loopback" in th else []
+    cmds: dict[str, tuple] = {}
+    for i, hca in enumerate(rails):
+        port = cmd.PERFTEST_PORT + 100 + i
+        server = {"cmd": cmd.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds),
+                  "port": port, "timeout": cfg.limit + CLIENT_START_S}
+        cmds[f"loopback{i}"] = (cmd.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds, "localhost"),
+                                cfg.limit, server)
+    if "nccl_allreduce_1node" in th or "gpu_util_under_load" in th:
+        nccl = cmd.nccl_1node_cmd(prof.gpu.count)
+        cmds["nccl"] = (cmd.with_util_sampling(nccl) if "gpu_util_under_load" in th else nccl, cfg.limit)
+    if any(k in th for k in NVBW_TESTS):
+        cmds["nvbandwidth"] = (cmd.nvbandwidth_cmd(), cfg.limit)
+    diag = cfg.dcgm_diag(prof) if cfg.node_probes else None
+    if diag is not None and diag.level > 0:
+        cmds["dcgmi_diag"] = (cmd.dcgmi_diag_cmd(diag.level), diag.limit_s)
+    stage0 = [n for n in cmds if n.startswith("loopback") or (n == "nccl" and nccl_beside_loopback(prof))]
+    stages = ([stage0] if stage0 else []) + [[n] for n in cmds if n not in stage0]
+    return NodePlan(th, rails, cmds, stages)
+
+
+def nccl_beside_loopback(prof) -> bool:
+    """Whether NCCL on one node may run at the same time as the node's loopback bandwidth probes. On
+    an NVSwitch node all of NCCL's traffic between the node's GPUs crosses NVLink: it uses neither
+    the HCAs nor PCIe, which carry the loopback traffic, so neither measurement disturbs the other.
+    Without NVSwitch NCCL's peer-to-peer and shared-memory paths cross PCIe and host memory, as the
+    loopback traffic does: the two run one after the other."""
+    return bool(prof.gpu.nvswitch)
+
+
+# ---- a pair's probes -----------------------------------------------------------------------------
+
+@dataclass
+class Job:
+    """One server/client probe of a pair: ``evaluate(m, ProbeRun) -> Measurement``."""
+
+    m: Measurement
+    server: tuple[str, dict, str]   # (node, connection, command)
+    client: tuple[str, dict, str]
+    port: int
+    evaluate: Callable
+    fabric: int | None = None
+    ipoib: bool = False             # carried over IPoIB: the reachability pass gates it
+
+
+@dataclass
+class PairPlan:
+    """The node-to-node probes of one pair, in stages (jobs, threshold key) run one kind after another;
+    every server may start ahead of its client: a listening server carries no traffic."""
+    a: object
+    b: object
+    th: dict
+    stages: list[tuple[list[Job], str]]
+    bound: float                               # each server's limit, from the pair's first stage on
+    reach: dict[int, tuple[str, str]] = field(default_factory=dict)  # fabric -> (a's address, b's address)
+    nccl: bool = False                         # NCCL across the pair, last
+    servers: list | None = None                # per stage, once started (run)
+    taken: bool = False                        # run ran it (and ended its servers)
+
+
+def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators) -> PairPlan:
+    """``evaluators``: the module with eval_perftest and eval_iperf3 (clustercert.probes.evaluate)."""
+    th = cfg.thresholds(a.profile)
+    rails = [x for x in a.profile.ib.hcas if x.role == "compute"]
+
+    def perftest(tool: str, port0: int) -> list[Job]:  # one job per rail
+        key, lat = PAIR_THRESHOLD[tool], tool.endswith("_lat")
+        jobs = []
+        for i, hca in enumerate(rails if key in th else []):
+            port = port0 + i
+            server = (b.name, b.connection, cmd.perftest_cmd(tool, hca.name, hca.port, port, cfg.seconds))
+            client = (a.name, a.connection, cmd.perftest_cmd(tool, hca.name, hca.port, port, cfg.seconds, addr(b)))
+            m = Measurement(tool, a.name, b.name, subject=f"{hca.name} {a.name}->{b.name}", fabric=hca.fabric, round=rnd,
+                            threshold=key)
+            jobs.append(Job(m, server, client, port,
+                            lambda m, r, key=key, lat=lat: evaluators.eval_perftest(
+                                m, th[key], r.client, cfg.limit, lat=lat), hca.fabric))
+        return jobs
+
+    bw = perftest("ib_write_bw", cmd.PERFTEST_PORT)
+    lat = perftest("ib_write_lat", cmd.PERFTEST_PORT + 200)
+    iperf, reach = [], {}
+    for f in sorted({x.fabric for x in a.profile.ib.hcas}) if "iperf3_ipoib" in th else []:
+        sa, sb = fabric_ip(a, f), fabric_ip(b, f)
+        if not sa or not sb:
+            continue
+        reach[f] = (sa, sb)
+        port = cmd.IPERF_PORT + f
+        server = (b.name, b.connection, cmd.iperf3_server_cmd(sb, port))
+        client = (a.name, a.connection, cmd.iperf3_client_cmd(sb, sa, port, cfg.seconds))
+        m = Measurement("iperf3", a.name, b.name, subject=f"fabric {f} {sa}->{sb}", fabric=f, round=rnd,
+                        threshold="iperf3_ipoib")
+        iperf.append(Job(m, server, client, port,
+                         lambda m, r: evaluators.eval_iperf3(m, th["iperf3_ipoib"], r.client, cfg.limit), f, True))
+    stages = [(s, key) for s, key in ((bw, "ib_write_bw_pair"), (iperf, "iperf3_ipoib"), (lat, "ib_write_lat_p99")) if s]
+    return PairPlan(a, b, th, stages, len(stages) * (cfg.limit + CLIENT_START_S) + SERVER_MARGIN_S, reach,
+                    "nccl_allreduce_pair" in th)
+
+
+def reach_commands(plan: PairPlan) -> dict[str, tuple[str, float]]:
+    """The reachability pass of a pair, run on its client node: one echo per fabric address."""
+    return {f"reach{f}": (cmd.reach_cmd(sa, sb), REACH_TIMEOUT_S) for f, (sa, sb) in plan.reach.items()}

@@ -1,0 +1,354 @@
+"""The probe run: the one place that drives clustercert.collect for probes. certify, probe and drift
+all call ``run`` with their own judge (clustercert.probes.judge).
+
+1. node phase: each node's own probes in one connection per node (plan.node_plan), ``forks`` at a time.
+   Round 1's pairs are known before it starts, so each of their servers starts on its node as soon as
+   that node's loopback tests have ended (a listening server carries no traffic).
+2. pair rounds (clustercert.probes.rounds decides them): every pair of a round at once, ``forks`` at a
+   time. A pair runs one kind after another so that no two measurements share an HCA: ib_write_bw per
+   rail, then iperf3 over IPoIB per fabric, then ib_write_lat, then NCCL across the pair (srun where
+   Slurm can place the step now, else mpirun over ssh). Beside the first stage a reachability pass
+   pings each fabric address (about a second): an iperf3 probe on a fabric its client cannot reach is
+   not started, it fails with the reason. A node that stops answering leaves the schedule.
+3. after each round the judge's verdicts feed localisation; the next round asks what is still open.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from clustercert import collect, paths
+from clustercert.probes import commands as cmd
+from clustercert.probes import evaluate
+from clustercert.probes.evaluate import Measurement
+from clustercert.probes.localise import Inference, Localisation, PairResult
+from clustercert.probes.plan import (
+    PairPlan,
+    ProbeSettings,
+    addr,
+    node_plan,
+    pair_plan,
+    reach_commands,
+)
+from clustercert.probes.rounds import Round, Rounds
+from clustercert.probes.timing import pair_round_tool_seconds, probe_timing
+from clustercert.slurm import accepts_step, read_states, slurm_name
+
+
+@dataclass
+class ProbeOutcome:
+    per_node: dict[str, list[Measurement]]
+    pairs: list[Measurement]
+    localisation: list[Localisation]
+    rounds: list[Round]
+    down: set[str]
+    seconds: float
+    timing: dict
+    inference: Inference
+
+    def schedule(self) -> list[dict]:
+        """Per round: how many pairs, and the question it answered (the certificate's ``schedule``)."""
+        return [{"round": r.number, "pairs": len(r.pairs), "question": r.question} for r in self.rounds]
+
+
+def _charge(ms: list[Measurement], res, stage: int | None = None) -> None:
+    """Carry the run time of the command behind ``ms`` on the first of them (timing counts it once),
+    with the node stage it ran in (the commands of a stage run at once)."""
+    if ms and res is not None:
+        ms[0].elapsed, ms[0].stage = res.seconds, stage
+
+
+# ---- a node's own probes ------------------------------------------------------------------------------
+
+def node_probes(h, cfg: ProbeSettings, cp: Path, down: set[str] | None = None, hcas_free=None,
+                io=collect) -> list[Measurement]:
+    """Probes on one node, in one connection (plan.node_plan). ``hcas_free(node)`` is called once the
+    node's loopback tests have ended (its HCAs carry none of its own probes any more), while its other
+    probes may still run."""
+    prof, out = h.profile, []
+    np = node_plan(h, cfg)
+    th, rails, cmds, stages = np.th, np.rails, np.commands, np.stages
+    sample_util = "gpu_util_under_load" in th
+    diag = cfg.dcgm_diag(prof) if cfg.node_probes else None
+    stage_of = {n: i for i, st in enumerate(stages) for n in st}
+    on_done, loops = None, {n for n in cmds if n.startswith("loopback")}
+    if hcas_free is not None and loops:
+        def on_done(name: str) -> None:
+            loops.discard(name)
+            if not loops:
+                hcas_free(h.name)
+    elif hcas_free is not None:
+        hcas_free(h.name)
+    ev = None
+    if cmds:
+        ev = io.collect_node(h.name, h.connection, cmds, control_dir=cp, stages=stages, on_done=on_done)
+        if not ev.reachable and down is not None:
+            down.add(h.name)
+    if hcas_free is not None:
+        hcas_free(h.name)
+    results = ev.results if ev is not None else {}
+    for i, hca in enumerate(rails):
+        m = Measurement("ib_write_bw_loopback", h.name, subject=hca.name, fabric=hca.fabric, threshold="ib_write_bw_loopback")
+        m = evaluate.eval_perftest(m, th["ib_write_bw_loopback"], results.get(f"loopback{i}"), cfg.limit)
+        if ev is not None and not ev.reachable:
+            m.observed = f"{h.name} did not answer: {ev.error or m.observed}"
+        _charge([m], results.get(f"loopback{i}"), stage_of.get(f"loopback{i}"))
+        out.append(m)
+    if "nccl" in cmds:
+        first = len(out)
+        nccl = cmd.nccl_1node_cmd(prof.gpu.count)  # the command inside the sampling wrapper
+        res, samples = (evaluate.split_util(results.get("nccl"), nccl) if sample_util else (results.get("nccl"), None))
+        if "nccl_allreduce_1node" in th:
+            m = Measurement("nccl_allreduce", h.name, subject=f"1 node, {prof.gpu.count} GPUs", threshold="nccl_allreduce_1node")
+            out.append(evaluate.eval_nccl(m, th["nccl_allreduce_1node"], res, cfg.limit))
+        if sample_util:
+            out += evaluate.eval_gpu_util(h.name, th["gpu_util_under_load"], prof.gpu.count, res, samples, cfg.limit)
+        _charge(out[first:], results.get("nccl"), stage_of["nccl"])
+    if "nvbandwidth" in cmds:
+        first = len(out)
+        out += evaluate.eval_nvbandwidth(h.name, prof, results.get("nvbandwidth"), cfg.limit)
+        _charge(out[first:], results.get("nvbandwidth"), stage_of["nvbandwidth"])
+    if cfg.node_probes and (cfg.only is None or "dcgmi" in cfg.only):
+        diag_res = results.get("dcgmi_diag") if "dcgmi_diag" in cmds else None
+        first = len(out)
+        out += evaluate.eval_dcgmi_diag(h.name, diag, diag_res, diag.limit_s if diag else 0)
+        _charge(out[first:], diag_res, stage_of.get("dcgmi_diag"))
+    return out
+
+
+def node_phase_limit(h, cfg: ProbeSettings) -> float:
+    """The longest a node's own probes may take: its runner's limit."""
+    np = node_plan(h, cfg)
+    return collect.runner_limit(np.commands, np.stages) if np.commands else 0.0
+
+
+# ---- a pair's probes ------------------------------------------------------------------------------
+
+def start_servers(plan: PairPlan, ex: ThreadPoolExecutor, cp: Path, ahead: float = 0.0, io=collect) -> None:
+    """Start every server of ``plan`` in ``ex``; ``ahead``: seconds more than its bound it may wait."""
+    plan.servers = [[ex.submit(io.start_server, job.server, plan.bound + ahead, control_dir=cp, server_port=job.port)
+                     for job in jobs] for jobs, _ in plan.stages]
+
+
+def _unreachable(plan: PairPlan, ev) -> dict[int, str]:
+    """Fabric -> why its address is not reachable, from the reachability pass (nothing where the pass
+    could not tell: the node did not answer it, or ping is not there -- the probe then runs)."""
+    out = {}
+    if ev is None or not ev.reachable:
+        return out
+    for f, (sa, sb) in plan.reach.items():
+        r = ev.results.get(f"reach{f}")
+        if r is None or r.rc in (0, None, 127) and not r.timed_out or ": not found" in r.stderr:
+            continue
+        why = (r.stdout + r.stderr).strip().splitlines()
+        out[f] = (f"fabric {f} not reachable: no answer from {sb} to {sa} within {cmd.REACH_WAIT_S} s"
+                  + (f" ({why[-1][:200]})" if why else ""))
+    return out
+
+
+def pair_probes(a, b, rnd: int, cfg: ProbeSettings, cp: Path, slurm_states: dict | None = None,
+                plan: PairPlan | None = None, io=collect) -> tuple[list[Measurement], set[str]]:
+    """Node-to-node probes between a (client) and b (server), one kind after another (see the module
+    docstring). Every server starts with the first stage and waits, or earlier (``plan`` with its
+    servers started). A later stage starts with its clients; a server is ended once its client is done,
+    beside the next stage. Returns the measurements and the nodes that did not answer."""
+    plan = plan or pair_plan(a, b, rnd, cfg, evaluate)
+    plan.taken = True
+    th, stages = plan.th, plan.stages
+    down: set[str] = set()
+
+    def finish(job_srv):
+        job, srv = job_srv
+        r = io.finish_probe(srv, job.client, cfg.limit, control_dir=cp, background=ends)
+        if not r.reachable:
+            down.add(a.name)
+        if not r.server_reachable:
+            down.add(b.name)
+        m = job.evaluate(job.m, r)
+        m.elapsed = r.client.seconds
+        return m
+
+    out: list[Measurement] = []
+    n = max(1, sum(len(s) for s, _ in stages))
+    # ``ends``: each server is ended there once its client is done, while the next stage runs
+    with ThreadPoolExecutor(max_workers=n + 1) as ex, ThreadPoolExecutor(max_workers=2 * n) as ends:
+        reach: Future | None = None
+        if any(job.ipoib for jobs, _ in stages for job in jobs):
+            reach = ex.submit(io.collect_node, a.name, a.connection, reach_commands(plan), control_dir=cp)
+        if plan.servers is None:
+            start_servers(plan, ex, cp, io=io)
+        for (jobs, key), futures in zip(stages, plan.servers, strict=True):
+            started = [f.result() for f in futures]
+            if down:  # a node stopped answering: do not wait out each remaining probe's timeout
+                list(ex.map(io.stop_server, started))
+                for job in jobs:
+                    out.append(job.m.error(f"not run: {', '.join(sorted(down))} stopped answering during the earlier "
+                                           "probes", th[key]))
+                continue
+            dead = _unreachable(plan, reach.result()) if reach is not None and any(j.ipoib for j in jobs) else {}
+            run = [(j, s) for j, s in zip(jobs, started, strict=True) if not (j.ipoib and j.fabric in dead)]
+            for j, s in zip(jobs, started, strict=True):
+                if j.ipoib and j.fabric in dead:  # not started: a dead path fails in a second, not at the timeout
+                    ends.submit(io.stop_server, s)
+                    m = j.m.error(f"not run: {dead[j.fabric]}", th[key])
+                    out.append(m)
+            out += list(ex.map(finish, run))
+        if plan.nccl:  # last: it uses every rail, so it overlaps no other probe
+            out.append(nccl_pair(a, b, rnd, cfg, cp, th["nccl_allreduce_pair"], down, slurm_states, io=io))
+    return out, down
+
+
+def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str], slurm_states: dict | None = None,
+              io=collect) -> Measurement:
+    """all_reduce_perf across a and b, launched from a, one process per node driving its GPUs; then
+    the ranks (and launch daemons) the launch left on either node are killed. Where the inventory
+    says Slurm it is an srun step when Slurm can start one on both nodes now (``slurm_states``:
+    inventory name -> Slurm state, read before the rounds); a node being certified is usually
+    drained, and then the launch is mpirun over ssh, the evidence says why."""
+    gpus = a.profile.gpu.count
+    m = Measurement("nccl_allreduce", a.name, b.name, subject=f"{a.name}+{b.name}, {2 * gpus} GPUs", round=rnd,
+                    threshold="nccl_allreduce_pair")
+    if down & {a.name, b.name}:
+        return m.error(f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the other "
+                       "probes", t)
+    tag = uuid.uuid4().hex[:12]
+    slurm, launch = bool(getattr(a.vars, "clustercert_slurm", False)), ""
+    if slurm:
+        blocked = []
+        for h in (a, b):
+            st = (slurm_states or {}).get(h.name, "state not read")
+            if not accepts_step(st):
+                blocked.append(f"{slurm_name(h)}: {st if isinstance(st, str) else st.state}")
+        slurm = not blocked
+        launch = "srun" if slurm else f"mpirun over ssh: Slurm cannot start a step now ({'; '.join(blocked)})"
+    if slurm:
+        line = cmd.nccl_pair_srun_cmd([slurm_name(h) for h in (a, b)], gpus, tag, cfg.limit,
+                                      a.vars.clustercert_slurm_gres)
+    else:
+        line = cmd.nccl_pair_mpirun_cmd([addr(a), addr(b)], gpus, tag)
+    r = io.run_server_client(None, (a.name, a.connection, line), cfg.limit, control_dir=cp)
+    if not r.reachable:
+        down.add(a.name)
+    cleanup = {"cleanup": (cmd.nccl_pair_cleanup_cmd(tag, slurm), 15.0)}
+    io.collect_many({h.name: h.connection for h in (a, b)}, {a.name: cleanup, b.name: cleanup}, control_dir=cp)
+    m = evaluate.eval_nccl(m, t, r.client, cfg.limit)
+    m.elapsed = r.client.seconds
+    if not r.reachable:
+        m.observed = f"{a.name} did not answer: {r.error or m.observed}"
+    if launch:
+        m.evidence = f"launched with {launch}\n{m.evidence}"
+    return m
+
+
+def slurm_launch_states(inv, nodes: list[str], cfg: ProbeSettings, cp: Path) -> dict | None:
+    """Slurm states of the nodes whose pair NCCL may launch with srun (inventory name -> state, or the
+    error text of reading it); None where no pair NCCL runs through Slurm."""
+    hosts = {n: inv.hosts[n] for n in nodes if getattr(inv.hosts[n].vars, "clustercert_slurm", False)
+             and "nccl_allreduce_pair" in cfg.thresholds(inv.hosts[n].profile)}
+    if len(nodes) < 2 or not hosts:
+        return None
+    names = {n: slurm_name(h) for n, h in hosts.items()}
+    _runner, states, tried = read_states(inv, names, control_dir=cp)
+    why = "; ".join(tried) or "no Slurm node answered"
+    return {n: states.get(sn, f"scontrol could not read it ({why})") for n, sn in names.items()}
+
+
+def pair_result(a: str, b: str, rnd: int, ms: list[Measurement], judge) -> PairResult:
+    """What a pair's measurements say per channel, as the judge sees them (an error fails its channel)."""
+    passed: dict = {}
+    detail: dict = {}
+    for m in ms:
+        ok = judge.ok(m)
+        passed[m.channel] = passed.get(m.channel, True) and ok
+        if not ok and m.channel not in detail:
+            detail[m.channel] = judge.note(m) or m.observed
+    return PairResult(a, b, rnd, passed, detail)
+
+
+# ---- the run ---------------------------------------------------------------------------------------
+
+def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs: bool = False,
+        io=collect) -> ProbeOutcome:
+    """Every probe on ``nodes`` (their own, then the pair rounds), judged by ``judge``; concurrency
+    bounded by ``forks`` throughout. ``io``: the collect layer (a fake in the tests)."""
+    cp = paths.state_dir() / "cp"
+    hosts = inv.hosts
+    t0 = time.monotonic()
+    down: set[str] = set()
+    forks = max(1, forks)
+    domains = {n: hosts[n].vars.clustercert_rack for n in nodes if getattr(hosts[n].vars, "clustercert_rack", None)}
+    loop = Rounds(list(nodes), domains=domains or None, all_pairs=all_pairs)
+    first = loop.first()
+    # round 1 is known before any probe runs: the servers of its pairs that start at once (``forks`` of
+    # them) are started as soon as their node's loopback tests have ended, while the node's GPU probes
+    # still run; the round then begins with its clients. Such a server may wait past the whole node phase.
+    plans: dict[tuple[str, str], PairPlan] = {}
+    if first is not None and cfg.node_probes:
+        plans = {p: pair_plan(hosts[p[0]], hosts[p[1]], 1, cfg, evaluate) for p in first.pairs[:forks]}
+    waiting: dict[str, list[PairPlan]] = {}
+    for plan in plans.values():
+        waiting.setdefault(plan.b.name, []).append(plan)
+    ahead = max((node_phase_limit(hosts[n], cfg) for n in nodes), default=0.0) if plans else 0.0
+    early = ThreadPoolExecutor(max_workers=max(1, min(forks * 4, sum(len(j) for p in plans.values()
+                                                                     for j, _ in p.stages) or 1)))
+    lock = threading.Lock()
+
+    def hcas_free(node: str) -> None:
+        with lock:
+            ready = waiting.pop(node, [])
+        for plan in ready:
+            start_servers(plan, early, cp, ahead, io=io)
+
+    per_node: dict[str, list[Measurement]] = {}
+    round_times: list[dict] = []
+    pair_ms: list[Measurement] = []
+    node_wall = 0.0
+    try:
+        if cfg.node_probes:
+            with ThreadPoolExecutor(max_workers=min(forks, len(nodes) or 1)) as ex:
+                per_node = dict(zip(nodes, ex.map(lambda n: node_probes(hosts[n], cfg, cp, down, hcas_free, io=io),
+                                                  nodes), strict=True))
+        node_wall = time.monotonic() - t0
+        loop.node_bad = {n for n, ms in per_node.items() if any(m.status in ("fail", "error") for m in ms)}
+        loop.down |= down
+        slurm_states = slurm_launch_states(inv, [n for n in nodes if n not in down], cfg, cp)
+        rnd = first
+        while rnd is not None:
+            t_round = time.monotonic()
+            pairs = [p for p in rnd.pairs if not set(p) & down]
+            k = rnd.number
+            with ThreadPoolExecutor(max_workers=min(forks, len(pairs) or 1)) as ex:
+                results = list(ex.map(lambda p, k=k: pair_probes(hosts[p[0]], hosts[p[1]], k, cfg, cp, slurm_states,
+                                                                 plans.get(p) if k == 1 else None, io=io), pairs))
+            round_times.append({"round": rnd.number, "wall_s": round(time.monotonic() - t_round, 2),
+                                "tool_s": pair_round_tool_seconds([m for ms, _ in results for m in ms])})
+            verdicts = []
+            for p, (ms, d) in zip(pairs, results, strict=True):
+                pair_ms.extend(ms)
+                down.update(d)
+                verdicts.append(pair_result(p[0], p[1], rnd.number, ms, judge))
+            loop.record(rnd, verdicts, down)
+            rnd = loop.next()
+    except BaseException:  # servers started for pairs that never ran are ended here
+        early.shutdown(wait=True, cancel_futures=True)
+        for plan in (p for p in plans.values() if not p.taken):
+            for f in (f for stage in plan.servers or [] for f in stage):
+                if not f.cancelled() and f.exception() is None:
+                    io.stop_server(f.result())
+        raise
+    finally:
+        early.shutdown(wait=True)
+    for plan in (p for p in plans.values() if not p.taken and p.servers):  # a pair that never ran (its node went away)
+        for f in (f for stage in plan.servers for f in stage):
+            if f.exception() is None:
+                io.stop_server(f.result())
+    inference = loop.inference()
+    judge.finish([m for ms in per_node.values() for m in ms] + pair_ms)
+    wall = time.monotonic() - t0
+    return ProbeOutcome(per_node, pair_ms, inference.findings, loop.done, down, round(wall, 2),
+                        probe_timing(per_node, node_wall, round_times, wall), inference)
