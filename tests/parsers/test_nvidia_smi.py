@@ -383,3 +383,73 @@ def test_list_mig(fixture_text):
     assert g["mig_devices"][1]["uuid"] == "MIG-00000001-0000-0000-0000-000000000001"
     with pytest.raises(ParseError):
         parse("nvidia-smi-list", "No devices were found\n")
+
+
+# --- issue 21.5: `nvidia-smi -i N -q`: one GPU section under "Attached GPUs : 8"
+
+
+def test_q_single_gpu_section_of_eight_h100(fixture_text):
+    r = parse("nvidia-smi-q", fixture_text("nvidia-smi/q-i1-8xh100-535.161.08-one-section-from-gpud-constructed.txt"))
+    assert (r["attached_gpus"], r["gpu_count"], r["partial_display"]) == (8, 1, True)
+    assert r["driver_version"] == "535.161.08" and r["cuda_version"] == "12.2"
+    (g,) = r["gpus"]
+    assert g["bus_id"] == "00000000:3B:00.0" and g["product_name"] == "NVIDIA H100 80GB HBM3"
+    assert (g["temperature_celsius"], g["power_draw_watts"], g["memory_total_mib"]) == (29, 69.52, 81559)
+    assert g["process_count"] == 0 and g["fabric"] == {"state": "Completed", "status": "Success"}
+
+
+def test_q_single_gpu_section_of_eight_rtx4090_with_process(fixture_text):
+    r = parse("nvidia-smi-q", fixture_text("nvidia-smi/q-i2-8xrtx4090-535.154.05-one-section-from-gpud-constructed.txt"))
+    assert (r["attached_gpus"], r["gpu_count"], r["partial_display"]) == (8, 1, True)
+    (g,) = r["gpus"]
+    assert g["bus_id"] == "00000000:41:00.0" and g["product_name"] == "NVIDIA GeForce RTX 4090"
+    assert g["process_count"] == 1 and g["memory_total_mib"] == 24564 and g["power_draw_watts"] == 8.84
+
+
+def test_q_single_section_cut_before_processes_is_still_truncated(fixture_text):
+    text = fixture_text("nvidia-smi/q-i1-8xh100-535.161.08-one-section-from-gpud-constructed.txt")
+    with pytest.raises(ParseError, match="truncated"):
+        parse("nvidia-smi-q", text[: text.index("    Fabric")])
+    # the same cut with nvidia-smi's trailing blank line kept is a complete -d style display
+    assert parse("nvidia-smi-q", text[: text.index("    Fabric")] + "\n")["partial_display"] is True
+    full = parse("nvidia-smi-q", fixture_text("nvidia-smi/q-8xrtx4090-535.154.05-gpud.txt"))
+    assert full["partial_display"] is False and full["gpu_count"] == 8
+
+
+# --- issue 21.6: default table on Grace-Blackwell parts: Memory-Usage "Not Supported", power cap N/A
+
+GB10_EXPECTED = {"fan_percent": None, "perf_state": "P8", "power_cap_watts": None, "memory_used_mib": None,
+                 "memory_total_mib": None, "utilization_gpu_percent": 0, "compute_mode": "Default",
+                 "unavailable_fields": ["fan_percent", "power_cap_watts", "memory_used_mib", "memory_total_mib"]}
+
+
+@pytest.mark.parametrize(("name", "driver", "temp", "watts"), [
+    ("default-table-gb10-580.126.09-memory-not-supported-arctictraining-pr345.txt", "580.126.09", 36, 3.0),
+    ("default-table-gb10-580.95.05-memory-not-supported-k8s-device-plugin-1482-excerpt.txt", "580.95.05", 40, 4.0),
+])
+def test_table_gb10_reads_what_is_there(fixture_text, name, driver, temp, watts):
+    r = parse("nvidia-smi-table", fixture_text(f"nvidia-smi/{name}"))
+    assert r["driver_version"] == driver and r["cuda_version"] == "13.0"
+    (g,) = r["gpus"]
+    assert (g["name"], g["bus_id"]) == ("NVIDIA GB10", "0000000F:01:00.0")
+    assert (g["temperature_celsius"], g["power_draw_watts"]) == (temp, watts)
+    assert g["volatile_uncorrected_ecc"] is None and g["mig_mode"] is None
+    assert {k: g[k] for k in GB10_EXPECTED} == GB10_EXPECTED
+    assert r["processes"] is None  # the pasted excerpts end before the Processes table
+
+
+def test_table_not_supported_centred_and_unreadable_cell(fixture_text):
+    text = fixture_text("nvidia-smi/default-table-gb10-580.126.09-memory-not-supported-arctictraining-pr345.txt")
+    centred = text.replace("| Not Supported          |", "|      Not Supported     |")
+    (g,) = parse("nvidia-smi-table", centred)["gpus"]
+    assert g["memory_total_mib"] is None and g["temperature_celsius"] == 36
+    garbled = text.replace("| Not Supported          |", "| lots of memory         |")
+    (g,) = parse("nvidia-smi-table", garbled)["gpus"]
+    # an unreadable row is not turned into values: the whole second row stays unread
+    assert g["temperature_celsius"] is None and g["memory_total_mib"] is None and g["power_draw_watts"] is None
+
+
+def test_table_regular_row_lists_only_the_na_fan(fixture_text):
+    r = parse("nvidia-smi-table", fixture_text("nvidia-smi/default-table-8xh100-550.90.07-gpud.txt"))
+    g = r["gpus"][0]
+    assert g["unavailable_fields"] == ["fan_percent"] and g["memory_total_mib"] == 81559 and g["power_cap_watts"] == 700.0

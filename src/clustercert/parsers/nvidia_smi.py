@@ -31,9 +31,14 @@ with one GPU record per GPU section, in output order::
      "reset_required": bool|None,
      "process_count": int|None}
 
+``nvidia-smi-q`` also returns ``"partial_display": bool``: True when fewer GPU sections are present than
+the header's ``Attached GPUs`` announces and the output is complete all the same (``nvidia-smi -i N -q``,
+``-q -d ...``), so ``gpu_count < attached_gpus`` is not a missing GPU.
+
 Truncated input raises ParseError: for XML any malformed document; for ``-q`` text a header that
-announces more GPUs than sections present *and* no terminating blank line (``nvidia-smi -q -i N`` and
-``-d`` displays are complete and end with a blank line).
+announces more GPUs than sections present when the output neither ends with a blank line (``-d``
+displays, untouched output) nor has a complete last GPU section (its ``Processes`` entry, the last item
+nvidia-smi prints per GPU, is present: a pasted ``nvidia-smi -i N -q`` whose trailing blank line was lost).
 
 ``nvidia-smi-csv`` (``--query-gpu=... --format=csv[,noheader][,nounits]``)::
 
@@ -54,13 +59,17 @@ and ``temperature.*`` (Celsius, recorded in ``units``).
                "volatile_uncorrected_ecc": int|None, "fan_percent": int|None, "fan_error": bool,
                "temperature_celsius", "perf_state", "power_draw_watts", "power_cap_watts",
                "memory_used_mib", "memory_total_mib", "utilization_gpu_percent", "compute_mode",
-               "mig_mode"}],
+               "mig_mode",
+               "unavailable_fields": [key, ...]}],   # second-row fields that read N/A or "Not Supported"
      "mig_devices": [{"gpu", "gi_id", "ci_id", "mig_dev", "memory_used_mib", "memory_total_mib"}],
      "processes": [{"gpu", "gi_id", "ci_id", "pid", "type", "name", "memory_mib"}] | None,
      "warnings": [str]}
 
 ``processes`` is None when the processes table is missing (truncated output), [] for
-"No running processes found". ``fan_error`` is True when the fan column shows ``ERR!``.
+"No running processes found". ``fan_error`` is True when the fan column shows ``ERR!``. Each cell of the
+second GPU row is read on its own: Grace-Blackwell parts (GB10, GB200) print ``Not Supported`` for
+Memory-Usage and ``N/A`` for the power cap, so those fields are None (and listed in
+``unavailable_fields``) while temperature, perf state, power draw and utilisation are still read.
 
 ``nvidia-smi-topo`` (``nvidia-smi topo -m``; also ``topo -p2p r``)::
 
@@ -94,6 +103,7 @@ import xml.etree.ElementTree as ET
 from clustercert.parsers._nvutil import (
     bus_id,
     clean,
+    is_na,
     na,
     norm_key,
     number,
@@ -469,12 +479,15 @@ def parse_q(text: str) -> dict:
     if not blocks and "driver_version" not in header:
         raise ParseError(kind, "expected 'Driver Version :' header or 'GPU 00000000:xx:xx.x' sections")
     attached = _int(header.get("attached_gpus"))
-    if attached is not None and len(blocks) < attached:
-        if not re.search(r"\n[ \t]*\n[ \t\n]*$", text):
+    partial = attached is not None and len(blocks) < attached
+    if partial:
+        ends_blank = re.search(r"\n[ \t]*\n[ \t\n]*$", text) is not None
+        last_complete = bool(blocks) and _q_process_count(blocks[-1][1]) is not None
+        if not (ends_blank or last_complete):
             raise ParseError(
                 kind,
-                f"truncated: header announces {attached} GPUs, {len(blocks)} section(s) present "
-                "and the report does not end with a blank line",
+                f"truncated: header announces {attached} GPUs, {len(blocks)} section(s) present, the last "
+                "section has no Processes entry and the report does not end with a blank line",
             )
     gpus = [
         _gpu_from_q_dict(_q_block_to_dict(blines), i, bid, _q_process_count(blines))
@@ -485,6 +498,7 @@ def parse_q(text: str) -> dict:
         "cuda_version": na(header.get("cuda_version")),
         "attached_gpus": attached,
         "gpu_count": len(gpus),
+        "partial_display": partial,
         "gpus": gpus,
     }
 
@@ -581,10 +595,14 @@ _TBL_GPU1_RE = re.compile(
     r"\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s+(?P<disp>\S+)\s*\|"
     r"\s*(?P<ecc>\S+)\s*\|"
 )
-_TBL_GPU2_RE = re.compile(
-    r"^\|\s*(?P<fan>\S+?)\s+(?P<temp>\S+?)\s+(?P<perf>P\d+|N/A)\s+(?P<pwr>\S+)\s*/\s*(?P<cap>\S+)\s*\|"
-    r"\s*(?P<used>\S+)\s*/\s*(?P<total>\S+)\s*\|\s*(?P<util>\S+)\s+(?P<cm>.+?)\s*\|"
+# Second row of a GPU entry, one cell at a time: Grace-Blackwell parts (GB10, GB200) print
+# "Not Supported" for Memory-Usage and "N/A" for the power cap, older ones a "used / total" pair.
+_TBL_GPU2_RE = re.compile(r"^\|(?P<left>[^|]*)\|(?P<mid>[^|]*)\|(?P<right>[^|]*)\|\s*$")
+_TBL_LEFT_RE = re.compile(
+    r"^\s*(?P<fan>\S+?)\s+(?P<temp>\S+?)\s+(?P<perf>P\d+|N/A)\s+(?P<pwr>\S+)\s*/\s*(?P<cap>\S+)\s*$"
 )
+_TBL_MEM_RE = re.compile(r"^\s*(?P<used>\S+)\s*/\s*(?P<total>\S+)\s*$")
+_TBL_RIGHT_RE = re.compile(r"^\s*(?P<util>\S+)\s+(?P<cm>.+?)\s*$")
 _TBL_FAN_TEMP_RE = re.compile(r"^\|(?P<fan>ERR!|\S+)\s+(?P<temp>\S+)")
 _TBL_GPU3_RE = re.compile(r"^\|\s*\|\s*\|\s*(?P<mig>\S.*?)\s*\|$")
 _TBL_PROC_RE = re.compile(
@@ -598,6 +616,40 @@ _TBL_MIG_RE = re.compile(
 
 def _mib(v: str):
     return number(v.replace("MiB", " MiB"), "MiB") if v else None
+
+
+def _table_second_row(line: str) -> dict | None:
+    """Fan/temp/perf/power, memory and utilisation cells of a GPU's second table row, or None when the
+    line is not one. A cell that reads N/A or "Not Supported" gives None for its fields, listed in
+    ``unavailable_fields``; a cell that cannot be read at all leaves the row unrecognised."""
+    m = _TBL_GPU2_RE.match(line)
+    if not m:
+        return None
+    left = _TBL_LEFT_RE.match(m.group("left"))
+    right = _TBL_RIGHT_RE.match(m.group("right"))
+    mid = m.group("mid").strip()
+    mem = _TBL_MEM_RE.match(mid)
+    if not left or not right or not (mem or is_na(mid)):
+        return None
+    fan = left.group("fan")
+    out = {
+        "fan_percent": _int(fan.rstrip("%")) if fan.endswith("%") else None,
+        "fan_error": fan.upper().startswith("ERR"),
+        "temperature_celsius": _int(left.group("temp").rstrip("C")),
+        "perf_state": na(left.group("perf")),
+        "power_draw_watts": _float(left.group("pwr").rstrip("W")),
+        "power_cap_watts": _float(left.group("cap").rstrip("W")),
+        "memory_used_mib": _mib(mem.group("used")) if mem else None,
+        "memory_total_mib": _mib(mem.group("total")) if mem else None,
+        "utilization_gpu_percent": _int(right.group("util").rstrip("%")),
+        "compute_mode": na(right.group("cm")),
+    }
+    raw = {"fan_percent": fan, "temperature_celsius": left.group("temp"), "perf_state": left.group("perf"),
+           "power_draw_watts": left.group("pwr"), "power_cap_watts": left.group("cap"),
+           "memory_used_mib": mem.group("used") if mem else mid, "memory_total_mib": mem.group("total") if mem else mid,
+           "utilization_gpu_percent": right.group("util"), "compute_mode": right.group("cm")}
+    out["unavailable_fields"] = [k for k, v in raw.items() if is_na(v)]
+    return out
 
 
 @register("nvidia-smi-table", "default nvidia-smi table: driver/CUDA versions, per-GPU summary, processes")
@@ -654,28 +706,15 @@ def parse_table(text: str) -> dict:
                     "utilization_gpu_percent": None,
                     "compute_mode": None,
                     "mig_mode": None,
+                    "unavailable_fields": [],
                 }
                 gpus.append(pending_gpu)
                 stage = 1
                 continue
             if pending_gpu is not None and stage == 1:
-                m2 = _TBL_GPU2_RE.match(s)
-                if m2:
-                    fan = m2.group("fan")
-                    pending_gpu.update(
-                        {
-                            "fan_percent": _int(fan.rstrip("%")) if fan.endswith("%") else None,
-                            "fan_error": fan.upper().startswith("ERR"),
-                            "temperature_celsius": _int(m2.group("temp").rstrip("C")),
-                            "perf_state": na(m2.group("perf")),
-                            "power_draw_watts": _float(m2.group("pwr").rstrip("W")),
-                            "power_cap_watts": _float(m2.group("cap").rstrip("W")),
-                            "memory_used_mib": _mib(m2.group("used")),
-                            "memory_total_mib": _mib(m2.group("total")),
-                            "utilization_gpu_percent": _int(m2.group("util").rstrip("%")),
-                            "compute_mode": m2.group("cm").strip(),
-                        }
-                    )
+                second = _table_second_row(s)
+                if second is not None:
+                    pending_gpu.update(second)
                     stage = 2
                     continue
             if pending_gpu is not None and stage == 2:
