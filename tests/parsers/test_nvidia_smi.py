@@ -453,3 +453,85 @@ def test_table_regular_row_lists_only_the_na_fan(fixture_text):
     r = parse("nvidia-smi-table", fixture_text("nvidia-smi/default-table-8xh100-550.90.07-gpud.txt"))
     g = r["gpus"][0]
     assert g["unavailable_fields"] == ["fan_percent"] and g["memory_total_mib"] == 81559 and g["power_cap_watts"] == 700.0
+
+
+# --- issue 21.7: topo -m pasted with its header cut: NIC rows are kept
+
+
+def test_topo_real_pastes_with_nics_stelline(fixture_text):
+    r = parse("nvidia-smi-topo", fixture_text("nvidia-smi/topo-m-4xrtx6000ada-4nic-stelline.txt"))
+    assert [d["name"] for d in r["devices"]] == ["GPU0", "GPU1", "GPU2", "GPU3", "NIC0", "NIC1", "NIC2", "NIC3"]
+    assert r["header_complete"] is True and r["cut_rows"] == [] and r["elided"] is False
+    assert r["matrix"]["NIC3"] == {"GPU0": "SYS", "GPU1": "SYS", "GPU2": "NODE", "GPU3": "NODE",
+                                   "NIC0": "SYS", "NIC1": "SYS", "NIC2": "PIX", "NIC3": "X"}
+    assert r["affinity"]["GPU2"] == {"cpu_affinity": "32-63", "numa_affinity": "1", "gpu_numa_id": None}
+    assert r["nic_legend"] == {"NIC0": "mlx5_0", "NIC1": "mlx5_1", "NIC2": "mlx5_2", "NIC3": "mlx5_3"}
+    r2 = parse("nvidia-smi-topo", fixture_text("nvidia-smi/topo-m-2gpu-2nic-prompt-line-stelline.txt"))
+    assert r2["matrix"]["GPU0"] == {"GPU0": "X", "GPU1": "PHB", "NIC0": "NODE", "NIC1": "NODE"}
+    assert r2["matrix"]["NIC1"]["NIC0"] == "PIX" and r2["devices"][3]["nic_name"] == "mlx5_1"
+
+
+def test_topo_header_without_leading_whitespace(fixture_text):
+    text = fixture_text("nvidia-smi/topo-m-4xrtx6000ada-4nic-header-leading-space-cut-from-stelline-constructed.txt")
+    assert text.startswith("GPU0")
+    r = parse("nvidia-smi-topo", text)
+    assert len(r["devices"]) == 8 and r["header_complete"] is True
+    assert r["matrix"]["NIC0"]["NIC1"] == "PIX" and r["matrix"]["GPU3"]["NIC3"] == "NODE"
+    assert r["affinity"]["GPU3"]["cpu_affinity"] == "32-63"
+
+
+def test_topo_lines_cut_by_terminal_width_keeps_nic_rows(fixture_text):
+    r = parse("nvidia-smi-topo",
+              fixture_text("nvidia-smi/topo-mp-8xH100-12NIC-lines-cut-at-96-columns-from-deepep397-constructed.txt"))
+    names = [d["name"] for d in r["devices"]]
+    assert names == [f"GPU{i}" for i in range(8)] + [f"NIC{i}" for i in range(12)]  # from the row labels
+    assert r["header_complete"] is False and len(r["cut_rows"]) == 20
+    # what survived the cut is read, what was cut is absent (never guessed)
+    assert r["matrix"]["NIC11"] == {"GPU0": "SYS", "GPU1": "SYS", "GPU2": "SYS", "GPU3": "SYS", "GPU4": "NODE",
+                                    "GPU5": "NODE", "GPU6": "NODE", "GPU7": "PIX", "NIC0": "SYS", "NIC1": "SYS",
+                                    "NIC2": "SYS"}
+    assert "NIC11" not in r["matrix"]["GPU7"] and r["matrix"]["GPU0"]["NIC0"] == "PIX"
+    assert r["affinity"]["GPU0"] == {}
+    assert r["devices"][-1] == {"name": "NIC11", "kind": "nic", "nic_name": "mlx5_11"}
+
+
+def test_topo_short_row_under_complete_header_is_truncation(fixture_text):
+    text = fixture_text("nvidia-smi/topo-m-4xrtx6000ada-4nic-stelline.txt").replace(
+        "NIC3    SYS     SYS     NODE    NODE    SYS     SYS     PIX      X", "NIC3    SYS     SYS")
+    with pytest.raises(ParseError, match="fewer cells"):
+        parse("nvidia-smi-topo", text)
+
+
+# --- issue 21.12: topo -p2p r|w|n|a matrices
+
+def test_topo_p2p_field_report_all_ns_elided_gpud(fixture_text):
+    r = parse("nvidia-smi-topo-p2p", fixture_text("nvidia-smi/topo-p2p-n-8xh100-all-NS-elided-gpud-comment.txt"))
+    assert r["devices"] == [f"GPU{i}" for i in range(8)] and r["elided"] is True
+    assert set(r["matrix"]) == {"GPU0", "GPU7"}
+    assert r["matrix"]["GPU7"]["GPU0"] == "NS" and r["matrix"]["GPU7"]["GPU7"] == "X"
+    assert r["all_ok"] is False and r["ok_pairs"] == 0 and r["pair_count"] == 14
+    assert r["meaning"] == {"NS": "Not supported", "X": "Self"} and r["legend"] == {}
+
+
+def test_topo_p2p_two_gpus_ok_gpud(fixture_text):
+    r = parse("nvidia-smi-topo-p2p", fixture_text("nvidia-smi/topo-p2p-n-2gpu-ok-gpud-comment.txt"))
+    assert r["matrix"] == {"GPU0": {"GPU0": "X", "GPU1": "OK"}, "GPU1": {"GPU0": "OK", "GPU1": "X"}}
+    assert (r["all_ok"], r["ok_pairs"], r["not_ok"]) == (True, 2, [])
+
+
+def test_topo_p2p_cns_with_printed_legend(fixture_text):
+    r = parse("nvidia-smi-topo-p2p", fixture_text("nvidia-smi/topo-p2p-r-4gpu-cns-across-root-ports-constructed.txt"))
+    assert r["matrix"]["GPU0"] == {"GPU0": "X", "GPU1": "OK", "GPU2": "CNS", "GPU3": "CNS"}
+    assert r["legend"]["TNS"] == "Topology not supported" and r["meaning"]["CNS"] == "Chipset not supported"
+    assert r["ok_pairs"] == 4 and r["pair_count"] == 12 and "GPU3-GPU1" in r["not_ok"] and r["all_ok"] is False
+
+
+def test_topo_p2p_single_gpu_and_refusals(fixture_text):
+    r = parse("nvidia-smi-topo-p2p", "\tGPU0\n GPU0\tX\t\n\nLegend:\n\n  X    = Self\n")
+    assert r["all_ok"] is None and r["pair_count"] == 0
+    na_cell = parse("nvidia-smi-topo-p2p", "\tGPU0\tGPU1\n GPU0\tX\tN/A\n GPU1\tN/A\tX\n")
+    assert na_cell["matrix"]["GPU0"]["GPU1"] is None and na_cell["all_ok"] is False
+    with pytest.raises(ParseError, match="not a P2P status matrix"):
+        parse("nvidia-smi-topo-p2p", fixture_text("nvidia-smi/topo-m-4xrtx6000ada-4nic-stelline.txt"))
+    with pytest.raises(ParseError, match="Option -m is missing"):
+        parse("nvidia-smi-topo-p2p", fixture_text("nvidia-smi/topo-m-rtx2080s-591-windows-error.txt"))

@@ -76,9 +76,32 @@ Memory-Usage and ``N/A`` for the power cap, so those fields are None (and listed
     {"devices": [{"name": "GPU0", "kind": "gpu"|"nic"|"other", "nic_name": "mlx5_0"|None}],
      "matrix": {row: {column: "X"|"NV18"|"PIX"|"PXB"|"PHB"|"NODE"|"SYS"|"OK"|...}},
      "affinity": {row: {"cpu_affinity": str|None, "numa_affinity": str|None, "gpu_numa_id": str|None}},
-     "nic_legend": {"NIC0": "mlx5_0"}}
+     "nic_legend": {"NIC0": "mlx5_0"},
+     "header_complete": bool,   # False: the header was lost or lists fewer devices than there are rows
+     "cut_rows": [row, ...],    # rows with fewer matrix cells than devices (lines cut by a terminal)
+     "elided": bool}            # a '...' line stood for rows left out of the paste
 
-An error message instead of a matrix (e.g. ``ERROR: Option -m is missing its value``) raises ParseError.
+The matrix is square with rows in column order, so when a paste cut the header (its leading whitespace,
+the right-hand columns, or the whole line) the device list is taken from the row labels and NIC rows are
+kept. A row cut short keeps the cells it has (the missing columns are absent from its ``matrix`` entry,
+its affinity is None) and is listed in ``cut_rows``; with a complete header a short row is truncation and
+raises ParseError. An error message instead of a matrix (e.g. ``ERROR: Option -m is missing its value``)
+raises ParseError.
+
+``nvidia-smi-topo-p2p`` (``nvidia-smi topo -p2p r|w|n|a|p``: read, write, NVLink, atomics, PCIe)::
+
+    {"devices": ["GPU0", ...],
+     "matrix": {row: {column: "X"|"OK"|"CNS"|"GNS"|"TNS"|"NS"|"DR"|"U"|None}},   # None: N/A
+     "legend": {"OK": "Status Ok", ...},      # as printed (empty when the paste has no legend)
+     "meaning": {code: str},                   # each code seen: printed legend, else nvidia-smi's own
+     "pair_count": int, "ok_pairs": int,       # ordered GPU pairs (diagonal excluded)
+     "not_ok": ["GPU0-GPU1", ...],             # pairs whose status is not OK
+     "all_ok": bool|None,                      # None for a single GPU (no pairs)
+     "header_complete": bool, "cut_rows": [row, ...], "elided": bool}
+
+Rows a paste left out ('...') are absent: ``all_ok`` and the counts describe the rows present only.
+The capability the matrix answers for is not printed by nvidia-smi (it is the command's argument).
+A matrix with link types (``topo -m`` output) raises ParseError.
 
 ``nvidia-smi-nvlink`` (``nvidia-smi nvlink -s``)::
 
@@ -768,78 +791,175 @@ def parse_table(text: str) -> dict:
 # --------------------------------------------------------------------------------------------
 
 _AFFINITY_COLS = {"CPU Affinity": "cpu_affinity", "NUMA Affinity": "numa_affinity", "GPU NUMA ID": "gpu_numa_id"}
+# Cells of a topo matrix: link types (-m), P2P status codes (-p2p), "N/A".
+_TOPO_CELL_RE = re.compile(r"^(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|OK|CNS|GNS|TNS|NS|DR|U|N/A)$")
+_TOPO_LABEL_RE = re.compile(r"^(?:GPU\d+|NIC\d+|mlx\d+_\w+|[a-z][a-z0-9]*_?[a-z]*\d+(?:_\d+)?)$")
 
 
 def _device_kind(name: str) -> str:
     if re.match(r"^GPU\d+$", name):
         return "gpu"
-    if re.match(r"^(NIC\d+|mlx\d+_\d+|mlx5_\d+|ib\w*)$", name):
+    if re.match(r"^(NIC\d+|mlx\d+_\d+|mlx5_\d+|mlx5_bond_\d+|ib\w*)$", name):
         return "nic"
     return "other"
+
+
+def _topo_cells(line: str) -> list[str]:
+    if "\t" in line:
+        return [c.strip() for c in line.split("\t")]
+    return line.split()
+
+
+def _topo_rows(kind: str, lines: list[str]) -> tuple[int, int, list[tuple[str, list[str]]], bool]:
+    """(index of the first matrix row, index after the last, [(label, cells after the label)], elided) of
+    the first block of rows; an elision line ('...', '[...]') inside the block is skipped and reported."""
+    rows: list[tuple[str, list[str]]] = []
+    first = -1
+    last = -1
+    elided = False
+    for i, ln in enumerate(lines):
+        if rows and ln.strip() in ("...", "[...]", "\u2026"):
+            elided = True
+            continue
+        cells = _topo_cells(ln)
+        while cells and cells[0] == "":
+            cells = cells[1:]
+        is_row = (
+            len(cells) >= 2 and _TOPO_LABEL_RE.match(cells[0]) is not None and _TOPO_CELL_RE.match(cells[1]) is not None
+        )
+        if is_row:
+            if first < 0:
+                first = i
+            last = i
+            rows.append((cells[0], cells[1:]))
+        elif rows:
+            break
+    if not rows or not any("X" in cells for _, cells in rows):
+        first_line = next((ln.strip() for ln in lines if ln.strip()), "")
+        raise ParseError(kind, f"expected a topology matrix (rows 'GPU0  X ...'); got {first_line[:100]!r}")
+    return first, last + 1, rows, elided
+
+
+def _topo_header(lines: list[str], before: int) -> list[str] | None:
+    """Column names of the header above the matrix: the nearest line naming GPU0, wrapped continuation
+    lines (a narrow terminal) joined; None when no header survived the paste."""
+    def columns(line: str) -> list[str]:
+        out: list[str] = []
+        for c in split_columns(line):
+            words = c.split()
+            # "GPU0 GPU1" (single-space hand-typed or reflowed headers) are two columns; "CPU Affinity" one
+            out += words if words and all(_TOPO_LABEL_RE.match(w) for w in words) else ([c] if c else [])
+        return out
+
+    for i in range(before - 1, -1, -1):
+        cols = columns(lines[i])
+        if "GPU0" in cols:
+            for cont in lines[i + 1: before]:
+                cols += columns(cont)
+            return cols
+    return None
+
+
+def _parse_matrix(kind: str, text: str) -> dict:
+    lines = text.split("\n")
+    first, end, rows, elided = _topo_rows(kind, lines)
+    header = _topo_header(lines, first) or []
+    head_devices: list[str] = []
+    extra: list[str] = []
+    for c in header:
+        if c in _AFFINITY_COLS or extra:
+            extra.append(c)
+        elif not c.startswith("$"):
+            head_devices.append(c)
+    labels = [label for label, _ in rows]
+    # the matrix is square and its rows come in column order: when the header lost columns (cut by
+    # the paste or the terminal), the row labels name them
+    header_complete = bool(head_devices) and all(label in head_devices for label in labels)
+    devices = head_devices if header_complete else labels
+    matrix: dict[str, dict[str, str]] = {}
+    affinity: dict[str, dict[str, str | None]] = {}
+    cut_rows: list[str] = []
+    for label, cells in rows:
+        n = 0
+        while n < len(cells) and n < len(devices) and _TOPO_CELL_RE.match(cells[n]):
+            n += 1
+        if n < len(devices):
+            if header_complete and n < len(cells):
+                raise ParseError(kind, f"row {label!r}: cell {cells[n]!r} is not a link type (expected {len(devices)})")
+            cut_rows.append(label)
+        matrix[label] = dict(zip(devices[:n], cells[:n], strict=True))
+        rest = [c for c in cells[n:] if c]
+        aff = {_AFFINITY_COLS.get(c, norm_key(c)): None for c in extra}
+        if n == len(devices):
+            for col, val in zip(extra, rest, strict=False):
+                aff[_AFFINITY_COLS.get(col, norm_key(col))] = na(val)
+        affinity[label] = aff
+    if header_complete and cut_rows:
+        raise ParseError(kind, f"row(s) {', '.join(cut_rows)} have fewer cells than the header's "
+                               f"{len(devices)} columns (truncated?)")
+    return {"devices": devices, "matrix": matrix, "affinity": affinity, "header_complete": header_complete,
+            "cut_rows": cut_rows, "elided": elided, "end": end}
 
 
 @register("nvidia-smi-topo", "nvidia-smi topo -m: device list, link-type matrix, CPU/NUMA affinity, NIC legend")
 def parse_topo(text: str) -> dict:
     kind = "nvidia-smi-topo"
     text = require_text(kind, text, "nvidia-smi topo -m matrix with a 'GPU0' header")
-    lines = text.split("\n")
-    hidx = None
-    for i, ln in enumerate(lines):
-        cols = split_columns(ln)
-        if ln[:1] in (" ", "\t") and "GPU0" in cols:
-            hidx = i
-            break
-    if hidx is None:
-        first = next((ln.strip() for ln in lines if ln.strip()), "")
-        raise ParseError(kind, f"expected a matrix header line starting with whitespace then 'GPU0'; got {first[:100]!r}")
-    header = [c for c in split_columns(lines[hidx]) if c]
-    devices: list[str] = []
-    extra: list[str] = []
-    for c in header:
-        if c in _AFFINITY_COLS or extra:
-            extra.append(c)
-        else:
-            devices.append(c)
-    matrix: dict[str, dict[str, str]] = {}
-    affinity: dict[str, dict[str, str | None]] = {}
-    for ln in lines[hidx + 1 :]:
-        if not ln.strip():
-            if matrix:
-                break
-            continue
-        if "\t" in ln:
-            cells = [c.strip() for c in ln.split("\t")]
-        else:
-            cells = ln.split()
-        row = cells[0]
-        if row not in devices:
-            break
-        vals = cells[1 : 1 + len(devices)]
-        if len(vals) < len(devices):
-            raise ParseError(kind, f"row {row!r} has {len(vals)} matrix cells, expected {len(devices)} (truncated?)")
-        matrix[row] = dict(zip(devices, vals, strict=True))
-        rest = [c for c in cells[1 + len(devices) :] if c]
-        aff = {_AFFINITY_COLS.get(c, norm_key(c)): None for c in extra}
-        for col, val in zip(extra, rest, strict=False):
-            aff[_AFFINITY_COLS.get(col, norm_key(col))] = na(val)
-        affinity[row] = aff
-    if not matrix:
-        raise ParseError(kind, "matrix header found but no device rows")
+    m = _parse_matrix(kind, text)
     legend: dict[str, str] = {}
     in_legend = False
-    for ln in lines:
+    for ln in text.split("\n"):
         if ln.strip() == "NIC Legend:":
             in_legend = True
             continue
         if in_legend:
-            m = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", ln)
-            if m:
-                legend[m.group(1)] = m.group(2)
+            lm = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", ln)
+            if lm:
+                legend[lm.group(1)] = lm.group(2)
     dev_list = [
         {"name": d, "kind": _device_kind(d), "nic_name": legend.get(d, d if d.startswith("mlx") else None)}
-        for d in devices
+        for d in m["devices"]
     ]
-    return {"devices": dev_list, "matrix": matrix, "affinity": affinity, "nic_legend": legend}
+    return {"devices": dev_list, "matrix": m["matrix"], "affinity": m["affinity"], "nic_legend": legend,
+            "header_complete": m["header_complete"], "cut_rows": m["cut_rows"], "elided": m["elided"]}
+
+
+# nvidia-smi's P2P status legend (topo -p2p), used when a paste lost the printed legend.
+_P2P_LEGEND = {"X": "Self", "OK": "Status Ok", "CNS": "Chipset not supported", "GNS": "GPU not supported",
+               "TNS": "Topology not supported", "NS": "Not supported", "DR": "Disabled by regkey", "U": "Unknown"}
+
+
+@register("nvidia-smi-topo-p2p", "nvidia-smi topo -p2p r|w|n|a|p: per GPU pair P2P status (OK/CNS/GNS/TNS/NS/...)")
+def parse_topo_p2p(text: str) -> dict:
+    """See the module docstring (``nvidia-smi-topo-p2p``)."""
+    kind = "nvidia-smi-topo-p2p"
+    text = require_text(kind, text, "nvidia-smi topo -p2p matrix ('GPU0  X  OK ...')")
+    m = _parse_matrix(kind, text)
+    lines = text.split("\n")
+    legend: dict[str, str] = {}
+    for ln in lines[m["end"]:]:
+        lm = re.match(r"^\s*([A-Z]{1,4})\s+=\s+(.+?)\s*$", ln)
+        if lm:
+            legend[lm.group(1)] = lm.group(2)
+    codes = {c for row in m["matrix"].values() for c in row.values()}
+    if codes - set(_P2P_LEGEND) - {"N/A"}:
+        raise ParseError(kind, f"not a P2P status matrix: cells {sorted(codes - set(_P2P_LEGEND))} (topo -m output?)")
+    meaning = {**_P2P_LEGEND, **legend}
+    pairs = [(a, b, c) for a, row in m["matrix"].items() for b, c in row.items() if a != b]
+    statuses = [c for _, _, c in pairs]
+    return {
+        "devices": m["devices"],
+        "matrix": {a: {b: (None if c == "N/A" else c) for b, c in row.items()} for a, row in m["matrix"].items()},
+        "legend": legend,
+        "meaning": {c: meaning.get(c) for c in sorted(codes - {"N/A"})},
+        "pair_count": len(pairs),
+        "ok_pairs": statuses.count("OK"),
+        "not_ok": sorted({f"{a}-{b}" for a, b, c in pairs if c != "OK"}),
+        "all_ok": (all(c == "OK" for c in statuses) if pairs else None),
+        "header_complete": m["header_complete"],
+        "cut_rows": m["cut_rows"],
+        "elided": m["elided"],
+    }
 
 
 # --------------------------------------------------------------------------------------------
