@@ -535,3 +535,39 @@ def test_topo_p2p_single_gpu_and_refusals(fixture_text):
         parse("nvidia-smi-topo-p2p", fixture_text("nvidia-smi/topo-m-4xrtx6000ada-4nic-stelline.txt"))
     with pytest.raises(ParseError, match="Option -m is missing"):
         parse("nvidia-smi-topo-p2p", fixture_text("nvidia-smi/topo-m-rtx2080s-591-windows-error.txt"))
+
+
+# --- issue 21.10: nvidia-smi nvlink -e error counters (constructed fixtures: no copyable capture found)
+
+
+def test_nvlink_errors_classic_counters(fixture_text):
+    r = parse("nvidia-smi-nvlink-errors", fixture_text("nvidia-smi/nvlink-e-h100-replay-crc-constructed.txt"))
+    g0, g1, g2 = r["gpus"]
+    assert (g0["index"], g0["name"], g0["uuid"]) == (0, "NVIDIA H100 80GB HBM3", "GPU-5e7a3c1d-0b4f-4c8e-9d2a-71f0c3b5e812")
+    assert g0["links"][2] == {"link": 2, "counters": {"replay_errors": 17, "recovery_errors": 1, "crc_errors": 412}}
+    assert g0["totals"] == {"crc_errors": 412, "recovery_errors": 1, "replay_errors": 17}
+    # an N/A counter is None, and a total over it is not a good number
+    assert g1["links"][1]["counters"]["crc_errors"] is None and g1["totals"]["crc_errors"] is None
+    assert g1["totals"]["replay_errors"] == 0
+    assert g2["status"] == "all_links_inactive" and g2["links"] == []
+    assert r["counter_names"]["crc_errors"] == "CRC Errors"
+
+
+def test_nvlink_errors_gb200_bus_id_headers_and_ber(fixture_text):
+    r = parse("nvidia-smi-nvlink-errors", fixture_text("nvidia-smi/nvlink-e-gb200-extended-counters-constructed.txt"))
+    (g,) = r["gpus"]
+    assert g["bus_id"] == "00000008:01:00.0" and g["name"] is None and len(g["links"]) == 2
+    link1 = g["links"][1]["counters"]
+    assert link1["rx_errors"] == 2 and link1["local_link_integrity_errors"] == 1 and link1["symbol_errors"] == 37
+    assert link1["effective_ber"] == 2.0e-13 and link1["symbol_ber"] is None
+    assert link1["fec_errors_0"] == 3104 and r["counter_names"]["fec_errors_0"] == "FEC Errors - 0"
+    assert g["totals"]["effective_errors"] == 5 and g["totals"]["effective_ber"] is None
+
+
+def test_nvlink_errors_and_status_outputs_are_not_confused(fixture_text):
+    with pytest.raises(ParseError, match="nvlink -s output"):
+        parse("nvidia-smi-nvlink-errors", fixture_text("nvidia-smi/nvlink-s-h100-590.txt"))
+    with pytest.raises(ParseError, match="Replay Errors"):
+        parse("nvidia-smi-nvlink", fixture_text("nvidia-smi/nvlink-e-h100-replay-crc-constructed.txt"))
+    r = parse("nvidia-smi-nvlink-errors", fixture_text("nvidia-smi/nvlink-s-l40s-595.txt"))
+    assert r["gpus"][0]["status"] == "not_supported" and r["gpus"][0]["links"] == []

@@ -113,6 +113,22 @@ A matrix with link types (``topo -m`` output) raises ParseError.
 A GPU whose NVLinks are not usable is reported with its status and an empty ``links`` list; a
 ``<inactive>`` link has ``inactive: True`` and ``gbyte_per_s: None``.
 
+``nvidia-smi-nvlink-errors`` (``nvidia-smi nvlink -e`` / ``--errorcounters``)::
+
+    {"gpus": [{"index": int, "bus_id": str|None, "name": str|None, "uuid": str|None,
+               "status": "ok"|"all_links_inactive"|"not_supported"|"mig_unsupported"|"error",
+               "message": str|None,
+               "links": [{"link": int, "counters": {"replay_errors": int|None, "recovery_errors": int|None,
+                                                    "crc_errors": int|None, ...}}],
+               "totals": {counter: int|None}}],   # sum over the GPU's links; None when any link's value
+                                                  # is N/A or not an integer, and for BER ratios
+     "counter_names": {"replay_errors": "Replay Errors", ...}}   # keys as printed
+
+Counter keys are the printed names normalised (``Replay Errors`` -> ``replay_errors``, ``CRC Errors``,
+Blackwell's ``Rx Errors``, ``Local link integrity Errors``, ``Effective BER``, ``FEC Errors - 3`` style
+lines...). Values are int, float (BER) or None for ``N/A``. GPUs are headed ``GPU n: <name> (UUID: ..)``
+or, on GB200-class drivers, ``GPU <bus id>``. ``nvlink -s`` speed lines raise ParseError.
+
 ``nvidia-smi-list`` (``nvidia-smi -L``)::
 
     {"gpus": [{"index", "name", "uuid", "mig_devices": [{"profile", "device", "uuid"}]}]}
@@ -1003,20 +1019,91 @@ def parse_nvlink(text: str) -> dict:
                 raise ParseError(kind, f"expected 'Link n: <speed> GB/s' or '<inactive>', got {ln.strip()!r}")
             cur["links"].append({"link": int(lm.group("link")), "gbyte_per_s": float(sm.group(1)), "inactive": False})
             continue
-        msg = ln.strip()
-        low = msg.lower()
-        if "all links are inactive" in low:
-            cur["status"] = "all_links_inactive"
-        elif "mig mode" in low:
-            cur["status"] = "mig_unsupported"
-        elif "does not have or support nvlink" in low or "not supported" in low:
-            cur["status"] = "not_supported"
-        else:
-            cur["status"] = "error"
-        cur["message"] = msg
+        _gpu_status_line(cur, ln.strip())
     if not gpus:
         raise ParseError(kind, "expected 'GPU n: <name> (UUID: GPU-...)' lines")
     return {"gpus": gpus}
+
+
+_GPU_BUS_LINE_RE = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
+_LINK_COUNTER_RE = re.compile(r"^\s*Link (?P<link>\d+):\s*(?P<name>[A-Za-z][^:]*?)\s*:\s*(?P<val>\S.*?)\s*$")
+_NUM_VALUE_RE = re.compile(r"^[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
+
+
+def _counter_value(raw: str) -> int | float | None:
+    v = raw.strip()
+    if is_na(v) or not _NUM_VALUE_RE.match(v):
+        return None
+    return int(v) if re.match(r"^[-+]?\d+$", v) else float(v)
+
+
+def _gpu_status_line(cur: dict, msg: str) -> None:
+    low = msg.lower()
+    if "all links are inactive" in low:
+        cur["status"] = "all_links_inactive"
+    elif "mig mode" in low:
+        cur["status"] = "mig_unsupported"
+    elif "does not have or support nvlink" in low or "not supported" in low:
+        cur["status"] = "not_supported"
+    else:
+        cur["status"] = "error"
+    cur["message"] = msg
+
+
+@register("nvidia-smi-nvlink-errors", "nvidia-smi nvlink -e: per-GPU per-link error counters (replay, recovery, CRC...)")
+def parse_nvlink_errors(text: str) -> dict:
+    """See the module docstring (``nvidia-smi-nvlink-errors``)."""
+    kind = "nvidia-smi-nvlink-errors"
+    text = require_text(kind, text, "'GPU n: <name> (UUID: ...)' lines followed by 'Link n: <Counter>: <value>'")
+    gpus: list[dict] = []
+    names: dict[str, str] = {}
+    cur: dict | None = None
+    links: dict[int, dict] = {}
+
+    def start(entry: dict) -> dict:
+        nonlocal links
+        links = {}
+        entry.update({"status": "ok", "message": None, "links": [], "totals": {}})
+        gpus.append(entry)
+        return entry
+
+    for ln in text.split("\n"):
+        m = _GPU_LINE_RE.match(ln)
+        if m:
+            cur = start({"index": int(m.group("idx")), "bus_id": None, "name": m.group("name"), "uuid": m.group("uuid")})
+            continue
+        m = _GPU_BUS_LINE_RE.match(ln.strip())
+        if m:  # GB200-class drivers head each GPU with its bus id
+            cur = start({"index": len(gpus), "bus_id": bus_id(m.group("bus")), "name": None, "uuid": None})
+            continue
+        s = ln.strip()
+        if cur is None or not s or s in ("[...]", "..."):
+            continue
+        lm = _LINK_COUNTER_RE.match(ln)
+        if lm:
+            key = norm_key(lm.group("name"))
+            names.setdefault(key, lm.group("name"))
+            link = int(lm.group("link"))
+            entry = links.get(link)
+            if entry is None:
+                entry = links[link] = {"link": link, "counters": {}}
+                cur["links"].append(entry)
+            entry["counters"][key] = _counter_value(lm.group("val"))
+            continue
+        if re.match(r"^\s*Link \d+:", ln):
+            hint = " (nvlink -s output)" if re.search(r"GB/s|<inactive>", s) else ""
+            raise ParseError(kind, f"expected 'Link n: <Counter>: <value>', got {s!r}{hint}")
+        _gpu_status_line(cur, s)
+    if not gpus:
+        raise ParseError(kind, "expected 'GPU n: <name> (UUID: GPU-...)' or 'GPU <bus id>' lines")
+    for g in gpus:
+        keys = sorted({k for link in g["links"] for k in link["counters"]})
+        for k in keys:
+            vals = [link["counters"].get(k) for link in g["links"]]
+            # a total only over integer counters every link reported; BER ratios are not summed
+            ok = all(isinstance(v, int) for v in vals)
+            g["totals"][k] = sum(vals) if ok and not k.endswith("ber") else None
+    return {"gpus": gpus, "counter_names": names}
 
 
 _MIG_LINE_RE = re.compile(r"^\s+MIG (?P<profile>\S+)\s+Device\s+(?P<dev>\d+): \(UUID: (?P<uuid>[^)]+)\)\s*$")
