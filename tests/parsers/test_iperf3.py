@@ -224,3 +224,8 @@ def test_json_leading_warning_line_and_trailing_error_line():
     assert rec["sender"]["gbit_per_s"] == 92.5
     clean = parse("iperf3-json", "^C" + iperf_json())
     assert clean["ok"] is True and clean["leading_text"] == "^C"
+
+
+def test_text_leading_text_that_is_not_a_timestamp_is_not_stripped():
+    rec = parse("iperf3", "\n".join("1: " + ln for ln in TCP_CLIENT_P2.splitlines()) + "\n[  5]   0.00-1.00   sec  1.00 GBytes  8.59 Gbits/sec    0             sender\n[  5]   0.00-1.04   sec  1.00 GBytes  8.26 Gbits/sec                  receiver\n")
+    assert rec["timestamped"] is False and rec["sender"]["gbit_per_s"] == 8.59

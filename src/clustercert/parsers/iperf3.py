@@ -123,7 +123,8 @@ _START_RE = re.compile(
     r"\[\s*(?:\d+|SUM|ID)\]|iperf3?: |Connecting to host |Accepted connection from |Server listening on |"
     r"iperf 3\.|iperf Done\.|- - - |-{10,}"
 )
-_STAMP_RE = re.compile(r"\d")
+# A --timestamps prefix holds a time of day, a date or epoch seconds (strftime format of the user's choice).
+_STAMP_RE = re.compile(r"\d{1,2}:\d{2}|\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{2,4}|\b\d{9,}\b")
 _UDP_RE = re.compile(r"(?P<jitter>[\d.]+)\s+ms\s+(?P<lost>\d+)/(?P<total>\d+)\s+\((?P<pct>[\d.e+-]+)%\)")
 
 
@@ -143,7 +144,7 @@ def parse_iperf3_text(text: str) -> dict:
         ln = raw.strip()
         m = _START_RE.search(ln)
         if m and m.start() > 0:
-            if _STAMP_RE.search(ln[: m.start()]):  # a date/time prefix, not leading junk
+            if _STAMP_RE.search(ln[: m.start()]):  # a date/time prefix; other leading text is left alone
                 rec["timestamped"] = True
                 ln = ln[m.start():]
         m = re.match(r"^iperf3?: (?:error|interrupt) - (.*)$", ln)
