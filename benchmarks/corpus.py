@@ -2,7 +2,8 @@
 
 Usage: python benchmarks/corpus.py DIR [--kinds KIND,KIND...] [--verbose]
 
-DIR holds MANIFEST.tsv (columns: file tool command source hardware/version status notes use) and the
+DIR is the shared corpus (/work/shared/fixtures) or the project's own tests/fixtures, which carries its
+own MANIFEST.tsv (rows for every fixture file, same columns). DIR holds MANIFEST.tsv (columns: file tool command source hardware/version status notes use) and the
 samples it names. Each sample is mapped to parser kind(s) from its tool and command columns, parsed, and
 counted per tool as parsed / ParseError / crash (any other exception, reported with the traceback's
 last line). Tools without a parser are listed as skipped; a kind that is not registered yet is reported
@@ -45,10 +46,11 @@ def kinds_for(tool: str, command: str, file: str) -> list[str]:
         if "--query-" in cmd or file.endswith(".csv"):
             return ["nvidia-smi-csv"]
         if " topo" in f" {cmd}":
-            return ["nvidia-smi-topo"]
+            return ["nvidia-smi-topo-p2p"] if "-p2p" in cmd.split() else ["nvidia-smi-topo"]
         if "nvlink" in cmd:
-            # `nvlink -e` prints error counters, not link status: no parser for it (yet)
-            return [] if " -e" in f" {cmd}" else ["nvidia-smi-nvlink"]
+            # `nvlink -e` prints error counters, not link status
+            errors = bool({"-e", "--errorcounters"} & set(cmd.split()))
+            return ["nvidia-smi-nvlink-errors"] if errors else ["nvidia-smi-nvlink"]
         if "-q" in cmd.split():
             return ["nvidia-smi-q"]
         if "-L" in cmd.split() or "--list-gpus" in cmd:
@@ -59,9 +61,13 @@ def kinds_for(tool: str, command: str, file: str) -> list[str]:
     if tool == "nvbandwidth":
         return ["nvbandwidth-json" if is_json or " -j" in cmd else "nvbandwidth"]
     if tool == "dcgmi":
+        if " nvlink" in f" {cmd}":
+            return ["dcgmi-nvlink"]
         if "diag" not in cmd:
             return []
         return ["dcgmi-diag-json" if is_json or " -j" in cmd else "dcgmi-diag"]
+    if tool == "perftest" and (is_json or "--out_json" in cmd):
+        return ["perftest-json"]
     if tool == "nvidia-container-cli":
         return ["nvidia-container-cli-info"] if "info" in cmd else []
     if tool == "docker":

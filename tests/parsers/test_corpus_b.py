@@ -79,3 +79,30 @@ def test_healthy_parse_error_and_crash_exit_one(corpus, tmp_path, capsys, monkey
     assert "ZeroDivisionError: boom in parser" in out
     assert "healthy samples that did not parse:" in out
     assert "ibstatus/ibstatus-8x-a100-hdr-all-active.txt [ibstat] (healthy): ibstat:" in out
+
+
+def test_kind_mapping_issue21_kinds(corpus):
+    assert corpus.kinds_for("nvidia-smi", "nvidia-smi nvlink -e", "a.txt") == ["nvidia-smi-nvlink-errors"]
+    assert corpus.kinds_for("nvidia-smi", "nvidia-smi nvlink --errorcounters -i 0", "a.txt") == ["nvidia-smi-nvlink-errors"]
+    assert corpus.kinds_for("nvidia-smi", "nvidia-smi nvlink -s", "a.txt") == ["nvidia-smi-nvlink"]
+    assert corpus.kinds_for("nvidia-smi", "nvidia-smi topo -p2p r", "a.txt") == ["nvidia-smi-topo-p2p"]
+    assert corpus.kinds_for("nvidia-smi", "nvidia-smi topo -mp", "a.txt") == ["nvidia-smi-topo"]
+    assert corpus.kinds_for("dcgmi", "dcgmi diag -r 2 -j", "a.json") == ["dcgmi-diag-json"]
+    assert corpus.kinds_for("dcgmi", "dcgmi nvlink -e -g 0", "a.txt") == ["dcgmi-nvlink"]
+    assert corpus.kinds_for("dcgmi", "dcgmi nvlink --link-status", "a.txt") == ["dcgmi-nvlink"]
+    assert corpus.kinds_for("perftest", "ib_write_bw --out_json", "a.json") == ["perftest-json"]
+    assert corpus.kinds_for("perftest", "ib_write_bw -a", "a.txt") == ["perftest"]
+
+
+def test_project_fixtures_have_a_manifest_and_parse(corpus, capsys):
+    """tests/fixtures carries its own MANIFEST.tsv: every fixture file has a row, the corpus benchmark
+    runs over it with no crash and every healthy sample parsed."""
+    import csv
+
+    with (FIXTURES / "MANIFEST.tsv").open(newline="") as fh:
+        listed = {r["file"] for r in csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)}
+    present = {str(p.relative_to(FIXTURES)) for p in FIXTURES.rglob("*") if p.is_file()} - {"SOURCES.md", "MANIFEST.tsv"}
+    assert present == listed
+    assert corpus.main([str(FIXTURES)]) == 0
+    out = capsys.readouterr().out
+    assert "crashes:" not in out and "healthy samples that did not parse" not in out

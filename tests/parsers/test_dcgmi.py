@@ -106,3 +106,100 @@ def test_discovery_null_names(fixture_text):
     assert r["nvswitch_count"] == 0 and r["nvswitch_ids"] == []
     with pytest.raises(ParseError):
         parse("dcgmi-discovery", "Error: unable to establish a connection to the specified host: localhost\n")
+
+
+# --- issue 21.8: dcgmi diag -j (DCGM 3.x and 4.x layouts) normalised to the dcgmi-diag record
+
+
+def test_diag_json_dcgm3_deployment_fail_and_warn_gcm(fixture_text):
+    r = parse("dcgmi-diag-json", fixture_text("dcgmi/diag-j-dcgm3-deployment-fail-warn-gcm.json"))
+    assert r["layout"] == "dcgm3" and r["ok"] is True and r["error"] is None
+    assert r["overall"] == "fail" and len(r["tests"]) == 9
+    tests = {t["key"]: t for t in r["tests"]}
+    assert tests["persistence_mode"]["result"] == "fail" and tests["persistence_mode"]["category"] == "deployment"
+    assert tests["environment_variables"]["result"] == "warn"
+    assert tests["inforom"] == {"name": "Inforom", "key": "inforom", "category": "deployment", "result": "pass",
+                                "gpus": {}, "all_gpus": True, "messages": []}
+
+
+def test_diag_json_nvvs_per_gpu_results_dcgm_teststrings(fixture_text):
+    r = parse("dcgmi-diag-json", fixture_text("dcgmi/diag-j-nvvs-per-gpu-4gpu-skip-pass-dcgm-teststrings.json"))
+    assert r["layout"] == "dcgm3" and r["dcgm_version"] == "1.7" and r["overall"] == "fail"
+    tests = {t["key"]: t for t in r["tests"]}
+    sm = tests["sm_stress"]
+    assert sm["category"] == "stress" and sm["result"] == "fail"
+    assert sm["gpus"] == {"0": "fail", "1": "pass", "2": "fail", "3": "fail"}
+    warn = next(m for m in sm["messages"] if m["level"] == "warning")
+    assert warn["gpu"] == "0" and warn["error_id"] == 50 and warn["text"].startswith("Max stress level of 2128.7")
+    assert tests["diagnostic"]["result"] == "skip" and "diagnostic" in r["skipped"]
+    assert tests["memory"]["gpus"]["0"] == "skip"   # a GPU the test skipped is never reported as passed
+    assert tests["pcie"]["messages"][0] == {"level": "info", "text": "GPU 0 GPU to Host bandwidth:\t\t13.08 GB/s",
+                                            "gpu": "0", "error_id": None}
+
+
+def test_diag_json_dcgm4_entities_and_summary(fixture_text):
+    r = parse("dcgmi-diag-json", fixture_text("dcgmi/diag-j-dcgm4-memory-fail-pcie-skip-constructed.json"))
+    assert r["layout"] == "dcgm4" and r["overall"] == "fail"
+    assert (r["dcgm_version"], r["driver_version"], r["gpu_device_ids"]) == ("4.4.1", "570.172.08", ["2330", "2330"])
+    tests = {t["key"]: t for t in r["tests"]}
+    mem = tests["memory"]
+    assert mem["result"] == "fail" and mem["gpus"] == {"0": "pass", "1": "fail"}
+    # the summary repeats the entity's warning: reported once
+    assert [m["text"][:23] for m in mem["messages"] if m["level"] == "warning"] == ["GPU 1 had uncorrectable"]
+    assert tests["pcie"]["gpus"]["1"] == "skip" and tests["software"]["gpus"] == {"0": "pass", "1": "pass"}
+
+
+def test_diag_json_runtime_error_unknown_status_and_refusals():
+    err = parse("dcgmi-diag-json", '{"DCGM Diagnostic": {"version": "4.4.1", "runtime_error": '
+                                   '"Error: unable to load plugins"}}')
+    assert err["ok"] is False and err["overall"] == "error" and err["error"] == "Error: unable to load plugins"
+    odd = parse("dcgmi-diag-json", '{"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware", '
+                                   '"tests": [{"name": "GPU Memory", "results": [{"gpu_id": "0", "status": "Weird"}]}]}]}}')
+    assert odd["tests"][0]["gpus"] == {"0": "error"} and odd["tests"][0]["result"] == "fail"
+    with pytest.raises(ParseError, match="DCGM Diagnostic"):
+        parse("dcgmi-diag-json", '{"nvbandwidth": {}}')
+    with pytest.raises(ParseError, match="truncated"):
+        parse("dcgmi-diag-json", '{"DCGM Diagnostic": {"test_categories": [')
+    with pytest.raises(ParseError, match="no '\\{'"):
+        parse("dcgmi-diag-json", "Successfully ran diagnostic for group.\n")
+
+
+# --- issue 21.11: dcgmi nvlink -e -g N and dcgmi nvlink --link-status
+
+
+def test_dcgmi_nvlink_link_status_all_up(fixture_text):
+    r = parse("dcgmi-nvlink", fixture_text("dcgmi/nvlink-s-link-status-8xh100-all-up-dcgm-exporter-576.txt"))
+    assert r["mode"] == "link_status" and r["error_counts"] is None
+    assert [g["gpu_id"] for g in r["gpus"]] == list(range(8))
+    assert len(r["gpus"][7]["links"]) == 18 and {lk["state"] for g in r["gpus"] for lk in g["links"]} == {"up"}
+    assert r["down_links"] == [] and r["nvswitches"] == []
+
+
+def test_dcgmi_nvlink_link_status_all_down(fixture_text):
+    r = parse("dcgmi-nvlink", fixture_text("dcgmi/nvlink-link-status-2gpu-all-down-dcgm-198.txt"))
+    assert len(r["down_links"]) == 36 and r["down_links"][0] == "gpu0:link0" and r["down_links"][-1] == "gpu1:link17"
+    assert r["gpus"][1]["links"][5] == {"link": 5, "state": "down"}
+
+
+def test_dcgmi_nvlink_error_counts_json_gcm(fixture_text):
+    r = parse("dcgmi-nvlink", fixture_text("dcgmi/nvlink-e-g0-j-crc-data-error-gcm.json"))
+    ec = r["error_counts"]
+    assert r["mode"] == "error_counts" and ec["gpu_id"] == 0 and len(ec["links"]) == 2
+    assert ec["links"][0]["counters"] == {"crc_data_error": 12, "crc_flit_error": 0, "recovery_error": 0,
+                                         "replay_error": 0}
+    assert ec["totals"] == {"crc_data_error": 12, "crc_flit_error": 0, "recovery_error": 0, "replay_error": 0}
+
+
+def test_dcgmi_nvlink_error_counts_tree(fixture_text):
+    text = fixture_text("dcgmi/nvlink-e-g0-error-counts-tree-constructed.txt")
+    ec = parse("dcgmi-nvlink", text)["error_counts"]
+    assert ec["gpu_id"] == 0 and [lk["link"] for lk in ec["links"]] == [0, 1, 2, 3]
+    assert ec["links"][2]["counters"] == {"crc_flit_error": 3, "crc_data_error": 0, "replay_error": 41,
+                                         "recovery_error": 0}
+    assert ec["totals"]["replay_error"] == 41 and ec["detail"] == {}
+    unreadable = parse("dcgmi-nvlink", text.replace("| -> Replay Error             | 41  ",
+                                                    "| -> Replay Error             | N/A "))
+    assert unreadable["error_counts"]["links"][2]["counters"]["replay_error"] is None
+    assert unreadable["error_counts"]["totals"]["replay_error"] is None
+    with pytest.raises(ParseError, match="NvLink Link Status"):
+        parse("dcgmi-nvlink", fixture_text("dcgmi/discovery-l-4xh100-name-null-dcgm3.1.7.txt"))

@@ -140,3 +140,54 @@ def test_parse_errors():
     truncated = full[: full.index("           8             2")]
     with pytest.raises(ParseError, match="truncated"):
         parse("nccl-tests", truncated)
+
+
+# --- issue 21.1: older releases print N/A in the float error column when the check is off (-c 0)
+
+
+def test_old_format_error_na_with_redop_deepops():
+    rec = parse("nccl-tests", fx("all_reduce_perf-old-error-NA-dgx2-ib-deepops.txt"))
+    assert rec["ok"] is True and rec["complete"] is True and rec["table_format"] == "error"
+    assert rec["data_checked"] is False
+    assert len(rec["rows"]) == 31
+    top = row_at(rec, 8589934592)
+    assert top["redop"] == "sum" and top["root"] is None
+    assert top["out_of_place"] == {"time_usec": 210583.0, "algbw_gbyte_per_s": 40.79, "busbw_gbyte_per_s": 81.53,
+                                   "wrong": None, "error": None}
+    assert top["in_place"]["busbw_gbyte_per_s"] == 81.57 and top["in_place"]["error"] is None
+    assert (rec["max_size_bytes"], rec["busbw_at_max_size_gbyte_per_s"]) == (8589934592, 81.53)
+    assert rec["avg_busbw_gbyte_per_s"] == 16.2513 and rec["out_of_bounds_ok"] is True
+
+
+def test_old_format_error_na_without_redop_and_info_line_superbench():
+    rec = parse("nccl-tests", fx("all_gather_perf-old-error-NA-no-redop-8xa100-superbench.txt"))
+    assert rec["ok"] is True and rec["table_format"] == "error" and rec["data_checked"] is False
+    assert rec["header"]["nGpus"] == 8 and rec["header"]["validation"] == 0
+    assert len(rec["devices"]) == 8 and rec["devices"][0]["name"] == "A100-SXM4-40GB"
+    assert len(rec["rows"]) == 34 and rec["rows"][0]["redop"] is None
+    r = row_at(rec, 1048576)
+    assert r["out_of_place"]["busbw_gbyte_per_s"] == 12.58 and r["out_of_place"]["error"] is None
+    assert (rec["max_size_bytes"], rec["busbw_at_max_size_gbyte_per_s"]) == (8589934592, 223.39)
+    assert rec["avg_busbw_gbyte_per_s"] == 58.2651
+
+
+def test_old_format_error_na_with_redop_superbench():
+    rec = parse("nccl-tests", fx("all_reduce_perf-old-error-NA-8xa100-superbench.txt"))
+    assert rec["ok"] is True and rec["complete"] is True
+    assert row_at(rec, 4294967296)["in_place"]["busbw_gbyte_per_s"] == 234.5
+    assert rec["busbw_at_max_size_gbyte_per_s"] == 235.26 and rec["avg_busbw_gbyte_per_s"] == 68.4048
+
+
+def test_old_format_numeric_error_is_still_checked():
+    rec = parse("nccl-tests", fx("all_reduce_perf-old-format-2x-dgx-a100-k8s.txt"))
+    assert rec["data_checked"] is True
+    assert parse("nccl-tests", fx("all_reduce_perf-wrong-NA-check-disabled-aks-ndr.txt"))["data_checked"] is False
+    assert parse("nccl-tests", fx("all_reduce_perf-2node-GH200-slingshot-wrong-96-32-FAILED.txt"))["data_checked"] is True
+
+
+def test_old_format_garbage_error_cell_is_not_a_row():
+    text = fx("all_reduce_perf-old-error-NA-dgx2-ib-deepops.txt").replace(
+        "210583   40.79   81.53    N/A", "210583   40.79   81.53    ???")
+    rec = parse("nccl-tests", text)
+    assert 8589934592 not in [r["size_bytes"] for r in rec["rows"]]
+    assert rec["max_size_bytes"] == 4294967296

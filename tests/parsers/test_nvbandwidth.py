@@ -138,3 +138,40 @@ def test_json_errors():
         parse("nvbandwidth-json", "")
     doc = {"nvbandwidth": {"error": "cuInit failed", "testcases": []}}
     assert parse("nvbandwidth-json", json.dumps(doc))["error"] == "cuInit failed"
+
+
+# --- issue 21.4: waived testcases print no Running line
+
+
+def test_full_run_with_bare_waived_lines_superbench(fixture_text):
+    r = parse("nvbandwidth", fixture_text("nvbandwidth/nvbandwidth-v0.6-gh200-waived-superbench.txt"))
+    assert r["version"] == "v0.6" and r["driver_version"] == "550.54.15"
+    tcs = {tc["name"]: tc for tc in r["testcases"]}
+    assert len(r["testcases"]) == 32 and len(tcs) == 32
+    waived = [tc for tc in r["testcases"] if tc["status"] == "waived"]
+    assert len(waived) == 17 and all(tc["name_inferred"] and tc["matrices"] == [] for tc in waived)
+    for name in ("device_to_device_memcpy_read_ce", "one_to_all_read_sm", "device_to_device_latency_sm"):
+        assert tcs[name]["status"] == "waived" and tcs[name]["sum_gbyte_per_s"] is None
+    # the testcase printed just before the Waived lines keeps its own status and values
+    d2h_bidir = tcs["device_to_host_bidirectional_memcpy_ce"]
+    assert d2h_bidir["status"] == "passed" and d2h_bidir["name_inferred"] is False
+    assert d2h_bidir["sum_gbyte_per_s"] == 187.26 and d2h_bidir["matrices"][0]["rows"]["0"] == [187.26]
+    assert tcs["host_to_device_memcpy_ce"]["sum_gbyte_per_s"] == 1985.6
+    assert tcs["host_device_latency_sm"]["matrices"][0]["unit"] == "nsec"
+
+
+def test_v02_waiving_line_names_its_testcase_issue13(fixture_text):
+    r = parse("nvbandwidth", fixture_text("nvbandwidth/nvbandwidth-v0.2-2xrtx2080ti-waiving-d2d-write-issue13.txt"))
+    assert r["version"] == "v0.2" and r["driver_version"] == "525.125.06"
+    (tc,) = r["testcases"]
+    assert tc == {"name": "device_to_device_memcpy_write_ce", "status": "waived", "message": None, "matrices": [],
+                  "name_inferred": False, "sum_gbyte_per_s": None, "min_gbyte_per_s": None, "max_gbyte_per_s": None}
+
+
+def test_waived_in_a_subset_run_stays_unnamed(fixture_text):
+    # `nvbandwidth -t h2d -t d2d_read` on one GPU: the d2d testcase is a bare "Waived:" line
+    text = fixture_text("nvbandwidth/h2d-memcpy-ce-8gpu-readme-excerpt.txt") + "\nWaived: \n"
+    r = parse("nvbandwidth", text)
+    assert [(tc["name"], tc["status"]) for tc in r["testcases"]] == [
+        ("host_to_device_memcpy_ce", "passed"), (None, "waived")]
+    assert r["testcases"][1]["name_inferred"] is False and r["testcases"][1]["matrices"] == []

@@ -383,3 +383,191 @@ def test_list_mig(fixture_text):
     assert g["mig_devices"][1]["uuid"] == "MIG-00000001-0000-0000-0000-000000000001"
     with pytest.raises(ParseError):
         parse("nvidia-smi-list", "No devices were found\n")
+
+
+# --- issue 21.5: `nvidia-smi -i N -q`: one GPU section under "Attached GPUs : 8"
+
+
+def test_q_single_gpu_section_of_eight_h100(fixture_text):
+    r = parse("nvidia-smi-q", fixture_text("nvidia-smi/q-i1-8xh100-535.161.08-one-section-from-gpud-constructed.txt"))
+    assert (r["attached_gpus"], r["gpu_count"], r["partial_display"]) == (8, 1, True)
+    assert r["driver_version"] == "535.161.08" and r["cuda_version"] == "12.2"
+    (g,) = r["gpus"]
+    assert g["bus_id"] == "00000000:3B:00.0" and g["product_name"] == "NVIDIA H100 80GB HBM3"
+    assert (g["temperature_celsius"], g["power_draw_watts"], g["memory_total_mib"]) == (29, 69.52, 81559)
+    assert g["process_count"] == 0 and g["fabric"] == {"state": "Completed", "status": "Success"}
+
+
+def test_q_single_gpu_section_of_eight_rtx4090_with_process(fixture_text):
+    r = parse("nvidia-smi-q", fixture_text("nvidia-smi/q-i2-8xrtx4090-535.154.05-one-section-from-gpud-constructed.txt"))
+    assert (r["attached_gpus"], r["gpu_count"], r["partial_display"]) == (8, 1, True)
+    (g,) = r["gpus"]
+    assert g["bus_id"] == "00000000:41:00.0" and g["product_name"] == "NVIDIA GeForce RTX 4090"
+    assert g["process_count"] == 1 and g["memory_total_mib"] == 24564 and g["power_draw_watts"] == 8.84
+
+
+def test_q_single_section_cut_before_processes_is_still_truncated(fixture_text):
+    text = fixture_text("nvidia-smi/q-i1-8xh100-535.161.08-one-section-from-gpud-constructed.txt")
+    with pytest.raises(ParseError, match="truncated"):
+        parse("nvidia-smi-q", text[: text.index("    Fabric")])
+    # the same cut with nvidia-smi's trailing blank line kept is a complete -d style display
+    assert parse("nvidia-smi-q", text[: text.index("    Fabric")] + "\n")["partial_display"] is True
+    full = parse("nvidia-smi-q", fixture_text("nvidia-smi/q-8xrtx4090-535.154.05-gpud.txt"))
+    assert full["partial_display"] is False and full["gpu_count"] == 8
+
+
+# --- issue 21.6: default table on Grace-Blackwell parts: Memory-Usage "Not Supported", power cap N/A
+
+GB10_EXPECTED = {"fan_percent": None, "perf_state": "P8", "power_cap_watts": None, "memory_used_mib": None,
+                 "memory_total_mib": None, "utilization_gpu_percent": 0, "compute_mode": "Default",
+                 "unavailable_fields": ["fan_percent", "power_cap_watts", "memory_used_mib", "memory_total_mib"]}
+
+
+@pytest.mark.parametrize(("name", "driver", "temp", "watts"), [
+    ("default-table-gb10-580.126.09-memory-not-supported-arctictraining-pr345.txt", "580.126.09", 36, 3.0),
+    ("default-table-gb10-580.95.05-memory-not-supported-k8s-device-plugin-1482-excerpt.txt", "580.95.05", 40, 4.0),
+])
+def test_table_gb10_reads_what_is_there(fixture_text, name, driver, temp, watts):
+    r = parse("nvidia-smi-table", fixture_text(f"nvidia-smi/{name}"))
+    assert r["driver_version"] == driver and r["cuda_version"] == "13.0"
+    (g,) = r["gpus"]
+    assert (g["name"], g["bus_id"]) == ("NVIDIA GB10", "0000000F:01:00.0")
+    assert (g["temperature_celsius"], g["power_draw_watts"]) == (temp, watts)
+    assert g["volatile_uncorrected_ecc"] is None and g["mig_mode"] is None
+    assert {k: g[k] for k in GB10_EXPECTED} == GB10_EXPECTED
+    assert r["processes"] is None  # the pasted excerpts end before the Processes table
+
+
+def test_table_not_supported_centred_and_unreadable_cell(fixture_text):
+    text = fixture_text("nvidia-smi/default-table-gb10-580.126.09-memory-not-supported-arctictraining-pr345.txt")
+    centred = text.replace("| Not Supported          |", "|      Not Supported     |")
+    (g,) = parse("nvidia-smi-table", centred)["gpus"]
+    assert g["memory_total_mib"] is None and g["temperature_celsius"] == 36
+    garbled = text.replace("| Not Supported          |", "| lots of memory         |")
+    (g,) = parse("nvidia-smi-table", garbled)["gpus"]
+    # an unreadable row is not turned into values: the whole second row stays unread
+    assert g["temperature_celsius"] is None and g["memory_total_mib"] is None and g["power_draw_watts"] is None
+
+
+def test_table_regular_row_lists_only_the_na_fan(fixture_text):
+    r = parse("nvidia-smi-table", fixture_text("nvidia-smi/default-table-8xh100-550.90.07-gpud.txt"))
+    g = r["gpus"][0]
+    assert g["unavailable_fields"] == ["fan_percent"] and g["memory_total_mib"] == 81559 and g["power_cap_watts"] == 700.0
+
+
+# --- issue 21.7: topo -m pasted with its header cut: NIC rows are kept
+
+
+def test_topo_real_pastes_with_nics_stelline(fixture_text):
+    r = parse("nvidia-smi-topo", fixture_text("nvidia-smi/topo-m-4xrtx6000ada-4nic-stelline.txt"))
+    assert [d["name"] for d in r["devices"]] == ["GPU0", "GPU1", "GPU2", "GPU3", "NIC0", "NIC1", "NIC2", "NIC3"]
+    assert r["header_complete"] is True and r["cut_rows"] == [] and r["elided"] is False
+    assert r["matrix"]["NIC3"] == {"GPU0": "SYS", "GPU1": "SYS", "GPU2": "NODE", "GPU3": "NODE",
+                                   "NIC0": "SYS", "NIC1": "SYS", "NIC2": "PIX", "NIC3": "X"}
+    assert r["affinity"]["GPU2"] == {"cpu_affinity": "32-63", "numa_affinity": "1", "gpu_numa_id": None}
+    assert r["nic_legend"] == {"NIC0": "mlx5_0", "NIC1": "mlx5_1", "NIC2": "mlx5_2", "NIC3": "mlx5_3"}
+    r2 = parse("nvidia-smi-topo", fixture_text("nvidia-smi/topo-m-2gpu-2nic-prompt-line-stelline.txt"))
+    assert r2["matrix"]["GPU0"] == {"GPU0": "X", "GPU1": "PHB", "NIC0": "NODE", "NIC1": "NODE"}
+    assert r2["matrix"]["NIC1"]["NIC0"] == "PIX" and r2["devices"][3]["nic_name"] == "mlx5_1"
+
+
+def test_topo_header_without_leading_whitespace(fixture_text):
+    text = fixture_text("nvidia-smi/topo-m-4xrtx6000ada-4nic-header-leading-space-cut-from-stelline-constructed.txt")
+    assert text.startswith("GPU0")
+    r = parse("nvidia-smi-topo", text)
+    assert len(r["devices"]) == 8 and r["header_complete"] is True
+    assert r["matrix"]["NIC0"]["NIC1"] == "PIX" and r["matrix"]["GPU3"]["NIC3"] == "NODE"
+    assert r["affinity"]["GPU3"]["cpu_affinity"] == "32-63"
+
+
+def test_topo_lines_cut_by_terminal_width_keeps_nic_rows(fixture_text):
+    r = parse("nvidia-smi-topo",
+              fixture_text("nvidia-smi/topo-mp-8xH100-12NIC-lines-cut-at-96-columns-from-deepep397-constructed.txt"))
+    names = [d["name"] for d in r["devices"]]
+    assert names == [f"GPU{i}" for i in range(8)] + [f"NIC{i}" for i in range(12)]  # from the row labels
+    assert r["header_complete"] is False and len(r["cut_rows"]) == 20
+    # what survived the cut is read, what was cut is absent (never guessed)
+    assert r["matrix"]["NIC11"] == {"GPU0": "SYS", "GPU1": "SYS", "GPU2": "SYS", "GPU3": "SYS", "GPU4": "NODE",
+                                    "GPU5": "NODE", "GPU6": "NODE", "GPU7": "PIX", "NIC0": "SYS", "NIC1": "SYS",
+                                    "NIC2": "SYS"}
+    assert "NIC11" not in r["matrix"]["GPU7"] and r["matrix"]["GPU0"]["NIC0"] == "PIX"
+    assert r["affinity"]["GPU0"] == {}
+    assert r["devices"][-1] == {"name": "NIC11", "kind": "nic", "nic_name": "mlx5_11"}
+
+
+def test_topo_short_row_under_complete_header_is_truncation(fixture_text):
+    text = fixture_text("nvidia-smi/topo-m-4xrtx6000ada-4nic-stelline.txt").replace(
+        "NIC3    SYS     SYS     NODE    NODE    SYS     SYS     PIX      X", "NIC3    SYS     SYS")
+    with pytest.raises(ParseError, match="fewer cells"):
+        parse("nvidia-smi-topo", text)
+
+
+# --- issue 21.12: topo -p2p r|w|n|a matrices
+
+def test_topo_p2p_field_report_all_ns_elided_gpud(fixture_text):
+    r = parse("nvidia-smi-topo-p2p", fixture_text("nvidia-smi/topo-p2p-n-8xh100-all-NS-elided-gpud-comment.txt"))
+    assert r["devices"] == [f"GPU{i}" for i in range(8)] and r["elided"] is True
+    assert set(r["matrix"]) == {"GPU0", "GPU7"}
+    assert r["matrix"]["GPU7"]["GPU0"] == "NS" and r["matrix"]["GPU7"]["GPU7"] == "X"
+    assert r["all_ok"] is False and r["ok_pairs"] == 0 and r["pair_count"] == 14
+    assert r["meaning"] == {"NS": "Not supported", "X": "Self"} and r["legend"] == {}
+
+
+def test_topo_p2p_two_gpus_ok_gpud(fixture_text):
+    r = parse("nvidia-smi-topo-p2p", fixture_text("nvidia-smi/topo-p2p-n-2gpu-ok-gpud-comment.txt"))
+    assert r["matrix"] == {"GPU0": {"GPU0": "X", "GPU1": "OK"}, "GPU1": {"GPU0": "OK", "GPU1": "X"}}
+    assert (r["all_ok"], r["ok_pairs"], r["not_ok"]) == (True, 2, [])
+
+
+def test_topo_p2p_cns_with_printed_legend(fixture_text):
+    r = parse("nvidia-smi-topo-p2p", fixture_text("nvidia-smi/topo-p2p-r-4gpu-cns-across-root-ports-constructed.txt"))
+    assert r["matrix"]["GPU0"] == {"GPU0": "X", "GPU1": "OK", "GPU2": "CNS", "GPU3": "CNS"}
+    assert r["legend"]["TNS"] == "Topology not supported" and r["meaning"]["CNS"] == "Chipset not supported"
+    assert r["ok_pairs"] == 4 and r["pair_count"] == 12 and "GPU3-GPU1" in r["not_ok"] and r["all_ok"] is False
+
+
+def test_topo_p2p_single_gpu_and_refusals(fixture_text):
+    r = parse("nvidia-smi-topo-p2p", "\tGPU0\n GPU0\tX\t\n\nLegend:\n\n  X    = Self\n")
+    assert r["all_ok"] is None and r["pair_count"] == 0
+    na_cell = parse("nvidia-smi-topo-p2p", "\tGPU0\tGPU1\n GPU0\tX\tN/A\n GPU1\tN/A\tX\n")
+    assert na_cell["matrix"]["GPU0"]["GPU1"] is None and na_cell["all_ok"] is False
+    with pytest.raises(ParseError, match="not a P2P status matrix"):
+        parse("nvidia-smi-topo-p2p", fixture_text("nvidia-smi/topo-m-4xrtx6000ada-4nic-stelline.txt"))
+    with pytest.raises(ParseError, match="Option -m is missing"):
+        parse("nvidia-smi-topo-p2p", fixture_text("nvidia-smi/topo-m-rtx2080s-591-windows-error.txt"))
+
+
+# --- issue 21.10: nvidia-smi nvlink -e error counters (constructed fixtures: no copyable capture found)
+
+
+def test_nvlink_errors_classic_counters(fixture_text):
+    r = parse("nvidia-smi-nvlink-errors", fixture_text("nvidia-smi/nvlink-e-h100-replay-crc-constructed.txt"))
+    g0, g1, g2 = r["gpus"]
+    assert (g0["index"], g0["name"], g0["uuid"]) == (0, "NVIDIA H100 80GB HBM3", "GPU-5e7a3c1d-0b4f-4c8e-9d2a-71f0c3b5e812")
+    assert g0["links"][2] == {"link": 2, "counters": {"replay_errors": 17, "recovery_errors": 1, "crc_errors": 412}}
+    assert g0["totals"] == {"crc_errors": 412, "recovery_errors": 1, "replay_errors": 17}
+    # an N/A counter is None, and a total over it is not a good number
+    assert g1["links"][1]["counters"]["crc_errors"] is None and g1["totals"]["crc_errors"] is None
+    assert g1["totals"]["replay_errors"] == 0
+    assert g2["status"] == "all_links_inactive" and g2["links"] == []
+    assert r["counter_names"]["crc_errors"] == "CRC Errors"
+
+
+def test_nvlink_errors_gb200_bus_id_headers_and_ber(fixture_text):
+    r = parse("nvidia-smi-nvlink-errors", fixture_text("nvidia-smi/nvlink-e-gb200-extended-counters-constructed.txt"))
+    (g,) = r["gpus"]
+    assert g["bus_id"] == "00000008:01:00.0" and g["name"] is None and len(g["links"]) == 2
+    link1 = g["links"][1]["counters"]
+    assert link1["rx_errors"] == 2 and link1["local_link_integrity_errors"] == 1 and link1["symbol_errors"] == 37
+    assert link1["effective_ber"] == 2.0e-13 and link1["symbol_ber"] is None
+    assert link1["fec_errors_0"] == 3104 and r["counter_names"]["fec_errors_0"] == "FEC Errors - 0"
+    assert g["totals"]["effective_errors"] == 5 and g["totals"]["effective_ber"] is None
+
+
+def test_nvlink_errors_and_status_outputs_are_not_confused(fixture_text):
+    with pytest.raises(ParseError, match="nvlink -s output"):
+        parse("nvidia-smi-nvlink-errors", fixture_text("nvidia-smi/nvlink-s-h100-590.txt"))
+    with pytest.raises(ParseError, match="Replay Errors"):
+        parse("nvidia-smi-nvlink", fixture_text("nvidia-smi/nvlink-e-h100-replay-crc-constructed.txt"))
+    r = parse("nvidia-smi-nvlink-errors", fixture_text("nvidia-smi/nvlink-s-l40s-595.txt"))
+    assert r["gpus"][0]["status"] == "not_supported" and r["gpus"][0]["links"] == []

@@ -159,3 +159,50 @@ def test_parse_errors():
     with pytest.raises(ParseError, match="fields"):
         parse("perftest", " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
                           " 65536      5000             92.42\n")
+
+
+# --- issue 21.9: perftest --out_json files
+
+from clustercert.parsers.perftest import apply_report_unit  # noqa: E402
+
+
+def test_out_json_pre_2024_unquoted_latency_issue216(fixture_text):
+    r = parse("perftest-json", fixture_text("perftest/ib_write_lat-out_json-old-unquoted-rxe-issue216.json"))
+    assert r["standard_json"] is False and r["ok"] is True
+    assert (r["tool"], r["test"], r["verb"], r["title"]) == ("ib_write_lat", "lat", "write", "RDMA_Write_Latency_Test")
+    assert (r["device"], r["link_type"], r["mtu_bytes"], r["gid_index"], r["rdma_cm"]) == ("rxe0", "Ethernet", 1024, 1, False)
+    (row,) = r["rows"]
+    assert row == {"bytes": 128, "iterations": 5000, "t_min_usec": 2.37, "t_max_usec": 5.39, "t_typical_usec": 2.42,
+                   "t_avg_usec": 2.42, "t_stdev_usec": 0.05, "t_p99_usec": 2.47, "t_p99_9_usec": 4.03,
+                   "tps_average": None}
+    assert (r["bytes"], r["t_typical_usec"], r["t_avg_usec"]) == (128, 2.42, 2.42)
+    assert r["settings"]["TX_depth"] == 1
+
+
+def test_out_json_bandwidth_unit_is_not_guessed(fixture_text):
+    r = parse("perftest-json", fixture_text("perftest/ib_write_bw-out_json-report_gbits-cx7-constructed.json"))
+    assert r["standard_json"] is True and r["ok"] is True and r["tool"] == "ib_write_bw"
+    assert (r["bw_avg_reported"], r["bw_peak_reported"]) == (392.34, 392.61)
+    assert r["report_unit"] is None and r["bw_avg_gbit_per_s"] is None and r["rows"][0]["bw_avg_gbit_per_s"] is None
+    assert r["rows"][0]["msg_rate_mpps"] == 0.748329 and r["bytes"] == 65536
+    gbits = apply_report_unit(r, "Gb/sec")
+    assert gbits["bw_avg_gbit_per_s"] == 392.34 and gbits["report_unit"] == "Gb/sec"
+    assert apply_report_unit(r, "MiB/sec")["bw_avg_gbit_per_s"] == round(392.34 * 1048576 * 8 / 1e9, 6)
+    assert r["bw_avg_gbit_per_s"] is None  # the original record is left as it was
+    with pytest.raises(ValueError):
+        apply_report_unit(r, "furlongs")
+
+
+def test_out_json_text_value_and_refusals(fixture_text):
+    text = fixture_text("perftest/ib_write_bw-out_json-report_gbits-cx7-constructed.json")
+    broken = parse("perftest-json", text.replace('"BW_average": 392.34', '"BW_average": "-nan"'))
+    assert broken["ok"] is False and broken["bw_avg_reported"] is None and broken["error"].startswith("no readable")
+    with pytest.raises(ParseError, match="test_info"):
+        parse("perftest-json", '{"results": {"BW_average": 1.0}}')
+    old = fixture_text("perftest/ib_write_lat-out_json-old-unquoted-rxe-issue216.json")
+    with pytest.raises(ParseError, match="truncated"):
+        parse("perftest-json", old[: old.index("t_max")])
+    with pytest.raises(ParseError, match="unreadable line"):
+        parse("perftest-json", old[:300])
+    with pytest.raises(ParseError, match="--out_json"):
+        parse("perftest-json", fixture_text("perftest/ib_write_bw-server-waiting-banner.txt"))

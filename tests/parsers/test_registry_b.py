@@ -39,3 +39,17 @@ def test_kind_rejects_empty_input(kind):
     with pytest.raises(ParseError) as excinfo:
         parse(kind, "")
     assert excinfo.value.kind == kind
+
+
+ISSUE21_KINDS = ["dcgmi-diag-json", "dcgmi-nvlink", "nvidia-smi-nvlink-errors", "nvidia-smi-topo-p2p", "perftest-json"]
+
+
+@pytest.mark.parametrize("kind", ISSUE21_KINDS)
+def test_issue21_kind_registered_and_rejects_empty(kind):
+    spec = get(kind)
+    assert spec.kind == kind and spec.description.strip() and callable(spec.func)
+    with pytest.raises(ParseError) as excinfo:
+        parse(kind, "")
+    assert excinfo.value.kind == kind
+    with pytest.raises(ParseError):
+        parse(kind, "command not found\n")

@@ -13,14 +13,21 @@ Both kinds return the same shape::
      "sender":   {"bytes": int, "seconds": float, "gbit_per_s": float, "retransmits": int | None} | None,
      "receiver": {"bytes": int, "seconds": float, "gbit_per_s": float} | None,
      "udp": {"jitter_ms": float, "lost_packets": int, "packets": int, "lost_percent": float} | None,
-     "intervals": int}         # number of per-interval reports
+     "intervals": int,         # number of per-interval reports
 
 ``gbit_per_s`` is 10^9 bit/s. Text transfer sizes (``KBytes``/``MBytes``/``GBytes``) are 1024-based as
 iperf3 prints them, so ``bytes`` from text output is approximate (3 significant digits); rates use the
 decimal ``Kbits``/``Mbits``/``Gbits`` units iperf3 prints. With several streams the ``[SUM]`` lines are used.
 
-An ``iperf3: error - ...`` line (text) or an ``"error"`` member (JSON) gives ``ok: False`` with that
-message. Text without any sender/receiver summary line and no error raises ParseError (truncated run).
+     "leading_text": str | None,   # JSON only: what preceded the document ("^C" of an interrupted client,
+                                   # a "warning: ..." line), None when the output starts with '{'
+     "timestamped": bool}      # text only: lines carried a --timestamps prefix (JSON: always False)
+
+An ``iperf3: error - ...`` line (text, also after the JSON document) or an ``"error"`` member (JSON)
+gives ``ok: False`` with that message. Text run with ``--timestamps[=format]`` carries a date before
+every line (``Wed May 14 11:21:02 2025 [  5] ...`` by default, any strftime format otherwise): the prefix
+is skipped on each line. Text without any sender/receiver summary line and no error raises ParseError
+(truncated run).
 """
 
 from __future__ import annotations
@@ -35,7 +42,8 @@ from clustercert.parsers.base import ParseError, register
 def _empty() -> dict:
     return {"ok": False, "error": None, "role": "client", "protocol": None, "num_streams": None,
             "duration_s": None, "remote_host": None, "remote_port": None, "version": None,
-            "sender": None, "receiver": None, "udp": None, "intervals": 0}
+            "sender": None, "receiver": None, "udp": None, "intervals": 0, "leading_text": None,
+            "timestamped": False}
 
 
 def _gbit(bits_per_second: float) -> float:
@@ -53,19 +61,24 @@ def _finish(rec: dict) -> dict:
 def parse_iperf3_json(text: str) -> dict:
     kind = "iperf3-json"
     text_lines(kind, text, "iperf3 -J JSON document")
-    body = text.lstrip()
-    if not body.startswith("{"):
-        raise ParseError(kind, "expected a JSON object ('{') at the start of iperf3 -J output")
+    start_at = text.find("{")
+    if start_at < 0:
+        raise ParseError(kind, "expected a JSON object ('{') in iperf3 -J output")
+    leading = text[:start_at].strip() or None  # "^C" of an interrupted client, a warning line
     try:
-        doc, _ = json.JSONDecoder().raw_decode(body)  # tolerate trailing prompt lines
+        doc, end_at = json.JSONDecoder().raw_decode(text[start_at:])  # tolerate trailing prompt lines
     except json.JSONDecodeError as exc:
         raise ParseError(kind, f"invalid JSON ({exc.msg} at line {exc.lineno}); expected iperf3 -J output") from exc
     if not isinstance(doc, dict) or not ({"start", "end"} <= doc.keys() or "error" in doc):
         raise ParseError(kind, "expected a JSON object with 'start' and 'end' (iperf3 -J output)")
     rec = _empty()
+    rec["leading_text"] = leading
     start = doc.get("start") or {}
     end = doc.get("end") or {}
     rec["error"] = doc.get("error") or None
+    if rec["error"] is None:  # iperf3 prints some failures after the document ("iperf3: error - ...")
+        trailing = re.search(r"^iperf3?: (?:error|interrupt) - (.*)$", text[start_at + end_at:], re.MULTILINE)
+        rec["error"] = trailing.group(1).strip() if trailing else None
     rec["version"] = start.get("version")
     rec["role"] = "server" if "accepted_connection" in start else "client"
     ts = start.get("test_start") or {}
@@ -105,6 +118,13 @@ _LINE_RE = re.compile(
     r"(?P<xfer>[\d.]+)\s+(?P<xu>[KMGT]?)Bytes\s+(?P<rate>[\d.]+)\s+(?P<ru>[KMGT]?)(?P<rk>bits|Bytes)/sec"
     r"(?P<rest>.*)$"
 )
+# What starts an iperf3 line once a --timestamps prefix is skipped (the prefix format is the user's).
+_START_RE = re.compile(
+    r"\[\s*(?:\d+|SUM|ID)\]|iperf3?: |Connecting to host |Accepted connection from |Server listening on |"
+    r"iperf 3\.|iperf Done\.|- - - |-{10,}"
+)
+# A --timestamps prefix holds a time of day, a date or epoch seconds (strftime format of the user's choice).
+_STAMP_RE = re.compile(r"\d{1,2}:\d{2}|\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{2,4}|\b\d{9,}\b")
 _UDP_RE = re.compile(r"(?P<jitter>[\d.]+)\s+ms\s+(?P<lost>\d+)/(?P<total>\d+)\s+\((?P<pct>[\d.e+-]+)%\)")
 
 
@@ -122,6 +142,11 @@ def parse_iperf3_text(text: str) -> dict:
     errors: list[str] = []
     for raw in text_lines(kind, text, "iperf3 text output ('[ ID] Interval ...' reports)"):
         ln = raw.strip()
+        m = _START_RE.search(ln)
+        if m and m.start() > 0:
+            if _STAMP_RE.search(ln[: m.start()]):  # a date/time prefix; other leading text is left alone
+                rec["timestamped"] = True
+                ln = ln[m.start():]
         m = re.match(r"^iperf3?: (?:error|interrupt) - (.*)$", ln)
         if m:
             errors.append(m.group(1).strip())

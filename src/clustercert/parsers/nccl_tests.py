@@ -28,9 +28,13 @@ Record::
      "out_of_bounds_values": int | None, "out_of_bounds_ok": bool | None,
      "avg_busbw_gbyte_per_s": float | None,
      "max_size_bytes": int | None,
-     "busbw_at_max_size_gbyte_per_s": float | None}    # out-of-place busbw of the largest size
+     "busbw_at_max_size_gbyte_per_s": float | None,    # out-of-place busbw of the largest size
+     "data_checked": bool | None}   # False: every #wrong / error cell read N/A (run with -c 0)
 
-``wrong`` is None when the column reads N/A (check disabled, ``-c 0``) and in old-format tables.
+``wrong`` is None when the column reads N/A (check disabled, ``-c 0``) and in old-format tables; ``error``
+(old format) is None when that column reads N/A, as older releases print it with the check disabled.
+``data_checked`` is False when every check cell of the table read N/A (nothing was verified), True when at
+least one was a number, None without rows.
 Failure output (errors but no rows) is parsed into ``ok: False``; input with no nccl-tests header, rows
 or recognised failure raises ParseError, as does a header without any result row (truncated).
 """
@@ -89,7 +93,7 @@ def _placement(values: list[str], style: str) -> dict:
         rec["wrong"] = int(check) if _INT_RE.match(check) else None
         if rec["wrong"] is None and check != "N/A":
             raise ValueError(f"#wrong column is neither an integer nor N/A: {check!r}")
-    else:
+    elif check != "N/A":  # old releases print N/A in the error column when the check is off (-c 0)
         rec["error"] = float(check)
     return rec
 
@@ -219,6 +223,7 @@ def parse_nccl_tests(text: str) -> dict:
                 errors.append(f"{row['size_bytes']} bytes {place.replace('_', '-')}: #wrong {w}")
 
     top = max(rows, key=lambda r: r["size_bytes"]) if rows else None
+    checks = [r[p][k] for r in rows for p in ("out_of_place", "in_place") for k in ("wrong", "error")]
     return {
         "ok": bool(rows) and not errors and oob_ok is not False,
         "complete": oob_values is not None and avg_busbw is not None,
@@ -237,4 +242,5 @@ def parse_nccl_tests(text: str) -> dict:
         "avg_busbw_gbyte_per_s": avg_busbw,
         "max_size_bytes": top["size_bytes"] if top else None,
         "busbw_at_max_size_gbyte_per_s": top["out_of_place"]["busbw_gbyte_per_s"] if top else None,
+        "data_checked": any(c is not None for c in checks) if rows else None,
     }

@@ -20,10 +20,20 @@ Both kinds return::
          "min_gbyte_per_s": float|None,       # over non-None, positive cells of that matrix
          "max_gbyte_per_s": float|None}]}
 
-Text: a testcase that ends with ``Waived: ...`` / ``Error: ...`` gets that status and message; a
-``Running <name>.`` block that has a matrix is ``passed``; one with neither a matrix nor a status is
-``error`` with message "no result (output truncated?)" so truncation never looks healthy.
-Input without any ``Running <name>.`` block (text) or ``nvbandwidth`` object (JSON) raises ParseError.
+Every testcase also carries ``"name_inferred": bool`` (see waived testcases below).
+
+Text: a ``Running <name>.`` block that ends with ``Waived: ...`` / ``Error: ...`` gets that status and
+message; one that has a matrix is ``passed``; one with neither a matrix nor a status is ``error`` with
+message "no result (output truncated?)" so truncation never looks healthy.
+
+Waived testcases print no ``Running`` line: nvbandwidth v0.4 and later print a bare ``Waived:`` line in
+place of the whole testcase, v0.2 printed ``Waiving <name>.``. Each becomes its own testcase with status
+``waived`` and no matrices (never merged into the testcase before it). A bare ``Waived:`` does not name
+its testcase: ``name`` is None, unless the output is a full run (no ``-t``) whose sequence of testcases
+matches nvbandwidth's own testcase order for v0.4, v0.5-v0.6 or v0.7-v0.8 position by position, in which
+case the name is taken from that order and ``name_inferred`` is True.
+Input without any ``Running <name>.`` block, ``Waived`` line (text) or ``nvbandwidth`` object (JSON)
+raises ParseError.
 """
 
 from __future__ import annotations
@@ -39,6 +49,43 @@ _DESC_RE = re.compile(r"^(memcpy|memory latency|.*bandwidth \(GB/s\)).*$")
 _SUM_RE = re.compile(r"^SUM (\S+) ([\d.]+)\s*$")
 _STATUS_RE = re.compile(r"^(Waived|Error|ERROR|Not Found|Passed):\s*(.*)$")
 _LABEL_RE = re.compile(r"\) (Read1|Read2|Write1|Write2|Total) bandwidth", re.IGNORECASE)
+_WAIVED_RE = re.compile(r"^Waived:\s*(.*)$")
+_WAIVING_RE = re.compile(r"^Waiving (\S+?)\.?\s*$")  # nvbandwidth v0.2
+
+# nvbandwidth's testcase order (createTestcases() in nvbandwidth.cpp) for a full run, by release.
+_CE = ["host_to_device_memcpy_ce", "device_to_host_memcpy_ce", "host_to_device_bidirectional_memcpy_ce",
+       "device_to_host_bidirectional_memcpy_ce", "device_to_device_memcpy_read_ce",
+       "device_to_device_memcpy_write_ce", "device_to_device_bidirectional_memcpy_read_ce",
+       "device_to_device_bidirectional_memcpy_write_ce", "all_to_host_memcpy_ce",
+       "all_to_host_bidirectional_memcpy_ce", "host_to_all_memcpy_ce", "host_to_all_bidirectional_memcpy_ce",
+       "all_to_one_write_ce", "all_to_one_read_ce", "one_to_all_write_ce", "one_to_all_read_ce"]
+_SM_HEAD = ["host_to_device_memcpy_sm", "device_to_host_memcpy_sm"]
+_SM_BIDIR = ["host_to_device_bidirectional_memcpy_sm", "device_to_host_bidirectional_memcpy_sm"]
+_SM_TAIL = ["device_to_device_memcpy_read_sm", "device_to_device_memcpy_write_sm",
+            "device_to_device_bidirectional_memcpy_read_sm", "device_to_device_bidirectional_memcpy_write_sm",
+            "all_to_host_memcpy_sm", "all_to_host_bidirectional_memcpy_sm", "host_to_all_memcpy_sm",
+            "host_to_all_bidirectional_memcpy_sm", "all_to_one_write_sm", "all_to_one_read_sm",
+            "one_to_all_write_sm", "one_to_all_read_sm"]
+_LATENCY = ["host_device_latency_sm", "device_to_device_latency_sm"]
+_FULL_RUN_ORDERS = [
+    _CE + _SM_HEAD + _SM_TAIL,                                            # v0.4
+    _CE + _SM_HEAD + _SM_TAIL + _LATENCY,                                 # v0.5, v0.6
+    _CE + _SM_HEAD + _SM_BIDIR + _SM_TAIL + _LATENCY + ["device_local_copy"],  # v0.7, v0.8
+]
+
+
+def _infer_waived_names(tcs: list[dict]) -> None:
+    """Name bare ``Waived:`` testcases when the run is a full run in a known release's order."""
+    if all(tc["name"] is not None for tc in tcs):
+        return
+    for order in _FULL_RUN_ORDERS:
+        if len(order) != len(tcs):
+            continue
+        if all(tc["name"] is None or tc["name"] == name for tc, name in zip(tcs, order, strict=True)):
+            for tc, name in zip(tcs, order, strict=True):
+                if tc["name"] is None:
+                    tc["name"], tc["name_inferred"] = name, True
+            return
 
 
 def _cell(v: str):
@@ -98,7 +145,21 @@ def parse_text(text: str) -> dict:
             continue
         m = _RUN_RE.match(line)
         if m:
-            cur = {"name": m.group(1), "status": "running", "message": None, "matrices": []}
+            cur = {"name": m.group(1), "status": "running", "message": None, "matrices": [], "name_inferred": False}
+            tcs.append(cur)
+            mat = None
+            continue
+        m = _WAIVED_RE.match(line)
+        if m and (cur is None or cur["status"] != "running" or cur["matrices"]):
+            # a waived testcase prints no Running line: it is a testcase of its own, not the previous one's status
+            cur = {"name": None, "status": "waived", "message": m.group(1).strip() or None, "matrices": [],
+                   "name_inferred": False}
+            tcs.append(cur)
+            mat = None
+            continue
+        m = _WAIVING_RE.match(line)
+        if m:
+            cur = {"name": m.group(1), "status": "waived", "message": None, "matrices": [], "name_inferred": False}
             tcs.append(cur)
             mat = None
             continue
@@ -149,7 +210,8 @@ def parse_text(text: str) -> dict:
                 mat["rows"][cells[0]] = vals
                 continue
     if not tcs:
-        raise ParseError(kind, "expected at least one 'Running <testcase>.' block")
+        raise ParseError(kind, "expected at least one 'Running <testcase>.' block or 'Waived' line")
+    _infer_waived_names(tcs)
     for tc in tcs:
         has_data = any(m["rows"] for m in tc["matrices"])
         if tc["status"] == "running":
@@ -206,7 +268,8 @@ def parse_json(text: str) -> dict:
                     "sum_gbyte_per_s": float(s) if isinstance(s, int | float) else None,
                 }
             )
-        tc = {"name": t.get("name"), "status": status, "message": t.get("error"), "matrices": matrices}
+        tc = {"name": t.get("name"), "status": status, "message": t.get("error"), "matrices": matrices,
+              "name_inferred": False}
         if status == "passed" and not matrices:
             tc["status"] = "error"
             tc["message"] = tc["message"] or "status Passed but no bandwidth_matrix"

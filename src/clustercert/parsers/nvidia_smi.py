@@ -31,9 +31,14 @@ with one GPU record per GPU section, in output order::
      "reset_required": bool|None,
      "process_count": int|None}
 
+``nvidia-smi-q`` also returns ``"partial_display": bool``: True when fewer GPU sections are present than
+the header's ``Attached GPUs`` announces and the output is complete all the same (``nvidia-smi -i N -q``,
+``-q -d ...``), so ``gpu_count < attached_gpus`` is not a missing GPU.
+
 Truncated input raises ParseError: for XML any malformed document; for ``-q`` text a header that
-announces more GPUs than sections present *and* no terminating blank line (``nvidia-smi -q -i N`` and
-``-d`` displays are complete and end with a blank line).
+announces more GPUs than sections present when the output neither ends with a blank line (``-d``
+displays, untouched output) nor has a complete last GPU section (its ``Processes`` entry, the last item
+nvidia-smi prints per GPU, is present: a pasted ``nvidia-smi -i N -q`` whose trailing blank line was lost).
 
 ``nvidia-smi-csv`` (``--query-gpu=... --format=csv[,noheader][,nounits]``)::
 
@@ -54,22 +59,49 @@ and ``temperature.*`` (Celsius, recorded in ``units``).
                "volatile_uncorrected_ecc": int|None, "fan_percent": int|None, "fan_error": bool,
                "temperature_celsius", "perf_state", "power_draw_watts", "power_cap_watts",
                "memory_used_mib", "memory_total_mib", "utilization_gpu_percent", "compute_mode",
-               "mig_mode"}],
+               "mig_mode",
+               "unavailable_fields": [key, ...]}],   # second-row fields that read N/A or "Not Supported"
      "mig_devices": [{"gpu", "gi_id", "ci_id", "mig_dev", "memory_used_mib", "memory_total_mib"}],
      "processes": [{"gpu", "gi_id", "ci_id", "pid", "type", "name", "memory_mib"}] | None,
      "warnings": [str]}
 
 ``processes`` is None when the processes table is missing (truncated output), [] for
-"No running processes found". ``fan_error`` is True when the fan column shows ``ERR!``.
+"No running processes found". ``fan_error`` is True when the fan column shows ``ERR!``. Each cell of the
+second GPU row is read on its own: Grace-Blackwell parts (GB10, GB200) print ``Not Supported`` for
+Memory-Usage and ``N/A`` for the power cap, so those fields are None (and listed in
+``unavailable_fields``) while temperature, perf state, power draw and utilisation are still read.
 
 ``nvidia-smi-topo`` (``nvidia-smi topo -m``; also ``topo -p2p r``)::
 
     {"devices": [{"name": "GPU0", "kind": "gpu"|"nic"|"other", "nic_name": "mlx5_0"|None}],
      "matrix": {row: {column: "X"|"NV18"|"PIX"|"PXB"|"PHB"|"NODE"|"SYS"|"OK"|...}},
      "affinity": {row: {"cpu_affinity": str|None, "numa_affinity": str|None, "gpu_numa_id": str|None}},
-     "nic_legend": {"NIC0": "mlx5_0"}}
+     "nic_legend": {"NIC0": "mlx5_0"},
+     "header_complete": bool,   # False: the header was lost or lists fewer devices than there are rows
+     "cut_rows": [row, ...],    # rows with fewer matrix cells than devices (lines cut by a terminal)
+     "elided": bool}            # a '...' line stood for rows left out of the paste
 
-An error message instead of a matrix (e.g. ``ERROR: Option -m is missing its value``) raises ParseError.
+The matrix is square with rows in column order, so when a paste cut the header (its leading whitespace,
+the right-hand columns, or the whole line) the device list is taken from the row labels and NIC rows are
+kept. A row cut short keeps the cells it has (the missing columns are absent from its ``matrix`` entry,
+its affinity is None) and is listed in ``cut_rows``; with a complete header a short row is truncation and
+raises ParseError. An error message instead of a matrix (e.g. ``ERROR: Option -m is missing its value``)
+raises ParseError.
+
+``nvidia-smi-topo-p2p`` (``nvidia-smi topo -p2p r|w|n|a|p``: read, write, NVLink, atomics, PCIe)::
+
+    {"devices": ["GPU0", ...],
+     "matrix": {row: {column: "X"|"OK"|"CNS"|"GNS"|"TNS"|"NS"|"DR"|"U"|None}},   # None: N/A
+     "legend": {"OK": "Status Ok", ...},      # as printed (empty when the paste has no legend)
+     "meaning": {code: str},                   # each code seen: printed legend, else nvidia-smi's own
+     "pair_count": int, "ok_pairs": int,       # ordered GPU pairs (diagonal excluded)
+     "not_ok": ["GPU0-GPU1", ...],             # pairs whose status is not OK
+     "all_ok": bool|None,                      # None for a single GPU (no pairs)
+     "header_complete": bool, "cut_rows": [row, ...], "elided": bool}
+
+Rows a paste left out ('...') are absent: ``all_ok`` and the counts describe the rows present only.
+The capability the matrix answers for is not printed by nvidia-smi (it is the command's argument).
+A matrix with link types (``topo -m`` output) raises ParseError.
 
 ``nvidia-smi-nvlink`` (``nvidia-smi nvlink -s``)::
 
@@ -80,6 +112,22 @@ An error message instead of a matrix (e.g. ``ERROR: Option -m is missing its val
 
 A GPU whose NVLinks are not usable is reported with its status and an empty ``links`` list; a
 ``<inactive>`` link has ``inactive: True`` and ``gbyte_per_s: None``.
+
+``nvidia-smi-nvlink-errors`` (``nvidia-smi nvlink -e`` / ``--errorcounters``)::
+
+    {"gpus": [{"index": int, "bus_id": str|None, "name": str|None, "uuid": str|None,
+               "status": "ok"|"all_links_inactive"|"not_supported"|"mig_unsupported"|"error",
+               "message": str|None,
+               "links": [{"link": int, "counters": {"replay_errors": int|None, "recovery_errors": int|None,
+                                                    "crc_errors": int|None, ...}}],
+               "totals": {counter: int|None}}],   # sum over the GPU's links; None when any link's value
+                                                  # is N/A or not an integer, and for BER ratios
+     "counter_names": {"replay_errors": "Replay Errors", ...}}   # keys as printed
+
+Counter keys are the printed names normalised (``Replay Errors`` -> ``replay_errors``, ``CRC Errors``,
+Blackwell's ``Rx Errors``, ``Local link integrity Errors``, ``Effective BER``, ``FEC Errors - 3`` style
+lines...). Values are int, float (BER) or None for ``N/A``. GPUs are headed ``GPU n: <name> (UUID: ..)``
+or, on GB200-class drivers, ``GPU <bus id>``. ``nvlink -s`` speed lines raise ParseError.
 
 ``nvidia-smi-list`` (``nvidia-smi -L``)::
 
@@ -94,6 +142,7 @@ import xml.etree.ElementTree as ET
 from clustercert.parsers._nvutil import (
     bus_id,
     clean,
+    is_na,
     na,
     norm_key,
     number,
@@ -469,12 +518,15 @@ def parse_q(text: str) -> dict:
     if not blocks and "driver_version" not in header:
         raise ParseError(kind, "expected 'Driver Version :' header or 'GPU 00000000:xx:xx.x' sections")
     attached = _int(header.get("attached_gpus"))
-    if attached is not None and len(blocks) < attached:
-        if not re.search(r"\n[ \t]*\n[ \t\n]*$", text):
+    partial = attached is not None and len(blocks) < attached
+    if partial:
+        ends_blank = re.search(r"\n[ \t]*\n[ \t\n]*$", text) is not None
+        last_complete = bool(blocks) and _q_process_count(blocks[-1][1]) is not None
+        if not (ends_blank or last_complete):
             raise ParseError(
                 kind,
-                f"truncated: header announces {attached} GPUs, {len(blocks)} section(s) present "
-                "and the report does not end with a blank line",
+                f"truncated: header announces {attached} GPUs, {len(blocks)} section(s) present, the last "
+                "section has no Processes entry and the report does not end with a blank line",
             )
     gpus = [
         _gpu_from_q_dict(_q_block_to_dict(blines), i, bid, _q_process_count(blines))
@@ -485,6 +537,7 @@ def parse_q(text: str) -> dict:
         "cuda_version": na(header.get("cuda_version")),
         "attached_gpus": attached,
         "gpu_count": len(gpus),
+        "partial_display": partial,
         "gpus": gpus,
     }
 
@@ -581,10 +634,14 @@ _TBL_GPU1_RE = re.compile(
     r"\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s+(?P<disp>\S+)\s*\|"
     r"\s*(?P<ecc>\S+)\s*\|"
 )
-_TBL_GPU2_RE = re.compile(
-    r"^\|\s*(?P<fan>\S+?)\s+(?P<temp>\S+?)\s+(?P<perf>P\d+|N/A)\s+(?P<pwr>\S+)\s*/\s*(?P<cap>\S+)\s*\|"
-    r"\s*(?P<used>\S+)\s*/\s*(?P<total>\S+)\s*\|\s*(?P<util>\S+)\s+(?P<cm>.+?)\s*\|"
+# Second row of a GPU entry, one cell at a time: Grace-Blackwell parts (GB10, GB200) print
+# "Not Supported" for Memory-Usage and "N/A" for the power cap, older ones a "used / total" pair.
+_TBL_GPU2_RE = re.compile(r"^\|(?P<left>[^|]*)\|(?P<mid>[^|]*)\|(?P<right>[^|]*)\|\s*$")
+_TBL_LEFT_RE = re.compile(
+    r"^\s*(?P<fan>\S+?)\s+(?P<temp>\S+?)\s+(?P<perf>P\d+|N/A)\s+(?P<pwr>\S+)\s*/\s*(?P<cap>\S+)\s*$"
 )
+_TBL_MEM_RE = re.compile(r"^\s*(?P<used>\S+)\s*/\s*(?P<total>\S+)\s*$")
+_TBL_RIGHT_RE = re.compile(r"^\s*(?P<util>\S+)\s+(?P<cm>.+?)\s*$")
 _TBL_FAN_TEMP_RE = re.compile(r"^\|(?P<fan>ERR!|\S+)\s+(?P<temp>\S+)")
 _TBL_GPU3_RE = re.compile(r"^\|\s*\|\s*\|\s*(?P<mig>\S.*?)\s*\|$")
 _TBL_PROC_RE = re.compile(
@@ -598,6 +655,40 @@ _TBL_MIG_RE = re.compile(
 
 def _mib(v: str):
     return number(v.replace("MiB", " MiB"), "MiB") if v else None
+
+
+def _table_second_row(line: str) -> dict | None:
+    """Fan/temp/perf/power, memory and utilisation cells of a GPU's second table row, or None when the
+    line is not one. A cell that reads N/A or "Not Supported" gives None for its fields, listed in
+    ``unavailable_fields``; a cell that cannot be read at all leaves the row unrecognised."""
+    m = _TBL_GPU2_RE.match(line)
+    if not m:
+        return None
+    left = _TBL_LEFT_RE.match(m.group("left"))
+    right = _TBL_RIGHT_RE.match(m.group("right"))
+    mid = m.group("mid").strip()
+    mem = _TBL_MEM_RE.match(mid)
+    if not left or not right or not (mem or is_na(mid)):
+        return None
+    fan = left.group("fan")
+    out = {
+        "fan_percent": _int(fan.rstrip("%")) if fan.endswith("%") else None,
+        "fan_error": fan.upper().startswith("ERR"),
+        "temperature_celsius": _int(left.group("temp").rstrip("C")),
+        "perf_state": na(left.group("perf")),
+        "power_draw_watts": _float(left.group("pwr").rstrip("W")),
+        "power_cap_watts": _float(left.group("cap").rstrip("W")),
+        "memory_used_mib": _mib(mem.group("used")) if mem else None,
+        "memory_total_mib": _mib(mem.group("total")) if mem else None,
+        "utilization_gpu_percent": _int(right.group("util").rstrip("%")),
+        "compute_mode": na(right.group("cm")),
+    }
+    raw = {"fan_percent": fan, "temperature_celsius": left.group("temp"), "perf_state": left.group("perf"),
+           "power_draw_watts": left.group("pwr"), "power_cap_watts": left.group("cap"),
+           "memory_used_mib": mem.group("used") if mem else mid, "memory_total_mib": mem.group("total") if mem else mid,
+           "utilization_gpu_percent": right.group("util"), "compute_mode": right.group("cm")}
+    out["unavailable_fields"] = [k for k, v in raw.items() if is_na(v)]
+    return out
 
 
 @register("nvidia-smi-table", "default nvidia-smi table: driver/CUDA versions, per-GPU summary, processes")
@@ -654,28 +745,15 @@ def parse_table(text: str) -> dict:
                     "utilization_gpu_percent": None,
                     "compute_mode": None,
                     "mig_mode": None,
+                    "unavailable_fields": [],
                 }
                 gpus.append(pending_gpu)
                 stage = 1
                 continue
             if pending_gpu is not None and stage == 1:
-                m2 = _TBL_GPU2_RE.match(s)
-                if m2:
-                    fan = m2.group("fan")
-                    pending_gpu.update(
-                        {
-                            "fan_percent": _int(fan.rstrip("%")) if fan.endswith("%") else None,
-                            "fan_error": fan.upper().startswith("ERR"),
-                            "temperature_celsius": _int(m2.group("temp").rstrip("C")),
-                            "perf_state": na(m2.group("perf")),
-                            "power_draw_watts": _float(m2.group("pwr").rstrip("W")),
-                            "power_cap_watts": _float(m2.group("cap").rstrip("W")),
-                            "memory_used_mib": _mib(m2.group("used")),
-                            "memory_total_mib": _mib(m2.group("total")),
-                            "utilization_gpu_percent": _int(m2.group("util").rstrip("%")),
-                            "compute_mode": m2.group("cm").strip(),
-                        }
-                    )
+                second = _table_second_row(s)
+                if second is not None:
+                    pending_gpu.update(second)
                     stage = 2
                     continue
             if pending_gpu is not None and stage == 2:
@@ -729,78 +807,175 @@ def parse_table(text: str) -> dict:
 # --------------------------------------------------------------------------------------------
 
 _AFFINITY_COLS = {"CPU Affinity": "cpu_affinity", "NUMA Affinity": "numa_affinity", "GPU NUMA ID": "gpu_numa_id"}
+# Cells of a topo matrix: link types (-m), P2P status codes (-p2p), "N/A".
+_TOPO_CELL_RE = re.compile(r"^(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|OK|CNS|GNS|TNS|NS|DR|U|N/A)$")
+_TOPO_LABEL_RE = re.compile(r"^(?:GPU\d+|NIC\d+|mlx\d+_\w+|[a-z][a-z0-9]*_?[a-z]*\d+(?:_\d+)?)$")
 
 
 def _device_kind(name: str) -> str:
     if re.match(r"^GPU\d+$", name):
         return "gpu"
-    if re.match(r"^(NIC\d+|mlx\d+_\d+|mlx5_\d+|ib\w*)$", name):
+    if re.match(r"^(NIC\d+|mlx\d+_\d+|mlx5_\d+|mlx5_bond_\d+|ib\w*)$", name):
         return "nic"
     return "other"
+
+
+def _topo_cells(line: str) -> list[str]:
+    if "\t" in line:
+        return [c.strip() for c in line.split("\t")]
+    return line.split()
+
+
+def _topo_rows(kind: str, lines: list[str]) -> tuple[int, int, list[tuple[str, list[str]]], bool]:
+    """(index of the first matrix row, index after the last, [(label, cells after the label)], elided) of
+    the first block of rows; an elision line ('...', '[...]') inside the block is skipped and reported."""
+    rows: list[tuple[str, list[str]]] = []
+    first = -1
+    last = -1
+    elided = False
+    for i, ln in enumerate(lines):
+        if rows and ln.strip() in ("...", "[...]", "\u2026"):
+            elided = True
+            continue
+        cells = _topo_cells(ln)
+        while cells and cells[0] == "":
+            cells = cells[1:]
+        is_row = (
+            len(cells) >= 2 and _TOPO_LABEL_RE.match(cells[0]) is not None and _TOPO_CELL_RE.match(cells[1]) is not None
+        )
+        if is_row:
+            if first < 0:
+                first = i
+            last = i
+            rows.append((cells[0], cells[1:]))
+        elif rows:
+            break
+    if not rows or not any("X" in cells for _, cells in rows):
+        first_line = next((ln.strip() for ln in lines if ln.strip()), "")
+        raise ParseError(kind, f"expected a topology matrix (rows 'GPU0  X ...'); got {first_line[:100]!r}")
+    return first, last + 1, rows, elided
+
+
+def _topo_header(lines: list[str], before: int) -> list[str] | None:
+    """Column names of the header above the matrix: the nearest line naming GPU0, wrapped continuation
+    lines (a narrow terminal) joined; None when no header survived the paste."""
+    def columns(line: str) -> list[str]:
+        out: list[str] = []
+        for c in split_columns(line):
+            words = c.split()
+            # "GPU0 GPU1" (single-space hand-typed or reflowed headers) are two columns; "CPU Affinity" one
+            out += words if words and all(_TOPO_LABEL_RE.match(w) for w in words) else ([c] if c else [])
+        return out
+
+    for i in range(before - 1, -1, -1):
+        cols = columns(lines[i])
+        if "GPU0" in cols:
+            for cont in lines[i + 1: before]:
+                cols += columns(cont)
+            return cols
+    return None
+
+
+def _parse_matrix(kind: str, text: str) -> dict:
+    lines = text.split("\n")
+    first, end, rows, elided = _topo_rows(kind, lines)
+    header = _topo_header(lines, first) or []
+    head_devices: list[str] = []
+    extra: list[str] = []
+    for c in header:
+        if c in _AFFINITY_COLS or extra:
+            extra.append(c)
+        elif not c.startswith("$"):
+            head_devices.append(c)
+    labels = [label for label, _ in rows]
+    # the matrix is square and its rows come in column order: when the header lost columns (cut by
+    # the paste or the terminal), the row labels name them
+    header_complete = bool(head_devices) and all(label in head_devices for label in labels)
+    devices = head_devices if header_complete else labels
+    matrix: dict[str, dict[str, str]] = {}
+    affinity: dict[str, dict[str, str | None]] = {}
+    cut_rows: list[str] = []
+    for label, cells in rows:
+        n = 0
+        while n < len(cells) and n < len(devices) and _TOPO_CELL_RE.match(cells[n]):
+            n += 1
+        if n < len(devices):
+            if header_complete and n < len(cells):
+                raise ParseError(kind, f"row {label!r}: cell {cells[n]!r} is not a link type (expected {len(devices)})")
+            cut_rows.append(label)
+        matrix[label] = dict(zip(devices[:n], cells[:n], strict=True))
+        rest = [c for c in cells[n:] if c]
+        aff = {_AFFINITY_COLS.get(c, norm_key(c)): None for c in extra}
+        if n == len(devices):
+            for col, val in zip(extra, rest, strict=False):
+                aff[_AFFINITY_COLS.get(col, norm_key(col))] = na(val)
+        affinity[label] = aff
+    if header_complete and cut_rows:
+        raise ParseError(kind, f"row(s) {', '.join(cut_rows)} have fewer cells than the header's "
+                               f"{len(devices)} columns (truncated?)")
+    return {"devices": devices, "matrix": matrix, "affinity": affinity, "header_complete": header_complete,
+            "cut_rows": cut_rows, "elided": elided, "end": end}
 
 
 @register("nvidia-smi-topo", "nvidia-smi topo -m: device list, link-type matrix, CPU/NUMA affinity, NIC legend")
 def parse_topo(text: str) -> dict:
     kind = "nvidia-smi-topo"
     text = require_text(kind, text, "nvidia-smi topo -m matrix with a 'GPU0' header")
-    lines = text.split("\n")
-    hidx = None
-    for i, ln in enumerate(lines):
-        cols = split_columns(ln)
-        if ln[:1] in (" ", "\t") and "GPU0" in cols:
-            hidx = i
-            break
-    if hidx is None:
-        first = next((ln.strip() for ln in lines if ln.strip()), "")
-        raise ParseError(kind, f"expected a matrix header line starting with whitespace then 'GPU0'; got {first[:100]!r}")
-    header = [c for c in split_columns(lines[hidx]) if c]
-    devices: list[str] = []
-    extra: list[str] = []
-    for c in header:
-        if c in _AFFINITY_COLS or extra:
-            extra.append(c)
-        else:
-            devices.append(c)
-    matrix: dict[str, dict[str, str]] = {}
-    affinity: dict[str, dict[str, str | None]] = {}
-    for ln in lines[hidx + 1 :]:
-        if not ln.strip():
-            if matrix:
-                break
-            continue
-        if "\t" in ln:
-            cells = [c.strip() for c in ln.split("\t")]
-        else:
-            cells = ln.split()
-        row = cells[0]
-        if row not in devices:
-            break
-        vals = cells[1 : 1 + len(devices)]
-        if len(vals) < len(devices):
-            raise ParseError(kind, f"row {row!r} has {len(vals)} matrix cells, expected {len(devices)} (truncated?)")
-        matrix[row] = dict(zip(devices, vals, strict=True))
-        rest = [c for c in cells[1 + len(devices) :] if c]
-        aff = {_AFFINITY_COLS.get(c, norm_key(c)): None for c in extra}
-        for col, val in zip(extra, rest, strict=False):
-            aff[_AFFINITY_COLS.get(col, norm_key(col))] = na(val)
-        affinity[row] = aff
-    if not matrix:
-        raise ParseError(kind, "matrix header found but no device rows")
+    m = _parse_matrix(kind, text)
     legend: dict[str, str] = {}
     in_legend = False
-    for ln in lines:
+    for ln in text.split("\n"):
         if ln.strip() == "NIC Legend:":
             in_legend = True
             continue
         if in_legend:
-            m = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", ln)
-            if m:
-                legend[m.group(1)] = m.group(2)
+            lm = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", ln)
+            if lm:
+                legend[lm.group(1)] = lm.group(2)
     dev_list = [
         {"name": d, "kind": _device_kind(d), "nic_name": legend.get(d, d if d.startswith("mlx") else None)}
-        for d in devices
+        for d in m["devices"]
     ]
-    return {"devices": dev_list, "matrix": matrix, "affinity": affinity, "nic_legend": legend}
+    return {"devices": dev_list, "matrix": m["matrix"], "affinity": m["affinity"], "nic_legend": legend,
+            "header_complete": m["header_complete"], "cut_rows": m["cut_rows"], "elided": m["elided"]}
+
+
+# nvidia-smi's P2P status legend (topo -p2p), used when a paste lost the printed legend.
+_P2P_LEGEND = {"X": "Self", "OK": "Status Ok", "CNS": "Chipset not supported", "GNS": "GPU not supported",
+               "TNS": "Topology not supported", "NS": "Not supported", "DR": "Disabled by regkey", "U": "Unknown"}
+
+
+@register("nvidia-smi-topo-p2p", "nvidia-smi topo -p2p r|w|n|a|p: per GPU pair P2P status (OK/CNS/GNS/TNS/NS/...)")
+def parse_topo_p2p(text: str) -> dict:
+    """See the module docstring (``nvidia-smi-topo-p2p``)."""
+    kind = "nvidia-smi-topo-p2p"
+    text = require_text(kind, text, "nvidia-smi topo -p2p matrix ('GPU0  X  OK ...')")
+    m = _parse_matrix(kind, text)
+    lines = text.split("\n")
+    legend: dict[str, str] = {}
+    for ln in lines[m["end"]:]:
+        lm = re.match(r"^\s*([A-Z]{1,4})\s+=\s+(.+?)\s*$", ln)
+        if lm:
+            legend[lm.group(1)] = lm.group(2)
+    codes = {c for row in m["matrix"].values() for c in row.values()}
+    if codes - set(_P2P_LEGEND) - {"N/A"}:
+        raise ParseError(kind, f"not a P2P status matrix: cells {sorted(codes - set(_P2P_LEGEND))} (topo -m output?)")
+    meaning = {**_P2P_LEGEND, **legend}
+    pairs = [(a, b, c) for a, row in m["matrix"].items() for b, c in row.items() if a != b]
+    statuses = [c for _, _, c in pairs]
+    return {
+        "devices": m["devices"],
+        "matrix": {a: {b: (None if c == "N/A" else c) for b, c in row.items()} for a, row in m["matrix"].items()},
+        "legend": legend,
+        "meaning": {c: meaning.get(c) for c in sorted(codes - {"N/A"})},
+        "pair_count": len(pairs),
+        "ok_pairs": statuses.count("OK"),
+        "not_ok": sorted({f"{a}-{b}" for a, b, c in pairs if c != "OK"}),
+        "all_ok": (all(c == "OK" for c in statuses) if pairs else None),
+        "header_complete": m["header_complete"],
+        "cut_rows": m["cut_rows"],
+        "elided": m["elided"],
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -844,20 +1019,91 @@ def parse_nvlink(text: str) -> dict:
                 raise ParseError(kind, f"expected 'Link n: <speed> GB/s' or '<inactive>', got {ln.strip()!r}")
             cur["links"].append({"link": int(lm.group("link")), "gbyte_per_s": float(sm.group(1)), "inactive": False})
             continue
-        msg = ln.strip()
-        low = msg.lower()
-        if "all links are inactive" in low:
-            cur["status"] = "all_links_inactive"
-        elif "mig mode" in low:
-            cur["status"] = "mig_unsupported"
-        elif "does not have or support nvlink" in low or "not supported" in low:
-            cur["status"] = "not_supported"
-        else:
-            cur["status"] = "error"
-        cur["message"] = msg
+        _gpu_status_line(cur, ln.strip())
     if not gpus:
         raise ParseError(kind, "expected 'GPU n: <name> (UUID: GPU-...)' lines")
     return {"gpus": gpus}
+
+
+_GPU_BUS_LINE_RE = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
+_LINK_COUNTER_RE = re.compile(r"^\s*Link (?P<link>\d+):\s*(?P<name>[A-Za-z][^:]*?)\s*:\s*(?P<val>\S.*?)\s*$")
+_NUM_VALUE_RE = re.compile(r"^[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
+
+
+def _counter_value(raw: str) -> int | float | None:
+    v = raw.strip()
+    if is_na(v) or not _NUM_VALUE_RE.match(v):
+        return None
+    return int(v) if re.match(r"^[-+]?\d+$", v) else float(v)
+
+
+def _gpu_status_line(cur: dict, msg: str) -> None:
+    low = msg.lower()
+    if "all links are inactive" in low:
+        cur["status"] = "all_links_inactive"
+    elif "mig mode" in low:
+        cur["status"] = "mig_unsupported"
+    elif "does not have or support nvlink" in low or "not supported" in low:
+        cur["status"] = "not_supported"
+    else:
+        cur["status"] = "error"
+    cur["message"] = msg
+
+
+@register("nvidia-smi-nvlink-errors", "nvidia-smi nvlink -e: per-GPU per-link error counters (replay, recovery, CRC...)")
+def parse_nvlink_errors(text: str) -> dict:
+    """See the module docstring (``nvidia-smi-nvlink-errors``)."""
+    kind = "nvidia-smi-nvlink-errors"
+    text = require_text(kind, text, "'GPU n: <name> (UUID: ...)' lines followed by 'Link n: <Counter>: <value>'")
+    gpus: list[dict] = []
+    names: dict[str, str] = {}
+    cur: dict | None = None
+    links: dict[int, dict] = {}
+
+    def start(entry: dict) -> dict:
+        nonlocal links
+        links = {}
+        entry.update({"status": "ok", "message": None, "links": [], "totals": {}})
+        gpus.append(entry)
+        return entry
+
+    for ln in text.split("\n"):
+        m = _GPU_LINE_RE.match(ln)
+        if m:
+            cur = start({"index": int(m.group("idx")), "bus_id": None, "name": m.group("name"), "uuid": m.group("uuid")})
+            continue
+        m = _GPU_BUS_LINE_RE.match(ln.strip())
+        if m:  # GB200-class drivers head each GPU with its bus id
+            cur = start({"index": len(gpus), "bus_id": bus_id(m.group("bus")), "name": None, "uuid": None})
+            continue
+        s = ln.strip()
+        if cur is None or not s or s in ("[...]", "..."):
+            continue
+        lm = _LINK_COUNTER_RE.match(ln)
+        if lm:
+            key = norm_key(lm.group("name"))
+            names.setdefault(key, lm.group("name"))
+            link = int(lm.group("link"))
+            entry = links.get(link)
+            if entry is None:
+                entry = links[link] = {"link": link, "counters": {}}
+                cur["links"].append(entry)
+            entry["counters"][key] = _counter_value(lm.group("val"))
+            continue
+        if re.match(r"^\s*Link \d+:", ln):
+            hint = " (nvlink -s output)" if re.search(r"GB/s|<inactive>", s) else ""
+            raise ParseError(kind, f"expected 'Link n: <Counter>: <value>', got {s!r}{hint}")
+        _gpu_status_line(cur, s)
+    if not gpus:
+        raise ParseError(kind, "expected 'GPU n: <name> (UUID: GPU-...)' or 'GPU <bus id>' lines")
+    for g in gpus:
+        keys = sorted({k for link in g["links"] for k in link["counters"]})
+        for k in keys:
+            vals = [link["counters"].get(k) for link in g["links"]]
+            # a total only over integer counters every link reported; BER ratios are not summed
+            ok = all(isinstance(v, int) for v in vals)
+            g["totals"][k] = sum(vals) if ok and not k.endswith("ber") else None
+    return {"gpus": gpus, "counter_names": names}
 
 
 _MIG_LINE_RE = re.compile(r"^\s+MIG (?P<profile>\S+)\s+Device\s+(?P<dev>\d+): \(UUID: (?P<uuid>[^)]+)\)\s*$")

@@ -41,6 +41,7 @@ header with no rows and no error (truncated).
 
 from __future__ import annotations
 
+import json
 import re
 
 from clustercert.parsers._util_b import text_lines
@@ -276,3 +277,172 @@ def parse_perftest(text: str) -> dict:
     }
 
 
+
+
+# --------------------------------------------------------------------------------------------
+# --out_json file
+# --------------------------------------------------------------------------------------------
+
+_JSON_LINE_RE = re.compile(r'^\s*"?(?P<key>[^":{}]+?)"?\s*:\s*(?P<val>.*?)\s*,?\s*$')
+_JSON_TEST_RE = re.compile(r"^(?P<verb>RDMA_Write|RDMA_Read|Send|Atomic)_(?P<mid>.*?)_?(?P<kind>BW|Latency)_(?:.*_)?Test$")
+_JSON_LAT = {"t_min": "t_min_usec", "t_max": "t_max_usec", "t_typical": "t_typical_usec", "t_avg": "t_avg_usec",
+             "t_stdev": "t_stdev_usec", "percentile_99": "t_p99_usec", "percentile_99.9": "t_p99_9_usec",
+             "tps_average": "tps_average"}
+
+
+def _loose_json(kind: str, text: str) -> tuple[dict, bool]:
+    """The document and whether it was standard JSON. perftest before 2024 wrote keys and string values
+    unquoted with trailing commas (linux-rdma/perftest#216), and its QoS report still writes ``sl: n``:
+    read such files line by line (two levels: test_info and results)."""
+    start = text.find("{")
+    if start < 0:
+        raise ParseError(kind, "expected perftest's --out_json document ('{ \"test_info\": ...')")
+    try:
+        doc, _ = json.JSONDecoder().raw_decode(text[start:])
+        if isinstance(doc, dict):
+            return doc, True
+    except json.JSONDecodeError:
+        pass
+    root: dict = {}
+    stack = [root]
+    for raw in text[start:].split("\n")[1:]:
+        s = raw.strip()
+        if not s:
+            continue
+        if s.startswith("}"):
+            if len(stack) == 1:
+                return root, False
+            stack.pop()
+            continue
+        m = _JSON_LINE_RE.match(s)
+        if not m:
+            raise ParseError(kind, f"unreadable line in perftest JSON: {s!r}")
+        key, val = m.group("key").strip(), m.group("val")
+        if val == "{":
+            child: dict = {}
+            stack[-1][key] = child
+            stack.append(child)
+        else:
+            stack[-1][key] = _loose_value(val)
+    raise ParseError(kind, "truncated perftest JSON: the document is not closed")
+
+
+def _loose_value(val: str):
+    v = val.strip()
+    if len(v) >= 2 and v[0] == v[-1] == '"':
+        return v[1:-1]
+    try:
+        return int(v)
+    except ValueError:
+        pass
+    try:
+        return float(v)
+    except ValueError:
+        return v
+
+
+def _json_num(value) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    return None  # missing, or a string perftest printed instead of a number
+
+
+def apply_report_unit(rec: dict, unit: str) -> dict:
+    """A copy of a ``perftest-json`` record with the bandwidth in Gb/s filled in, for a caller who knows
+    the unit perftest reported in (``"Gb/sec"`` with --report_gbits, ``"MiB/sec"``/``"MB/sec"`` without):
+    the file does not say. Raises ValueError for an unknown unit."""
+    out = {**rec, "rows": [dict(r) for r in rec["rows"]], "report_unit": unit}
+    for row in out["rows"]:
+        for key in ("bw_peak", "bw_avg"):
+            reported = row.get(f"{key}_reported")
+            row[f"{key}_gbit_per_s"] = _to_gbit(reported, unit) if reported is not None else None
+    if out["test"] == "bw" and out["rows"]:
+        out["bw_avg_gbit_per_s"] = out["rows"][0]["bw_avg_gbit_per_s"]
+        out["bw_peak_gbit_per_s"] = out["rows"][0]["bw_peak_gbit_per_s"]
+    return out
+
+
+@register("perftest-json", "perftest --out_json file (ib_*_bw / ib_*_lat), standard or pre-2024 unquoted")
+def parse_perftest_json(text: str) -> dict:
+    """``perftest-json``: the file ``--out_json`` writes, normalised to the ``perftest`` record's keys::
+
+        {"ok": bool, "error": str | None, "errors": [str], "warnings": [str],
+         "tool": "ib_write_bw" | ..., "test": "bw" | "lat", "verb": "write" | "read" | "send" | "atomic",
+         "title": "RDMA_Write_BW_Test", "role": None, "waiting_for_client": False, "bidirectional": bool,
+         "device", "link_type", "transport_type", "connection_type", "gid_index", "mtu_bytes", "num_qps",
+         "rdma_cm", "settings": {test_info, verbatim},
+         "report_unit": None,        # the file does not say which unit BW_* are in
+         "rows": [one row, the perftest row keys], "bytes", "bw_avg_gbit_per_s", "bw_peak_gbit_per_s",
+         "t_typical_usec", "t_avg_usec",
+         "bw_avg_reported": float | None, "bw_peak_reported": float | None,   # as written, unit unknown
+         "cpu_util_percent": float | None, "standard_json": bool}
+
+    perftest writes BW_peak/BW_average in the unit of its text table (Gb/sec with --report_gbits, MiB/sec
+    otherwise) without naming it, so ``bw_*_gbit_per_s`` are None here: a number of unknown unit is not
+    turned into Gb/s. ``apply_report_unit(record, "Gb/sec")`` fills them for a caller that knows the
+    command line. Latencies are in usec. A value perftest wrote as text where a number belongs is None.
+    ``ok`` is False (with ``error``) when the results hold no readable bandwidth or latency. Files of
+    perftest before 2024 (unquoted keys and strings, trailing commas) are read too (``standard_json``
+    False). Input without a ``test_info``/``results`` object raises ParseError.
+    """
+    kind = "perftest-json"
+    text_lines(kind, text, "perftest --out_json document")
+    doc, standard = _loose_json(kind, text)
+    info = doc.get("test_info")
+    results = doc.get("results")
+    if not isinstance(info, dict) or not isinstance(results, dict):
+        raise ParseError(kind, "expected 'test_info' and 'results' objects (perftest --out_json)")
+    title = str(info.get("test") or "")
+    m = _JSON_TEST_RE.match(title)
+    verb = _VERBS.get(m.group("verb")) if m else None
+    test = ("bw" if m.group("kind") == "BW" else "lat") if m else ("bw" if "BW_average" in results else "lat")
+    row: dict = {"bytes": int(results["MsgSize"]) if isinstance(results.get("MsgSize"), int) else None,
+                 "iterations": int(results["n_iterations"]) if isinstance(results.get("n_iterations"), int) else None}
+    if test == "bw":
+        row.update(bw_peak_gbit_per_s=None, bw_avg_gbit_per_s=None,
+                   bw_peak_reported=_json_num(results.get("BW_peak")),
+                   bw_avg_reported=_json_num(results.get("BW_average", results.get("bw_avg"))),
+                   msg_rate_mpps=_json_num(results.get("MsgRate")))
+        readable = row["bw_avg_reported"] is not None
+    else:
+        for src, key in _JSON_LAT.items():
+            row[key] = _json_num(results.get(src))
+        readable = row["t_avg_usec"] is not None or row["t_typical_usec"] is not None
+    error = None if readable else "no readable bandwidth or latency in the results"
+    gid, mtu, qps = info.get("GID_index"), info.get("Mtu"), info.get("Number_of_qps")
+    rdma_cm = info.get("rdma_cm_QPs")
+    return {
+        "ok": readable,
+        "error": error,
+        "errors": [error] if error else [],
+        "warnings": [str(v) for k, v in info.items() if str(k).upper().startswith("WARNING")],
+        "tool": f"ib_{verb}_{test}" if verb else None,
+        "test": test,
+        "verb": verb,
+        "title": title or None,
+        "role": None,
+        "waiting_for_client": False,
+        "bidirectional": bool(m and "Bidirectional" in m.group("mid")),
+        "device": info.get("Device"),
+        "link_type": info.get("Link_type"),
+        "transport_type": info.get("Transport_type"),
+        "connection_type": info.get("Connection_type"),
+        "gid_index": gid if isinstance(gid, int) else None,
+        "mtu_bytes": mtu if isinstance(mtu, int) else None,
+        "num_qps": qps if isinstance(qps, int) else None,
+        "rdma_cm": None if rdma_cm is None else str(rdma_cm).upper() == "ON",
+        "settings": info,
+        "report_unit": None,
+        "rows": [row],
+        "bytes": row["bytes"],
+        "bw_avg_gbit_per_s": None,
+        "bw_peak_gbit_per_s": None,
+        "t_typical_usec": row.get("t_typical_usec"),
+        "t_avg_usec": row.get("t_avg_usec"),
+        "bw_avg_reported": row.get("bw_avg_reported"),
+        "bw_peak_reported": row.get("bw_peak_reported"),
+        "cpu_util_percent": _json_num(results.get("CPU_util")),
+        "standard_json": standard,
+    }
