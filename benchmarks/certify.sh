@@ -36,6 +36,14 @@ print(t["probe_wall_s"], t["probe_tool_s"], t["control_overhead_s"], t["control_
       t["node_probes"]["wall_s"], t["node_probes"]["tool_s"], t["validate_s"], rounds, c["verdict"])
 PY
 }
+# rounds and localisation of a certificate: "2 node01:bad_node:fabric 0;..."
+localisation() {
+  "$PY" - "$1" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+print(c["rounds"], ";".join(f"{x.get('node') or x.get('link')}:{x['kind']}:fabric {x.get('fabric')}" for x in c["localisation"]))
+PY
+}
 declare -A W TL O P NW NT V R VD TOT B NC CC
 sizes=("${@:-4 8 16}")
 # shellcheck disable=SC2206
@@ -63,6 +71,24 @@ for n in "${sizes[@]}"; do
   read -r W[$n] TL[$n] O[$n] P[$n] NW[$n] NT[$n] V[$n] R[$n] VD[$n] < <(timing "$out/certificate.json")
   echo "$n nodes: probes ${W[$n]} s wall, ${TL[$n]} s tools, overhead ${O[$n]} s (${P[$n]}%), verdict ${VD[$n]}" >&2
 done
+# the faulty-lab row (issue 20): six nodes, three faults of different kinds on three nodes, each in a
+# different round-1 pair (a slow fabric-0 link, an NVLink down, a bond slave down): faulty against
+# healthy probe wall time on the same lab, one after the other (FAULT_ROW=0 leaves it out)
+if [ "${FAULT_ROW:-1}" = 1 ]; then
+  cc lab up --nodes 6 --spec "$SPEC" >/dev/null
+  cc bootstrap -i lab >"$CLUSTERCERT_HOME/bootstrap-6f.log" 2>&1 || { echo "bootstrap of 6 nodes failed:"; tail -20 "$CLUSTERCERT_HOME/bootstrap-6f.log"; exit 1; }
+  args=(-i lab --probe-seconds "$PROBE_SECONDS" --probe-timeout "$PROBE_TIMEOUT")
+  cc certify "${args[@]}" --out "$CLUSTERCERT_HOME/warm-6f" >/dev/null 2>&1 || true
+  cc certify "${args[@]}" --out "$CLUSTERCERT_HOME/healthy-6" >/dev/null 2>&1 || true
+  cc lab fault node01 link_slow fabric=0 factor=0.3 >/dev/null
+  cc lab fault node03 nvlink_down gpu=0 port=5 >/dev/null
+  cc lab fault node05 bond_slave_down slave=ib1 >/dev/null
+  cc certify "${args[@]}" --out "$CLUSTERCERT_HOME/faulty-6" >/dev/null 2>&1 || true
+  for n in node01 node03 node05; do cc lab heal "$n" >/dev/null; done
+  read -r HW _ _ _ _ _ _ HR HV < <(timing "$CLUSTERCERT_HOME/healthy-6/certificate.json")
+  read -r FW _ _ _ _ _ _ FR FV < <(timing "$CLUSTERCERT_HOME/faulty-6/certificate.json")
+  FLOC=$(localisation "$CLUSTERCERT_HOME/faulty-6/certificate.json")
+fi
 cc lab down >/dev/null
 trap - EXIT
 echo "clustercert certify, --probe-seconds $PROBE_SECONDS, lab links $LINK_MBIT Mbit/s, host has $(nproc) cores (all nodes share them):"
@@ -79,3 +105,9 @@ for n in "${sizes[@]}"; do
   awk -v n="$n" -v p="${P[$n]}" 'BEGIN{printf "control overhead at %s nodes: %.1f%% of probe wall time (goal <= 10%%)%s\n", n, p, p <= 10 ? "" : "  NOT MET"}'
 done
 echo "(bootstrap: $(for n in "${sizes[@]}"; do printf '%s nodes %s s  ' "$n" "${B[$n]}"; done))"
+if [ "${FAULT_ROW:-1}" = 1 ]; then
+  echo "faulty lab, 6 nodes (link_slow fabric 0 on node01, nvlink_down on node03, bond_slave_down ib1 on node05):"
+  echo "  healthy: probe wall $HW s, rounds $HR, verdict $HV; faulty: probe wall $FW s, rounds $FR, verdict $FV"
+  echo "  localisation (rounds; node:kind:fabric): $FLOC"
+  awk -v a="$FW" -v b="$HW" 'BEGIN{printf "  faulty / healthy probe wall time: %s / %s s = %.2f (goal <= 2)\n", a, b, a/b}'
+fi

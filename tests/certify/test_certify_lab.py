@@ -189,3 +189,71 @@ def test_probe_verb_runs_only_the_named_probes(lab8, tmp_path):
     # no node probe was asked for: no NCCL, nvbandwidth, dcgmi or loopback findings
     assert all(not n["findings"] for n in doc["nodes"].values()), doc["nodes"]
     assert not leftover_probes(lab)
+
+
+def _findings_off(cert: dict, node: str) -> list:
+    return [(f["check"], f.get("subject"), f["status"]) for f in cert["nodes"][node]["findings"] if f["status"] != "pass"]
+
+
+def test_three_faults_on_six_nodes_localised_in_two_rounds_within_twice_the_healthy_time(lab8, tmp_path):
+    """Issue 20: a slow fabric-0 link, an NVLink down and a bond slave down, on three nodes of six, each
+    in a different round-1 pair (no pair of round 1 passes): each is localised to its node, the healthy
+    nodes carry no finding, two rounds at most, and the probe phase takes at most twice a healthy one."""
+    lab = lab8
+    six = "node01,node02,node03,node04,node05,node06"
+    rc, healthy, _ = certify(lab, tmp_path / "healthy", "--limit", six)
+    assert rc == 0 and healthy["rounds"] == 1, healthy["localisation"]
+    slow, nvlink, bond = "node01", "node03", "node05"
+    lab.manager.fault(slow, "link_slow", {"fabric": "0", "factor": "0.3"})
+    lab.manager.fault(nvlink, "nvlink_down", {"gpu": "0", "port": "5"})
+    lab.manager.fault(bond, "bond_slave_down", {"slave": "ib1"})
+    try:
+        rc, cert, _ = certify(lab, tmp_path / "faulty", "--limit", six)
+    finally:
+        for n in (slow, nvlink, bond):
+            lab.manager.heal(n)
+    assert rc == 1 and cert["verdict"] == "fail"
+    assert cert["rounds"] <= 2, cert["schedule"]
+    assert [s["round"] for s in cert["schedule"]] == list(range(1, cert["rounds"] + 1))
+    blamed = {(x.get("node"), x.get("fabric")) for x in cert["localisation"] if x["kind"] == "bad_node"}
+    assert (slow, 0) in blamed and (bond, 1) in blamed, cert["localisation"]
+    assert {n for n, _f in blamed} <= {slow, nvlink, bond}, cert["localisation"]
+    assert not [x for x in cert["localisation"] if x["kind"] != "bad_node"], cert["localisation"]
+    # each fault on its own node's findings
+    assert any(c == "probe.pairs" and s == "fabric 0" for c, s, _ in _findings_off(cert, slow))
+    assert any(c == "probe.nvbandwidth_d2d" for c, _s, _ in _findings_off(cert, nvlink)), _findings_off(cert, nvlink)
+    assert any(c == "ib.bond" for c, _s, _ in _findings_off(cert, bond)), _findings_off(cert, bond)
+    for n in ("node02", "node04", "node06"):
+        assert cert["nodes"][n]["verdict"] == "pass" and not _findings_off(cert, n), (n, _findings_off(cert, n))
+    # the dead fabric-1 path of the bond node failed in about a second: its iperf3 was never started
+    dead = [lk for lk in cert["links"] if lk["probe"] == "iperf3" and lk["fabric"] == 1 and bond in (lk["a"], lk["b"])]
+    assert dead and all(lk["status"] == "error" and "not reachable" in lk["observed"] for lk in dead), dead
+    wall, base = cert["timing"]["probe_wall_s"], healthy["timing"]["probe_wall_s"]
+    print(f"six nodes, three faults: probe wall {wall} s vs healthy {base} s ({wall / base:.2f}x)")
+    assert wall <= 2 * base, (wall, base, cert["timing"])
+
+
+def test_three_nodes_slow_fabric1_blamed_on_the_node_by_certify_and_drift(lab8, tmp_path):
+    """Issue 20: on three nodes a slow fabric-1 link is the node's, on fabric 1 (every partner is tried),
+    for certify and for drift against the healthy baseline."""
+    lab = lab8
+    three = "node01,node02,node03"
+    home = str(lab.dir.parent / "certify-test-state")
+    rc, base, _ = certify(lab, tmp_path / "base", "--limit", three)
+    assert rc == 0, base["localisation"]
+    lab.manager.fault("node02", "link_slow", {"fabric": "1", "factor": "0.3"})
+    try:
+        rc, cert, _ = certify(lab, tmp_path / "slow", "--limit", three)
+        d = subprocess.run([sys.executable, "-m", "clustercert", "drift", "-i", "lab", "--limit", three, "--probes", "quick",
+                            "--format", "json"], capture_output=True, text=True, timeout=900,
+                           env=dict(os.environ, CLUSTERCERT_HOME=home))
+    finally:
+        lab.manager.heal("node02")
+    assert rc == 1
+    loc = [(x.get("node") or x.get("link"), x["kind"], x["fabric"]) for x in cert["localisation"]]
+    assert loc == [("node02", "bad_node", 1)], cert["localisation"]
+    assert sorted(next(x for x in cert["localisation"])["partners"]) == ["node01", "node03"]
+    assert d.returncode == 1, d.stderr[-2000:]
+    perf = [i for i in json.loads(d.stdout)["items"] if i["kind"] == "performance"]
+    assert [(i["node"], i["check"]) for i in perf] == [("node02", "probe.pairs")], perf
+    assert "fabric 1" in perf[0]["detail"] and "bad_node" in perf[0]["detail"]

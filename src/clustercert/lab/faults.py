@@ -354,8 +354,62 @@ def _node_exec(node, argv: list[str], timeout: float = 900) -> str:
     return (r.stdout or "").strip()
 
 
+APPLY_WAIT_S = 15.0  # how long a fault or heal waits for the node to show it
+
+
+class NotApplied(RuntimeError):
+    """The node did not show a fault (or its healing) in time."""
+
+
+def _applied_generation(node) -> int:
+    pid = node.init_pid()
+    if pid is None:
+        return -1
+    try:
+        return int(Path(f"/proc/{pid}/root/run/clustercert-lab/agent.applied").read_text().strip() or -1)
+    except (OSError, ValueError):
+        return -1
+
+
+def _netdevs_settled(node, hw: dict) -> bool:
+    """Every IPoIB netdev the hardware has down is down on the node (a bond slave: its bond saw it), and
+    every other one is up (a bond slave: its bond saw that too)."""
+    down = set(hw.get("netdevs_down", []))
+    for h in hw.get("hcas", []):
+        for p in h["ports"]:
+            if p.get("netdev") and p["state"] != "ACTIVE":
+                down.add(p["netdev"])
+    netdevs = sorted({p["netdev"] for h in hw.get("hcas", []) for p in h["ports"] if p.get("netdev")})
+    if not netdevs:
+        return True
+    checks = []
+    for nd in netdevs:  # the administrative state the agent sets, and the bond's view of the slave
+        up, mii = ("1", "up") if nd not in down else ("0", "down")
+        checks.append(f"if [ -e /sys/class/net/{nd} ]; then [ $(ip -o link show {nd} | grep -c ',UP') = {up} ] || exit 1; "
+                      f"m=/sys/class/net/{nd}/bonding_slave/mii_status; [ ! -e $m ] || grep -qx {mii} $m || exit 1; fi")
+    r = node.exec(["sh", "-c", "; ".join(checks)], timeout=10)
+    return r.returncode == 0
+
+
+def wait_applied(node, hw: dict, timeout: float = APPLY_WAIT_S) -> None:
+    """Return once ``node`` shows ``hw`` (saved with hardware.save): its agent has brought that generation
+    onto the node's sysfs and netdevs, and the netdevs (and their bond) have followed. NotApplied after
+    ``timeout``. A node that is not running shows nothing: nothing to wait for."""
+    if node.init_pid() is None:
+        return
+    gen = int(hw.get("generation", 0))
+    deadline = time.monotonic() + timeout
+    while True:
+        if _applied_generation(node) >= gen and _netdevs_settled(node, hw):
+            return
+        if time.monotonic() > deadline:
+            raise NotApplied(f"{node.name}: the node did not show the change within {timeout:g} s "
+                             f"(its agent applied generation {_applied_generation(node)} of {gen})")
+        time.sleep(0.05)
+
+
 def apply(node, kind: str, params: dict) -> None:
-    """Inject ``kind`` on ``node`` (a NodeHandle)."""
+    """Inject ``kind`` on ``node`` (a NodeHandle); returns once the node shows it."""
     hw = hardware.load(node.sim_dir)
     p = validate(kind, params, hw)
     key = _key(kind, p)
@@ -368,6 +422,7 @@ def apply(node, kind: str, params: dict) -> None:
         _apply_hw(hw, kind, p, key)
         _record(hw, kind, p, True)
         hardware.save(node.sim_dir, hw)
+        wait_applied(node, hw)
         return
     _record(hw, kind, p, True)
     hardware.save(node.sim_dir, hw)
@@ -375,7 +430,7 @@ def apply(node, kind: str, params: dict) -> None:
 
 
 def heal(node, kind: str, params: dict) -> None:
-    """Undo ``kind`` on ``node``."""
+    """Undo ``kind`` on ``node``; returns once the node shows it healed."""
     hw = hardware.load(node.sim_dir)
     p = validate(kind, params, hw)
     key = _key(kind, p)
@@ -388,6 +443,7 @@ def heal(node, kind: str, params: dict) -> None:
         _heal_hw(hw, kind, p, key)
         _record(hw, kind, p, False)
         hardware.save(node.sim_dir, hw)
+        wait_applied(node, hw)
         return
     _node_exec(node, NODE_LABSIM + ["fault", "heal", kind, json.dumps(p)])
     _record(hw, kind, p, False)

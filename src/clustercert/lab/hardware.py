@@ -279,7 +279,9 @@ def load(sim_dir: Path) -> dict:
 
 
 def save(sim_dir: Path, hw: dict) -> None:
-    """Atomic write: readers inside the node never see a half-written file."""
+    """Atomic write: readers inside the node never see a half-written file. Each save is a new
+    ``generation``: the node's agent says which one it has applied (faults.wait_applied)."""
+    hw["generation"] = int(hw.get("generation", 0)) + 1
     sim_dir = Path(sim_dir)
     sim_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".hw.", dir=sim_dir)

@@ -502,7 +502,10 @@ def _hw(h: node.NodeHandle) -> dict:
 
 def _apply_fault(h: node.NodeHandle, kind: str, params: dict) -> None:
     faults = _faults_module()
-    faults.apply(h, kind, params)
+    try:
+        faults.apply(h, kind, params)  # returns once the node shows it
+    except faults.NotApplied as exc:
+        raise LabError(str(exc)) from None
     active = [f for f in _faults_of(h) if not (f["kind"] == kind and f["params"] == params)]
     active.append({"kind": kind, "params": params})
     _write_json(h.state_dir / "faults.json", active)
@@ -538,7 +541,10 @@ def heal(node_name: str, kind: str | None = None) -> None:
         faults = _faults_module()
         # node_down first: the other faults heal on a running node
         for f in sorted(todo, key=lambda f: f["kind"] != "node_down"):
-            faults.heal(h, f["kind"], f["params"])
+            try:
+                faults.heal(h, f["kind"], f["params"])  # returns once the node shows it healed
+            except faults.NotApplied as exc:
+                raise LabError(str(exc)) from None
             active = [a for a in active if a is not f]
             _write_json(h.state_dir / "faults.json", active)
             if f["kind"] == "node_down":

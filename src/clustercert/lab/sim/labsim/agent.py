@@ -502,22 +502,24 @@ def _drain(events) -> None:
             return
 
 
-def watch_bond(state: dict, seconds: float, events=None) -> None:
+def watch_bond(state: dict, seconds: float, events=None, hw_changed=None) -> None:
     """Wait ``seconds``, re-syncing the bond within FAST_WATCH_S of a slave's link change. With
     ``events`` (link_events()) the slaves are read only after the kernel reported a link change, and
     then every FAST_WATCH_S until the deadline: operstate can follow the notification (linkwatch).
-    Without, they are read every FAST_WATCH_S; either way the next tick's sync_bond catches the rest."""
+    Without, they are read every FAST_WATCH_S; either way the next tick's sync_bond catches the rest.
+    ``hw_changed()``: looked at every HW_WATCH_S; True ends the wait (a fault was injected or healed:
+    the next tick applies it at once)."""
     deadline = time.monotonic() + seconds
     polling = events is None
     while True:
         left = deadline - time.monotonic()
-        if left <= 0:
+        if left <= 0 or (hw_changed is not None and hw_changed()):
             return
         if polling:
             time.sleep(min(FAST_WATCH_S, left))
         else:
             try:
-                ready, _, _ = select.select([events], [], [], left)
+                ready, _, _ = select.select([events], [], [], min(left, HW_WATCH_S))
             except (OSError, ValueError):
                 ready, polling = [], True
             if not ready:
@@ -574,6 +576,17 @@ def boot(argv: list[str]) -> None:
     sync_ib(common.load_hw())
 
 
+APPLIED = "agent.applied"  # the hw.json generation the agent last brought onto the node's surfaces
+HW_WATCH_S = 0.1
+
+
+def _mtime() -> int | None:
+    try:
+        return os.stat(os.path.join(common.sim_dir(), "hw.json")).st_mtime_ns
+    except OSError:
+        return None
+
+
 def main(argv: list[str]) -> int:
     """``agent --boot``: the unit's ExecStartPre (sysfs and modules before the driver's services);
     ``agent``: the loop keeping sysfs, netdevs and bond0 in step with hw.json and the node's config."""
@@ -587,7 +600,7 @@ def main(argv: list[str]) -> int:
     hw = common.load_hw()
     while True:
         try:
-            m = os.stat(os.path.join(common.sim_dir(), "hw.json")).st_mtime_ns
+            m = _mtime()
             if m != last_mtime:
                 hw = common.load_hw()
                 last_mtime = m
@@ -598,6 +611,8 @@ def main(argv: list[str]) -> int:
         except Exception as exc:  # keep the agent alive; say what failed
             common.err(f"clustercert-lab-agent: {type(exc).__name__}: {exc}\n")
         common.write_text(os.path.join(common.run_dir(), "agent.heartbeat"), f"{time.time()}\n")
+        # what the node's surfaces show now: the host's `lab fault` / `lab heal` wait for it
+        common.write_text(os.path.join(common.run_dir(), APPLIED), f"{hw.get('generation', 0)}\n")
         if once:
             return 0
-        watch_bond(state, 1.0, events)
+        watch_bond(state, 1.0, events, lambda seen=last_mtime: _mtime() != seen)
