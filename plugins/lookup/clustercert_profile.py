@@ -1,0 +1,1 @@
+../../playbooks/lookup_plugins/clustercert_profile.py
