@@ -11,7 +11,8 @@ iperf3 and ib_write_lat on each of the two fabrics and NCCL across the pair (7 m
 pairs with a slow-rail node fail on fabric 0, one link in 128 pairs is slow by itself. Localisation,
 schedule, thresholds and timing are filled in as certify fills them.
 
-Prints one line per size: links, and for report.html, junit.xml and summary.md the size and the best
+Prints one line per size (with --worst, a second with every node and link failing): links, failing
+nodes, and for report.html, junit.xml and summary.md the size and the best
 render time of --repeat runs. With --out, the reports of each size are written to DIR/<N>/.
 """
 
@@ -101,7 +102,7 @@ def synthetic_certificate(n: int, fail_fraction: float = 0.03, seed: int = 7, ro
     rng = random.Random(seed * 100_003 + n)
     names = [f"gpu{i:04d}" for i in range(1, n + 1)]
     faults = {}
-    for name in rng.sample(names, max(1, round(n * fail_fraction))):
+    for name in rng.sample(names, round(n * fail_fraction)):
         faults[name] = rng.choice(("gpu_missing", "port_down", "slow_rail", "nccl_low"))
     for name in names[::256][1:] + ([names[-1]] if n >= 64 else []):
         faults[name] = "unreachable"
@@ -165,6 +166,19 @@ def synthetic_certificate(n: int, fail_fraction: float = 0.03, seed: int = 7, ro
     }
 
 
+def worst_case(cert: dict) -> dict:
+    """``cert`` with every node failing and every link failing with 600 characters of tool output
+    (a threshold set wrong for the whole fleet): the largest page the report makes."""
+    for node in cert["nodes"].values():
+        if node["verdict"] == "pass":
+            node["verdict"] = "fail"
+            node["findings"][0].update(status="fail", observed="7")
+    for lk in cert["links"]:
+        lk["value"] = round(lk["value"] * (3 if lk["probe"] == "ib_write_lat" else 0.5), 2)
+        lk.update(status="fail", evidence="x" * 600 + "\n")
+    return cert
+
+
 def measure(cert: dict, repeat: int) -> dict[str, tuple[int, float]]:
     out = {}
     for name, fn in (("html", reports.render_html), ("junit", reports.render_junit), ("summary", reports.render_summary)):
@@ -183,17 +197,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", default="64,256,1024")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--fail-fraction", type=float, default=0.03)
+    ap.add_argument("--worst", action="store_true", help="also each size with every node and every link failing")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     print(f"{'nodes':>6} {'links':>6} {'failing':>7} | {'report.html':>20} | {'junit.xml':>20} | {'summary.md':>20}")
-    for n in (int(x) for x in args.nodes.split(",")):
+    sizes = [(int(x), worst) for x in args.nodes.split(",") for worst in ((False, True) if args.worst else (False,))]
+    for n, worst in sizes:
         cert = synthetic_certificate(n, args.fail_fraction)
+        if worst:
+            cert = worst_case(cert)
         m = measure(cert, args.repeat)
         failing = sum(1 for v in cert["nodes"].values() if v["verdict"] != "pass")
         cells = " | ".join(f"{m[k][0] / 1e6:8.2f} MB {m[k][1]:7.3f} s" for k in ("html", "junit", "summary"))
-        print(f"{n:>6} {len(cert['links']):>6} {failing:>7} | {cells}")
+        print(f"{n:>6} {len(cert['links']):>6} {failing:>7} | {cells}{'  (every node and link failing)' if worst else ''}")
         if args.out:
-            reports.write_reports(cert, args.out / str(n))
+            reports.write_reports(cert, args.out / f"{n}{'-worst' if worst else ''}")
     return 0
 
 

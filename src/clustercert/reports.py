@@ -14,6 +14,7 @@ from clustercert.report import (  # noqa: F401
     TEMPLATES_ENV,
     aggregate,
     build_view,
+    check_templates,
     counts,
     heat_colour,
     link_groups,

@@ -22,12 +22,13 @@ from clustercert.report.common import (
     standing,
     threshold_for,
 )
-from clustercert.report.html import TEMPLATES_ENV, build_view, render_html
+from clustercert.report.html import TEMPLATES_ENV, build_view, check_templates, render_html
 from clustercert.report.junit import render_junit, render_junit_validation
 from clustercert.report.markdown import render_summary
 
 __all__ = [
     "COLLAPSE_NODES", "COMPACT_PAIRS_NODES", "HEAT_ERROR", "HEAT_MISSING", "TEMPLATES_ENV", "aggregate", "build_view",
+    "check_templates",
     "counts", "heat_colour", "link_groups", "pair_results", "render_html", "render_junit", "render_junit_validation",
     "render_summary", "standing", "threshold_for", "write_reports",
 ]

@@ -9,7 +9,8 @@ first, each in words ("212.4 Gb/s, below the floor of 320 Gb/s"), then, up to CO
 nodes, a pairs x channels matrix (every cell a measurement), above that a per-channel summary and the
 round's pairs as a folded list. Above COLLAPSE_NODES nodes the checks x nodes table, the per-node bars,
 the versions table and the evidence show the nodes that did not pass, with a count of the others (the
-certificate holds everything). A 1,024-node certificate renders to about 2 MB (benchmarks/scale.py).
+certificate holds everything). A 1,024-node certificate renders to about 0.3 MB, 4.4 MB with every node
+and every link failing (benchmarks/scale.py).
 
 Templates. ``render_html(cert, templates=DIR)`` or the environment variable
 ``CLUSTERCERT_REPORT_TEMPLATES=DIR`` puts a site's template directory in front of the built-in one
@@ -69,6 +70,7 @@ BUILTIN_TEMPLATES = Path(__file__).parent / "templates"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 EVIDENCE_MAX_CHARS = 32_000  # one evidence block; the certificate has the whole text
 CLOSEST_SHOWN = 5            # collapsed bars: this many passing values nearest their threshold stay
+LINK_EVIDENCE_SHOWN = 200    # above COLLAPSE_NODES: the tool output of this many links that did not pass
 _RANK = {"fail": 0, "error": 1, "pass": 2, "skip": 3}
 
 
@@ -96,6 +98,12 @@ def _environment(site: str | None) -> jinja2.Environment:
                              keep_trailing_newline=True)
     env.filters["num"] = num
     return env
+
+
+def check_templates(templates: str | Path | None = None) -> None:
+    """Raise InputError now if ``templates`` (else $CLUSTERCERT_REPORT_TEMPLATES) names no directory:
+    for a caller that wants to refuse before it runs, not when it writes the reports."""
+    environment(templates)
 
 
 def environment(templates: str | Path | None = None) -> jinja2.Environment:
@@ -317,7 +325,8 @@ def _matrix(cert: dict, large: bool) -> dict:
             st = aggregate(f.get("status") for f in fs)
             bad = [f for f in fs if f.get("status") == st] if st in ("fail", "error") else []
             details = [eo(f) for f in bad[:2]] + ([f"… {len(bad) - 2} more"] if len(bad) > 2 else [])
-            cells.append({"status": st, "details": details, "title": "\n".join(eo(f) for f in (bad or fs)),
+            title = "\n".join(eo(f) for f in (bad or fs)) if bad or not large else None  # large: no hover text on passes
+            cells.append({"status": st, "details": details, "title": title,
                           "text": st if len(fs) == 1 else f"{st} {sum(1 for f in fs if f.get('status') == st)}/{len(fs)}"})
         rows.append({"check": check, "cells": cells})
     return {"nodes": [{"name": n, "verdict": str(cert["nodes"][n].get("verdict"))} for n in shown],
@@ -387,15 +396,17 @@ def _evidence(cert: dict, large: bool) -> dict:
     return {"nodes": blocks, "hidden": hidden}
 
 
-def _link_evidence(cert: dict) -> list[dict]:
-    bad = [lk for lk in cert.get("links") or [] if lk.get("status") != "pass"]
+def _link_evidence(cert: dict, large: bool) -> dict:
+    bad = sorted((lk for lk in cert.get("links") or [] if lk.get("status") != "pass"),
+                 key=lambda x: (natural(x.get("a")), natural(x.get("b")), str(x.get("probe")), fabric_of(x)))
+    shown = bad[:LINK_EVIDENCE_SHOWN] if large else bad
     out = []
-    for lk in sorted(bad, key=lambda x: (natural(x.get("a")), natural(x.get("b")), str(x.get("probe")), fabric_of(x))):
+    for lk in shown:
         out.append({"status": str(lk.get("status")), "probe": lk.get("probe"), "a": lk.get("a"), "b": lk.get("b"),
                     "fabric": "all rails" if fabric_of(lk) < 0 else f"fabric {lk.get('fabric', 0)}",
                     "round": lk.get("round"), "subject": lk.get("subject"), "expected": lk.get("expected") or "—",
                     "observed": lk.get("observed") or "—", "evidence": _evidence_text(lk.get("evidence"))})
-    return out
+    return {"links": out, "hidden": len(bad) - len(shown)}
 
 
 def build_view(cert: dict) -> dict:
@@ -409,7 +420,7 @@ def build_view(cert: dict) -> dict:
         "limits": {"collapse_nodes": COLLAPSE_NODES, "compact_pairs_nodes": COMPACT_PAIRS_NODES},
         "rounds": _rounds(cert, n_nodes <= COMPACT_PAIRS_NODES), "bars": _bars(cert, large),
         "matrix": _matrix(cert, large), "slurm": _slurm(cert), "versions": _versions(cert, large),
-        "thresholds": _thresholds(cert), "evidence": _evidence(cert, large), "link_evidence": _link_evidence(cert),
+        "thresholds": _thresholds(cert), "evidence": _evidence(cert, large), "link_evidence": _link_evidence(cert, large),
         "clustercert": (cert.get("versions") or {}).get("clustercert", ""),
     }
 
