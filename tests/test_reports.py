@@ -174,14 +174,14 @@ def test_html_pairs_are_drawn_per_round_as_measured(written):
     assert heads == [("0", "ib_write_bw"), ("1", "ib_write_bw"), ("0", "iperf3")]  # one probe's fabrics side by side
     rows = re.findall(r'<tr class="st-row-([a-z]+)"><th class="pair">([^<]+)</th>(.*?)</tr>', r1)
     assert len(rows) == 21  # the 7 reachable nodes' pairs, each once
-    assert [(st, pair) for st, pair, _ in rows[:2]] == [("error", "gpu-node-02 ↔ gpu-node-07"),
-                                                        ("fail", "gpu-node-05 ↔ gpu-node-06")]
+    assert [(st, pair) for st, pair, _ in rows[:2]] == [("fail", "gpu-node-05 ↔ gpu-node-06"),
+                                                        ("error", "gpu-node-02 ↔ gpu-node-07")]
     assert all(st == "pass" for st, _, _ in rows[2:]) and "gpu-node-08" not in r1
     cells = [re.findall(r'data-status="([a-z]+)"', body) for _, _, body in rows]
     assert all(len(c) == 3 for c in cells)
     assert sum(c.count("missing") for c in cells) == 14  # iperf3 ran on a 7-pair ring
-    assert cells[1][:2] == ["pass", "fail"]  # the slow link is slow on fabric 1 only
-    slow = re.search(r'data-status="fail" style="background:([^;]+);[^"]*" title="([^"]+)">([^<]+)</td>', rows[1][2])
+    assert cells[0][:2] == ["pass", "fail"]  # the slow link is slow on fabric 1 only
+    slow = re.search(r'data-status="fail" style="background:([^;]+);[^"]*" title="([^"]+)">([^<]+)</td>', rows[0][2])
     assert slow.group(3) == "212.4" and slow.group(1) == reports.heat_colour(212.4, {"floor": 320.0}, "fail")
     assert "round 1: 212.4 Gb/s, below the floor of 320 Gb/s" in slow.group(2)
     assert re.search(r'data-status="pass"[^>]*>387</td>', rows[2][2])  # values are printed in the cells
@@ -210,7 +210,7 @@ def test_html_shows_the_schedule_and_the_localisation_evidence():
     rows = re.findall(r"<tr><td><a [^>]+>(\d)</a></td><td>(\d+)</td><td>([^<]+)</td><td>([^<]+)</td><td>(\d+)</td></tr>", sched)
     assert rows == [("1", "21", "every pair: round 1 of 7", "10.2 s", "2"),
                     ("2", "1", "gpu-node-05 &lt;-&gt; gpu-node-06 on fabric 1 with good partners", "2.1 s", "1")]
-    assert "Round 2 · 1 pairs measured · gpu-node-05 &lt;-&gt; gpu-node-06 on fabric 1 with good partners" in text
+    assert "Round 2 · 1 pair measured · gpu-node-05 &lt;-&gt; gpu-node-06 on fabric 1 with good partners" in text
     loc = text[text.index('<section id="localisation">'):text.index("</section>", text.index('id="localisation"'))]
     assert ('<span class="what">gpu-node-05 ↔ gpu-node-06</span><span class="note">slow on fabric 1</span>\n'
             '<div class="why"><span><b>fabric</b> Fabric 1</span><span><b>probes</b> ib_write_bw</span>'

@@ -198,7 +198,7 @@ def _round_view(cert: dict, k: int, links: list[dict], sched: dict, times: dict,
                           "title": f"{p['a']} ↔ {p['b']} · {ch['title']} · round {k}: "
                                    f"{standing(e.get('value'), st, ch['th'], ch['unit'], e.get('observed'))}"})
         rows.append({"a": p["a"], "b": p["b"], "status": status, "cells": cells})
-    rows.sort(key=lambda r: (r["status"] == "pass", natural(r["a"]), natural(r["b"])))
+    rows.sort(key=lambda r: (_RANK.get(r["status"], 1), natural(r["a"]), natural(r["b"])))  # failing, errored, passing
     failing: dict[frozenset, dict] = {}
     for lk in sorted((lk for lk in links if lk.get("status") != "pass"),
                      key=lambda x: (natural(x.get("a")), natural(x.get("b")),
