@@ -61,13 +61,15 @@ def test_junit_counts(written):
     cases = root.findall(".//testcase")
     # 7 reachable nodes x 10 checks + 1 node.status for the unreachable node + 50 link measurements
     assert len(cases) == 121
-    assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == ("121", "4", "2", "7")
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("121", "4", "2")
+    assert "skipped" not in root.attrib  # the JUnit schema has no skipped on <testsuites>; each suite has its own
     assert len(root.findall(".//testcase/failure")) == 4
     assert len(root.findall(".//testcase/error")) == 2
     assert len(root.findall(".//testcase/skipped")) == 7
     suites = {s.get("name"): s for s in root.findall("testsuite")}
     assert suites["nodes"].get("tests") == "71" and suites["links"].get("tests") == "50"
-    assert root.get("time") == "1674.0"  # 08:14:03 -> 08:41:57
+    assert suites["nodes"].get("skipped") == "7" and suites["links"].get("skipped") == "0"
+    assert root.get("time") == "1674.000"  # 08:14:03 -> 08:41:57
 
 
 def test_junit_aggregates_one_check_on_one_node(written):
@@ -83,9 +85,9 @@ def test_junit_aggregates_one_check_on_one_node(written):
     assert by[("gpu-node-04", "ib.bond")].find("skipped") is not None
     assert by[("gpu-node-08", "node.status")].find("error").get("message") == "node unreachable"
     slow = by[("link.fabric1.ib_write_bw", "gpu-node-05 <-> gpu-node-06 round 2")]
-    assert slow.find("failure").get("message") == "208.9 Gb/s, floor 320 Gb/s"
+    assert slow.find("failure").get("message") == "208.9 Gb/s, below the floor of 320 Gb/s"
     err = by[("link.fabric0.ib_write_bw", "gpu-node-02 <-> gpu-node-07 round 1")]
-    assert err.find("error").get("message") == "no value, floor 320 Gb/s"
+    assert err.find("error").get("message") == "no value"
     ok = by[("link.fabric0.iperf3", "gpu-node-07 <-> gpu-node-01 round 1")]
     assert ok.find("failure") is None and ok.find("error") is None
 
@@ -152,35 +154,69 @@ def test_html_loads_nothing_remote_and_escapes_evidence(written):
     assert "default-src 'none'" in text  # the CSP forbids any load a future change might add
     # the untrusted evidence is text, not markup
     assert "<script>alert" not in text and '<img src="https://evil' not in text
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&lt;img src=&quot;https://evil.example/x.png&quot;&gt;" in text
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&lt;img src=&#34;https://evil.example/x.png&#34;&gt;" in text
     assert "\\x1b[31mWARN" in text
 
 
-def test_html_heatmaps_one_cell_per_pair(written):
+def _round_block(text: str, k: int) -> str:
+    start = text.index(f'<div class="round" id="round-{k}"')
+    return text[start:text.index("</table></div>", start)]
+
+
+def test_html_pairs_are_drawn_per_round_as_measured(written):
+    """No N x N grid: each round shows the pairs that ran, failing first, a cell per channel it measured
+    (gpu-node-08, unreachable, has no row at all); what did not pass is said in words with its units."""
     _cert, paths, _ = written
     text = paths["html"].read_text()
-    tags = _tags(text)
-    svgs = [a for t, a in tags if t == "svg" and "hm" in (a.get("class") or "").split()]
-    assert len(svgs) == 3  # fabric 0 + fabric 1 ib_write_bw, fabric 0 iperf3
-    blocks = re.findall(r'<div class="heatmap"[^>]*data-fabric="(\d)" data-probe="([a-z0-9_]+)">(.*?)</svg>', text, re.S)
-    assert [(f, p) for f, p, _ in blocks] == [("0", "ib_write_bw"), ("1", "ib_write_bw"), ("0", "iperf3")]
-    n_pairs = len(NODES) * (len(NODES) - 1) // 2
-    for fabric, probe, body in blocks:
-        cells = re.findall(r'<g class="hm-cell" data-a="([^"]+)" data-b="([^"]+)" data-status="([a-z]+)">', body)
-        assert len(cells) == n_pairs == 28
-        assert len({frozenset((a, b)) for a, b, _ in cells}) == 28  # each unordered pair exactly once
-        statuses = [s for _, _, s in cells]
-        missing = 7 if probe == "ib_write_bw" else 21  # gpu-node-08's 7 pairs; iperf3 ran on a 7-pair ring
-        assert statuses.count("missing") == missing, (fabric, probe)
-    f1 = blocks[1][2]
-    slow = re.search(r'data-a="gpu-node-05" data-b="gpu-node-06" data-status="fail"><title>(.*?)</title>.*?>([\d.]+)</text>', f1, re.S)
-    assert slow, "the slow link's cell"
-    assert slow.group(2) == "208.9"  # the latest round is shown
-    assert "round 1: 212.4 Gb/s (fail); round 2: 208.9 Gb/s (fail)" in slow.group(1)
-    f0 = blocks[0][2]
-    assert re.search(r'data-a="gpu-node-02" data-b="gpu-node-07" data-status="error">.*?>err</text>', f0, re.S)
-    # values are printed in the cells
-    assert re.search(r'data-a="gpu-node-01" data-b="gpu-node-02" data-status="pass">.*?>387</text>', f0, re.S)
+    assert 'class="hm"' not in text and "not measured</" not in text
+    r1 = _round_block(text, 1)
+    heads = re.findall(r'<th class="channel" data-fabric="(-?\d)" data-probe="([a-z0-9_]+)"', r1)
+    assert heads == [("0", "ib_write_bw"), ("1", "ib_write_bw"), ("0", "iperf3")]  # one probe's fabrics side by side
+    rows = re.findall(r'<tr class="st-row-([a-z]+)"><th class="pair">([^<]+)</th>(.*?)</tr>', r1)
+    assert len(rows) == 21  # the 7 reachable nodes' pairs, each once
+    assert [(st, pair) for st, pair, _ in rows[:2]] == [("fail", "gpu-node-05 ↔ gpu-node-06"),
+                                                        ("error", "gpu-node-02 ↔ gpu-node-07")]
+    assert all(st == "pass" for st, _, _ in rows[2:]) and "gpu-node-08" not in r1
+    cells = [re.findall(r'data-status="([a-z]+)"', body) for _, _, body in rows]
+    assert all(len(c) == 3 for c in cells)
+    assert sum(c.count("missing") for c in cells) == 14  # iperf3 ran on a 7-pair ring
+    assert cells[0][:2] == ["pass", "fail"]  # the slow link is slow on fabric 1 only
+    slow = re.search(r'data-status="fail" style="background:([^;]+);[^"]*" title="([^"]+)">([^<]+)</td>', rows[0][2])
+    assert slow.group(3) == "212.4" and slow.group(1) == reports.heat_colour(212.4, {"floor": 320.0}, "fail")
+    assert "round 1: 212.4 Gb/s, below the floor of 320 Gb/s" in slow.group(2)
+    assert re.search(r'data-status="pass"[^>]*>387</td>', rows[2][2])  # values are printed in the cells
+    # what did not pass, in words, failing before errors, with the pair's other rounds
+    bad = re.findall(r'<div class="m" data-fabric="(-?\d)" data-probe="([a-z0-9_]+)" data-status="([a-z]+)">(.*?)</div>', r1)
+    assert [(f, p, st) for f, p, st, _ in bad] == [("1", "ib_write_bw", "fail"), ("0", "ib_write_bw", "error")]
+    assert ("Fabric 1 · ib_write_bw (RDMA write bandwidth): 212.4 Gb/s, below the floor of 320 Gb/s "
+            '<span class="note">(also round 2: 208.9 Gb/s (fail))</span>') in bad[0][3]
+    assert bad[1][3].endswith("ib_write_bw (RDMA write bandwidth): no value")
+    r2 = _round_block(text, 2)
+    assert re.findall(r'<th class="pair">([^<]+)</th>', r2)[1:] == ["gpu-node-05 ↔ gpu-node-06"]
+    assert "208.9 Gb/s, below the floor of 320 Gb/s" in r2
+
+
+def test_html_shows_the_schedule_and_the_localisation_evidence():
+    cert = sample_certificate()
+    cert["schedule"] = [{"round": 1, "pairs": 21, "question": "every pair: round 1 of 7"},
+                        {"round": 2, "pairs": 1, "question": "gpu-node-05 <-> gpu-node-06 on fabric 1 with good partners"}]
+    cert["timing"] = {"rounds": [{"round": 1, "wall_s": 10.2, "tool_s": 9.9}, {"round": 2, "wall_s": 2.1, "tool_s": 2.0}]}
+    cert["localisation"][1] = {"link": "gpu-node-05<->gpu-node-06", "kind": "bad_link", "reason": "slow on fabric 1",
+                               "fabric": 1, "probes": ["ib_write_bw"], "partners": ["gpu-node-06", "gpu-node-05"]}
+    cert["localisation"].append({"node": "gpu-node-02", "kind": "suspect", "reason": "<b>one</b> failing pair",
+                                 "fabric": 0, "probes": ["ib_write_bw", "iperf3"], "partners": ["gpu-node-07"]})
+    text = reports.render_html(cert)
+    sched = text[text.index('<table class="plain schedule">'):text.index("</table>", text.index('class="plain schedule"'))]
+    rows = re.findall(r"<tr><td><a [^>]+>(\d)</a></td><td>(\d+)</td><td>([^<]+)</td><td>([^<]+)</td><td>(\d+)</td></tr>", sched)
+    assert rows == [("1", "21", "every pair: round 1 of 7", "10.2 s", "2"),
+                    ("2", "1", "gpu-node-05 &lt;-&gt; gpu-node-06 on fabric 1 with good partners", "2.1 s", "1")]
+    assert "Round 2 · 1 pair measured · gpu-node-05 &lt;-&gt; gpu-node-06 on fabric 1 with good partners" in text
+    loc = text[text.index('<section id="localisation">'):text.index("</section>", text.index('id="localisation"'))]
+    assert ('<span class="what">gpu-node-05 ↔ gpu-node-06</span><span class="note">slow on fabric 1</span>\n'
+            '<div class="why"><span><b>fabric</b> Fabric 1</span><span><b>probes</b> ib_write_bw</span>'
+            '<span><b>partners</b> gpu-node-05, gpu-node-06</span></div>') in loc
+    assert '<li data-kind="suspect"><span class="pill st-fail">suspect</span><span class="what">gpu-node-02</span>' in loc
+    assert "&lt;b&gt;one&lt;/b&gt; failing pair" in loc and "<b>one</b>" not in loc
 
 
 def test_heat_colour_scale():
@@ -281,52 +317,61 @@ def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
-def screenshot_heatmap(browser: str, cert: dict, html: Path, tmp_path: Path):
-    """Open ``html`` in headless Chromium; return the screenshot's size, pixels and the pixels painted
-    in the heatmap cell fills the report chose for ``cert``'s links."""
+def screenshot(browser: str, html: Path, tmp_path: Path, size: tuple[int, int] = (1400, 1000)) -> Path:
+    """Open ``html`` in headless Chromium (offline: nothing to fetch); the screenshot's path."""
     png = tmp_path / "shot.png"
     subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={png}", "--window-size=1400,1000",
+                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={png}", f"--window-size={size[0]},{size[1]}",
                     html.resolve().as_uri()], capture_output=True, timeout=120, check=False)
     assert png.is_file(), "chromium wrote no screenshot"
-    width, height, rows = read_png(png)
-    assert (width, height) == (1400, 1000)
-    fills = set()
-    for (_fabric, probe), links in reports.link_groups(cert).items():
-        th = reports.threshold_for(cert, probe)
-        for shown, _entries in reports.pair_results(links, th).values():
-            fills.add(reports.heat_colour(shown.get("value"), th, shown.get("status")))
-    fills.add(reports.HEAT_MISSING)
-    rgb = {tuple(int(f[i:i + 2], 16) for i in (1, 3, 5)) for f in fills}
+    return png
+
+
+def cell_fills(cert: dict) -> set[str]:
+    """The fills the report paints its pair cells in: each measurement's colour against its threshold,
+    and the grey of a channel a pair did not measure in a round."""
+    fills = {reports.HEAT_MISSING}
+    for link in cert.get("links") or []:
+        th = reports.threshold_for(cert, str(link.get("threshold") or link.get("probe")))
+        fills.add(reports.heat_colour(link.get("value"), th, link.get("status")))
+    return fills
+
+
+def screenshot_heatmap(browser: str, cert: dict, html: Path, tmp_path: Path, size: tuple[int, int] = (1400, 1000)):
+    """Open ``html`` in headless Chromium; return the screenshot's size, pixels and the pixels painted
+    in the pair cells' fills (the name is older than the per-round pair matrix: tests/certify uses it)."""
+    width, height, rows = read_png(screenshot(browser, html, tmp_path, size))
+    assert (width, height) == size
+    rgb = {tuple(int(f[i:i + 2], 16) for i in (1, 3, 5)) for f in cell_fills(cert)}
     hits = [(x, y) for y in range(height) for x, px in enumerate(rows[y]) if px in rgb]
     return width, height, rows, hits
 
 
 @pytest.mark.slow
-def test_screenshot_renders_the_heatmap(written, tmp_path):
+def test_screenshot_renders_the_pair_matrix(written, tmp_path):
+    """The first screen shows round 1's pair cells: the slow link's red, the errored pair's grey, the
+    grey of the pairs iperf3 did not measure, greens."""
     browser = _chromium()
     if browser is None:
         pytest.skip("chromium is not installed (apt-get install -y chromium)")
     cert, paths, _ = written
-    width, height, rows, hits = screenshot_heatmap(browser, cert, paths["html"], tmp_path)
-    assert len(hits) > 20_000, "heatmap cells are not on the first screen"
+    width, height, rows, hits = screenshot_heatmap(browser, cert, paths["html"], tmp_path, (1400, 1400))
+    assert len(hits) > 20_000, "pair cells are not on the first screen"
     x0, x1 = min(x for x, _ in hits), max(x for x, _ in hits)
     y0, y1 = min(y for _, y in hits), max(y for _, y in hits)
     assert x1 - x0 > 300 and y1 - y0 > 250, (x0, y0, x1, y1)
-    region = {rows[y][x] for y in range(y0, y1 + 1) for x in range(x0, x1 + 1)}
-    assert len(region) > 3
-    painted = {px for x, y in hits for px in [rows[y][x]]}
-    fail_fill = tuple(int(reports.heat_colour(208.9, {"floor": 320.0}, "fail")[i:i + 2], 16) for i in (1, 3, 5))
+    painted = {rows[y][x] for x, y in hits}
+    fail_fill = tuple(int(reports.heat_colour(212.4, {"floor": 320.0}, "fail")[i:i + 2], 16) for i in (1, 3, 5))
     missing = tuple(int(reports.HEAT_MISSING[i:i + 2], 16) for i in (1, 3, 5))
     error = tuple(int(reports.HEAT_ERROR[i:i + 2], 16) for i in (1, 3, 5))
-    assert {fail_fill, missing, error} <= painted  # the slow link, gpu-node-08's pairs, the errored pair
+    assert {fail_fill, missing, error} <= painted  # the slow link, iperf3's unmeasured pairs, the errored pair
     assert len(painted) >= 5  # several greens besides
 
 
 def test_new_probes_show_up_with_the_thresholds_certify_records(tmp_path):
     """certify keys thresholds by the profile's names (ib_write_lat_p99); links and findings name the
-    probe. Latency links get a heatmap held to the ceiling, node probes are testcases like any check."""
+    probe. Latency links are held to the ceiling, node probes are testcases like any check."""
     cert = sample_certificate()
     cert["thresholds"] = {"ib_write_lat_p99": {"floor": None, "ceiling": 2.0, "unit": "usec", "source": "lab"},
                           "ib_write_bw_pair": {"floor": 320.0, "ceiling": None, "unit": "gbit_per_s", "source": "seed"}}
@@ -345,7 +390,9 @@ def test_new_probes_show_up_with_the_thresholds_certify_records(tmp_path):
     paths = reports.write_reports(cc.sign(cert, key), tmp_path / "out")
     html_text = paths["html"].read_text()
     assert 'data-probe="ib_write_lat"' in html_text and "ceiling 2 µs" in html_text
-    assert f"{a} → {b}: 3.45 µs, fail" in html_text  # the worst of the pair is the highest latency
+    assert f"{a} ↔ {b} · Fabric 0 · ib_write_lat (RDMA write latency) · round 1: 3.45 µs, above the ceiling of 2 µs" in html_text
+    # the worst of the pair's two latency results is the one its cell shows: the highest
+    assert re.search(r'data-status="fail" style="[^"]*" title="[^"]*ib_write_lat[^"]*">3.45</td>', html_text)
     junit = paths["junit"].read_text()
     assert 'classname="link.fabric0.ib_write_lat"' in junit and "probe.dcgmi_diag" in junit
     assert "probe.gpu_util_under_load" in junit
