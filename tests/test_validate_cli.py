@@ -45,4 +45,4 @@ def test_validate_json_local_and_unreachable(cli, tmp_path):
 
 def test_validate_rejects_unknown_component(cli, tmp_path):
     r = cli("validate", "-i", "inventory/h100-sample", "--checks", "gpu,gpus")
-    assert r.returncode == 2 and "--checks: gpus: unknown component" in r.stderr
+    assert r.returncode == 2 and "--checks: gpus: unknown check id or component (did you mean gpu?)" in r.stderr
