@@ -340,3 +340,18 @@ def test_module_runs_without_the_lab_package(tmp_path):
             "print([m for m in sys.modules if m.startswith('clustercert.lab')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_certify_needs_out_before_any_prompt(capsys, monkeypatch):
+    import getpass
+
+    monkeypatch.setattr(getpass, "getpass", lambda prompt="": pytest.fail("prompted before the flags were checked"))
+    assert main(["certify", "-i", "sample:h100", "-K"]) == 2
+    assert "--out: required by `clustercert certify`" in capsys.readouterr().err
+
+
+def test_errors_that_name_a_command_are_not_prefixed_twice(capsys):
+    assert main(["lab", "fault", "node01", "gpu_missing", "gpu"]) == 2
+    assert capsys.readouterr().err == "clustercert: error: lab fault: gpu: parameters are KEY=VALUE\n"
+    assert main(["parse", "nope", "x"]) == 2
+    assert capsys.readouterr().err.startswith("clustercert: error: parse: KIND: unknown kind 'nope'")

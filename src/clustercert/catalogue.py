@@ -414,7 +414,7 @@ def _md(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _value(v) -> str:
+def value_text(v) -> str:
     if isinstance(v, list):
         return ", ".join(str(x) for x in v) if v else "[]"
     if isinstance(v, dict):
@@ -450,7 +450,7 @@ def markdown(doc: dict) -> str:
             lines.append(f"- reads: {reads or '—'}")
             for pname, p in e["profiles"].items():
                 if p["expects"]:
-                    exp = "; ".join(f"`{x['key']}` {_md(_value(x['value']))} ({_md(x['source'])})" for x in p["expects"])
+                    exp = "; ".join(f"`{x['key']}` {_md(value_text(x['value']))} ({_md(x['source'])})" for x in p["expects"])
                     lines.append(f"- `{pname}`: {exp}")
             proofs = e["lab"]["proofs"]
             if proofs:

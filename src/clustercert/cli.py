@@ -45,21 +45,12 @@ class _Parser(argparse.ArgumentParser):
         return ns
 
     def error(self, message: str):  # noqa: D401
-        where = self.prog
-        hint = f"; see `{where} --help`"
+        hint = f"; see `{self.prog} --help`"
         m = re.match(r"argument (\S+): (.*)$", message, re.S)
-        if m:
-            flag, reason = m.groups()
-            choice = re.match(r"invalid choice: '([^']*)' \(choose from (.*)\)$", reason, re.S)
-            if flag in ("VERB", "CMD") and choice:
-                known = choice.group(2).replace("'", "")
-                raise InputError(choice.group(1), None, f"unknown {'verb' if flag == 'VERB' else 'command'} of "
-                                                        f"`{where}` (choose from {known})")
-            raise InputError(flag, None, reason + hint)
-        m = re.match(r"the following arguments are required: (.*)$", message, re.S)
-        if m:
-            raise InputError(m.group(1), None, f"required by `{where}`{hint}")
-        raise InputError(where, None, message + hint)
+        if m:  # argument -f/--forks: expected ..., argument VERB: invalid choice: ...
+            raise InputError(m.group(1), None, m.group(2) + hint)
+        # the following arguments are required: -i/--inventory (names the verb, then argparse's words)
+        raise InputError(self.prog.removeprefix(PROG).strip() or "usage", None, message + hint)
 
 
 def _fmt(description: str, example: str) -> dict:
@@ -401,9 +392,9 @@ def cmd_parse(args) -> int:
             print(f"{kind:28} {parsers.REGISTRY[kind].description}")
         return EXIT_OK
     if not args.kind or not args.file:
-        raise InputError("clustercert parse", None, "usage: clustercert parse KIND FILE [--json] (or --list)")
+        raise InputError("parse", None, "usage: clustercert parse KIND FILE [--json] (or --list)")
     if args.kind not in parsers.REGISTRY:
-        raise InputError("clustercert parse", "KIND", f"unknown kind {args.kind!r} (see `clustercert parse --list`)")
+        raise InputError("parse", "KIND", f"unknown kind {args.kind!r} (see `clustercert parse --list`)")
     if args.file == "-":
         text, source = sys.stdin.read(), "<stdin>"
     else:
@@ -434,9 +425,9 @@ def _key_values(items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise InputError("clustercert lab fault", item, "parameters are KEY=VALUE")
+            raise InputError("lab fault", item, "parameters are KEY=VALUE")
         if key in params:
-            raise InputError("clustercert lab fault", key, "parameter given twice")
+            raise InputError("lab fault", key, "parameter given twice")
         params[key] = value
     return params
 
@@ -475,7 +466,7 @@ def cmd_lab(args) -> int:
     if args.lab_cmd == "inventory":
         print(manager.inventory_path())
         return EXIT_OK
-    raise InputError("clustercert lab", None, f"unknown lab command {args.lab_cmd!r}")
+    raise InputError("lab", None, f"unknown lab command {args.lab_cmd!r}")
 
 
 EXTRA_VARS_FLAG = "-e/--extra-vars"
@@ -544,9 +535,6 @@ def cmd_validate(args) -> int:
 def cmd_certify(args) -> int:
     from clustercert import certify
 
-    if not args.out:
-        raise InputError("--out", None, "required by `clustercert certify`: the directory for certificate.json and "
-                                        "its reports")
     return certify.run(args.inventory, limit=args.limit, forks=args.forks, out=args.out, all_pairs=args.all_pairs,
                        key=args.key, probe_seconds=args.probe_seconds, probe_timeout=args.probe_timeout,
                        drain=args.drain, fmt=args.format, prom=args.prom)
@@ -692,6 +680,9 @@ def connection_flags(args) -> dict[str, str]:
 def prepare(args) -> None:
     """What every verb gets before it runs: a private umask, checked flags, a checked state directory,
     checked output paths, the become password. Bad input here is exit 2 with nothing run."""
+    if args.verb == "certify" and not args.out:  # required, but not with --list-hosts (argparse cannot say so)
+        raise InputError("--out", None, "required by `clustercert certify`: the directory for certificate.json and "
+                                        "its reports")
     if args.verb != "lab":  # the lab writes node root filesystems, which keep their own modes
         os.umask(0o077)  # state files 0600, directories 0700, whatever writes them (ansible's fact cache too)
         # main() puts the caller's umask back when the verb returns
@@ -731,7 +722,9 @@ def main(argv: list[str] | None = None) -> int:
         handler = HANDLERS.get(args.verb, cmd_not_ready)
         return handler(args)
     except InputError as exc:
-        print(f"{PROG}: error: {exc.one_line()}", file=sys.stderr)
+        # one line; a source that names the command ("clustercert lab fault") loses its "clustercert ", which
+        # the prefix already says
+        print(f"{PROG}: error: {exc.one_line().removeprefix(PROG + ' ')}", file=sys.stderr)
         return exc.exit_code
     except ClustercertError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)

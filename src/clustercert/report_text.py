@@ -225,7 +225,7 @@ def print_drift(doc: dict, run_id: str) -> None:
 
 def print_checks(doc: dict) -> None:
     """`clustercert checks`: one row per id; the expectations of each profile on their own lines."""
-    from clustercert.catalogue import _value
+    from clustercert.catalogue import value_text
 
     con = _console()
     t = Table(title=f"checks and probes ({len(doc['entries'])} ids; profiles: {', '.join(doc['profiles'])})",
@@ -238,7 +238,7 @@ def print_checks(doc: dict) -> None:
         expects = []
         for pname, p in e["profiles"].items():
             for x in p["expects"]:
-                expects.append(f"{pname}: {x['key']} {_value(x['value'])} ({x['source']})")
+                expects.append(f"{pname}: {x['key']} {value_text(x['value'])} ({x['source']})")
         lab = [f"{p['fault']}{''.join(f' {k}={v}' for k, v in p['params'].items())} -> {p['status']}"
                for p in e["lab"]["proofs"]]
         if e["lab"]["note"]:
