@@ -6,7 +6,8 @@ import pytest
 
 from clustercert.cli import build_parser, main
 
-VERBS = ["bootstrap", "validate", "probe", "certify", "drift", "lab", "parse", "inventory", "report", "verify", "version"]
+VERBS = ["init", "bootstrap", "validate", "probe", "certify", "drift", "lab", "parse", "inventory", "checks", "report",
+         "verify", "key", "version"]
 
 
 def test_top_level_help_lists_every_verb(cli):
@@ -63,6 +64,7 @@ def test_inventory_verb_prints_resolved_thresholds(capsys):
     import json
 
     view = json.loads(capsys.readouterr().out)
+    assert view["schema"] == "clustercert.inventory/v1" and view["run"] is None
     assert sorted(view["hosts"]) == ["gpu01", "gpu02", "gpu03", "gpu04"]
     assert view["hosts"]["gpu01"]["profile"] == "h100-sxm-8x-ndr"
     (label, prof), = view["profiles"].items()

@@ -75,20 +75,80 @@ def test_lock_names_the_holder_and_dies_with_it(tmp_path, monkeypatch):
         pass
 
 
-def test_prom_textfile_parses(tmp_path):
+def _families(path) -> dict:
+    """Every metric family of a textfile, parsed by prometheus_client's own parser (what node_exporter reads)."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    text = prom.render({("node01", "configuration"): 1, ("node03", "state"): 2},
-                       {("node01", "gpu.count"): "pass", ('we"ird', "ib.bond"): "fail"}, 1764680000.0)
+    return {f.name: f for f in text_string_to_metric_families(path.read_text())}
+
+
+def test_prom_textfile_parses(tmp_path):
+    nodes = {"node01": {"verdict": "pass", "findings": [{"check": "gpu.count", "status": "pass"},
+                                                        {"check": "gpu.ecc", "status": "pass"},
+                                                        {"check": "gpu.ecc", "status": "fail"}]},
+             'we"ird\\n': {"verdict": "unreachable", "findings": []},
+             "node03": {"verdict": "error", "findings": [{"check": "ib.bond", "status": "skip"}]}}
+    links = [{"a": "node01", "b": "node03", "fabric": 0, "probe": "ib_write_bw", "subject": "mlx5_0 node01->node03",
+              "value": 300.0, "unit": "gbit_per_s", "status": "fail", "round": 1, "threshold": "ib_write_bw_pair"},
+             {"a": "node01", "b": "node03", "fabric": 0, "probe": "ib_write_bw", "subject": "mlx5_0 node01->node03",
+              "value": 390.5, "unit": "gbit_per_s", "status": "pass", "round": 2, "threshold": "ib_write_bw_pair"},
+             {"a": "node01", "b": "node03", "fabric": None, "probe": "nccl_allreduce", "subject": "node01+node03",
+              "value": None, "unit": "gbyte_per_s", "status": "error", "round": 1, "threshold": "nccl_allreduce_pair"},
+             {"a": "node01", "b": "node03", "fabric": 0, "probe": "ib_write_lat", "subject": "mlx5_0", "value": 1.1,
+              "unit": "usec", "status": "pass", "round": 1, "threshold": "ib_write_lat_p99"}]
+    bounds = prom.threshold_bounds({"ib_write_bw_pair": {"floor": 320.0, "ceiling": None},
+                                    "ib_write_lat_p99": {"floor": None, "ceiling": 4.2}})
+    text = prom.render("drift", nodes=nodes, links=links, bounds=bounds, duration_s=12.3456, finished=1764680000.0,
+                       last_success=1764600000.0, drift_items={("node01", "configuration"): 1, ("node03", "state"): 2})
     path = tmp_path / "clustercert.prom"
     prom.write_atomic(path, text)
-    fams = {f.name: f for f in text_string_to_metric_families(path.read_text())}
+    fams = _families(path)
     drift = {(s.labels["node"], s.labels["kind"]): s.value for s in fams["clustercert_drift_items"].samples}
     assert drift == {("node01", "configuration"): 1.0, ("node03", "state"): 2.0}
     status = {(s.labels["node"], s.labels["check"]): s.value for s in fams["clustercert_check_status"].samples}
-    assert status[('we"ird', "ib.bond")] == 1.0
+    assert status == {("node01", "gpu.count"): 0.0, ("node01", "gpu.ecc"): 1.0, ("node03", "ib.bond"): 3.0}
+    verdict = {s.labels["node"]: s.value for s in fams["clustercert_node_verdict"].samples}
+    assert verdict == {"node01": 0.0, 'we"ird\\n': 4.0, "node03": 2.0}
+    value = {(s.labels["probe"], s.labels["fabric"]): s.value for s in fams["clustercert_link_value"].samples}
+    assert value == {("ib_write_bw", "0"): 390.5, ("ib_write_lat", "0"): 1.1}  # round 2 replaced round 1
+    bound = {(s.labels["probe"], s.labels["bound"]): s.value for s in fams["clustercert_link_threshold"].samples}
+    assert bound == {("ib_write_bw", "floor"): 320.0, ("ib_write_lat", "ceiling"): 4.2}
+    lstatus = {s.labels["probe"]: s.value for s in fams["clustercert_link_status"].samples}
+    assert lstatus == {"ib_write_bw": 0.0, "nccl_allreduce": 2.0, "ib_write_lat": 0.0}
+    assert {s.labels["verb"] for f in fams.values() for s in f.samples if "verb" in s.labels} == {"drift"}
+    assert fams["clustercert_run_duration_seconds"].samples[0].value == 12.346
     assert fams["clustercert_last_run_timestamp_seconds"].samples[0].value == 1764680000.0
+    assert fams["clustercert_last_success_timestamp_seconds"].samples[0].value == 1764600000.0
     assert [p.name for p in tmp_path.iterdir()] == ["clustercert.prom"]  # no temp file left behind
+    assert (path.stat().st_mode & 0o777) == 0o644  # node_exporter runs as another user
+
+
+def test_prom_never_passed_has_no_last_success(tmp_path):
+    path = tmp_path / "v.prom"
+    prom.write_atomic(path, prom.render("validate", nodes={}, duration_s=1.0, finished=5.0))
+    fams = _families(path)
+    assert fams["clustercert_last_success_timestamp_seconds"].samples == []
+    assert fams["clustercert_last_run_timestamp_seconds"].samples[0].labels == {"verb": "validate"}
+
+
+def test_certify_prom_from_the_sample_certificate(tmp_path):
+    from test_certificate import sample_certificate
+
+    from clustercert import certify
+
+    cert = sample_certificate()
+    path = tmp_path / "certify.prom"
+    certify.write_prom(str(path), cert, "inventory/x")
+    fams = _families(path)
+    verdict = {s.labels["node"]: s.value for s in fams["clustercert_node_verdict"].samples}
+    assert verdict["gpu-node-03"] == 1.0 and verdict["gpu-node-08"] == 4.0 and verdict["gpu-node-01"] == 0.0
+    slow = [s for s in fams["clustercert_link_value"].samples
+            if (s.labels["a"], s.labels["b"], s.labels["fabric"]) == ("gpu-node-05", "gpu-node-06", "1")]
+    assert [s.value for s in slow] == [208.9]  # the second round's measurement
+    floors = {s.labels["probe"]: s.value for s in fams["clustercert_link_threshold"].samples}
+    assert floors == {"ib_write_bw": 320.0, "iperf3": 20.0}
+    assert fams["clustercert_run_duration_seconds"].samples[0].value == 1674.0  # 08:14:03 -> 08:41:57
+    assert fams["clustercert_last_success_timestamp_seconds"].samples == []  # failed, and no run passed before
 
 
 def test_actions_are_recorded_with_their_run(tmp_path):

@@ -2,10 +2,11 @@
 
 Validates the inventory (every ``clustercert_*`` variable and each host's resolved profile), runs
 ``playbooks/bootstrap.yml`` through the engine with live progress, then prints a per-host summary
-table, or with ``fmt="json"``::
+table, or with ``fmt="json"`` the document schemas/bootstrap.schema.json describes::
 
-    {"hosts": {NAME: {"ok", "changed", "failed", "unreachable", "skipped"}},
-     "changes": [{"host", "task", "role", "diff"}]}
+    {"schema": "clustercert.bootstrap/v1", "run", "started", "finished", "inventory", "check", "ok", ...,
+     "hosts": {NAME: {"ok", "changed", "failed", "unreachable", "skipped"}},
+     "changes": [{"host", "task", "role", "diff"}], "failures": [{"host", "task", "status", "msg"}]}
 
 ``changes`` lists every task that changed (or, under ``--check``, would change) something, with its
 diff when ``--diff`` is given. Exit status: 0 when every host is ok, 1 when a host failed or was
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from clustercert import engine, paths
@@ -59,6 +61,17 @@ def summarise(result: engine.RunResult) -> dict:
     return {"hosts": hosts, "changes": changes}
 
 
+def document(result: engine.RunResult, summary: dict, started: float, finished: float, inventory: str,
+             check: bool, ok: bool) -> dict:
+    """The `bootstrap --format json` document: the envelope (``run`` is the playbook run, its directory under
+    the state directory's runs/), and per host the task counts, every change and every failure."""
+    from clustercert import documents
+
+    return documents.envelope("bootstrap", result.run_id, started, finished) | {
+        "inventory": inventory, "check": check, "ok": ok, "status": result.status, "run_dir": str(result.run_dir),
+        **summary, "failures": result.failures}
+
+
 def render_table(summary: dict, result: engine.RunResult, check: bool) -> str:
     from rich.console import Console
     from rich.table import Table
@@ -92,12 +105,14 @@ def bootstrap(
     check: bool = False,
     diff: bool = False,
     tags: str | None = None,
+    skip_tags: str | None = None,
     extra_vars: dict | None = None,
     forks: int | None = None,
     fmt: str = "table",
     verbosity: int = 0,
 ) -> int:
     inv = load_inventory(inventory, limit)  # InputError (exit 2) before anything runs
+    started = time.time()
     from clustercert.progress import PlaybookProgress
 
     progress = PlaybookProgress("bootstrap", enabled=fmt != "json" or sys.stderr.isatty())
@@ -109,6 +124,7 @@ def bootstrap(
             check=check,
             diff=diff,
             tags=tags,
+            skip_tags=skip_tags,
             extra_vars=extra_vars,
             forks=forks,
             verbosity=verbosity,
@@ -116,11 +132,12 @@ def bootstrap(
             envvars=strategy_env(),
         )
     summary = summarise(result)
-    if fmt == "json":
-        print(json.dumps(summary, indent=2, default=str))
-    else:
-        print(render_table(summary, result, check))
     ok = result.ok and all(not (h["failed"] or h["unreachable"]) for h in summary["hosts"].values())
     if not summary["hosts"]:
         ok = False
+    if fmt == "json":
+        doc = document(result, summary, started, time.time(), str(inv.source), check, ok)
+        print(json.dumps(doc, indent=2, default=str))
+    else:
+        print(render_table(summary, result, check))
     return EXIT_OK if ok else EXIT_FINDINGS

@@ -49,8 +49,42 @@ def _versions(inv, validation: dict) -> dict:
     return {"clustercert": __version__, "ansible-core": version("ansible-core"), "nodes": per_node}
 
 
+def document(cert: dict, run_id: str, out_dir: Path, inventory: str) -> dict:
+    """The `certify --format json` document: the envelope, where the certificate was written, and the
+    certificate's verdicts, findings, links and localisation (its signature and profiles stay in
+    certificate.json)."""
+    from clustercert import documents
+
+    doc = documents.envelope("certify", run_id, _parse_time(cert["started"]), _parse_time(cert["finished"]))
+    doc |= {"inventory": inventory, "out": str(out_dir), "certificate": str(out_dir / "certificate.json"),
+            "cluster": cert.get("cluster"), "verdict": cert["verdict"], "rounds": cert.get("rounds"),
+            "nodes": cert["nodes"], "links": cert["links"], "localisation": cert.get("localisation", []),
+            "thresholds": cert.get("thresholds", {})}
+    for key in ("slurm", "timing"):
+        if key in cert:
+            doc[key] = cert[key]
+    return doc
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def write_prom(path: str, cert: dict, inventory: str) -> None:
+    """--prom: per node and check the status, per node the verdict, per link the value and the bound it was held
+    to, the run's duration, when it finished and when a certify of this inventory last passed."""
+    from clustercert import prom
+
+    started, finished = _parse_time(cert["started"]).timestamp(), _parse_time(cert["finished"]).timestamp()
+    ok = finished if cert["verdict"] == "pass" else prom.last_success("certify", inventory)
+    prom.write_atomic(path, prom.render("certify", nodes=cert["nodes"], links=cert["links"],
+                                        bounds=prom.threshold_bounds(cert.get("thresholds", {})),
+                                        duration_s=finished - started, finished=finished, last_success=ok))
+
+
 def run(inventory: str, *, limit: str | None = None, forks: int | None = None, out: str, all_pairs: bool = False,
-        key: str | None = None, probe_seconds: int = 5, probe_timeout: float = 60.0, drain: str | None = None) -> int:
+        key: str | None = None, probe_seconds: int = 5, probe_timeout: float = 60.0, drain: str | None = None,
+        fmt: str = "table", prom: str | None = None) -> int:
     from clustercert import certificate
     from clustercert.inventory import load_inventory
     from clustercert.store import Store
@@ -67,11 +101,11 @@ def run(inventory: str, *, limit: str | None = None, forks: int | None = None, o
     store = Store()
     with inventory_lock(str(inv.source), "certify"):
         return _certify(inv, store, out_dir, signing_key, pub_path, limit, forks, all_pairs, probe_seconds, probe_timeout,
-                        drain)
+                        drain, fmt, prom)
 
 
 def _certify(inv, store, out_dir: Path, signing_key, pub_path: Path, limit, forks, all_pairs, probe_seconds, probe_timeout,
-             drain=None) -> int:
+             drain=None, fmt: str = "table", prom: str | None = None) -> int:
     from clustercert import certificate, reports, validate
     from clustercert.engine import new_run_id
     from clustercert.report_text import print_certify
@@ -120,5 +154,10 @@ def _certify(inv, store, out_dir: Path, signing_key, pub_path: Path, limit, fork
     (out_dir / "signing.pub").write_text(pub_path.read_text())
     reports.write_reports(cert, out_dir)
     store.finish_run(run_id, verdict, nodes, links, actions={"slurm": cert["slurm"]} if "slurm" in cert else None)
-    print_certify(cert, out_dir, run_id, outcome.seconds)
+    if prom:
+        write_prom(prom, cert, str(inv.source))
+    if fmt == "json":
+        print(json.dumps(document(cert, run_id, out_dir, str(inv.source)), indent=2, default=str))
+    else:
+        print_certify(cert, out_dir, run_id, outcome.seconds)
     return 0 if verdict == "pass" and all(a["ok"] for a in cert.get("slurm", [])) else 1

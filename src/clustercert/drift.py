@@ -163,7 +163,7 @@ def _resolve_baseline(store, inv, baseline: str) -> dict:
 
 def run(inventory: str, *, limit: str | None = None, baseline: str = "latest-certified", probes: str = "none",
         fix: bool = False, prom_path: str | None = None, fmt: str = "table", forks: int | None = None) -> int:
-    from clustercert import prom, validate
+    from clustercert import validate
     from clustercert.bootstrap import PLAYBOOK, strategy_env
     from clustercert.inventory import load_inventory
     from clustercert.progress import PlaybookProgress
@@ -178,6 +178,8 @@ def run(inventory: str, *, limit: str | None = None, baseline: str = "latest-cer
     base = _resolve_baseline(store, inv, baseline)
     with inventory_lock(str(inv.source), "drift"):
         run_id = engine.new_run_id()
+        started = time.time()
+        perf_links: list = []
         store.start_run(run_id, "drift", str(inv.source), {"baseline": base["id"], "probes": probes})
         with PlaybookProgress("drift: configuration (check mode)", enabled=fmt != "json") as progress:
             cfg_result = engine.run_playbook(paths.playbooks_dir() / PLAYBOOK, inv.source, limit=limit, check=True,
@@ -188,10 +190,11 @@ def run(inventory: str, *, limit: str | None = None, baseline: str = "latest-cer
         items = fold_symptoms(items)
         if probes != "none":
             reachable = [n for n, r in sorted(current.items()) if r.verdict != "unreachable"]
-            perf, _ms = performance_items(inv, reachable, store.links(base["id"]),
-                                          lambda n: inv.hosts[n].profile.drift_tolerance, 2 if probes == "quick" else 5,
-                                          forks or 25)
+            perf, measured = performance_items(inv, reachable, store.links(base["id"]),
+                                               lambda n: inv.hosts[n].profile.drift_tolerance,
+                                               2 if probes == "quick" else 5, forks or 25)
             items += perf
+            perf_links = [m.link_record() for m in measured]
         fixed = None
         if fix:
             fixed = _fix(inv, items, validate, forks)
@@ -200,29 +203,59 @@ def run(inventory: str, *, limit: str | None = None, baseline: str = "latest-cer
         store.finish_run(run_id, verdict, nodes)
         store.set_meta(run_id, {"baseline": base["id"], "probes": probes, "items": [i.to_json() for i in items],
                                 "fixed": fixed})
+        finished = time.time()
+        doc = document(items, base["id"], run_id, started, finished, str(inv.source), fixed)
         if prom_path:
-            counts: dict[tuple[str, str], int] = {}
-            for i in items:
-                counts[(i.node, i.kind)] = counts.get((i.node, i.kind), 0) + 1
-            for n in inv.hosts:
-                for kind in ("configuration", "state", "performance"):
-                    counts.setdefault((n, kind), 0)
-            status: dict[tuple[str, str], str] = {}
-            rank = {"fail": 3, "error": 2, "pass": 1, "skip": 0}
-            for n, r in current.items():
-                for f in r.findings:
-                    key = (n, f.check)
-                    if key not in status or rank[f.status] > rank[status[key]]:
-                        status[key] = f.status
-            prom.write_atomic(prom_path, prom.render(counts, status, time.time()))
-    doc = {"baseline": base["id"], "items": [i.to_json() for i in items]}
-    if fixed is not None:
-        doc["fixed"] = fixed
+            write_prom(prom_path, doc, inv, current, store.links(base["id"]), perf_links, started, finished)
     if fmt == "json":
         print(json.dumps(doc, indent=2, default=str))
     else:
         print_drift(doc, run_id)
     return 1 if items else 0
+
+
+def document(items: list[Item], baseline: str, run_id: str, started: float, finished: float, inventory: str,
+             fixed: dict | None = None) -> dict:
+    """The `drift --format json` document."""
+    from clustercert import documents
+
+    doc = documents.envelope("drift", run_id, started, finished) | {
+        "inventory": inventory, "baseline": baseline, "verdict": "drift" if items else "clean",
+        "items": [i.to_json() for i in items]}
+    if fixed is not None:
+        doc["fixed"] = fixed
+    return doc
+
+
+def write_prom(path: str, doc: dict, inv, current: dict, baseline_links: list[dict], links: list[dict],
+               started: float, finished: float) -> None:
+    """--prom: drift items per node and kind, per node and check the status, per node the verdict, per link
+    (--probes) the value and the bound the baseline sets (its median less the profile's drift tolerance; a
+    latency: plus), the run's duration, when it finished and when a drift of this inventory was last clean."""
+    from clustercert import prom
+    from clustercert.probes.judge import BaselineJudge
+
+    counts: dict[tuple[str, str], int] = {(n, k): 0 for n in inv.hosts for k in ("configuration", "state",
+                                                                                  "performance")}
+    for i in doc["items"]:
+        counts[(i["node"], i["kind"])] = counts.get((i["node"], i["kind"]), 0) + 1
+    judge = BaselineJudge(baseline_links, lambda n: inv.hosts[n].profile.drift_tolerance)
+    bounds: dict[str, tuple[str, float]] = {}
+    keyed = []
+    for lk in links:
+        ref = judge.median.get((lk["probe"], lk["fabric"]))
+        if ref is None:
+            keyed.append(lk)
+            continue
+        tol = inv.hosts[lk["a"]].profile.drift_tolerance
+        key = f"{lk['probe']}|{lk['fabric']}|{lk['a']}"
+        ceiling = lk["probe"].endswith("_lat")
+        bounds[key] = ("ceiling", ref * (1 + tol)) if ceiling else ("floor", ref * (1 - tol))
+        keyed.append(lk | {"threshold": key})
+    nodes = {n: r.to_json() | {"verdict": r.verdict} for n, r in current.items()}
+    ok = finished if doc["verdict"] == "clean" else prom.last_success("drift", doc["inventory"], ("clean",))
+    prom.write_atomic(path, prom.render("drift", nodes=nodes, links=keyed, bounds=bounds, duration_s=finished - started,
+                                        finished=finished, last_success=ok, drift_items=counts))
 
 
 def _fix(inv, items: list[Item], validate, forks) -> dict:

@@ -127,6 +127,8 @@ def resolve_inventory_arg(arg: str | None) -> Path:
         if not env:
             raise InputError("-i/--inventory", None, "no inventory given (use -i PATH, or -i lab for the lab)")
         arg = env
+    if arg.startswith(SAMPLE_PREFIX) and not Path(arg).exists():
+        return sample_inventory(arg.removeprefix(SAMPLE_PREFIX))
     if arg == "lab" and not Path("lab").exists():
         from clustercert.lab import manager
 
@@ -135,6 +137,29 @@ def resolve_inventory_arg(arg: str | None) -> Path:
             raise InputError("-i lab", None, "no lab inventory: start the lab first with `clustercert lab up`")
         return path
     return Path(arg)
+
+
+SAMPLE_PREFIX = "sample:"
+
+
+def sample_inventories() -> dict[str, Path]:
+    """The sample inventories shipped with clustercert (a wheel carries them in the package): short name
+    (``h100`` for ``h100-sample``) -> directory."""
+    from clustercert import paths
+
+    base = paths.sample_inventory_dir()
+    return {p.name.removesuffix("-sample"): p for p in sorted(base.iterdir()) if p.is_dir()} if base.is_dir() else {}
+
+
+def sample_inventory(name: str) -> Path:
+    """``-i sample:NAME``: a bundled sample inventory, found wherever clustercert is installed."""
+    samples = sample_inventories()
+    key = name.removesuffix("-sample")
+    if key not in samples:
+        raise InputError("-i/--inventory", f"{SAMPLE_PREFIX}{name}",
+                         f"no such sample inventory (samples: {', '.join(SAMPLE_PREFIX + k for k in samples) or 'none'}; "
+                         "`clustercert init DIR` writes a starter inventory of your own)")
+    return samples[key]
 
 
 def _range_count(host: str) -> int:
@@ -512,9 +537,32 @@ def load_inventory(arg: str | None, limit: str | None = None) -> Inventory:
                 overrides_source=_locate(files, "clustercert_profile_overrides", path),
             )
         connection = {k: v for k, v in hv.items() if k.startswith("ansible_") and "pass" not in k and k in _CONN_KEYS}
+        connection.update(connection_defaults(connection))
         baddr = bond_address(hv, ivars, profiles_cache[cache_key], name, lambda: _locate(files, BOND_ADDRESS_VAR, path))
         hosts[name] = HostView(name, groups, ivars, profiles_cache[cache_key], connection, baddr)
     return Inventory(path.resolve(), hosts, files)
+
+
+# What `-u/--user` and `--private-key` set (clustercert.cli puts them into the environment, as Ansible's own
+# config does): the login user and key for hosts whose inventory sets none. Inventory variables win, as
+# they do over ansible-playbook's -u.
+CONNECTION_ENV = {"ansible_user": ("ANSIBLE_REMOTE_USER", "user"),
+                  "ansible_ssh_private_key_file": ("ANSIBLE_PRIVATE_KEY_FILE", "local_path")}
+
+
+def connection_defaults(connection: dict) -> dict:
+    """The connection variables ``connection`` lacks that ANSIBLE_REMOTE_USER / ANSIBLE_PRIVATE_KEY_FILE give
+    (validated like inventory values: InputError naming the variable)."""
+    out = {}
+    for key, (env, kind) in CONNECTION_ENV.items():
+        value = os.environ.get(env)
+        if key in connection or not value or connection.get("ansible_connection") == "local":
+            continue
+        reason = names.CHECKS[kind](value)
+        if reason:
+            raise InputError(env, value, reason)
+        out[key] = value
+    return out
 
 
 _CONN_KEYS = {

@@ -43,6 +43,7 @@ def run(inventory: str, *, limit: str | None = None, forks: int | None = None, o
         all_pairs: bool = False, fmt: str = "table", probe_seconds: int = 5, probe_timeout: float = 60.0) -> int:
     import json
 
+    from clustercert import documents
     from clustercert.checks import cluster_verdict
     from clustercert.engine import new_run_id
     from clustercert.inventory import load_inventory
@@ -55,6 +56,7 @@ def run(inventory: str, *, limit: str | None = None, forks: int | None = None, o
 
     selected = parse_probe_list(only)  # bad input first: nothing runs
     inv = load_inventory(inventory, limit)
+    started = documents.now()
     names = sorted(inv.hosts)
     store = Store()
     with inventory_lock(str(inv.source), "probe"):
@@ -68,9 +70,10 @@ def run(inventory: str, *, limit: str | None = None, forks: int | None = None, o
         verdict = cluster_verdict(nodes, links)
         ok = verdict == "pass"
         store.finish_run(run_id, verdict, nodes, links)
-    doc = {"run": run_id, "verdict": verdict, "rounds": len(out.rounds), "schedule": out.schedule(),
-           "seconds": out.seconds, "nodes": nodes, "links": links,
-           "localisation": [x.to_json() for x in out.localisation]}
+    doc = documents.envelope("probe", run_id, started) | {
+        "inventory": str(inv.source), "probes": sorted(selected) if selected else None, "verdict": verdict,
+        "rounds": len(out.rounds), "schedule": out.schedule(), "seconds": out.seconds, "nodes": nodes, "links": links,
+        "localisation": [x.to_json() for x in out.localisation]}
     if fmt == "json":
         print(json.dumps(doc, indent=2))
     else:

@@ -1,4 +1,20 @@
-"""node_exporter textfile-collector output, written atomically (temp file + rename in the same dir)."""
+"""node_exporter textfile-collector output (``--prom FILE`` on validate, certify and drift), rendered by
+prometheus_client and written atomically (temp file in the same directory, fsync, rename, mode 0644 so
+that node_exporter, another user, can read it).
+
+Metrics (every one but ``clustercert_drift_items`` carries ``verb``, so validate, certify and drift may
+write to files of one textfile directory without clashing series):
+
+* ``clustercert_check_status{verb,node,check}``: the worst status of the check on the node
+  (0 pass, 1 fail, 2 error, 3 skip);
+* ``clustercert_node_verdict{verb,node}``: 0 pass, 1 fail, 2 error, 4 unreachable;
+* ``clustercert_link_value{verb,a,b,fabric,probe,subject,unit}``: a node-to-node measurement (the last
+  round's), and ``clustercert_link_threshold{...,bound}`` the bound it was held to (bound: floor or
+  ceiling), ``clustercert_link_status{...}`` its status;
+* ``clustercert_run_duration_seconds{verb}``, ``clustercert_last_run_timestamp_seconds{verb}``,
+  ``clustercert_last_success_timestamp_seconds{verb}`` (absent until a run of the verb passed);
+* drift only: ``clustercert_drift_items{node,kind}`` (kind: configuration, state, performance).
+"""
 
 from __future__ import annotations
 
@@ -6,35 +22,100 @@ import os
 import tempfile
 from pathlib import Path
 
-STATUS_VALUE = {"pass": 0, "fail": 1, "error": 2, "skip": 3}
+STATUS_VALUE = {"pass": 0, "fail": 1, "error": 2, "skip": 3, "unreachable": 4}
+RANK = {"skip": 0, "pass": 1, "error": 2, "fail": 3}
 
 
-def _label(v: str) -> str:
-    return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+def render(verb: str, *, nodes: dict[str, dict] | None = None, links: list[dict] | None = None,
+           bounds: dict[str, tuple[str, float]] | None = None, duration_s: float | None = None,
+           finished: float | None = None, last_success: float | None = None,
+           drift_items: dict[tuple[str, str], int] | None = None) -> str:
+    """The textfile for one run of ``verb``.
+
+    ``nodes``: node -> {"verdict", "findings": [{"check", "status", ...}]} (validate's and the
+    certificate's shape); ``links``: the certificate's link records ({"a", "b", "fabric", "probe",
+    "subject", "unit", "value", "status", "threshold", "round"}); ``bounds``: the bound each link is held
+    to, by its ``threshold`` name (else its probe): name -> ("floor" | "ceiling", value).
+    """
+    from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+    reg = CollectorRegistry()
+    if nodes is not None:
+        status = Gauge("clustercert_check_status", "Worst status of each check per node in the last run "
+                       "(0 pass, 1 fail, 2 error, 3 skip).", ["verb", "node", "check"], registry=reg)
+        verdict = Gauge("clustercert_node_verdict", "Verdict per node in the last run "
+                        "(0 pass, 1 fail, 2 error, 4 unreachable).", ["verb", "node"], registry=reg)
+        for node, body in sorted(nodes.items()):
+            verdict.labels(verb, node).set(STATUS_VALUE.get(body.get("verdict"), 2))
+            worst: dict[str, str] = {}
+            for f in body.get("findings", []):
+                st = f["status"] if f["status"] in RANK else "error"
+                if f["check"] not in worst or RANK[st] > RANK[worst[f["check"]]]:
+                    worst[f["check"]] = st
+            for check, st in sorted(worst.items()):
+                status.labels(verb, node, check).set(STATUS_VALUE[st])
+    if links:
+        names = ["verb", "a", "b", "fabric", "probe", "subject", "unit"]
+        value = Gauge("clustercert_link_value", "Node-to-node measurement (the last round's).", names, registry=reg)
+        bound = Gauge("clustercert_link_threshold", "The bound a node-to-node measurement was held to.",
+                      [*names, "bound"], registry=reg)
+        lstatus = Gauge("clustercert_link_status", "Status of a node-to-node measurement (0 pass, 1 fail, 2 error, "
+                        "3 skip).", names, registry=reg)
+        latest: dict[tuple, dict] = {}
+        for lk in sorted(links, key=lambda x: x.get("round") or 0):  # a later round's measurement replaces one
+            labels = (verb, lk["a"], lk["b"], "" if lk.get("fabric") is None else str(lk["fabric"]), lk["probe"],
+                      lk.get("subject") or "", lk.get("unit") or "")
+            latest[labels] = lk
+        for labels, lk in latest.items():
+            lstatus.labels(*labels).set(STATUS_VALUE.get(lk.get("status"), 2))
+            if lk.get("value") is not None:
+                value.labels(*labels).set(float(lk["value"]))
+            b = (bounds or {}).get(lk.get("threshold") or lk["probe"])
+            if b is not None:
+                bound.labels(*labels, b[0]).set(float(b[1]))
+    run = Gauge("clustercert_run_duration_seconds", "Wall time of the last run.", ["verb"], registry=reg)
+    last = Gauge("clustercert_last_run_timestamp_seconds", "When the last run finished.", ["verb"], registry=reg)
+    ok = Gauge("clustercert_last_success_timestamp_seconds", "When the last passing run finished.", ["verb"],
+               registry=reg)
+    if duration_s is not None:
+        run.labels(verb).set(round(duration_s, 3))
+    if finished is not None:
+        last.labels(verb).set(finished)
+    if last_success is not None:
+        ok.labels(verb).set(last_success)
+    if drift_items is not None:
+        drift = Gauge("clustercert_drift_items", "Drift items found by the last clustercert drift run, per node and "
+                      "kind.", ["node", "kind"], registry=reg)
+        for (node, kind), n in sorted(drift_items.items()):
+            drift.labels(node, kind).set(n)
+    return generate_latest(reg).decode("utf-8")
 
 
-def render(drift_items: dict[tuple[str, str], int], check_status: dict[tuple[str, str], str], timestamp: float) -> str:
-    lines = [
-        "# HELP clustercert_drift_items Drift items found by the last clustercert drift run, per node and kind.",
-        "# TYPE clustercert_drift_items gauge",
-    ]
-    for (node, kind), n in sorted(drift_items.items()):
-        lines.append(f'clustercert_drift_items{{node="{_label(node)}",kind="{_label(kind)}"}} {n}')
-    lines += [
-        "# HELP clustercert_check_status Last status of each check per node (0 pass, 1 fail, 2 error, 3 skip).",
-        "# TYPE clustercert_check_status gauge",
-    ]
-    for (node, check), status in sorted(check_status.items()):
-        lines.append(f'clustercert_check_status{{node="{_label(node)}",check="{_label(check)}"}} {STATUS_VALUE.get(status, 2)}')
-    lines += [
-        "# HELP clustercert_last_run_timestamp_seconds When the last clustercert drift run finished.",
-        "# TYPE clustercert_last_run_timestamp_seconds gauge",
-        f"clustercert_last_run_timestamp_seconds {timestamp:.3f}",
-    ]
-    return "\n".join(lines) + "\n"
+def threshold_bounds(thresholds: dict[str, dict]) -> dict[str, tuple[str, float]]:
+    """The certificate's ``thresholds`` ({name: {"floor", "ceiling", ...}}) -> {name: (bound, value)}."""
+    out = {}
+    for name, t in thresholds.items():
+        if t.get("floor") is not None:
+            out[name] = ("floor", t["floor"])
+        elif t.get("ceiling") is not None:
+            out[name] = ("ceiling", t["ceiling"])
+    return out
 
 
-def write_atomic(path: Path, text: str) -> None:
+def last_success(kind: str, inventory: str, passed: tuple[str, ...] = ("pass",)) -> float | None:
+    """When the latest run of ``kind`` on ``inventory`` that ended with one of the ``passed`` verdicts
+    finished (from the store), or None."""
+    from clustercert.store import Store, default_path
+
+    if not default_path().exists():
+        return None
+    for r in Store().runs(kind=kind, limit=100_000):
+        if r["inventory"] == inventory and r["verdict"] in passed and r["finished"]:
+            return float(r["finished"])
+    return None
+
+
+def write_atomic(path: Path | str, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -65,6 +66,53 @@ def _styled(cell: str) -> str:
     return f"[{style}]{cell}[/{style}]" if style else cell
 
 
+def _names(items: list[str], most: int = 4) -> str:
+    shown = ", ".join(items[:most])
+    return shown + (f" (+{len(items) - most} more)" if len(items) > most else "")
+
+
+def fold_findings(results: dict) -> list[dict]:
+    """The failing and erroring findings of every node, with identical causes folded together: one group
+    per (status, cause) -- cause is the observation for an error, "expected X, observed Y" for a fail --
+    naming the nodes, checks and subjects it covers, in order of first appearance. Unreachable nodes
+    fold by their reason too. The full list stays in the JSON document."""
+    groups: dict[tuple[str, str], dict] = {}
+    for name, r in sorted(results.items()):
+        if r.verdict == "unreachable":
+            g = groups.setdefault(("unreachable", r.detail), {"status": "unreachable", "cause": r.detail, "nodes": [],
+                                                               "checks": [], "subjects": [], "findings": 0})
+            g["nodes"].append(name)
+            continue
+        for f in r.findings:
+            if f.status not in ("fail", "error"):
+                continue
+            cause = f.observed if f.status == "error" else f"expected {f.expected}, observed {f.observed}"
+            g = groups.setdefault((f.status, cause), {"status": f.status, "cause": cause, "nodes": [], "checks": [],
+                                                      "subjects": [], "findings": 0})
+            g["findings"] += 1
+            for key, value in (("nodes", name), ("checks", f.check), ("subjects", f.subject)):
+                if value and value not in g[key]:
+                    g[key].append(value)
+    return list(groups.values())
+
+
+def fold_line(g: dict) -> str:
+    """One group as one line, e.g. ``here error: 9 checks (gpu.count, gpu.model, ...): tool not found: nvidia-smi -q -x``."""
+    nodes = _names(g["nodes"], 3)
+    if g["status"] == "unreachable":
+        return f"{nodes} unreachable — {g['cause']}"
+    checks, subjects = g["checks"], [s for s in g["subjects"] if s not in ("", "node")]
+    if len(checks) == 1:
+        what = checks[0]
+        if g["findings"] > len(g["nodes"]):
+            what += f" ×{g['findings']}" + (f" ({_names(subjects, 3)})" if subjects else "")
+        elif len(subjects) == 1:
+            what += f" {subjects[0]}"
+    else:
+        what = f"{len(checks)} checks ({_names(checks, 3)})"
+    return f"{nodes} {g['status']}: {what}: {g['cause']}"
+
+
 def print_validate(rows: list[dict], comp_names: list[str], results: dict, run_id: str) -> None:
     con = _console()
     t = Table(title=f"validate {run_id}: node x component", title_justify="left")
@@ -75,15 +123,14 @@ def print_validate(rows: list[dict], comp_names: list[str], results: dict, run_i
     for row in rows:
         t.add_row(row["node"], *(_styled(row[c]) for c in comp_names), _styled(row["verdict"]))
     con.print(t)
-    for name, r in sorted(results.items()):
-        if r.verdict == "unreachable":
-            con.print(f"[bold magenta]{name}: unreachable[/bold magenta] — {r.detail}")
-            continue
-        for f in r.findings:
-            if f.status in ("fail", "error"):
-                style = _STYLE[f.status]
-                what = f"expected {f.expected}, observed {f.observed}" if f.status == "fail" else f.observed
-                con.print(f"[{style}]{name} {f.check} {f.status}[/{style}] {f.subject}: {what}".replace("  ", " "))
+    for g in fold_findings(results):
+        style = _STYLE[g["status"]]
+        line = fold_line(g)
+        head, _, rest = line.partition(": ") if g["status"] != "unreachable" else (line, "", "")
+        if rest:
+            con.print(f"[{style}]{escape(head)}[/{style}]: {escape(rest)}")
+        else:
+            con.print(f"[{style}]{escape(head)}[/{style}]")
 
 
 def print_certify(cert: dict, out_dir, run_id: str, probe_seconds: float) -> None:
@@ -174,3 +221,28 @@ def print_drift(doc: dict, run_id: str) -> None:
         f = doc["fixed"]
         con.print(f"--fix: bootstrapped {', '.join(f['nodes']) or 'nothing'} (tags {', '.join(f['tags']) or 'all'}), "
                   f"re-validated: {f['revalidated']}")
+
+
+def print_checks(doc: dict) -> None:
+    """`clustercert checks`: one row per id; the expectations of each profile on their own lines."""
+    from clustercert.catalogue import value_text
+
+    con = _console()
+    t = Table(title=f"checks and probes ({len(doc['entries'])} ids; profiles: {', '.join(doc['profiles'])})",
+              title_justify="left", show_lines=True)
+    for col in ("id", "reads", "expects (profile: value, source)", "lab fault -> status"):
+        t.add_column(col, overflow="fold")
+    for e in doc["entries"]:
+        first = next(iter(e["profiles"].values()))
+        reads = "\n".join(r["command"] for r in first["reads"])
+        expects = []
+        for pname, p in e["profiles"].items():
+            for x in p["expects"]:
+                expects.append(f"{pname}: {x['key']} {value_text(x['value'])} ({x['source']})")
+        lab = [f"{p['fault']}{''.join(f' {k}={v}' for k, v in p['params'].items())} -> {p['status']}"
+               for p in e["lab"]["proofs"]]
+        if e["lab"]["note"]:
+            lab.append(("" if e["lab"]["fails_in_lab"] else "none fails it: ") + e["lab"]["note"])
+        ident = e["id"] + (" (--disruptive)" if e["disruptive"] else "") + f"\n[dim]{escape(e['what'])}[/dim]"
+        t.add_row(ident, escape(reads), escape("\n".join(expects) or "-"), escape("\n".join(lab)))
+    con.print(t)

@@ -52,6 +52,31 @@ def parse_components(text: str | None) -> list[str]:
     return chosen
 
 
+def select(checks: str | None, skip: str | None, disruptive: bool = False) -> tuple[list[str], set[str]]:
+    """``--checks``/``--skip`` (check ids and component names) -> (the components to run, in order; the check
+    ids to report). The disruptive test (ib.bond_failover) is in only with ``disruptive``. Bad input -- an
+    unknown id, a selection that leaves nothing, the failover test named without --disruptive, --disruptive
+    without it -- is an InputError naming the flag, before anything runs."""
+    from clustercert import catalogue
+
+    chosen = catalogue.expand("--checks", checks)
+    skipped = catalogue.expand("--skip", skip) or set()
+    failover = {e.id for e in catalogue.CHECKS if e.disruptive}
+    named = {x.strip() for x in (checks or "").split(",")} & failover
+    if named and not disruptive:
+        raise InputError("--checks", sorted(named)[0], "runs only with --disruptive (it takes each node's active "
+                                                       "bond slave down for a moment)")
+    ids = (chosen if chosen is not None else {e.id for e in catalogue.CHECKS}) - skipped
+    if not disruptive:
+        ids -= failover
+    if not ids:
+        raise InputError("--skip" if skip else "--checks", skip or checks, "leaves no check to run")
+    if disruptive and not ids & failover:
+        why = "is skipped (--skip)" if failover & skipped else f"is not in --checks {checks}: add bond"
+        raise InputError("--disruptive", None, f"the disruptive test belongs to {', '.join(DISRUPTIVE)} and {why}")
+    return catalogue.components_for(ids), ids
+
+
 def host_context(h: HostView) -> HostContext:
     return HostContext(
         name=h.name,
@@ -63,9 +88,11 @@ def host_context(h: HostView) -> HostContext:
     )
 
 
-def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disruptive: bool = False) -> dict[str, NodeResult]:
+def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disruptive: bool = False,
+                   selected: set[str] | None = None) -> dict[str, NodeResult]:
     """Collect and evaluate every node; with ``disruptive``, then run the components' disruptive tests
-    (the bond failover test) node by node."""
+    (the bond failover test) node by node. ``selected``: report only these check ids (the components
+    still run whole: the failover test needs ib.bond's verdict); the node verdicts follow them."""
     comps = components(comp_names)
     contexts = {name: host_context(h) for name, h in inv.hosts.items()}
     commands_for = {}
@@ -95,6 +122,8 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
     if disruptive and "bond" in comp_names:
         run_bond_failover(inv, contexts, results)
     for r in results.values():
+        if selected is not None:
+            r.findings = [f for f in r.findings if f.check in selected]
         if r.verdict != "unreachable":
             r.verdict = node_verdict(r.findings)
     return results
@@ -155,11 +184,26 @@ def summary_table(results: dict[str, NodeResult], comp_names: list[str]) -> list
     return rows
 
 
-def write_out_dir(out: Path, results: dict[str, NodeResult]) -> None:
+def document(results: dict[str, NodeResult], run_id: str, started: float, finished: float, verdict: str,
+             inventory: str, comp_names: list[str], ids: set[str]) -> dict:
+    """The `validate --format json` document (and --out's validate.json): every finding of every node."""
+    from clustercert import documents
+
+    return documents.envelope("validate", run_id, started, finished) | {
+        "inventory": inventory,
+        "verdict": verdict,
+        "components": comp_names,
+        "checks": sorted(ids),
+        "nodes": {n: r.to_json() for n, r in sorted(results.items())},
+    }
+
+
+def write_out_dir(out: Path, results: dict[str, NodeResult], doc: dict | None = None) -> None:
     import json
 
     out.mkdir(parents=True, exist_ok=True)
-    (out / "validate.json").write_text(json.dumps({"nodes": {n: r.to_json() for n, r in sorted(results.items())}}, indent=2))
+    doc = doc if doc is not None else {"nodes": {n: r.to_json() for n, r in sorted(results.items())}}
+    (out / "validate.json").write_text(json.dumps(doc, indent=2))
     ev_dir = out / "evidence"
     ev_dir.mkdir(exist_ok=True)
     for n, r in results.items():
@@ -167,32 +211,47 @@ def write_out_dir(out: Path, results: dict[str, NodeResult]) -> None:
             (ev_dir / f"{n}.json").write_text(json.dumps(r.evidence.to_json(), indent=1))
 
 
-def run(inventory: str, *, limit: str | None = None, checks: str | None = None, forks: int | None = None,
-        fmt: str = "table", out: str | None = None, disruptive: bool = False) -> int:
+def write_prom(path: str, doc: dict, started: float, finished: float) -> None:
+    """--prom: per node and check the status, per node the verdict, the run's duration, when it finished and
+    when a validate of this inventory last passed."""
+    from clustercert import prom
+
+    ok = finished if doc["verdict"] == "pass" else prom.last_success("validate", doc["inventory"])
+    prom.write_atomic(path, prom.render("validate", nodes=doc["nodes"], duration_s=finished - started,
+                                        finished=finished, last_success=ok))
+
+
+def run(inventory: str, *, limit: str | None = None, checks: str | None = None, skip: str | None = None,
+        forks: int | None = None, fmt: str = "table", out: str | None = None, disruptive: bool = False,
+        prom: str | None = None) -> int:
     """The `clustercert validate` verb: validate input, collect, evaluate, record, report. ``disruptive``
     adds the bond failover test (opt-in: it takes each node's active bond slave down for a moment)."""
     import json
+    import time
 
     from clustercert.engine import new_run_id
     from clustercert.inventory import load_inventory
     from clustercert.report_text import print_validate
     from clustercert.store import Store
 
-    comp_names = parse_components(checks)
-    if disruptive and not any(c in DISRUPTIVE for c in comp_names):
-        raise InputError("--disruptive", None, f"the disruptive tests belong to {', '.join(DISRUPTIVE)}: "
-                                               f"add it to --checks (got {checks})")
+    comp_names, ids = select(checks, skip, disruptive)  # bad input first: nothing runs
     inv = load_inventory(inventory, limit)
     store = Store()
     run_id = new_run_id()
-    store.start_run(run_id, "validate", str(inv.source), {"components": comp_names, "limit": limit, "disruptive": disruptive})
-    results = validate_nodes(inv, comp_names, forks or 25, disruptive)
+    started = time.time()
+    store.start_run(run_id, "validate", str(inv.source), {"components": comp_names, "checks": sorted(ids),
+                                                           "limit": limit, "disruptive": disruptive})
+    results = validate_nodes(inv, comp_names, forks or 25, disruptive, ids)
     verdict = "pass" if all(r.verdict == "pass" for r in results.values()) else "fail"
     store.finish_run(run_id, verdict, {n: r.to_json() | {"detail": r.detail} for n, r in results.items()})
+    finished = time.time()
+    doc = document(results, run_id, started, finished, verdict, str(inv.source), comp_names, ids)
     if out:
-        write_out_dir(Path(out), results)
+        write_out_dir(Path(out), results, doc)
+    if prom:
+        write_prom(prom, doc, started, finished)
     if fmt == "json":
-        print(json.dumps({"nodes": {n: r.to_json() for n, r in sorted(results.items())}}, indent=2))
+        print(json.dumps(doc, indent=2))
     else:
         print_validate(summary_table(results, comp_names), comp_names, results, run_id)
     return 0 if verdict == "pass" else 1

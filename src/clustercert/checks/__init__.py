@@ -86,6 +86,16 @@ def disruptive_component(name: str) -> Component | None:
     return component(DISRUPTIVE[name]) if name in DISRUPTIVE else None
 
 
+def registry() -> dict[str, str]:
+    """Every check id the validators can emit -> the component that emits it (``validate --checks`` and
+    ``--skip`` name either); the disruptive tests' ids belong to the component they test."""
+    out = {c: comp.name for comp in components() for c in comp.check_ids}
+    for name in COMPONENT_ORDER:
+        if (d := disruptive_component(name)) is not None:
+            out.update({c: name for c in d.check_ids})
+    return out
+
+
 def all_check_ids(disruptive: bool = False) -> list[str]:
     """The stable check ids; with ``disruptive``, also those only `validate --disruptive` produces."""
     ids = [c for comp in components() for c in comp.check_ids]

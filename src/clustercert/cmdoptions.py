@@ -1,0 +1,111 @@
+"""Options shared by several verbs, each defined once (the way pip's ``cli/cmdoptions.py`` does).
+
+An :class:`Option` holds the flags and the keyword arguments of one ``add_argument`` call; a verb adds
+it with ``OPTION.add(parser)`` (keywords given there override the defaults, e.g. ``required=False``).
+The groups at the end (``CONNECTION``, ``PLAYBOOK``, ``PROBE_RUN``) are the sets the verbs share, so
+that ``-i``, ``-l``, ``-u``, ``-K`` or ``--list-hosts`` mean the same thing, with the same help, on
+every verb that takes them. Every option carries a help line (tests/test_cli_flags.py checks it).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Option:
+    flags: tuple[str, ...]
+    kwargs: dict = field(default_factory=dict)
+
+    def add(self, parser: argparse.ArgumentParser, **overrides) -> argparse.Action:
+        return parser.add_argument(*self.flags, **{**self.kwargs, **overrides})
+
+
+def option(*flags: str, **kwargs) -> Option:
+    return Option(tuple(flags), kwargs)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+# ---- where and whom ------------------------------------------------------------------------------
+
+INVENTORY = option(
+    "-i", "--inventory", metavar="INV", required=True,
+    help="Ansible inventory (file or directory); `lab` is the running lab's inventory, `sample:h100` the "
+         "bundled sample (found wherever clustercert is installed)")
+LIMIT = option("-l", "--limit", metavar="PATTERN",
+               help="only the hosts matching this Ansible pattern (gpu01:gpu02, 'gpu*', '!gpu03'); never widens")
+LIST_HOSTS = option("--list-hosts", action="store_true",
+                    help="print the hosts the inventory and --limit select, then stop (nothing runs)")
+USER = option("-u", "--user", metavar="USER",
+              help="log in as USER where the inventory sets no ansible_user (as ansible's -u; "
+                   "sets ANSIBLE_REMOTE_USER for this run)")
+PRIVATE_KEY = option("--private-key", "--key-file", dest="private_key", metavar="FILE",
+                     help="SSH private key for hosts whose inventory sets no ansible_ssh_private_key_file (as "
+                          "ansible's --private-key; sets ANSIBLE_PRIVATE_KEY_FILE for this run)")
+ASK_BECOME_PASS = option(
+    "-K", "--ask-become-pass", action="store_true",
+    help="ask once for the sudo password (hosts with ansible_become: true); it is kept in this process's "
+         "environment as ANSIBLE_BECOME_PASS, never printed or written")
+FORKS = option("-f", "--forks", type=positive_int, metavar="N",
+               help="how many hosts at once (default 25, as ansible.cfg's forks)")
+
+# ---- playbook runs -------------------------------------------------------------------------------
+
+CHECK = option("--check", action="store_true", help="dry run: report what would change, change nothing")
+DIFF = option("--diff", action="store_true", help="show the differences of changed files and templates")
+EXTRA_VARS = option(
+    "-e", "--extra-vars", action="append", default=[], metavar="VARS",
+    help="extra variables, as ansible-playbook's: key=value pairs (quote values with spaces), a JSON/YAML "
+         "mapping ('{\"k\": 1}'), or @FILE (YAML or JSON); repeatable, later wins")
+TAGS = option("-t", "--tags", metavar="TAGS", help="only the roles/tasks with these tags (comma separated)")
+SKIP_TAGS = option("--skip-tags", metavar="TAGS", help="leave out the roles/tasks with these tags (comma separated)")
+
+# ---- probes --------------------------------------------------------------------------------------
+
+ALL_PAIRS = option("--all-pairs", action="store_true",
+                   help="probe every pair of nodes (circle method, N-1 rounds) instead of the round-1 matching "
+                        "plus localisation rounds")
+PROBE_SECONDS = option("--probe-seconds", type=positive_int, default=5, metavar="S",
+                       help="duration of each bandwidth probe (default 5)")
+PROBE_TIMEOUT = option("--probe-timeout", type=positive_int, default=60, metavar="S",
+                       help="a probe still running after its duration + this many seconds is killed and reported "
+                            "as error (default 60)")
+
+# ---- output --------------------------------------------------------------------------------------
+
+PROM = option("--prom", metavar="FILE",
+              help="also write node_exporter textfile metrics to FILE (atomically; e.g. "
+                   "/var/lib/node_exporter/textfile/clustercert.prom)")
+VERBOSE = option("-v", "--verbose", action="count", default=0,
+                 help="more output, repeatable (-vvv); anywhere on the line; -v shows the traceback of an "
+                      "internal error, bootstrap passes it to ansible-playbook")
+
+
+def output_format(*choices: str, default: str = "table") -> Option:
+    extra = {"json": "json: one document with its schema id (src/clustercert/schemas/)",
+             "markdown": "markdown: the docs/checks.md page"}
+    notes = "; ".join(extra[c] for c in choices if c in extra)
+    return option("--format", choices=choices, default=default,
+                  help=f"output: {', '.join(choices)} (default {default})" + (f"; {notes}" if notes else ""))
+
+
+# ---- the groups verbs share ----------------------------------------------------------------------
+
+CONNECTION = (INVENTORY, LIMIT, LIST_HOSTS, USER, PRIVATE_KEY, ASK_BECOME_PASS, FORKS)
+PLAYBOOK = (CHECK, DIFF, EXTRA_VARS, TAGS, SKIP_TAGS)
+PROBE_RUN = (ALL_PAIRS, PROBE_SECONDS, PROBE_TIMEOUT)
+
+
+def add(parser: argparse.ArgumentParser, *options: Option) -> None:
+    for opt in options:
+        opt.add(parser)

@@ -1,0 +1,212 @@
+"""Issue 23.4: the catalogue of check and probe ids (clustercert.catalogue) against what the code emits, the
+profiles, the lab's fault table and the lab tests it names; docs/checks.md is generated from it; validate
+--checks/--skip take its ids."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from clustercert import catalogue
+from clustercert.checks import COMPONENT_ORDER, HostContext, component, registry
+from clustercert.cli import main
+from clustercert.profile import KNOWN_THRESHOLDS, builtin_profiles, load_profile
+
+REPO = Path(__file__).resolve().parent.parent
+SRC = REPO / "src" / "clustercert"
+
+
+def _emitted_check_ids() -> set[str]:
+    """Check ids in the checks package's source: CHECK_IDS tuples, Finding("...") / judge/ok/error("...") calls,
+    and CHECK = "..." constants."""
+    ids = set()
+    pattern = re.compile(r'(?:Finding|judge|ok|error)\(\s*"([a-z0-9_]+\.[a-z0-9_]+)"|CHECK\s*=\s*"([a-z0-9_.]+)"')
+    for f in (SRC / "checks").glob("*.py"):
+        text = f.read_text()
+        for m in pattern.finditer(text):
+            ids.add(m.group(1) or m.group(2))
+        for tup in re.findall(r"CHECK_IDS\s*=\s*\(([^)]*)\)", text):
+            ids |= set(re.findall(r'"([a-z0-9_]+\.[a-z0-9_]+)"', tup))
+    return ids
+
+
+def _emitted_probe_ids() -> set[str]:
+    """probe.<name> for every Measurement the probes can make: literal names, the pair tools
+    (PAIR_THRESHOLD), the nvbandwidth testcases (NVBW_TESTS), and the localisation finding."""
+    from clustercert.probes.catalog import NVBW_TESTS, PAIR_THRESHOLD
+
+    names = set()
+    for f in (SRC / "probes").glob("*.py"):
+        names |= set(re.findall(r'Measurement\(\s*"([a-z0-9_]+)"', f.read_text()))
+        names |= {m.removeprefix("probe.") for m in re.findall(r'Finding\(\s*"(probe\.[a-z0-9_]+)"', f.read_text())}
+    names |= set(PAIR_THRESHOLD) | set(NVBW_TESTS)
+    return {f"probe.{n}" for n in names}
+
+
+def test_catalogue_checks_are_the_registry():
+    reg = registry()
+    assert {e.id: e.component for e in catalogue.CHECKS} == reg
+    assert len([i for i in reg if i != "ib.bond_failover"]) == 34
+    assert _emitted_check_ids() == set(reg), _emitted_check_ids() ^ set(reg)
+    assert [e.id for e in catalogue.CHECKS if e.disruptive] == ["ib.bond_failover"]
+
+
+def test_catalogue_probes_are_what_the_probes_emit():
+    assert {e.id for e in catalogue.PROBES} == _emitted_probe_ids()
+    assert all(e.component == "probe" and e.kind == "probe" for e in catalogue.PROBES)
+
+
+def test_ids_are_unique_and_well_formed():
+    ids = [e.id for e in catalogue.ENTRIES]
+    assert len(ids) == len(set(ids))
+    assert all(re.fullmatch(r"[a-z0-9_]+\.[a-z0-9_]+", i) for i in ids)
+    assert not set(catalogue.DRIFT_ITEM_IDS) & set(ids)
+
+
+@pytest.mark.parametrize("profile", builtin_profiles())
+def test_what_each_entry_reads_and_is_held_to_exists_in_the_profile(profile):
+    prof = load_profile(profile)
+    fields = prof.model_dump()
+    for e in catalogue.ENTRIES:
+        for t in e.thresholds:
+            assert t in KNOWN_THRESHOLDS, (e.id, t)
+        for key in e.profile_keys:
+            head = key.split(".")[0].removesuffix("[]")
+            assert head in fields, (e.id, key)
+        if e.kind == "check":
+            module = "bond_failover" if e.disruptive else e.component
+            cmds = component(module).commands(HostContext("n", prof))
+            # every evidence key the entry names is one the component collects (for some profile; e.g. the
+            # RDMA stack's commands differ between DOCA and inbox), and what it collects is named
+            assert set(e.reads) & set(cmds) or not cmds, (e.id, e.reads, sorted(cmds))
+    doc = catalogue.document([profile])
+    for entry in doc["entries"]:
+        for x in entry["profiles"][profile]["expects"]:
+            assert x["source"], (entry["id"], x)
+            if x["key"].startswith("thresholds.") and x["value"] is not None:
+                assert x["source"] == prof.thresholds[x["key"].removeprefix("thresholds.")].source
+
+
+def test_every_evidence_key_names_a_command_of_its_component():
+    keys: dict[str, set[str]] = {}
+    for profile in builtin_profiles():
+        prof = load_profile(profile)
+        for name in (*COMPONENT_ORDER, "bond_failover"):
+            keys.setdefault(name, set()).update(component(name).commands(HostContext("n", prof)))
+    for e in catalogue.CHECKS:
+        module = "bond_failover" if e.disruptive else e.component
+        assert e.reads and set(e.reads) <= keys[module] | {"rdma_core_pkg"}, (e.id, e.reads)
+
+
+# ---- the lab's fault table -------------------------------------------------------------------------
+
+def test_catalogue_agrees_with_the_lab_fault_table():
+    """The product keeps the lab evidence as data (it never imports clustercert.lab); here it is held
+    against the lab's own FAULTS: every fault kind is listed under the check its table names, every fault
+    the catalogue lists exists with those parameters, and every proof for a check the table does not
+    name for that kind points at a lab test that exists and uses that fault."""
+    from clustercert.lab.faults import FAULTS
+
+    proofs = {(e.id, p.fault): p for e in catalogue.ENTRIES for p in e.proofs}
+    for v, ps in catalogue.VERDICT_PROOFS.items():
+        proofs |= {(v, p.fault): p for p in ps}
+    for kind, fk in FAULTS.items():
+        assert (fk.check, kind) in proofs, f"lab fault {kind} (check {fk.check}) is not in the catalogue"
+    for (check, kind), p in proofs.items():
+        assert kind in FAULTS, (check, kind)
+        assert set(p.params) <= set(FAULTS[kind].params), (check, kind, p.params)
+        assert p.status in ("fail", "error", "unreachable")
+        if FAULTS[kind].check != check:
+            assert p.test, f"{check} <- {kind}: the lab's table names {FAULTS[kind].check}; say which lab test shows it"
+        if p.test:
+            path, _, name = p.test.partition("::")
+            text = (REPO / path).read_text()
+            assert f"def {name}(" in text, p.test
+            body = text.split(f"def {name}(", 1)[1].split("\ndef ", 1)[0]
+            assert kind in body or name == "test_fault_is_caught_on_its_node_only", (p.test, kind)
+
+
+def test_every_id_says_how_the_lab_proves_it_or_why_not():
+    for e in catalogue.ENTRIES:
+        fails = any(p.status == "fail" for p in e.proofs)
+        assert fails or e.note, f"{e.id}: no lab fault makes it fail, and no note says why"
+        if not e.proofs:
+            assert len(e.note) > 20, e.id
+    unproven = sorted(e.id for e in catalogue.ENTRIES if not any(p.status == "fail" for p in e.proofs))
+    # what the lab cannot make fail today (each with its reason in the catalogue)
+    assert "gpu.model" in unproven and "gpu.count" not in unproven
+
+
+def test_the_product_does_not_import_the_lab():
+    """Only the lab verb's own handler imports clustercert.lab (tests/test_cli_flags.py runs the catalogue and
+    the parser in a fresh interpreter and finds no clustercert.lab module loaded)."""
+    for f in (SRC / "catalogue.py", SRC / "validate.py", SRC / "report_text.py", SRC / "documents.py", SRC / "prom.py"):
+        assert not re.search(r"^\s*(from|import) clustercert\.lab", f.read_text(), re.M), f
+    imports = re.findall(r"^\s*from clustercert\.lab import (\w+)", (SRC / "cli.py").read_text(), re.M)
+    assert imports == ["manager"]  # cmd_lab
+
+
+# ---- outputs ------------------------------------------------------------------------------------------
+
+def test_docs_checks_md_is_generated_from_the_catalogue():
+    want = catalogue.markdown(catalogue.document())
+    have = (REPO / "docs" / "checks.md").read_text()
+    assert have == want, "docs/checks.md is stale: run `clustercert checks --format markdown > docs/checks.md`"
+    for e in catalogue.ENTRIES:
+        assert f"### `{e.id}`" in have
+
+
+def test_checks_verb_table_json_markdown(capsys):
+    assert main(["checks", "--profile", "lab"]) == 0
+    out = capsys.readouterr().out
+    for e in catalogue.ENTRIES:
+        assert e.id in out
+    assert main(["checks", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "clustercert.checks/v1" and doc["profiles"] == builtin_profiles()
+    assert len(doc["entries"]) == len(catalogue.ENTRIES)
+    count = next(e for e in doc["entries"] if e["id"] == "gpu.count")
+    assert count["profiles"]["lab"]["reads"] == [{"evidence": "nvsmi_xml", "command": "nvidia-smi -q -x"}]
+    assert count["profiles"]["a100-sxm-8x-hdr"]["expects"][0]["value"] == 8
+    assert count["lab"]["proofs"][0]["fault"] == "gpu_missing"
+    iperf = next(e for e in doc["entries"] if e["id"] == "probe.iperf3")
+    th = {x["key"]: x for x in iperf["profiles"]["h100-sxm-8x-ndr"]["expects"]}
+    assert th["thresholds.iperf3_ipoib"]["value"] == ">= 20 gbit_per_s"
+    assert th["thresholds.iperf3_ipoib"]["source"].startswith("clustercert default")
+    assert main(["checks", "--format", "markdown"]) == 0
+    assert capsys.readouterr().out == (REPO / "docs" / "checks.md").read_text()
+    assert main(["checks", "--profile", "no-such-profile"]) == 2
+    assert "unknown profile 'no-such-profile'" in capsys.readouterr().err
+
+
+# ---- validate --checks / --skip ------------------------------------------------------------------
+
+def test_expand_takes_ids_and_components():
+    assert catalogue.expand("--checks", "gpu.count, time") == {"gpu.count", "time.sync"}
+    assert catalogue.expand("--checks", "bond") == {"ib.bond", "ib.bond_failover"}
+    assert catalogue.expand("--checks", None) is None
+    assert catalogue.components_for({"nccl.config", "gpu.xid", "cuda.version"}) == ["gpu", "driver", "ib"]
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--checks", "gpu.cnt"], "--checks: gpu.cnt: unknown check id or component (did you mean gpu.count?)"),
+    (["--skip", "gpu.bogus"], "--skip: gpu.bogus: unknown check id or component"),
+    (["--checks", "probe.iperf3"], "--checks: probe.iperf3: is a probe, not a validator check"),
+    (["--checks", "ib.bond_failover"], "--checks: ib.bond_failover: runs only with --disruptive"),
+    (["--checks", "time", "--skip", "time.sync"], "--skip: time.sync: leaves no check to run"),
+    (["--checks", ","], "--checks: ,: names no check id or component"),
+    (["--checks", "gpu", "--disruptive"], "--disruptive: the disruptive test belongs to bond"),
+])
+def test_bad_check_selection_is_one_line_before_anything_runs(argv, fragment, capsys, monkeypatch):
+    import clustercert.validate
+
+    def nothing(*a, **k):
+        raise AssertionError("a connection was attempted")
+
+    monkeypatch.setattr(clustercert.validate, "collect_many", nothing)
+    rc = main(["validate", "-i", "sample:h100", *argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and fragment in err, err

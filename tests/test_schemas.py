@@ -1,0 +1,250 @@
+"""Issue 23.6: every verb's --format json document follows the JSON Schema shipped in the package
+(clustercert/schemas/). Verbs that need a lab are validated on a document their own code builds: certify's
+from tests/test_certificate.py's sample certificate and from certify.run with the probes faked, probe's and
+drift's from their run() with the remote parts faked, bootstrap's from a RunResult (and, in
+tests/test_cli_flags.py, from a real run against a host that refuses the connection). The --prom files these
+runs write are read back with prometheus_client's parser."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from jsonschema import Draft202012Validator
+from prometheus_client.parser import text_string_to_metric_families
+
+from clustercert import documents
+from clustercert.checks import Finding
+from clustercert.cli import main
+
+SCHEMAS = Path(documents.__file__).parent / "schemas"
+
+
+def check(doc: dict, kind: str | None = None) -> dict:
+    """Validate ``doc`` against the schema its own ``schema`` field names (and expect ``kind``)."""
+    name = doc["schema"]
+    assert name.startswith("clustercert.") and name.endswith("/v1"), name
+    found = name.removeprefix("clustercert.").removesuffix("/v1")
+    assert kind is None or found == kind, (found, kind)
+    Draft202012Validator(documents.schema_for(found)).validate(doc)
+    assert doc["started"] <= doc["finished"]
+    return doc
+
+
+def run_json(capsys, *argv: str, rc: int = 0) -> dict:
+    got = main(list(argv))
+    out, err = capsys.readouterr()
+    assert got == rc, (got, err)
+    return json.loads(out)
+
+
+def families(path: Path) -> dict:
+    return {f.name: f for f in text_string_to_metric_families(path.read_text())}
+
+
+def test_every_schema_is_a_valid_draft_2020_12_schema_and_every_kind_has_one():
+    files = {p.name.removesuffix(".schema.json") for p in SCHEMAS.glob("*.schema.json")}
+    assert files == set(documents.KINDS)
+    for kind in documents.KINDS:
+        schema = documents.schema_for(kind)
+        Draft202012Validator.check_schema(schema)
+        assert schema["properties"]["schema"] == {"const": documents.schema_id(kind)}
+        assert {"schema", "run", "started", "finished"} <= set(schema["required"])
+
+
+def test_a_wrong_document_is_refused():
+    doc = documents.envelope("init", None, documents.now()) | {"directory": "d", "files": [], "profile": "lab"}
+    check(doc)
+    from jsonschema import ValidationError
+
+    for broken in ({**doc, "files": "x"}, {k: v for k, v in doc.items() if k != "run"}, {**doc, "started": "yesterday"}):
+        with pytest.raises(ValidationError):
+            check(broken)
+
+
+# ---- verbs that run here --------------------------------------------------------------------------
+
+@pytest.fixture
+def local_inventory(tmp_path) -> Path:
+    from test_validate_cli import local_and_unreachable
+
+    return local_and_unreachable(tmp_path / "hosts.yml")
+
+
+def test_validate_report_and_out_documents(local_inventory, tmp_path, capsys):
+    prom = tmp_path / "validate.prom"
+    doc = check(run_json(capsys, "validate", "-i", str(local_inventory), "--checks", "gpu,time", "--skip", "gpu.xid",
+                         "--format", "json", "--out", str(tmp_path / "out"), "--prom", str(prom), rc=1), "validate")
+    assert doc["run"] and doc["verdict"] == "fail" and doc["components"] == ["gpu", "time"]
+    assert "gpu.xid" not in doc["checks"] and "time.sync" in doc["checks"]
+    assert {f["check"] for f in doc["nodes"]["here"]["findings"]} <= set(doc["checks"])
+    assert doc["nodes"]["gone"]["verdict"] == "unreachable"
+    assert json.loads((tmp_path / "out" / "validate.json").read_text()) == doc
+    fams = families(prom)
+    verdict = {s.labels["node"]: s.value for s in fams["clustercert_node_verdict"].samples}
+    assert verdict == {"here": 2.0 if doc["nodes"]["here"]["verdict"] == "error" else 1.0, "gone": 4.0}
+    checks = {s.labels["check"] for s in fams["clustercert_check_status"].samples}
+    assert checks == {f["check"] for f in doc["nodes"]["here"]["findings"]}
+    assert fams["clustercert_run_duration_seconds"].samples[0].value > 0
+
+    runs = check(run_json(capsys, "report", "runs", "--format", "json"), "report")
+    assert runs["rows"][0]["id"] == doc["run"] and runs["rows"][0]["meta"]["checks"] == doc["checks"]
+    hist = check(run_json(capsys, "report", "history", "--node", "here", "--format", "json"), "report")
+    assert hist["rows"][0]["id"] == doc["run"] and hist["rows"][0]["node"] == "here"
+
+
+def test_inventory_checks_version_init_and_list_hosts_documents(tmp_path, capsys):
+    check(run_json(capsys, "inventory", "-i", "sample:h100", "--format", "json"), "inventory")
+    check(run_json(capsys, "checks", "--format", "json"), "checks")
+    check(run_json(capsys, "checks", "--profile", "lab", "--format", "json"), "checks")
+    doc = check(run_json(capsys, "version", "--format", "json"), "version")
+    assert doc["run"] is None and doc["versions"]["clustercert"] == "0.1.0"
+    doc = check(run_json(capsys, "init", str(tmp_path / "site"), "--format", "json"), "init")
+    assert len(doc["files"]) == 3
+    for verb in ("validate", "certify", "bootstrap", "probe", "drift", "inventory"):
+        doc = check(run_json(capsys, verb, "-i", str(tmp_path / "site"), "--list-hosts", "--format", "json"), "hosts")
+        assert doc["hosts"] == ["node01", "node02"]
+
+
+# ---- verbs that need a lab: their own code builds the document ------------------------------------------
+
+def test_certify_document_from_the_sample_certificate(tmp_path):
+    from test_certificate import sample_certificate
+
+    from clustercert import certify
+
+    cert = sample_certificate()
+    doc = check(certify.document(cert, "20240612T081403-abcdef", tmp_path / "cert", "/inv"), "certify")
+    assert doc["started"] == "2024-06-12T08:14:03+00:00" and doc["verdict"] == "fail"
+    assert doc["nodes"] == cert["nodes"] and doc["links"] == cert["links"]
+
+
+def _measurement(probe, a, b="", **kw):
+    from clustercert.probes.evaluate import Measurement
+
+    return Measurement(probe, a, b, **kw)
+
+
+def _outcome(nodes: list[str]):
+    from clustercert.probes.run import ProbeOutcome
+
+    per_node = {n: [_measurement("ib_write_bw_loopback", n, subject="mlx5_0", fabric=0, value=390.0, unit="gbit_per_s",
+                                 status="pass", expected=">= 380 gbit_per_s", threshold="ib_write_bw_loopback")]
+                for n in nodes}
+    pairs = [_measurement("ib_write_bw", nodes[0], nodes[1], subject=f"mlx5_0 {nodes[0]}->{nodes[1]}", fabric=0,
+                          value=300.0, unit="gbit_per_s", status="fail", round=1, expected=">= 320 gbit_per_s",
+                          threshold="ib_write_bw_pair"),
+             _measurement("iperf3", nodes[0], nodes[1], subject="fabric 0", fabric=0, value=None, unit="gbit_per_s",
+                          status="error", observed="not reachable", round=1, threshold="iperf3_ipoib")]
+    rounds = [SimpleNamespace(number=1, pairs=[(nodes[0], nodes[1])], question="every node with a partner")]
+    return ProbeOutcome(per_node, pairs, [], rounds, set(), 1.5, {}, None)
+
+
+def _validation(nodes: list[str]):
+    from clustercert.validate import NodeResult
+
+    return {n: NodeResult(n, "pass", [Finding("gpu.count", "pass", "node", "8", "8")]) for n in nodes}
+
+
+def test_certify_run_prints_its_document_and_writes_prom(tmp_path, capsys, monkeypatch):
+    from conftest import init_signing_key
+
+    from clustercert import validate
+    from clustercert.probes import run as probe_run
+
+    init_signing_key()
+    nodes = ["gpu01", "gpu02"]
+    monkeypatch.setattr(validate, "validate_nodes", lambda inv, comps, forks, *a, **k: _validation(nodes))
+    monkeypatch.setattr(probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False: _outcome(nodes))
+    prom = tmp_path / "certify.prom"
+    doc = check(run_json(capsys, "certify", "-i", "sample:h100", "-l", "gpu01:gpu02", "--out", str(tmp_path / "cert"),
+                         "--format", "json", "--prom", str(prom), rc=1), "certify")
+    assert doc["verdict"] == "fail" and Path(doc["certificate"]).is_file()
+    fams = families(prom)
+    values = {(s.labels["probe"], s.labels["a"]): s.value for s in fams["clustercert_link_value"].samples}
+    assert values == {("ib_write_bw", "gpu01"): 300.0}
+    bounds = {(s.labels["probe"], s.labels["bound"]): s.value for s in fams["clustercert_link_threshold"].samples}
+    assert bounds == {("ib_write_bw", "floor"): 320.0, ("iperf3", "floor"): 25.0}  # the sample's site override
+    status = {s.labels["probe"]: s.value for s in fams["clustercert_link_status"].samples}
+    assert status == {"ib_write_bw": 1.0, "iperf3": 2.0}
+
+
+def test_probe_run_prints_its_document(capsys, monkeypatch):
+    from clustercert.probes import run as probe_run
+
+    monkeypatch.setattr(probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False: _outcome(names))
+    doc = check(run_json(capsys, "probe", "-i", "sample:h100", "--probes", "ib_write_bw,iperf3", "--format", "json",
+                         rc=1), "probe")
+    assert doc["probes"] == ["ib_write_bw", "iperf3"] and doc["rounds"] == 1 and len(doc["links"]) == 2
+
+
+def test_drift_run_prints_its_document_and_writes_prom(tmp_path, capsys, monkeypatch):
+    from clustercert import engine, validate
+    from clustercert.inventory import load_inventory
+    from clustercert.paths import ensure_state_dir
+    from clustercert.store import Store
+
+    ensure_state_dir()
+    inv = load_inventory("sample:h100", "gpu01:gpu02")
+    store = Store()
+    store.start_run("base", "certify", str(inv.source), {})
+    store.finish_run("base", "pass", {n: {"verdict": "pass", "findings": [
+        {"check": "gpu.count", "status": "pass", "subject": "node", "observed": "8"}]} for n in ("gpu01", "gpu02")})
+
+    def fake_playbook(playbook, inventory, **kw):
+        assert kw["check"] and kw["diff"]
+        return engine.RunResult("p1", tmp_path, 0, "successful", {"gpu01": engine.HostStats(ok=3, changed=1)},
+                                changes=[{"host": "gpu01", "task": "nccl : write /etc/nccl.conf", "role": "nccl",
+                                          "diff": {"before": "a", "after": "b"}}])
+
+    results = _validation(["gpu01", "gpu02"])
+    results["gpu02"].findings = [Finding("gpu.count", "fail", "node", "8", "7")]
+    results["gpu02"].verdict = "fail"
+    monkeypatch.setattr(engine, "run_playbook", fake_playbook)
+    monkeypatch.setattr(validate, "validate_nodes", lambda *a, **k: results)
+    prom = tmp_path / "drift.prom"
+    doc = check(run_json(capsys, "drift", "-i", "sample:h100", "-l", "gpu01:gpu02", "--format", "json",
+                         "--prom", str(prom), rc=1), "drift")
+    assert doc["baseline"] == "base" and doc["verdict"] == "drift"
+    assert {(i["node"], i["kind"]) for i in doc["items"]} == {("gpu01", "configuration"), ("gpu02", "state")}
+    fams = families(prom)
+    per = {(s.labels["node"], s.labels["kind"]): s.value for s in fams["clustercert_drift_items"].samples}
+    assert per[("gpu01", "configuration")] == 1 and per[("gpu02", "state")] == 1 and per[("gpu01", "state")] == 0
+    assert {s.labels["node"]: s.value for s in fams["clustercert_node_verdict"].samples} == {"gpu01": 0.0, "gpu02": 1.0}
+    assert fams["clustercert_last_success_timestamp_seconds"].samples == []
+
+
+def test_drift_prom_links_carry_the_baseline_bound(tmp_path):
+    from clustercert import drift
+    from clustercert.inventory import load_inventory
+
+    inv = load_inventory("sample:h100", "gpu01:gpu02")
+    base = [{"a": "gpu01", "b": "gpu02", "fabric": 0, "probe": "ib_write_bw", "value": v, "status": "pass"}
+            for v in (380.0, 390.0, 400.0)] + [
+        {"a": "gpu01", "b": "gpu02", "fabric": 0, "probe": "ib_write_lat", "value": 2.0, "status": "pass"}]
+    links = [{"a": "gpu01", "b": "gpu02", "fabric": 0, "probe": "ib_write_bw", "subject": "mlx5_0", "value": 300.0,
+              "unit": "gbit_per_s", "status": "fail", "round": 1},
+             {"a": "gpu01", "b": "gpu02", "fabric": 0, "probe": "ib_write_lat", "subject": "mlx5_0", "value": 2.1,
+              "unit": "usec", "status": "pass", "round": 1}]
+    doc = drift.document([], "base", "r1", 1.0, 2.0, str(inv.source))
+    check(doc, "drift")
+    path = tmp_path / "d.prom"
+    drift.write_prom(str(path), doc, inv, _validation(["gpu01", "gpu02"]), base, links, 1.0, 2.0)
+    bounds = {(s.labels["probe"], s.labels["bound"]): round(s.value, 3)
+              for s in families(path)["clustercert_link_threshold"].samples}
+    assert bounds == {("ib_write_bw", "floor"): 351.0, ("ib_write_lat", "ceiling"): 2.2}  # median 390 / 2.0, 10 %
+    assert families(path)["clustercert_last_success_timestamp_seconds"].samples[0].value == 2.0  # clean now
+
+
+def test_bootstrap_document_from_a_run_result(tmp_path):
+    from clustercert import bootstrap, engine
+
+    result = engine.RunResult("20261205T000000-abcdef", tmp_path, 2, "failed",
+                              {"gpu01": engine.HostStats(ok=10, changed=2), "gpu02": engine.HostStats(unreachable=1)},
+                              changes=[{"host": "gpu01", "task": "install driver", "role": "nvidia_driver", "diff": None}],
+                              failures=[{"host": "gpu02", "task": "gather facts", "status": "unreachable", "msg": "refused"}])
+    summary = bootstrap.summarise(result)
+    doc = check(bootstrap.document(result, summary, 1.0, 5.0, "/inv", True, False), "bootstrap")
+    assert doc["run"] == result.run_id and doc["hosts"]["gpu02"]["unreachable"] == 1
