@@ -559,7 +559,7 @@ def test_run_probes_reports_timing_of_each_phase(monkeypatch, tmp_path):
     from clustercert.probes import run as certify
 
     monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path))
-    monkeypatch.setattr(certify, "node_probes", lambda h, cfg, cp, down, hcas_free=None, io=None: [_timed("nccl_allreduce", h.name, "", 0.2)])
+    monkeypatch.setattr(certify, "node_probes", lambda h, cfg, cp, down, hcas_free=None, io=None, **_: [_timed("nccl_allreduce", h.name, "", 0.2)])
 
     def pair(a, b, rnd, cfg, cp, slurm_states=None, plan=None, io=None):
         assert slurm_states is None  # no Slurm in this inventory: nothing was asked of it
@@ -590,7 +590,7 @@ def test_round1_servers_start_once_their_node_loopback_tests_end(monkeypatch, tm
     monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path))
     events, lock = [], threading.Lock()
 
-    def node(h, cfg, cp, down, hcas_free=None, io=None):
+    def node(h, cfg, cp, down, hcas_free=None, io=None, **_):
         if h.name in ("node02", "node04"):  # the round's server nodes: loopbacks end, the GPU probes go on
             time.sleep(0.05 if h.name == "node02" else 0.3)
             hcas_free(h.name)

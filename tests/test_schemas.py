@@ -149,12 +149,15 @@ def _validation(nodes: list[str]):
 
 
 def test_certify_run_prints_its_document_and_writes_prom(tmp_path, capsys, monkeypatch):
-    from conftest import init_signing_key
+    import os
+    from pathlib import Path
 
-    from clustercert import validate
+    from clustercert import certificate, validate
     from clustercert.probes import run as probe_run
 
-    init_signing_key()
+    # the signing key `clustercert key init` makes (a module-level helper, not the tests' conftest: in a
+    # full run `from conftest import` finds another directory's conftest)
+    certificate.init_key(Path(os.environ["CLUSTERCERT_HOME"]))
     nodes = ["gpu01", "gpu02"]
     monkeypatch.setattr(validate, "validate_nodes", lambda inv, comps, forks, *a, **k: _validation(nodes))
     monkeypatch.setattr(probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False: _outcome(nodes))

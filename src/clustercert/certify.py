@@ -25,7 +25,7 @@ def build_nodes(validation: dict, outcome) -> dict[str, dict]:
     nodes = {}
     for name, r in validation.items():
         if r.verdict == "unreachable" or name in outcome.down:
-            detail = r.detail or "stopped answering during the probes"
+            detail = r.detail or f"stopped answering during the probes: {outcome.why_down.get(name) or 'no answer'}"
             nodes[name] = {"verdict": "unreachable", "findings": [f.to_json() for f in r.findings], "detail": detail}
             continue
         findings: list[Finding] = list(r.findings)

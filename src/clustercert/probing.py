@@ -32,7 +32,8 @@ def probe_nodes(names: list[str], outcome) -> dict[str, dict]:
     nodes = {}
     for name in names:
         if name in outcome.down:
-            nodes[name] = {"verdict": "unreachable", "findings": [], "detail": "did not answer during the probes"}
+            nodes[name] = {"verdict": "unreachable", "findings": [],
+                           "detail": f"did not answer during the probes: {outcome.why_down.get(name) or 'no answer'}"}
             continue
         findings = probe_findings(name, outcome.per_node.get(name, []), outcome.localisation)
         nodes[name] = {"verdict": node_verdict(findings), "findings": [f.to_json() for f in findings]}

@@ -142,8 +142,7 @@ def print_certify(cert: dict, out_dir, run_id: str, probe_seconds: float) -> Non
         bad = sorted({f["check"] for f in n["findings"] if f["status"] in ("fail", "error")})
         t.add_row(name, _styled(n["verdict"]), ", ".join(bad) or n.get("detail", ""))
     con.print(t)
-    for loc in cert.get("localisation", []):
-        con.print(f"localised: {loc['kind']} {loc.get('node') or loc.get('link')}: {loc['reason']}")
+    _print_rounds_and_localisation(con, cert)
     failing_links = [lk for lk in cert["links"] if lk["status"] != "pass"]
     for lk in failing_links[:20]:
         where = f"fabric {lk['fabric']}" if lk["fabric"] is not None else "all rails"
@@ -174,8 +173,18 @@ def print_probe(doc: dict) -> None:
         value = f"{_num(lk['value'])} {lk['unit']}" if lk["value"] is not None else ""
         t.add_row(lk["probe"], f"{lk['a']}->{lk['b']}", lk["subject"], value, _styled(lk["status"]), "", str(lk["round"]))
     con.print(t)
+    _print_rounds_and_localisation(con, doc)
+    for name, n in sorted(doc["nodes"].items()):  # the reason in full: a table cell folds it
+        if n["verdict"] == "unreachable":
+            con.print(f"{name}: unreachable: {n.get('detail', '')}", soft_wrap=True)
+
+
+def _print_rounds_and_localisation(con, doc: dict) -> None:
+    """What each round after the first asked, and what localisation concluded."""
+    for r in doc.get("schedule", [])[1:]:
+        con.print(f"round {r['round']} ({r['pairs']} pair(s)): {r['question']}", soft_wrap=True)
     for loc in doc.get("localisation", []):
-        con.print(f"localised: {loc['kind']} {loc.get('node') or loc.get('link')}: {loc['reason']}")
+        con.print(f"localised: {loc['kind']} {loc.get('node') or loc.get('link')}: {loc['reason']}", soft_wrap=True)
 
 
 def print_history(rows: list[dict]) -> None:

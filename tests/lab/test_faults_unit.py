@@ -21,9 +21,13 @@ KINDS = {
 PARAM_NAMES = {"gpu", "hca", "port", "fabric", "slave", "factor", "rate", "xid", "package", "version", "tool"}
 
 
+def _hw() -> dict:
+    return hardware.build(yaml.safe_load((ROOT / "src/clustercert/profiles/lab.yml").read_text()), "node01", 1, {})
+
+
 @pytest.fixture
 def hw():
-    return hardware.build(yaml.safe_load((ROOT / "src/clustercert/profiles/lab.yml").read_text()), "node01", 1, {})
+    return _hw()
 
 
 class FakeNode:
@@ -36,6 +40,9 @@ class FakeNode:
 
     def set_link_rate(self, fabric, mbit):
         self.calls.append(("set_link_rate", fabric, mbit))
+
+    def init_pid(self):
+        return None  # not running: nothing shows a change, nothing to wait for
 
     def power_off(self):
         self.calls.append(("power_off",))
@@ -108,6 +115,8 @@ def test_hardware_fault_changes_hw_and_heal_restores_it(kind, hw, tmp_path):
     faults.heal(node, kind, p)
     healed = hardware.load(tmp_path)
     healed.pop("fault_state", None)
+    # each save is a generation the node's agent acknowledges (powering off saves nothing)
+    assert healed.pop("generation") == hw.pop("generation") + (0 if kind == "node_down" else 2)
     assert healed == hw
     if kind == "link_slow":
         assert node.calls == [("set_link_rate", 0, 300.0), ("set_link_rate", 0, 1000.0)]
@@ -150,3 +159,52 @@ def test_node_dict_copy_is_untouched(hw, tmp_path):
     before = copy.deepcopy(hw)
     faults.validate("gpu_missing", {}, hw)
     assert hw == before
+
+
+class AckingNode(FakeNode):
+    """A running node whose agent applies hw.json generations ``lag`` seconds after they are written,
+    and whose netdevs follow (``settled``)."""
+
+    def __init__(self, sim_dir: Path, lag: float, settled: bool = True):
+        super().__init__(sim_dir)
+        self.lag, self.settled, self.seen = lag, settled, {}
+
+    def init_pid(self):
+        return 4242
+
+    def agent_applied(self) -> int:
+        import time as _t
+
+        gen = hardware.load(self.sim_dir).get("generation", 0)
+        first = self.seen.setdefault(gen, _t.monotonic())
+        return gen if _t.monotonic() - first >= self.lag else gen - 1
+
+    def exec(self, argv, timeout=60):
+        import subprocess as _sp
+
+        self.calls.append(("exec", argv[-1]))
+        return _sp.CompletedProcess(argv, 0 if self.settled else 1, "", "")
+
+
+def test_a_fault_returns_once_the_agent_applied_it_and_the_netdevs_followed(tmp_path):
+    import time as _t
+
+    node = AckingNode(tmp_path, lag=0.3)
+    hardware.save(tmp_path, _hw())
+    t0 = _t.monotonic()
+    faults.apply(node, "bond_slave_down", {"slave": "ib0"})
+    took = _t.monotonic() - t0
+    assert 0.3 <= took < 2, took  # it waited for the agent, no longer
+    checks = [c[1] for c in node.calls if c[0] == "exec"]
+    assert checks and "ip -o link show ib0 | grep -c ',UP') = 0" in checks[-1]  # ib0 must be down
+    assert "ib1 | grep -c ',UP') = 1" in checks[-1]
+    faults.heal(node, "bond_slave_down", {"slave": "ib0"})
+    assert "ip -o link show ib0 | grep -c ',UP') = 1" in [c[1] for c in node.calls if c[0] == "exec"][-1]
+
+
+def test_a_fault_the_node_never_shows_is_an_error(tmp_path, monkeypatch):
+    node = AckingNode(tmp_path, lag=0.0, settled=False)
+    hardware.save(tmp_path, _hw())
+    monkeypatch.setattr(faults, "APPLY_WAIT_S", 0.3)
+    with pytest.raises(faults.NotApplied, match="did not show the change"):
+        faults.wait_applied(node, hardware.load(tmp_path), timeout=0.3)

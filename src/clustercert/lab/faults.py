@@ -361,16 +361,6 @@ class NotApplied(RuntimeError):
     """The node did not show a fault (or its healing) in time."""
 
 
-def _applied_generation(node) -> int:
-    pid = node.init_pid()
-    if pid is None:
-        return -1
-    try:
-        return int(Path(f"/proc/{pid}/root/run/clustercert-lab/agent.applied").read_text().strip() or -1)
-    except (OSError, ValueError):
-        return -1
-
-
 def _netdevs_settled(node, hw: dict) -> bool:
     """Every IPoIB netdev the hardware has down is down on the node (a bond slave: its bond saw it), and
     every other one is up (a bond slave: its bond saw that too)."""
@@ -400,11 +390,11 @@ def wait_applied(node, hw: dict, timeout: float = APPLY_WAIT_S) -> None:
     gen = int(hw.get("generation", 0))
     deadline = time.monotonic() + timeout
     while True:
-        if _applied_generation(node) >= gen and _netdevs_settled(node, hw):
+        if node.agent_applied() >= gen and _netdevs_settled(node, hw):
             return
         if time.monotonic() > deadline:
             raise NotApplied(f"{node.name}: the node did not show the change within {timeout:g} s "
-                             f"(its agent applied generation {_applied_generation(node)} of {gen})")
+                             f"(its agent applied generation {node.agent_applied()} of {gen})")
         time.sleep(0.05)
 
 

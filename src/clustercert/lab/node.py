@@ -256,6 +256,16 @@ class NodeHandle:
             return "dead"
         return recorded
 
+    def agent_applied(self) -> int:
+        """The hw.json generation the node's agent last brought onto the node's surfaces (-1: unknown)."""
+        pid = self.init_pid()
+        if pid is None:
+            return -1
+        try:
+            return int(Path(f"/proc/{pid}/root/run/clustercert-lab/agent.applied").read_text().strip() or -1)
+        except (OSError, ValueError):
+            return -1
+
     def is_running(self) -> bool:
         return self.state() == "running" and self.init_pid() is not None
 

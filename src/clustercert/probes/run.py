@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from clustercert import collect, paths
@@ -50,6 +50,7 @@ class ProbeOutcome:
     seconds: float
     timing: dict
     inference: Inference
+    why_down: dict[str, str] = field(default_factory=dict)  # a node that stopped answering: why, where known
 
     def schedule(self) -> list[dict]:
         """Per round: how many pairs, and the question it answered (the certificate's ``schedule``)."""
@@ -66,7 +67,7 @@ def _charge(ms: list[Measurement], res, stage: int | None = None) -> None:
 # ---- a node's own probes ------------------------------------------------------------------------------
 
 def node_probes(h, cfg: ProbeSettings, cp: Path, down: set[str] | None = None, hcas_free=None,
-                io=collect) -> list[Measurement]:
+                io=collect, why_down: dict | None = None) -> list[Measurement]:
     """Probes on one node, in one connection (plan.node_plan). ``hcas_free(node)`` is called once the
     node's loopback tests have ended (its HCAs carry none of its own probes any more), while its other
     probes may still run."""
@@ -89,6 +90,8 @@ def node_probes(h, cfg: ProbeSettings, cp: Path, down: set[str] | None = None, h
         ev = io.collect_node(h.name, h.connection, cmds, control_dir=cp, stages=stages, on_done=on_done)
         if not ev.reachable and down is not None:
             down.add(h.name)
+            if why_down is not None:
+                why_down[h.name] = ev.error
     if hcas_free is not None:
         hcas_free(h.name)
     results = ev.results if ev is not None else {}
@@ -280,6 +283,7 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
     hosts = inv.hosts
     t0 = time.monotonic()
     down: set[str] = set()
+    why_down: dict[str, str] = {}
     forks = max(1, forks)
     domains = {n: hosts[n].vars.clustercert_rack for n in nodes if getattr(hosts[n].vars, "clustercert_rack", None)}
     loop = Rounds(list(nodes), domains=domains or None, all_pairs=all_pairs)
@@ -311,7 +315,8 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
     try:
         if cfg.node_probes:
             with ThreadPoolExecutor(max_workers=min(forks, len(nodes) or 1)) as ex:
-                per_node = dict(zip(nodes, ex.map(lambda n: node_probes(hosts[n], cfg, cp, down, hcas_free, io=io),
+                per_node = dict(zip(nodes, ex.map(lambda n: node_probes(hosts[n], cfg, cp, down, hcas_free, io=io,
+                                                                              why_down=why_down),
                                                   nodes), strict=True))
         node_wall = time.monotonic() - t0
         loop.node_bad = {n for n, ms in per_node.items() if any(m.status in ("fail", "error") for m in ms)}
@@ -350,5 +355,8 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
     inference = loop.inference()
     judge.finish([m for ms in per_node.values() for m in ms] + pair_ms)
     wall = time.monotonic() - t0
+    for m in pair_ms:  # a pair's client that did not answer says why in its observed text
+        if m.a in down and m.a not in why_down and m.observed.startswith(f"{m.a} did not answer: "):
+            why_down[m.a] = m.observed.removeprefix(f"{m.a} did not answer: ")
     return ProbeOutcome(per_node, pair_ms, inference.findings, loop.done, down, round(wall, 2),
-                        probe_timing(per_node, node_wall, round_times, wall), inference)
+                        probe_timing(per_node, node_wall, round_times, wall), inference, why_down)
