@@ -68,8 +68,8 @@ from labfixtures import Lab, fresh_lab, lab, lab_lock  # noqa: E402,F401
 
 @pytest.fixture(scope="module")
 def bootstrapped_lab(lab):  # noqa: F811 - the imported session fixture
-    """The lab's 4 nodes brought to the pinned state by `clustercert bootstrap -i lab` (idempotent:
-    re-run per module, so whatever an earlier module changed is put back), with no fault active."""
+    """The lab's 4 nodes in the pinned state of `clustercert bootstrap -i lab`, with no fault active
+    (see bootstrap_lab: bootstrapped again only where an earlier module may have changed it)."""
     return bootstrap_lab(lab, 4)
 
 
@@ -80,9 +80,48 @@ def lab_bootstrapper():
     return bootstrap_lab
 
 
+@pytest.fixture(scope="session")
+def lab_bootstrap_marker():
+    """mark_bootstrapped, for a module that runs the bootstrap itself."""
+    return mark_bootstrapped
+
+
+# The nodes the last bootstrap of this session brought to the pinned state: node -> its machine id
+# (a node made anew -- `lab down`/`up`, a resize -- has another). Empty: nothing known.
+_BOOTSTRAPPED: dict[str, str] = {}
+
+
+def _machine_ids(running_lab) -> dict[str, str]:
+    out = {}
+    for name in running_lab.nodes:
+        r = running_lab.handle(name).exec(["cat", "/etc/machine-id"], timeout=20)
+        out[name] = r.stdout.strip() if r.returncode == 0 else ""
+    return out
+
+
+def mark_bootstrapped(running_lab) -> None:
+    """Record that every node of ``running_lab`` is in the pinned state now (a module that ran the
+    bootstrap itself says so; bootstrap_lab does)."""
+    _BOOTSTRAPPED.clear()
+    _BOOTSTRAPPED.update(_machine_ids(running_lab))
+
+
+def _still_bootstrapped(running_lab) -> bool:
+    """The same nodes the last bootstrap left (same machine ids, no more, no fewer), and the validators
+    pass on every one of them: what a bootstrap would put back is in place. Earlier modules put back
+    what they changed (their tests assert it); this is the check that they did."""
+    if not _BOOTSTRAPPED or _machine_ids(running_lab) != _BOOTSTRAPPED:
+        return False
+    p = run_cli("validate", "-i", "lab", "--format", "json", timeout=600,
+                env={"CLUSTERCERT_HOME": str(running_lab.dir.parent / "bootstrap-fixture-state")})
+    return p.returncode == 0
+
+
 def bootstrap_lab(running_lab, nodes: int):
-    """Resize the lab to ``nodes`` (nodes are added or removed at the end), heal every fault and run
-    `clustercert bootstrap -i lab` on all of them."""
+    """Resize the lab to ``nodes`` (nodes are added or removed at the end), heal every fault, and bring
+    every node to the pinned state with `clustercert bootstrap -i lab` -- unless the last bootstrap of
+    this session left these very nodes and the validators pass on them (CI time: a bootstrap re-run
+    costs about a minute a module)."""
     import json
 
     running_lab.up(nodes)
@@ -92,6 +131,9 @@ def bootstrap_lab(running_lab, nodes: int):
         running_lab.manager.heal(name)
     for name in running_lab.nodes:
         running_lab.wait_ssh(name, timeout=120)
+    if _still_bootstrapped(running_lab):
+        return running_lab
+    _BOOTSTRAPPED.clear()
     p = run_cli("bootstrap", "-i", "lab", "--format", "json", timeout=1800,
                 env={"CLUSTERCERT_HOME": str(running_lab.dir.parent / "bootstrap-fixture-state")})
     try:
@@ -99,4 +141,36 @@ def bootstrap_lab(running_lab, nodes: int):
     except ValueError:
         raise AssertionError(f"bootstrap printed no JSON (rc {p.returncode}): {p.stderr[-3000:]}") from None
     assert p.returncode == 0, doc
+    mark_bootstrapped(running_lab)
     return running_lab
+
+
+# Lab modules run in this order (after every other test): each bootstrap from bare nodes happens once,
+# the modules that need the bootstrapped 4 nodes follow the one that bootstrapped them, and the
+# 8-node certify module, which grows the lab, comes last. A module missing here runs after these.
+LAB_MODULE_ORDER = (
+    "tests/lab/test_lab_core.py",                 # the lab itself, bare nodes
+    "tests/lab/test_faults.py",                   # fault matrix on bare nodes provisioned by hand
+    "tests/provisioning/test_bootstrap_lab.py",   # bootstrap from bare nodes (marks them bootstrapped)
+    "tests/security/test_security_lab.py",
+    "tests/validators/test_validate_lab.py",
+    "tests/validators/test_failover_lab.py",
+    "tests/drift/test_drift_lab.py",
+    "tests/certify/test_nccl_pair_lab.py",
+    "tests/certify/test_drain_slurm_lab.py",
+    "tests/certify/test_certify_lab.py",          # grows the lab to 8 nodes
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Unit tests first, then the lab modules in LAB_MODULE_ORDER (a stable sort: tests keep their order
+    within a module)."""
+    rank = {m: i for i, m in enumerate(LAB_MODULE_ORDER)}
+
+    def key(item):
+        path = str(Path(str(item.fspath)).relative_to(REPO))
+        if item.get_closest_marker("lab") is None:
+            return (0, 0)
+        return (1, rank.get(path, len(rank)))
+
+    items.sort(key=key)

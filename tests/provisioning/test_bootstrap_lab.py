@@ -42,7 +42,7 @@ def assert_all_ok(doc: dict, nodes: list[str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def bootstrapped(lab):
+def bootstrapped(lab, lab_bootstrap_marker):
     # bare nodes: earlier test modules of the session may have provisioned this lab, so start afresh
     lab.manager.down()
     lab.up()
@@ -50,6 +50,7 @@ def bootstrapped(lab):
     assert rc == 0, first
     assert_all_ok(first, lab.nodes)
     assert all(s["changed"] > 0 for s in first["hosts"].values())  # bare nodes: everything was installed
+    lab_bootstrap_marker(lab)  # the modules after this one start from these bootstrapped nodes
     return first
 
 

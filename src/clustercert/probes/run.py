@@ -174,6 +174,8 @@ def pair_probes(a, b, rnd: int, cfg: ProbeSettings, cp: Path, slurm_states: dict
             down.add(b.name)
         m = job.evaluate(job.m, r)
         m.elapsed = r.client.seconds
+        if not r.reachable:  # why, in the node's own words (host key, refused, no route)
+            m.observed = f"{a.name} did not answer: {r.error or m.observed}"
         return m
 
     out: list[Measurement] = []
