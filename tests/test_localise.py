@@ -48,7 +48,8 @@ def drive(n: int, node_faults: list[tuple], link_faults: list[tuple] = (), domai
         out = []
         for a, b in rnd.pairs:
             fails = bad.get(a, set()) | bad.get(b, set()) | links.get(frozenset((a, b)), set())
-            out.append(PairResult(a, b, rnd.number, {c: c not in fails for c in CHANNELS}))
+            asked = rnd.channels(a, b)  # a later round measures only what it asks
+            out.append(PairResult(a, b, rnd.number, {c: c not in fails for c in CHANNELS if asked is None or c in asked}))
         loop.record(rnd, out, set())
         rnd = loop.next()
     return loop, loop.inference()

@@ -117,6 +117,9 @@ def test_certify_and_drift_judges_localise_the_same_fault_through_the_one_loop(m
     assert [(x.subject, x.fabric) for x in bad] == [("n03", 1)] and len(out.rounds) == 2
     assert set(bad[0].probes) == {"ib_write_bw", "iperf3"} and len(bad[0].partners) == 2
     assert out.schedule()[1]["question"].startswith("which of n03, n04")
+    # round 2 measures what it asks: fabric 1 only (the fabric-0 probes passed everywhere in round 1)
+    r2 = [m for m in out.pairs if m.round == 2]
+    assert r2 and {m.fabric for m in r2} == {1} and {m.probe for m in r2} == {"ib_write_bw", "iperf3"}
     # drift: the same fabric against a healthy baseline (its median values), the same loop
     base = [{"probe": "ib_write_bw", "fabric": f, "value": 390.0, "status": "pass"} for f in (0, 1)] + [
         {"probe": "iperf3", "fabric": f, "value": 1.5, "status": "pass"} for f in (0, 1)]

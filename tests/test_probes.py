@@ -561,7 +561,7 @@ def test_run_probes_reports_timing_of_each_phase(monkeypatch, tmp_path):
     monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path))
     monkeypatch.setattr(certify, "node_probes", lambda h, cfg, cp, down, hcas_free=None, io=None, **_: [_timed("nccl_allreduce", h.name, "", 0.2)])
 
-    def pair(a, b, rnd, cfg, cp, slurm_states=None, plan=None, io=None):
+    def pair(a, b, rnd, cfg, cp, slurm_states=None, plan=None, io=None, channels=None):
         assert slurm_states is None  # no Slurm in this inventory: nothing was asked of it
         time.sleep(0.1)
         return [_timed("ib_write_bw", a.name, b.name, 0.05), _timed("ib_write_lat", a.name, b.name, 0.02)], set()
@@ -608,7 +608,7 @@ def test_round1_servers_start_once_their_node_loopback_tests_end(monkeypatch, tm
 
     plans = {}
 
-    def pair(a, b, rnd, cfg, cp, slurm_states=None, plan=None, io=None):
+    def pair(a, b, rnd, cfg, cp, slurm_states=None, plan=None, io=None, channels=None):
         plans[(a.name, b.name)] = plan
         plan.taken = True
         return [_timed("ib_write_bw", a.name, b.name, 0.1)], set()

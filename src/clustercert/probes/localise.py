@@ -124,10 +124,12 @@ def _components(edges: list[tuple[str, str]]) -> list[tuple[list[str], list[tupl
 
 
 def _solve(passed: set[frozenset], failed: set[frozenset], known_bad: set[str] | frozenset = frozenset(),
-           known_links: set[frozenset] | frozenset = frozenset()) -> _ChannelVerdict:
+           known_links: set[frozenset] | frozenset = frozenset(),
+           explained: set[frozenset] | frozenset = frozenset()) -> _ChannelVerdict:
     """One channel: the failing pairs explained by bad nodes and links (see the module docstring).
     ``known_bad``: nodes bad on other evidence, which explain a failure they take part in;
-    ``known_links``: pairs already known to be bad links, which explain their own failure."""
+    ``known_links``: pairs already known to be bad links, which explain their own failure (a bad link
+    here too); ``explained``: pairs whose failure here is explained elsewhere (left out)."""
     v = _ChannelVerdict()
     cleared = {n for p in passed for n in p}
     partners: dict[str, set[str]] = defaultdict(set)
@@ -137,6 +139,8 @@ def _solve(passed: set[frozenset], failed: set[frozenset], known_bad: set[str] |
         if p & known_bad:
             for n in p & known_bad:
                 v.explained.setdefault(n, set()).update(p - {n})
+            continue
+        if p in explained:
             continue
         if p in known_links:
             v.links.append((a, b))
@@ -200,8 +204,11 @@ def localise(results: list[PairResult], nodes: list[str], node_bad: set[str] | f
             verdicts[ch] = _solve(*by_ch[ch], known_bad=same, known_links=same_links)
     explained = set(node_bad) | {n for v in verdicts.values() for n in v.bad}
     links = {frozenset(p) for v in verdicts.values() for p in v.links}
+    # a pair that failed one of the aggregate's parts has its aggregate failure explained by that part's
+    # localisation (a node on a fabric, or the link), whatever it turns out to be
+    by_parts = {k for c in parts for k in by_ch[c][1]}
     for ch in sorted((c for c in by_ch if c[0] in AGGREGATE), key=_ch_order):
-        verdicts[ch] = _solve(*by_ch[ch], known_bad=explained, known_links=links)
+        verdicts[ch] = _solve(*by_ch[ch], known_bad=explained, explained=links | by_parts)
 
     findings: list[Localisation] = []
     needs: dict[str, set[Channel]] = defaultdict(set)

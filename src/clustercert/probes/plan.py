@@ -134,15 +134,21 @@ class PairPlan:
     taken: bool = False                        # run ran it (and ended its servers)
 
 
-def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators) -> PairPlan:
-    """``evaluators``: the module with eval_perftest and eval_iperf3 (clustercert.probes.evaluate)."""
+def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators, channels: set | None = None) -> PairPlan:
+    """``evaluators``: the module with eval_perftest and eval_iperf3 (clustercert.probes.evaluate);
+    ``channels``: only the probes of these (probe, fabric) channels -- what a later round asks -- or all."""
     th = cfg.thresholds(a.profile)
     rails = [x for x in a.profile.ib.hcas if x.role == "compute"]
+
+    def asked(probe: str, fabric: int | None) -> bool:
+        return channels is None or (probe, fabric) in channels
 
     def perftest(tool: str, port0: int) -> list[Job]:  # one job per rail
         key, lat = PAIR_THRESHOLD[tool], tool.endswith("_lat")
         jobs = []
         for i, hca in enumerate(rails if key in th else []):
+            if not asked(tool, hca.fabric):
+                continue
             port = port0 + i
             server = (b.name, b.connection, cmd.perftest_cmd(tool, hca.name, hca.port, port, cfg.seconds))
             client = (a.name, a.connection, cmd.perftest_cmd(tool, hca.name, hca.port, port, cfg.seconds, addr(b)))
@@ -158,7 +164,7 @@ def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators) -> PairPlan:
     iperf, reach = [], {}
     for f in sorted({x.fabric for x in a.profile.ib.hcas}) if "iperf3_ipoib" in th else []:
         sa, sb = fabric_ip(a, f), fabric_ip(b, f)
-        if not sa or not sb:
+        if not sa or not sb or not asked("iperf3", f):
             continue
         reach[f] = (sa, sb)
         port = cmd.IPERF_PORT + f
@@ -170,7 +176,7 @@ def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators) -> PairPlan:
                          lambda m, r: evaluators.eval_iperf3(m, th["iperf3_ipoib"], r.client, cfg.limit), f, True))
     stages = [(s, key) for s, key in ((bw, "ib_write_bw_pair"), (iperf, "iperf3_ipoib"), (lat, "ib_write_lat_p99")) if s]
     return PairPlan(a, b, th, stages, len(stages) * (cfg.limit + CLIENT_START_S) + SERVER_MARGIN_S, reach,
-                    "nccl_allreduce_pair" in th)
+                    "nccl_allreduce_pair" in th and asked("nccl_allreduce", None))
 
 
 def reach_commands(plan: PairPlan) -> dict[str, tuple[str, float]]:

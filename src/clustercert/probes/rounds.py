@@ -24,6 +24,12 @@ class Round:
     number: int
     pairs: list[tuple[str, str]]
     question: str
+    # per pair (a frozenset of its two nodes): the channels it is asked about; None: every probe (round 1,
+    # every pair of the circle). A later round measures only what is in question at either end.
+    asks: dict[frozenset, set[Channel]] | None = None
+
+    def channels(self, a: str, b: str) -> set[Channel] | None:
+        return None if self.asks is None else self.asks.get(frozenset((a, b)), set())
 
 
 @dataclass
@@ -87,7 +93,8 @@ class Rounds:
         pairs = schedule.next_round(self.alive(), inf.needs, tried, self.cleared())
         if not pairs:
             return None
-        return Round(k, pairs, inf.question)
+        asks = {frozenset(p): set(inf.needs.get(p[0], ())) | set(inf.needs.get(p[1], ())) for p in pairs}
+        return Round(k, pairs, inf.question, asks)
 
     def cleared(self) -> dict[str, set[Channel]]:
         """Per node, the channels it passed with some partner."""

@@ -155,12 +155,13 @@ def _unreachable(plan: PairPlan, ev) -> dict[int, str]:
 
 
 def pair_probes(a, b, rnd: int, cfg: ProbeSettings, cp: Path, slurm_states: dict | None = None,
-                plan: PairPlan | None = None, io=collect) -> tuple[list[Measurement], set[str]]:
+                plan: PairPlan | None = None, io=collect, channels: set | None = None) -> tuple[list[Measurement], set[str]]:
     """Node-to-node probes between a (client) and b (server), one kind after another (see the module
-    docstring). Every server starts with the first stage and waits, or earlier (``plan`` with its
-    servers started). A later stage starts with its clients; a server is ended once its client is done,
-    beside the next stage. Returns the measurements and the nodes that did not answer."""
-    plan = plan or pair_plan(a, b, rnd, cfg, evaluate)
+    docstring); ``channels``: only those a later round asks about. Every server starts with the first
+    stage and waits, or earlier (``plan`` with its servers started). A later stage starts with its
+    clients; a server is ended once its client is done, beside the next stage. Returns the
+    measurements and the nodes that did not answer."""
+    plan = plan or pair_plan(a, b, rnd, cfg, evaluate, channels)
     plan.taken = True
     th, stages = plan.th, plan.stages
     down: set[str] = set()
@@ -328,10 +329,11 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
         while rnd is not None:
             t_round = time.monotonic()
             pairs = [p for p in rnd.pairs if not set(p) & down]
-            k = rnd.number
+            k, this = rnd.number, rnd
             with ThreadPoolExecutor(max_workers=min(forks, len(pairs) or 1)) as ex:
-                results = list(ex.map(lambda p, k=k: pair_probes(hosts[p[0]], hosts[p[1]], k, cfg, cp, slurm_states,
-                                                                 plans.get(p) if k == 1 else None, io=io), pairs))
+                results = list(ex.map(lambda p, k=k, this=this: pair_probes(
+                    hosts[p[0]], hosts[p[1]], k, cfg, cp, slurm_states, plans.get(p) if k == 1 else None, io=io,
+                    channels=this.channels(*p)), pairs))
             round_times.append({"round": rnd.number, "wall_s": round(time.monotonic() - t_round, 2),
                                 "tool_s": pair_round_tool_seconds([m for ms, _ in results for m in ms])})
             verdicts = []
