@@ -126,7 +126,8 @@ def test_catalogue_agrees_with_the_lab_fault_table():
             text = (REPO / path).read_text()
             assert f"def {name}(" in text, p.test
             body = text.split(f"def {name}(", 1)[1].split("\ndef ", 1)[0]
-            assert kind in body or name == "test_fault_is_caught_on_its_node_only", (p.test, kind)
+            # the fault-matrix tests take the kind from their parametrisation (test_every_lab_proof_is_asserted...)
+            assert kind in body or p.test in (catalogue.VALIDATE_LAB, catalogue.PROBE_LAB), (p.test, kind)
 
 
 def test_every_id_says_how_the_lab_proves_it_or_why_not():
@@ -138,6 +139,108 @@ def test_every_id_says_how_the_lab_proves_it_or_why_not():
     unproven = sorted(e.id for e in catalogue.ENTRIES if not any(p.status == "fail" for p in e.proofs))
     # what the lab cannot make fail today (each with its reason in the catalogue)
     assert "gpu.model" in unproven and "gpu.count" not in unproven
+
+
+# ---- every (fault kind -> id) the catalogue lists is asserted by a lab test --------------------------------
+
+def _lab_module(path: str):
+    """A lab test module, imported by path for its parametrisation lists (nothing runs: the lab fixtures are
+    only named in it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"_catalogue_{Path(path).stem}", REPO / path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _matrix() -> dict[str, dict[tuple[str, str], dict]]:
+    """The two lab fault matrices as {test: {(fault kind, id): the parameters the test injects}}: the validators'
+    test_fault_is_caught_on_its_node_only (VALIDATOR_FAULTS: each kind with the check the lab's fault table names,
+    and ALSO_FAILS besides) and test_probe_fault_is_caught_on_its_node_only (PROBE_FAULTS), each test parametrised
+    over those very lists and asserting that every id of its case fails on the faulty node and on no other."""
+    import inspect
+
+    from clustercert.lab.faults import FAULTS
+
+    path = catalogue.VALIDATE_LAB.partition("::")[0]
+    assert catalogue.PROBE_LAB.partition("::")[0] == path
+    mod = _lab_module(path)
+    validators = mod.test_fault_is_caught_on_its_node_only
+    probes = mod.test_probe_fault_is_caught_on_its_node_only
+    marks = {f: [m for m in getattr(f, "pytestmark", []) if m.name == "parametrize"] for f in (validators, probes)}
+    assert [m.args for m in marks[validators]] == [("kind", mod.VALIDATOR_FAULTS)]
+    assert [m.args for m in marks[probes]] == [("kind", sorted(mod.PROBE_FAULTS))]
+    # each case's ids are asserted failing on the faulty node (fail, not error), and not failing elsewhere
+    for f, lists in ((validators, ("FAULTS[kind].check", "ALSO_FAILS.get(kind")), (probes, ("PROBE_FAULTS[kind]",))):
+        src = inspect.getsource(f)
+        assert all(x in src for x in lists) and src.count('["status"] == "fail"') >= 2, f.__name__
+    assert set(mod.ALSO_FAILS) <= set(mod.VALIDATOR_FAULTS) and set(mod.PROBE_FAULTS) <= set(FAULTS)
+    cases = {(k, FAULTS[k].check): {} for k in mod.VALIDATOR_FAULTS}
+    cases |= {(k, c): {} for k, also in mod.ALSO_FAILS.items() for c in also}
+    probe_cases = {(k, c): params for k, (params, _probes, ids) in mod.PROBE_FAULTS.items() for c in ids}
+    return {catalogue.VALIDATE_LAB: cases, catalogue.PROBE_LAB: probe_cases}
+
+
+def _test_text(path: str, name: str) -> str:
+    """A lab test function's source with the module-level helpers and constants it names (one level: CHECK,
+    _pair, ...), where the fault it injects and the id it asserts are written."""
+    import ast
+
+    source = (REPO / path).read_text()
+    tree = ast.parse(source)
+    top: dict[str, ast.AST] = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            top[node.name] = node
+        elif isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    top[t.id] = node
+    fn = top.get(name)
+    assert isinstance(fn, ast.FunctionDef), f"{path}::{name} does not exist"
+    named = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} & set(top) - {name}
+    return "\n".join(ast.get_source_segment(source, top[x]) for x in (name, *sorted(named)))
+
+
+def test_every_lab_proof_is_asserted_by_the_lab_test_it_names():
+    """Issue 23 acceptance: every id names the lab fault kind that makes it fail, and a lab test asserts it:
+    a (fault kind, id) of the validators' or the probes' fault matrix (the kind injected with those
+    parameters, the id failing on that node only), or a named certify/probe/failover lab test that injects the
+    kind and asserts the id (for a node-to-node probe: the links of its probe) with the proof's status. Every
+    fault a proof names is one tests/lab/test_faults.py shows on a node (its CASES)."""
+    from clustercert.probes.catalog import PAIR_THRESHOLD
+
+    matrix = _matrix()
+    cases = _lab_module("tests/lab/test_faults.py").CASES
+    for e in catalogue.ENTRIES:
+        for p in e.proofs:
+            assert p.test, f"{e.id} <- {p.fault}: the proof names no lab test"
+            assert p.fault in cases, (e.id, p.fault)
+            if p.test in matrix:
+                assert p.status == "fail", (e.id, p.test)
+                assert (p.fault, e.id) in matrix[p.test], f"{p.test} does not assert {e.id} failing with {p.fault}"
+                assert matrix[p.test][(p.fault, e.id)] == {k: str(v) for k, v in p.params.items()}, (e.id, p.fault)
+                continue
+            path, _, name = p.test.partition("::")
+            text = _test_text(path, name)
+            assert re.search(rf'\.fault\([^)]*"{p.fault}"', text), f"{p.test} does not inject {p.fault}"
+            probe = e.id.removeprefix("probe.")
+            assert e.id in text or (probe in PAIR_THRESHOLD and f'"{probe}' in text), f"{p.test} does not assert {e.id}"
+            assert f'"{p.status}"' in text, f"{p.test} does not assert {e.id} {p.status}"
+
+
+def test_the_fault_matrices_assert_nothing_the_catalogue_does_not_list():
+    """The other way round: each (fault kind, id) a fault-matrix test asserts is a proof of the catalogue (the
+    catalogue names the lab fault for every id any fault fails), and every id no fault makes fail says why."""
+    proofs = {(p.fault, e.id, p.test) for e in catalogue.ENTRIES for p in e.proofs if p.status == "fail"}
+    for test, cases in _matrix().items():
+        for kind, check in cases:
+            assert (kind, check, test) in proofs, f"{test} asserts {check} failing with {kind}: not in the catalogue"
+    unproven = {e.id: e.note for e in catalogue.ENTRIES if not any(p.status == "fail" for p in e.proofs)}
+    assert all(len(note) > 20 for note in unproven.values()), unproven
+    assert {"ib.ipoib", "nccl.version", "probe.nccl_allreduce", "probe.ib_write_bw_loopback",
+            "probe.nvbandwidth_h2d", "probe.nvbandwidth_d2h"}.isdisjoint(unproven)
 
 
 def test_the_product_does_not_import_the_lab():

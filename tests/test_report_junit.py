@@ -114,6 +114,30 @@ def test_a_nodes_own_times_and_a_measurements_own_seconds_win():
     assert "timing.nodes" in root.find("testsuite/properties/property").get("value")
 
 
+def test_each_nodes_validator_seconds_and_each_links_tool_seconds_as_certify_records_them(schema):
+    """certify's timing.nodes has each node's validate_s only (its node probes keep the probe phase's wall
+    time); a link carries its tool's seconds, null where it did not run (0, not a share of the round)."""
+    cert = _timed()
+    own = {n: 0.25 + 0.1 * i for i, n in enumerate(sorted(cert["nodes"]))}
+    cert["timing"]["nodes"] = {n: {"validate_s": s} for n, s in own.items()}
+    for i, lk in enumerate(cert["links"]):
+        lk["seconds"] = None if i == 0 else 1.5
+    xml = reports.render_junit(cert)
+    schema.validate(xml.decode())
+    root = ET.fromstring(xml)
+    per_node: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for tc in _cases(root, "nodes"):
+        kind = "probe" if tc.get("name") in ("perf.ib_loopback", "nccl.allreduce_1node") else "validate"
+        per_node[tc.get("classname")][kind] += float(tc.get("time"))
+    for node, t in per_node.items():
+        assert t["validate"] == pytest.approx(own[node], abs=0.01), node
+        if node != "gpu-node-08":  # unreachable: no probes
+            assert t["probe"] == pytest.approx(9.0, abs=0.01), node
+    times = sorted(float(tc.get("time")) for tc in _cases(root, "links"))
+    assert times == [0.0] + [1.5] * (len(cert["links"]) - 1)
+    assert "validator seconds" in root.find("testsuite/properties/property").get("value")
+
+
 def test_a_certificate_without_timing_still_validates_with_zero_times(schema):
     cert = sample_certificate()  # written before the timing object: nothing to report but the whole run
     xml = reports.render_junit(cert)

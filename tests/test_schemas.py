@@ -174,6 +174,49 @@ def test_certify_run_prints_its_document_and_writes_prom(tmp_path, capsys, monke
     assert status == {"ib_write_bw": 1.0, "iperf3": 2.0}
 
 
+def test_certify_times_each_node_and_link_and_junit_charges_them(tmp_path, capsys, monkeypatch):
+    """Issue 23.6: the certificate's timing.nodes holds each node's validator seconds (NodeEvidence.seconds),
+    each link its tool's seconds (Measurement.elapsed; null where it did not run); the certify document
+    follows its schema with them, the signed certificate has no member the verifier refuses, and junit.xml
+    charges those times."""
+    import os
+    import xml.etree.ElementTree as ET
+    from pathlib import Path
+
+    from clustercert import certificate, validate
+    from clustercert.collect import NodeEvidence
+    from clustercert.probes import run as probe_run
+
+    certificate.init_key(Path(os.environ["CLUSTERCERT_HOME"]))
+    nodes = ["gpu01", "gpu02"]
+    results = _validation(nodes)
+    for n, secs in zip(nodes, (0.8, 1.25), strict=True):
+        results[n].evidence = NodeEvidence(n, True, "", {}, secs)
+    outcome = _outcome(nodes)
+    outcome.pairs[0].elapsed = 2.05  # ib_write_bw ran 2.05 s; iperf3 was not run (its path was not reachable)
+    monkeypatch.setattr(validate, "validate_nodes", lambda inv, comps, forks, *a, **k: results)
+    monkeypatch.setattr(probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False: outcome)
+    out = tmp_path / "cert"
+    doc = check(run_json(capsys, "certify", "-i", "sample:h100", "-l", "gpu01:gpu02", "--out", str(out),
+                         "--format", "json", rc=1), "certify")
+    assert doc["timing"]["nodes"] == {"gpu01": {"validate_s": 0.8}, "gpu02": {"validate_s": 1.25}}
+    assert [(lk["probe"], lk["seconds"]) for lk in doc["links"]] == [("ib_write_bw", 2.05), ("iperf3", None)]
+    cert = json.loads((out / "certificate.json").read_text())
+    assert cert["timing"]["nodes"] == doc["timing"]["nodes"] and certificate.unknown_member(cert) is None
+    root = ET.fromstring((out / "junit.xml").read_bytes())
+    times = {(tc.get("classname"), tc.get("name")): tc.get("time") for tc in root.iter("testcase")}
+    assert times[("gpu01", "gpu.count")] == "0.800" and times[("gpu02", "gpu.count")] == "1.250"
+    assert times[("link.fabric0.ib_write_bw", "gpu01 <-> gpu02 round 1")] == "2.050"
+    assert times[("link.fabric0.iperf3", "gpu01 <-> gpu02 round 1")] == "0.000"
+    from jsonschema import ValidationError
+
+    for broken in ({**doc, "timing": {**doc["timing"], "nodes": {"gpu01": {"validate_s": "soon"}}}},
+                   {**doc, "timing": {**doc["timing"], "nodes": {"gpu01": {}}}},
+                   {**doc, "links": [{**doc["links"][0], "seconds": -1}]}):
+        with pytest.raises(ValidationError):
+            check(broken)
+
+
 def test_probe_run_prints_its_document(capsys, monkeypatch):
     from clustercert.probes import run as probe_run
 

@@ -103,3 +103,88 @@ def test_terminal_folds_while_json_keeps_every_finding(cli, tmp_path):
         folded = [x for x in lines if x.endswith(": tool not found: nvidia-smi -q -x")]
         assert len(folded) == 1 and f"{len(xml)} checks (" in folded[0], lines
         assert len(lines) < len(bad)
+
+
+# ---- --junit -------------------------------------------------------------------------------------
+
+JUNIT_XSD = Path(__file__).resolve().parent / "fixtures" / "junit" / "jenkins-junit.xsd"
+
+
+def test_validate_junit_is_valid_with_failures_messages_and_measured_times(cli, tmp_path):
+    """validate --junit FILE: valid against the common JUnit schema; every node x check of the run is a testcase
+    with its worst status (a failing check a <failure> whose message is its expected and observed values, a check
+    that could not run an <error>, the unreachable node one node.status error); each node's checks share the
+    seconds its collection took (evidence/NODE.json), so the times are not all zero."""
+    import os
+    import xml.etree.ElementTree as ET
+
+    import pytest
+
+    xmlschema = pytest.importorskip("xmlschema")
+    inv = local_and_unreachable(tmp_path / "hosts.yml")
+    junit = tmp_path / "reports" / "validate-junit.xml"  # a directory that does not exist yet
+    r = cli("validate", "-i", str(inv), "--format", "json", "--checks", "gpu,ib,bond,packages", "--out",
+            str(tmp_path / "out"), "--junit", str(junit), env={"CLUSTERCERT_HOME": str(tmp_path / "state")})
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    xml = junit.read_text()
+    xmlschema.XMLSchema(str(JUNIT_XSD)).validate(xml)
+    assert oct(os.stat(junit).st_mode & 0o777) == "0o600" and not list(junit.parent.glob(".validate-junit.xml.*"))
+    root = ET.fromstring(xml)
+    assert root.get("name") == "clustercert validate hosts.yml"
+    cases = {(tc.get("classname"), tc.get("name")): tc for tc in root.iter("testcase")}
+
+    # the JSON document's findings, node x check, against the testcases
+    want = {}
+    for node, n in doc["nodes"].items():
+        if n["verdict"] == "unreachable":
+            want[(node, "node.status")] = "error"
+            continue
+        for f in n["findings"]:
+            st = want.get((node, f["check"]))
+            rank = ["pass", "skip", "error", "fail"]
+            if st is None or rank.index(f["status"]) > rank.index(st):
+                want[(node, f["check"])] = f["status"]
+    assert set(cases) == set(want)
+    assert root.get("tests") == str(len(want))
+    assert root.get("failures") == str(sum(s == "fail" for s in want.values()))
+    assert root.get("errors") == str(sum(s == "error" for s in want.values()))
+    fails = [k for k, s in want.items() if s == "fail"]
+    # a machine that is not a clustercert node: no pin record, no IPoIB netdevs, no bond
+    assert {("here", "packages.pinned"), ("here", "ib.ipoib"), ("here", "ib.bond")} <= set(fails), want
+    for node, check in fails:
+        failure = cases[(node, check)].find("failure")
+        assert failure is not None and failure.get("type") == "fail", (node, check)
+        first = next(f for f in doc["nodes"][node]["findings"] if f["check"] == check and f["status"] == "fail")
+        assert f"expected {first['expected']}, observed {first['observed']}" in failure.get("message"), failure.attrib
+        assert first["observed"] in failure.text
+    pinned = cases[("here", "packages.pinned")].find("failure").get("message")
+    assert pinned.endswith("observed no pin record: the node was not bootstrapped"), pinned
+    gpu = cases[("here", "gpu.count")]
+    assert gpu.find("error") is not None and gpu.find("failure") is None  # could not run: an error, not a pass
+    gone = cases[("gone", "node.status")].find("error")
+    assert gone.get("message") == "node unreachable"
+
+    # durations: each node's checks share its collection's seconds, as measured
+    secs = json.loads((tmp_path / "out" / "evidence" / "here.json").read_text())["seconds"]
+    here = [float(tc.get("time")) for (n, _c), tc in cases.items() if n == "here"]
+    assert secs > 0 and all(t > 0 for t in here), here
+    assert sum(here) == pytest.approx(secs, abs=0.001 * len(here))
+    suite = root.find("testsuite")
+    assert suite.find("properties/property").get("value").startswith("each node's collection seconds")
+    assert float(suite.get("time")) >= secs - 0.001 and float(root.get("time")) == float(suite.get("time"))
+    assert suite.get("timestamp") == doc["started"]
+
+
+def test_validate_junit_that_cannot_be_written_is_one_line_before_anything_runs(cli, tmp_path):
+    inv = local_and_unreachable(tmp_path / "hosts.yml")
+    home = tmp_path / "state"
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for target, reason in ((tmp_path, "is a directory, expected a file"),
+                           (afile / "junit.xml", "is not a directory"),
+                           ("/proc/1/junit.xml", "is not writable")):
+        r = cli("validate", "-i", str(inv), "--junit", str(target), env={"CLUSTERCERT_HOME": str(home)})
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, (target, r.stderr)
+        assert r.stderr.startswith("clustercert: error: --junit: ") and reason in r.stderr, r.stderr
+    assert not (home / "store.sqlite").exists() and afile.read_text() == "x"

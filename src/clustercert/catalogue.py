@@ -5,10 +5,12 @@ The ids are the ones the code emits: the checks' ``CHECK_IDS`` (clustercert.chec
 opt-in ``ib.bond_failover``) and the probes' ``probe.<name>`` findings (clustercert.probes). The lab
 evidence is data kept here, in the product (which never imports clustercert.lab):
 ``Proof(fault, params, status, test)`` says that the lab fault kind ``fault`` (with ``params``) makes the
-id come out ``status``, and, where the lab's own fault table (clustercert/lab/faults.py FAULTS) names
-another check for that kind, which lab test shows it. An id no lab fault makes fail carries a ``note``
-saying why. tests/test_catalogue.py holds this table against the registry, the probe code, the
-lab's FAULTS and the named lab tests; docs/checks.md is ``clustercert checks --format markdown``.
+id come out ``status``, and which lab test shows it: the validators' fault matrix (VALIDATE_LAB: the
+check the lab's own fault table, clustercert/lab/faults.py FAULTS, names for the kind, or one it
+fails besides), the probes' fault matrix (PROBE_LAB: ids only a probe sees), or a named certify, probe
+or failover lab test. An id no lab fault makes fail carries a ``note`` saying why. tests/test_catalogue.py
+holds this table against the registry, the probe code, the lab's FAULTS, the fault matrices'
+parametrisations and the named lab tests; docs/checks.md is ``clustercert checks --format markdown``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from clustercert.checks.gpu import CRITICAL_XIDS
 from clustercert.errors import InputError
 
 VALIDATE_LAB = "tests/validators/test_validate_lab.py::test_fault_is_caught_on_its_node_only"
+PROBE_LAB = "tests/validators/test_validate_lab.py::test_probe_fault_is_caught_on_its_node_only"
 CERTIFY_LAB = "tests/certify/test_certify_lab.py"
 NCCL_LAB = "tests/certify/test_nccl_pair_lab.py"
 
@@ -68,8 +71,15 @@ def _ranges(numbers) -> str:
 
 
 def _v(fault: str, **params) -> Proof:
-    """A fault the lab's fault table declares for this id (tests/validators: every such kind fails its check)."""
+    """A fault the validators' lab fault matrix (VALIDATE_LAB) shows failing this id on its node only: the kind's
+    own check in the lab's fault table, or one the matrix asserts besides it (its ALSO_FAILS)."""
     return Proof(fault, params, "fail", VALIDATE_LAB)
+
+
+def _p(fault: str, **params) -> Proof:
+    """A fault that only a probe sees, which the probes' lab fault matrix (PROBE_LAB: `clustercert probe` on the
+    bootstrapped lab) shows failing this id on its node only (its PROBE_FAULTS)."""
+    return Proof(fault, params, "fail", PROBE_LAB)
 
 
 CHECKS: tuple[Entry, ...] = (
@@ -115,9 +125,7 @@ CHECKS: tuple[Entry, ...] = (
           ("nvsmi_xml",), ("cuda.version",),
           note="the CUDA version follows the driver; no lab fault kind lowers it on its own"),
     Entry("nccl.version", "driver", "the libnccl2 package is the profile's NCCL version", ("nccl_pkg",),
-          ("nccl.version",),
-          note="no lab fault kind is declared for it: package_drift package=libnccl2 installs another NCCL, but "
-               "the lab's tests assert packages.pinned with it"),
+          ("nccl.version",), proofs=(_v("package_drift"),)),
     # ---- rdma ----------------------------------------------------------------------------------------
     Entry("ofed.version", "rdma", "the RDMA stack is the profile's source and version (DOCA-OFED, MLNX_OFED or "
           "the distribution's rdma-core)", ("ofed_info", "doca_pkg", "rdma_core_pkg"), ("ofed.source", "ofed.version"),
@@ -135,9 +143,7 @@ CHECKS: tuple[Entry, ...] = (
     Entry("ib.counters", "ib", "symbol_error and link_downed at most the profile's limits on every port",
           ("ib_sysfs",), ("ib.max_symbol_errors", "ib.max_link_downed"), proofs=(_v("ib_symbol_errors"),)),
     Entry("ib.ipoib", "ib", "every HCA's IPoIB netdev exists and is UP, LOWER_UP", ("ip_link",),
-          ("ib.hcas[].netdev",),
-          note="no lab fault kind is declared for it: ib_port_down also takes the port's IPoIB netdev down, but "
-               "the lab's tests assert ib.port_state with it"),
+          ("ib.hcas[].netdev",), proofs=(_v("ib_port_down"),)),
     Entry("ib.sm", "ib", "a subnet manager answers on every port (SM LID != 0), and one master SM per fabric "
           "across the nodes", ("ib_sysfs",), ("subnet_manager.mode",),
           note="the lab's fabrics always answer with one SM; no fault kind removes or duplicates it"),
@@ -209,14 +215,13 @@ def _probes() -> tuple[Entry, ...]:
     return (
         Entry("probe.ib_write_bw_loopback", "probe", f"ib_write_bw loopback on each compute HCA reaches the floor "
               f"{_BW_NOTE}", cmd["ib_write_bw_loopback"], thresholds=("ib_write_bw_loopback", "outlier_ratio"),
-              proofs=(Proof("probe_hang", {"tool": "ib_write_bw"}, "error",
-                            f"{CERTIFY_LAB}::test_hung_probe_is_a_timed_error_and_leaves_nothing"),),
-              note="ib_port_rate_degraded scales the simulated ib_write_bw, but the lab's tests assert ib.port_rate "
-                   "with it"),
+              proofs=(_p("ib_port_rate_degraded"),
+                      Proof("probe_hang", {"tool": "ib_write_bw"}, "error",
+                            f"{CERTIFY_LAB}::test_hung_probe_is_a_timed_error_and_leaves_nothing"))),
         Entry("probe.nccl_allreduce", "probe", f"NCCL all_reduce bus bandwidth on one node and across each pair "
               f"reaches its floor {_BW_NOTE}", cmd["nccl_allreduce"],
               thresholds=("nccl_allreduce_1node", "nccl_allreduce_pair", "outlier_ratio"),
-              proofs=(Proof("nccl_busbw_low", {"factor": 0.5}),
+              proofs=(_p("nccl_busbw_low", factor=0.5),
                       Proof("link_slow", _SLOW0, "fail", f"{NCCL_LAB}::test_a_slow_link_on_either_end_fails_the_pair"),
                       Proof("probe_hang", {"tool": "all_reduce_perf"}, "error",
                             f"{NCCL_LAB}::test_a_hung_rank_is_a_timed_error_and_leaves_no_process"))),
@@ -226,10 +231,13 @@ def _probes() -> tuple[Entry, ...]:
               note="the simulated GPUs are always busy under load (a missing GPU stops the load: error)"),
         *(Entry(f"probe.{name}", "probe", f"nvbandwidth {name.removeprefix('nvbandwidth_')} per GPU reaches the floor "
                 f"{_BW_NOTE}", cmd["nvbandwidth"], thresholds=(name, "outlier_ratio"),
-                proofs=(Proof("nvlink_down", {"gpu": 0, "port": 5}, "fail", _THREE),) if name == "nvbandwidth_d2d" else (),
-                note="" if name == "nvbandwidth_d2d" else
-                "gpu_pcie_degraded divides the simulated host<->GPU bandwidth by 4, but the lab's tests assert "
-                "gpu.pcie_link with it")
+                proofs=() if name == "nvbandwidth_d2d" else (_p("gpu_pcie_degraded"),),
+                note="" if name != "nvbandwidth_d2d" else
+                "nvlink_down takes one of a GPU's 18 NVLinks down: the simulated D2D bandwidth falls by 1/18 (389 -> "
+                "367 GB/s), above the lab profile's floor (335) and 90% of the cluster median, so it passes (the "
+                "fault fails gpu.nvlink, and the simulated 1-node all_reduce falls to 452 GB/s, below its 460 "
+                "floor); it takes three links of one GPU down (three nvlink_down faults: 324 GB/s) to fail it, "
+                "which no lab test does")
           for name in ("nvbandwidth_h2d", "nvbandwidth_d2h", "nvbandwidth_d2d")),
         Entry("probe.dcgmi_diag", "probe", "dcgmi diag at the profile's level passes every test (skip without "
               "dcgm_diag)", cmd["dcgmi_diag"], ("dcgm_diag.level",),

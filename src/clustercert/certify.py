@@ -49,6 +49,13 @@ def _versions(inv, validation: dict) -> dict:
     return {"clustercert": __version__, "ansible-core": version("ansible-core"), "nodes": per_node}
 
 
+def node_timing(validation: dict) -> dict[str, dict]:
+    """The certificate's ``timing.nodes``: per node the seconds its validator collection took
+    (NodeEvidence.seconds: one connection, its commands at once), what junit.xml charges its checks."""
+    return {name: {"validate_s": round(r.evidence.seconds, 3)} for name, r in sorted(validation.items())
+            if r.evidence is not None}
+
+
 def document(cert: dict, run_id: str, out_dir: Path, inventory: str) -> dict:
     """The `certify --format json` document: the envelope, where the certificate was written, and the
     certificate's verdicts, findings, links and localisation (its signature and profiles stay in
@@ -142,7 +149,7 @@ def _certify(inv, store, out_dir: Path, signing_key, pub_path: Path, limit, fork
         "links": links,
         "localisation": [x.to_json() for x in outcome.localisation],
         "thresholds": thresholds,
-        "timing": {"validate_s": validate_s, **outcome.timing},
+        "timing": {"validate_s": validate_s, **outcome.timing, "nodes": node_timing(validation)},
     }
     if drain == "slurm":  # after the verdicts, before signing: what was done is part of the certificate
         from clustercert import slurm

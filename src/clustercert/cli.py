@@ -126,8 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
           --checks and --skip take check ids and component names (`clustercert checks` lists them).
           --disruptive (opt-in, never the default) then runs the bond failover test (ib.bond_failover) on one node
           after the other: the active slave goes down, the other must take over within miimon x 3 with a peer
-          still reachable over the bond, and the primary must come back once the slave is up again.""",
-          "clustercert validate -i lab --checks gpu,ib --format json\n"
+          still reachable over the bond, and the primary must come back once the slave is up again.
+          --junit FILE also writes the findings as JUnit XML for CI (as certify's junit.xml: one testcase per node x
+          check, each node's checks sharing the seconds its collection took).""",
+          "clustercert validate -i lab --checks gpu,ib --format json --junit validate-junit.xml\n"
           "clustercert validate -i lab --skip gpu.xid,time --prom /var/lib/node_exporter/textfile/validate.prom\n"
           "clustercert validate -i lab --checks bond --disruptive",
           *opt.CONNECTION,
@@ -138,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
           opt.output_format("table", "json"),
           opt.option("--out", metavar="DIR", help="also write validate.json and each node's raw evidence "
                    "(evidence/NODE.json) into DIR"),
-          opt.PROM,
+          opt.PROM, opt.JUNIT,
           opt.option("--disruptive", action="store_true",
                    help="also run the bond failover test (ib.bond_failover): takes each node's active bond slave "
                         "down for a moment, one node at a time; never the default"))
@@ -529,7 +531,7 @@ def cmd_validate(args) -> int:
     from clustercert import validate
 
     return validate.run(args.inventory, limit=args.limit, checks=args.checks, skip=args.skip, forks=args.forks,
-                        fmt=args.format, out=args.out, disruptive=args.disruptive, prom=args.prom)
+                        fmt=args.format, out=args.out, disruptive=args.disruptive, prom=args.prom, junit=args.junit)
 
 
 def cmd_certify(args) -> int:
@@ -611,7 +613,7 @@ HANDLERS = {
 STATEFUL = {"bootstrap", "validate", "probe", "certify", "drift", "report", "key"}
 
 # Flags that name where a verb writes: checked before the verb runs (no probe, drain or run record first).
-OUT_FLAGS = {"out": ("--out", "dir"), "prom": ("--prom", "file")}
+OUT_FLAGS = {"out": ("--out", "dir"), "prom": ("--prom", "file"), "junit": ("--junit", "file")}
 
 
 def check_out(flag: str, value: str, kind: str) -> None:

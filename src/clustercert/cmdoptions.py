@@ -86,6 +86,9 @@ PROBE_TIMEOUT = option("--probe-timeout", type=positive_int, default=60, metavar
 PROM = option("--prom", metavar="FILE",
               help="also write node_exporter textfile metrics to FILE (atomically; e.g. "
                    "/var/lib/node_exporter/textfile/clustercert.prom)")
+JUNIT = option("--junit", metavar="FILE",
+               help="also write the findings as JUnit XML to FILE (one testcase per node x check, failures with "
+                    "their expected and observed values, each node's measured seconds; written atomically)")
 VERBOSE = option("-v", "--verbose", action="count", default=0,
                  help="more output, repeatable (-vvv); anywhere on the line; -v shows the traceback of an "
                       "internal error, bootstrap passes it to ansible-playbook")

@@ -152,6 +152,8 @@ def run_bond_failover(inv: Inventory, contexts: dict[str, HostContext], results:
     evidence = collect_in_turn({n: inv.hosts[n].connection for n in todo}, todo, control_dir=paths.state_dir() / "cp")
     for name, ev in evidence.items():
         r = results[name]
+        if r.evidence is not None:  # the node's checking time includes its failover test
+            r.evidence.seconds += ev.seconds
         if not ev.reachable:
             bond = contexts[name].profile.ib.bond
             r.findings.extend(Finding(c, "error", bond.name if bond else "", "",
@@ -211,6 +213,37 @@ def write_out_dir(out: Path, results: dict[str, NodeResult], doc: dict | None = 
             (ev_dir / f"{n}.json").write_text(json.dumps(r.evidence.to_json(), indent=1))
 
 
+def cluster_name(inv: Inventory) -> str:
+    """The inventory's clustercert_cluster_name, else its file or directory name (as certify names it)."""
+    return next((h.vars.clustercert_cluster_name for h in inv.hosts.values() if h.vars.clustercert_cluster_name),
+                None) or inv.source.name
+
+
+def write_junit(path: str, results: dict[str, NodeResult], cluster: str, started: float, wall_s: float) -> None:
+    """--junit: the run's findings as JUnit XML (report.junit.render_junit_validation), each node's checks
+    charged the seconds its collection took (NodeEvidence.seconds). Written atomically: a temporary file
+    beside ``path`` (mode 0600, as the run's other files), then renamed over it."""
+    import os
+    import tempfile
+
+    from clustercert import documents
+    from clustercert.report.junit import render_junit_validation
+
+    xml = render_junit_validation(dict(sorted(results.items())), cluster=cluster, timestamp=documents.iso(started),
+                                  wall_s=wall_s)
+    target = Path(path).expanduser()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(xml)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def write_prom(path: str, doc: dict, started: float, finished: float) -> None:
     """--prom: per node and check the status, per node the verdict, the run's duration, when it finished and
     when a validate of this inventory last passed."""
@@ -223,9 +256,10 @@ def write_prom(path: str, doc: dict, started: float, finished: float) -> None:
 
 def run(inventory: str, *, limit: str | None = None, checks: str | None = None, skip: str | None = None,
         forks: int | None = None, fmt: str = "table", out: str | None = None, disruptive: bool = False,
-        prom: str | None = None) -> int:
+        prom: str | None = None, junit: str | None = None) -> int:
     """The `clustercert validate` verb: validate input, collect, evaluate, record, report. ``disruptive``
-    adds the bond failover test (opt-in: it takes each node's active bond slave down for a moment)."""
+    adds the bond failover test (opt-in: it takes each node's active bond slave down for a moment);
+    ``junit``: also write the findings as JUnit XML there."""
     import json
     import time
 
@@ -241,7 +275,9 @@ def run(inventory: str, *, limit: str | None = None, checks: str | None = None, 
     started = time.time()
     store.start_run(run_id, "validate", str(inv.source), {"components": comp_names, "checks": sorted(ids),
                                                            "limit": limit, "disruptive": disruptive})
+    t0 = time.monotonic()
     results = validate_nodes(inv, comp_names, forks or 25, disruptive, ids)
+    wall_s = time.monotonic() - t0
     verdict = "pass" if all(r.verdict == "pass" for r in results.values()) else "fail"
     store.finish_run(run_id, verdict, {n: r.to_json() | {"detail": r.detail} for n, r in results.items()})
     finished = time.time()
@@ -250,6 +286,8 @@ def run(inventory: str, *, limit: str | None = None, checks: str | None = None, 
         write_out_dir(Path(out), results, doc)
     if prom:
         write_prom(prom, doc, started, finished)
+    if junit:
+        write_junit(junit, results, cluster_name(inv), started, wall_s)
     if fmt == "json":
         print(json.dumps(doc, indent=2))
     else:

@@ -1,5 +1,8 @@
 """Validators on a bootstrapped lab (root): healthy passes, every validator-owned fault is caught on
-its node only, hangs become timed errors, a dead node is unreachable, and plain pytest works."""
+its node only (with the other checks it fails, ALSO_FAILS), hangs become timed errors, a dead node is
+unreachable, and plain pytest works; the faults that only a probe sees are caught by `clustercert probe` on
+their node only (PROBE_FAULTS). clustercert.catalogue names these tests for each (fault kind, id) pair;
+tests/test_catalogue.py reads the lists below and holds the catalogue to them."""
 
 from __future__ import annotations
 
@@ -17,6 +20,17 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 PROBE_OWNED = {"link_slow", "nccl_busbw_low", "probe_hang", "node_down"}
 VALIDATOR_FAULTS = sorted(k for k in FAULTS if k not in PROBE_OWNED)
+# checks a fault kind fails besides the one the lab's fault table names for it: check -> the subject that fails
+ALSO_FAILS = {
+    "ib_port_down": {"ib.ipoib": "ib0"},  # mlx5_0 (the default) is DOWN: its IPoIB netdev ib0 goes down too
+    "package_drift": {"nccl.version": "libnccl2"},  # libnccl2 (the default) moves to the lab repo's other version
+}
+# fault kinds only a probe sees: (their parameters, `probe --probes`, the probe ids they fail on the node)
+PROBE_FAULTS = {
+    "nccl_busbw_low": ({"factor": "0.5"}, "nccl", ("probe.nccl_allreduce",)),
+    "ib_port_rate_degraded": ({}, "ib_write_bw", ("probe.ib_write_bw_loopback",)),
+    "gpu_pcie_degraded": ({}, "nvbandwidth", ("probe.nvbandwidth_h2d", "probe.nvbandwidth_d2h")),
+}
 
 
 def validate(lab, *args: str, timeout: float = 300) -> tuple[int, dict, float]:
@@ -27,6 +41,15 @@ def validate(lab, *args: str, timeout: float = 300) -> tuple[int, dict, float]:
     elapsed = time.monotonic() - t0
     assert p.returncode in (0, 1), p.stderr
     return p.returncode, json.loads(p.stdout), elapsed
+
+
+def probe(lab, *args: str, timeout: float = 600) -> tuple[int, dict]:
+    env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "validate-test-state"))
+    p = subprocess.run([sys.executable, "-m", "clustercert", "probe", "-i", "lab", "--probe-seconds", "2",
+                        "--probe-timeout", "20", "--format", "json", *args],
+                       capture_output=True, text=True, timeout=timeout, env=env)
+    assert p.returncode in (0, 1), p.stderr[-3000:]
+    return p.returncode, json.loads(p.stdout)
 
 
 def failing(doc: dict, node: str) -> list[dict]:
@@ -90,6 +113,28 @@ def test_plain_pytest_validators_against_the_lab(bootstrapped_lab):
     assert " passed" in p.stdout and " failed" not in p.stdout
 
 
+# Hardware faults only (healed exactly): before the configuration faults below.
+@pytest.mark.parametrize("kind", sorted(PROBE_FAULTS))
+def test_probe_fault_is_caught_on_its_node_only(bootstrapped_lab, kind):
+    lab = bootstrapped_lab
+    target = lab.nodes[1]
+    params, probes, checks = PROBE_FAULTS[kind]
+    lab.manager.fault(target, kind, params)
+    if FAULTS[kind].hardware:
+        time.sleep(3)  # the node's hardware agent applies hw.json changes to sysfs within its 1 s loop
+    try:
+        _rc, doc = probe(lab, "--probes", probes)
+    finally:
+        lab.manager.heal(target, kind)
+    for check in checks:
+        hits = [f for f in doc["nodes"][target]["findings"] if f["check"] == check and f["status"] == "fail"]
+        assert hits, (kind, check, failing(doc, target))
+        for other in lab.nodes:
+            if other != target:
+                assert not [f for f in doc["nodes"][other]["findings"] if f["check"] == check and f["status"] == "fail"], (
+                    other, failing(doc, other))
+
+
 # Last in the module: healing a configuration fault is what an admin would do by hand (it can leave
 # e.g. a package unheld); the tests above need an untouched bootstrapped lab.
 @pytest.mark.parametrize("kind", VALIDATOR_FAULTS)
@@ -111,6 +156,9 @@ def test_fault_is_caught_on_its_node_only(bootstrapped_lab, kind):
         assert all(f["subject"].startswith("GPU") or f["subject"] == "node" for f in hits), hits
     if "hca" in params:
         assert any(f["subject"].startswith("mlx5_") for f in hits), hits
+    for also, subject in ALSO_FAILS.get(kind, {}).items():
+        more = [f for f in doc["nodes"][target]["findings"] if f["check"] == also and f["status"] == "fail"]
+        assert more and {f["subject"] for f in more} == {subject}, (kind, also, failing(doc, target))
     for other in lab.nodes:
         if other != target:
             assert not [f for f in doc["nodes"][other]["findings"] if f["status"] == "fail"], (other, failing(doc, other))

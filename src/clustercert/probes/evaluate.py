@@ -58,9 +58,10 @@ class Measurement:
 
     def link_record(self) -> dict:
         """The certificate's entry for a node-to-node measurement: link() with what was expected and
-        seen, and the tool's output, so a failing or errored link carries its evidence."""
+        seen, and the tool's output, so a failing or errored link carries its evidence; ``seconds``: how
+        long its tool ran (None: it did not run)."""
         return self.link() | {"subject": self.subject, "expected": self.expected, "observed": self.observed,
-                              "evidence": self.evidence}
+                              "evidence": self.evidence, "seconds": self.elapsed}
 
     def error(self, why: str, t: Threshold | None = None) -> Measurement:
         """This measurement as an error saying ``why`` (not run, not reachable, ...)."""

@@ -13,7 +13,8 @@ against the common JUnit schema (Jenkins' junit-10.xsd; tests/fixtures/junit/jun
 
 Durations are the measured ones, never invented. The certificate's ``timing`` gives them per phase;
 where it has a node's own times (``timing.nodes.<node>.validate_s`` / ``probes_s``) they are used
-instead, and a finding or link that carries its own ``seconds`` (or ``elapsed``) keeps it. A node's
+instead, and a finding or link that carries its own ``seconds`` (or ``elapsed``) keeps it (a link whose
+``seconds`` is null did not run: 0). A node's
 checks ran together (one connection, several commands at once), so each is charged an equal share of
 the time they took: its validator checks share the validation time, its node probes (``probe.*`` checks,
 and findings judged by a threshold) the node probe phase; in a pair round every pair ran at once, one probe after another, so a pair's measurements
@@ -155,7 +156,8 @@ def render_junit(cert: dict) -> bytes:
         v, p = _num(own.get("validate_s")), _num(own.get("probes_s"))
         return (validate_s if v is None else v), (node_probes_s if p is None else p)
 
-    source = ("timing.nodes: each node's own validator and probe seconds" if per_node else
+    source = ("timing.nodes: each node's own validator seconds (and probe seconds where it has them, else "
+              "timing.node_probes.wall_s), shared among its checks" if per_node else
               "timing.validate_s and timing.node_probes.wall_s: the phases' wall time (the nodes ran at once), "
               "shared among each node's checks")
     root = _root(f"clustercert {cluster}")
@@ -169,12 +171,15 @@ def render_junit(cert: dict) -> bytes:
     rounds_wall = {int(r["round"]): _num(r.get("wall_s")) for r in timing.get("rounds") or [] if "round" in r}
     per_pair_round = Counter((frozenset((lk.get("a"), lk.get("b"))), int(lk.get("round") or 1)) for lk in links)
     lsuite = _Suite(root, "links", cert.get("started"), cluster,
-                    "a link's own seconds where it has them, else timing.rounds[].wall_s: every pair of a round "
-                    "ran at once, its measurements one after another, so they share the round's wall time")
+                    "a link's own seconds where it has them (how long its tool ran; null: it did not run, 0), else "
+                    "timing.rounds[].wall_s: every pair of a round ran at once, its measurements one after another, "
+                    "so they share the round's wall time")
     link_total = 0.0
     for link in sorted(links, key=link_order):
         rnd = int(link.get("round") or 1)
         t = _own_seconds(link)
+        if t is None and "seconds" in link:  # the link says it has no time of its own: its probe did not run
+            t = 0.0
         if t is None and rounds_wall.get(rnd) is not None:
             t = rounds_wall[rnd] / per_pair_round[(frozenset((link.get("a"), link.get("b"))), rnd)]
         link_total += t or 0.0
