@@ -1,6 +1,7 @@
 """The bond failover driver (clustercert.remote.bond_failover), as code: its main() imported and run against
 a bond made of files (the sysfs directory moved) with stand-ins for ``ip`` and ``ping``; and its text run as
-the node runs it (``python3 -c <text> ARGS``), interrupted by SIGTERM while the slave is down."""
+the node runs it (``python3 -c <text> ARGS``, by this Python and by 3.6 where it is installed), to the end
+and interrupted by SIGTERM while the slave is down."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_remote_runner import NODE_PYTHONS
 
 from clustercert import remote
 from clustercert.parsers import parse
@@ -170,14 +172,30 @@ def test_main_when_the_restore_fails_leaves_the_watchdog(node, capsys, monkeypat
     assert len(watchdogs()) == 1  # it brings the slave up later (killed here by the fixture)
 
 
-def test_the_text_run_as_on_the_node_restores_the_slave_when_terminated(node, tmp_path):
-    """``python3 -c <text> ARGS`` (the sysfs directory moved in the text, as tests/test_injection.py does),
-    SIGTERM while the slave is down and the peer is pinged: the slave comes back up, exit status 143."""
+def node_text(node) -> str:
+    """The driver's text with the sysfs directory moved (as tests/test_injection.py does)."""
     text = remote.source("bond_failover")
     script = text.replace('"/sys/class/net/"', repr(str(node.path) + "/"))
     assert script != text
+    return script
+
+
+@pytest.mark.parametrize("python", NODE_PYTHONS)
+def test_the_text_run_as_on_the_node(node, python):
+    """``python3 -c <text> ARGS`` as the node runs it, to the end."""
+    p = subprocess.run([python, "-c", node_text(node), "bond0", "ib0", "10.253.0.12", "2000", "2000", GUARD_S],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    rec = parse("bond-failover", p.stdout)
+    assert (rec["outcome"], rec["active_during"], rec["restored"], rec["active_after"]) == ("tested", "ib1", True, "ib0")
+    assert rec["failover_ms"] is not None and rec["return_ms"] is not None and rec["ping"]["received"] == 3
+
+
+@pytest.mark.parametrize("python", NODE_PYTHONS)
+def test_the_text_run_as_on_the_node_restores_the_slave_when_terminated(node, python):
+    """SIGTERM while the slave is down and the peer is pinged: the slave comes back up, exit status 143."""
     env = dict(os.environ, FAKE_PING_SLEEP="20")
-    p = subprocess.Popen([sys.executable, "-c", script, "bond0", "ib0", "10.253.0.12", "2000", "2000", GUARD_S],
+    p = subprocess.Popen([python, "-c", node_text(node), "bond0", "ib0", "10.253.0.12", "2000", "2000", GUARD_S],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         lines = []

@@ -10,9 +10,10 @@ overrides ansible.cfg; mitogen then runs ssh with StrictHostKeyChecking no and U
 
 Secrets: ansible-runner dumps the whole environment of the run into artifacts/<id>/command. Every
 variable whose name or value looks like a password, token or key (``secret_env``) is kept out of the
-environment ansible-runner sees; the tether (below) receives them through a FIFO in the run directory
-(never on disk) and puts them back into ansible-playbook's environment, so ANSIBLE_BECOME_PASS still
-reaches the become plugin. After the run every file in the run directory is scrubbed of those values.
+environment ansible-runner sees; the tether (clustercert/remote/tether.py) receives them through a FIFO
+in the run directory (never on disk) and puts them back into ansible-playbook's environment, so
+ANSIBLE_BECOME_PASS still reaches the become plugin. After the run every file in the run directory is
+scrubbed of those values.
 """
 
 from __future__ import annotations
