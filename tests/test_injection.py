@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercert import slurm, validate
+from clustercert import remote, slurm, validate
 from clustercert.checks import HostContext, bond_failover, component, components
 from clustercert.collect import CommandResult, collect_node
 from clustercert.inventory import HostView, Inventory, InventoryVars
@@ -196,8 +196,8 @@ def test_the_failover_watchdog_gets_the_slave_as_an_argument(sandbox, tmp_path, 
     net = tmp_path / "net"
     fake_bond(net, "bond0", (slave, "ib1"))
     (tmp_path / "bin" / "ip").write_text(FAKE_IP)
-    script = bond_failover.FAILOVER_PY.replace('"/sys/class/net/"', repr(str(net) + "/"))
-    assert script != bond_failover.FAILOVER_PY
+    script = remote.source("bond_failover").replace('"/sys/class/net/"', repr(str(net) + "/"))
+    assert script != remote.source("bond_failover")
     cmd = join([sys.executable, "-c", script, "bond0", "", "", "500", "500", "1"])
     p = sandbox.run(cmd, FAKE_NET=str(net), FAKE_BOND="bond0")
     assert "restored=0" in p.stdout, p.stdout + p.stderr

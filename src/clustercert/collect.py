@@ -1,8 +1,9 @@
 """Collect: the one place that does remote I/O.
 
-Evidence for a node is gathered in ONE connection per node: a small stdlib-only Python program is
-sent over SSH (or run locally for ``ansible_connection=local``) with the list of commands; it runs
-them concurrently on the node, each under its own timeout, and returns one JSON document. A command
+Evidence for a node is gathered in ONE connection per node: a small stdlib-only Python program (the node
+runner, clustercert/remote/runner.py) is sent over SSH as ``python3 -c <its text>`` (or run locally for
+``ansible_connection=local``) with the list of commands; it runs them concurrently on the node, each
+under its own timeout, and returns one JSON document. A command
 that timed out, was missing or failed is reported as such, and the evaluators turn that into an
 ``error`` finding — never a pass.
 """
@@ -21,108 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-# Runs on the node (python3 >= 3.6, stdlib only). Reads {"commands": {name: [cmd, timeout] or [cmd,
-# timeout, server]}, "parallel": N, "stages": [[name, ...], ...] (optional)} on stdin. A server
-# ({"cmd", "port", "timeout"}) is started first, in its own session under `timeout -s KILL`; the
-# command (its client) starts once the port listens here (at most 2 s), and its run time is the
-# client's alone; afterwards the server gets 0.2 s to exit (none when the client failed: nobody
-# will come), and its group is killed -- its traffic ended with its client's. With "stages", the
-# stages run one after another, each stage's commands at once. With "marks", a line DONE_MARK<name> is
-# written as each command ends, before the JSON document. A command's leftovers in its own process
-# group are killed when it ends.
-REMOTE_RUNNER = r'''
-import json, os, signal, subprocess, sys, threading, time
-from concurrent.futures import ThreadPoolExecutor
-data = sys.stdin.read()
-at = data.find("\nCLUSTERCERT_REQUEST\n")  # after it, the request; before it, what sudo -S did not read
-req = json.loads(data[at + 21:] if at >= 0 else data)
-del data
-env = dict(os.environ, LC_ALL="C", LANG="C", PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-           CLUSTERCERT_PYTHON=sys.executable)
-def start(argv):
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            env=env, start_new_session=True)
-def kill(p):
-    try:
-        os.killpg(p.pid, signal.SIGKILL)
-    except OSError:
-        pass
-def listening(port):
-    want = ":%04X" % port
-    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(path) as fh:
-                for line in fh:
-                    f = line.split()
-                    if len(f) > 3 and f[1].endswith(want) and f[3] == "0A":
-                        return True
-        except OSError:
-            pass
-    return False
-def ended(p, wait):
-    try:
-        return p.communicate(timeout=wait), False
-    except subprocess.TimeoutExpired:
-        kill(p)
-        try:
-            return p.communicate(timeout=5), True
-        except subprocess.TimeoutExpired:
-            return (b"", b""), True
-marks = threading.Lock() if req.get("marks") else None
-def run(item):
-    name, res = run_one(item)
-    if marks is not None:
-        with marks:
-            sys.stdout.write("CLUSTERCERT_DONE=%s\n" % name)
-            sys.stdout.flush()
-    return name, res
-def run_one(item):
-    name, spec = item
-    cmd, timeout = spec[0], spec[1]
-    server = spec[2] if len(spec) > 2 else None
-    srv = None
-    if server:
-        try:
-            srv = start(["timeout", "-s", "KILL", str(int(server["timeout"])), "/bin/sh", "-c", server["cmd"]])
-        except OSError as exc:
-            return name, {"rc": None, "stdout": "", "stderr": "server: %s" % exc, "timed_out": False, "seconds": 0.0}
-        until = time.time() + 2.0
-        while time.time() < until and srv.poll() is None and not listening(server["port"]):
-            time.sleep(0.02)
-    t0 = time.time()
-    try:
-        p = start(["/bin/sh", "-c", cmd])
-    except OSError as exc:
-        if srv is not None:
-            kill(srv)
-            srv.communicate()
-        return name, {"rc": None, "stdout": "", "stderr": str(exc), "timed_out": False, "seconds": 0.0}
-    (out, err), timed_out = ended(p, timeout)
-    seconds = round(time.time() - t0, 3)
-    kill(p)
-    res = {"rc": None if timed_out else p.returncode,
-           "stdout": out.decode("utf-8", "replace")[:2000000],
-           "stderr": err.decode("utf-8", "replace")[:20000],
-           "timed_out": timed_out, "seconds": seconds}
-    if srv is not None:  # its end, not its pipes' (a child of the server may hold them open)
-        try:
-            srv.wait(timeout=0.2 if res["rc"] == 0 else 0.01)
-        except subprocess.TimeoutExpired:
-            pass
-        kill(srv)
-        try:
-            sout, serr = srv.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            sout, serr = b"", b""
-        res["server"] = {"rc": srv.returncode, "stdout": sout.decode("utf-8", "replace")[:200000],
-                         "stderr": serr.decode("utf-8", "replace")[:20000]}
-    return name, res
-results = {}
-for stage in req.get("stages") or [list(req["commands"])]:
-    with ThreadPoolExecutor(max_workers=max(1, min(req.get("parallel", 8), len(stage)))) as ex:
-        results.update(ex.map(run, [(n, req["commands"][n]) for n in stage]))
-sys.stdout.write(json.dumps({"results": results, "hostname": os.uname()[1]}))
-'''
+from clustercert import remote
+from clustercert.remote.runner import DONE_MARK, REQUEST_MARK
+
+# DONE_MARK, REQUEST_MARK: the node runner writes the one and reads the request after the other.
 
 
 @dataclass
@@ -180,8 +83,6 @@ def ssh_argv(conn: dict, host: str, control_dir: Path | None = None, connect_tim
     return argv
 
 
-DONE_MARK = "CLUSTERCERT_DONE="  # REMOTE_RUNNER writes it; keep the two in step
-REQUEST_MARK = "\nCLUSTERCERT_REQUEST\n"  # REMOTE_RUNNER reads the request after it; keep the two in step
 BECOME_PASS_ENV = "ANSIBLE_BECOME_PASS"
 
 
@@ -268,7 +169,7 @@ def collect_node(
 ) -> NodeEvidence:
     """Run ``commands`` on ``node`` in one connection: {name: (shell command, timeout s)}, or (shell
     command, timeout s, server) where server = {"cmd", "port", "timeout"} is started on the node
-    first and the command is its client (see REMOTE_RUNNER). With ``stages`` (lists of names), the
+    first and the command is its client (see clustercert.remote.runner). With ``stages`` (lists of names), the
     stages run one after another, each stage's commands at once; without, ``parallel`` at a time.
     ``on_done(name)`` is called as the node reports each command ended, while the others run."""
     request = json.dumps({"commands": {k: list(v) for k, v in commands.items()}, "parallel": parallel,
@@ -281,11 +182,12 @@ def collect_node(
         return NodeEvidence(node, False, str(exc), seconds=0.0)
     if first:
         request = first.decode() + REQUEST_MARK + request
+    runner = remote.source("runner")
     if conn.get("ansible_connection") == "local":
-        argv = [*become, interp if interp != "python3" else sys.executable, "-c", REMOTE_RUNNER]
+        argv = [*become, interp if interp != "python3" else sys.executable, "-c", runner]
     else:
-        remote = " ".join(shlex.quote(w) for w in [*become, interp, "-c", REMOTE_RUNNER])
-        argv = ssh_argv(conn, node, control_dir) + [remote]
+        line = " ".join(shlex.quote(w) for w in [*become, interp, "-c", runner])
+        argv = ssh_argv(conn, node, control_dir) + [line]
     t0 = time.monotonic()
     try:
         if on_done is not None:

@@ -10,9 +10,10 @@ overrides ansible.cfg; mitogen then runs ssh with StrictHostKeyChecking no and U
 
 Secrets: ansible-runner dumps the whole environment of the run into artifacts/<id>/command. Every
 variable whose name or value looks like a password, token or key (``secret_env``) is kept out of the
-environment ansible-runner sees; the tether (below) receives them through a FIFO in the run directory
-(never on disk) and puts them back into ansible-playbook's environment, so ANSIBLE_BECOME_PASS still
-reaches the become plugin. After the run every file in the run directory is scrubbed of those values.
+environment ansible-runner sees; the tether (clustercert/remote/tether.py) receives them through a FIFO
+in the run directory (never on disk) and puts them back into ansible-playbook's environment, so
+ANSIBLE_BECOME_PASS still reaches the become plugin. After the run every file in the run directory is
+scrubbed of those values.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from clustercert import paths
+from clustercert import paths, remote
 
 STAT_KEYS = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
 
@@ -253,90 +254,9 @@ def run_playbook(
     return result
 
 
-# ansible-runner starts ansible-playbook in a session of its own that ignores SIGHUP, so when this process dies
-# without cleaning up (SIGKILL, OOM killer, a cron timeout's KILL) the playbook would run on, orphaned, still
-# changing nodes. ansible-runner runs this tether in its place: it asks the kernel for SIGTERM when its parent
-# dies (PR_SET_PDEATHSIG) and to inherit the run's orphans (PR_SET_CHILD_SUBREAPER), starts the real
-# ansible-playbook as its child, and on SIGTERM, SIGHUP (the pty closing) or SIGINT kills every process under
-# it: ansible-playbook, its workers (in sessions of their own), a strategy's helpers (mitogen's connection
-# multiplexer outlived a SIGTERMed ansible-playbook by minutes) and the commands their tasks started. The same
-# happens at the run's timeout (SIGALRM; the tether leaves TIMED_OUT_MARK in the run directory): ansible-runner's
-# own job_timeout SIGKILLs one process group only, which leaves the workers and their commands running.
-# When ansible-playbook exits on its own the tether exits with its status and kills nothing, so ssh
-# ControlPersist masters live on as usual.
+# The tether (clustercert/remote/tether.py) runs in ansible-playbook's place: it kills the whole run when this
+# process dies or at the run's timeout, when it leaves TIMED_OUT_MARK in the run directory.
 TIMED_OUT_MARK = "timed-out"
-_TETHER = """#!{python}
-# clustercert's tether around ansible-playbook (clustercert/engine.py): a run dies with the clustercert
-# process that started it.
-import ctypes, os, signal, sys
-
-libc = ctypes.CDLL(None, use_errno=True)
-libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
-def descendants():
-    children = {{}}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open("/proc/%s/stat" % entry) as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [os.getpid()]
-    while todo:
-        for pid in children.get(todo.pop(), []):
-            found.append(pid)
-            todo.append(pid)
-    return found
-
-
-def end_run(signum, frame):
-    for _ in range(5):  # again, for whatever was forked while the pass before ran
-        pids = descendants()
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-    os._exit(128 + signum)
-
-
-inherited = {{s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}}
-for s in inherited:
-    signal.signal(s, end_run)
-
-
-def timed_out(signum, frame):
-    open({mark!r}, "w").close()
-    end_run(signum, frame)
-
-
-if {timeout}:
-    signal.signal(signal.SIGALRM, timed_out)
-    signal.alarm({timeout})
-if os.getppid() != {parent}:  # clustercert died before PR_SET_PDEATHSIG took effect
-    end_run(signal.SIGTERM, None)
-if {secrets!r}:  # the secret variables, from a FIFO the engine feeds (never on disk, never in runner's dump)
-    import json
-    with open({secrets!r}) as fh:
-        os.environ.update(json.load(fh))
-child = os.fork()
-if child == 0:
-    for s, handler in inherited.items():
-        if handler is not None:
-            signal.signal(s, handler)
-    os.execv({playbook!r}, [{playbook!r}, *sys.argv[1:]])
-while True:
-    pid, status = os.waitpid(-1, 0)  # the run's orphans are reaped here too
-    if pid == child:
-        code = os.waitstatus_to_exitcode(status)
-        os._exit(code if code >= 0 else 128 - code)
-"""
 
 
 # ---- secrets: kept out of what ansible-runner writes ------------------------------------------
@@ -420,14 +340,24 @@ def _close_fifo(fifo: Path) -> None:
 
 
 def _tethered_playbook_binary(run_dir: Path, timeout: int, secrets_fifo: Path | None = None) -> Path:
+    """Writes the tether (clustercert/remote/tether.py) to ``<run_dir>/bin/tether.py`` and, for ansible-runner
+    to run, ``<run_dir>/bin/ansible-playbook``: a shell script that execs it with this interpreter and its
+    settings (this process, ``timeout``, the mark, the FIFO, the real ansible-playbook) in front of its
+    arguments."""
+    import shlex
+
     real = shutil.which("ansible-playbook")
     if real is None:
         raise FileNotFoundError("ansible-playbook is not on PATH")
-    wrapper = run_dir / "bin" / "ansible-playbook"
-    wrapper.parent.mkdir(parents=True, exist_ok=True)
-    wrapper.write_text(_TETHER.format(python=sys.executable, parent=os.getpid(), playbook=real, timeout=int(timeout),
-                                      mark=str(run_dir / TIMED_OUT_MARK),
-                                      secrets=str(secrets_fifo) if secrets_fifo else ""))
+    bindir = run_dir / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    tether = bindir / "tether.py"
+    tether.write_text(remote.source("tether"))
+    settings = [str(os.getpid()), str(int(timeout)), str(run_dir / TIMED_OUT_MARK),
+                str(secrets_fifo) if secrets_fifo else "", real]
+    wrapper = bindir / "ansible-playbook"
+    wrapper.write_text("#!/bin/sh\n# clustercert's tether around ansible-playbook: a run dies with the clustercert process "
+                       "that started it.\nexec " + shlex.join([sys.executable, str(tether), *settings]) + ' "$@"\n')
     wrapper.chmod(0o755)
     return wrapper
 

@@ -1,4 +1,4 @@
-"""The bond failover step's output (clustercert.checks.bond_failover.FAILOVER_PY) -> parser bond-failover.
+"""The bond failover step's output (clustercert/remote/bond_failover.py) -> parser bond-failover.
 
 The samples are what the step prints (written for this project: it is clustercert's own format)."""
 

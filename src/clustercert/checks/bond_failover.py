@@ -1,12 +1,13 @@
 """The IPoIB bond failover test (``clustercert validate --disruptive`` only; never by default).
 
-On the node, ONE command runs a small stdlib-only Python script (``FAILOVER_PY``): it reads the bond's
-active slave, refuses to disturb a bond whose backup slave is already down, takes the active slave
-admin-down (``ip link set SLAVE down``), polls ``bonding/active_slave`` every 20 ms until it names the
-other slave (bounded), pings a peer's bond address over the bond while the slave is down, brings the
-slave back up — always: try/finally, signal handlers, and a watchdog in its own session that brings it
-up should the script itself be killed — and, when a primary is configured, polls until the primary is
-active again. It prints ``key=value`` lines (parser ``bond-failover``).
+On the node, ONE command runs a small stdlib-only Python program (clustercert/remote/bond_failover.py,
+sent as ``python3 -c <its text> ARGS``): it reads the bond's active slave, refuses to disturb a bond
+whose backup slave is already down, takes the active slave admin-down (``ip link set SLAVE down``),
+polls ``bonding/active_slave`` every 20 ms until it names the other slave (bounded), pings a peer's bond
+address over the bond while the slave is down, brings the slave back up — always: try/finally, signal
+handlers, and a watchdog in its own session that brings it up should the script itself be killed — and,
+when a primary is configured, polls until the primary is active again. It prints ``key=value`` lines
+(parser ``bond-failover``).
 
 This module only builds that command and judges its parsed output (pure); clustercert.collect runs it
 and clustercert.validate runs it node after node, after the normal checks, so that the peer a node
@@ -27,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 
+from clustercert import remote
 from clustercert.checks import Evidence, Finding, HostContext, error, judge, parsed
 from clustercert.shell import join
 
@@ -54,142 +56,6 @@ def command_timeout(ctx: HostContext) -> float:
     return float(max(ctx.timeout_s, (failover_bound_ms(miimon) + return_bound_ms(miimon)) / 1000 + 20))
 
 
-# Runs on the node: python3 (stdlib only), argv = bond primary peer failover_bound_ms return_bound_ms guard_s.
-FAILOVER_PY = r'''
-import os, signal, subprocess, sys, time
-bond, primary, peer = sys.argv[1], sys.argv[2], sys.argv[3]
-fail_bound, back_bound, guard_s = float(sys.argv[4]) / 1000, float(sys.argv[5]) / 1000, int(sys.argv[6])
-POLL, NET = 0.02, "/sys/class/net/"
-def say(k, v):
-    try:
-        sys.stdout.write("%s=%s\n" % (k, str(v).replace("\n", " ")))
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        pass  # nobody reads any more: the restore below must still happen
-def read(path):
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
-def active():
-    return read(NET + bond + "/bonding/active_slave") or ""
-def link_up(nd):
-    mii = read(NET + nd + "/bonding_slave/mii_status")
-    return mii == "up" if mii is not None else read(NET + nd + "/operstate") in ("up", "unknown")
-def ip_link(*a):
-    try:
-        p = subprocess.run(["ip", "link", "set", "dev"] + list(a), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=10)
-        return p.returncode, p.stderr.decode("utf-8", "replace").strip()[:200]
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return -1, str(exc)[:200]
-def wait_for(pred, t0, bound):
-    while True:
-        now = time.monotonic()
-        if pred():
-            return "%.1f" % ((now - t0) * 1000)
-        if now - t0 > bound:
-            return ""
-        time.sleep(POLL)
-def ping(prefix, count):
-    try:
-        p = subprocess.run(["ping", "-n", "-c", str(count), "-i", "0.2", "-W", "1", "-I", bond, peer],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=8)
-    except FileNotFoundError:
-        say(prefix + "_error", "ping not found")
-        return
-    except subprocess.TimeoutExpired:
-        say(prefix + "_error", "ping did not finish within 8 s")
-        return
-    out = p.stdout.decode("utf-8", "replace")
-    summary = [ln for ln in out.splitlines() if "transmitted" in ln]
-    say(prefix + "_rc", p.returncode)
-    say(prefix + "_summary", summary[-1] if summary else "")
-    say(prefix + "_message", (p.stderr.decode("utf-8", "replace").strip().splitlines() or [""])[-1][:200])
-def stop(signum, frame):
-    raise SystemExit(128 + signum)
-for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
-    signal.signal(s, stop)
-say("format", "clustercert-bond-failover 1")
-say("bond", bond)
-if not os.path.isdir(NET + bond + "/bonding"):
-    say("outcome", "no_bond")
-    say("end", 1)
-    sys.exit(0)
-slaves = (read(NET + bond + "/bonding/slaves") or "").split()
-primary = primary or read(NET + bond + "/bonding/primary") or ""
-try:
-    addrs = subprocess.run(["ip", "-o", "-4", "addr", "show", "dev", bond], stdout=subprocess.PIPE,
-                           stderr=subprocess.DEVNULL, timeout=10).stdout.decode("utf-8", "replace").split()
-    addrs = [addrs[i + 1] for i, w in enumerate(addrs[:-1]) if w == "inet"]
-except (OSError, subprocess.TimeoutExpired):
-    addrs = []
-say("mode", (read(NET + bond + "/bonding/mode") or "").split(" ")[0])
-say("slaves", " ".join(slaves))
-say("primary", primary)
-say("addresses", " ".join(addrs))
-before = active()
-say("active_before", before)
-backup = [s for s in slaves if s != before]
-say("backup", " ".join(backup))
-if not before:
-    say("outcome", "no_active")
-    say("end", 1)
-    sys.exit(0)
-if not any(link_up(s) for s in backup):
-    say("outcome", "backup_down")
-    say("end", 1)
-    sys.exit(0)
-say("peer", peer)
-if peer:
-    ping("ping_before", 1)
-# the slave's name is an argument of the watchdog's shell ("$2"), never part of its script
-guard = subprocess.Popen(["/bin/sh", "-c", 'sleep "$1"; ip link set dev "$2" up', "watchdog", str(guard_s), before],
-                         start_new_session=True,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-say("watchdog_s", guard_s)
-downed, restored, outcome = False, False, "tested"
-try:
-    t0 = time.monotonic()
-    rc, err = ip_link(before, "down")
-    if rc != 0:
-        outcome = "down_failed"
-        say("down_error", err or "exit status %d" % rc)
-    else:
-        downed = True
-        say("failover_bound_ms", "%.0f" % (fail_bound * 1000))
-        say("failover_ms", wait_for(lambda: active() not in ("", before), t0, fail_bound))
-        say("active_during", active())
-        if peer:
-            ping("ping", 3)
-finally:
-    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
-        signal.signal(s, signal.SIG_IGN)  # nothing interrupts the restore
-    if downed:
-        for attempt in range(5):
-            t1 = time.monotonic()
-            rc, err = ip_link(before, "up")
-            if rc == 0:
-                restored = True
-                break
-            time.sleep(0.2)
-        say("restored", 1 if restored else 0)
-        if not restored:
-            say("restore_error", err or "exit status %d" % rc)
-    if restored or not downed:
-        try:
-            os.killpg(guard.pid, signal.SIGKILL)
-        except OSError:
-            pass
-if restored and primary:
-    say("return_bound_ms", "%.0f" % (back_bound * 1000))
-    say("return_ms", wait_for(lambda: active() == primary, t1, back_bound))
-say("active_after", active())
-say("outcome", outcome)
-say("end", 1)
-'''
-
-
 def commands(ctx: HostContext) -> dict[str, tuple[str, float]]:
     b = ctx.profile.ib.bond
     if b is None:
@@ -198,7 +64,7 @@ def commands(ctx: HostContext) -> dict[str, tuple[str, float]]:
     argv = [b.name, b.primary or "", ctx.bond_peer or "", str(failover_bound_ms(b.miimon_ms)),
             str(return_bound_ms(b.miimon_ms)), str(int(timeout) + 5)]
     # the collector's own interpreter when it runs this (python3 otherwise, e.g. through testinfra)
-    cmd = '"${CLUSTERCERT_PYTHON:-python3}" -c ' + join([FAILOVER_PY, *argv])
+    cmd = '"${CLUSTERCERT_PYTHON:-python3}" -c ' + join([remote.source("bond_failover"), *argv])
     return {EVIDENCE: (cmd, timeout)}
 
 

@@ -1,0 +1,25 @@
+"""Programs that clustercert runs outside its own process, kept as real modules.
+
+* ``runner``: the node runner: sent over SSH as ``python3 -c <its source>`` (run locally for
+  ``ansible_connection=local``) by clustercert.collect.collect_node; runs a request's commands on the
+  node and prints one JSON document.
+* ``bond_failover``: the bond failover driver: one of the runner's commands,
+  ``"${CLUSTERCERT_PYTHON:-python3}" -c <its source> ARGS`` (clustercert.checks.bond_failover).
+* ``tether``: the wrapper placed as ``<run_dir>/bin/ansible-playbook`` by clustercert.engine.
+
+The first two run on a node: python3 >= 3.6, stdlib only, no file of clustercert's needed there. Their
+text is sent whole; ``source`` reads it from the installed package at call time.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+PROGRAMS = ("runner", "bond_failover", "tether")
+
+
+def source(name: str) -> str:
+    """The text of the program ``clustercert/remote/<name>.py``, as it is sent or written out."""
+    if name not in PROGRAMS:
+        raise ValueError(f"no such remote program: {name!r}")
+    return resources.files(__name__).joinpath(f"{name}.py").read_text(encoding="utf-8")

@@ -1,0 +1,173 @@
+"""clustercert's node runner: runs a request's commands on a node, at once, and prints one JSON document.
+
+clustercert.collect.collect_node sends this file's text over SSH as ``python3 -c <text>`` (or runs it
+locally for ``ansible_connection=local``), perhaps behind ``sudo``. It runs on the node: python3 >= 3.6,
+stdlib only, and no file of clustercert's is there. Keep it so: no syntax newer than Python 3.6 and no
+annotations (tests/test_remote_runner.py compiles it for 3.6).
+
+The request, on stdin: ``{"commands": {name: [cmd, timeout] or [cmd, timeout, server]}, "parallel": N,
+"stages": [[name, ...], ...] (optional), "marks": true/false}``. Where ``sudo -S`` reads a become
+password from the same stdin, the request follows REQUEST_MARK; what stands before the mark (what sudo
+did not read) is dropped.
+
+Each command runs under ``/bin/sh -c`` in its own session, with the environment LC_ALL=C, a fixed PATH
+and CLUSTERCERT_PYTHON (this interpreter), and is killed at its timeout; its leftovers in its process
+group are killed when it ends. A server (``{"cmd", "port", "timeout"}``) is started first, in its own
+session under ``timeout -s KILL``; the command (its client) starts once the port listens here (at most
+2 s), and its run time is the client's alone; afterwards the server gets 0.2 s to exit (none when the
+client failed: nobody will come), and its group is killed -- its traffic ended with its client's. With
+"stages", the stages run one after another, each stage's commands at once; without, ``parallel`` at a
+time. With "marks", a line DONE_MARK<name> is written as each command ends, before the JSON document.
+
+The output, on stdout: ``{"results": {name: {"rc", "stdout", "stderr", "timed_out", "seconds"[, "server":
+{"rc", "stdout", "stderr"}]}}, "hostname": ...}`` (rc null when the command timed out or did not start).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+REQUEST_MARK = "\nCLUSTERCERT_REQUEST\n"  # the request follows it (before it: what sudo -S did not read)
+DONE_MARK = "CLUSTERCERT_DONE="  # DONE_MARK<name>: the command <name> has ended
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SERVER_WAIT_S = 2.0  # how long a client waits for its server's port to listen
+
+
+def read_request(data):
+    """The request in ``data`` (all of stdin): what follows REQUEST_MARK, or all of it."""
+    at = data.find(REQUEST_MARK)
+    return json.loads(data[at + len(REQUEST_MARK):] if at >= 0 else data)
+
+
+def command_env():
+    """The environment the commands run in."""
+    return dict(os.environ, LC_ALL="C", LANG="C", PATH=PATH, CLUSTERCERT_PYTHON=sys.executable)
+
+
+def start(argv, env):
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=env, start_new_session=True)
+
+
+def kill(p):
+    """Kills ``p``'s process group (its session: start() made it the leader)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def listening(port):
+    """Whether something listens on TCP ``port`` here (a LISTEN row in /proc/net/tcp or tcp6)."""
+    want = f":{port:04X}"
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as fh:
+                for line in fh:
+                    f = line.split()
+                    if len(f) > 3 and f[1].endswith(want) and f[3] == "0A":
+                        return True
+        except OSError:
+            pass
+    return False
+
+
+def ended(p, wait):
+    """((stdout, stderr), timed out) of ``p``, killed (its group) after ``wait`` seconds."""
+    try:
+        return p.communicate(timeout=wait), False
+    except subprocess.TimeoutExpired:
+        kill(p)
+        try:
+            return p.communicate(timeout=5), True
+        except subprocess.TimeoutExpired:
+            return (b"", b""), True
+
+
+def not_started(message):
+    return {"rc": None, "stdout": "", "stderr": message, "timed_out": False, "seconds": 0.0}
+
+
+def run_command(spec, env):
+    """Runs one command, ``spec`` = [cmd, timeout] or [cmd, timeout, server]; returns its result."""
+    cmd, timeout = spec[0], spec[1]
+    server = spec[2] if len(spec) > 2 else None
+    srv = None
+    if server:
+        try:
+            srv = start(["timeout", "-s", "KILL", str(int(server["timeout"])), "/bin/sh", "-c", server["cmd"]], env)
+        except OSError as exc:
+            return not_started(f"server: {exc}")
+        until = time.time() + SERVER_WAIT_S
+        while time.time() < until and srv.poll() is None and not listening(server["port"]):
+            time.sleep(0.02)
+    t0 = time.time()
+    try:
+        p = start(["/bin/sh", "-c", cmd], env)
+    except OSError as exc:
+        if srv is not None:
+            kill(srv)
+            srv.communicate()
+        return not_started(str(exc))
+    (out, err), timed_out = ended(p, timeout)
+    seconds = round(time.time() - t0, 3)
+    kill(p)
+    res = {"rc": None if timed_out else p.returncode,
+           "stdout": out.decode("utf-8", "replace")[:2000000],
+           "stderr": err.decode("utf-8", "replace")[:20000],
+           "timed_out": timed_out, "seconds": seconds}
+    if srv is not None:  # its end, not its pipes' (a child of the server may hold them open)
+        try:
+            srv.wait(timeout=0.2 if res["rc"] == 0 else 0.01)
+        except subprocess.TimeoutExpired:
+            pass
+        kill(srv)
+        try:
+            sout, serr = srv.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            sout, serr = b"", b""
+        res["server"] = {"rc": srv.returncode, "stdout": sout.decode("utf-8", "replace")[:200000],
+                         "stderr": serr.decode("utf-8", "replace")[:20000]}
+    return res
+
+
+def run_request(req, out=None):
+    """Runs the commands of ``req`` (see the module's text) and returns the document to print. With
+    req["marks"], a line DONE_MARK<name> is written to ``out`` (default: sys.stdout) as each one ends."""
+    out = sys.stdout if out is None else out
+    env = command_env()
+    marks = threading.Lock() if req.get("marks") else None
+
+    def run(item):
+        name, spec = item
+        res = run_command(spec, env)
+        if marks is not None:
+            with marks:
+                out.write(DONE_MARK + name + "\n")
+                out.flush()
+        return name, res
+
+    results = {}
+    for stage in req.get("stages") or [list(req["commands"])]:
+        with ThreadPoolExecutor(max_workers=max(1, min(req.get("parallel", 8), len(stage)))) as ex:
+            results.update(ex.map(run, [(n, req["commands"][n]) for n in stage]))
+    return {"results": results, "hostname": os.uname()[1]}
+
+
+def main(stdin=None, stdout=None):
+    """Reads the request from ``stdin``, runs it, writes the marks and then the JSON document to ``stdout``
+    (default: the process's own). Returns the exit status, 0."""
+    stdin = sys.stdin if stdin is None else stdin
+    stdout = sys.stdout if stdout is None else stdout
+    doc = run_request(read_request(stdin.read()), stdout)
+    stdout.write(json.dumps(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
