@@ -15,6 +15,7 @@ parametrisations and the named lab tests; docs/checks.md is ``clustercert checks
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 
 from clustercert.checks.gpu import CRITICAL_XIDS
@@ -374,6 +375,12 @@ def _reads(entry: Entry, profile) -> list[dict]:
 
 
 def _short(cmd: str, limit: int = 240) -> str:
+    """One line of ``cmd``; a program sent inline (python3 -c '<source>') is named, not quoted."""
+    from clustercert import remote
+
+    for name in remote.PROGRAMS:
+        src = remote.source(name)
+        cmd = cmd.replace(shlex.quote(src), f"<clustercert.remote.{name}>").replace(src, f"<clustercert.remote.{name}>")
     one = " ".join(cmd.split())
     return one if len(one) <= limit else one[:limit - 1] + "…"
 
