@@ -104,11 +104,12 @@ def read_json(path: str, default):
         return default
 
 
-def write_text(path: str, text: str) -> bool:
-    """Write if changed; returns True when the content changed."""
+def write_text(path: str, text: str, always: bool = False) -> bool:
+    """Write if changed (``always``: write anyway, as a tool that saves its output does -- the file's
+    mtime moves); returns True when it wrote."""
     try:
         with open(path) as f:
-            if f.read() == text:
+            if f.read() == text and not always:
                 return False
     except OSError:
         pass

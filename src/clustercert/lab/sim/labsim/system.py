@@ -160,7 +160,9 @@ def nvidia_ctk(argv: list[str]) -> int:
         dest = opts.get("output")
         _log("INFO", f"Using driver version {common.loaded_driver_version()}")
         if dest:
-            common.write_text(common.root(dest), spec)
+            # nvidia-ctk saves the spec every time (its mtime is what container.cdi and the role compare
+            # with the driver's install time): an unchanged spec is written again all the same
+            common.write_text(common.root(dest), spec, always=True)
             _log("INFO", 'Generated CDI spec with version 0.5.0')
         else:
             common.out(spec)
