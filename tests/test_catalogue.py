@@ -104,11 +104,11 @@ def test_every_evidence_key_names_a_command_of_its_component():
 # ---- the lab's fault table -------------------------------------------------------------------------
 
 def test_catalogue_agrees_with_the_lab_fault_table():
-    """The product keeps the lab evidence as data (it never imports clustercert.lab); here it is held
+    """The product keeps the lab evidence as data (it never imports clustercert_lab); here it is held
     against the lab's own FAULTS: every fault kind is listed under the check its table names, every fault
     the catalogue lists exists with those parameters, and every proof for a check the table does not
     name for that kind points at a lab test that exists and uses that fault."""
-    from clustercert.lab.faults import FAULTS
+    from clustercert_lab.faults import FAULTS
 
     proofs = {(e.id, p.fault): p for e in catalogue.ENTRIES for p in e.proofs}
     for v, ps in catalogue.VERDICT_PROOFS.items():
@@ -161,7 +161,7 @@ def _matrix() -> dict[str, dict[tuple[str, str], dict]]:
     over those very lists and asserting that every id of its case fails on the faulty node and on no other."""
     import inspect
 
-    from clustercert.lab.faults import FAULTS
+    from clustercert_lab.faults import FAULTS
 
     path = catalogue.VALIDATE_LAB.partition("::")[0]
     assert catalogue.PROBE_LAB.partition("::")[0] == path
@@ -244,11 +244,11 @@ def test_the_fault_matrices_assert_nothing_the_catalogue_does_not_list():
 
 
 def test_the_product_does_not_import_the_lab():
-    """Only the lab verb's own handler imports clustercert.lab (tests/test_cli_flags.py runs the catalogue and
-    the parser in a fresh interpreter and finds no clustercert.lab module loaded)."""
+    """Only the lab verb's own handler imports clustercert_lab (tests/test_cli_flags.py runs the catalogue and
+    the parser in a fresh interpreter and finds no clustercert_lab module loaded)."""
     for f in (SRC / "catalogue.py", SRC / "validate.py", SRC / "report_text.py", SRC / "documents.py", SRC / "prom.py"):
-        assert not re.search(r"^\s*(from|import) clustercert\.lab", f.read_text(), re.M), f
-    imports = re.findall(r"^\s*from clustercert\.lab import (\w+)", (SRC / "cli.py").read_text(), re.M)
+        assert not re.search(r"^\s*(from|import) clustercert_lab", f.read_text(), re.M), f
+    imports = re.findall(r"^\s*from clustercert_lab import (\w+)", (SRC / "cli.py").read_text(), re.M)
     assert imports == ["manager"]  # cmd_lab
 
 

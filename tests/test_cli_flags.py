@@ -333,11 +333,11 @@ def test_no_verb_prints_help_and_exit_2(cli):
 
 
 def test_module_runs_without_the_lab_package(tmp_path):
-    """The product's CLI and catalogue never import clustercert.lab (the lab is a test fixture)."""
+    """The product's CLI and catalogue never import clustercert_lab (the lab is a test fixture)."""
     import subprocess
 
     code = ("import sys; from clustercert import cli, catalogue; cli.build_parser(); catalogue.document(); "
-            "print([m for m in sys.modules if m.startswith('clustercert.lab')])")
+            "print([m for m in sys.modules if m.startswith('clustercert_lab')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -3,10 +3,10 @@ profile, with the source of each figure), and which lab fault shows that it fail
 
 The ids are the ones the code emits: the checks' ``CHECK_IDS`` (clustercert.checks registry, with the
 opt-in ``ib.bond_failover``) and the probes' ``probe.<name>`` findings (clustercert.probes). The lab
-evidence is data kept here, in the product (which never imports clustercert.lab):
+evidence is data kept here, in the product (which never imports clustercert_lab):
 ``Proof(fault, params, status, test)`` says that the lab fault kind ``fault`` (with ``params``) makes the
 id come out ``status``, and which lab test shows it: the validators' fault matrix (VALIDATE_LAB: the
-check the lab's own fault table, clustercert/lab/faults.py FAULTS, names for the kind, or one it
+check the lab's own fault table, clustercert_lab/faults.py FAULTS, names for the kind, or one it
 fails besides), the probes' fault matrix (PROBE_LAB: ids only a probe sees), or a named certify, probe
 or failover lab test. An id no lab fault makes fail carries a ``note`` saying why. tests/test_catalogue.py
 holds this table against the registry, the probe code, the lab's FAULTS, the fault matrices'

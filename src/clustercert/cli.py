@@ -436,7 +436,7 @@ def _key_values(items: list[str]) -> dict[str, str]:
 
 def cmd_lab(args) -> int:
     params = _key_values(args.params) if args.lab_cmd == "fault" else {}
-    from clustercert.lab import manager
+    from clustercert_lab import manager
 
     if args.lab_cmd == "up":
         status = manager.up(nodes=args.nodes, spec_path=args.spec)

@@ -130,7 +130,7 @@ def resolve_inventory_arg(arg: str | None) -> Path:
     if arg.startswith(SAMPLE_PREFIX) and not Path(arg).exists():
         return sample_inventory(arg.removeprefix(SAMPLE_PREFIX))
     if arg == "lab" and not Path("lab").exists():
-        from clustercert.lab import manager
+        from clustercert_lab import manager
 
         path = Path(manager.inventory_path())
         if not path.exists():

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clustercert.lab import faults, hardware
-from clustercert.lab.sim import SOURCE
+from clustercert_lab import faults, hardware
+from clustercert_lab.sim import SOURCE
 
 PROFILE = Path(__file__).resolve().parents[2] / "src/clustercert/profiles/lab.yml"
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from clustercert.collect import HOST_KEY_FAILURE
-from clustercert.lab import node as lab_node
+from clustercert_lab import node as lab_node
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from clustercert.lab.faults import FAULTS
+from clustercert_lab.faults import FAULTS
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 import re
 
 from clustercert.errors import InputError
+from clustercert.profile import builtin_profiles, load_profile
+from clustercert.yamlutil import load_yaml_file
+from clustercert_lab import faults, hardware
 
 DEFAULT_NODES = 4
 DEFAULT_PROFILE = "lab"
@@ -58,8 +61,6 @@ def _nodes(value, source: str) -> list[str]:
 
 
 def _profile(value, source: str) -> tuple[str, dict]:
-    from clustercert.profile import builtin_profiles, load_profile
-
     known = builtin_profiles()
     if not isinstance(value, str) or value not in known:
         raise InputError(source, "profile", f"unknown profile {value!r} (known: {', '.join(known)})")
@@ -73,16 +74,6 @@ def _faults(value, source: str, names: list[str], profile: dict, link_mbit: int)
         raise InputError(source, "faults", f"must be a list of {{node, kind, ...params}}, not {type(value).__name__}")
     if not value:
         return []
-    try:
-        from clustercert.lab import faults as faults_mod
-    except ImportError as exc:
-        if exc.name and "clustercert.lab.faults".startswith(exc.name):
-            raise InputError(source, "faults", "fault injection is not available in this build") from None
-        raise
-    try:
-        from clustercert.lab import hardware
-    except ImportError:
-        hardware = None
     out = []
     for i, entry in enumerate(value):
         key = f"faults[{i}]"
@@ -96,19 +87,16 @@ def _faults(value, source: str, names: list[str], profile: dict, link_mbit: int)
         kind = entry.get("kind")
         if kind is None:
             raise InputError(source, f"{key}.kind", "required key is missing")
-        if kind not in faults_mod.FAULTS:
-            raise InputError(source, f"{key}.kind", f"unknown fault kind {kind!r} (known: {', '.join(sorted(faults_mod.FAULTS))})")
+        if kind not in faults.FAULTS:
+            raise InputError(source, f"{key}.kind", f"unknown fault kind {kind!r} (known: {', '.join(sorted(faults.FAULTS))})")
         params = {k: v for k, v in entry.items() if k not in ("node", "kind")}
-        hw = {}
-        if hardware is not None:
-            idx = names.index(node) + 1
-            hw = hardware.build(profile, node, idx, {"nodes": names, "link_mbit": link_mbit})
+        hw = hardware.build(profile, node, names.index(node) + 1, {"nodes": names, "link_mbit": link_mbit})
         try:
-            norm = faults_mod.validate(kind, params, hw)
+            norm = faults.validate(kind, params, hw)
         except ValueError as exc:
             msg = str(exc)
             pkey, _, reason = msg.partition(": ")
-            if reason and (pkey in params or pkey in faults_mod.FAULTS[kind].params):
+            if reason and (pkey in params or pkey in faults.FAULTS[kind].params):
                 raise InputError(source, f"{key}.{pkey}", reason) from None
             raise InputError(source, key, msg) from None
         out.append({"node": node, "kind": kind, "params": norm})
@@ -130,8 +118,8 @@ def normalise(raw, source: str = EMBEDDED, nodes_override: int | None = None) ->
         names = node_names(_nodes_flag(nodes_override))
     profile_name, profile = _profile(raw.get("profile", DEFAULT_PROFILE), source)
     link_mbit = _int(raw.get("link_mbit", DEFAULT_LINK_MBIT), source, "link_mbit", 10, 10000)
-    faults = _faults(raw.get("faults"), source, names, profile, link_mbit)
-    return {"nodes": names, "profile": profile_name, "link_mbit": link_mbit, "faults": faults, "source": source}
+    injected = _faults(raw.get("faults"), source, names, profile, link_mbit)
+    return {"nodes": names, "profile": profile_name, "link_mbit": link_mbit, "faults": injected, "source": source}
 
 
 def _nodes_flag(value) -> int:
@@ -143,6 +131,4 @@ def _nodes_flag(value) -> int:
 def load(spec_path: str | None = None, nodes: int | None = None) -> dict:
     if spec_path is None:
         return normalise(None, EMBEDDED, nodes)
-    from clustercert.yamlutil import load_yaml_file
-
     return normalise(load_yaml_file(spec_path), str(spec_path), nodes)

@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from clustercert.lab import image
-from clustercert.lab.node import pid_alive, python_env, read_pid, spawn_daemon, wait_gone
+from clustercert_lab import image
+from clustercert_lab.node import pid_alive, python_env, read_pid, spawn_daemon, wait_gone
 
 
 def _wait_port(port: int, timeout: float) -> bool:
@@ -69,12 +69,12 @@ def start_repo_server(lab_dir: Path, repo: Path) -> int:
     pdir = lab_dir / "proxy"
     pidfile = pdir / "repo.pid"
     pid = read_pid(pidfile)
-    if pid_alive(pid, "clustercert.lab.repo_server") and _wait_port(image.REPO_PORT, 1):
+    if pid_alive(pid, "clustercert_lab.repo_server") and _wait_port(image.REPO_PORT, 1):
         return pid
     pdir.mkdir(parents=True, exist_ok=True)
     pidfile.unlink(missing_ok=True)
     spawn_daemon(
-        [sys.executable, "-m", "clustercert.lab.repo_server", image.MGMT_HOST_IP, str(image.REPO_PORT),
+        [sys.executable, "-m", "clustercert_lab.repo_server", image.MGMT_HOST_IP, str(image.REPO_PORT),
          str(repo), str(pidfile)],
         pdir / "repo.log",
         env=python_env(),
@@ -86,7 +86,7 @@ def start_repo_server(lab_dir: Path, repo: Path) -> int:
 
 def stop(lab_dir: Path) -> None:
     pdir = lab_dir / "proxy"
-    for pidfile, marker in ((pdir / "acng.pid", "apt-cacher-ng"), (pdir / "repo.pid", "clustercert.lab.repo_server")):
+    for pidfile, marker in ((pdir / "acng.pid", "apt-cacher-ng"), (pdir / "repo.pid", "clustercert_lab.repo_server")):
         pid = read_pid(pidfile)
         if pid_alive(pid, marker):
             with contextlib.suppress(ProcessLookupError):

@@ -26,6 +26,8 @@ def main(argv: list[str]) -> int:
 
 
 def _run(tool: str, args: list[str]) -> int:
+    # each call imports only its own tool's module: every simulated tool starts a Python, on CPUs every
+    # lab node shares (start-up measured: README, Benchmarks)
     if tool == "nvidia-smi":
         from . import nvsmi
         return nvsmi.main(args)

@@ -3,7 +3,7 @@
 ``build()`` turns a profile (``profiles/<name>.yml`` as a dict) into the node's hardware state:
 GPUs, NVSwitches, HCAs, healthy performance figures and health factors. Everything is
 deterministic from (profile, node name, node index, spec): two builds give the same document.
-The node-side simulator (``clustercert/lab/sim/labsim``) reads ``hw.json`` on every call, so a
+The node-side simulator (``clustercert_lab/sim/labsim``) reads ``hw.json`` on every call, so a
 fault that edits it (``faults.py``) shows up live in nvidia-smi, sysfs, perftest and friends.
 
 Nothing here is real hardware: ``hw["simulated"]`` says so, and so does every tool's
@@ -139,109 +139,11 @@ def build(profile: dict, node_name: str, node_index: int, spec: dict | None = No
     """The initial hw.json for one node (healthy; faults are applied later by faults.py)."""
     spec = spec or {}
     model = _get(profile, "gpu", "model", default="NVIDIA H100 80GB HBM3")
-    count = int(_get(profile, "gpu", "count", default=8))
-    mem_mib = int(_get(profile, "gpu", "memory_mib", default=81559))
-    pcie_gen = int(_get(profile, "gpu", "pcie_gen", default=5))
-    pcie_width = int(_get(profile, "gpu", "pcie_width", default=16))
-    links = int(_get(profile, "gpu", "nvlink_links_per_gpu", default=18))
-    has_nvswitch = bool(_get(profile, "gpu", "nvswitch", default=True))
-    pci = GPU_PCI.get(model, GPU_PCI["NVIDIA H100 80GB HBM3"])
     refs = REFERENCES.get(model, REFERENCES["NVIDIA H100 80GB HBM3"])
-    numa_split = count // 2 if count > 1 else 1
-
-    gpus = []
-    for i in range(count):
-        seed = int(_digest("gpu-vary", node_name, i)[:8], 16)
-        bus = GPU_BUSES[i % len(GPU_BUSES)]
-        gpus.append({
-            "index": i,
-            "present": True,
-            "name": model,
-            "bus_id": f"00000000:{bus}:00.0",
-            "pci_device_id": pci["device_id"],
-            "pci_sub_system_id": pci["sub_id"],
-            "uuid": gpu_uuid(node_name, i),
-            "serial": gpu_serial(node_name, i),
-            "minor_number": i,
-            "module_id": i + 1,
-            "board_id": f"0x{bus.lower()}00",
-            "vbios_version": pci["vbios"],
-            "board_part_number": pci["board_part"],
-            "gpu_part_number": pci["gpu_part"],
-            "architecture": pci["arch"],
-            "compute_cap": pci["compute_cap"],
-            "numa_node": 0 if i < numa_split else 1,
-            "memory": {"total_mib": mem_mib, "reserved_mib": 551, "used_mib": 1},
-            "pcie": {"gen_max": pcie_gen, "gen_current": pcie_gen, "width_max": pcie_width,
-                     "width_current": pcie_width, "replays": 0},
-            "nvlink": {"links": links, "speed_gbyte_per_s": refs["nvlink_link_gbyte_per_s"]["value"],
-                       "down": []},
-            "ecc": {
-                "mode": "Enabled",
-                "volatile": {"sram_correctable": 0, "sram_uncorrectable_parity": 0,
-                             "sram_uncorrectable_secded": 0, "dram_correctable": 0, "dram_uncorrectable": 0},
-                "aggregate": {"sram_correctable": 0, "sram_uncorrectable_parity": 0,
-                              "sram_uncorrectable_secded": 0, "dram_correctable": 0, "dram_uncorrectable": 0},
-            },
-            "retired_pages": {"single_bit": 0, "double_bit": 0, "pending": False},
-            "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False,
-                              "histogram_max": 2560},
-            "temperature_c": 27 + seed % 8,
-            "memory_temperature_c": 36 + seed % 6,
-            "power_draw_w": round(66.0 + (seed % 900) / 100.0, 2),
-            "power_limit_w": pci["power_w"],
-            "clocks": {"graphics_mhz": 345, "sm_mhz": 345, "memory_mhz": pci["mem_mhz"], "video_mhz": 765,
-                       "max_graphics_mhz": pci["max_gr_mhz"], "max_memory_mhz": pci["mem_mhz"]},
-            "throttle": [],
-            "fabric_state": "Completed" if has_nvswitch else "N/A",
-        })
-
-    nvswitches = []
-    if has_nvswitch:
-        for s in range(4 if count >= 8 else 0):
-            nvswitches.append({"index": s, "bus_id": f"00000000:{NVSWITCH_BUSES[s]}:00.0",
-                               "device_id": pci["nvswitch_device"]})
-
-    hca_list = _get(profile, "ib", "hcas", default=None) or DEFAULT_HCAS
-    link_layer = _get(profile, "ib", "link_layer", default="InfiniBand")
-    hcas = []
-    for n, h in enumerate(hca_list):
-        rate = int(h.get("rate_gbit_per_s", 400))
-        part, fw, board = IB_HCA_PART.get(rate, IB_HCA_PART[400])
-        guid = hca_guid(node_name, h["name"])
-        fabric = int(h.get("fabric", n))
-        hcas.append({
-            "name": h["name"],
-            "hca_type": part,
-            "vendor_part_id": part[2:],
-            "fw_ver": fw,
-            "hw_rev": "0x0",
-            "board_id": board,
-            "node_guid": guid,
-            "sys_image_guid": guid,
-            "bus_id": f"0000:{HCA_BUSES[n % len(HCA_BUSES)].lower()}:00.0",
-            "numa_node": 0 if n < max(1, len(hca_list) // 2) else 1,
-            "ports": [{
-                "port": int(h.get("port", 1)),
-                "state": "ACTIVE",
-                "phys_state": "LinkUp",
-                "rate_gbit_per_s": rate,
-                "rated_gbit_per_s": rate,
-                "width": "4X",
-                "speed": IB_SPEED_NAME.get(rate, "NDR"),
-                "link_layer": link_layer,
-                "lid": 2 * node_index + n + 1 if node_index else n + 1,
-                "sm_lid": 1,
-                "netdev": h.get("netdev", f"ib{n}"),
-                "fabric": fabric,
-                "counters": _counters_zero(),
-            }],
-        })
-
+    gpus = _gpus(profile, node_name, model, refs)
+    hcas = _hcas(profile, node_name, node_index)
     ib_rate = max((h["ports"][0]["rate_gbit_per_s"] for h in hcas), default=400)
     ib_refs = IB_REFERENCES.get(ib_rate, IB_REFERENCES[400])
-    performance = {k: dict(v) for k, v in {**refs, **ib_refs}.items()}
-
     return {
         "schema": SCHEMA,
         "simulated": True,
@@ -249,28 +151,147 @@ def build(profile: dict, node_name: str, node_index: int, spec: dict | None = No
         "node": node_name,
         "index": int(node_index),
         "profile": profile.get("name", "lab"),
-        "driver": {
-            "branch": str(_get(profile, "driver", "branch", default="570")),
-            "version": str(_get(profile, "driver", "version", default="570.172.08")),
-            "modules": _get(profile, "driver", "modules", default="open"),
-            "cuda": str(_get(profile, "cuda", "version", default="12.8")),
-        },
+        "driver": _driver(profile),
         "gpus": gpus,
-        "nvswitches": nvswitches,
+        "nvswitches": _nvswitches(profile, model, len(gpus)),
         "hcas": hcas,
         "link_mbit": int(spec.get("link_mbit", 1000)),
-        "performance": performance,
-        "health": {
-            "node_factor": 1.0,
-            "nccl_factor": 1.0,
-            "fabric_factor": {"0": 1.0, "1": 1.0},
-            "hca_factor": {h["name"]: 1.0 for h in hcas},
-            "link_factor": {},
-        },
+        "performance": {k: dict(v) for k, v in {**refs, **ib_refs}.items()},
+        "health": _health(hcas),
         "netdevs_down": [],
         "hanging_tools": [],
         "xid_events": [],
         "faults": [],
+    }
+
+
+def _driver(profile: dict) -> dict:
+    return {
+        "branch": str(_get(profile, "driver", "branch", default="570")),
+        "version": str(_get(profile, "driver", "version", default="570.172.08")),
+        "modules": _get(profile, "driver", "modules", default="open"),
+        "cuda": str(_get(profile, "cuda", "version", default="12.8")),
+    }
+
+
+def _has_nvswitch(profile: dict) -> bool:
+    return bool(_get(profile, "gpu", "nvswitch", default=True))
+
+
+def _gpus(profile: dict, node_name: str, model: str, refs: dict) -> list[dict]:
+    """The node's GPUs as nvidia-smi shows them: identity, PCIe, NVLink, memory, ECC, clocks, power."""
+    count = int(_get(profile, "gpu", "count", default=8))
+    numa_split = count // 2 if count > 1 else 1
+    return [_gpu(profile, node_name, model, refs, i, numa_node=0 if i < numa_split else 1) for i in range(count)]
+
+
+def _gpu(profile: dict, node_name: str, model: str, refs: dict, i: int, numa_node: int) -> dict:
+    pci = GPU_PCI.get(model, GPU_PCI["NVIDIA H100 80GB HBM3"])
+    seed = int(_digest("gpu-vary", node_name, i)[:8], 16)
+    bus = GPU_BUSES[i % len(GPU_BUSES)]
+    pcie_gen = int(_get(profile, "gpu", "pcie_gen", default=5))
+    pcie_width = int(_get(profile, "gpu", "pcie_width", default=16))
+    return {
+        "index": i,
+        "present": True,
+        "name": model,
+        "bus_id": f"00000000:{bus}:00.0",
+        "pci_device_id": pci["device_id"],
+        "pci_sub_system_id": pci["sub_id"],
+        "uuid": gpu_uuid(node_name, i),
+        "serial": gpu_serial(node_name, i),
+        "minor_number": i,
+        "module_id": i + 1,
+        "board_id": f"0x{bus.lower()}00",
+        "vbios_version": pci["vbios"],
+        "board_part_number": pci["board_part"],
+        "gpu_part_number": pci["gpu_part"],
+        "architecture": pci["arch"],
+        "compute_cap": pci["compute_cap"],
+        "numa_node": numa_node,
+        "memory": {"total_mib": int(_get(profile, "gpu", "memory_mib", default=81559)), "reserved_mib": 551,
+                   "used_mib": 1},
+        "pcie": {"gen_max": pcie_gen, "gen_current": pcie_gen, "width_max": pcie_width,
+                 "width_current": pcie_width, "replays": 0},
+        "nvlink": {"links": int(_get(profile, "gpu", "nvlink_links_per_gpu", default=18)),
+                   "speed_gbyte_per_s": refs["nvlink_link_gbyte_per_s"]["value"], "down": []},
+        "ecc": {"mode": "Enabled", "volatile": _ecc_zero(), "aggregate": _ecc_zero()},
+        "retired_pages": {"single_bit": 0, "double_bit": 0, "pending": False},
+        "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False,
+                          "histogram_max": 2560},
+        "temperature_c": 27 + seed % 8,
+        "memory_temperature_c": 36 + seed % 6,
+        "power_draw_w": round(66.0 + (seed % 900) / 100.0, 2),
+        "power_limit_w": pci["power_w"],
+        "clocks": {"graphics_mhz": 345, "sm_mhz": 345, "memory_mhz": pci["mem_mhz"], "video_mhz": 765,
+                   "max_graphics_mhz": pci["max_gr_mhz"], "max_memory_mhz": pci["mem_mhz"]},
+        "throttle": [],
+        "fabric_state": "Completed" if _has_nvswitch(profile) else "N/A",
+    }
+
+
+def _ecc_zero() -> dict[str, int]:
+    return {"sram_correctable": 0, "sram_uncorrectable_parity": 0, "sram_uncorrectable_secded": 0,
+            "dram_correctable": 0, "dram_uncorrectable": 0}
+
+
+def _nvswitches(profile: dict, model: str, gpu_count: int) -> list[dict]:
+    if not _has_nvswitch(profile):
+        return []
+    device = GPU_PCI.get(model, GPU_PCI["NVIDIA H100 80GB HBM3"])["nvswitch_device"]
+    return [{"index": s, "bus_id": f"00000000:{NVSWITCH_BUSES[s]}:00.0", "device_id": device}
+            for s in range(4 if gpu_count >= 8 else 0)]
+
+
+def _hcas(profile: dict, node_name: str, node_index: int) -> list[dict]:
+    """The node's HCAs as ibstat, ibv_devinfo and sysfs show them, one port each."""
+    hca_list = _get(profile, "ib", "hcas", default=None) or DEFAULT_HCAS
+    link_layer = _get(profile, "ib", "link_layer", default="InfiniBand")
+    return [_hca(h, n, node_name, node_index, link_layer, numa_node=0 if n < max(1, len(hca_list) // 2) else 1)
+            for n, h in enumerate(hca_list)]
+
+
+def _hca(h: dict, n: int, node_name: str, node_index: int, link_layer: str, numa_node: int) -> dict:
+    rate = int(h.get("rate_gbit_per_s", 400))
+    part, fw, board = IB_HCA_PART.get(rate, IB_HCA_PART[400])
+    guid = hca_guid(node_name, h["name"])
+    return {
+        "name": h["name"],
+        "hca_type": part,
+        "vendor_part_id": part[2:],
+        "fw_ver": fw,
+        "hw_rev": "0x0",
+        "board_id": board,
+        "node_guid": guid,
+        "sys_image_guid": guid,
+        "bus_id": f"0000:{HCA_BUSES[n % len(HCA_BUSES)].lower()}:00.0",
+        "numa_node": numa_node,
+        "ports": [{
+            "port": int(h.get("port", 1)),
+            "state": "ACTIVE",
+            "phys_state": "LinkUp",
+            "rate_gbit_per_s": rate,
+            "rated_gbit_per_s": rate,
+            "width": "4X",
+            "speed": IB_SPEED_NAME.get(rate, "NDR"),
+            "link_layer": link_layer,
+            "lid": 2 * node_index + n + 1 if node_index else n + 1,
+            "sm_lid": 1,
+            "netdev": h.get("netdev", f"ib{n}"),
+            "fabric": int(h.get("fabric", n)),
+            "counters": _counters_zero(),
+        }],
+    }
+
+
+def _health(hcas: list[dict]) -> dict:
+    """Every health factor at 1.0 (faults lower them)."""
+    return {
+        "node_factor": 1.0,
+        "nccl_factor": 1.0,
+        "fabric_factor": {"0": 1.0, "1": 1.0},
+        "hca_factor": {h["name"]: 1.0 for h in hcas},
+        "link_factor": {},
     }
 
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from clustercert.lab import hardware
+from clustercert_lab import hardware
 
 NODE_SIM_DIR = "/var/lib/clustercert-lab"
 LABSIM = f"{NODE_SIM_DIR}/labsim"

@@ -34,9 +34,12 @@ from pathlib import Path
 
 import yaml
 
-from clustercert.errors import ClustercertError, InputError
-from clustercert.lab import image, network, node, proxy
-from clustercert.lab import spec as spec_mod
+from clustercert.errors import InputError
+from clustercert.profile import load_profile
+from clustercert_lab import faults, hardware, image, network, node, proxy, sim
+from clustercert_lab import spec as spec_mod
+from clustercert_lab.errors import LabError
+from clustercert_lab.paths import inventory_path, lab_dir, ssh_dir, user_inventory_path
 
 log = logging.getLogger("clustercert.lab")
 
@@ -44,29 +47,7 @@ MARKER = ".clustercert-lab"
 SSH_WAIT_S = 90
 
 
-class LabError(ClustercertError):
-    """The lab failed at run time (exit 3)."""
-
-
 # ------------------------------------------------------------------------------------------- helpers
-
-
-def lab_dir() -> Path:
-    return Path(os.environ.get("CLUSTERCERT_LAB_DIR", "/var/lib/clustercert/lab"))
-
-
-def inventory_path() -> Path:
-    return lab_dir() / "inventory" / "hosts.yml"
-
-
-def user_inventory_path() -> Path:
-    """The same lab as ``inventory_path()``, logged into as the non-root operator (node.LAB_USER) who
-    becomes root with sudo: ansible_user LAB_USER, ansible_become true."""
-    return lab_dir() / "inventory-user" / "hosts.yml"
-
-
-def ssh_dir() -> Path:
-    return lab_dir() / "ssh"
 
 
 def _require_root() -> None:
@@ -100,10 +81,6 @@ def _write_json(path: Path, data) -> None:
     tmp.replace(path)
 
 
-def _optional(module: str, attr: str):
-    return image._optional(module, attr)
-
-
 def _handles(names: list[str] | None = None) -> list[node.NodeHandle]:
     nodes_dir = lab_dir() / "nodes"
     out = []
@@ -125,8 +102,6 @@ def handle(name: str) -> node.NodeHandle:
 
 
 def _profile(name: str) -> dict:
-    from clustercert.profile import load_profile
-
     return load_profile(name).model_dump(mode="json")
 
 
@@ -287,13 +262,7 @@ def _create_node(name: str, index: int, sp: dict, profile: dict) -> node.NodeHan
     (h.state_dir / "state").write_text("created\n")
     _keygen(h.state_dir / "hostkey" / "ssh_host_ed25519_key", f"root@{name}")
     h.sim_dir.mkdir(exist_ok=True)
-    build = _optional("clustercert.lab.hardware", "build")
-    prepare_node = _optional("clustercert.lab.sim", "prepare_node")
-    if build is None or prepare_node is None:
-        log.warning("lab: %s: hardware simulator not available (clustercert.lab.hardware.build / "
-                    "clustercert.lab.sim.prepare_node missing): the node has no simulated hardware", name)
-    else:
-        prepare_node(h.sim_dir, build(profile, name, index, _public_spec(sp)))
+    sim.prepare_node(h.sim_dir, hardware.build(profile, name, index, _public_spec(sp)))
     return h
 
 
@@ -485,23 +454,11 @@ def status() -> dict:
 # -------------------------------------------------------------------------------------- fault, heal
 
 
-def _faults_module():
-    try:
-        from clustercert.lab import faults
-    except ImportError as exc:
-        if exc.name and "clustercert.lab.faults".startswith(exc.name):
-            raise LabError("fault injection is not available in this build (clustercert.lab.faults)") from None
-        raise
-    return faults
-
-
 def _hw(h: node.NodeHandle) -> dict:
-    load = _optional("clustercert.lab.hardware", "load")
-    return load(h.sim_dir) if load is not None else {}
+    return hardware.load(h.sim_dir)
 
 
 def _apply_fault(h: node.NodeHandle, kind: str, params: dict) -> None:
-    faults = _faults_module()
     try:
         faults.apply(h, kind, params)  # returns once the node shows it
     except faults.NotApplied as exc:
@@ -513,7 +470,6 @@ def _apply_fault(h: node.NodeHandle, kind: str, params: dict) -> None:
 
 def fault(node_name: str, kind: str, params: dict[str, str]) -> None:
     _require_root()
-    faults = _faults_module()
     with _lock():
         h = handle(node_name)
         if kind not in faults.FAULTS:
@@ -538,8 +494,7 @@ def heal(node_name: str, kind: str | None = None) -> None:
         todo = [f for f in active if kind is None or f["kind"] == kind]
         if not todo:
             return
-        faults = _faults_module()
-        # node_down first: the other faults heal on a running node
+            # node_down first: the other faults heal on a running node
         for f in sorted(todo, key=lambda f: f["kind"] != "node_down"):
             try:
                 faults.heal(h, f["kind"], f["params"])  # returns once the node shows it healed

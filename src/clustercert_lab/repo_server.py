@@ -1,6 +1,6 @@
 """Serve the lab's simulated apt repository over HTTP on the management bridge, and NTP.
 
-Run as ``python -m clustercert.lab.repo_server ADDRESS PORT DIRECTORY PIDFILE`` (the lab starts it
+Run as ``python -m clustercert_lab.repo_server ADDRESS PORT DIRECTORY PIDFILE`` (the lab starts it
 as a daemon). It serves files only (no directory listings), GET and HEAD. It also answers NTP
 (UDP 123 on the same address) with the host's clock, as a site's time server would: nodes run real
 chrony against it (lab nodes share the host's kernel clock, so chrony only measures; see docs/lab.md).
@@ -73,7 +73,7 @@ class _Handler(SimpleHTTPRequestHandler):
 
 def main(argv: list[str]) -> int:
     if len(argv) != 4:
-        print("usage: python -m clustercert.lab.repo_server ADDRESS PORT DIRECTORY PIDFILE", file=sys.stderr)
+        print("usage: python -m clustercert_lab.repo_server ADDRESS PORT DIRECTORY PIDFILE", file=sys.stderr)
         return 2
     address, port, directory, pidfile = argv[0], int(argv[1]), argv[2], argv[3]
     handler = functools.partial(_Handler, directory=directory)

@@ -60,6 +60,8 @@ def memlock_heal(p: dict) -> None:
 
 
 def runtime_apply(p: dict) -> bool:
+    # only this fault needs the system module (tomllib, re): the idle agent, which imports this module,
+    # stays small (the lab's memory per idle node is a measured budget: README, The lab)
     from .system import containerd_has_nvidia, remove_containerd_nvidia
 
     changed = False

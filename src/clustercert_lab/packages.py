@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clustercert.lab.sim import wrapper
+from clustercert_lab.sim import wrapper
 
 SIM_NOTE = "clustercert lab simulation: installs a simulated tool, no real driver or hardware support"
 LIB = "/usr/lib/x86_64-linux-gnu"

@@ -23,6 +23,7 @@ import socket
 import time
 
 from . import common
+from .perftest import _exchange_recv, _exchange_send, _factor, _link_factor
 
 BUS_FACTOR = {  # busbw = algbw * f(n), nccl-tests PERFORMANCE.md
     "all_reduce_perf": lambda n: 2 * (n - 1) / n,
@@ -104,8 +105,6 @@ def root_addresses(env) -> list[str]:
 
 def _rail_rates(hw: dict) -> list[float]:
     """GB/s each compute rail of this node carries to other nodes (health factors and link_slow)."""
-    from .perftest import _factor, _link_factor
-
     rates = []
     for hca in hw.get("hcas", []):
         port = hca["ports"][0]
@@ -316,8 +315,6 @@ def _fail(node: str, what: str) -> int:
 
 
 def _member(node: str, launch: dict, me: dict) -> int:
-    from .perftest import _exchange_recv, _exchange_send
-
     deadline = time.time() + 30
     sock = None
     while sock is None:
@@ -342,8 +339,6 @@ def _member(node: str, launch: dict, me: dict) -> int:
 
 def _root(tool: str, o: dict, node: str, launch: dict, me: dict, ngpus: int, minb: int, maxb: int,
           nccl_version: str) -> int:
-    from .perftest import _exchange_recv, _exchange_send
-
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

@@ -4,7 +4,7 @@ network namespace and cgroups, kept alive by a small supervisor process.
 The supervisor is a generated shell script (``$LAB/nodes/<name>/supervise.sh``, ~1 MB resident, not
 a Python interpreter per idle node) run as a daemon (double fork, own session) so it outlives the
 CLI that started it. It starts systemd-nspawn in the node's cgroups, calls the short-lived hooks
-``python -m clustercert.lab.node prestart|wire|poststop LAB_DIR NAME`` (overlay mount; veths onto
+``python -m clustercert_lab.node prestart|wire|poststop LAB_DIR NAME`` (overlay mount; veths onto
 the lab bridges and fabric shaping; final state), and starts nspawn again when it exits with status
 133 (a ``reboot`` inside the node), which is what systemd-nspawn@.service does on a systemd host.
 """
@@ -14,13 +14,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from clustercert.lab import network
+from clustercert_lab import network
 
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -84,7 +86,7 @@ def spawn_daemon(argv: list[str], log_path: Path, env: dict | None = None) -> No
 
 def python_env() -> dict:
     """Environment for our own daemons: the same interpreter must import this very package."""
-    src = str(Path(__file__).resolve().parents[2])
+    src = str(Path(__file__).resolve().parents[1])
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "HOME")}
     env["PATH"] = env.get("PATH", "") + ":" + ":".join(("/usr/sbin", "/sbin"))
     env["PYTHONPATH"] = src
@@ -349,8 +351,6 @@ NSPAWN_RUN = Path("/run/systemd/nspawn")
 def nspawn_runtime_cleanup(handle: NodeHandle, locks: bool = True) -> None:
     """Remove what systemd-nspawn leaves in /run for a node (its propagate dir, its image lock file).
     On a host whose /run is no tmpfs nspawn cannot remove them itself."""
-    import shutil
-
     shutil.rmtree(NSPAWN_RUN / "propagate" / handle.name, ignore_errors=True)
     if locks and is_mountpoint(handle.root):
         with contextlib.suppress(OSError):
@@ -551,14 +551,12 @@ exec "$PY" -m {py_mod} poststop "$LAB" "$NAME" "$rc" "$stopping"
 
 
 def supervisor_script(h: NodeHandle) -> str:
-    import shlex
-
     cfg = h.config
     procs = " ".join(shlex.quote(str(d / "cgroup.procs")) for d in cgroup_dirs(h.name))
     return SUPERVISOR_SH.format(
         name=shlex.quote(h.name),
         py=shlex.quote(sys.executable),
-        py_mod="clustercert.lab.node",
+        py_mod="clustercert_lab.node",
         lab=shlex.quote(str(h.lab_dir)),
         state=shlex.quote(str(h.state_dir)),
         cgroup_procs=procs,
@@ -632,7 +630,7 @@ def main(argv: list[str]) -> int:
             return wire(h, int(argv[3]))
         if argv[0] == "poststop" and len(argv) == 5:
             return poststop(h, int(argv[3]), argv[4] == "1")
-    print("usage: python -m clustercert.lab.node prestart|wire|poststop LAB_DIR NAME [ARGS]", file=sys.stderr)
+    print("usage: python -m clustercert_lab.node prestart|wire|poststop LAB_DIR NAME [ARGS]", file=sys.stderr)
     return 2
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import importlib
 import json
 import logging
 import os
@@ -28,6 +27,9 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from clustercert_lab import packages, sim
+from clustercert_lab.errors import LabError
 
 log = logging.getLogger("clustercert.lab")
 
@@ -170,8 +172,6 @@ def ensure_host_packages() -> list[str]:
         timeout=900,
     )
     if proc.returncode != 0:
-        from clustercert.lab.manager import LabError
-
         raise LabError(f"apt-get install {' '.join(missing)} failed: {proc.stderr.strip()[-500:]}")
     return missing
 
@@ -246,8 +246,6 @@ def _cache_lock() -> Iterator[None]:
 def _run(argv: list[str], timeout: float, **kw) -> subprocess.CompletedProcess:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)
     if proc.returncode != 0:
-        from clustercert.lab.manager import LabError
-
         tail = (proc.stderr or proc.stdout or "").strip()[-800:]
         raise LabError(f"{' '.join(argv[:4])}... failed (exit {proc.returncode}): {tail}")
     return proc
@@ -348,16 +346,6 @@ def sim_recipe(profile_name: str, profile: dict) -> str:
     return h.hexdigest()
 
 
-def _optional(module: str, func: str):
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as exc:
-        if exc.name and module.startswith(exc.name):
-            return None
-        raise
-    return getattr(mod, func, None)
-
-
 def _build_simlayer(profile_name: str, profile: dict) -> None:
     cache = cache_dir()
     upper = simlayer_dir()
@@ -368,37 +356,21 @@ def _build_simlayer(profile_name: str, profile: dict) -> None:
             shutil.rmtree(d)
         d.mkdir(parents=True)
     merged.mkdir(exist_ok=True)
-    prepare_image = _optional("clustercert.lab.sim", "prepare_image")
-    if prepare_image is None:
-        log.warning(
-            "lab: clustercert.lab.sim.prepare_image is not available: the image has no hardware "
-            "simulator agent (nodes boot, simulated tools are missing)"
-        )
-    else:
-        _run(
-            ["mount", "-t", "overlay", "overlay", "-o",
-             f"lowerdir={base_dir()},upperdir={upper},workdir={work}", str(merged)],
-            timeout=30,
-        )
-        try:
-            prepare_image(merged)
-        finally:
-            subprocess.run(["umount", str(merged)], capture_output=True, timeout=30)
+    _run(
+        ["mount", "-t", "overlay", "overlay", "-o",
+         f"lowerdir={base_dir()},upperdir={upper},workdir={work}", str(merged)],
+        timeout=30,
+    )
+    try:
+        sim.prepare_image(merged)
+    finally:
+        subprocess.run(["umount", str(merged)], capture_output=True, timeout=30)
     shutil.rmtree(work, ignore_errors=True)
-    build_repo = _optional("clustercert.lab.packages", "build_repo")
     rdir = repo_dir(profile_name)
     if rdir.exists():
         shutil.rmtree(rdir)
     rdir.mkdir(parents=True)
-    if build_repo is None:
-        log.warning(
-            "lab: clustercert.lab.packages.build_repo is not available: the lab's apt repository "
-            "at http://%s:%d/ is empty",
-            MGMT_HOST_IP,
-            REPO_PORT,
-        )
-    else:
-        build_repo(rdir, profile)
+    packages.build_repo(rdir, profile)
     (cache / "simlayer.recipe").write_text(sim_recipe(profile_name, profile) + "\n")
 
 

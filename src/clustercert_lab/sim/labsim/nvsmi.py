@@ -89,7 +89,7 @@ def list_gpus(gpus: list[dict]) -> str:
 
 # ---------------------------------------------------------------- nvidia-smi -q (text)
 
-def _throttle_map(g: dict) -> list[tuple[str, str, int]]:
+def _throttle_map(g: dict) -> tuple[list[tuple[str, str, int]], set[str]]:
     active = set(g.get("throttle", []))
     return [
         ("Idle", "gpu_idle", 1), ("Applications Clocks Setting", "applications_clocks_setting", 1),
@@ -104,359 +104,479 @@ def _yn(b: bool) -> str:
     return "Yes" if b else "No"
 
 
+def _clock_events(g: dict) -> list[tuple[str, str, int, bool]]:
+    """(label, key, -q indent level, active) of every clocks event reason; hw_slowdown is on with any HW
+    slowdown, gpu_idle when nothing else is."""
+    names, active = _throttle_map(g)
+    hw_slow = bool(active & {"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
+    return [(label, key, lvl, key in active or (key == "hw_slowdown" and hw_slow) or (key == "gpu_idle" and not active))
+            for label, key, lvl in names]
+
+
+class _TextLog:
+    """``nvidia-smi -q`` lines: ``key : value`` with four spaces an indent level, blank lines, headings."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, str, str | None]] = []
+
+    def kv(self, level: int, key: str, value=None) -> None:
+        self.rows.append((level, key, None if value is None else str(value)))
+
+    def blank(self) -> None:
+        self.rows.append((-1, "", None))
+
+    def heading(self, text: str) -> None:
+        self.rows.append((-2, text, None))
+
+    def text(self) -> str:
+        out = ["", "==============NVSMI LOG==============", ""]
+        for level, key, value in self.rows:
+            if level == -1:
+                out.append("")
+                continue
+            if level == -2:
+                out.append(key)
+                continue
+            text = "    " * level + key
+            out.append(text if value is None else f"{text:<42}: {value}")
+        return "\n".join(out) + "\n"
+
+
 def q_text(hw: dict, gpus: list[dict]) -> str:
-    rows: list[tuple[int, str, str | None]] = []
-
-    def kv(level: int, key: str, value=None):
-        rows.append((level, key, None if value is None else str(value)))
-
     drv = common.loaded_driver_version() or hw["driver"]["version"]
     pm = "Enabled" if common.persistence_on() else "Disabled"
-    kv(0, "Timestamp", _ctime(_now()))
-    kv(0, "Driver Version", drv)
-    kv(0, "CUDA Version", hw["driver"]["cuda"])
-    rows.append((-1, "", None))
-    kv(0, "Attached GPUs", len(gpus))
+    log = _TextLog()
+    log.kv(0, "Timestamp", _ctime(_now()))
+    log.kv(0, "Driver Version", drv)
+    log.kv(0, "CUDA Version", hw["driver"]["cuda"])
+    log.blank()
+    log.kv(0, "Attached GPUs", len(gpus))
     for g in gpus:
-        rows.append((-2, "GPU " + g["bus_id"], None))
-        kv(1, "Product Name", g["name"])
-        kv(1, "Product Brand", "NVIDIA")
-        kv(1, "Product Architecture", g["architecture"])
-        kv(1, "Display Mode", "Disabled")
-        kv(1, "Display Active", "Disabled")
-        kv(1, "Persistence Mode", pm)
-        kv(1, "Addressing Mode", "None")
-        kv(1, "MIG Mode")
-        kv(2, "Current", "Disabled")
-        kv(2, "Pending", "Disabled")
-        kv(1, "Accounting Mode", "Disabled")
-        kv(1, "Accounting Mode Buffer Size", 4000)
-        kv(1, "Driver Model")
-        kv(2, "Current", NA)
-        kv(2, "Pending", NA)
-        kv(1, "Serial Number", g["serial"])
-        kv(1, "GPU UUID", g["uuid"])
-        kv(1, "Minor Number", g["minor_number"])
-        kv(1, "VBIOS Version", g["vbios_version"])
-        kv(1, "MultiGPU Board", "No")
-        kv(1, "Board ID", g["board_id"])
-        kv(1, "Board Part Number", g["board_part_number"])
-        kv(1, "GPU Part Number", g["gpu_part_number"])
-        kv(1, "FRU Part Number", NA)
-        kv(1, "Module ID", g["module_id"])
-        kv(1, "GPU Reset Status")
-        kv(2, "Reset Required", "No")
-        kv(2, "Drain and Reset Recommended", "No")
-        kv(1, "GSP Firmware Version", drv)
-        kv(1, "PCI")
-        bus = g["bus_id"].split(":")
-        kv(2, "Bus", "0x" + bus[1])
-        kv(2, "Device", "0x00")
-        kv(2, "Domain", "0x0000")
-        kv(2, "Device Id", g["pci_device_id"])
-        kv(2, "Bus Id", g["bus_id"])
-        kv(2, "Sub System Id", g["pci_sub_system_id"])
-        kv(2, "GPU Link Info")
-        kv(3, "PCIe Generation")
-        p = g["pcie"]
-        kv(4, "Max", p["gen_max"])
-        kv(4, "Current", p["gen_current"])
-        kv(4, "Device Current", p["gen_current"])
-        kv(4, "Device Max", p["gen_max"])
-        kv(4, "Host Max", p["gen_max"])
-        kv(3, "Link Width")
-        kv(4, "Max", f"{p['width_max']}x")
-        kv(4, "Current", f"{p['width_current']}x")
-        kv(2, "Replays Since Reset", p.get("replays", 0))
-        kv(2, "Replay Number Rollovers", 0)
-        kv(1, "Fan Speed", NA)
-        kv(1, "Performance State", _perf_state(g))
-        kv(1, "Clocks Event Reasons")
-        names, active = _throttle_map(g)
-        hw_slow = bool(active & {"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
-        for label, key, lvl in names:
-            on = key in active or (key == "hw_slowdown" and hw_slow) or (key == "gpu_idle" and not active)
-            kv(lvl + 1 if lvl == 2 else 2, label, "Active" if on else "Not Active")
-        kv(1, "FB Memory Usage")
-        m = g["memory"]
-        kv(2, "Total", f"{m['total_mib']} MiB")
-        kv(2, "Reserved", f"{m['reserved_mib']} MiB")
-        kv(2, "Used", f"{m['used_mib']} MiB")
-        kv(2, "Free", f"{m['total_mib'] - m['reserved_mib'] - m['used_mib']} MiB")
-        kv(1, "Compute Mode", "Default")
-        kv(1, "Utilization")
-        kv(2, "Gpu", f"{_gpu_util(g)} %")
-        kv(2, "Memory", "0 %")
-        kv(1, "ECC Mode")
-        kv(2, "Current", g["ecc"]["mode"])
-        kv(2, "Pending", g["ecc"]["mode"])
-        kv(1, "ECC Errors")
-        for scope, label in (("volatile", "Volatile"), ("aggregate", "Aggregate")):
-            e = g["ecc"][scope]
-            kv(2, label)
-            kv(3, "SRAM Correctable", e["sram_correctable"])
-            kv(3, "SRAM Uncorrectable Parity", e["sram_uncorrectable_parity"])
-            kv(3, "SRAM Uncorrectable SEC-DED", e["sram_uncorrectable_secded"])
-            kv(3, "DRAM Correctable", e["dram_correctable"])
-            kv(3, "DRAM Uncorrectable", e["dram_uncorrectable"])
-            if scope == "aggregate":
-                kv(3, "SRAM Threshold Exceeded", "No")
-        kv(1, "Retired Pages")
-        kv(2, "Single Bit ECC", NA)
-        kv(2, "Double Bit ECC", NA)
-        kv(2, "Pending Page Blacklist", NA)
-        rr = g["remapped_rows"]
-        kv(1, "Remapped Rows")
-        kv(2, "Correctable Error", rr["correctable"])
-        kv(2, "Uncorrectable Error", rr["uncorrectable"])
-        kv(2, "Pending", _yn(rr["pending"]))
-        kv(2, "Remapping Failure Occurred", _yn(rr["failure"]))
-        kv(2, "Bank Remap Availability Histogram")
-        used = rr["correctable"] + rr["uncorrectable"]
-        kv(3, "Max", f"{rr['histogram_max'] - used} bank(s)")
-        kv(3, "High", f"{used} bank(s)")
-        kv(3, "Partial", "0 bank(s)")
-        kv(3, "Low", "0 bank(s)")
-        kv(3, "None", "0 bank(s)")
-        kv(1, "Temperature")
-        kv(2, "GPU Current Temp", f"{g['temperature_c']} C")
-        kv(2, "GPU T.Limit Temp", f"{max(0, 87 - g['temperature_c'])} C")
-        kv(2, "Memory Current Temp", f"{g['memory_temperature_c']} C")
-        kv(1, "GPU Power Readings")
-        kv(2, "Power Draw", f"{g['power_draw_w']:.2f} W")
-        kv(2, "Current Power Limit", f"{g['power_limit_w']:.2f} W")
-        kv(2, "Requested Power Limit", f"{g['power_limit_w']:.2f} W")
-        kv(2, "Default Power Limit", f"{g['power_limit_w']:.2f} W")
-        kv(2, "Min Power Limit", "200.00 W")
-        kv(2, "Max Power Limit", f"{g['power_limit_w']:.2f} W")
-        c = g["clocks"]
-        kv(1, "Clocks")
-        kv(2, "Graphics", f"{c['graphics_mhz']} MHz")
-        kv(2, "SM", f"{c['sm_mhz']} MHz")
-        kv(2, "Memory", f"{c['memory_mhz']} MHz")
-        kv(2, "Video", f"{c['video_mhz']} MHz")
-        kv(1, "Max Clocks")
-        kv(2, "Graphics", f"{c['max_graphics_mhz']} MHz")
-        kv(2, "SM", f"{c['max_graphics_mhz']} MHz")
-        kv(2, "Memory", f"{c['max_memory_mhz']} MHz")
-        kv(2, "Video", "1545 MHz")
-        kv(1, "Fabric")
-        fs = common.fabric_state(hw, g)
-        kv(2, "State", fs)
-        kv(2, "Status", "Success" if fs == "Completed" else NA)
-        kv(1, "Processes", "None")
-        rows.append((-1, "", None))
-    out = ["", "==============NVSMI LOG==============", ""]
-    for level, key, value in rows:
-        if level == -1:
-            out.append("")
-            continue
-        if level == -2:
-            out.append(key)
-            continue
-        text = "    " * level + key
-        out.append(text if value is None else f"{text:<42}: {value}")
-    return "\n".join(out) + "\n"
+        log.heading("GPU " + g["bus_id"])
+        _text_identity(log, g, drv, pm)
+        _text_pci(log, g)
+        _text_performance(log, g)
+        _text_memory(log, g)
+        _text_pages(log, g)
+        _text_power(log, g)
+        _text_clocks(log, g)
+        _text_fabric(log, hw, g)
+        log.blank()
+    return log.text()
+
+
+def _text_identity(log: _TextLog, g: dict, drv: str, pm: str) -> None:
+    """Product, modes, serial and UUID, board and part numbers, reset status, GSP firmware."""
+    kv = log.kv
+    kv(1, "Product Name", g["name"])
+    kv(1, "Product Brand", "NVIDIA")
+    kv(1, "Product Architecture", g["architecture"])
+    kv(1, "Display Mode", "Disabled")
+    kv(1, "Display Active", "Disabled")
+    kv(1, "Persistence Mode", pm)
+    kv(1, "Addressing Mode", "None")
+    kv(1, "MIG Mode")
+    kv(2, "Current", "Disabled")
+    kv(2, "Pending", "Disabled")
+    kv(1, "Accounting Mode", "Disabled")
+    kv(1, "Accounting Mode Buffer Size", 4000)
+    kv(1, "Driver Model")
+    kv(2, "Current", NA)
+    kv(2, "Pending", NA)
+    kv(1, "Serial Number", g["serial"])
+    kv(1, "GPU UUID", g["uuid"])
+    kv(1, "Minor Number", g["minor_number"])
+    kv(1, "VBIOS Version", g["vbios_version"])
+    kv(1, "MultiGPU Board", "No")
+    kv(1, "Board ID", g["board_id"])
+    kv(1, "Board Part Number", g["board_part_number"])
+    kv(1, "GPU Part Number", g["gpu_part_number"])
+    kv(1, "FRU Part Number", NA)
+    kv(1, "Module ID", g["module_id"])
+    kv(1, "GPU Reset Status")
+    kv(2, "Reset Required", "No")
+    kv(2, "Drain and Reset Recommended", "No")
+    kv(1, "GSP Firmware Version", drv)
+
+
+def _text_pci(log: _TextLog, g: dict) -> None:
+    """PCI: bus, ids, link generation and width, replays."""
+    kv = log.kv
+    kv(1, "PCI")
+    bus = g["bus_id"].split(":")
+    kv(2, "Bus", "0x" + bus[1])
+    kv(2, "Device", "0x00")
+    kv(2, "Domain", "0x0000")
+    kv(2, "Device Id", g["pci_device_id"])
+    kv(2, "Bus Id", g["bus_id"])
+    kv(2, "Sub System Id", g["pci_sub_system_id"])
+    kv(2, "GPU Link Info")
+    kv(3, "PCIe Generation")
+    p = g["pcie"]
+    kv(4, "Max", p["gen_max"])
+    kv(4, "Current", p["gen_current"])
+    kv(4, "Device Current", p["gen_current"])
+    kv(4, "Device Max", p["gen_max"])
+    kv(4, "Host Max", p["gen_max"])
+    kv(3, "Link Width")
+    kv(4, "Max", f"{p['width_max']}x")
+    kv(4, "Current", f"{p['width_current']}x")
+    kv(2, "Replays Since Reset", p.get("replays", 0))
+    kv(2, "Replay Number Rollovers", 0)
+
+
+def _text_performance(log: _TextLog, g: dict) -> None:
+    """Fan, performance state and the clocks event reasons (throttling)."""
+    log.kv(1, "Fan Speed", NA)
+    log.kv(1, "Performance State", _perf_state(g))
+    log.kv(1, "Clocks Event Reasons")
+    for label, _key, lvl, on in _clock_events(g):
+        log.kv(lvl + 1 if lvl == 2 else 2, label, "Active" if on else "Not Active")
+
+
+def _text_memory(log: _TextLog, g: dict) -> None:
+    """Framebuffer use, compute mode, utilisation, ECC mode and error counters."""
+    kv = log.kv
+    kv(1, "FB Memory Usage")
+    m = g["memory"]
+    kv(2, "Total", f"{m['total_mib']} MiB")
+    kv(2, "Reserved", f"{m['reserved_mib']} MiB")
+    kv(2, "Used", f"{m['used_mib']} MiB")
+    kv(2, "Free", f"{m['total_mib'] - m['reserved_mib'] - m['used_mib']} MiB")
+    kv(1, "Compute Mode", "Default")
+    kv(1, "Utilization")
+    kv(2, "Gpu", f"{_gpu_util(g)} %")
+    kv(2, "Memory", "0 %")
+    kv(1, "ECC Mode")
+    kv(2, "Current", g["ecc"]["mode"])
+    kv(2, "Pending", g["ecc"]["mode"])
+    kv(1, "ECC Errors")
+    for scope, label in (("volatile", "Volatile"), ("aggregate", "Aggregate")):
+        e = g["ecc"][scope]
+        kv(2, label)
+        kv(3, "SRAM Correctable", e["sram_correctable"])
+        kv(3, "SRAM Uncorrectable Parity", e["sram_uncorrectable_parity"])
+        kv(3, "SRAM Uncorrectable SEC-DED", e["sram_uncorrectable_secded"])
+        kv(3, "DRAM Correctable", e["dram_correctable"])
+        kv(3, "DRAM Uncorrectable", e["dram_uncorrectable"])
+        if scope == "aggregate":
+            kv(3, "SRAM Threshold Exceeded", "No")
+
+
+def _text_pages(log: _TextLog, g: dict) -> None:
+    """Retired pages and remapped rows."""
+    kv = log.kv
+    kv(1, "Retired Pages")
+    kv(2, "Single Bit ECC", NA)
+    kv(2, "Double Bit ECC", NA)
+    kv(2, "Pending Page Blacklist", NA)
+    rr = g["remapped_rows"]
+    kv(1, "Remapped Rows")
+    kv(2, "Correctable Error", rr["correctable"])
+    kv(2, "Uncorrectable Error", rr["uncorrectable"])
+    kv(2, "Pending", _yn(rr["pending"]))
+    kv(2, "Remapping Failure Occurred", _yn(rr["failure"]))
+    kv(2, "Bank Remap Availability Histogram")
+    used = rr["correctable"] + rr["uncorrectable"]
+    kv(3, "Max", f"{rr['histogram_max'] - used} bank(s)")
+    kv(3, "High", f"{used} bank(s)")
+    kv(3, "Partial", "0 bank(s)")
+    kv(3, "Low", "0 bank(s)")
+    kv(3, "None", "0 bank(s)")
+
+
+def _text_power(log: _TextLog, g: dict) -> None:
+    """Temperatures and power readings."""
+    kv = log.kv
+    kv(1, "Temperature")
+    kv(2, "GPU Current Temp", f"{g['temperature_c']} C")
+    kv(2, "GPU T.Limit Temp", f"{max(0, 87 - g['temperature_c'])} C")
+    kv(2, "Memory Current Temp", f"{g['memory_temperature_c']} C")
+    kv(1, "GPU Power Readings")
+    kv(2, "Power Draw", f"{g['power_draw_w']:.2f} W")
+    kv(2, "Current Power Limit", f"{g['power_limit_w']:.2f} W")
+    kv(2, "Requested Power Limit", f"{g['power_limit_w']:.2f} W")
+    kv(2, "Default Power Limit", f"{g['power_limit_w']:.2f} W")
+    kv(2, "Min Power Limit", "200.00 W")
+    kv(2, "Max Power Limit", f"{g['power_limit_w']:.2f} W")
+
+
+def _text_clocks(log: _TextLog, g: dict) -> None:
+    """Current and maximum clocks."""
+    kv = log.kv
+    c = g["clocks"]
+    kv(1, "Clocks")
+    kv(2, "Graphics", f"{c['graphics_mhz']} MHz")
+    kv(2, "SM", f"{c['sm_mhz']} MHz")
+    kv(2, "Memory", f"{c['memory_mhz']} MHz")
+    kv(2, "Video", f"{c['video_mhz']} MHz")
+    kv(1, "Max Clocks")
+    kv(2, "Graphics", f"{c['max_graphics_mhz']} MHz")
+    kv(2, "SM", f"{c['max_graphics_mhz']} MHz")
+    kv(2, "Memory", f"{c['max_memory_mhz']} MHz")
+    kv(2, "Video", "1545 MHz")
+
+
+def _text_fabric(log: _TextLog, hw: dict, g: dict) -> None:
+    """The NVLink fabric's state (fabric manager) and the processes."""
+    fs = common.fabric_state(hw, g)
+    log.kv(1, "Fabric")
+    log.kv(2, "State", fs)
+    log.kv(2, "Status", "Success" if fs == "Completed" else NA)
+    log.kv(1, "Processes", "None")
 
 
 # ---------------------------------------------------------------- nvidia-smi -q -x (XML, DTD v12)
 
+class _XmlLog:
+    """``nvidia-smi -q -x`` lines: one element a line, a tab an indent level."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = ['<?xml version="1.0" ?>', '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">',
+                                 "<nvidia_smi_log>"]
+
+    def el(self, depth: int, tag: str, value=None, attrs: str = "") -> None:
+        """``<tag>value</tag>``, or an opening ``<tag>`` when there is no value."""
+        ind = "\t" * depth
+        if value is None:
+            self.lines.append(f"{ind}<{tag}{attrs}>")
+        else:
+            self.lines.append(f"{ind}<{tag}{attrs}>{_escape(str(value))}</{tag}>")
+
+    def close(self, depth: int, tag: str) -> None:
+        self.lines.append("\t" * depth + f"</{tag}>")
+
+    def text(self) -> str:
+        return "\n".join([*self.lines, "</nvidia_smi_log>"]) + "\n"
+
+
 def q_xml(hw: dict, gpus: list[dict]) -> str:
     drv = common.loaded_driver_version() or hw["driver"]["version"]
     pm = "Enabled" if common.persistence_on() else "Disabled"
-    o: list[str] = ['<?xml version="1.0" ?>', '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">',
-                    "<nvidia_smi_log>"]
-
-    def el(depth: int, tag: str, value=None, attrs: str = ""):
-        ind = "\t" * depth
-        if value is None:
-            o.append(f"{ind}<{tag}{attrs}>")
-        else:
-            o.append(f"{ind}<{tag}{attrs}>{_escape(str(value))}</{tag}>")
-
-    def close(depth: int, tag: str):
-        o.append("\t" * depth + f"</{tag}>")
-
-    el(1, "timestamp", _ctime(_now()))
-    el(1, "driver_version", drv)
-    el(1, "cuda_version", hw["driver"]["cuda"])
-    el(1, "attached_gpus", len(gpus))
+    x = _XmlLog()
+    x.el(1, "timestamp", _ctime(_now()))
+    x.el(1, "driver_version", drv)
+    x.el(1, "cuda_version", hw["driver"]["cuda"])
+    x.el(1, "attached_gpus", len(gpus))
     for g in gpus:
-        el(1, "gpu", attrs=f' id="{g["bus_id"]}"')
-        el(2, "product_name", g["name"])
-        el(2, "product_brand", "NVIDIA")
-        el(2, "product_architecture", g["architecture"])
-        el(2, "display_mode", "Disabled")
-        el(2, "display_active", "Disabled")
-        el(2, "persistence_mode", pm)
-        el(2, "addressing_mode", "None")
-        el(2, "mig_mode")
-        el(3, "current_mig", "Disabled")
-        el(3, "pending_mig", "Disabled")
-        close(2, "mig_mode")
-        el(2, "mig_devices")
-        o.append("\t\t\tNone")
-        close(2, "mig_devices")
-        el(2, "accounting_mode", "Disabled")
-        el(2, "accounting_mode_buffer_size", 4000)
-        el(2, "driver_model")
-        el(3, "current_dm", NA)
-        el(3, "pending_dm", NA)
-        close(2, "driver_model")
-        el(2, "serial", g["serial"])
-        el(2, "uuid", g["uuid"])
-        el(2, "minor_number", g["minor_number"])
-        el(2, "vbios_version", g["vbios_version"])
-        el(2, "multigpu_board", "No")
-        el(2, "board_id", g["board_id"])
-        el(2, "board_part_number", g["board_part_number"])
-        el(2, "gpu_part_number", g["gpu_part_number"])
-        el(2, "gpu_fru_part_number", NA)
-        el(2, "platformInfo")
-        for k in ("chassis_serial_number", "slot_number", "tray_index", "host_id", "peer_type"):
-            el(3, k, NA)
-        el(3, "module_id", g["module_id"])
-        el(3, "gpu_fabric_guid", NA)
-        close(2, "platformInfo")
-        el(2, "gpu_reset_status")
-        el(3, "reset_required", "No")
-        el(3, "drain_and_reset_recommended", "No")
-        close(2, "gpu_reset_status")
-        el(2, "gpu_recovery_action", "None")
-        el(2, "gsp_firmware_version", drv)
-        bus = g["bus_id"].split(":")
-        p = g["pcie"]
-        el(2, "pci")
-        el(3, "pci_bus", bus[1])
-        el(3, "pci_device", "00")
-        el(3, "pci_domain", "0000")
-        el(3, "pci_base_class", 3)
-        el(3, "pci_sub_class", 2)
-        el(3, "pci_device_id", g["pci_device_id"][2:])
-        el(3, "pci_bus_id", g["bus_id"])
-        el(3, "pci_sub_system_id", g["pci_sub_system_id"][2:])
-        el(3, "pci_gpu_link_info")
-        el(4, "pcie_gen")
-        el(5, "max_link_gen", p["gen_max"])
-        el(5, "current_link_gen", p["gen_current"])
-        el(5, "device_current_link_gen", p["gen_current"])
-        el(5, "max_device_link_gen", p["gen_max"])
-        el(5, "max_host_link_gen", p["gen_max"])
-        close(4, "pcie_gen")
-        el(4, "link_widths")
-        el(5, "max_link_width", f"{p['width_max']}x")
-        el(5, "current_link_width", f"{p['width_current']}x")
-        close(4, "link_widths")
-        close(3, "pci_gpu_link_info")
-        el(3, "replay_counter", p.get("replays", 0))
-        el(3, "replay_rollover_counter", 0)
-        close(2, "pci")
-        el(2, "fan_speed", NA)
-        el(2, "performance_state", _perf_state(g))
-        el(2, "clocks_event_reasons")
-        names, active = _throttle_map(g)
-        hw_slow = bool(active & {"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
-        for _label, key, _lvl in names:
-            on = key in active or (key == "hw_slowdown" and hw_slow) or (key == "gpu_idle" and not active)
-            el(3, f"clocks_event_reason_{key}", "Active" if on else "Not Active")
-        close(2, "clocks_event_reasons")
-        m = g["memory"]
-        el(2, "fb_memory_usage")
-        el(3, "total", f"{m['total_mib']} MiB")
-        el(3, "reserved", f"{m['reserved_mib']} MiB")
-        el(3, "used", f"{m['used_mib']} MiB")
-        el(3, "free", f"{m['total_mib'] - m['reserved_mib'] - m['used_mib']} MiB")
-        close(2, "fb_memory_usage")
-        el(2, "compute_mode", "Default")
-        el(2, "utilization")
-        el(3, "gpu_util", f"{_gpu_util(g)} %")
-        el(3, "memory_util", "0 %")
-        close(2, "utilization")
-        el(2, "ecc_mode")
-        el(3, "current_ecc", g["ecc"]["mode"])
-        el(3, "pending_ecc", g["ecc"]["mode"])
-        close(2, "ecc_mode")
-        el(2, "ecc_errors")
-        for scope in ("volatile", "aggregate"):
-            e = g["ecc"][scope]
-            el(3, scope)
-            el(4, "sram_correctable", e["sram_correctable"])
-            el(4, "sram_uncorrectable_parity", e["sram_uncorrectable_parity"])
-            el(4, "sram_uncorrectable_secded", e["sram_uncorrectable_secded"])
-            el(4, "dram_correctable", e["dram_correctable"])
-            el(4, "dram_uncorrectable", e["dram_uncorrectable"])
-            if scope == "aggregate":
-                el(4, "sram_threshold_exceeded", "No")
-            close(3, scope)
-        close(2, "ecc_errors")
-        el(2, "retired_pages")
-        el(3, "multiple_single_bit_retirement")
-        el(4, "retired_count", NA)
-        el(4, "retired_pagelist", NA)
-        close(3, "multiple_single_bit_retirement")
-        el(3, "double_bit_retirement")
-        el(4, "retired_count", NA)
-        el(4, "retired_pagelist", NA)
-        close(3, "double_bit_retirement")
-        el(3, "pending_blacklist", NA)
-        el(3, "pending_retirement", NA)
-        close(2, "retired_pages")
-        rr = g["remapped_rows"]
-        used = rr["correctable"] + rr["uncorrectable"]
-        el(2, "remapped_rows")
-        el(3, "remapped_row_corr", rr["correctable"])
-        el(3, "remapped_row_unc", rr["uncorrectable"])
-        el(3, "remapped_row_pending", _yn(rr["pending"]))
-        el(3, "remapped_row_failure", _yn(rr["failure"]))
-        el(3, "row_remapper_histogram")
-        el(4, "row_remapper_histogram_max", f"{rr['histogram_max'] - used} bank(s)")
-        el(4, "row_remapper_histogram_high", f"{used} bank(s)")
-        el(4, "row_remapper_histogram_partial", "0 bank(s)")
-        el(4, "row_remapper_histogram_low", "0 bank(s)")
-        el(4, "row_remapper_histogram_none", "0 bank(s)")
-        close(3, "row_remapper_histogram")
-        close(2, "remapped_rows")
-        el(2, "temperature")
-        el(3, "gpu_temp", f"{g['temperature_c']} C")
-        el(3, "gpu_temp_tlimit", f"{max(0, 87 - g['temperature_c'])} C")
-        el(3, "memory_temp", f"{g['memory_temperature_c']} C")
-        close(2, "temperature")
-        el(2, "gpu_power_readings")
-        el(3, "power_state", _perf_state(g))
-        el(3, "average_power_draw", f"{g['power_draw_w']:.2f} W")
-        el(3, "instant_power_draw", f"{g['power_draw_w']:.2f} W")
-        el(3, "current_power_limit", f"{g['power_limit_w']:.2f} W")
-        el(3, "default_power_limit", f"{g['power_limit_w']:.2f} W")
-        el(3, "max_power_limit", f"{g['power_limit_w']:.2f} W")
-        close(2, "gpu_power_readings")
-        c = g["clocks"]
-        el(2, "clocks")
-        el(3, "graphics_clock", f"{c['graphics_mhz']} MHz")
-        el(3, "sm_clock", f"{c['sm_mhz']} MHz")
-        el(3, "mem_clock", f"{c['memory_mhz']} MHz")
-        el(3, "video_clock", f"{c['video_mhz']} MHz")
-        close(2, "clocks")
-        el(2, "max_clocks")
-        el(3, "graphics_clock", f"{c['max_graphics_mhz']} MHz")
-        el(3, "sm_clock", f"{c['max_graphics_mhz']} MHz")
-        el(3, "mem_clock", f"{c['max_memory_mhz']} MHz")
-        el(3, "video_clock", "1545 MHz")
-        close(2, "max_clocks")
-        fs = common.fabric_state(hw, g)
-        el(2, "fabric")
-        el(3, "state", fs)
-        el(3, "status", "Success" if fs == "Completed" else NA)
-        el(3, "cliqueId", 0 if fs == "Completed" else NA)
-        el(3, "clusterUuid", NA)
-        close(2, "fabric")
-        el(2, "processes")
-        close(2, "processes")
-        el(2, "accounted_processes")
-        close(2, "accounted_processes")
-        close(1, "gpu")
-        o.append("")
-    o.append("</nvidia_smi_log>")
-    return "\n".join(o) + "\n"
+        x.el(1, "gpu", attrs=f' id="{g["bus_id"]}"')
+        _xml_identity(x, g, drv, pm)
+        _xml_pci(x, g)
+        _xml_performance(x, g)
+        _xml_memory(x, g)
+        _xml_pages(x, g)
+        _xml_power(x, g)
+        _xml_clocks(x, g)
+        _xml_fabric(x, hw, g)
+        x.close(1, "gpu")
+        x.lines.append("")
+    return x.text()
+
+
+def _xml_identity(x: _XmlLog, g: dict, drv: str, pm: str) -> None:
+    """Product, modes, serial and UUID, board and part numbers, platform, reset status, GSP firmware."""
+    el, close = x.el, x.close
+    el(2, "product_name", g["name"])
+    el(2, "product_brand", "NVIDIA")
+    el(2, "product_architecture", g["architecture"])
+    el(2, "display_mode", "Disabled")
+    el(2, "display_active", "Disabled")
+    el(2, "persistence_mode", pm)
+    el(2, "addressing_mode", "None")
+    el(2, "mig_mode")
+    el(3, "current_mig", "Disabled")
+    el(3, "pending_mig", "Disabled")
+    close(2, "mig_mode")
+    el(2, "mig_devices")
+    x.lines.append("\t\t\tNone")
+    close(2, "mig_devices")
+    el(2, "accounting_mode", "Disabled")
+    el(2, "accounting_mode_buffer_size", 4000)
+    el(2, "driver_model")
+    el(3, "current_dm", NA)
+    el(3, "pending_dm", NA)
+    close(2, "driver_model")
+    el(2, "serial", g["serial"])
+    el(2, "uuid", g["uuid"])
+    el(2, "minor_number", g["minor_number"])
+    el(2, "vbios_version", g["vbios_version"])
+    el(2, "multigpu_board", "No")
+    el(2, "board_id", g["board_id"])
+    el(2, "board_part_number", g["board_part_number"])
+    el(2, "gpu_part_number", g["gpu_part_number"])
+    el(2, "gpu_fru_part_number", NA)
+    el(2, "platformInfo")
+    for k in ("chassis_serial_number", "slot_number", "tray_index", "host_id", "peer_type"):
+        el(3, k, NA)
+    el(3, "module_id", g["module_id"])
+    el(3, "gpu_fabric_guid", NA)
+    close(2, "platformInfo")
+    el(2, "gpu_reset_status")
+    el(3, "reset_required", "No")
+    el(3, "drain_and_reset_recommended", "No")
+    close(2, "gpu_reset_status")
+    el(2, "gpu_recovery_action", "None")
+    el(2, "gsp_firmware_version", drv)
+
+
+def _xml_pci(x: _XmlLog, g: dict) -> None:
+    """pci: bus, ids, link generation and width, replays."""
+    el, close = x.el, x.close
+    bus = g["bus_id"].split(":")
+    p = g["pcie"]
+    el(2, "pci")
+    el(3, "pci_bus", bus[1])
+    el(3, "pci_device", "00")
+    el(3, "pci_domain", "0000")
+    el(3, "pci_base_class", 3)
+    el(3, "pci_sub_class", 2)
+    el(3, "pci_device_id", g["pci_device_id"][2:])
+    el(3, "pci_bus_id", g["bus_id"])
+    el(3, "pci_sub_system_id", g["pci_sub_system_id"][2:])
+    el(3, "pci_gpu_link_info")
+    el(4, "pcie_gen")
+    el(5, "max_link_gen", p["gen_max"])
+    el(5, "current_link_gen", p["gen_current"])
+    el(5, "device_current_link_gen", p["gen_current"])
+    el(5, "max_device_link_gen", p["gen_max"])
+    el(5, "max_host_link_gen", p["gen_max"])
+    close(4, "pcie_gen")
+    el(4, "link_widths")
+    el(5, "max_link_width", f"{p['width_max']}x")
+    el(5, "current_link_width", f"{p['width_current']}x")
+    close(4, "link_widths")
+    close(3, "pci_gpu_link_info")
+    el(3, "replay_counter", p.get("replays", 0))
+    el(3, "replay_rollover_counter", 0)
+    close(2, "pci")
+
+
+def _xml_performance(x: _XmlLog, g: dict) -> None:
+    """Fan, performance state and the clocks event reasons (throttling)."""
+    x.el(2, "fan_speed", NA)
+    x.el(2, "performance_state", _perf_state(g))
+    x.el(2, "clocks_event_reasons")
+    for _label, key, _lvl, on in _clock_events(g):
+        x.el(3, f"clocks_event_reason_{key}", "Active" if on else "Not Active")
+    x.close(2, "clocks_event_reasons")
+
+
+def _xml_memory(x: _XmlLog, g: dict) -> None:
+    """Framebuffer use, compute mode, utilisation, ECC mode and error counters."""
+    el, close = x.el, x.close
+    m = g["memory"]
+    el(2, "fb_memory_usage")
+    el(3, "total", f"{m['total_mib']} MiB")
+    el(3, "reserved", f"{m['reserved_mib']} MiB")
+    el(3, "used", f"{m['used_mib']} MiB")
+    el(3, "free", f"{m['total_mib'] - m['reserved_mib'] - m['used_mib']} MiB")
+    close(2, "fb_memory_usage")
+    el(2, "compute_mode", "Default")
+    el(2, "utilization")
+    el(3, "gpu_util", f"{_gpu_util(g)} %")
+    el(3, "memory_util", "0 %")
+    close(2, "utilization")
+    el(2, "ecc_mode")
+    el(3, "current_ecc", g["ecc"]["mode"])
+    el(3, "pending_ecc", g["ecc"]["mode"])
+    close(2, "ecc_mode")
+    el(2, "ecc_errors")
+    for scope in ("volatile", "aggregate"):
+        e = g["ecc"][scope]
+        el(3, scope)
+        el(4, "sram_correctable", e["sram_correctable"])
+        el(4, "sram_uncorrectable_parity", e["sram_uncorrectable_parity"])
+        el(4, "sram_uncorrectable_secded", e["sram_uncorrectable_secded"])
+        el(4, "dram_correctable", e["dram_correctable"])
+        el(4, "dram_uncorrectable", e["dram_uncorrectable"])
+        if scope == "aggregate":
+            el(4, "sram_threshold_exceeded", "No")
+        close(3, scope)
+    close(2, "ecc_errors")
+
+
+def _xml_pages(x: _XmlLog, g: dict) -> None:
+    """Retired pages and remapped rows."""
+    el, close = x.el, x.close
+    el(2, "retired_pages")
+    el(3, "multiple_single_bit_retirement")
+    el(4, "retired_count", NA)
+    el(4, "retired_pagelist", NA)
+    close(3, "multiple_single_bit_retirement")
+    el(3, "double_bit_retirement")
+    el(4, "retired_count", NA)
+    el(4, "retired_pagelist", NA)
+    close(3, "double_bit_retirement")
+    el(3, "pending_blacklist", NA)
+    el(3, "pending_retirement", NA)
+    close(2, "retired_pages")
+    rr = g["remapped_rows"]
+    used = rr["correctable"] + rr["uncorrectable"]
+    el(2, "remapped_rows")
+    el(3, "remapped_row_corr", rr["correctable"])
+    el(3, "remapped_row_unc", rr["uncorrectable"])
+    el(3, "remapped_row_pending", _yn(rr["pending"]))
+    el(3, "remapped_row_failure", _yn(rr["failure"]))
+    el(3, "row_remapper_histogram")
+    el(4, "row_remapper_histogram_max", f"{rr['histogram_max'] - used} bank(s)")
+    el(4, "row_remapper_histogram_high", f"{used} bank(s)")
+    el(4, "row_remapper_histogram_partial", "0 bank(s)")
+    el(4, "row_remapper_histogram_low", "0 bank(s)")
+    el(4, "row_remapper_histogram_none", "0 bank(s)")
+    close(3, "row_remapper_histogram")
+    close(2, "remapped_rows")
+
+
+def _xml_power(x: _XmlLog, g: dict) -> None:
+    """Temperatures and power readings."""
+    el, close = x.el, x.close
+    el(2, "temperature")
+    el(3, "gpu_temp", f"{g['temperature_c']} C")
+    el(3, "gpu_temp_tlimit", f"{max(0, 87 - g['temperature_c'])} C")
+    el(3, "memory_temp", f"{g['memory_temperature_c']} C")
+    close(2, "temperature")
+    el(2, "gpu_power_readings")
+    el(3, "power_state", _perf_state(g))
+    el(3, "average_power_draw", f"{g['power_draw_w']:.2f} W")
+    el(3, "instant_power_draw", f"{g['power_draw_w']:.2f} W")
+    el(3, "current_power_limit", f"{g['power_limit_w']:.2f} W")
+    el(3, "default_power_limit", f"{g['power_limit_w']:.2f} W")
+    el(3, "max_power_limit", f"{g['power_limit_w']:.2f} W")
+    close(2, "gpu_power_readings")
+
+
+def _xml_clocks(x: _XmlLog, g: dict) -> None:
+    """Current and maximum clocks."""
+    el, close = x.el, x.close
+    c = g["clocks"]
+    el(2, "clocks")
+    el(3, "graphics_clock", f"{c['graphics_mhz']} MHz")
+    el(3, "sm_clock", f"{c['sm_mhz']} MHz")
+    el(3, "mem_clock", f"{c['memory_mhz']} MHz")
+    el(3, "video_clock", f"{c['video_mhz']} MHz")
+    close(2, "clocks")
+    el(2, "max_clocks")
+    el(3, "graphics_clock", f"{c['max_graphics_mhz']} MHz")
+    el(3, "sm_clock", f"{c['max_graphics_mhz']} MHz")
+    el(3, "mem_clock", f"{c['max_memory_mhz']} MHz")
+    el(3, "video_clock", "1545 MHz")
+    close(2, "max_clocks")
+
+
+def _xml_fabric(x: _XmlLog, hw: dict, g: dict) -> None:
+    """The NVLink fabric's state (fabric manager) and the process lists."""
+    el, close = x.el, x.close
+    fs = common.fabric_state(hw, g)
+    el(2, "fabric")
+    el(3, "state", fs)
+    el(3, "status", "Success" if fs == "Completed" else NA)
+    el(3, "cliqueId", 0 if fs == "Completed" else NA)
+    el(3, "clusterUuid", NA)
+    close(2, "fabric")
+    el(2, "processes")
+    close(2, "processes")
+    el(2, "accounted_processes")
+    close(2, "accounted_processes")
 
 
 # ---------------------------------------------------------------- --query-gpu=... --format=csv

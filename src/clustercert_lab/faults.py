@@ -14,10 +14,10 @@ import copy
 import json
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from clustercert.lab import hardware
+from clustercert.profile import load_profile
+from clustercert_lab import hardware, packages
 
 NODE_LABSIM = ["/usr/bin/python3", "/var/lib/clustercert-lab/labsim"]
 IB_RATES = (10, 20, 40, 56, 100, 200, 400, 800)
@@ -129,22 +129,11 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in [
 # ---------------------------------------------------------------- validation
 
 def _profile(hw: dict) -> dict:
-    name = hw.get("profile", "lab")
-    try:
-        from clustercert.profile import load_profile  # type: ignore[import-not-found]
-
-        return load_profile(name).model_dump()
-    except Exception:  # noqa: BLE001 - the profile module may not exist yet; read the YAML
-        import yaml
-
-        path = Path(__file__).resolve().parent.parent / "profiles" / f"{name}.yml"
-        return yaml.safe_load(path.read_text()) if path.exists() else {}
+    return load_profile(hw.get("profile", "lab")).model_dump()
 
 
 def repo_versions(hw: dict) -> dict[str, dict[str, str]]:
-    from clustercert.lab.packages import versions
-
-    return versions(_profile(hw))
+    return packages.versions(_profile(hw))
 
 
 def _convert(p: Param, value: Any) -> Any:
