@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from clustercert.errors import InputError
-from clustercert.profile import KNOWN_THRESHOLDS, builtin_profiles, load_profile
+from clustercert.model.profile import KNOWN_THRESHOLDS, builtin_profiles, load_profile
 
 
 def test_builtin_profiles_exist_and_validate():

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from clustercert.profile import load_profile
+from clustercert.model.profile import load_profile
 from clustercert_lab import hardware, packages
 
 NODE_LABSIM = ["/usr/bin/python3", "/var/lib/clustercert-lab/labsim"]

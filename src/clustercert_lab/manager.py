@@ -35,7 +35,7 @@ from pathlib import Path
 import yaml
 
 from clustercert.errors import InputError
-from clustercert.profile import load_profile
+from clustercert.model.profile import load_profile
 from clustercert_lab import faults, hardware, image, network, node, proxy, sim
 from clustercert_lab import spec as spec_mod
 from clustercert_lab.errors import LabError

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 
 from clustercert.errors import InputError
-from clustercert.profile import builtin_profiles, load_profile
-from clustercert.yamlutil import load_yaml_file
+from clustercert.model.profile import builtin_profiles, load_profile
+from clustercert.model.strict_yaml import load_yaml_file
 from clustercert_lab import faults, hardware
 
 DEFAULT_NODES = 4

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import time
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from clustercert.checks import DISRUPTIVE, components, disruptive_component
+from clustercert.report.catalogue import value_text
+from clustercert.report.documents import BOOTSTRAP_COUNTS
+
 
 def _console() -> Console:
-    import sys
-
     # a pipe or a CI log gets full-width tables rather than rich's 80-column default
     return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
@@ -192,10 +198,8 @@ def print_history(rows: list[dict]) -> None:
     t = Table(title="history (newest first)", title_justify="left")
     for col in ("time", "run", "kind", "node", "verdict", "failing checks", "probe values (min)"):
         t.add_column(col, overflow="fold")
-    import time as _time
-
     for r in rows:
-        t.add_row(_time.strftime("%Y-%m-%d %H:%M", _time.localtime(r["started"])), r["id"], r["kind"], r["node"],
+        t.add_row(time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started"])), r["id"], r["kind"], r["node"],
                   _styled(r["verdict"]), ", ".join(r["failing"]),
                   ", ".join(f"{k}={v:g}" for k, v in r["values"].items()))
     con.print(t)
@@ -234,8 +238,6 @@ def print_drift(doc: dict, run_id: str) -> None:
 
 def print_checks(doc: dict) -> None:
     """`clustercert checks`: one row per id; the expectations of each profile on their own lines."""
-    from clustercert.catalogue import value_text
-
     con = _console()
     t = Table(title=f"checks and probes ({len(doc['entries'])} ids; profiles: {', '.join(doc['profiles'])})",
               title_justify="left", show_lines=True)
@@ -255,3 +257,49 @@ def print_checks(doc: dict) -> None:
         ident = e["id"] + (" (--disruptive)" if e["disruptive"] else "") + f"\n[dim]{escape(e['what'])}[/dim]"
         t.add_row(ident, escape(reads), escape("\n".join(expects) or "-"), escape("\n".join(lab)))
     con.print(t)
+
+
+def summary_table(results: dict, comp_names: list[str]) -> list[dict]:
+    """Rows of node x component: worst status and counts, for the terminal table."""
+    rank = {"fail": 3, "error": 2, "pass": 1, "skip": 0}
+    prefix = {c: components([c])[0].check_ids + (disruptive_component(c).check_ids if c in DISRUPTIVE else ())
+              for c in comp_names}
+    rows = []
+    for name, r in sorted(results.items()):
+        row = {"node": name, "verdict": r.verdict}
+        for comp in comp_names:
+            fs = [f for f in r.findings if f.check in prefix[comp]]
+            if r.verdict == "unreachable":
+                row[comp] = "unreachable"
+            elif not fs:
+                row[comp] = "-"
+            else:
+                worst = max(fs, key=lambda f: rank[f.status]).status
+                n_bad = sum(1 for f in fs if f.status == worst)
+                row[comp] = worst if worst in ("pass", "skip") else f"{worst} ({n_bad})"
+        rows.append(row)
+    return rows
+
+
+def bootstrap_table(summary: dict, result, check: bool) -> str:
+    """`bootstrap`'s output: per host the task counts, what changed (or would), the failures, the run."""
+    t = Table(title="clustercert bootstrap" + (" (check mode: nothing was changed)" if check else ""),
+              title_justify="left")
+    t.add_column("host")
+    for k in BOOTSTRAP_COUNTS:
+        t.add_column(k, justify="right")
+    t.add_column("result")
+    for name, row in summary["hosts"].items():
+        bad = row["failed"] or row["unreachable"]
+        t.add_row(name, *(str(row[k]) for k in BOOTSTRAP_COUNTS), "FAILED" if bad else "ok")
+    console = Console(record=True, width=120, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(t)
+    lines = [console.export_text().rstrip()]
+    if summary["changes"]:
+        lines.append("")
+        lines.append(("would change" if check else "changed") + ":")
+        lines += [f"  {c['host']}: {c['role'] + ' : ' if c['role'] else ''}{c['task']}" for c in summary["changes"]]
+    for f in result.failures:
+        lines.append(f"{f['status']}: {f['host']}: {f['task']}: {f['msg']}".rstrip(": "))
+    lines.append(f"run: {result.run_dir}")
+    return "\n".join(lines)

@@ -14,6 +14,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Annotated
 
@@ -29,10 +30,17 @@ from pydantic import (
     field_validator,
 )
 
-from clustercert import names
+from clustercert import paths
 from clustercert.errors import InputError
-from clustercert.profile import Profile, format_validation_error, load_profile
-from clustercert.yamlutil import load_yaml_file
+from clustercert.model import names
+from clustercert.model.profile import (
+    Profile,
+    builtin_profiles,
+    format_validation_error,
+    load_profile,
+    profile_source,
+)
+from clustercert.model.strict_yaml import load_yaml_file, loads
 
 PREFIX = "clustercert_"
 YAML_SUFFIXES = (".yml", ".yaml")
@@ -119,9 +127,16 @@ class Inventory:
     def profiles(self) -> dict[str, Profile]:
         return {h.profile.name: h.profile for h in self.hosts.values()}
 
+    @property
+    def cluster_name(self) -> str:
+        """The inventory's clustercert_cluster_name, else its file or directory name."""
+        return next((h.vars.clustercert_cluster_name for h in self.hosts.values() if h.vars.clustercert_cluster_name),
+                    None) or self.source.name
+
 
 def resolve_inventory_arg(arg: str | None) -> Path:
-    """``-i`` value to a path. ``lab`` means the inventory the running lab wrote."""
+    """``-i`` value to a path: ``sample:NAME`` is a bundled sample (clustercert.commands.common resolves ``lab``,
+    the running lab's inventory, before this)."""
     if arg is None:
         env = os.environ.get("CLUSTERCERT_INVENTORY")
         if not env:
@@ -129,13 +144,6 @@ def resolve_inventory_arg(arg: str | None) -> Path:
         arg = env
     if arg.startswith(SAMPLE_PREFIX) and not Path(arg).exists():
         return sample_inventory(arg.removeprefix(SAMPLE_PREFIX))
-    if arg == "lab" and not Path("lab").exists():
-        from clustercert_lab import manager
-
-        path = Path(manager.inventory_path())
-        if not path.exists():
-            raise InputError("-i lab", None, "no lab inventory: start the lab first with `clustercert lab up`")
-        return path
     return Path(arg)
 
 
@@ -145,8 +153,6 @@ SAMPLE_PREFIX = "sample:"
 def sample_inventories() -> dict[str, Path]:
     """The sample inventories shipped with clustercert (a wheel carries them in the package): short name
     (``h100`` for ``h100-sample``) -> directory."""
-    from clustercert import paths
-
     base = paths.sample_inventory_dir()
     return {p.name.removesuffix("-sample"): p for p in sorted(base.iterdir()) if p.is_dir()} if base.is_dir() else {}
 
@@ -327,8 +333,6 @@ def precheck_files(path: Path) -> list[Path]:
         if not text.strip():
             raise InputError(str(src), None, "inventory is empty")
         if _looks_yaml(src, text):
-            from clustercert.yamlutil import loads
-
             _check_yaml_inventory(src, loads(text, str(src)))
         else:
             _check_ini_inventory(src, text)
@@ -399,6 +403,7 @@ def _ansible_hosts(path: Path, limit: str | None, files: list[Path] | None = Non
     A limit never widens: an empty pattern, a part that matches no host, or one Ansible cannot parse is an error."""
     os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_WARNING", "False")
     os.environ.setdefault("ANSIBLE_LOCALHOST_WARNING", "False")
+    # imported here, after the settings above: Ansible reads its ANSIBLE_* configuration when first imported
     from ansible import constants as C
     from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager, split_host_pattern
@@ -522,11 +527,7 @@ def load_inventory(arg: str | None, limit: str | None = None) -> Inventory:
         cache_key = (ivars.clustercert_profile, ov_key)
         if cache_key not in profiles_cache:
             where = _locate(files, "clustercert_profile", path)
-            from clustercert.profile import profile_source
-
             if not profile_source(ivars.clustercert_profile).is_file():
-                from clustercert.profile import builtin_profiles
-
                 raise InputError(
                     where, "clustercert_profile",
                     f"unknown profile {ivars.clustercert_profile!r} for host {name} (built-in: {', '.join(builtin_profiles())})",
@@ -600,8 +601,6 @@ def bond_address(hv: dict, ivars: InventoryVars, profile: Profile, name: str, wh
 
 
 def _similar(a: str, b: str) -> bool:
-    from difflib import SequenceMatcher
-
     return SequenceMatcher(None, a, b).ratio() > 0.85
 
 

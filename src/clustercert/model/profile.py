@@ -25,15 +25,15 @@ from pydantic import (
     model_validator,
 )
 
-from clustercert import names
 from clustercert.errors import InputError
-from clustercert.yamlutil import load_yaml_file
+from clustercert.model import names
+from clustercert.model.strict_yaml import load_yaml_file
 
-BUILTIN_DIR = Path(__file__).resolve().parent / "profiles"
+BUILTIN_DIR = Path(__file__).resolve().parent.parent / "profiles"  # clustercert/profiles/
 
 # Numbers: never a boolean (YAML's yes/true would read as 1), never NaN or infinite.
 Num = Annotated[float, Strict(), Field(allow_inf_nan=False)]
-# Names that reach remote commands (issue 19.2a): validated by clustercert.names at load time.
+# Names that reach remote commands (issue 19.2a): validated by clustercert.model.names at load time.
 IfName = Annotated[str, AfterValidator(lambda v: names.validate("ifname", v))]
 HcaName = Annotated[str, AfterValidator(lambda v: names.validate("hca", v))]
 SysctlKey = Annotated[str, AfterValidator(lambda v: names.validate("sysctl_key", v))]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from clustercert.errors import InputError
+from clustercert.model.profile import builtin_profiles, load_profile
 
 FILES = ("hosts.yml", "group_vars/all.yml", "known_hosts.md")
 
@@ -111,8 +112,6 @@ inventory) and name it in group_vars/all.yml:
 def init(directory: str, profile: str = "h100-sxm-8x-ndr", force: bool = False) -> dict:
     """Write the starter inventory into ``directory``; {"directory", "files", "profile"}. InputError for
     an unknown profile, a DIR that is a file, or a non-empty DIR without ``force`` (nothing written)."""
-    from clustercert.profile import builtin_profiles, load_profile
-
     prof = load_profile(profile)  # exit 2 for an unknown name or a bad file
     if profile not in builtin_profiles():
         profile = str(Path(profile).expanduser().resolve())

@@ -29,7 +29,6 @@ import binascii
 import hashlib
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -417,16 +416,3 @@ def verify(cert_path: Path, pubkey_path: Path) -> tuple[bool, str]:
     except InvalidSignature:
         return False, f"signature does not match the content: the certificate was changed after signing, or not signed by {fingerprint(key)}"
     return True, ""
-
-
-def verify_command(cert_path: str, key_path: str) -> int:
-    """``clustercert verify CERT --key PUB``: 0 and one line on stdout when valid; 1 and one line on
-    stderr when the signature does not verify. Bad input raises InputError (exit 2 via the CLI)."""
-    ok, reason = verify(Path(cert_path), Path(key_path))
-    if not ok:
-        print(f"clustercert: error: {cert_path}: {reason}".replace("\n", " "), file=sys.stderr)
-        return 1
-    cert = load_certificate(Path(cert_path))
-    fp = fingerprint(load_public_key(Path(key_path)))
-    print(f"certificate OK: {cert.get('cluster')}, verdict {cert.get('verdict')}, signed by {fp}")
-    return 0

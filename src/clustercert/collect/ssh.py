@@ -1,11 +1,12 @@
-"""Collect: the one place that does remote I/O.
+"""Sessions with the nodes: the evidence of a node in one connection, and the probes' servers and clients.
 
 Evidence for a node is gathered in ONE connection per node: a small stdlib-only Python program (the node
 runner, clustercert/remote/runner.py) is sent over SSH as ``python3 -c <its text>`` (or run locally for
 ``ansible_connection=local``) with the list of commands; it runs them concurrently on the node, each
-under its own timeout, and returns one JSON document. A command
+under its own timeout, and returns one JSON document (clustercert.model.evidence). A command
 that timed out, was missing or failed is reported as such, and the evaluators turn that into an
-``error`` finding — never a pass.
+``error`` finding — never a pass. A probe's server and client each run in a session of their own,
+bounded and reaped (start_server, finish_probe).
 """
 
 from __future__ import annotations
@@ -13,51 +14,23 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shlex
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from clustercert import remote
+from clustercert.model.evidence import CommandResult, NodeEvidence
 from clustercert.remote.runner import DONE_MARK, REQUEST_MARK
 
 # DONE_MARK, REQUEST_MARK: the node runner writes the one and reads the request after the other.
-
-
-@dataclass
-class CommandResult:
-    rc: int | None
-    stdout: str
-    stderr: str
-    timed_out: bool
-    seconds: float
-    command: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.rc == 0 and not self.timed_out
-
-    def excerpt(self, limit: int = 600) -> str:
-        text = self.stdout if self.stdout.strip() else self.stderr
-        text = text.strip()
-        return text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit} more characters)"
-
-
-@dataclass
-class NodeEvidence:
-    node: str
-    reachable: bool
-    error: str = ""
-    results: dict[str, CommandResult] = field(default_factory=dict)
-    seconds: float = 0.0
-
-    def to_json(self) -> dict:
-        return {"node": self.node, "reachable": self.reachable, "error": self.error, "seconds": self.seconds,
-                "results": {k: asdict(v) for k, v in self.results.items()}}
 
 
 def ssh_argv(conn: dict, host: str, control_dir: Path | None = None, connect_timeout: int = 10) -> list[str]:
@@ -217,9 +190,6 @@ def _run_marked(argv: list[str], request: str, timeout: float, on_done: Callable
     """subprocess.run(argv, input=request, capture_output=True, timeout=timeout), reading stdout as
     it comes: each DONE_MARK line is handed to ``on_done`` and left out of the returned stdout.
     Raises subprocess.TimeoutExpired (the process killed) past ``timeout``."""
-    import tempfile
-    import threading
-
     with tempfile.TemporaryFile() as err_file:
         p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err_file)
         expired = threading.Event()
@@ -373,8 +343,6 @@ def _read_server_start(proc: subprocess.Popen, pgid_wait: float, port: int | Non
     watcher's LISTEN_MARK line (within LISTEN_POLL_S + 3 s). Returns (pgid, listen status or None
     where it could not tell, the server's own output read meanwhile). Raw reads on the pipe: nothing
     is left in a buffer that select() cannot see."""
-    import select
-
     fd, buf = proc.stdout.fileno(), b""
 
     def read_until(pattern: re.Pattern, wait: float) -> re.Match | None:

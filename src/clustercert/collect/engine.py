@@ -1,4 +1,5 @@
-"""Run playbooks through ansible-runner.
+"""Playbook runs through ansible-runner: ``run_playbook``, the strategy it runs with, and ``-e`` as
+ansible-playbook reads it.
 
 One private data dir per run under ``<state>/runs/<id>/`` (artifacts kept; the env/ folder, which may
 hold extra-vars, is removed after the run so secrets do not linger in artifacts). Runner events are
@@ -21,16 +22,23 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
+import stat
 import sys
 import threading
-import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import ansible_runner
+from ansible.errors import AnsibleError
+from ansible.parsing.splitter import parse_kv
+
 from clustercert import paths, remote
+from clustercert.collect.ssh import HOST_KEY_FAILURE, describe_failure
+from clustercert.errors import InputError
+from clustercert.model.strict_yaml import load_yaml_file, loads
 
 STAT_KEYS = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
 
@@ -76,10 +84,6 @@ class RunResult:
 ProgressCallback = Callable[[dict], None]
 
 
-def new_run_id() -> str:
-    return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
-
-
 def _summarise(event: dict) -> dict | None:
     """Reduce a runner event to what the display, stats and the caller need."""
     kind = event.get("event", "")
@@ -116,8 +120,6 @@ def _failure_msg(status: str, msg: str) -> str:
     """A task's failure message; an unreachable host whose key did not verify says so in clustercert's words
     (Ansible's ssh plugin and mitogen each word it their own way)."""
     if status == "unreachable":
-        from clustercert.collect import HOST_KEY_FAILURE, describe_failure
-
         if describe_failure(msg, None) == HOST_KEY_FAILURE:
             return HOST_KEY_FAILURE
     return msg[:500]
@@ -151,10 +153,8 @@ def run_playbook(
     state: Path | None = None,
     envvars: dict | None = None,
 ) -> RunResult:
-    import ansible_runner
-
     state = state or paths.state_dir()
-    run_id = new_run_id()
+    run_id = paths.new_run_id()
     run_dir = state / "runs" / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     playbook = Path(playbook)
@@ -303,8 +303,6 @@ def scrub_tree(root: Path, values) -> None:
 
 
 def stat_is_fifo(path: Path) -> bool:
-    import stat
-
     try:
         return stat.S_ISFIFO(path.lstat().st_mode)
     except OSError:
@@ -344,8 +342,6 @@ def _tethered_playbook_binary(run_dir: Path, timeout: int, secrets_fifo: Path | 
     to run, ``<run_dir>/bin/ansible-playbook``: a shell script that execs it with this interpreter and its
     settings (this process, ``timeout``, the mark, the FIFO, the real ansible-playbook) in front of its
     arguments."""
-    import shlex
-
     real = shutil.which("ansible-playbook")
     if real is None:
         raise FileNotFoundError("ansible-playbook is not on PATH")
@@ -363,6 +359,71 @@ def _tethered_playbook_binary(run_dir: Path, timeout: int, secrets_fifo: Path | 
 
 
 def _quote(s: str) -> str:
-    import shlex
-
     return shlex.quote(s)
+
+
+# ---- what clustercert's own runs use ------------------------------------------------------------
+
+BOOTSTRAP_PLAYBOOK = "bootstrap.yml"  # playbooks/bootstrap.yml: `bootstrap`, and `drift` in check mode
+
+
+def strategy_env() -> dict[str, str]:
+    """Environment selecting the fastest available strategy: when the ``mitogen`` package is importable,
+    its ``mitogen_linear`` (one persistent interpreter per host instead of one SSH round trip + Python
+    start per task); ``CLUSTERCERT_STRATEGY=linear`` forces Ansible's own strategy."""
+    wanted = os.environ.get("CLUSTERCERT_STRATEGY", "auto")
+    if wanted not in ("auto", "mitogen_linear"):
+        return {"ANSIBLE_STRATEGY": wanted} if wanted else {}
+    try:  # an optional dependency: whether it is installed is the question asked here
+        import ansible_mitogen  # noqa: F401  (the mitogen package's Ansible integration)
+    except ImportError:
+        return {}
+    plugin_dir = Path(sys.modules["ansible_mitogen"].__file__).resolve().parent / "plugins" / "strategy"
+    if not plugin_dir.is_dir():
+        return {}
+    return {"ANSIBLE_STRATEGY_PLUGINS": str(plugin_dir), "ANSIBLE_STRATEGY": "mitogen_linear"}
+
+
+# ---- -e/--extra-vars ------------------------------------------------------------------------------
+
+EXTRA_VARS_FLAG = "-e/--extra-vars"
+
+
+def parse_extra_vars(items: list[str]) -> dict:
+    """-e as ansible-playbook reads it: @FILE (YAML or JSON), a JSON/YAML mapping, or key=value pairs (quoted
+    values may hold spaces); later wins. Anything else is bad input naming the flag and the item."""
+    out: dict = {}
+    for item in items:
+        text = item.strip()
+        if not text:
+            raise InputError(EXTRA_VARS_FLAG, repr(item), "empty (expected key=value, a JSON mapping, or @file)")
+        if text.startswith("@"):
+            if not text[1:]:
+                raise InputError(EXTRA_VARS_FLAG, item, "@ names no file")
+            data = load_yaml_file(text[1:])
+            if not isinstance(data, dict):
+                raise InputError(text[1:], None, "extra-vars file must be a mapping")
+            out.update(data)
+        elif text.startswith(("{", "[")):
+            data = loads(text, EXTRA_VARS_FLAG)
+            if not isinstance(data, dict):
+                raise InputError(EXTRA_VARS_FLAG, text[:60], "expected a mapping")
+            out.update(data)
+        else:
+            out.update(_key_values(text))
+    return out
+
+
+def _key_values(text: str) -> dict:
+    """``k=v k2='a b'`` split as ansible-playbook splits it (ansible's parse_kv)."""
+    try:
+        pairs = parse_kv(text, check_raw=False)
+    except AnsibleError as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "cannot split"
+        raise InputError(EXTRA_VARS_FLAG, text[:60], reason) from None
+    raw = pairs.pop("_raw_params", None)
+    if raw is not None:
+        raise InputError(EXTRA_VARS_FLAG, raw[:60], "expected key=value, a JSON mapping, or @file")
+    if "" in pairs:
+        raise InputError(EXTRA_VARS_FLAG, text[:60], "a variable name is empty")
+    return pairs

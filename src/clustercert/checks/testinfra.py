@@ -10,7 +10,7 @@ import pytest
 
 from clustercert.checks import Finding, HostContext, run_evaluations
 from clustercert.checks import component as load_component
-from clustercert.collect import CommandResult
+from clustercert.model.evidence import CommandResult
 
 _CACHE: dict[tuple[str, str], list[Finding]] = {}
 

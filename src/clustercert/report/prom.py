@@ -22,6 +22,12 @@ import os
 import tempfile
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+from clustercert.probes.judge import BaselineJudge
+from clustercert.record.store import Store, default_path
+from clustercert.report.documents import parse_time
+
 STATUS_VALUE = {"pass": 0, "fail": 1, "error": 2, "skip": 3, "unreachable": 4}
 RANK = {"skip": 0, "pass": 1, "error": 2, "fail": 3}
 
@@ -37,8 +43,6 @@ def render(verb: str, *, nodes: dict[str, dict] | None = None, links: list[dict]
     "subject", "unit", "value", "status", "threshold", "round"}); ``bounds``: the bound each link is held
     to, by its ``threshold`` name (else its probe): name -> ("floor" | "ceiling", value).
     """
-    from prometheus_client import CollectorRegistry, Gauge, generate_latest
-
     reg = CollectorRegistry()
     if nodes is not None:
         status = Gauge("clustercert_check_status", "Worst status of each check per node in the last run "
@@ -105,8 +109,6 @@ def threshold_bounds(thresholds: dict[str, dict]) -> dict[str, tuple[str, float]
 def last_success(kind: str, inventory: str, passed: tuple[str, ...] = ("pass",)) -> float | None:
     """When the latest run of ``kind`` on ``inventory`` that ended with one of the ``passed`` verdicts
     finished (from the store), or None."""
-    from clustercert.store import Store, default_path
-
     if not default_path().exists():
         return None
     for r in Store().runs(kind=kind, limit=100_000):
@@ -130,3 +132,52 @@ def write_atomic(path: Path | str, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+# ---- each verb's textfile ---------------------------------------------------------------------------
+
+def write_validate(path: str, doc: dict, started: float, finished: float) -> None:
+    """validate --prom: per node and check the status, per node the verdict, the run's duration, when it
+    finished and when a validate of this inventory last passed."""
+    ok = finished if doc["verdict"] == "pass" else last_success("validate", doc["inventory"])
+    write_atomic(path, render("validate", nodes=doc["nodes"], duration_s=finished - started,
+                              finished=finished, last_success=ok))
+
+
+def write_certify(path: str, cert: dict, inventory: str) -> None:
+    """certify --prom: per node and check the status, per node the verdict, per link the value and the bound
+    it was held to, the run's duration, when it finished and when a certify of this inventory last passed."""
+    started, finished = parse_time(cert["started"]).timestamp(), parse_time(cert["finished"]).timestamp()
+    ok = finished if cert["verdict"] == "pass" else last_success("certify", inventory)
+    write_atomic(path, render("certify", nodes=cert["nodes"], links=cert["links"],
+                              bounds=threshold_bounds(cert.get("thresholds", {})),
+                              duration_s=finished - started, finished=finished, last_success=ok))
+
+
+def write_drift(path: str, doc: dict, inv, current: dict, baseline_links: list[dict], links: list[dict],
+                started: float, finished: float) -> None:
+    """drift --prom: drift items per node and kind, per node and check the status, per node the verdict, per
+    link (--probes) the value and the bound the baseline sets (its median less the profile's drift
+    tolerance; a latency: plus), the run's duration, when it finished and when a drift of this inventory
+    was last clean."""
+    counts: dict[tuple[str, str], int] = {(n, k): 0 for n in inv.hosts for k in ("configuration", "state",
+                                                                                  "performance")}
+    for i in doc["items"]:
+        counts[(i["node"], i["kind"])] = counts.get((i["node"], i["kind"]), 0) + 1
+    judge = BaselineJudge(baseline_links, lambda n: inv.hosts[n].profile.drift_tolerance)
+    bounds: dict[str, tuple[str, float]] = {}
+    keyed = []
+    for lk in links:
+        ref = judge.median.get((lk["probe"], lk["fabric"]))
+        if ref is None:
+            keyed.append(lk)
+            continue
+        tol = inv.hosts[lk["a"]].profile.drift_tolerance
+        key = f"{lk['probe']}|{lk['fabric']}|{lk['a']}"
+        ceiling = lk["probe"].endswith("_lat")
+        bounds[key] = ("ceiling", ref * (1 + tol)) if ceiling else ("floor", ref * (1 - tol))
+        keyed.append(lk | {"threshold": key})
+    nodes = {n: r.to_json() | {"verdict": r.verdict} for n, r in current.items()}
+    ok = finished if doc["verdict"] == "clean" else last_success("drift", doc["inventory"], ("clean",))
+    write_atomic(path, render("drift", nodes=nodes, links=keyed, bounds=bounds, duration_s=finished - started,
+                              finished=finished, last_success=ok, drift_items=counts))

@@ -6,7 +6,7 @@ left as it is -- passing or failing (it is out of service already, and its reaso
 
 ``scontrol`` runs on a node of the cluster (its Slurm client configuration and munge are there), as
 roles/rolling_reboot does: the first Slurm node (``clustercert_slurm: true``) that answered. All of
-it goes through clustercert.collect, every command under the node's command timeout.
+it goes through clustercert.collect.ssh, every command under the node's command timeout.
 
 Pure parts (parse_show_node, drain_reason, decide) are separate from the remote part (apply).
 """
@@ -18,9 +18,10 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from clustercert.collect import CommandResult, collect_node
+from clustercert.collect.ssh import collect_node
 from clustercert.errors import InputError
-from clustercert.inventory import HostView, Inventory
+from clustercert.model.evidence import CommandResult
+from clustercert.model.inventory import HostView, Inventory
 from clustercert.shell import q
 
 REASON_PREFIX = "clustercert:"

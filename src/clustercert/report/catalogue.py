@@ -17,9 +17,14 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
+from difflib import get_close_matches
 
+from clustercert import remote
+from clustercert.checks import COMPONENT_ORDER, DISRUPTIVE, HostContext, component
 from clustercert.checks.gpu import CRITICAL_XIDS
 from clustercert.errors import InputError
+from clustercert.model.profile import builtin_profiles, load_profile, profile_source
+from clustercert.probes import commands as probe_cmds
 
 VALIDATE_LAB = "tests/validators/test_validate_lab.py::test_fault_is_caught_on_its_node_only"
 PROBE_LAB = "tests/validators/test_validate_lab.py::test_probe_fault_is_caught_on_its_node_only"
@@ -192,8 +197,7 @@ _BW_NOTE = "(and not below the outlier ratio x the cluster median of the same pr
 
 
 def _probe_commands() -> dict[str, tuple[str, ...]]:
-    from clustercert.probes import commands as c
-
+    c = probe_cmds
     return {
         "ib_write_bw_loopback": (c.perftest_cmd("ib_write_bw", "HCA", 1, c.PERFTEST_PORT, 5),
                                  c.perftest_cmd("ib_write_bw", "HCA", 1, c.PERFTEST_PORT, 5, "localhost")),
@@ -282,8 +286,6 @@ def expand(flag: str, text: str | None) -> set[str] | None:
     names; None for an absent flag. Unknown ids are bad input: one line naming the flag and the id."""
     if text is None:
         return None
-    from clustercert.checks import COMPONENT_ORDER
-
     names = [x.strip() for x in text.split(",") if x.strip()]
     if not names:
         raise InputError(flag, text, "names no check id or component (`clustercert checks` lists them)")
@@ -297,8 +299,6 @@ def expand(flag: str, text: str | None) -> set[str] | None:
             raise InputError(flag, name, "is a probe, not a validator check (run it with `clustercert probe --probes` "
                                          "or `certify`)")
         else:
-            from difflib import get_close_matches
-
             close = get_close_matches(name, [e.id for e in CHECKS] + list(COMPONENT_ORDER), n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise InputError(flag, name, f"unknown check id or component{hint}; components: "
@@ -308,10 +308,31 @@ def expand(flag: str, text: str | None) -> set[str] | None:
 
 def components_for(ids: set[str]) -> list[str]:
     """The validate components that produce ``ids``, in the components' order."""
-    from clustercert.checks import COMPONENT_ORDER
-
     wanted = {BY_ID[i].component for i in ids}
     return [c for c in COMPONENT_ORDER if c in wanted]
+
+
+def select(checks: str | None, skip: str | None, disruptive: bool = False) -> tuple[list[str], set[str]]:
+    """``--checks``/``--skip`` (check ids and component names) -> (the components to run, in order; the check
+    ids to report). The disruptive test (ib.bond_failover) is in only with ``disruptive``. Bad input -- an
+    unknown id, a selection that leaves nothing, the failover test named without --disruptive, --disruptive
+    without it -- is an InputError naming the flag, before anything runs."""
+    chosen = expand("--checks", checks)
+    skipped = expand("--skip", skip) or set()
+    failover = {e.id for e in CHECKS if e.disruptive}
+    named = {x.strip() for x in (checks or "").split(",")} & failover
+    if named and not disruptive:
+        raise InputError("--checks", sorted(named)[0], "runs only with --disruptive (it takes each node's active "
+                                                       "bond slave down for a moment)")
+    ids = (chosen if chosen is not None else {e.id for e in CHECKS}) - skipped
+    if not disruptive:
+        ids -= failover
+    if not ids:
+        raise InputError("--skip" if skip else "--checks", skip or checks, "leaves no check to run")
+    if disruptive and not ids & failover:
+        why = "is skipped (--skip)" if failover & skipped else f"is not in --checks {checks}: add bond"
+        raise InputError("--disruptive", None, f"the disruptive test belongs to {', '.join(DISRUPTIVE)} and {why}")
+    return components_for(ids), ids
 
 
 # ---- per profile: what each entry is held to ---------------------------------------------------------
@@ -362,9 +383,7 @@ def expectations(entry: Entry, profile, source: str) -> list[dict]:
 
 def _reads(entry: Entry, profile) -> list[dict]:
     if entry.kind == "probe":
-        return [{"evidence": entry.id.removeprefix("probe."), "command": c} for c in entry.reads]
-    from clustercert.checks import HostContext, component
-
+        return [{"evidence": entry.id.removeprefix("probe."), "command": cmd} for cmd in entry.reads]
     module = "bond_failover" if entry.disruptive else entry.component
     cmds = component(module).commands(HostContext("NODE", profile))
     out = []
@@ -376,8 +395,6 @@ def _reads(entry: Entry, profile) -> list[dict]:
 
 def _short(cmd: str, limit: int = 240) -> str:
     """One line of ``cmd``; a program sent inline (python3 -c '<source>') is named, not quoted."""
-    from clustercert import remote
-
     for name in remote.PROGRAMS:
         src = remote.source(name)
         cmd = cmd.replace(shlex.quote(src), f"<clustercert.remote.{name}>").replace(src, f"<clustercert.remote.{name}>")
@@ -387,8 +404,6 @@ def _short(cmd: str, limit: int = 240) -> str:
 
 def load_profiles(names: list[str] | None) -> list[tuple[object, str]]:
     """(Profile, its file) for each name (built-in name or path); every built-in profile by default."""
-    from clustercert.profile import builtin_profiles, load_profile, profile_source
-
     out = []
     for name in names or builtin_profiles():
         prof = load_profile(name)  # InputError (exit 2) for an unknown name or a bad file
