@@ -17,7 +17,7 @@ HEADER = "file\ttool\tcommand\tsource\thardware/version\tstatus\tnotes\tuse\n"
 
 @pytest.fixture(scope="module")
 def corpus():
-    spec = importlib.util.spec_from_file_location("corpus_b", ROOT / "benchmarks" / "corpus.py")
+    spec = importlib.util.spec_from_file_location("corpus", ROOT / "benchmarks" / "corpus.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

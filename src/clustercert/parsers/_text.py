@@ -1,4 +1,5 @@
-"""Small text helpers shared by the group-B parsers (ib, bonding, perftest, nccl_tests, iperf3, ofed).
+"""Line and value helpers shared by the fabric and network tool parsers (ib, bonding, perftest, nccl_tests,
+iperf3, ofed): lines of text, integers and rates, coded states, sysfs grep dumps.
 
 Pure functions only. ``ttar_to_grep_dump`` is used by tests and ``benchmarks/corpus.py`` to turn a
 ``ttar`` archive of a sysfs tree into the ``PATH:VALUE`` dump the sysfs parsers read.
