@@ -10,7 +10,7 @@ RUNS=${1:-3}
 PY=.venv/bin/python
 export CLUSTERCERT_HOME=${CLUSTERCERT_HOME:-/tmp/clustercert-bench-state}
 $PY -m clustercert lab up --nodes 8 >/dev/null
-INV=$($PY -c 'from clustercert.lab import manager; print(manager.inventory_path())')
+INV=$($PY -c 'from clustercert_lab import manager; print(manager.inventory_path())')
 KEYFILE_ARGS=()
 if [ -n "${BENCH_EXTRA_VARS:-}" ]; then KEYFILE_ARGS=(-e "$BENCH_EXTRA_VARS"); fi
 

@@ -27,7 +27,7 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 from clustercert.parsers import REGISTRY, ParseError  # noqa: E402
-from clustercert.parsers._util_b import ttar_to_grep_dump  # noqa: E402
+from clustercert.parsers._text import ttar_to_grep_dump  # noqa: E402
 
 # Tools for which no parser exists (by design, for now).
 SKIPPED_TOOLS = {

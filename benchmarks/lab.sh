@@ -29,7 +29,7 @@ mem_avail_kb() { awk '/^MemAvailable:/{print $2}' /proc/meminfo; }
 cc() { "$PY" -m clustercert "$@"; }
 ssh_all() {  # every node of the running lab answers a real SSH command (fresh connections)
   local n fail=0
-  for n in $("$PY" -c 'from clustercert.lab import manager; print(" ".join(manager.status()["nodes"]))'); do
+  for n in $("$PY" -c 'from clustercert_lab import manager; print(" ".join(manager.status()["nodes"]))'); do
     ssh -F "$LAB/ssh/config" -o ControlMaster=no -o ControlPath=none "$n" true || fail=1
   done
   return $fail
@@ -45,7 +45,7 @@ if [ "$SKIP_BUILD" = 0 ]; then
   CLUSTERCERT_LAB_CACHE="$TMPCACHE" "$PY" - <<'EOF'
 import logging
 logging.basicConfig(level=logging.WARNING, format="%(message)s")
-from clustercert.lab import image, manager
+from clustercert_lab import image, manager
 done = image.ensure_image("lab", manager._profile("lab"))
 assert done["base_built"], done
 EOF
@@ -73,12 +73,12 @@ sleep 15
 m1=$(mem_avail_kb)
 R[mem_avail]=$(awk -v a="$m0" -v b="$m1" 'BEGIN{printf "%.1f", (a-b)/1024/8}')
 R[mem_cgroup]=$("$PY" -c '
-from clustercert.lab import manager, node
+from clustercert_lab import manager, node
 v = [node.cgroup_memory_bytes(n) or 0 for n in manager.status()["nodes"]]
 print(f"{sum(v)/len(v)/2**20:.1f} (max {max(v)/2**20:.1f})")')
 R[mem_pss]=$("$PY" -c '
 from pathlib import Path
-from clustercert.lab import manager, node
+from clustercert_lab import manager, node
 tot = []
 for n in manager.status()["nodes"]:
     kb = 0
@@ -99,7 +99,7 @@ cc lab up --nodes 16 >/dev/null
 R[up16]=$(since "$t")
 ANSIBLE_HOST_KEY_CHECKING=True "$ANSIBLE" all -i "$LAB/inventory/hosts.yml" -m ping -o -f 16 >/tmp/cc-lab-bench-ping.txt 2>&1 || true
 R[ping16_ok]=$(grep -c '| SUCCESS' /tmp/cc-lab-bench-ping.txt || true)
-R[running16]=$("$PY" -c 'from clustercert.lab import manager; print(sum(n["state"] == "running" for n in manager.status()["nodes"].values()))')
+R[running16]=$("$PY" -c 'from clustercert_lab import manager; print(sum(n["state"] == "running" for n in manager.status()["nodes"].values()))')
 
 # 5. down
 t=$(now)

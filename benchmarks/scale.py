@@ -28,8 +28,11 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
-from clustercert import reports  # noqa: E402
 from clustercert.checks import all_check_ids  # noqa: E402
+from clustercert.report.files import write_reports  # noqa: E402
+from clustercert.report.html import render_html  # noqa: E402
+from clustercert.report.junit import render_junit  # noqa: E402
+from clustercert.report.markdown import render_summary  # noqa: E402
 
 GPUS, RAILS = 8, 2
 THRESHOLDS = {
@@ -181,7 +184,7 @@ def worst_case(cert: dict) -> dict:
 
 def measure(cert: dict, repeat: int) -> dict[str, tuple[int, float]]:
     out = {}
-    for name, fn in (("html", reports.render_html), ("junit", reports.render_junit), ("summary", reports.render_summary)):
+    for name, fn in (("html", render_html), ("junit", render_junit), ("summary", render_summary)):
         best, size = float("inf"), 0
         for _ in range(repeat):
             t0 = time.perf_counter()
@@ -211,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         cells = " | ".join(f"{m[k][0] / 1e6:8.2f} MB {m[k][1]:7.3f} s" for k in ("html", "junit", "summary"))
         print(f"{n:>6} {len(cert['links']):>6} {failing:>7} | {cells}{'  (every node and link failing)' if worst else ''}")
         if args.out:
-            reports.write_reports(cert, args.out / f"{n}{'-worst' if worst else ''}")
+            write_reports(cert, args.out / f"{n}{'-worst' if worst else ''}")
     return 0
 
 

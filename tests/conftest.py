@@ -48,7 +48,7 @@ def _state_home(monkeypatch, tmp_path_factory):
 def init_signing_key(home: Path | str | None = None) -> Path:
     """`clustercert key init` in ``home`` (default: the current CLUSTERCERT_HOME) unless a key is
     there already; the private key's path."""
-    from clustercert import certificate
+    from clustercert.record import certificate
 
     state = Path(home or os.environ["CLUSTERCERT_HOME"])
     priv = certificate.key_paths(state)[0]

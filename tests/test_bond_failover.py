@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from clustercert import validate
 from clustercert.checks import HostContext, all_check_ids, bond_failover, component, disruptive_component
-from clustercert.collect import CommandResult, NodeEvidence
-from clustercert.inventory import HostView, Inventory, InventoryVars
-from clustercert.profile import load_profile
+from clustercert.checks import run as check_run
+from clustercert.model.evidence import CommandResult, NodeEvidence
+from clustercert.model.inventory import HostView, Inventory, InventoryVars
+from clustercert.model.profile import load_profile
+from clustercert.report.terminal import summary_table
 
 sys.path.insert(0, str(Path(__file__).parent / "parsers"))
 from test_bond_failover_output import BACKUP_DOWN, TESTED  # noqa: E402
@@ -231,9 +232,9 @@ def test_validate_runs_the_failover_node_by_node_after_the_normal_checks(monkeyp
         calls.append(("in_turn", list(nodes), {n: commands_for[n]["bond_failover"][0].split()[-4] for n in nodes}))
         return {n: NodeEvidence(n, True, "", {"bond_failover": res(BACKUP_DOWN if n == "n2" else TESTED)}) for n in nodes}
 
-    monkeypatch.setattr(validate, "collect_many", fake_many)
-    monkeypatch.setattr(validate, "collect_in_turn", fake_in_turn)
-    results = validate.validate_nodes(inv, ["bond"], disruptive=True)
+    monkeypatch.setattr(check_run, "collect_many", fake_many)
+    monkeypatch.setattr(check_run, "collect_in_turn", fake_in_turn)
+    results = check_run.validate_nodes(inv, ["bond"], disruptive=True)
     # normal checks first (all nodes at once), then the failover on the reachable nodes one by one, in order;
     # each pings the next reachable node whose ib.bond passed (n2's backup slave is down, n4 does not answer)
     assert calls[0] == ("many", ["n1", "n2", "n3", "n4"], ["bonding"])
@@ -246,11 +247,11 @@ def test_validate_runs_the_failover_node_by_node_after_the_normal_checks(monkeyp
         assert "bond_failover" in results[n].evidence.results  # recorded with the node's other evidence
     assert results["n2"].verdict == "fail"
     assert [f.status for f in results["n2"].findings if f.check == CHECK] == ["fail"]
-    rows = {r["node"]: r for r in validate.summary_table(results, ["bond"])}
+    rows = {r["node"]: r for r in summary_table(results, ["bond"])}
     assert rows["n1"]["bond"] == "pass" and rows["n2"]["bond"] == "fail (2)"
     # without --disruptive: no failover step, no ib.bond_failover finding
     calls.clear()
-    results = validate.validate_nodes(inv, ["bond"])
+    results = check_run.validate_nodes(inv, ["bond"])
     assert [c[0] for c in calls] == ["many"]
     assert not [f for r in results.values() for f in r.findings if f.check == CHECK]
 

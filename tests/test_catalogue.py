@@ -1,4 +1,4 @@
-"""Issue 23.4: the catalogue of check and probe ids (clustercert.catalogue) against what the code emits, the
+"""Issue 23.4: the catalogue of check and probe ids (clustercert.report.catalogue) against what the code emits, the
 profiles, the lab's fault table and the lab tests it names; docs/checks.md is generated from it; validate
 --checks/--skip take its ids."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from clustercert import catalogue
 from clustercert.checks import COMPONENT_ORDER, HostContext, component, registry
 from clustercert.cli import main
-from clustercert.profile import KNOWN_THRESHOLDS, builtin_profiles, load_profile
+from clustercert.model.profile import KNOWN_THRESHOLDS, builtin_profiles, load_profile
+from clustercert.report import catalogue
 
 REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "src" / "clustercert"
@@ -104,11 +104,11 @@ def test_every_evidence_key_names_a_command_of_its_component():
 # ---- the lab's fault table -------------------------------------------------------------------------
 
 def test_catalogue_agrees_with_the_lab_fault_table():
-    """The product keeps the lab evidence as data (it never imports clustercert.lab); here it is held
+    """The product keeps the lab evidence as data (it never imports clustercert_lab); here it is held
     against the lab's own FAULTS: every fault kind is listed under the check its table names, every fault
     the catalogue lists exists with those parameters, and every proof for a check the table does not
     name for that kind points at a lab test that exists and uses that fault."""
-    from clustercert.lab.faults import FAULTS
+    from clustercert_lab.faults import FAULTS
 
     proofs = {(e.id, p.fault): p for e in catalogue.ENTRIES for p in e.proofs}
     for v, ps in catalogue.VERDICT_PROOFS.items():
@@ -161,7 +161,7 @@ def _matrix() -> dict[str, dict[tuple[str, str], dict]]:
     over those very lists and asserting that every id of its case fails on the faulty node and on no other."""
     import inspect
 
-    from clustercert.lab.faults import FAULTS
+    from clustercert_lab.faults import FAULTS
 
     path = catalogue.VALIDATE_LAB.partition("::")[0]
     assert catalogue.PROBE_LAB.partition("::")[0] == path
@@ -244,12 +244,15 @@ def test_the_fault_matrices_assert_nothing_the_catalogue_does_not_list():
 
 
 def test_the_product_does_not_import_the_lab():
-    """Only the lab verb's own handler imports clustercert.lab (tests/test_cli_flags.py runs the catalogue and
-    the parser in a fresh interpreter and finds no clustercert.lab module loaded)."""
-    for f in (SRC / "catalogue.py", SRC / "validate.py", SRC / "report_text.py", SRC / "documents.py", SRC / "prom.py"):
-        assert not re.search(r"^\s*(from|import) clustercert\.lab", f.read_text(), re.M), f
-    imports = re.findall(r"^\s*from clustercert\.lab import (\w+)", (SRC / "cli.py").read_text(), re.M)
-    assert imports == ["manager"]  # cmd_lab
+    """Only the command layer imports clustercert_lab: the lab verb (its manager) and ``-i lab`` (its paths);
+    tests/test_architecture.py holds the whole import graph to it, and tests/test_cli_flags.py runs the
+    catalogue and the parser in a fresh interpreter and finds no clustercert_lab module loaded."""
+    for f in (SRC / "report" / "catalogue.py", SRC / "checks" / "run.py", SRC / "report" / "terminal.py",
+              SRC / "report" / "documents.py", SRC / "report" / "prom.py"):
+        assert not re.search(r"^\s*(from|import) clustercert_lab", f.read_text(), re.M), f
+    imports = {f.name: re.findall(r"^\s*from clustercert_lab import (\w+)", f.read_text(), re.M)
+               for f in sorted((SRC / "commands").glob("*.py"))}
+    assert {k: v for k, v in imports.items() if v} == {"common.py": ["paths"], "lab.py": ["manager"]}
 
 
 # ---- outputs ------------------------------------------------------------------------------------------
@@ -304,12 +307,12 @@ def test_expand_takes_ids_and_components():
     (["--checks", "gpu", "--disruptive"], "--disruptive: the disruptive test belongs to bond"),
 ])
 def test_bad_check_selection_is_one_line_before_anything_runs(argv, fragment, capsys, monkeypatch):
-    import clustercert.validate
+    import clustercert.checks.run
 
     def nothing(*a, **k):
         raise AssertionError("a connection was attempted")
 
-    monkeypatch.setattr(clustercert.validate, "collect_many", nothing)
+    monkeypatch.setattr(clustercert.checks.run, "collect_many", nothing)
     rc = main(["validate", "-i", "sample:h100", *argv])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and fragment in err, err

@@ -17,14 +17,22 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from clustercert import certificate as cc
+from clustercert.commands import verify
 from clustercert.errors import InputError
+from clustercert.record import certificate as cc
+
+
+def verify_command(cert: str, key: str) -> int:
+    """`clustercert verify CERT --key KEY` as its command runs it."""
+    return verify.run(SimpleNamespace(certificate=cert, key=key))
+
 
 NODES = [f"gpu-node-{i:02d}" for i in range(1, 9)]
 REACHABLE = NODES[:7]
@@ -271,7 +279,7 @@ def test_sign_verify_round_trip(signed, capsys):
     assert base64.b64decode(cert["signature"]["public_key"]) == cc.public_raw(key.public_key())
     assert len(base64.b64decode(cert["signature"]["value"])) == 64
     assert cc.verify(path, pub) == (True, "")
-    assert cc.verify_command(str(path), str(pub)) == 0
+    assert verify_command(str(path), str(pub)) == 0
     out = capsys.readouterr().out
     assert out == f"certificate OK: lab-h100-a, verdict fail, signed by {cc.fingerprint(key.public_key())}\n"
 
@@ -379,7 +387,7 @@ def test_resigned_with_other_key_and_embedded_key_swapped_fails(signed, tmp_path
 def test_verify_command_failure_is_one_line_on_stderr(signed, capsys):
     path, pub, _ = signed
     _replace_once(path, '"observed": "7"', '"observed": "8"')
-    assert cc.verify_command(str(path), str(pub)) == 1
+    assert verify_command(str(path), str(pub)) == 1
     cap = capsys.readouterr()
     assert cap.out == ""
     assert cap.err.startswith("clustercert: error: ") and cap.err.count("\n") == 1
@@ -427,7 +435,7 @@ def test_bad_input_raises_input_error(signed, tmp_path, case, fragment):
         cc.verify(path, pub)
     assert fragment in str(ei.value) and "\n" not in str(ei.value)
     with pytest.raises(InputError):
-        cc.verify_command(str(path), str(pub))
+        verify_command(str(path), str(pub))
 
 
 def test_bad_public_key_input_errors(signed, tmp_path):

@@ -8,9 +8,9 @@ import pytest
 
 from clustercert.checks import HostContext, all_check_ids, component, node_verdict, run_evaluations
 from clustercert.checks import ib as ib_checks
-from clustercert.collect import CommandResult
+from clustercert.model.evidence import CommandResult
+from clustercert.model.profile import load_profile
 from clustercert.parsers import parse
-from clustercert.profile import load_profile
 
 FIX = Path(__file__).parent / "fixtures"
 

@@ -46,9 +46,9 @@ def test_probe_rejects_unknown_probe_names_before_running(probes, key, capsys):
 
 
 def test_probe_selection_keeps_only_the_named_probes_thresholds():
-    from clustercert.certify import ProbeSettings
-    from clustercert.inventory import load_inventory
-    from clustercert.probing import parse_probe_list
+    from clustercert.commands.probe import parse_probe_list
+    from clustercert.model.inventory import load_inventory
+    from clustercert.probes.plan import ProbeSettings
 
     prof = next(iter(load_inventory("inventory/h100-sample").hosts.values())).profile
     everything = ProbeSettings()

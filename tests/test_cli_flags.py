@@ -12,11 +12,13 @@ import shlex
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from clustercert import cli, cmdoptions
 from clustercert.cli import build_parser, main
+from clustercert.collect import engine
 from clustercert.errors import InputError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -96,8 +98,7 @@ def seen(monkeypatch):
         got["env"] = {k: os.environ.get(k) for k in ("ANSIBLE_REMOTE_USER", "ANSIBLE_PRIVATE_KEY_FILE")}
         return 0
 
-    for verb in list(cli.HANDLERS):
-        monkeypatch.setitem(cli.HANDLERS, verb, fake)
+    monkeypatch.setattr(cli, "command", lambda name: SimpleNamespace(run=fake))
     return got
 
 
@@ -118,13 +119,13 @@ def test_verbose_counts_anywhere_on_the_line(argv, level, seen, tmp_path, monkey
 
 def test_verbose_reaches_ansible_playbook(monkeypatch, tmp_path):
     got = {}
-    import clustercert.engine
+    import clustercert.collect.engine
 
     def fake_run_playbook(playbook, inventory, **kw):
         got.update(kw)
-        return clustercert.engine.RunResult("r1", tmp_path, 0, "successful", {"gpu01": clustercert.engine.HostStats(ok=1)})
+        return clustercert.collect.engine.RunResult("r1", tmp_path, 0, "successful", {"gpu01": clustercert.collect.engine.HostStats(ok=1)})
 
-    monkeypatch.setattr(clustercert.engine, "run_playbook", fake_run_playbook)
+    monkeypatch.setattr(clustercert.collect.engine, "run_playbook", fake_run_playbook)
     vars_file = tmp_path / "site.yml"
     vars_file.write_text("site_var: 42\nshared: from-file\n")
     json_file = tmp_path / "more.json"
@@ -167,10 +168,10 @@ def test_extra_vars_file_errors_name_the_file(tmp_path, capsys):
 
 
 def test_extra_vars_forms_later_wins():
-    assert cli.parse_extra_vars(["a=1 b=2", '{"b": 3}', "b=4 c='x y'"]) == {"a": "1", "b": "4", "c": "x y"}
-    assert cli.parse_extra_vars(["{a: [1, 2], b: {c: d}}"]) == {"a": [1, 2], "b": {"c": "d"}}
+    assert engine.parse_extra_vars(["a=1 b=2", '{"b": 3}', "b=4 c='x y'"]) == {"a": "1", "b": "4", "c": "x y"}
+    assert engine.parse_extra_vars(["{a: [1, 2], b: {c: d}}"]) == {"a": [1, 2], "b": {"c": "d"}}
     with pytest.raises(InputError):
-        cli.parse_extra_vars(["a=1 stray"])
+        engine.parse_extra_vars(["a=1 stray"])
 
 
 # ---- errors: one line, no doubled prefix ----------------------------------------------------------
@@ -215,11 +216,11 @@ def test_list_hosts_prints_the_selected_hosts_and_runs_nothing(verb, capsys, mon
     def nothing(*a, **k):
         raise AssertionError("something ran")
 
-    import clustercert.collect
-    import clustercert.engine
+    import clustercert.collect.engine
+    import clustercert.collect.ssh
 
-    monkeypatch.setattr(clustercert.collect, "collect_node", nothing)
-    monkeypatch.setattr(clustercert.engine, "run_playbook", nothing)
+    monkeypatch.setattr(clustercert.collect.ssh, "collect_node", nothing)
+    monkeypatch.setattr(clustercert.collect.engine, "run_playbook", nothing)
     rc = main([verb, "-i", "sample:h100", "-l", "gpu01:gpu03", "--list-hosts"])
     out = capsys.readouterr().out
     assert rc == 0
@@ -260,7 +261,7 @@ def test_bad_user_or_key_is_exit_2_before_anything(argv, fragment, capsys, seen)
 
 
 def test_user_and_key_are_defaults_the_inventory_overrides(tmp_path, monkeypatch):
-    from clustercert.inventory import load_inventory
+    from clustercert.model.inventory import load_inventory
 
     inv = tmp_path / "hosts.yml"
     inv.write_text(textwrap.dedent("""\
@@ -279,7 +280,7 @@ def test_user_and_key_are_defaults_the_inventory_overrides(tmp_path, monkeypatch
     assert hosts["own"].connection["ansible_user"] == "admin"
     assert hosts["own"].connection["ansible_ssh_private_key_file"] == "/keys/own"
     assert "ansible_user" not in hosts["here"].connection
-    from clustercert.collect import ssh_argv
+    from clustercert.collect.ssh import ssh_argv
 
     argv = ssh_argv(hosts["plain"].connection, "192.0.2.1")
     assert argv[argv.index("-l") + 1] == "ops" and argv[argv.index("-i") + 1] == "/keys/cluster"
@@ -310,7 +311,7 @@ def test_flags_reach_ansible_playbook_in_a_real_run(tmp_path, cli):
     assert recorded["env"]["ANSIBLE_PRIVATE_KEY_FILE"] == str(key)
     from jsonschema import validate
 
-    from clustercert.documents import schema_for
+    from clustercert.report.documents import schema_for
 
     validate(doc, schema_for("bootstrap"))
 
@@ -333,11 +334,12 @@ def test_no_verb_prints_help_and_exit_2(cli):
 
 
 def test_module_runs_without_the_lab_package(tmp_path):
-    """The product's CLI and catalogue never import clustercert.lab (the lab is a test fixture)."""
+    """The product's CLI and catalogue never import clustercert_lab (the lab is a test fixture)."""
     import subprocess
 
-    code = ("import sys; from clustercert import cli, catalogue; cli.build_parser(); catalogue.document(); "
-            "print([m for m in sys.modules if m.startswith('clustercert.lab')])")
+    code = ("import sys; from clustercert import cli; from clustercert.report import catalogue; cli.build_parser(); "
+            "catalogue.document(); "
+            "print([m for m in sys.modules if m.startswith('clustercert_lab')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

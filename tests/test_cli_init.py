@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from clustercert.cli import main
-from clustercert.inventory import KNOWN_VARS, load_inventory
-from clustercert.starter import FILES
+from clustercert.model.inventory import KNOWN_VARS, load_inventory
+from clustercert.model.starter import FILES
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -111,7 +111,7 @@ def test_init_bad_input_is_one_line(setup, argv, fragment, tmp_path, capsys):
 
 
 def test_init_with_a_profile_file(tmp_path, capsys):
-    from clustercert.profile import BUILTIN_DIR
+    from clustercert.model.profile import BUILTIN_DIR
 
     own = tmp_path / "my-node.yml"
     own.write_text((BUILTIN_DIR / "lab.yml").read_text().replace("name: lab", "name: my-node"))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercert.engine import run_playbook
+from clustercert.collect.engine import run_playbook
 
 
 def _local_inventory(tmp: Path, hosts: list[str]) -> Path:
@@ -132,8 +132,7 @@ def test_a_killed_run_leaves_no_playbook_running(tmp_path, strategy):
     pb = _long_task_playbook(tmp_path)
     runner = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""\
         from pathlib import Path
-        from clustercert.bootstrap import strategy_env
-        from clustercert.engine import run_playbook
+        from clustercert.collect.engine import run_playbook, strategy_env
         import os
         os.environ["CLUSTERCERT_STRATEGY"] = {strategy!r}
         run_playbook(Path({str(pb)!r}), Path({str(inv)!r}), state=Path({str(tmp_path / 'state')!r}),

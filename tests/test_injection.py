@@ -1,5 +1,5 @@
 """No remote injection (issue 19.2b): every inventory, profile or override value that reaches a command built
-in clustercert.checks, clustercert.slurm or the bond failover script is one inert word.
+in clustercert.checks, clustercert.collect.slurm or the bond failover script is one inert word.
 
 The profile and host objects are built directly (pydantic ``model_copy``, no validation), past the strict
 patterns that load time applies: the quoting must hold on its own. Every built command is RUN here, under
@@ -19,12 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from clustercert import remote, slurm, validate
+from clustercert import remote
 from clustercert.checks import HostContext, bond_failover, component, components
-from clustercert.collect import CommandResult, collect_node
-from clustercert.inventory import HostView, Inventory, InventoryVars
+from clustercert.checks import run as check_run
+from clustercert.collect import slurm
+from clustercert.collect.ssh import collect_node
+from clustercert.model.evidence import CommandResult
+from clustercert.model.inventory import HostView, Inventory, InventoryVars
+from clustercert.model.profile import load_profile
 from clustercert.probes import commands as probes
-from clustercert.profile import load_profile
 from clustercert.shell import join
 
 MARK = "PWNED"
@@ -236,7 +239,7 @@ def test_every_check_command_through_the_collector(tmp_path, monkeypatch, value)
     ev = collect_node("local1", {"ansible_connection": "local"}, cmds)
     assert ev.reachable, ev.error
     assert not list(tmp_path.rglob(MARK))
-    results = validate.validate_nodes(hostile_inventory(value), ["bond", "tuning"], disruptive=True)
+    results = check_run.validate_nodes(hostile_inventory(value), ["bond", "tuning"], disruptive=True)
     assert not list(tmp_path.rglob(MARK))
     fs = {(f.check, f.subject): f for f in results["local1"].findings}
     bond = fs[("ib.bond", value)]

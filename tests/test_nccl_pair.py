@@ -12,13 +12,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from clustercert import collect
-from clustercert.collect import CommandResult, NodeEvidence, ProbeRun, collect_node
+from clustercert.collect import ssh
+from clustercert.collect.slurm import NodeState
+from clustercert.collect.ssh import ProbeRun, collect_node
+from clustercert.model.evidence import CommandResult, NodeEvidence
+from clustercert.model.profile import load_profile
 from clustercert.probes import commands as probes
 from clustercert.probes import run as certify
 from clustercert.probes.plan import ProbeSettings
-from clustercert.profile import load_profile
-from clustercert.slurm import NodeState
 
 FIX = Path(__file__).parent / "fixtures" / "nccl-tests"
 GOOD = (FIX / "all_reduce_perf-old-format-2x-dgx-a100-k8s.txt").read_text()      # busbw 188.53 GB/s
@@ -115,9 +116,9 @@ def _fake(monkeypatch, result: CommandResult):
         calls.append(("collect", node, commands["cleanup"][0], commands["cleanup"][1], time.monotonic()))
         return NodeEvidence(node, True, results={"cleanup": CommandResult(0, "KILLED=", "", False, 0.1)})
 
-    monkeypatch.setattr(collect, "run_server_client", fake_run)
-    monkeypatch.setattr(collect, "collect_node", fake_collect)
-    monkeypatch.setattr(collect, "collect_node", fake_collect)  # through collect_many
+    monkeypatch.setattr(ssh, "run_server_client", fake_run)
+    monkeypatch.setattr(ssh, "collect_node", fake_collect)
+    monkeypatch.setattr(ssh, "collect_node", fake_collect)  # through collect_many
     return calls
 
 
@@ -194,11 +195,11 @@ def test_pair_probes_run_nccl_last_when_the_profile_asks_for_it(monkeypatch, tmp
         time.sleep(0.05)
         return ProbeRun(None, CommandResult(0, GOOD if client[2].startswith("mpirun") else bw, "", False, 1, client[2]))
 
-    monkeypatch.setattr(collect, "run_server_client", fake_run)
-    monkeypatch.setattr(collect, "start_server", lambda server, timeout, **_: server)
-    monkeypatch.setattr(collect, "finish_probe", lambda srv, client, timeout, **k: fake_run(srv, client, timeout, **k))
+    monkeypatch.setattr(ssh, "run_server_client", fake_run)
+    monkeypatch.setattr(ssh, "start_server", lambda server, timeout, **_: server)
+    monkeypatch.setattr(ssh, "finish_probe", lambda srv, client, timeout, **k: fake_run(srv, client, timeout, **k))
     # the reachability pass and the cleanup (through collect_many)
-    monkeypatch.setattr(collect, "collect_node", lambda node, conn, commands, **_: NodeEvidence(node, True))
+    monkeypatch.setattr(ssh, "collect_node", lambda node, conn, commands, **_: NodeEvidence(node, True))
     ms, down = certify.pair_probes(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path)
     assert [t for t, _ in seen][-1] == "mpirun" and {t for t, _ in seen[:-1]} == {"ib_write_bw", "ib_write_lat"}
     assert ms[-1].probe == "nccl_allreduce" and ms[-1].status == "pass" and not down
@@ -216,8 +217,9 @@ def test_reports_show_nccl_across_nodes_as_one_all_rails_heatmap(tmp_path):
     sys.path.insert(0, str(Path(__file__).parent))
     from test_certificate import NODES, sample_certificate
 
-    from clustercert import certificate as cc
-    from clustercert import reports
+    from clustercert.record import certificate as cc
+    from clustercert.report.common import threshold_for
+    from clustercert.report.files import write_reports
 
     cert = sample_certificate()
     cert["thresholds"] = {"nccl_allreduce_1node": {"floor": 460.0, "ceiling": None, "unit": "gbyte_per_s", "source": "1"},
@@ -225,9 +227,9 @@ def test_reports_show_nccl_across_nodes_as_one_all_rails_heatmap(tmp_path):
     a, b = NODES[0], NODES[1]
     cert["links"] += [{"a": a, "b": b, "fabric": None, "probe": "nccl_allreduce", "value": 96.0, "unit": "gbyte_per_s",
                        "status": "pass", "round": 1, "subject": f"{a}+{b}, 16 GPUs"}]
-    assert reports.threshold_for(cert, "nccl_allreduce")["floor"] == 80.0
+    assert threshold_for(cert, "nccl_allreduce")["floor"] == 80.0
     key, _ = cc.load_or_create_key(cc.init_key(tmp_path / "state"), tmp_path / "state")
-    paths = reports.write_reports(cc.sign(cert, key), tmp_path / "out")
+    paths = write_reports(cc.sign(cert, key), tmp_path / "out")
     html_text = paths["html"].read_text()
     assert 'data-probe="nccl_allreduce"' in html_text and "All rails · NCCL all_reduce bus bandwidth" in html_text
     assert 'classname="link.all_rails.nccl_allreduce"' in paths["junit"].read_text()

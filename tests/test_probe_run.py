@@ -9,12 +9,13 @@ import threading
 import time
 from types import SimpleNamespace
 
-from clustercert import collect
-from clustercert.collect import CommandResult, NodeEvidence, ProbeRun
+from clustercert.collect import ssh
+from clustercert.collect.ssh import ProbeRun
+from clustercert.model.evidence import CommandResult, NodeEvidence
+from clustercert.model.profile import load_profile
 from clustercert.probes import run as probe_run
 from clustercert.probes.judge import BaselineJudge, ThresholdJudge
 from clustercert.probes.plan import ProbeSettings
-from clustercert.profile import load_profile
 
 SEP = "-" * 87
 
@@ -41,7 +42,7 @@ class FakeFabric:
         self.lock = threading.Lock()
         self.busy = self.most = 0
         self.clients: list[str] = []
-        self.runner_limit = collect.runner_limit
+        self.runner_limit = ssh.runner_limit
 
     def hosts(self) -> dict:
         prof = load_profile("lab")

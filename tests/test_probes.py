@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from clustercert import collect
-from clustercert.collect import CommandResult
+from clustercert.collect import ssh
+from clustercert.model.evidence import CommandResult, NodeEvidence
+from clustercert.model.profile import load_profile
 from clustercert.probes.evaluate import Measurement, apply_outlier_rule, eval_nccl, eval_perftest
 from clustercert.probes.judge import ThresholdJudge
 from clustercert.probes.plan import ProbeSettings
 from clustercert.probes.timing import tool_seconds
-from clustercert.profile import load_profile
 
 FIX = Path(__file__).parent / "fixtures"
 TH = load_profile("h100-sxm-8x-ndr").thresholds
@@ -239,7 +239,7 @@ def test_sampling_script_runs_both_stops_the_sampler_and_keeps_the_exit_status(t
 def test_sampling_script_killed_at_its_timeout_leaves_nothing(tmp_path):
     import os
 
-    from clustercert.collect import collect_node
+    from clustercert.collect.ssh import collect_node
     from clustercert.probes.commands import with_util_sampling
 
     bindir = tmp_path / "bin"
@@ -326,7 +326,7 @@ def test_dcgmi_diag_level_zero_or_absent_is_a_skip_saying_why():
 def test_a_node_runs_commands_one_after_another_within_the_sum_of_their_limits():
     """certify runs NCCL, nvbandwidth and dcgmi diag one after another (parallel=1) in one connection:
     the connection may last as long as all of them, not only the longest."""
-    from clustercert.collect import _overall_timeout
+    from clustercert.collect.ssh import _overall_timeout
 
     assert _overall_timeout([65, 65, 900], 1) == 1030
     assert _overall_timeout([30] * 4, 8) == 30
@@ -346,7 +346,7 @@ def _host(name: str, profile: str = "lab", addresses: dict | None = None):
 def test_pair_probes_run_one_kind_at_a_time_bandwidth_then_ipoib_then_latency(monkeypatch, tmp_path):
     import threading
 
-    from clustercert.collect import ProbeRun
+    from clustercert.collect.ssh import ProbeRun
     from clustercert.probes import run as certify
 
     bw = (FIX / "perftest" / "ib_read_bw-a-report_gbits-client-result-excerpt.txt").read_text()
@@ -372,13 +372,13 @@ def test_pair_probes_run_one_kind_at_a_time_bandwidth_then_ipoib_then_latency(mo
     def fake_reach(node, conn, commands, **_):
         if any(k.startswith("reach") for k in commands):  # (the pair NCCL's cleanup comes here too)
             reach.append((node, time.monotonic(), commands))
-        return collect.NodeEvidence(node, True, results={k: CommandResult(0, "1 received", "", False, 0.01, v[0])
+        return NodeEvidence(node, True, results={k: CommandResult(0, "1 received", "", False, 0.01, v[0])
                                                          for k, v in commands.items()})
 
-    monkeypatch.setattr(collect, "run_server_client", fake)  # the pair's NCCL, last
-    monkeypatch.setattr(collect, "start_server", fake_start)
-    monkeypatch.setattr(collect, "finish_probe", lambda srv, client, timeout, **k: fake(srv, client, timeout, **k))
-    monkeypatch.setattr(collect, "collect_node", fake_reach)
+    monkeypatch.setattr(ssh, "run_server_client", fake)  # the pair's NCCL, last
+    monkeypatch.setattr(ssh, "start_server", fake_start)
+    monkeypatch.setattr(ssh, "finish_probe", lambda srv, client, timeout, **k: fake(srv, client, timeout, **k))
+    monkeypatch.setattr(ssh, "collect_node", fake_reach)
     a = _host("node01", addresses={"ib0": "10.251.0.11/24", "ib1": "10.252.0.11/24"})
     b = _host("node02", addresses={"ib0": "10.251.0.12/24", "ib1": "10.252.0.12/24"})
     ms, down = certify.pair_probes(a, b, 1, ProbeSettings(2, 20), tmp_path)
@@ -411,7 +411,7 @@ def test_pair_probes_run_one_kind_at_a_time_bandwidth_then_ipoib_then_latency(mo
 
 
 def test_later_pair_probes_are_not_run_against_a_node_that_stopped_answering(monkeypatch, tmp_path):
-    from clustercert.collect import ProbeRun
+    from clustercert.collect.ssh import ProbeRun
     from clustercert.probes import run as certify
 
     seen = []
@@ -421,9 +421,9 @@ def test_later_pair_probes_are_not_run_against_a_node_that_stopped_answering(mon
         return ProbeRun(None, CommandResult(None, "", "no answer", True, 20, client[2]), server_reachable=False)
 
     stopped = []
-    monkeypatch.setattr(collect, "finish_probe", lambda srv, client, timeout, **k: fake(srv, client, timeout, **k))
-    monkeypatch.setattr(collect, "start_server", lambda server, timeout, **_: server)
-    monkeypatch.setattr(collect, "stop_server", stopped.append)
+    monkeypatch.setattr(ssh, "finish_probe", lambda srv, client, timeout, **k: fake(srv, client, timeout, **k))
+    monkeypatch.setattr(ssh, "start_server", lambda server, timeout, **_: server)
+    monkeypatch.setattr(ssh, "stop_server", stopped.append)
     a = _host("node01", addresses={"ib0": "10.251.0.11/24", "ib1": "10.252.0.11/24"})
     b = _host("node02", addresses={"ib0": "10.251.0.12/24", "ib1": "10.252.0.12/24"})
     ms, down = certify.pair_probes(a, b, 1, ProbeSettings(2, 20), tmp_path)
@@ -435,7 +435,6 @@ def test_later_pair_probes_are_not_run_against_a_node_that_stopped_answering(mon
 
 
 def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the_profile_level(monkeypatch, tmp_path):
-    from clustercert.collect import NodeEvidence
     from clustercert.probes import run as certify
     from clustercert.probes.commands import UTIL_MARK
 
@@ -454,7 +453,7 @@ def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the
             "nvbandwidth": CommandResult(0, "garbage\n", "", False, 1.0, "nvbandwidth"),
             "dcgmi_diag": CommandResult(226, diag, "", False, 1.0, "dcgmi diag -r 2")})
 
-    monkeypatch.setattr(collect, "collect_node", fake_collect)
+    monkeypatch.setattr(ssh, "collect_node", fake_collect)
     host = _host("node01")
     assert host.profile.gpu.nvswitch
     ms = certify.node_probes(host, ProbeSettings(2, 20), tmp_path)
@@ -489,7 +488,7 @@ def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the
 def test_drift_counts_a_latency_rise_not_a_latency_fall_as_a_drop(monkeypatch, tmp_path):
     from types import SimpleNamespace
 
-    from clustercert import drift
+    from clustercert.commands import drift
     from clustercert.probes import run as certify
 
     def lat(a, b, v):
@@ -505,7 +504,7 @@ def test_drift_counts_a_latency_rise_not_a_latency_fall_as_a_drop(monkeypatch, t
         [lat(a.name, b.name, values.get(frozenset((a.name, b.name)), 1.07))], set()))
     inv = SimpleNamespace(hosts={n: SimpleNamespace(name=n, vars=SimpleNamespace()) for n in ("n1", "n2", "n3", "n4")})
     baseline = [{"probe": "ib_write_lat", "fabric": 0, "value": 1.07, "status": "pass"}] * 4
-    items, ms = drift.performance_items(inv, ["n1", "n2", "n3", "n4"], baseline, lambda n: 0.10, 2)
+    items, ms = drift.performance(inv, ["n1", "n2", "n3", "n4"], baseline, lambda n: 0.10, 2)
     assert len(ms) >= 2
     notes = " ".join(i.after or "" for i in items)
     assert "ib_write_lat fabric 0: 1.6 usec vs baseline median 1.07 (+50%" in notes
@@ -614,7 +613,7 @@ def test_round1_servers_start_once_their_node_loopback_tests_end(monkeypatch, tm
         return [_timed("ib_write_bw", a.name, b.name, 0.1)], set()
 
     monkeypatch.setattr(certify, "node_probes", node)
-    monkeypatch.setattr(collect, "start_server", start)
+    monkeypatch.setattr(ssh, "start_server", start)
     monkeypatch.setattr(certify, "pair_probes", pair)
     hosts = {n: _host(n, addresses={"ib0": f"10.251.0.{i}/24", "ib1": f"10.252.0.{i}/24"})
              for i, n in enumerate(("node01", "node02", "node03", "node04"), 11)}
@@ -634,7 +633,7 @@ def test_round1_servers_start_once_their_node_loopback_tests_end(monkeypatch, tm
 
 
 def test_collect_node_reports_each_command_as_it_ends(tmp_path):
-    from clustercert.collect import collect_node
+    from clustercert.collect.ssh import collect_node
 
     seen, t0 = [], time.monotonic()
     ev = collect_node("local", {"ansible_connection": "local"},
@@ -666,7 +665,7 @@ def test_client_starts_once_the_servers_port_listens_not_after_a_fixed_wait():
     connects; the fixed-delay path alone (delay 0) would have been refused."""
     import shlex
 
-    from clustercert.collect import run_server_client
+    from clustercert.collect.ssh import run_server_client
 
     local = {"ansible_connection": "local"}
     port = _free_port()
@@ -683,7 +682,7 @@ def test_the_servers_output_is_kept_whole_without_the_start_lines():
     the server's evidence, and what the server printed before and after listening does."""
     import shlex
 
-    from clustercert.collect import run_server_client
+    from clustercert.collect.ssh import run_server_client
 
     local = {"ansible_connection": "local"}
     port = _free_port()
@@ -699,7 +698,7 @@ def test_the_servers_output_is_kept_whole_without_the_start_lines():
 def test_a_server_that_never_listens_costs_the_poll_bound_and_the_client_is_an_error():
     import shlex
 
-    from clustercert.collect import LISTEN_POLL_S, run_server_client
+    from clustercert.collect.ssh import LISTEN_POLL_S, run_server_client
 
     local = {"ansible_connection": "local"}
     port = _free_port()
@@ -718,7 +717,7 @@ def test_a_server_that_never_listens_costs_the_poll_bound_and_the_client_is_an_e
 def test_listen_poll_script_tells_listening_from_closed_ports():
     import socket
 
-    from clustercert.collect import listen_poll_script
+    from clustercert.collect.ssh import listen_poll_script
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -734,18 +733,18 @@ def test_a_probe_that_ends_normally_reaps_its_own_group_and_needs_no_kill_round_
     the evidence."""
     import shlex
 
-    from clustercert import collect
+    from clustercert.collect import ssh
 
     kills = []
-    monkeypatch.setattr(collect, "_kill_group", lambda *a: kills.append(a))
+    monkeypatch.setattr(ssh, "_kill_group", lambda *a: kills.append(a))
     local = {"ansible_connection": "local"}
     port = _free_port()
     left = f"left-behind-{port}"
     srv = f"(sleep 77 && echo {left}) & {sys.executable} -c {shlex.quote(LATE_SERVER.format(delay=0.2, port=port))}"
     cli = f"(sleep 78 && echo {left}) & {sys.executable} -c {shlex.quote(CLIENT.format(port=port))}"
-    r = collect.run_server_client(("localhost", local, srv), ("localhost", local, cli), 20, server_port=port)
+    r = ssh.run_server_client(("localhost", local, srv), ("localhost", local, cli), 20, server_port=port)
     assert r.client.ok and r.client.stdout.strip() == "hello from the server", r.client
-    assert r.server.rc == 0 and collect.END_MARK not in r.server.stdout
+    assert r.server.rc == 0 and ssh.END_MARK not in r.server.stdout
     assert kills == []
     time.sleep(0.2)
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
@@ -753,7 +752,7 @@ def test_a_probe_that_ends_normally_reaps_its_own_group_and_needs_no_kill_round_
 
 
 def test_a_client_killed_at_its_timeout_takes_its_children_with_it():
-    from clustercert.collect import run_server_client
+    from clustercert.collect.ssh import run_server_client
 
     local = {"ansible_connection": "local"}
     t0 = time.monotonic()
@@ -767,7 +766,7 @@ def test_a_client_killed_at_its_timeout_takes_its_children_with_it():
 def test_listen_poll_sees_an_ipv6_listener():
     import socket
 
-    from clustercert.collect import listen_poll_script
+    from clustercert.collect.ssh import listen_poll_script
 
     if not socket.has_ipv6:
         pytest.skip("no IPv6 here")
@@ -787,7 +786,7 @@ def test_a_node_runs_a_server_and_its_client_in_one_connection_stage_by_stage():
     starts after the first has ended."""
     import shlex
 
-    from clustercert.collect import collect_node
+    from clustercert.collect.ssh import collect_node
 
     port = _free_port()
     srv = f"(sleep 81 &) ; {sys.executable} -c {shlex.quote(LATE_SERVER.format(delay=0.6, port=port))}"
@@ -809,7 +808,7 @@ def test_a_node_runs_a_server_and_its_client_in_one_connection_stage_by_stage():
 def test_a_node_side_server_that_never_listens_leaves_an_error_and_nothing_running():
     import shlex
 
-    from clustercert.collect import collect_node
+    from clustercert.collect.ssh import collect_node
 
     port = _free_port()
     cli = f"{sys.executable} -c {shlex.quote(CLIENT.format(port=port))}"
@@ -828,7 +827,7 @@ def test_with_a_background_pool_the_probe_returns_when_its_client_is_done():
     import shlex
     from concurrent.futures import ThreadPoolExecutor
 
-    from clustercert.collect import finish_probe, start_server
+    from clustercert.collect.ssh import finish_probe, start_server
 
     local = {"ansible_connection": "local"}
     port = _free_port()

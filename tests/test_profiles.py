@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from clustercert.errors import InputError
-from clustercert.profile import KNOWN_THRESHOLDS, builtin_profiles, load_profile
+from clustercert.model.profile import KNOWN_THRESHOLDS, builtin_profiles, load_profile
 
 
 def test_builtin_profiles_exist_and_validate():
@@ -71,7 +71,7 @@ def test_dcgm_diag_level_is_validated_and_sets_its_own_time_limit():
 
 
 def test_lab_latency_ceiling_sits_between_healthy_and_slowed_links():
-    from clustercert.lab.hardware import IB_REFERENCES
+    from clustercert_lab.hardware import IB_REFERENCES
 
     lab = load_profile("lab").thresholds["ib_write_lat_p99"]
     healthy_p99 = IB_REFERENCES[400]["ib_write_lat_usec"]["value"] + 0.05  # the perftest sim's p99 spread

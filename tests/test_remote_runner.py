@@ -17,7 +17,8 @@ import time
 import pytest
 from test_remote_tether import alive
 
-from clustercert import collect, remote
+from clustercert import remote
+from clustercert.collect import ssh
 from clustercert.remote import runner
 
 
@@ -80,7 +81,7 @@ def test_the_commands_environment(python):
 def test_what_stands_before_the_request_mark_is_dropped(python):
     """A become password that sudo -S did not read, before REQUEST_MARK: the request follows the mark."""
     req = json.dumps({"commands": {"a": ["echo a", 10]}})
-    p = run_source("not-a-json password\n" + collect.REQUEST_MARK + req, python)
+    p = run_source("not-a-json password\n" + ssh.REQUEST_MARK + req, python)
     assert json.loads(p.stdout)["results"]["a"]["stdout"] == "a\n"
     assert runner.read_request("pw" + runner.REQUEST_MARK + req) == json.loads(req) == runner.read_request(req)
 
@@ -88,11 +89,11 @@ def test_what_stands_before_the_request_mark_is_dropped(python):
 def test_marks_are_written_as_each_command_ends_before_the_document(python):
     p = run_source({"commands": {"fast": ["true", 10], "slow": ["sleep 0.5", 10]}, "marks": True}, python)
     lines = p.stdout.splitlines()
-    assert lines[:2] == [f"{collect.DONE_MARK}fast", f"{collect.DONE_MARK}slow"]
+    assert lines[:2] == [f"{ssh.DONE_MARK}fast", f"{ssh.DONE_MARK}slow"]
     assert set(json.loads("\n".join(lines[2:]))["results"]) == {"fast", "slow"}
     # without marks: the document alone
     p = run_source({"commands": {"fast": ["true", 10]}}, python)
-    assert not p.stdout.startswith(collect.DONE_MARK) and json.loads(p.stdout)
+    assert not p.stdout.startswith(ssh.DONE_MARK) and json.loads(p.stdout)
 
 
 def test_stages_run_one_after_another_and_parallel_bounds_the_rest(python, tmp_path):
@@ -162,7 +163,7 @@ def test_run_command_reports_a_timeout():
 
 
 def test_the_marks_collect_uses_are_the_runners():
-    assert (collect.DONE_MARK, collect.REQUEST_MARK) == (runner.DONE_MARK, runner.REQUEST_MARK)
+    assert (ssh.DONE_MARK, ssh.REQUEST_MARK) == (runner.DONE_MARK, runner.REQUEST_MARK)
 
 
 @pytest.mark.parametrize("become", [False, True])
@@ -175,9 +176,9 @@ def test_collect_node_sends_the_runner_text_in_one_python3_c(monkeypatch, become
         seen["argv"], seen["input"] = argv, input
         return subprocess.CompletedProcess(argv, 0, json.dumps({"results": {}, "hostname": "n1"}), "")
 
-    monkeypatch.setattr(collect.subprocess, "run", fake_run)
+    monkeypatch.setattr(ssh.subprocess, "run", fake_run)
     conn = {"ansible_host": "10.0.0.1", "ansible_become": become}
-    ev = collect.collect_node("n1", conn, {"a": ("true", 5)})
+    ev = ssh.collect_node("n1", conn, {"a": ("true", 5)})
     assert ev.reachable, ev.error
     assert seen["argv"][0] == "ssh" and seen["argv"][-2] == "10.0.0.1"
     words = shlex.split(seen["argv"][-1])
@@ -193,8 +194,8 @@ def test_collect_node_runs_it_locally_with_this_interpreter(monkeypatch):
         seen["argv"] = argv
         return real(argv, **kw)
 
-    monkeypatch.setattr(collect.subprocess, "run", spy)
-    ev = collect.collect_node("local", {"ansible_connection": "local"}, {"a": ("echo a", 5)})
+    monkeypatch.setattr(ssh.subprocess, "run", spy)
+    ev = ssh.collect_node("local", {"ansible_connection": "local"}, {"a": ("echo a", 5)})
     assert seen["argv"] == [sys.executable, "-c", remote.source("runner")]
     assert ev.reachable and ev.results["a"].stdout == "a\n" and ev.results["a"].command == "echo a"
 
@@ -203,7 +204,7 @@ def test_collect_node_runs_it_locally_with_this_interpreter(monkeypatch):
 def test_collect_node_with_a_node_whose_python_is_3_6():
     """ansible_python_interpreter: python3.6 runs the runner, and the commands' CLUSTERCERT_PYTHON is it."""
     done = []
-    ev = collect.collect_node("local", {"ansible_connection": "local", "ansible_python_interpreter": PYTHON36},
+    ev = ssh.collect_node("local", {"ansible_connection": "local", "ansible_python_interpreter": PYTHON36},
                               {"v": ('"$CLUSTERCERT_PYTHON" -c "import sys; print(sys.version_info[:2])"', 10)},
                               on_done=done.append)
     assert ev.reachable, ev.error

@@ -1,6 +1,6 @@
 """The tether (clustercert.remote.tether), as code: run here around a stand-in for ansible-playbook that
 starts processes in its own group and in a session of their own, all ignoring SIGTERM and SIGHUP; and the
-wrapper clustercert.engine writes around it."""
+wrapper clustercert.collect.engine writes around it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from clustercert import engine, remote
+from clustercert import remote
+from clustercert.collect import engine
 from clustercert.remote import tether
 
 TETHER = Path(tether.__file__)

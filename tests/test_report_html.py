@@ -9,9 +9,11 @@ import pytest
 from test_certificate import sample_certificate
 from test_report_junit import scale_module
 
-from clustercert import reports
 from clustercert.errors import InputError
 from clustercert.report import html as report_html
+from clustercert.report.files import write_reports
+from clustercert.report.html import TEMPLATES_ENV, check_templates, render_html
+from clustercert.report.markdown import render_summary
 
 
 def test_a_site_template_directory_replaces_single_templates(tmp_path, monkeypatch):
@@ -23,31 +25,31 @@ def test_a_site_template_directory_replaces_single_templates(tmp_path, monkeypat
     (site / "report.css").write_text("body{background:#fff}\n")
     cert = sample_certificate()
     cert["cluster"] = 'lab<script>alert("c")</script>'
-    page = reports.render_html(cert, templates=site)
+    page = render_html(cert, templates=site)
     assert 'ACME acceptance · lab&lt;script&gt;alert(&#34;c&#34;)&lt;/script&gt; · <b id="verdict">FAIL</b>' in page
     assert "<script>" not in page  # the site's template is autoescaped like the built-in ones
     assert "body{background:#fff}" in page and "--accent" not in page  # its CSS replaces the built-in CSS
     assert '<section id="rounds">' in page  # the other sections are the built-in ones
     # the environment variable does the same for certify, which passes no argument
-    monkeypatch.setenv(reports.TEMPLATES_ENV, str(site))
-    assert "ACME acceptance" in reports.render_html(sample_certificate())
-    paths = reports.write_reports(sample_certificate(), tmp_path / "out")
+    monkeypatch.setenv(TEMPLATES_ENV, str(site))
+    assert "ACME acceptance" in render_html(sample_certificate())
+    paths = write_reports(sample_certificate(), tmp_path / "out")
     assert "ACME acceptance" in paths["html"].read_text()
-    monkeypatch.delenv(reports.TEMPLATES_ENV)
-    assert "ACME acceptance" not in reports.render_html(sample_certificate())
+    monkeypatch.delenv(TEMPLATES_ENV)
+    assert "ACME acceptance" not in render_html(sample_certificate())
 
 
 def test_a_missing_template_directory_is_an_input_error(tmp_path, monkeypatch):
     with pytest.raises(InputError, match="report template directory not found"):
-        reports.render_html(sample_certificate(), templates=tmp_path / "nope")
+        render_html(sample_certificate(), templates=tmp_path / "nope")
     with pytest.raises(InputError, match="nope: report template directory not found"):
-        reports.check_templates(tmp_path / "nope")  # what a caller runs before it starts
-    reports.check_templates(tmp_path)
-    monkeypatch.setenv(reports.TEMPLATES_ENV, str(tmp_path / "nope"))
-    with pytest.raises(InputError, match=f"{reports.TEMPLATES_ENV}: report template directory not found"):
-        reports.render_html(sample_certificate())
+        check_templates(tmp_path / "nope")  # what a caller runs before it starts
+    check_templates(tmp_path)
+    monkeypatch.setenv(TEMPLATES_ENV, str(tmp_path / "nope"))
+    with pytest.raises(InputError, match=f"{TEMPLATES_ENV}: report template directory not found"):
+        render_html(sample_certificate())
     with pytest.raises(InputError):
-        reports.check_templates()
+        check_templates()
 
 
 def test_the_builtin_templates_are_package_data():
@@ -62,7 +64,7 @@ def test_the_builtin_templates_are_package_data():
 @pytest.mark.parametrize("n,compact", [(32, True), (34, False)])
 def test_pairs_are_a_matrix_up_to_32_nodes_and_lists_above(n, compact):
     cert = scale_module().synthetic_certificate(n, fail_fraction=0.1)
-    page = reports.render_html(cert)
+    page = render_html(cert)
     assert ('<table class="pairs compact"' in page) is compact
     assert ('<table class="plain channels">' in page) is not compact
     pairs_per_round = n // 2
@@ -80,7 +82,7 @@ def test_pairs_are_a_matrix_up_to_32_nodes_and_lists_above(n, compact):
 @pytest.mark.parametrize("n,collapsed", [(64, False), (66, True)])
 def test_checks_by_nodes_collapses_to_the_failing_nodes_above_64(n, collapsed):
     cert = scale_module().synthetic_certificate(n, fail_fraction=0.05)
-    page = reports.render_html(cert)
+    page = render_html(cert)
     matrix = page[page.index('<section id="matrix">'):page.index("</section>", page.index('<section id="matrix">'))]
     heads = re.findall(r"<th>(gpu\d+)<br>", matrix)
     failing = [name for name, node in cert["nodes"].items() if node["verdict"] != "pass"]
@@ -98,7 +100,7 @@ def test_checks_by_nodes_collapses_to_the_failing_nodes_above_64(n, collapsed):
 
 def test_summary_lists_the_links_that_did_not_pass_above_64_nodes():
     cert = scale_module().synthetic_certificate(128)
-    md = reports.render_summary(cert)
+    md = render_summary(cert)
     bad = [lk for lk in cert["links"] if lk["status"] != "pass"]
     rows = [line for line in md.splitlines() if re.match(r"\| (\d|all) \| [a-z0-9_]+ \| gpu", line)]
     assert len(rows) == len(bad) and all("**fail**" in r for r in rows)

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from test_certificate import sample_certificate
 
-from clustercert import reports
 from clustercert.checks import Finding
-from clustercert.collect import CommandResult, NodeEvidence
-from clustercert.validate import NodeResult
+from clustercert.checks.run import NodeResult
+from clustercert.model.evidence import CommandResult, NodeEvidence
+from clustercert.report.junit import render_junit, render_junit_validation
 
 xmlschema = pytest.importorskip("xmlschema")
 
@@ -60,7 +60,7 @@ def test_the_schema_rejects_what_issue_23_found(schema):
 def test_certify_junit_is_valid_against_the_jenkins_schema(schema, which):
     cert = {"sample": sample_certificate, "sample+timing": _timed,
             "synthetic-96": lambda: scale_module().synthetic_certificate(96)}[which]()
-    xml = reports.render_junit(cert)
+    xml = render_junit(cert)
     schema.validate(xml.decode("utf-8"))  # raises with the first violation
     root = ET.fromstring(xml)
     assert "skipped" not in root.attrib
@@ -68,7 +68,7 @@ def test_certify_junit_is_valid_against_the_jenkins_schema(schema, which):
 
 
 def test_durations_come_from_the_certificate_timing():
-    root = ET.fromstring(reports.render_junit(_timed()))
+    root = ET.fromstring(render_junit(_timed()))
     suites = {s.get("name"): s for s in root.iter("testsuite")}
     assert float(suites["nodes"].get("time")) == pytest.approx(1.4 + 9.0)  # validators, then the node probes
     assert float(suites["links"].get("time")) == pytest.approx(10.2 + 2.1)  # the two pair rounds
@@ -102,7 +102,7 @@ def test_a_nodes_own_times_and_a_measurements_own_seconds_win():
     link["seconds"] = 5.25
     fs = cert["nodes"]["gpu-node-02"]["findings"]
     next(f for f in fs if f["check"] == "gpu.count")["seconds"] = 0.75
-    root = ET.fromstring(reports.render_junit(cert))
+    root = ET.fromstring(render_junit(cert))
     by = {(tc.get("classname"), tc.get("name")): float(tc.get("time")) for tc in root.iter("testcase")}
     node1 = {k[1]: v for k, v in by.items() if k[0] == "gpu-node-01"}
     assert sum(v for c, v in node1.items() if c not in ("perf.ib_loopback", "nccl.allreduce_1node")) == pytest.approx(0.5, abs=0.01)
@@ -122,7 +122,7 @@ def test_each_nodes_validator_seconds_and_each_links_tool_seconds_as_certify_rec
     cert["timing"]["nodes"] = {n: {"validate_s": s} for n, s in own.items()}
     for i, lk in enumerate(cert["links"]):
         lk["seconds"] = None if i == 0 else 1.5
-    xml = reports.render_junit(cert)
+    xml = render_junit(cert)
     schema.validate(xml.decode())
     root = ET.fromstring(xml)
     per_node: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -140,7 +140,7 @@ def test_each_nodes_validator_seconds_and_each_links_tool_seconds_as_certify_rec
 
 def test_a_certificate_without_timing_still_validates_with_zero_times(schema):
     cert = sample_certificate()  # written before the timing object: nothing to report but the whole run
-    xml = reports.render_junit(cert)
+    xml = render_junit(cert)
     schema.validate(xml.decode())
     root = ET.fromstring(xml)
     assert {tc.get("time") for tc in root.iter("testcase")} == {"0.000"}
@@ -149,7 +149,7 @@ def test_a_certificate_without_timing_still_validates_with_zero_times(schema):
 
 def test_large_certificates_keep_evidence_for_what_did_not_pass():
     cert = scale_module().synthetic_certificate(128)
-    root = ET.fromstring(reports.render_junit(cert))
+    root = ET.fromstring(render_junit(cert))
     passing = [tc for tc in _cases(root, "nodes") if tc.find("system-out") is not None]
     failing = [tc for tc in _cases(root, "nodes") if tc.find("failure") is not None]
     assert passing and failing
@@ -181,7 +181,7 @@ def _validate_results() -> dict[str, NodeResult]:
 
 
 def test_validation_junit_from_validate_results(schema):
-    xml = reports.render_junit_validation(_validate_results(), cluster="lab", timestamp="2026-12-05T10:00:00+00:00")
+    xml = render_junit_validation(_validate_results(), cluster="lab", timestamp="2026-12-05T10:00:00+00:00")
     schema.validate(xml.decode())
     root = ET.fromstring(xml)
     assert (root.get("name"), root.get("tests"), root.get("failures"), root.get("errors")) == (
@@ -208,8 +208,8 @@ def test_validation_junit_from_validate_results(schema):
 
 def test_validation_junit_takes_the_json_form_and_a_wall_time(schema):
     results = {n: r.to_json() | {"seconds": r.evidence.seconds} for n, r in _validate_results().items()}
-    xml = reports.render_junit_validation(results, wall_s=11.5)
+    xml = render_junit_validation(results, wall_s=11.5)
     schema.validate(xml.decode())
     root = ET.fromstring(xml)
     assert root.get("name") == "clustercert validate" and root.get("time") == "11.500"
-    assert ET.tostring(root) == ET.tostring(ET.fromstring(reports.render_junit_validation(_validate_results(), wall_s=11.5)))
+    assert ET.tostring(root) == ET.tostring(ET.fromstring(render_junit_validation(_validate_results(), wall_s=11.5)))

@@ -11,7 +11,8 @@ import pytest
 from test_report_junit import scale_module
 from test_reports import _chromium, read_png, screenshot, screenshot_heatmap
 
-from clustercert import reports
+from clustercert.report.files import write_reports
+from clustercert.report.html import render_html
 
 
 def _pairs(cert: dict) -> int:
@@ -22,7 +23,7 @@ def _pairs(cert: dict) -> int:
 def test_a_1024_node_certificate_renders_to_at_most_10_mb():
     cert = scale_module().synthetic_certificate(1024)
     t0 = time.perf_counter()
-    page = reports.render_html(cert)
+    page = render_html(cert)
     took = time.perf_counter() - t0
     size = len(page.encode("utf-8"))
     assert size <= 10_000_000, size
@@ -39,7 +40,7 @@ def test_the_worst_1024_node_certificate_stays_under_10_mb():
     """Every node fails and every link fails with 600 characters of output: the largest page."""
     scale = scale_module()
     cert = scale.worst_case(scale.synthetic_certificate(1024))
-    page = reports.render_html(cert)
+    page = render_html(cert)
     assert len(page.encode("utf-8")) <= 10_000_000
     assert page.count('<li class="pair-bad"') == _pairs(cert) == 2 * 510  # every pair of both rounds, in words
     assert "more did not pass (each is listed with its values under its round" in page
@@ -90,7 +91,7 @@ def test_a_256_node_report_reads_in_headless_chromium(tmp_path):
     if browser is None:
         pytest.skip("chromium is not installed (apt-get install -y chromium)")
     cert = scale_module().synthetic_certificate(256)
-    paths = reports.write_reports(cert, tmp_path / "out")
+    paths = write_reports(cert, tmp_path / "out")
     dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                           "--disable-background-networking", f"--user-data-dir={tmp_path / 'profile-dom'}",
                           "--dump-dom", paths["html"].resolve().as_uri()],
@@ -126,6 +127,6 @@ def test_a_healthy_8_node_lab_report_paints_its_pair_cells_on_the_first_screen(t
         pytest.skip("chromium is not installed (apt-get install -y chromium)")
     cert = scale_module().synthetic_certificate(8, fail_fraction=0.0, rounds=1)
     assert cert["verdict"] == "pass" and len(cert["links"]) == 4 * 7
-    paths = reports.write_reports(cert, tmp_path / "out")
+    paths = write_reports(cert, tmp_path / "out")
     _w, _h, _rows, hits = screenshot_heatmap(browser, cert, paths["html"], tmp_path)
     assert len(hits) > 5_000, len(hits)

@@ -14,8 +14,12 @@ from pathlib import Path
 import pytest
 from test_certificate import NODES, sample_certificate
 
-from clustercert import certificate as cc
-from clustercert import reports
+from clustercert.record import certificate as cc
+from clustercert.report.common import HEAT_ERROR, HEAT_MISSING, heat_colour, threshold_for
+from clustercert.report.files import write_reports
+from clustercert.report.html import render_html
+from clustercert.report.junit import render_junit
+from clustercert.report.markdown import render_summary
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +27,7 @@ def written(tmp_path_factory):
     out = tmp_path_factory.mktemp("reports")
     key, _ = cc.load_or_create_key(cc.init_key(out / "state"), out / "state")
     cert = cc.sign(sample_certificate(), key)
-    return cert, reports.write_reports(cert, out / "cert"), key
+    return cert, write_reports(cert, out / "cert"), key
 
 
 class _Tags(HTMLParser):
@@ -106,7 +110,7 @@ def test_junit_failure_when_fail_and_error_mixed():
     fs = cert["nodes"]["gpu-node-01"]["findings"]
     ports = [f for f in fs if f["check"] == "ib.port_state"]
     ports[0]["status"], ports[1]["status"] = "error", "fail"
-    root = ET.fromstring(reports.render_junit(cert))
+    root = ET.fromstring(render_junit(cert))
     tc = next(c for c in root.iter("testcase") if (c.get("classname"), c.get("name")) == ("gpu-node-01", "ib.port_state"))
     assert tc.find("failure") is not None and tc.find("error") is None
     assert root.get("failures") == "5"
@@ -134,7 +138,7 @@ def test_summary_names_failing_node_check_and_link(written):
 def test_summary_escapes_markdown_table_breakers():
     cert = sample_certificate()
     cert["links"][0]["a"] = "evil|node\nx"
-    md = reports.render_summary(cert)
+    md = render_summary(cert)
     row = next(line for line in md.splitlines() if "evil" in line)
     assert "evil\\|node x" in row and row.count(" | ") == 7
 
@@ -182,7 +186,7 @@ def test_html_pairs_are_drawn_per_round_as_measured(written):
     assert sum(c.count("missing") for c in cells) == 14  # iperf3 ran on a 7-pair ring
     assert cells[0][:2] == ["pass", "fail"]  # the slow link is slow on fabric 1 only
     slow = re.search(r'data-status="fail" style="background:([^;]+);[^"]*" title="([^"]+)">([^<]+)</td>', rows[0][2])
-    assert slow.group(3) == "212.4" and slow.group(1) == reports.heat_colour(212.4, {"floor": 320.0}, "fail")
+    assert slow.group(3) == "212.4" and slow.group(1) == heat_colour(212.4, {"floor": 320.0}, "fail")
     assert "round 1: 212.4 Gb/s, below the floor of 320 Gb/s" in slow.group(2)
     assert re.search(r'data-status="pass"[^>]*>387</td>', rows[2][2])  # values are printed in the cells
     # what did not pass, in words, failing before errors, with the pair's other rounds
@@ -205,7 +209,7 @@ def test_html_shows_the_schedule_and_the_localisation_evidence():
                                "fabric": 1, "probes": ["ib_write_bw"], "partners": ["gpu-node-06", "gpu-node-05"]}
     cert["localisation"].append({"node": "gpu-node-02", "kind": "suspect", "reason": "<b>one</b> failing pair",
                                  "fabric": 0, "probes": ["ib_write_bw", "iperf3"], "partners": ["gpu-node-07"]})
-    text = reports.render_html(cert)
+    text = render_html(cert)
     sched = text[text.index('<table class="plain schedule">'):text.index("</table>", text.index('class="plain schedule"'))]
     rows = re.findall(r"<tr><td><a [^>]+>(\d)</a></td><td>(\d+)</td><td>([^<]+)</td><td>([^<]+)</td><td>(\d+)</td></tr>", sched)
     assert rows == [("1", "21", "every pair: round 1 of 7", "10.2 s", "2"),
@@ -221,14 +225,14 @@ def test_html_shows_the_schedule_and_the_localisation_evidence():
 
 def test_heat_colour_scale():
     th = {"floor": 320.0}
-    assert reports.heat_colour(None, th, None) == reports.HEAT_MISSING
-    assert reports.heat_colour(None, th, "error") == reports.HEAT_ERROR
-    assert reports.heat_colour(320.0, th, "pass") == "#c7e9c0"
-    assert reports.heat_colour(416.0, th, "pass") == "#238b45"   # +30 %
-    assert reports.heat_colour(160.0, th, "fail") == "#cb181d"   # half the floor
-    assert reports.heat_colour(2.1, {"ceiling": 4.2}, "pass") == "#238b45"  # latency: lower is better
-    assert reports.heat_colour(8.4, {"ceiling": 4.2}, "fail") == "#cb181d"
-    below, above = reports.heat_colour(300.0, th, "fail"), reports.heat_colour(330.0, th, "pass")
+    assert heat_colour(None, th, None) == HEAT_MISSING
+    assert heat_colour(None, th, "error") == HEAT_ERROR
+    assert heat_colour(320.0, th, "pass") == "#c7e9c0"
+    assert heat_colour(416.0, th, "pass") == "#238b45"   # +30 %
+    assert heat_colour(160.0, th, "fail") == "#cb181d"   # half the floor
+    assert heat_colour(2.1, {"ceiling": 4.2}, "pass") == "#238b45"  # latency: lower is better
+    assert heat_colour(8.4, {"ceiling": 4.2}, "fail") == "#cb181d"
+    below, above = heat_colour(300.0, th, "fail"), heat_colour(330.0, th, "pass")
     assert below != above and int(below[1:3], 16) > int(below[3:5], 16)  # reddish below, greenish above
     assert int(above[3:5], 16) > int(above[1:3], 16)
 
@@ -263,7 +267,7 @@ def test_html_without_links_or_values_still_renders():
         for f in node["findings"]:
             f.pop("value", None)
             f.pop("unit", None)
-    text = reports.render_html(cert)
+    text = render_html(cert)
     assert "No pairwise link measurements" in text and "No per-node measurements" in text
     assert "Nothing localised" in text and "unsigned" in text
 
@@ -331,10 +335,10 @@ def screenshot(browser: str, html: Path, tmp_path: Path, size: tuple[int, int] =
 def cell_fills(cert: dict) -> set[str]:
     """The fills the report paints its pair cells in: each measurement's colour against its threshold,
     and the grey of a channel a pair did not measure in a round."""
-    fills = {reports.HEAT_MISSING}
+    fills = {HEAT_MISSING}
     for link in cert.get("links") or []:
-        th = reports.threshold_for(cert, str(link.get("threshold") or link.get("probe")))
-        fills.add(reports.heat_colour(link.get("value"), th, link.get("status")))
+        th = threshold_for(cert, str(link.get("threshold") or link.get("probe")))
+        fills.add(heat_colour(link.get("value"), th, link.get("status")))
     return fills
 
 
@@ -362,9 +366,9 @@ def test_screenshot_renders_the_pair_matrix(written, tmp_path):
     y0, y1 = min(y for _, y in hits), max(y for _, y in hits)
     assert x1 - x0 > 300 and y1 - y0 > 250, (x0, y0, x1, y1)
     painted = {rows[y][x] for x, y in hits}
-    fail_fill = tuple(int(reports.heat_colour(212.4, {"floor": 320.0}, "fail")[i:i + 2], 16) for i in (1, 3, 5))
-    missing = tuple(int(reports.HEAT_MISSING[i:i + 2], 16) for i in (1, 3, 5))
-    error = tuple(int(reports.HEAT_ERROR[i:i + 2], 16) for i in (1, 3, 5))
+    fail_fill = tuple(int(heat_colour(212.4, {"floor": 320.0}, "fail")[i:i + 2], 16) for i in (1, 3, 5))
+    missing = tuple(int(HEAT_MISSING[i:i + 2], 16) for i in (1, 3, 5))
+    error = tuple(int(HEAT_ERROR[i:i + 2], 16) for i in (1, 3, 5))
     assert {fail_fill, missing, error} <= painted  # the slow link, iperf3's unmeasured pairs, the errored pair
     assert len(painted) >= 5  # several greens besides
 
@@ -385,9 +389,9 @@ def test_new_probes_show_up_with_the_thresholds_certify_records(tmp_path):
          "observed": "fail on GPU 3", "evidence": ""},
         {"check": "probe.gpu_util_under_load", "status": "pass", "subject": "GPU0", "expected": ">= 70 percent",
          "observed": "100.0%", "evidence": "", "value": 100.0, "unit": "percent"}]
-    assert reports.threshold_for(cert, "ib_write_lat")["ceiling"] == 2.0
+    assert threshold_for(cert, "ib_write_lat")["ceiling"] == 2.0
     key, _ = cc.load_or_create_key(cc.init_key(tmp_path / "state"), tmp_path / "state")
-    paths = reports.write_reports(cc.sign(cert, key), tmp_path / "out")
+    paths = write_reports(cc.sign(cert, key), tmp_path / "out")
     html_text = paths["html"].read_text()
     assert 'data-probe="ib_write_lat"' in html_text and "ceiling 2 µs" in html_text
     assert f"{a} ↔ {b} · Fabric 0 · ib_write_lat (RDMA write latency) · round 1: 3.45 µs, above the ceiling of 2 µs" in html_text
@@ -401,7 +405,7 @@ def test_new_probes_show_up_with_the_thresholds_certify_records(tmp_path):
 
 
 def test_certify_console_output_states_probe_timing(capsys, tmp_path):
-    from clustercert.report_text import print_certify
+    from clustercert.report.terminal import print_certify
 
     cert = sample_certificate()
     cert["timing"] = {"validate_s": 1.4, "probe_wall_s": 21.3, "probe_tool_s": 20.1, "control_overhead_s": 1.2,
@@ -425,17 +429,17 @@ def test_failing_links_and_slurm_actions_are_shown_with_their_evidence():
         {"node": "gpu-node-04", "slurm_node": "gn04", "action": "resume", "reason": "clustercert: ib.bond", "ok": False,
          "detail": "scontrol update on gpu-node-01 failed: Invalid node state specified"},
     ]
-    page = reports.render_html(cert)
+    page = render_html(cert)
     section = page[page.index('<section id="link-evidence">'):]
     assert "timed out after 22 s: all_reduce_perf" in section and "&lt;rank 3&gt; hung" in section
     assert "gpu-node-07: IDLE+DRAIN" in section
     slurm = page[page.index('<section id="slurm">'):page.index("</section>", page.index('<section id="slurm">'))]
     assert "clustercert: gpu.count" in slurm and "not done" in slurm and "Invalid node state specified" in slurm
-    md = reports.render_summary(cert)
+    md = render_summary(cert)
     assert f"- {err['probe']} gpu-node-02 → gpu-node-07 (round {err['round']}) error: timed out after 22 s: all_reduce_perf" in md
     assert "## Slurm (--drain slurm)\n\n- gpu-node-03 (gn03): drain (clustercert: gpu.count): was IDLE; scontrol on gpu-node-01\n" in md
     assert "- gpu-node-04 (gn04): resume — **not done**: scontrol update on gpu-node-01 failed" in md
     # a passing cluster without Slurm has neither section
     clean = sample_certificate()
     clean["links"] = [lk for lk in clean["links"] if lk["status"] == "pass"]
-    assert 'id="link-evidence"' not in reports.render_html(clean) and 'id="slurm"' not in reports.render_html(clean)
+    assert 'id="link-evidence"' not in render_html(clean) and 'id="slurm"' not in render_html(clean)

@@ -15,11 +15,11 @@ import pytest
 from jsonschema import Draft202012Validator
 from prometheus_client.parser import text_string_to_metric_families
 
-from clustercert import documents
 from clustercert.checks import Finding
 from clustercert.cli import main
+from clustercert.report import documents
 
-SCHEMAS = Path(documents.__file__).parent / "schemas"
+SCHEMAS = Path(documents.__file__).parent.parent / "schemas"  # clustercert/schemas/
 
 
 def check(doc: dict, kind: str | None = None) -> dict:
@@ -113,10 +113,10 @@ def test_inventory_checks_version_init_and_list_hosts_documents(tmp_path, capsys
 def test_certify_document_from_the_sample_certificate(tmp_path):
     from test_certificate import sample_certificate
 
-    from clustercert import certify
+    from clustercert.report.documents import certify_document
 
     cert = sample_certificate()
-    doc = check(certify.document(cert, "20240612T081403-abcdef", tmp_path / "cert", "/inv"), "certify")
+    doc = check(certify_document(cert, "20240612T081403-abcdef", tmp_path / "cert", "/inv"), "certify")
     assert doc["started"] == "2024-06-12T08:14:03+00:00" and doc["verdict"] == "fail"
     assert doc["nodes"] == cert["nodes"] and doc["links"] == cert["links"]
 
@@ -143,7 +143,7 @@ def _outcome(nodes: list[str]):
 
 
 def _validation(nodes: list[str]):
-    from clustercert.validate import NodeResult
+    from clustercert.checks.run import NodeResult
 
     return {n: NodeResult(n, "pass", [Finding("gpu.count", "pass", "node", "8", "8")]) for n in nodes}
 
@@ -152,14 +152,15 @@ def test_certify_run_prints_its_document_and_writes_prom(tmp_path, capsys, monke
     import os
     from pathlib import Path
 
-    from clustercert import certificate, validate
+    from clustercert.checks import run as check_run
     from clustercert.probes import run as probe_run
+    from clustercert.record import certificate
 
     # the signing key `clustercert key init` makes (a module-level helper, not the tests' conftest: in a
     # full run `from conftest import` finds another directory's conftest)
     certificate.init_key(Path(os.environ["CLUSTERCERT_HOME"]))
     nodes = ["gpu01", "gpu02"]
-    monkeypatch.setattr(validate, "validate_nodes", lambda inv, comps, forks, *a, **k: _validation(nodes))
+    monkeypatch.setattr(check_run, "validate_nodes", lambda inv, comps, forks, *a, **k: _validation(nodes))
     monkeypatch.setattr(probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False: _outcome(nodes))
     prom = tmp_path / "certify.prom"
     doc = check(run_json(capsys, "certify", "-i", "sample:h100", "-l", "gpu01:gpu02", "--out", str(tmp_path / "cert"),
@@ -183,9 +184,10 @@ def test_certify_times_each_node_and_link_and_junit_charges_them(tmp_path, capsy
     import xml.etree.ElementTree as ET
     from pathlib import Path
 
-    from clustercert import certificate, validate
-    from clustercert.collect import NodeEvidence
+    from clustercert.checks import run as check_run
+    from clustercert.model.evidence import NodeEvidence
     from clustercert.probes import run as probe_run
+    from clustercert.record import certificate
 
     certificate.init_key(Path(os.environ["CLUSTERCERT_HOME"]))
     nodes = ["gpu01", "gpu02"]
@@ -194,7 +196,7 @@ def test_certify_times_each_node_and_link_and_junit_charges_them(tmp_path, capsy
         results[n].evidence = NodeEvidence(n, True, "", {}, secs)
     outcome = _outcome(nodes)
     outcome.pairs[0].elapsed = 2.05  # ib_write_bw ran 2.05 s; iperf3 was not run (its path was not reachable)
-    monkeypatch.setattr(validate, "validate_nodes", lambda inv, comps, forks, *a, **k: results)
+    monkeypatch.setattr(check_run, "validate_nodes", lambda inv, comps, forks, *a, **k: results)
     monkeypatch.setattr(probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False: outcome)
     out = tmp_path / "cert"
     doc = check(run_json(capsys, "certify", "-i", "sample:h100", "-l", "gpu01:gpu02", "--out", str(out),
@@ -227,10 +229,11 @@ def test_probe_run_prints_its_document(capsys, monkeypatch):
 
 
 def test_drift_run_prints_its_document_and_writes_prom(tmp_path, capsys, monkeypatch):
-    from clustercert import engine, validate
-    from clustercert.inventory import load_inventory
+    from clustercert.checks import run as check_run
+    from clustercert.collect import engine
+    from clustercert.model.inventory import load_inventory
     from clustercert.paths import ensure_state_dir
-    from clustercert.store import Store
+    from clustercert.record.store import Store
 
     ensure_state_dir()
     inv = load_inventory("sample:h100", "gpu01:gpu02")
@@ -249,7 +252,7 @@ def test_drift_run_prints_its_document_and_writes_prom(tmp_path, capsys, monkeyp
     results["gpu02"].findings = [Finding("gpu.count", "fail", "node", "8", "7")]
     results["gpu02"].verdict = "fail"
     monkeypatch.setattr(engine, "run_playbook", fake_playbook)
-    monkeypatch.setattr(validate, "validate_nodes", lambda *a, **k: results)
+    monkeypatch.setattr(check_run, "validate_nodes", lambda *a, **k: results)
     prom = tmp_path / "drift.prom"
     doc = check(run_json(capsys, "drift", "-i", "sample:h100", "-l", "gpu01:gpu02", "--format", "json",
                          "--prom", str(prom), rc=1), "drift")
@@ -263,8 +266,9 @@ def test_drift_run_prints_its_document_and_writes_prom(tmp_path, capsys, monkeyp
 
 
 def test_drift_prom_links_carry_the_baseline_bound(tmp_path):
-    from clustercert import drift
-    from clustercert.inventory import load_inventory
+    from clustercert.model.inventory import load_inventory
+    from clustercert.report import prom
+    from clustercert.report.documents import drift_document
 
     inv = load_inventory("sample:h100", "gpu01:gpu02")
     base = [{"a": "gpu01", "b": "gpu02", "fabric": 0, "probe": "ib_write_bw", "value": v, "status": "pass"}
@@ -274,10 +278,10 @@ def test_drift_prom_links_carry_the_baseline_bound(tmp_path):
               "unit": "gbit_per_s", "status": "fail", "round": 1},
              {"a": "gpu01", "b": "gpu02", "fabric": 0, "probe": "ib_write_lat", "subject": "mlx5_0", "value": 2.1,
               "unit": "usec", "status": "pass", "round": 1}]
-    doc = drift.document([], "base", "r1", 1.0, 2.0, str(inv.source))
+    doc = drift_document([], "base", "r1", 1.0, 2.0, str(inv.source))
     check(doc, "drift")
     path = tmp_path / "d.prom"
-    drift.write_prom(str(path), doc, inv, _validation(["gpu01", "gpu02"]), base, links, 1.0, 2.0)
+    prom.write_drift(str(path), doc, inv, _validation(["gpu01", "gpu02"]), base, links, 1.0, 2.0)
     bounds = {(s.labels["probe"], s.labels["bound"]): round(s.value, 3)
               for s in families(path)["clustercert_link_threshold"].samples}
     assert bounds == {("ib_write_bw", "floor"): 351.0, ("ib_write_lat", "ceiling"): 2.2}  # median 390 / 2.0, 10 %
@@ -285,12 +289,13 @@ def test_drift_prom_links_carry_the_baseline_bound(tmp_path):
 
 
 def test_bootstrap_document_from_a_run_result(tmp_path):
-    from clustercert import bootstrap, engine
+    from clustercert.collect import engine
+    from clustercert.report.documents import bootstrap_document, bootstrap_summary
 
     result = engine.RunResult("20261205T000000-abcdef", tmp_path, 2, "failed",
                               {"gpu01": engine.HostStats(ok=10, changed=2), "gpu02": engine.HostStats(unreachable=1)},
                               changes=[{"host": "gpu01", "task": "install driver", "role": "nvidia_driver", "diff": None}],
                               failures=[{"host": "gpu02", "task": "gather facts", "status": "unreachable", "msg": "refused"}])
-    summary = bootstrap.summarise(result)
-    doc = check(bootstrap.document(result, summary, 1.0, 5.0, "/inv", True, False), "bootstrap")
+    summary = bootstrap_summary(result)
+    doc = check(bootstrap_document(result, summary, 1.0, 5.0, "/inv", True, False), "bootstrap")
     assert doc["run"] == result.run_id and doc["hosts"]["gpu02"]["unreachable"] == 1

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from clustercert import slurm
-from clustercert.slurm import NodeState, decide, drain_reason, parse_show_node
+from clustercert.collect import slurm
+from clustercert.collect.slurm import NodeState, decide, drain_reason, parse_show_node
 
 # The layout of src/api/node_info.c (Slurm 22.05) with --oneliner: Key=Value fields separated by
 # single spaces (OS= holds spaces of its own), the reason last, stamped " [user@time]".
@@ -163,7 +163,7 @@ class FakeSlurm:
     def __call__(self, node, conn, cmds, *, control_dir=None, parallel=8):
         import shlex
 
-        from clustercert.collect import CommandResult, NodeEvidence
+        from clustercert.model.evidence import CommandResult, NodeEvidence
 
         self.calls.append((node, dict(cmds)))
         assert all(t > 0 for _, t in cmds.values()), cmds
@@ -189,7 +189,7 @@ class FakeSlurm:
 
 
 def fake_inventory(tmp_path, slurm_hosts=("node01", "node02", "node03", "node04")):
-    from clustercert.inventory import load_inventory
+    from clustercert.model.inventory import load_inventory
 
     d = tmp_path / "inv"
     (d / "group_vars").mkdir(parents=True)
@@ -262,7 +262,7 @@ def test_drain_without_slurm_nodes_is_bad_input(tmp_path, capsys):
     ("IDLE+POWERED_DOWN", False), ("IDLE+CLOUD", True), ("idle", True),
 ])
 def test_a_probe_step_is_placed_only_on_idle_nodes_nothing_keeps_jobs_off(state, ok):
-    from clustercert.slurm import accepts_step
+    from clustercert.collect.slurm import accepts_step
 
     assert accepts_step(NodeState("n1", state, None)) is ok
     assert accepts_step("scontrol: error: Invalid node name specified") is False

@@ -6,6 +6,7 @@ import os
 import stat
 import subprocess
 import sys
+from types import SimpleNamespace
 
 
 def run_cli(*args, env=None, cwd=None, timeout=120):
@@ -107,14 +108,14 @@ def test_ask_become_pass_prompts_once_and_sets_only_the_environment(tmp_path):
     import getpass
 
     prompts = []
-    orig_getpass, orig_handler = getpass.getpass, cli.HANDLERS["validate"]
+    orig_getpass, orig_command = getpass.getpass, cli.command
     getpass.getpass = lambda prompt="": prompts.append(prompt) or "s3cret"
-    cli.HANDLERS["validate"] = fake_handler
+    cli.command = lambda name: SimpleNamespace(run=fake_handler)
     try:
         os.environ.pop("ANSIBLE_BECOME_PASS", None)
         assert cli.main(["validate", "-i", "x", "-K"]) == 0
     finally:
-        getpass.getpass, cli.HANDLERS["validate"] = orig_getpass, orig_handler
+        getpass.getpass, cli.command = orig_getpass, orig_command
         os.environ.pop("ANSIBLE_BECOME_PASS", None)
     assert seen["pass"] == "s3cret" and len(prompts) == 1
     for verb in ("bootstrap", "probe", "certify", "drift"):

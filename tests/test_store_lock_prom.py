@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from clustercert import prom
-from clustercert.store import Store
+from clustercert.record.store import Store
+from clustercert.report import prom
 
 
 def _nodes(n: int, verdict: str = "pass") -> dict:
@@ -28,7 +28,7 @@ def test_store_survives_sigkill_mid_write(tmp_path):
     writer = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(os.getcwd() + '/src')!r})
-        from clustercert.store import Store
+        from clustercert.record.store import Store
         s = Store({str(db)!r})
         i = 0
         while True:
@@ -55,7 +55,7 @@ def test_lock_names_the_holder_and_dies_with_it(tmp_path, monkeypatch):
     holder = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(os.getcwd() + '/src')!r})
-        from clustercert.runlock import inventory_lock
+        from clustercert.record.runlock import inventory_lock
         with inventory_lock("inventory/h100-sample", "drift"):
             print("locked", flush=True)
             time.sleep(60)
@@ -63,7 +63,7 @@ def test_lock_names_the_holder_and_dies_with_it(tmp_path, monkeypatch):
     p = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, text=True,
                          env=dict(os.environ, CLUSTERCERT_HOME=str(tmp_path)))
     assert p.stdout.readline().strip() == "locked"
-    from clustercert.runlock import LockBusy, inventory_lock
+    from clustercert.record.runlock import LockBusy, inventory_lock
 
     with pytest.raises(LockBusy) as exc:
         with inventory_lock("inventory/h100-sample", "certify"):
@@ -134,11 +134,11 @@ def test_prom_never_passed_has_no_last_success(tmp_path):
 def test_certify_prom_from_the_sample_certificate(tmp_path):
     from test_certificate import sample_certificate
 
-    from clustercert import certify
+    from clustercert.report import prom
 
     cert = sample_certificate()
     path = tmp_path / "certify.prom"
-    certify.write_prom(str(path), cert, "inventory/x")
+    prom.write_certify(str(path), cert, "inventory/x")
     fams = _families(path)
     verdict = {s.labels["node"]: s.value for s in fams["clustercert_node_verdict"].samples}
     assert verdict["gpu-node-03"] == 1.0 and verdict["gpu-node-08"] == 4.0 and verdict["gpu-node-01"] == 0.0

@@ -55,14 +55,14 @@ def test_validate_rejects_unknown_component(cli, tmp_path):
 
 
 def _node(name, findings, verdict="fail", detail=""):
-    from clustercert.validate import NodeResult
+    from clustercert.checks.run import NodeResult
 
     return NodeResult(name, verdict, findings, detail)
 
 
 def test_identical_causes_fold_into_one_line():
     from clustercert.checks import Finding
-    from clustercert.report_text import fold_findings, fold_line
+    from clustercert.report.terminal import fold_findings, fold_line
 
     why = "tool not found: nvidia-smi -q -x"
     gpu = [Finding(c, "error", "", "", why) for c in ("gpu.count", "gpu.model", "gpu.memory", "gpu.ecc", "gpu.row_remap",

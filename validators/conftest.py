@@ -15,6 +15,9 @@ import os
 import pytest
 
 from clustercert.checks import HostContext
+from clustercert.checks.run import host_context
+from clustercert.model.inventory import load_inventory
+from clustercert.model.profile import load_profile
 
 HOST_KEY_OPTION = "-o StrictHostKeyChecking=yes"
 
@@ -62,8 +65,6 @@ _INVENTORIES: dict[str, object] = {}
 
 
 def _inventory(path: str):
-    from clustercert.inventory import load_inventory
-
     if path not in _INVENTORIES:
         _INVENTORIES[path] = load_inventory(path)
     return _INVENTORIES[path]
@@ -71,9 +72,6 @@ def _inventory(path: str):
 
 @pytest.fixture(scope="module")
 def clustercert_ctx(host, request) -> HostContext:
-    from clustercert.profile import load_profile
-    from clustercert.validate import host_context
-
     name = host.backend.get_hostname()
     inv_path = request.config.getoption("ansible_inventory", default=None)
     timeout = request.config.getoption("clustercert_timeout")

@@ -3,7 +3,7 @@
 import pytest
 
 from clustercert.checks.packages import CHECK_IDS
-from clustercert.testinfra_support import assert_check
+from clustercert.checks.testinfra import assert_check
 
 
 @pytest.mark.parametrize("check", CHECK_IDS)

@@ -2,8 +2,8 @@
 
 import pytest
 
+from clustercert.checks.testinfra import assert_check
 from clustercert.checks.tuning import CHECK_IDS
-from clustercert.testinfra_support import assert_check
 
 
 @pytest.mark.parametrize("check", CHECK_IDS)

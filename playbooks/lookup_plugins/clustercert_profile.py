@@ -41,7 +41,7 @@ class LookupModule(LookupBase):
         overrides = self.get_option("overrides") or {}
         try:
             from clustercert.errors import InputError
-            from clustercert.profile import load_profile
+            from clustercert.model.profile import load_profile
         except ImportError as exc:  # pragma: no cover - depends on the controller's Python
             raise AnsibleError(
                 f"lookup clustercert_profile: cannot import clustercert ({exc}); run ansible-playbook "

@@ -1,10 +1,11 @@
-"""Options shared by several verbs, each defined once (the way pip's ``cli/cmdoptions.py`` does).
+"""Every option of the command line, each defined once (the way pip's ``cli/cmdoptions.py`` does).
 
 An :class:`Option` holds the flags and the keyword arguments of one ``add_argument`` call; a verb adds
 it with ``OPTION.add(parser)`` (keywords given there override the defaults, e.g. ``required=False``).
-The groups at the end (``CONNECTION``, ``PLAYBOOK``, ``PROBE_RUN``) are the sets the verbs share, so
-that ``-i``, ``-l``, ``-u``, ``-K`` or ``--list-hosts`` mean the same thing, with the same help, on
-every verb that takes them. Every option carries a help line (tests/test_cli_flags.py checks it).
+The groups (``CONNECTION``, ``PLAYBOOK``, ``PROBE_RUN``) are the sets the verbs share, so that ``-i``,
+``-l``, ``-u``, ``-K`` or ``--list-hosts`` mean the same thing, with the same help, on every verb that
+takes them; the options of one verb follow, under its name. clustercert.cli composes the verbs from
+them. Every option carries a help line (tests/test_cli_flags.py checks it).
 """
 
 from __future__ import annotations
@@ -107,6 +108,88 @@ def output_format(*choices: str, default: str = "table") -> Option:
 CONNECTION = (INVENTORY, LIMIT, LIST_HOSTS, USER, PRIVATE_KEY, ASK_BECOME_PASS, FORKS)
 PLAYBOOK = (CHECK, DIFF, EXTRA_VARS, TAGS, SKIP_TAGS)
 PROBE_RUN = (ALL_PAIRS, PROBE_SECONDS, PROBE_TIMEOUT)
+
+
+VERSION = option("--version", action="store_true",
+                 help="print the versions of clustercert, ansible-core, ansible-runner and Python, then stop "
+                      "(as `clustercert version`)")
+
+# ---- the options of one verb ---------------------------------------------------------------------
+
+# init
+INIT_DIRECTORY = option("directory", metavar="DIR", help="where to write the inventory (created if missing)")
+INIT_PROFILE = option("--profile", default="h100-sxm-8x-ndr", metavar="NAME",
+                      help="the node class: a built-in profile (h100-sxm-8x-ndr, a100-sxm-8x-hdr, lab) or a path to "
+                           "your own profile YAML (default h100-sxm-8x-ndr)")
+INIT_FORCE = option("--force", action="store_true",
+                    help="write into a DIR that is not empty (replaces hosts.yml, group_vars/all.yml and "
+                         "known_hosts.md there; keeps everything else)")
+
+# validate
+CHECKS = option("--checks", metavar="LIST", help="only these check ids and components, comma separated "
+                "(gpu,ib.port_state); default every component")
+SKIP = option("--skip", metavar="LIST", help="leave out these check ids and components, comma separated "
+              "(gpu.xid,time)")
+VALIDATE_OUT = option("--out", metavar="DIR", help="also write validate.json and each node's raw evidence "
+                      "(evidence/NODE.json) into DIR")
+DISRUPTIVE = option("--disruptive", action="store_true",
+                    help="also run the bond failover test (ib.bond_failover): takes each node's active bond slave "
+                         "down for a moment, one node at a time; never the default")
+
+# probe
+PROBES = option("--probes", metavar="LIST", help="comma-separated: ib_write_bw, ib_write_lat, iperf3, nccl, "
+                "nvbandwidth, dcgmi (default: every probe the profile sets a threshold for)")
+
+# certify
+CERTIFY_OUT = option("--out", metavar="DIR", help="where certificate.json, signing.pub and the reports go (required)")
+DRAIN = option("--drain", choices=("slurm",), help="after the verdicts, drain the failing nodes in Slurm "
+               "(Reason=clustercert: <check ids>) and resume the passing nodes clustercert drained")
+SIGNING_KEY = option("--key", metavar="FILE", help="Ed25519 private key that signs the certificate (default: the "
+                     "state directory's key from `clustercert key init`)")
+
+# drift
+BASELINE = option("--baseline", default="latest-certified", metavar="RUN_ID",
+                  help="the run to compare with: a run id from `clustercert report runs` (default: the latest "
+                       "certified run of this inventory)")
+DRIFT_PROBES = option("--probes", choices=("none", "quick", "full"), default="none",
+                      help="performance drift: none (default), quick (2 s pair probes) or full (5 s), against the "
+                           "baseline's values within the profile's drift_tolerance")
+FIX = option("--fix", action="store_true", help="bootstrap the nodes with configuration drift (only the "
+             "roles that drifted), then validate them again")
+
+# lab
+LAB_NODES = option("--nodes", type=positive_int, metavar="N", help="how many nodes (default: the spec's, else 4)")
+LAB_SPEC = option("--spec", metavar="FILE", help="lab spec YAML: nodes, profile, link_mbit, faults")
+FAULT_NODE = option("node", help="the lab node (node01, ...)")
+FAULT_KIND = option("kind", help="the fault kind (docs/lab-faults.md; `clustercert checks` names the check each fails)")
+FAULT_PARAMS = option("params", nargs="*", metavar="KEY=VALUE", help="the fault's parameters (defaults where left out)")
+HEAL_NODE = option("node", help="the lab node")
+HEAL_KIND = option("kind", nargs="?", help="only this fault kind (default: every fault of the node)")
+
+# parse
+PARSE_KIND = option("kind", nargs="?", help="the parser (`clustercert parse --list`)")
+PARSE_FILE = option("file", nargs="?", help="the saved output, or - for stdin")
+PARSE_JSON = option("--json", action="store_true", help="print JSON (default: YAML)")
+PARSE_LIST = option("--list", action="store_true", help="list the kinds")
+
+# checks
+CHECKS_PROFILE = option("--profile", action="append", metavar="NAME",
+                        help="the profile(s) whose figures to show: a built-in name or a YAML path (repeatable; "
+                             "default every built-in profile)")
+
+# report
+REPORT_WHAT = option("what", choices=("history", "runs"), help="history: per-node verdicts, failing checks and probe "
+                     "values, newest first; runs: the recorded runs")
+REPORT_NODE = option("--node", metavar="NODE", help="history of this node only")
+
+# verify
+CERTIFICATE = option("certificate", help="the certificate.json to verify")
+PUBLIC_KEY = option("--key", required=True, metavar="FILE", help="the signer's public key (signing.pub, OpenSSH or PEM)")
+
+# key
+KEY_CMD = option("key_cmd", choices=("init", "show"), metavar="CMD", help="init or show")
+KEY_FORCE = option("--force", action="store_true", help="init: replace an existing key (old certificates then "
+                   "verify only against the old public key)")
 
 
 def add(parser: argparse.ArgumentParser, *options: Option) -> None:

@@ -4,7 +4,7 @@ Exit codes (documented in the README):
   0  success / certified
   1  findings: something failed, drifted or was unreachable
   2  bad input or usage (InputError)
-  3  internal error, or a verb that is not implemented yet (NotReady)
+  3  internal error (any other ClustercertError, or an exception: one line, -v for the traceback)
 """
 
 from __future__ import annotations
@@ -36,9 +36,3 @@ class InputError(ClustercertError):
             parts.append(self.key)
         parts.append(self.reason)
         return ": ".join(p.replace("\n", " ") for p in parts)
-
-
-class NotReady(ClustercertError):
-    """A verb whose issue is not done yet. Never a fake success."""
-
-    exit_code = EXIT_INTERNAL

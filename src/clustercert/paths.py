@@ -1,4 +1,4 @@
-"""Where the shipped Ansible content lives.
+"""Where the shipped Ansible content lives, where clustercert keeps its state, and the ids of its runs.
 
 An editable install (or a source checkout) uses the repository's top-level folders; a wheel carries
 them inside the package as ``clustercert/_data/`` (hatchling force-include).
@@ -7,7 +7,12 @@ them inside the package as ``clustercert/_data/`` (hatchling force-include).
 from __future__ import annotations
 
 import os
+import stat
+import time
+import uuid
 from pathlib import Path
+
+from clustercert.errors import InputError
 
 _PKG = Path(__file__).resolve().parent
 
@@ -62,10 +67,6 @@ def ensure_state_dir() -> Path:
     is owned by another user, or is writable by group or others: a store and a signing key there could
     be replaced by someone else. An existing directory that is only readable by others is kept as it
     is (the lab's /var/lib/clustercert is 0755); everything clustercert makes inside it is 0700/0600."""
-    import stat
-
-    from clustercert.errors import InputError
-
     path = state_dir()
     where = "CLUSTERCERT_HOME" if os.environ.get("CLUSTERCERT_HOME") else "state directory"
     try:
@@ -84,3 +85,9 @@ def ensure_state_dir() -> Path:
         raise InputError(str(path), where, f"mode {stat.S_IMODE(st.st_mode):04o} is writable by group or others; "
                          f"run `chmod 700 {path}` (or choose another CLUSTERCERT_HOME)")
     return path
+
+
+def new_run_id() -> str:
+    """A run's id: when it started, and six random hex digits (``20261204T101500-1a2b3c``). The store's runs
+    and the playbook runs' directories under ``<state>/runs/`` are named by it."""
+    return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from clustercert import names
 from clustercert.cli import main
+from clustercert.model import names
 
 HOSTS = """\
 all:
@@ -50,12 +50,12 @@ def refused(tmp_path, monkeypatch, capsys):
     def no_process(*a, **k):
         raise AssertionError(f"a connection was attempted: {a[:1]}")
 
-    import clustercert.collect
-    import clustercert.validate
+    import clustercert.checks.run
+    import clustercert.collect.ssh
 
     # every connection goes through ssh_argv / collect_node (collect_many and collect_in_turn use them)
-    for mod, name in ((clustercert.collect, "ssh_argv"), (clustercert.collect, "collect_node"),
-                      (clustercert.validate, "collect_many"), (clustercert.validate, "collect_in_turn")):
+    for mod, name in ((clustercert.collect.ssh, "ssh_argv"), (clustercert.collect.ssh, "collect_node"),
+                      (clustercert.checks.run, "collect_many"), (clustercert.checks.run, "collect_in_turn")):
         monkeypatch.setattr(mod, name, no_process)
 
     def run(*argv: str, store_expected: bool = False) -> str:
@@ -414,7 +414,7 @@ def test_store_that_is_a_directory(tmp_path, refused):
 
 
 def test_store_created_0600_and_reopened(tmp_path):
-    from clustercert.store import Store
+    from clustercert.record.store import Store
 
     s = Store(tmp_path / "s" / "store.sqlite")
     s.start_run("r1", "validate", "inv")

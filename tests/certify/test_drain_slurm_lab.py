@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import yaml
 
-from clustercert.profile import load_profile
-from clustercert.slurm import parse_show_node
+from clustercert.collect.slurm import parse_show_node
+from clustercert.model.profile import load_profile
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -162,7 +162,7 @@ def test_drain_failing_resume_own_leave_others(slurm_lab, tmp_path):
     assert acts["node02"]["reason"] == after["node02"][1].reason and acts["node04"]["reason"] == "admin: maintenance"
     assert "slurm node02: drain (clustercert:" in p.stdout and "slurm node03: resume" in p.stdout
     # and recorded with the run in the store
-    from clustercert.store import Store
+    from clustercert.record.store import Store
     store = Store(lab.dir.parent / "certify-test-state" / "store.sqlite")
     run = store.runs(kind="certify", limit=1)[0]
     assert {a["node"]: (a["system"], a["target"], a["action"], a["ok"], a["reason"]) for a in store.actions(run["id"])} == {

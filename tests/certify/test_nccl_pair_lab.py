@@ -31,11 +31,11 @@ def leftovers(lab, nodes) -> dict[str, str]:
 
 
 def _pair(lab, tmp_path, a: str, b: str, timeout: float = 20):
-    from clustercert.inventory import load_inventory
+    from clustercert.model.inventory import load_inventory
     from clustercert.probes import run as certify
     from clustercert.probes.plan import ProbeSettings
 
-    inv = load_inventory("lab")
+    inv = load_inventory(str(lab.inventory))  # `-i lab` (the command layer resolves the name)
     cfg = ProbeSettings(2, timeout)
     th = cfg.thresholds(inv.hosts[a].profile)
     cp = Path(tempfile.mkdtemp(prefix="cc-", dir="/tmp"))  # short: ssh's control socket path has a length limit
@@ -93,10 +93,10 @@ def test_a_hung_rank_is_a_timed_error_and_leaves_no_process(bootstrapped_lab, tm
 
 
 def test_cluster_ssh_nodes_reach_each_other_with_host_keys_checked_and_a_limited_check_changes_nothing(bootstrapped_lab):
-    from clustercert.inventory import load_inventory
+    from clustercert.model.inventory import load_inventory
 
     lab = bootstrapped_lab
-    inv = load_inventory("lab")
+    inv = load_inventory(str(lab.inventory))  # `-i lab` (the command layer resolves the name)
     a, b = lab.nodes[0], lab.nodes[-1]
     addr = inv.hosts[b].connection.get("ansible_host") or b
     r = lab.ssh(a, f"ssh -o BatchMode=yes -o StrictHostKeyChecking=yes {addr} hostname", check=False)

@@ -24,7 +24,7 @@ class Lab:
     """The running lab as tests see it."""
 
     def __init__(self) -> None:
-        from clustercert.lab import manager
+        from clustercert_lab import manager
 
         self.manager = manager
         self.refresh()
@@ -117,7 +117,7 @@ def lab_lock():
 
 @pytest.fixture(scope="session")
 def lab(lab_lock):
-    from clustercert.lab import manager
+    from clustercert_lab import manager
 
     manager.down()  # a fresh lab: nothing left over from an earlier session
     manager.up(nodes=LAB_NODES)

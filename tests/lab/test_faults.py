@@ -106,7 +106,7 @@ def _read(lab, name: str, kind: str, command: str) -> str:
 
 
 def test_every_fault_kind_is_covered():
-    from clustercert.lab.faults import FAULTS
+    from clustercert_lab.faults import FAULTS
 
     assert set(CASES) == set(FAULTS)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clustercert.lab import faults, hardware
+from clustercert_lab import faults, hardware
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = {

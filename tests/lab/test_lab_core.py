@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clustercert.lab import image, network, node
+from clustercert_lab import image, network, node
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures("fresh_lab")]
 
@@ -203,7 +203,7 @@ def test_up_twice_is_idempotent(lab):
     assert sorted(st["nodes"]) == ["node01", "node02", "node03", "node04"]
     assert all(n["state"] == "running" for n in st["nodes"].values())
     # the same through the CLI
-    from clustercert.lab import manager
+    from clustercert_lab import manager
 
     env_cli = subprocess.run(
         [sys.executable, "-m", "clustercert", "lab", "up", "--nodes", str(LAB_NODES)],
@@ -244,8 +244,8 @@ def _lab_processes(lab_dir: Path) -> list[str]:
             continue  # an exited process init has not reaped yet
         if (
             "systemd-nspawn" in cmd
-            or "clustercert.lab.node" in cmd
-            or "clustercert.lab.repo_server" in cmd
+            or "clustercert_lab.node" in cmd
+            or "clustercert_lab.repo_server" in cmd
             or str(lab_dir) in cmd
             or ("ssh" in cmd and "10.250.0." in cmd)
         ):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from clustercert.errors import InputError
-from clustercert.lab import network, node, spec
+from clustercert_lab import network, node, spec
 
 REPO = Path(__file__).resolve().parents[2]
 CLI_PREFIX = "clustercert: error: "  # how the CLI prints an InputError's one line

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clustercert.lab import hardware, packages
-from clustercert.lab.sim import prepare_node
+from clustercert_lab import hardware, packages
+from clustercert_lab.sim import prepare_node
 
 PROFILE = Path(__file__).resolve().parents[2] / "src/clustercert/profiles/lab.yml"
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clustercert.lab import faults, hardware
-from clustercert.lab.sim import SOURCE
+from clustercert_lab import faults, hardware
+from clustercert_lab.sim import SOURCE
 
 PROFILE = Path(__file__).resolve().parents[2] / "src/clustercert/profiles/lab.yml"
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
@@ -582,10 +582,10 @@ def _sim_bin(sim, *tools: str) -> Path:
 
 def test_nvidia_smi_loop_reports_gpus_busy_while_all_reduce_runs(sim):
     """The certify probe's script as it runs on a node: utilisation sampled while all_reduce_perf runs."""
-    from clustercert.collect import CommandResult
+    from clustercert.model.evidence import CommandResult
+    from clustercert.model.profile import load_profile
     from clustercert.probes.commands import nccl_1node_cmd, with_util_sampling
     from clustercert.probes.evaluate import eval_gpu_util, split_util
-    from clustercert.profile import load_profile
 
     sim.driver_loaded()
     sim.start_daemon("nv-fabricmanager", "/run/nvidia-fabricmanager/nv-fabricmanager.pid")
@@ -649,8 +649,8 @@ def test_perftest_latency_between_nodes_reflects_a_slowed_link(tmp_path):
 
 
 def test_dcgmi_diag_levels(sim):
+    from clustercert.model.profile import load_profile
     from clustercert.probes.evaluate import eval_dcgmi_diag
-    from clustercert.profile import load_profile
 
     sim.driver_loaded()
     sim.start_daemon("nvidia-persistenced", "/run/nvidia-persistenced/nvidia-persistenced.pid")
@@ -679,7 +679,7 @@ def test_dcgmi_diag_levels(sim):
 
 
 def _res(sim, level: int):
-    from clustercert.collect import CommandResult
+    from clustercert.model.evidence import CommandResult
 
     r = sim.run("dcgmi", "diag", "-r", str(level))
     return CommandResult(r.returncode, r.stdout, r.stderr, False, 1.0, f"dcgmi diag -r {level}")

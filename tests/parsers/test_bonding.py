@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from clustercert.parsers import ParseError, parse
-from clustercert.parsers._util_b import ttar_to_grep_dump
+from clustercert.parsers._text import ttar_to_grep_dump
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

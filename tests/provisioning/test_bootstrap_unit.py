@@ -9,9 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from clustercert import bootstrap as bs
-from clustercert import engine
+from clustercert import paths
+from clustercert.cli import build_parser
+from clustercert.collect import engine
+from clustercert.commands import bootstrap as bs
 from clustercert.errors import InputError
+from clustercert.report.documents import bootstrap_summary
+
+
+def bootstrap(inv: Path, *flags: str) -> int:
+    """`clustercert bootstrap -i INV FLAGS` as its command runs it (bad input raises, as main sees it)."""
+    args = build_parser().parse_args(["bootstrap", "-i", str(inv), *flags])
+    args.verbose = 0
+    return bs.run(args)
 
 
 def _inventory(tmp: Path, hosts: list[str]) -> Path:
@@ -51,14 +61,14 @@ def fake_playbooks(tmp_path, monkeypatch):
     pdir = tmp_path / "playbooks"
     pdir.mkdir()
     _fake_playbook(tmp_path).rename(pdir / "bootstrap.yml")
-    monkeypatch.setattr(bs.paths, "playbooks_dir", lambda: pdir)
+    monkeypatch.setattr(paths, "playbooks_dir", lambda: pdir)
     monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path / "state"))
     return tmp_path
 
 
 def test_json_summary_and_exit_code(fake_playbooks, capsys):
     inv = _inventory(fake_playbooks, ["alpha", "beta"])
-    rc = bs.bootstrap(str(inv), fmt="json", diff=True)
+    rc = bootstrap(inv, "--format", "json", "--diff")
     doc = json.loads(capsys.readouterr().out)
     assert rc == 1
     assert doc["hosts"] == {
@@ -72,13 +82,13 @@ def test_json_summary_and_exit_code(fake_playbooks, capsys):
 
 def test_second_run_changes_nothing_and_check_mode_reports_would_be_changes(fake_playbooks, capsys):
     inv = _inventory(fake_playbooks, ["alpha"])
-    assert bs.bootstrap(str(inv), fmt="json") == 0
+    assert bootstrap(inv, "--format", "json") == 0
     first = json.loads(capsys.readouterr().out)
     assert first["hosts"]["alpha"]["changed"] == 1
-    assert bs.bootstrap(str(inv), fmt="json") == 0
+    assert bootstrap(inv, "--format", "json") == 0
     assert json.loads(capsys.readouterr().out)["hosts"]["alpha"]["changed"] == 0
     (fake_playbooks / "alpha.marker").write_text("tampered\n")
-    assert bs.bootstrap(str(inv), fmt="json", check=True, diff=True) == 0
+    assert bootstrap(inv, "--format", "json", "--check", "--diff") == 0
     doc = json.loads(capsys.readouterr().out)
     assert [(c["host"], c["task"]) for c in doc["changes"]] == [("alpha", "Write the marker")]
     assert doc["changes"][0]["diff"][0]["before"] == "tampered\n"
@@ -87,7 +97,7 @@ def test_second_run_changes_nothing_and_check_mode_reports_would_be_changes(fake
 
 def test_table_output(fake_playbooks, capsys):
     inv = _inventory(fake_playbooks, ["alpha", "beta"])
-    assert bs.bootstrap(str(inv)) == 1
+    assert bootstrap(inv) == 1
     out = capsys.readouterr().out
     rows = {ln.split()[1]: ln.split()[2:] for ln in out.splitlines() if ln.startswith("│") and ("alpha" in ln or "beta" in ln)}
     assert [c for c in rows["alpha"] if c != "│"] == ["1", "1", "0", "0", "2", "ok"]
@@ -99,14 +109,14 @@ def test_bad_inventory_fails_before_running(tmp_path):
     inv = tmp_path / "hosts.yml"
     inv.write_text("all:\n  hosts:\n    a: {clustercert_profile: lab, clustercert_max_parallel_reboots: many}\n")
     with pytest.raises(InputError, match="clustercert_max_parallel_reboots"):
-        bs.bootstrap(str(inv))
+        bootstrap(inv)
 
 
 def test_summary_shape():
     result = engine.RunResult("r", Path("/tmp"), 0, "successful",
                               {"n1": engine.HostStats(ok=5, changed=2, skipped=1)},
                               [{"host": "n1", "task": "t", "role": "tuning", "diff": None}])
-    assert bs.summarise(result) == {
+    assert bootstrap_summary(result) == {
         "hosts": {"n1": {"ok": 5, "changed": 2, "failed": 0, "unreachable": 0, "skipped": 1}},
         "changes": [{"host": "n1", "task": "t", "role": "tuning", "diff": None}],
     }
@@ -114,7 +124,7 @@ def test_summary_shape():
 
 def test_strategy_env_falls_back_without_mitogen(monkeypatch):
     monkeypatch.setenv("CLUSTERCERT_STRATEGY", "linear")
-    assert bs.strategy_env() == {"ANSIBLE_STRATEGY": "linear"}
+    assert engine.strategy_env() == {"ANSIBLE_STRATEGY": "linear"}
     monkeypatch.setenv("CLUSTERCERT_STRATEGY", "auto")
     monkeypatch.setitem(sys.modules, "ansible_mitogen", None)  # import fails
-    assert bs.strategy_env() == {}
+    assert engine.strategy_env() == {}

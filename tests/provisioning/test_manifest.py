@@ -76,7 +76,7 @@ def test_manifest_pins_every_component_the_issue_names():
 
 
 def test_manifest_defaults_equal_the_h100_profile():
-    from clustercert.profile import load_profile
+    from clustercert.model.profile import load_profile
 
     pins = yaml.safe_load(MANIFEST.read_text())["clustercert_versions"]
     h100 = load_profile("h100-sxm-8x-ndr")

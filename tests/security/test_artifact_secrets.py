@@ -8,7 +8,7 @@ import json
 import sys
 import textwrap
 
-from clustercert import engine
+from clustercert.collect import engine
 
 PASSWORD = "hunter2-Zq8!r$sudo"  # a value that occurs nowhere else
 TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from clustercert import bootstrap, collect, engine
+from clustercert.collect import engine, ssh
 
 HOSTILE_ARGS = "-o StrictHostKeyChecking=no -o CheckHostIP=no"  # an inventory that tries to turn checking off
 
@@ -66,10 +66,10 @@ def ssh_on_path(tmp_path, monkeypatch):
 def test_collector_ssh_argv_checks_host_keys_whatever_the_inventory_says(wrapper_on_path, tmp_path):
     log = wrapper_on_path
     conn = {"ansible_host": "192.0.2.10", "ansible_user": "ops", "ansible_ssh_common_args": HOSTILE_ARGS}
-    argv = collect.ssh_argv(conn, "node01")
+    argv = ssh.ssh_argv(conn, "node01")
     assert argv[:3] == ["ssh", "-o", "StrictHostKeyChecking=yes"]
     # the collector's session as a whole: refused, with the reason in one line, nothing run
-    ev = collect.collect_node("node01", {**conn, "ansible_ssh_common_args": HOSTILE_ARGS},
+    ev = ssh.collect_node("node01", {**conn, "ansible_ssh_common_args": HOSTILE_ARGS},
                               {"marker": (f"touch {tmp_path}/RAN", 5)})
     assert not ev.reachable
     assert ev.error.startswith("host key verification failed")
@@ -98,7 +98,7 @@ def test_playbook_runs_check_host_keys(wrapper_on_path, tmp_path, monkeypatch, s
     log = wrapper_on_path
     monkeypatch.setenv("ANSIBLE_HOST_KEY_CHECKING", "False")
     monkeypatch.setenv("CLUSTERCERT_STRATEGY", strategy)
-    env = bootstrap.strategy_env()
+    env = engine.strategy_env()
     if strategy == "mitogen_linear" and env.get("ANSIBLE_STRATEGY") != "mitogen_linear":
         pytest.skip("mitogen is not installed")
     kh = tmp_path / "known_hosts"
@@ -117,19 +117,19 @@ def test_playbook_runs_check_host_keys(wrapper_on_path, tmp_path, monkeypatch, s
     if strategy == "mitogen_linear":
         assert any("StrictHostKeyChecking yes" in r["argv"] for r in records)
         assert "UserKnownHostsFile /dev/null" not in log.read_text()
-    assert result.failures[0]["msg"] == collect.HOST_KEY_FAILURE, result.failures
+    assert result.failures[0]["msg"] == ssh.HOST_KEY_FAILURE, result.failures
 
 
 def test_describe_failure_names_the_host_key_and_sudo_cases():
     forged = ("@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"
               "@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\n"
               "Host key verification failed.\n")
-    assert collect.describe_failure(forged, 255).startswith("host key verification failed")
-    assert collect.describe_failure("No ED25519 host key is known for 10.0.0.1 and you have requested strict "
+    assert ssh.describe_failure(forged, 255).startswith("host key verification failed")
+    assert ssh.describe_failure("No ED25519 host key is known for 10.0.0.1 and you have requested strict "
                                     "checking.\nHost key verification failed.\n", 255).startswith("host key")
-    line = collect.describe_failure("sudo: a password is required\n", 1, {"ansible_user": "ops"})
+    line = ssh.describe_failure("sudo: a password is required\n", 1, {"ansible_user": "ops"})
     assert "\n" not in line and "sudo needs a password" in line and "-K" in line
-    assert collect.describe_failure("ssh: connect to host 10.0.0.9 port 22: No route to host\n", 255) == \
+    assert ssh.describe_failure("ssh: connect to host 10.0.0.9 port 22: No route to host\n", 255) == \
         "ssh: connect to host 10.0.0.9 port 22: No route to host"
 
 
@@ -157,10 +157,10 @@ def test_become_uses_sudo_and_feeds_the_password_on_stdin_only(tmp_path, monkeyp
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     conn = {"ansible_connection": "local", "ansible_become": "yes", "ansible_python_interpreter": sys.executable}
     monkeypatch.delenv("ANSIBLE_BECOME_PASS", raising=False)
-    ev = collect.collect_node("n", conn, {"hello": ("echo hi", 5)})
+    ev = ssh.collect_node("n", conn, {"hello": ("echo hi", 5)})
     assert ev.reachable and ev.results["hello"].stdout == "hi\n", ev
     monkeypatch.setenv("ANSIBLE_BECOME_PASS", "s3cret-pw")
-    ev = collect.collect_node("n", conn, {"hello": ("echo hi", 5)})
+    ev = ssh.collect_node("n", conn, {"hello": ("echo hi", 5)})
     assert ev.reachable and ev.results["hello"].stdout == "hi\n", ev
     lines = rec.read_text().splitlines()
     assert lines[0].startswith("['-n', '-u', 'root', '--'") and lines[0].endswith(" pw=")
@@ -168,11 +168,11 @@ def test_become_uses_sudo_and_feeds_the_password_on_stdin_only(tmp_path, monkeyp
     assert "s3cret-pw" not in lines[1].rsplit(" pw=", 1)[0]
     # a probe's commands run as the login user (mpirun logs into the other nodes as that account)
     n_before = len(rec.read_text().splitlines())
-    run = collect.run_server_client(None, ("n", conn, "echo probe"), 10)
+    run = ssh.run_server_client(None, ("n", conn, "echo probe"), 10)
     assert run.client.stdout.strip() == "probe", run
     assert len(rec.read_text().splitlines()) == n_before
     with pytest.raises(ValueError):
-        collect.become_argv({"ansible_become": True, "ansible_become_method": "su"})
+        ssh.become_argv({"ansible_become": True, "ansible_become_method": "su"})
 
 
 def test_testinfra_validators_check_host_keys(wrapper_on_path, tmp_path):

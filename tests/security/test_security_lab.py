@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clustercert.collect import HOST_KEY_FAILURE
-from clustercert.lab import node as lab_node
+from clustercert.collect.ssh import HOST_KEY_FAILURE
+from clustercert_lab import node as lab_node
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

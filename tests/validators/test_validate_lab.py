@@ -1,7 +1,7 @@
 """Validators on a bootstrapped lab (root): healthy passes, every validator-owned fault is caught on
 its node only (with the other checks it fails, ALSO_FAILS), hangs become timed errors, a dead node is
 unreachable, and plain pytest works; the faults that only a probe sees are caught by `clustercert probe` on
-their node only (PROBE_FAULTS). clustercert.catalogue names these tests for each (fault kind, id) pair;
+their node only (PROBE_FAULTS). clustercert.report.catalogue names these tests for each (fault kind, id) pair;
 tests/test_catalogue.py reads the lists below and holds the catalogue to them."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from clustercert.lab.faults import FAULTS
+from clustercert_lab.faults import FAULTS
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -1,10 +1,12 @@
-"""Evaluate: evidence + profile -> findings. Pure functions; no I/O.
+"""Evaluate: evidence + profile -> findings. Pure functions; no I/O (but in the drivers below).
 
 Each component module declares the commands it needs (``commands(ctx)`` -> {name: (shell, timeout)})
-and evaluates their results (``evaluate(ev, ctx)`` -> [Finding]). The CLI collects the union of
-commands in one connection per node (clustercert.collect); the testinfra modules in validators/
-collect the same commands through testinfra's ``host`` and call the same ``evaluate``. A command
-that could not run (missing tool, timeout, unparseable output) gives ``error``, never ``pass``.
+and evaluates their results (``evaluate(ev, ctx)`` -> [Finding]). The validators' driver,
+clustercert.checks.run, collects the union of commands in one connection per node (clustercert.collect.ssh);
+the testinfra modules in validators/ collect the same commands through testinfra's ``host``
+(clustercert.checks.testinfra) and call the same ``evaluate``. A command that could not run (missing
+tool, timeout, unparseable output) gives ``error``, never ``pass``. clustercert.checks.drift compares a
+run's findings with a baseline's (``clustercert drift``).
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ import importlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from clustercert.collect import CommandResult
+from clustercert.model.evidence import CommandResult
+from clustercert.model.profile import Profile
 from clustercert.parsers import ParseError, parse
-from clustercert.profile import Profile
 
 STATUSES = ("pass", "fail", "error", "skip")
 COMPONENT_ORDER = ("gpu", "driver", "rdma", "ib", "bond", "container", "tuning", "time", "packages")

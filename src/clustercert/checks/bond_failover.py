@@ -9,8 +9,8 @@ handlers, and a watchdog in its own session that brings it up should the script 
 when a primary is configured, polls until the primary is active again. It prints ``key=value`` lines
 (parser ``bond-failover``).
 
-This module only builds that command and judges its parsed output (pure); clustercert.collect runs it
-and clustercert.validate runs it node after node, after the normal checks, so that the peer a node
+This module only builds that command and judges its parsed output (pure); clustercert.collect.ssh runs it
+and clustercert.checks.run runs it node after node, after the normal checks, so that the peer a node
 pings is never failing over at the same moment.
 
 Findings, all ``ib.bond_failover`` (subject says which part):

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import re
 
-from clustercert.parsers._util_b import grep_dump_entries, int_or_none, text_lines
+from clustercert.parsers._text import grep_dump_entries, int_or_none, text_lines
 from clustercert.parsers.base import ParseError, register
 
 _MODES = [

@@ -74,7 +74,7 @@ from __future__ import annotations
 
 import re
 
-from clustercert.parsers._util_b import (
+from clustercert.parsers._text import (
     grep_dump_entries,
     int_or_none,
     num,

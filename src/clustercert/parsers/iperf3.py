@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import re
 
-from clustercert.parsers._util_b import text_lines
+from clustercert.parsers._text import text_lines
 from clustercert.parsers.base import ParseError, register
 
 

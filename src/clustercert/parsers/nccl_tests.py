@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import re
 
-from clustercert.parsers._util_b import text_lines
+from clustercert.parsers._text import text_lines
 from clustercert.parsers.base import ParseError, register
 
 _PREFIX_RE = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\d+:\s)")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from clustercert.parsers._util_b import text_lines
+from clustercert.parsers._text import text_lines
 from clustercert.parsers.base import ParseError, register
 
 _LINE_RE = re.compile(r"^(?P<package>[A-Za-z][A-Za-z_]*(?:-[A-Za-z][A-Za-z_]*)*)-(?P<version>\d[\w.]*(?:-[\w.]+)*):?$")

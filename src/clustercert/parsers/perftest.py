@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import re
 
-from clustercert.parsers._util_b import text_lines
+from clustercert.parsers._text import text_lines
 from clustercert.parsers.base import ParseError, register
 
 _MIB_TO_GBIT = 1048576 * 8 / 1e9

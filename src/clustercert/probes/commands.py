@@ -1,6 +1,6 @@
 """Probe command lines: pure builders, every value quoted (clustercert.shell.q) where it is built.
 
-Nothing here runs anything: clustercert.probes.run hands these strings to clustercert.collect.
+Nothing here runs anything: clustercert.probes.run hands these strings to clustercert.collect.ssh.
 """
 
 from __future__ import annotations

@@ -13,11 +13,11 @@ import statistics
 from dataclasses import dataclass, field
 
 from clustercert.checks import Finding
-from clustercert.collect import CommandResult
+from clustercert.model.evidence import CommandResult
+from clustercert.model.profile import DcgmDiag, Profile, Threshold
 from clustercert.parsers import ParseError, parse
 from clustercert.probes.catalog import NVBW_TESTS, Channel
 from clustercert.probes.commands import UTIL_INTERVAL_MS, UTIL_MARK, dcgmi_diag_cmd
-from clustercert.profile import DcgmDiag, Profile, Threshold
 
 
 @dataclass

@@ -64,7 +64,7 @@ def fabric_ip(h, fabric: int) -> str | None:
 class NodePlan:
     th: dict
     rails: list                      # the compute HCAs looped back
-    commands: dict[str, tuple]       # name -> (command, timeout[, server]) for collect.collect_node
+    commands: dict[str, tuple]       # name -> (command, timeout[, server]) for collect.ssh.collect_node
     stages: list[list[str]]
 
 

@@ -22,7 +22,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clustercert import collect, paths
+from clustercert import paths
+from clustercert.collect import ssh
+from clustercert.collect.slurm import accepts_step, read_states, slurm_name
 from clustercert.probes import commands as cmd
 from clustercert.probes import evaluate
 from clustercert.probes.evaluate import Measurement
@@ -37,7 +39,6 @@ from clustercert.probes.plan import (
 )
 from clustercert.probes.rounds import Round, Rounds
 from clustercert.probes.timing import pair_round_tool_seconds, probe_timing
-from clustercert.slurm import accepts_step, read_states, slurm_name
 
 
 @dataclass
@@ -67,7 +68,7 @@ def _charge(ms: list[Measurement], res, stage: int | None = None) -> None:
 # ---- a node's own probes ------------------------------------------------------------------------------
 
 def node_probes(h, cfg: ProbeSettings, cp: Path, down: set[str] | None = None, hcas_free=None,
-                io=collect, why_down: dict | None = None) -> list[Measurement]:
+                io=ssh, why_down: dict | None = None) -> list[Measurement]:
     """Probes on one node, in one connection (plan.node_plan). ``hcas_free(node)`` is called once the
     node's loopback tests have ended (its HCAs carry none of its own probes any more), while its other
     probes may still run."""
@@ -127,12 +128,12 @@ def node_probes(h, cfg: ProbeSettings, cp: Path, down: set[str] | None = None, h
 def node_phase_limit(h, cfg: ProbeSettings) -> float:
     """The longest a node's own probes may take: its runner's limit."""
     np = node_plan(h, cfg)
-    return collect.runner_limit(np.commands, np.stages) if np.commands else 0.0
+    return ssh.runner_limit(np.commands, np.stages) if np.commands else 0.0
 
 
 # ---- a pair's probes ------------------------------------------------------------------------------
 
-def start_servers(plan: PairPlan, ex: ThreadPoolExecutor, cp: Path, ahead: float = 0.0, io=collect) -> None:
+def start_servers(plan: PairPlan, ex: ThreadPoolExecutor, cp: Path, ahead: float = 0.0, io=ssh) -> None:
     """Start every server of ``plan`` in ``ex``; ``ahead``: seconds more than its bound it may wait."""
     plan.servers = [[ex.submit(io.start_server, job.server, plan.bound + ahead, control_dir=cp, server_port=job.port)
                      for job in jobs] for jobs, _ in plan.stages]
@@ -155,7 +156,7 @@ def _unreachable(plan: PairPlan, ev) -> dict[int, str]:
 
 
 def pair_probes(a, b, rnd: int, cfg: ProbeSettings, cp: Path, slurm_states: dict | None = None,
-                plan: PairPlan | None = None, io=collect, channels: set | None = None) -> tuple[list[Measurement], set[str]]:
+                plan: PairPlan | None = None, io=ssh, channels: set | None = None) -> tuple[list[Measurement], set[str]]:
     """Node-to-node probes between a (client) and b (server), one kind after another (see the module
     docstring); ``channels``: only those a later round asks about. Every server starts with the first
     stage and waits, or earlier (``plan`` with its servers started). A later stage starts with its
@@ -210,7 +211,7 @@ def pair_probes(a, b, rnd: int, cfg: ProbeSettings, cp: Path, slurm_states: dict
 
 
 def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str], slurm_states: dict | None = None,
-              io=collect) -> Measurement:
+              io=ssh) -> Measurement:
     """all_reduce_perf across a and b, launched from a, one process per node driving its GPUs; then
     the ranks (and launch daemons) the launch left on either node are killed. Where the inventory
     says Slurm it is an srun step when Slurm can start one on both nodes now (``slurm_states``:
@@ -279,7 +280,7 @@ def pair_result(a: str, b: str, rnd: int, ms: list[Measurement], judge) -> PairR
 # ---- the run ---------------------------------------------------------------------------------------
 
 def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs: bool = False,
-        io=collect) -> ProbeOutcome:
+        io=ssh) -> ProbeOutcome:
     """Every probe on ``nodes`` (their own, then the pair rounds), judged by ``judge``; concurrency
     bounded by ``forks`` throughout. ``io``: the collect layer (a fake in the tests)."""
     cp = paths.state_dir() / "cp"

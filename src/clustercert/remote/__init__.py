@@ -1,11 +1,11 @@
 """Programs that clustercert runs outside its own process, kept as real modules.
 
 * ``runner``: the node runner: sent over SSH as ``python3 -c <its source>`` (run locally for
-  ``ansible_connection=local``) by clustercert.collect.collect_node; runs a request's commands on the
+  ``ansible_connection=local``) by clustercert.collect.ssh.collect_node; runs a request's commands on the
   node and prints one JSON document.
 * ``bond_failover``: the bond failover driver: one of the runner's commands,
   ``"${CLUSTERCERT_PYTHON:-python3}" -c <its source> ARGS`` (clustercert.checks.bond_failover).
-* ``tether``: the wrapper placed as ``<run_dir>/bin/ansible-playbook`` by clustercert.engine.
+* ``tether``: the wrapper placed as ``<run_dir>/bin/ansible-playbook`` by clustercert.collect.engine.
 
 The first two run on a node: python3 >= 3.6, stdlib only, no file of clustercert's needed there. Their
 text is sent whole; ``source`` reads it from the installed package at call time.

@@ -1,6 +1,6 @@
 """clustercert's node runner: runs a request's commands on a node, at once, and prints one JSON document.
 
-clustercert.collect.collect_node sends this file's text over SSH as ``python3 -c <text>`` (or runs it
+clustercert.collect.ssh.collect_node sends this file's text over SSH as ``python3 -c <text>`` (or runs it
 locally for ``ansible_connection=local``), perhaps behind ``sudo``. It runs on the node: python3 >= 3.6,
 stdlib only, and no file of clustercert's is there. Keep it so: no syntax newer than Python 3.6 and no
 annotations (tests/test_remote_runner.py compiles it for 3.6).

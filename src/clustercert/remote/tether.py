@@ -25,6 +25,7 @@ Exit status: the playbook's (128 + N where signal N ended it), or 128 + N where 
 """
 
 import ctypes
+import json
 import os
 import signal
 import sys
@@ -90,8 +91,6 @@ def main(argv=None):
     if os.getppid() != parent:  # the parent died before PR_SET_PDEATHSIG took effect
         end_run(signal.SIGTERM, None)
     if secrets:  # the secret variables, from a FIFO the engine feeds
-        import json
-
         with open(secrets) as fh:
             os.environ.update(json.load(fh))
     child = os.fork()

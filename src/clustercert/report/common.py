@@ -1,16 +1,18 @@
 """What the three reports share: text cleaning, number and unit formatting, aggregation of findings,
 thresholds, the link groupings and the words that say how a value stands against its threshold.
 
-Pure functions over the certificate dict (see clustercert.certificate for its shape)."""
+Pure functions over the certificate dict (see clustercert.record.certificate for its shape)."""
 
 from __future__ import annotations
 
+import base64
 import math
 import re
 from collections import Counter, defaultdict
 from datetime import datetime
 
 from clustercert.probes.catalog import PAIR_THRESHOLD
+from clustercert.record.certificate import fingerprint
 
 STATUS_ORDER = ("fail", "error", "pass", "skip")
 UNIT_LABEL = {"gbit_per_s": "Gb/s", "gbyte_per_s": "GB/s", "usec": "µs", "percent": "%"}
@@ -289,10 +291,6 @@ def loc_subject(item: dict) -> str:
 def fingerprint_of(cert: dict) -> str | None:
     sig = cert.get("signature") or {}
     try:
-        import base64
-
-        from clustercert.certificate import fingerprint
-
         return fingerprint(base64.b64decode(sig["public_key"], validate=True))
     except Exception:  # unsigned, or a key that is not one: the report just does not name a signer
         return None

@@ -1,0 +1,128 @@
+"""The validators' run: collect every node's evidence (one connection each), evaluate it.
+
+The checks' I/O driver, as clustercert.probes.run is the probes': it asks each component for its
+commands, collects them through clustercert.collect.ssh (every node at once; the disruptive bond
+failover test one node after the other) and hands the evidence to the components' pure evaluators.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clustercert import paths
+from clustercert.checks import (
+    Finding,
+    HostContext,
+    bond_failover,
+    components,
+    disruptive_component,
+    node_verdict,
+    parsed,
+    run_evaluations,
+)
+from clustercert.checks import ib as ib_checks
+from clustercert.collect.ssh import collect_in_turn, collect_many
+from clustercert.model.evidence import NodeEvidence
+from clustercert.model.inventory import HostView, Inventory
+
+
+@dataclass
+class NodeResult:
+    name: str
+    verdict: str  # pass | fail | unreachable | error
+    findings: list[Finding]
+    detail: str = ""
+    evidence: NodeEvidence | None = None
+
+    def to_json(self) -> dict:
+        out = {"verdict": self.verdict, "findings": [f.to_json() for f in self.findings]}
+        if self.detail:
+            out["detail"] = self.detail
+        return out
+
+
+def host_context(h: HostView) -> HostContext:
+    return HostContext(
+        name=h.name,
+        profile=h.profile,
+        timeout_s=float(h.vars.clustercert_command_timeout_s),
+        fabric_addresses=dict(h.vars.clustercert_fabric_addresses),
+        sm_priority=h.vars.clustercert_sm_priority,
+        bond_address=h.bond_address,
+    )
+
+
+def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disruptive: bool = False,
+                   selected: set[str] | None = None) -> dict[str, NodeResult]:
+    """Collect and evaluate every node; with ``disruptive``, then run the components' disruptive tests
+    (the bond failover test) node by node. ``selected``: report only these check ids (the components
+    still run whole: the failover test needs ib.bond's verdict); the node verdicts follow them."""
+    comps = components(comp_names)
+    contexts = {name: host_context(h) for name, h in inv.hosts.items()}
+    commands_for = {}
+    for name, ctx in contexts.items():
+        cmds: dict[str, tuple[str, float]] = {}
+        for comp in comps:
+            cmds.update(comp.commands(ctx))
+        commands_for[name] = cmds
+    evidence = collect_many({n: h.connection for n, h in inv.hosts.items()}, commands_for, forks=forks,
+                            control_dir=paths.state_dir() / "cp")
+    results: dict[str, NodeResult] = {}
+    sysfs: dict[str, dict] = {}
+    for name, ev in evidence.items():
+        if not ev.reachable:
+            results[name] = NodeResult(name, "unreachable", [], ev.error, ev)
+            continue
+        findings = run_evaluations(ev.results, contexts[name], comps)
+        if "ib" in comp_names:
+            rec, _ = parsed("sysfs-infiniband", ev.results.get("ib_sysfs"), ())
+            if rec is not None:
+                sysfs[name] = rec
+        results[name] = NodeResult(name, "pass", findings, "", ev)
+    if "ib" in comp_names and len(sysfs) > 1:
+        extra = ib_checks.cluster_findings(sysfs, {n: inv.hosts[n].profile for n in sysfs})
+        for name, fs in extra.items():
+            results[name].findings.extend(fs)
+    if disruptive and "bond" in comp_names:
+        run_bond_failover(inv, contexts, results)
+    for r in results.values():
+        if selected is not None:
+            r.findings = [f for f in r.findings if f.check in selected]
+        if r.verdict != "unreachable":
+            r.verdict = node_verdict(r.findings)
+    return results
+
+
+def run_bond_failover(inv: Inventory, contexts: dict[str, HostContext], results: dict[str, NodeResult]) -> None:
+    """--disruptive: the bond failover test on every reachable node, ONE NODE AT A TIME in inventory order,
+    after the normal checks. Each node pings the bond address of the next node (in order) that answered
+    and whose ib.bond passed: that peer is never failing over at the same moment."""
+    comp = disruptive_component("bond")
+    order = list(inv.hosts)
+    healthy = {n for n, r in results.items() if r.verdict != "unreachable"
+               and any(f.check == "ib.bond" and f.status == "pass" for f in r.findings)}
+    peers = bond_failover.choose_peers(order, {n: h.bond_address for n, h in inv.hosts.items()}, healthy)
+    todo: dict[str, dict[str, tuple[str, float]]] = {}
+    for name in order:
+        if results[name].verdict == "unreachable":
+            continue
+        ctx = contexts[name]
+        ctx.bond_peer, ctx.bond_peer_note = peers[name]
+        cmds = comp.commands(ctx)
+        if cmds:
+            todo[name] = cmds
+        else:  # nothing to run on the node (no bond in its profile): the evaluator says why
+            results[name].findings.extend(run_evaluations({}, ctx, [comp]))
+    evidence = collect_in_turn({n: inv.hosts[n].connection for n in todo}, todo, control_dir=paths.state_dir() / "cp")
+    for name, ev in evidence.items():
+        r = results[name]
+        if r.evidence is not None:  # the node's checking time includes its failover test
+            r.evidence.seconds += ev.seconds
+        if not ev.reachable:
+            bond = contexts[name].profile.ib.bond
+            r.findings.extend(Finding(c, "error", bond.name if bond else "", "",
+                                      f"the node did not answer for the failover test: {ev.error}") for c in comp.check_ids)
+            continue
+        r.findings.extend(run_evaluations(ev.results, contexts[name], [comp]))
+        if r.evidence is not None:
+            r.evidence.results.update(ev.results)

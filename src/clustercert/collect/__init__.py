@@ -1,0 +1,7 @@
+"""Collect: all remote and local I/O with the nodes.
+
+collect.ssh: one connection per node running the node runner (clustercert/remote/runner.py), and
+the probes' server/client sessions; collect.engine: playbook runs through ansible-runner;
+collect.slurm: scontrol on a Slurm node. Imports model, remote and the base modules only
+(docs/architecture.md).
+"""

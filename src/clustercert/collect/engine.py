@@ -1,0 +1,429 @@
+"""Playbook runs through ansible-runner: ``run_playbook``, the strategy it runs with, and ``-e`` as
+ansible-playbook reads it.
+
+One private data dir per run under ``<state>/runs/<id>/`` (artifacts kept; the env/ folder, which may
+hold extra-vars, is removed after the run so secrets do not linger in artifacts). Runner events are
+streamed to a progress callback and summarised into per-host stats and a list of changes.
+
+Host keys: every run gets ANSIBLE_HOST_KEY_CHECKING=True (ansible-runner otherwise sets it False, which
+overrides ansible.cfg; mitogen then runs ssh with StrictHostKeyChecking no and UserKnownHostsFile
+/dev/null). A caller cannot turn it off.
+
+Secrets: ansible-runner dumps the whole environment of the run into artifacts/<id>/command. Every
+variable whose name or value looks like a password, token or key (``secret_env``) is kept out of the
+environment ansible-runner sees; the tether (clustercert/remote/tether.py) receives them through a FIFO
+in the run directory (never on disk) and puts them back into ansible-playbook's environment, so
+ANSIBLE_BECOME_PASS still reaches the become plugin. After the run every file in the run directory is
+scrubbed of those values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import stat
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import ansible_runner
+from ansible.errors import AnsibleError
+from ansible.parsing.splitter import parse_kv
+
+from clustercert import paths, remote
+from clustercert.collect.ssh import HOST_KEY_FAILURE, describe_failure
+from clustercert.errors import InputError
+from clustercert.model.strict_yaml import load_yaml_file, loads
+
+STAT_KEYS = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
+
+
+@dataclass
+class HostStats:
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+    rescued: int = 0
+    ignored: int = 0
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    run_dir: Path
+    rc: int
+    status: str  # successful | failed | timeout | canceled
+    stats: dict[str, HostStats]
+    changes: list[dict] = field(default_factory=list)
+    failures: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "successful" and not any(s.failed or s.unreachable for s in self.stats.values())
+
+    def to_json(self) -> dict:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "rc": self.rc,
+            "hosts": {h: asdict(s) for h, s in sorted(self.stats.items())},
+            "changes": self.changes,
+            "failures": self.failures,
+        }
+
+
+# An event as the progress display sees it: (kind, host, task, detail)
+ProgressCallback = Callable[[dict], None]
+
+
+def _summarise(event: dict) -> dict | None:
+    """Reduce a runner event to what the display, stats and the caller need."""
+    kind = event.get("event", "")
+    data = event.get("event_data", {}) or {}
+    if kind == "playbook_on_task_start":
+        return {"kind": "task", "task": data.get("task", ""), "role": data.get("role", "")}
+    if kind == "playbook_on_play_start":
+        return {"kind": "play", "play": data.get("play", "")}
+    if kind.startswith("runner_on_") or kind.startswith("runner_item_on_"):
+        res = data.get("res", {}) or {}
+        status = kind.removeprefix("runner_item_on_").removeprefix("runner_on_")
+        if status == "ok" and res.get("changed"):
+            status = "changed"
+        if status == "failed" and data.get("ignore_errors"):
+            status = "ignored"
+        return {
+            "kind": "host",
+            "status": status,
+            "host": data.get("host", ""),
+            "task": data.get("task", ""),
+            "role": data.get("role", ""),
+            "action": data.get("task_action", ""),
+            "item": kind.startswith("runner_item_on_"),
+            "changed": bool(res.get("changed")),
+            "msg": _failure_msg(status, str(res.get("msg", ""))) if status in ("failed", "unreachable") else "",
+            "diff": res.get("diff") if res.get("changed") else None,
+        }
+    if kind == "playbook_on_stats":
+        return {"kind": "stats", "data": {k: data.get(k, {}) for k in ("ok", "changed", "failures", "dark", "skipped", "rescued", "ignored", "processed")}}
+    return None
+
+
+def _failure_msg(status: str, msg: str) -> str:
+    """A task's failure message; an unreachable host whose key did not verify says so in clustercert's words
+    (Ansible's ssh plugin and mitogen each word it their own way)."""
+    if status == "unreachable":
+        if describe_failure(msg, None) == HOST_KEY_FAILURE:
+            return HOST_KEY_FAILURE
+    return msg[:500]
+
+
+def _stats_from(data: dict) -> dict[str, HostStats]:
+    mapping = {"ok": "ok", "changed": "changed", "failures": "failed", "dark": "unreachable",
+               "skipped": "skipped", "rescued": "rescued", "ignored": "ignored"}
+    hosts = set(data.get("processed", {})) | {h for k in mapping for h in data.get(k, {})}
+    out = {h: HostStats() for h in hosts}
+    for src, dst in mapping.items():
+        for h, n in data.get(src, {}).items():
+            setattr(out[h], dst, int(n))
+    return out
+
+
+def run_playbook(
+    playbook: str | Path,
+    inventory: str | Path,
+    *,
+    limit: str | None = None,
+    check: bool = False,
+    diff: bool = False,
+    tags: str | None = None,
+    skip_tags: str | None = None,
+    extra_vars: dict | None = None,
+    forks: int | None = None,
+    verbosity: int = 0,
+    timeout: int | None = None,
+    progress: ProgressCallback | None = None,
+    state: Path | None = None,
+    envvars: dict | None = None,
+) -> RunResult:
+    state = state or paths.state_dir()
+    run_id = paths.new_run_id()
+    run_dir = state / "runs" / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    playbook = Path(playbook)
+    if not playbook.is_absolute() and not playbook.exists():
+        playbook = paths.playbooks_dir() / playbook
+    playbook = playbook.resolve()
+
+    cmdline: list[str] = []
+    if check:
+        cmdline.append("--check")
+    if diff:
+        cmdline.append("--diff")
+    if tags:
+        cmdline += ["--tags", tags]
+    if skip_tags:
+        cmdline += ["--skip-tags", skip_tags]
+
+    # ansible-runner starts ansible-playbook from PATH: make sure it is the one next to this Python.
+    bindir = os.path.dirname(sys.executable)
+    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+    env = {
+        "ANSIBLE_CONFIG": str(paths.ansible_cfg()),
+        "ANSIBLE_ROLES_PATH": str(paths.roles_dir()),
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(state / "facts"),
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        "ANSIBLE_FORCE_COLOR": "False",
+        "ANSIBLE_NOCOLOR": "True",
+    }
+    env.update(envvars or {})
+    # ansible-runner sets ANSIBLE_HOST_KEY_CHECKING=False unless the env says otherwise: host keys stay checked
+    env["ANSIBLE_HOST_KEY_CHECKING"] = "True"
+    if os.environ.get("ANSIBLE_SSH_ARGS") or env.get("ANSIBLE_SSH_ARGS"):  # replaces ansible.cfg's, which has it first
+        env["ANSIBLE_SSH_ARGS"] = "-o StrictHostKeyChecking=yes " + (env.get("ANSIBLE_SSH_ARGS") or os.environ["ANSIBLE_SSH_ARGS"])
+    secrets = secret_env({**os.environ, **env})
+    for k in secrets:
+        env.pop(k, None)
+
+    changes: list[dict] = []
+    failures: list[dict] = []
+    events: list[dict] = []
+    final_stats: dict = {}
+
+    def handler(event: dict) -> bool:
+        s = _summarise(event)
+        if s is None:
+            return True
+        if s["kind"] == "stats":
+            final_stats.update(s["data"])
+        elif s["kind"] == "host":
+            if s["status"] == "changed" and not s["item"]:
+                changes.append({"host": s["host"], "task": s["task"], "role": s["role"], "diff": s["diff"]})
+            if s["status"] in ("failed", "unreachable") and not s["item"]:
+                failures.append({"host": s["host"], "task": s["task"], "status": s["status"], "msg": s["msg"]})
+        if s["kind"] != "host" or not s["item"]:
+            events.append({k: v for k, v in s.items() if k != "diff"})
+        if progress is not None:
+            progress(s)
+        return True
+
+    fifo = _secrets_fifo(run_dir, secrets) if secrets else None
+    kwargs = dict(
+        private_data_dir=str(run_dir),
+        binary=str(_tethered_playbook_binary(run_dir, timeout or 0, fifo)),
+        inventory=str(Path(inventory).resolve()),
+        envvars=env,
+        event_handler=handler,
+        quiet=True,
+        verbosity=verbosity or None,
+        # no job_timeout: ansible-runner's kills only the tether's process group (SIGKILL), not Ansible's workers
+        # in their own sessions nor what their tasks started; the tether enforces ``timeout`` itself
+        settings={"suppress_ansible_output": True},
+    )
+    if limit:
+        kwargs["limit"] = limit
+    if forks:
+        kwargs["forks"] = forks
+    if extra_vars:
+        kwargs["extravars"] = extra_vars
+    # With `binary` set, ansible-runner passes no playbook of its own: it is the last argument here.
+    kwargs["cmdline"] = " ".join(_quote(c) for c in [*cmdline, str(playbook)])
+    try:
+        runner = ansible_runner.interface.init_runner(**kwargs)
+        for k in secrets:  # seeded from os.environ: out of what ansible-runner dumps (the tether puts them back)
+            runner.config.env.pop(k, None)
+        runner.run()
+    finally:
+        if fifo is not None:
+            _close_fifo(fifo)
+        # extra-vars may hold secrets: do not keep them next to the artifacts.
+        shutil.rmtree(run_dir / "env", ignore_errors=True)
+        scrub_tree(run_dir, secrets.values())
+    stats = _stats_from(final_stats or (runner.stats or {}))
+    status = "timeout" if (run_dir / TIMED_OUT_MARK).exists() else str(runner.status)
+    result = RunResult(run_id, run_dir, int(runner.rc or 0), status, stats, changes, failures, events)
+    (run_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
+    return result
+
+
+# The tether (clustercert/remote/tether.py) runs in ansible-playbook's place: it kills the whole run when this
+# process dies or at the run's timeout, when it leaves TIMED_OUT_MARK in the run directory.
+TIMED_OUT_MARK = "timed-out"
+
+
+# ---- secrets: kept out of what ansible-runner writes ------------------------------------------
+
+_SECRET_NAME = re.compile(r"PASS|SECRET|TOKEN|CREDENTIAL|PRIVATE|(^|_)(API_?)?KEY($|_)|(^|_)AUTH($|_)", re.I)
+_NOT_SECRET_NAME = re.compile(r"(_FILE|_PATH|_DIR|_SOCK|_CHECKING)$|^(OLDPWD|PWD)$", re.I)
+_SECRET_VALUE = re.compile(
+    r"-----BEGIN [A-Z ]*PRIVATE KEY|\b(ghp|gho|ghs|ghu)_[A-Za-z0-9]{20,}|github_pat_|glpat-|xox[abprs]-|"
+    r"\bAKIA[0-9A-Z]{16}\b|\beyJ[A-Za-z0-9_-]{8,}\.eyJ|://[^/\s:@]+:[^/\s@]+@|^Bearer\s")
+REDACTED = "<redacted by clustercert>"
+
+
+def secret_env(env: dict) -> dict[str, str]:
+    """The variables of ``env`` that look like a password, token or key, by name (ANSIBLE_BECOME_PASS,
+    *_TOKEN, *_SECRET*, *_KEY, ...; not *_FILE/*_PATH/*_DIR/*_SOCK, which name where a secret is) or by
+    value (a PEM private key, a GitHub/GitLab/Slack token, an AWS access key id, a JWT, a URL with a
+    password in it)."""
+    out = {}
+    for k, v in env.items():
+        v = str(v)
+        if (_SECRET_NAME.search(k) and not _NOT_SECRET_NAME.search(k)) or _SECRET_VALUE.search(v):
+            out[k] = v
+    return out
+
+
+def scrub_tree(root: Path, values) -> None:
+    """Replace every occurrence of each secret value (4 characters or more) in the files under ``root``."""
+    needles = sorted({v for v in values if len(v) >= 4}, key=len, reverse=True)
+    if not needles:
+        return
+    enc = [(n.encode(), json.dumps(n)[1:-1].encode()) for n in needles]
+    for path in root.rglob("*"):
+        if not path.is_file() or path.is_symlink() or stat_is_fifo(path):
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        new = data
+        for raw, escaped in enc:
+            new = new.replace(raw, REDACTED.encode()).replace(escaped, REDACTED.encode())
+        if new != data:
+            path.write_bytes(new)
+
+
+def stat_is_fifo(path: Path) -> bool:
+    try:
+        return stat.S_ISFIFO(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _secrets_fifo(run_dir: Path, secrets: dict[str, str]) -> Path:
+    """A FIFO (0600) the tether reads the secret variables from: they reach ansible-playbook's
+    environment without passing through ansible-runner (which writes its environment to disk)."""
+    fifo = run_dir / ".secrets"
+    os.mkfifo(fifo, 0o600)
+    payload = json.dumps(secrets).encode()
+
+    def feed() -> None:
+        try:
+            with open(fifo, "wb") as fh:  # blocks until the tether opens it (or _close_fifo does)
+                fh.write(payload)
+        except OSError:
+            pass
+
+    threading.Thread(target=feed, daemon=True, name="clustercert-secrets").start()
+    return fifo
+
+
+def _close_fifo(fifo: Path) -> None:
+    """Release a feeder still waiting (the tether never started), then remove the FIFO."""
+    try:
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        os.close(fd)
+    except OSError:
+        pass
+    fifo.unlink(missing_ok=True)
+
+
+def _tethered_playbook_binary(run_dir: Path, timeout: int, secrets_fifo: Path | None = None) -> Path:
+    """Writes the tether (clustercert/remote/tether.py) to ``<run_dir>/bin/tether.py`` and, for ansible-runner
+    to run, ``<run_dir>/bin/ansible-playbook``: a shell script that execs it with this interpreter and its
+    settings (this process, ``timeout``, the mark, the FIFO, the real ansible-playbook) in front of its
+    arguments."""
+    real = shutil.which("ansible-playbook")
+    if real is None:
+        raise FileNotFoundError("ansible-playbook is not on PATH")
+    bindir = run_dir / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    tether = bindir / "tether.py"
+    tether.write_text(remote.source("tether"))
+    settings = [str(os.getpid()), str(int(timeout)), str(run_dir / TIMED_OUT_MARK),
+                str(secrets_fifo) if secrets_fifo else "", real]
+    wrapper = bindir / "ansible-playbook"
+    wrapper.write_text("#!/bin/sh\n# clustercert's tether around ansible-playbook: a run dies with the clustercert process "
+                       "that started it.\nexec " + shlex.join([sys.executable, str(tether), *settings]) + ' "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def _quote(s: str) -> str:
+    return shlex.quote(s)
+
+
+# ---- what clustercert's own runs use ------------------------------------------------------------
+
+BOOTSTRAP_PLAYBOOK = "bootstrap.yml"  # playbooks/bootstrap.yml: `bootstrap`, and `drift` in check mode
+
+
+def strategy_env() -> dict[str, str]:
+    """Environment selecting the fastest available strategy: when the ``mitogen`` package is importable,
+    its ``mitogen_linear`` (one persistent interpreter per host instead of one SSH round trip + Python
+    start per task); ``CLUSTERCERT_STRATEGY=linear`` forces Ansible's own strategy."""
+    wanted = os.environ.get("CLUSTERCERT_STRATEGY", "auto")
+    if wanted not in ("auto", "mitogen_linear"):
+        return {"ANSIBLE_STRATEGY": wanted} if wanted else {}
+    try:  # an optional dependency: whether it is installed is the question asked here
+        import ansible_mitogen  # noqa: F401  (the mitogen package's Ansible integration)
+    except ImportError:
+        return {}
+    plugin_dir = Path(sys.modules["ansible_mitogen"].__file__).resolve().parent / "plugins" / "strategy"
+    if not plugin_dir.is_dir():
+        return {}
+    return {"ANSIBLE_STRATEGY_PLUGINS": str(plugin_dir), "ANSIBLE_STRATEGY": "mitogen_linear"}
+
+
+# ---- -e/--extra-vars ------------------------------------------------------------------------------
+
+EXTRA_VARS_FLAG = "-e/--extra-vars"
+
+
+def parse_extra_vars(items: list[str]) -> dict:
+    """-e as ansible-playbook reads it: @FILE (YAML or JSON), a JSON/YAML mapping, or key=value pairs (quoted
+    values may hold spaces); later wins. Anything else is bad input naming the flag and the item."""
+    out: dict = {}
+    for item in items:
+        text = item.strip()
+        if not text:
+            raise InputError(EXTRA_VARS_FLAG, repr(item), "empty (expected key=value, a JSON mapping, or @file)")
+        if text.startswith("@"):
+            if not text[1:]:
+                raise InputError(EXTRA_VARS_FLAG, item, "@ names no file")
+            data = load_yaml_file(text[1:])
+            if not isinstance(data, dict):
+                raise InputError(text[1:], None, "extra-vars file must be a mapping")
+            out.update(data)
+        elif text.startswith(("{", "[")):
+            data = loads(text, EXTRA_VARS_FLAG)
+            if not isinstance(data, dict):
+                raise InputError(EXTRA_VARS_FLAG, text[:60], "expected a mapping")
+            out.update(data)
+        else:
+            out.update(_key_values(text))
+    return out
+
+
+def _key_values(text: str) -> dict:
+    """``k=v k2='a b'`` split as ansible-playbook splits it (ansible's parse_kv)."""
+    try:
+        pairs = parse_kv(text, check_raw=False)
+    except AnsibleError as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "cannot split"
+        raise InputError(EXTRA_VARS_FLAG, text[:60], reason) from None
+    raw = pairs.pop("_raw_params", None)
+    if raw is not None:
+        raise InputError(EXTRA_VARS_FLAG, raw[:60], "expected key=value, a JSON mapping, or @file")
+    if "" in pairs:
+        raise InputError(EXTRA_VARS_FLAG, text[:60], "a variable name is empty")
+    return pairs

@@ -1,0 +1,70 @@
+"""`clustercert certify`: validators + probes -> verdicts, a signed certificate, reports.
+
+Glue only: the validators' run is clustercert.checks.run, the probes and their rounds clustercert.probes
+(run with the threshold judge), the certificate's body clustercert.record.results, signing
+clustercert.record.certificate, the reports clustercert.report.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from clustercert import paths
+from clustercert.checks import COMPONENT_ORDER
+from clustercert.checks import run as check_run
+from clustercert.collect import slurm
+from clustercert.commands.common import inventory
+from clustercert.probes import run as probe_run
+from clustercert.probes.judge import ThresholdJudge
+from clustercert.probes.plan import ProbeSettings
+from clustercert.record import certificate
+from clustercert.record.results import certificate_body
+from clustercert.record.runlock import inventory_lock
+from clustercert.record.store import Store
+from clustercert.report import prom
+from clustercert.report.documents import certify_document
+from clustercert.report.files import write_reports
+from clustercert.report.terminal import print_certify
+
+
+def run(args) -> int:
+    inv = inventory(args)
+    if args.drain == "slurm":
+        slurm.check_inventory(inv)
+    signing_key, pub_path = certificate.load_or_create_key(Path(args.key) if args.key else None, paths.state_dir())
+    store = Store()
+    with inventory_lock(str(inv.source), "certify"):
+        return _certify(args, inv, store, Path(args.out), signing_key, pub_path)
+
+
+def _certify(args, inv, store: Store, out_dir: Path, signing_key, pub_path: Path) -> int:
+    run_id = paths.new_run_id()
+    started = datetime.now(UTC)
+    store.start_run(run_id, "certify", str(inv.source), {"limit": args.limit, "all_pairs": args.all_pairs})
+    forks = args.forks or 25
+    t_validate = time.monotonic()
+    validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks)
+    validate_s = round(time.monotonic() - t_validate, 2)
+    reachable = [n for n, r in sorted(validation.items()) if r.verdict != "unreachable"]
+    outcome = probe_run.run(inv, reachable, ProbeSettings(args.probe_seconds, args.probe_timeout),
+                            ThresholdJudge.for_inventory(inv), forks, args.all_pairs)
+    cert = certificate_body(inv, validation, outcome, started, validate_s)
+    if args.drain == "slurm":  # after the verdicts, before signing: what was done is part of the certificate
+        cert["slurm"] = slurm.apply(inv, cert["nodes"], paths.state_dir() / "cp")
+    cert = certificate.sign(cert, signing_key)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    certificate.write_certificate(cert, out_dir / "certificate.json")
+    (out_dir / "signing.pub").write_text(pub_path.read_text())
+    write_reports(cert, out_dir)
+    store.finish_run(run_id, cert["verdict"], cert["nodes"], cert["links"],
+                     actions={"slurm": cert["slurm"]} if "slurm" in cert else None)
+    if args.prom:
+        prom.write_certify(args.prom, cert, str(inv.source))
+    if args.format == "json":
+        print(json.dumps(certify_document(cert, run_id, out_dir, str(inv.source)), indent=2, default=str))
+    else:
+        print_certify(cert, out_dir, run_id, outcome.seconds)
+    return 0 if cert["verdict"] == "pass" and all(a["ok"] for a in cert.get("slurm", [])) else 1

@@ -1,0 +1,61 @@
+"""`clustercert probe`: the bandwidth/latency probes alone, on the pair rounds.
+
+Glue only: the probes run through clustercert.probes.run with the threshold judge, as in certify;
+this runs them without the validators, prints every value against its threshold, records the run
+and exits 0 when every probe passed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+
+from clustercert import paths
+from clustercert.checks import cluster_verdict
+from clustercert.commands.common import inventory
+from clustercert.errors import InputError
+from clustercert.probes import run as probe_run
+from clustercert.probes.catalog import PROBE_NAMES
+from clustercert.probes.judge import ThresholdJudge
+from clustercert.probes.plan import ProbeSettings
+from clustercert.record.results import probe_nodes
+from clustercert.record.runlock import inventory_lock
+from clustercert.record.store import Store
+from clustercert.report import documents
+from clustercert.report.terminal import print_probe
+
+
+def parse_probe_list(text: str | None) -> frozenset[str] | None:
+    """``--probes ib_write_bw,iperf3`` -> the probe names; None for all. Unknown names are bad input."""
+    if text is None:
+        return None
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    if not names:
+        raise InputError("--probes", text, f"no probe named (choose from {', '.join(PROBE_NAMES)})")
+    unknown = [x for x in names if x not in PROBE_NAMES]
+    if unknown:
+        raise InputError("--probes", unknown[0], f"unknown probe (choose from {', '.join(PROBE_NAMES)})")
+    return frozenset(names)
+
+
+def run(args) -> int:
+    selected = parse_probe_list(args.probes)  # bad input first: nothing runs
+    inv = inventory(args)
+    started = documents.now()
+    names = sorted(inv.hosts)
+    store = Store()
+    with inventory_lock(str(inv.source), "probe"):
+        run_id = paths.new_run_id()
+        store.start_run(run_id, "probe", str(inv.source), {"limit": args.limit, "probes": sorted(selected or []),
+                                                             "all_pairs": args.all_pairs})
+        out = probe_run.run(inv, names, ProbeSettings(args.probe_seconds, args.probe_timeout, selected),
+                            ThresholdJudge.for_inventory(inv), args.forks or 25, args.all_pairs)
+        nodes = probe_nodes(names, out)
+        links = [m.link_record() for m in out.pairs]
+        verdict = cluster_verdict(nodes, links)
+        store.finish_run(run_id, verdict, nodes, links)
+    doc = documents.probe_document(out, run_id, started, str(inv.source), selected, verdict, nodes, links)
+    if args.format == "json":
+        print(json.dumps(doc, indent=2))
+    else:
+        print_probe(doc)
+    return 0 if verdict == "pass" else 1

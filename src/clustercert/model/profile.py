@@ -1,0 +1,377 @@
+"""Profiles: what a node class must be, and the thresholds it is held to.
+
+A profile is a YAML file (built-in ones live in ``clustercert/profiles/``). Every key is validated:
+unknown keys are errors, so a typo cannot silently disable a check. A site picks a profile per
+inventory group (``clustercert_profile``) and may override any key with
+``clustercert_profile_overrides`` (deep-merged, then validated again).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from clustercert.errors import InputError
+from clustercert.model import names
+from clustercert.model.strict_yaml import load_yaml_file
+
+BUILTIN_DIR = Path(__file__).resolve().parent.parent / "profiles"  # clustercert/profiles/
+
+# Numbers: never a boolean (YAML's yes/true would read as 1), never NaN or infinite.
+Num = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+# Names that reach remote commands (issue 19.2a): validated by clustercert.model.names at load time.
+IfName = Annotated[str, AfterValidator(lambda v: names.validate("ifname", v))]
+HcaName = Annotated[str, AfterValidator(lambda v: names.validate("hca", v))]
+SysctlKey = Annotated[str, AfterValidator(lambda v: names.validate("sysctl_key", v))]
+KernelArg = Annotated[str, AfterValidator(lambda v: names.validate("kernel_arg", v))]
+Version = Annotated[str, AfterValidator(lambda v: names.validate("version", v))]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GPU(_Strict):
+    count: StrictInt = Field(ge=1, le=64)  # a GPU node class has GPUs: 0 is a typo, not a node class
+    model: str
+    memory_mib: StrictInt = Field(ge=0)
+    memory_tolerance_mib: StrictInt = Field(default=1024, ge=0)
+    architecture: str
+    pcie_gen: StrictInt = Field(ge=1, le=7)
+    pcie_width: StrictInt = Field(ge=1, le=32)
+    nvlink_links_per_gpu: StrictInt = Field(ge=0, le=36)
+    nvswitch: StrictBool
+
+
+class Driver(_Strict):
+    branch: str = Field(pattern=r"^\d{3}$")
+    version: str = Field(pattern=r"^\d{3}\.\d+(\.\d+)?$")
+    modules: Literal["open", "proprietary"]
+
+    @model_validator(mode="after")
+    def _branch_matches(self) -> Driver:
+        if not self.version.startswith(self.branch + "."):
+            raise ValueError(f"version {self.version} is not on branch {self.branch}")
+        return self
+
+
+class Cuda(_Strict):
+    version: str = Field(pattern=r"^\d+\.\d+$")
+
+
+class Nccl(_Strict):
+    version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
+
+
+class Ofed(_Strict):
+    source: Literal["doca", "mlnx", "inbox"]
+    # the distribution's own RDMA stack (source: inbox) has no release of ours to pin: "distribution"
+    version: Literal["distribution"] | Version
+
+    @model_validator(mode="after")
+    def _distribution_is_inbox(self) -> Ofed:
+        if self.version == "distribution" and self.source != "inbox":
+            raise ValueError(f"version 'distribution' is for source: inbox, not {self.source}")
+        return self
+
+
+class Container(_Strict):
+    runtime: Literal["docker", "containerd", "crio"]
+
+
+class HCA(_Strict):
+    name: HcaName
+    port: StrictInt = Field(default=1, ge=1, le=2)
+    netdev: IfName
+    fabric: StrictInt = Field(ge=0, le=15)
+    rate_gbit_per_s: StrictInt = Field(gt=0, le=3200)
+    role: Literal["compute", "storage"]
+
+
+class Bond(_Strict):
+    name: IfName = "bond0"
+    mode: Literal["active-backup"] = "active-backup"
+    slaves: tuple[IfName, IfName]
+    primary: IfName
+    miimon_ms: StrictInt = Field(default=100, ge=1, le=10000)
+    fail_over_mac: Literal["none", "active", "follow"] = "active"
+
+    @model_validator(mode="after")
+    def _primary_is_slave(self) -> Bond:
+        if self.primary not in self.slaves:
+            raise ValueError(f"primary {self.primary!r} is not one of the slaves {list(self.slaves)}")
+        if self.slaves[0] == self.slaves[1]:
+            raise ValueError("the two bond slaves must differ")
+        return self
+
+
+class IB(_Strict):
+    link_layer: Literal["InfiniBand", "Ethernet"] = "InfiniBand"
+    hcas: tuple[HCA, ...]
+    bond: Bond | None = None
+    max_symbol_errors: StrictInt = Field(default=0, ge=0)
+    max_link_downed: StrictInt = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> IB:
+        names = [h.name for h in self.hcas]
+        if len(set(names)) != len(names):
+            raise ValueError("HCA names must be unique")
+        netdevs = {h.netdev for h in self.hcas}
+        if self.bond:
+            for s in self.bond.slaves:
+                if s not in netdevs:
+                    raise ValueError(f"bond slave {s!r} is not the netdev of any HCA")
+        return self
+
+    @property
+    def compute_rails(self) -> list[str]:
+        return [h.name for h in self.hcas if h.role == "compute"]
+
+
+class SubnetManager(_Strict):
+    mode: Literal["host", "switch"]
+    redundant: StrictBool = True
+
+
+class Tuning(_Strict):
+    memlock: Literal["unlimited"] | Annotated[StrictInt, Field(ge=0)] = "unlimited"
+    nofile: StrictInt = Field(default=1048576, ge=1024)
+    hugepages_2m: StrictInt = Field(default=0, ge=0)
+    governor: Literal["performance", "powersave", "schedutil", "ondemand", "none"] = "performance"
+    sysctl: dict[SysctlKey, str] = Field(default_factory=dict)
+    kernel_cmdline: tuple[KernelArg, ...] = ()
+    time_max_offset_ms: Num = Field(default=100.0, gt=0)
+
+    @field_validator("sysctl")
+    @classmethod
+    def _sysctl_values(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, val in value.items():
+            reason = names.check_sysctl_value(val)
+            if reason:
+                raise ValueError(f"{key}: {reason}")
+        return value
+
+
+class Threshold(_Strict):
+    """A limit with its source. Either ``min``/``max`` directly, or ``rated`` x ``ratio`` (a floor)."""
+
+    unit: str
+    source: str = Field(min_length=5)
+    min: Num | None = Field(default=None, ge=0)
+    max: Num | None = Field(default=None, ge=0)
+    rated: Num | None = Field(default=None, gt=0)
+    ratio: Num | None = Field(default=None, gt=0, le=1.5)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Threshold:
+        has_rated = self.rated is not None or self.ratio is not None
+        if has_rated and (self.rated is None or self.ratio is None):
+            raise ValueError("rated and ratio go together")
+        if not has_rated and self.min is None and self.max is None:
+            raise ValueError("give min, max, or rated and ratio")
+        if has_rated and self.min is not None:
+            raise ValueError("give either min or rated x ratio, not both")
+        floor = self.floor
+        if floor is not None and self.max is not None and floor > self.max:
+            raise ValueError(f"the floor {floor:g} is above the ceiling max {self.max:g}: nothing could pass")
+        return self
+
+    @property
+    def floor(self) -> float | None:
+        if self.rated is not None and self.ratio is not None:
+            return round(self.rated * self.ratio, 6)
+        return self.min
+
+
+# dcgmi diag -r N: what each level runs and how long it normally takes (DCGM's dcgmi-diag reference:
+# 1 quick deployment checks, seconds; 2 medium, about two minutes; 3 long, about 15 minutes;
+# 4 extended, longer). Default time limits leave room above those durations.
+DCGM_DIAG_TIMEOUT_S = {1: 300.0, 2: 900.0, 3: 3600.0, 4: 14400.0}
+
+
+class DcgmDiag(_Strict):
+    """``dcgmi diag -r LEVEL`` on every node during certify. Level 0 turns it off (a skip finding
+    says so). A diagnostic legitimately runs for minutes, so it has its own time limit instead of the
+    probes' ``--probe-timeout``."""
+
+    level: StrictInt = Field(ge=0, le=4)
+    source: str = Field(min_length=5)
+    timeout_s: Num | None = Field(default=None, gt=0)
+
+    @property
+    def limit_s(self) -> float:
+        return self.timeout_s if self.timeout_s is not None else DCGM_DIAG_TIMEOUT_S.get(self.level, 300.0)
+
+
+class Profile(_Strict):
+    name: str
+    description: str
+    gpu: GPU
+    driver: Driver
+    cuda: Cuda
+    nccl: Nccl
+    ofed: Ofed
+    container: Container
+    ib: IB
+    subnet_manager: SubnetManager
+    tuning: Tuning = Tuning()
+    firmware_uniform: StrictBool = True
+    drift_tolerance: Num = Field(default=0.10, gt=0, lt=1)
+    dcgm_diag: DcgmDiag | None = None
+    thresholds: dict[str, Threshold]
+
+    @model_validator(mode="after")
+    def _known_thresholds(self) -> Profile:
+        unknown = sorted(set(self.thresholds) - set(KNOWN_THRESHOLDS))
+        if unknown:
+            raise ValueError(f"unknown threshold {unknown[0]!r} (known: {', '.join(sorted(KNOWN_THRESHOLDS))})")
+        return self
+
+
+def check_threshold_units(profile: Profile) -> tuple[str, str] | None:
+    """(key, reason) for the first threshold whose unit is not the one its probe reports, or whose bound
+    lies outside the sane range for that unit (an ib_write_bw floor of 400000 Gb/s or 0.0004 Gb/s is a
+    unit mistake, and would make every node fail or pass); None when all are sane."""
+    for tname, t in sorted(profile.thresholds.items()):
+        unit, lo, hi = THRESHOLD_UNITS[tname]
+        if t.unit != unit:
+            return f"thresholds.{tname}.unit", f"unknown unit {t.unit!r} for {tname} (its probe reports {unit})"
+        for label, value in (("min", t.min), ("max", t.max), ("rated", t.rated), ("floor (rated x ratio)", t.floor)):
+            if value is None or (value == 0 and (label in ("min", "floor (rated x ratio)") or unit == "count")):
+                continue
+            if not lo <= value <= hi:
+                key = f"thresholds.{tname}.{label.split()[0]}" if label != "floor (rated x ratio)" else f"thresholds.{tname}"
+                return key, (f"{label} {value:g} {unit} is outside the sane range {lo:g}..{hi:g} {unit} "
+                             f"for {tname} (wrong unit magnitude?)")
+    return None
+
+
+# Threshold names and what they bound. Probes and validators look thresholds up by these names.
+KNOWN_THRESHOLDS = {
+    "ib_write_bw_loopback": "ib_write_bw loopback per compute HCA (floor)",
+    "ib_write_bw_pair": "ib_write_bw node-to-node per rail (floor)",
+    "ib_write_lat_p99": "ib_write_lat node-to-node 99th percentile (ceiling)",
+    "nccl_allreduce_1node": "NCCL all_reduce busbw on one node at the largest size (floor)",
+    "nccl_allreduce_pair": "NCCL all_reduce busbw across a pair of nodes (floor)",
+    "nvbandwidth_h2d": "nvbandwidth host-to-device per GPU (floor)",
+    "nvbandwidth_d2h": "nvbandwidth device-to-host per GPU (floor)",
+    "nvbandwidth_d2d": "nvbandwidth device-to-device read per GPU (floor)",
+    "iperf3_ipoib": "iperf3 over IPoIB per fabric (floor)",
+    "gpu_util_under_load": "GPU utilisation sampled during the NCCL run (floor)",
+    "ecc_sram_corrected": "SRAM correctable ECC errors (ceiling)",
+    "ecc_dram_corrected": "DRAM correctable ECC errors (ceiling)",
+    "retired_pages": "retired pages per GPU (ceiling)",
+    "outlier_ratio": "cluster-relative rule: below this fraction of the median of the same bandwidth probe fails "
+                     "(latency and GPU utilisation are held to their absolute bounds only)",
+}
+
+
+# threshold -> (the unit its probe reports, the smallest and largest sane non-zero bound in that unit)
+THRESHOLD_UNITS: dict[str, tuple[str, float, float]] = {
+    "ib_write_bw_loopback": ("gbit_per_s", 1.0, 3200.0),
+    "ib_write_bw_pair": ("gbit_per_s", 1.0, 3200.0),
+    "ib_write_lat_p99": ("usec", 0.05, 10000.0),
+    "nccl_allreduce_1node": ("gbyte_per_s", 0.1, 10000.0),
+    "nccl_allreduce_pair": ("gbyte_per_s", 0.1, 10000.0),
+    "nvbandwidth_h2d": ("gbyte_per_s", 0.1, 10000.0),
+    "nvbandwidth_d2h": ("gbyte_per_s", 0.1, 10000.0),
+    "nvbandwidth_d2d": ("gbyte_per_s", 0.1, 100000.0),
+    "iperf3_ipoib": ("gbit_per_s", 0.001, 3200.0),
+    "gpu_util_under_load": ("percent", 1.0, 100.0),
+    "ecc_sram_corrected": ("count", 1.0, 1e12),
+    "ecc_dram_corrected": ("count", 1.0, 1e12),
+    "retired_pages": ("count", 1.0, 1e6),
+    "outlier_ratio": ("ratio", 0.01, 1.0),
+}
+assert set(THRESHOLD_UNITS) == set(KNOWN_THRESHOLDS)
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def builtin_profiles() -> list[str]:
+    return sorted(p.stem for p in BUILTIN_DIR.glob("*.yml"))
+
+
+def profile_source(name_or_path: str) -> Path:
+    """Resolve a profile name (built-in) or a path to a YAML file."""
+    if name_or_path.endswith((".yml", ".yaml")) or "/" in name_or_path:
+        return Path(name_or_path)
+    return BUILTIN_DIR / f"{name_or_path}.yml"
+
+
+def format_validation_error(exc: ValidationError) -> tuple[str, str]:
+    """First error of a pydantic ValidationError as (dotted key, reason)."""
+    err = exc.errors()[0]
+    key = ".".join(str(p) for p in err.get("loc", ()) if p not in ("__root__", "[key]"))
+    reason = err.get("msg", "invalid value")
+    if isinstance(err.get("input"), bool) and err.get("type") in ("float_type", "int_type", "string_type"):
+        reason = f"expected {'text' if err['type'] == 'string_type' else 'a number'}, got a boolean ({err['input']})"
+    elif err.get("type") == "extra_forbidden":
+        reason = "unknown key"
+    elif err.get("type") == "missing":
+        reason = "required key is missing"
+    if reason.startswith("Value error, "):
+        reason = reason[len("Value error, "):]
+    return key, reason
+
+
+def load_profile_data(name_or_path: str, *, referenced_from: str | None = None) -> tuple[dict, Path]:
+    path = profile_source(name_or_path)
+    if not path.is_file():
+        where = referenced_from or str(path)
+        raise InputError(
+            where,
+            "clustercert_profile",
+            f"unknown profile {name_or_path!r} (built-in: {', '.join(builtin_profiles())})",
+        )
+    data = load_yaml_file(path)
+    if not isinstance(data, dict):
+        raise InputError(str(path), None, "a profile must be a YAML mapping")
+    return data, path
+
+
+def validate_profile(data: dict, source: str, key_prefix: str = "") -> Profile:
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        key, reason = format_validation_error(exc)
+        raise InputError(source, f"{key_prefix}{key}", reason) from None
+    bad = check_threshold_units(profile)
+    if bad:
+        raise InputError(source, f"{key_prefix}{bad[0]}", bad[1])
+    return profile
+
+
+def load_profile(name_or_path: str, overrides: dict | None = None, *, overrides_source: str | None = None) -> Profile:
+    """Load and validate a profile, optionally deep-merging site overrides first."""
+    data, path = load_profile_data(name_or_path)
+    base = validate_profile(data, str(path))
+    if not overrides:
+        return base
+    merged = deep_merge(data, overrides)
+    return validate_profile(
+        merged, overrides_source or str(path), key_prefix="clustercert_profile_overrides."
+    )

@@ -1,0 +1,418 @@
+"""The signed certificate: canonical form, Ed25519 signing key, sign and verify.
+
+A certificate (schema ``clustercert.certificate/v1``) is a JSON object. Its signature covers the
+*content*, not the file's layout:
+
+* ``canonical_bytes(cert)`` is the certificate without its ``"signature"`` member, serialised with
+  ``json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)`` and
+  encoded as UTF-8. Keys are sorted at every level, there is no whitespace between tokens, non-ASCII
+  characters are written as themselves (not ``\\uXXXX``), and NaN/Infinity are refused (they are not
+  JSON). Numbers are written as Python writes them (``repr`` of a float round-trips exactly).
+* ``signature.value`` is base64 of the 64-byte Ed25519 signature over those bytes;
+  ``signature.public_key`` is base64 of the signer's raw 32-byte public key (informative: ``verify``
+  trusts only the key file it is given).
+
+So re-indenting the file keeps it valid, while any change to a key, a value, a string's content
+(whitespace inside a string included), an added or removed member, or the signature itself makes
+``verify`` fail. Files that a JSON reader could read two ways (duplicate keys) are refused.
+
+The signing key is an Ed25519 private key. ``init_key`` (``clustercert key init``) makes
+``<state>/keys/signing.key`` (OpenSSH private key format, mode 0600) and ``signing.pub`` (OpenSSH
+public key line, as ``ssh-keygen`` writes it); ``load_or_create_key`` loads it, or a PEM/OpenSSH key
+given with --key, and never makes one. The private key is never logged and never written anywhere else.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from clustercert.errors import InputError
+
+SCHEMA = "clustercert.certificate/v1"
+ALGORITHM = "ed25519"
+KEY_DIR = "keys"
+KEY_NAME = "signing.key"
+PUB_NAME = "signing.pub"
+
+
+# ---- canonical form ---------------------------------------------------------------------------
+
+def canonical_bytes(cert: dict) -> bytes:
+    """The bytes that are signed: ``cert`` minus ``"signature"``, canonical JSON, UTF-8.
+
+    Raises ValueError for content that is not JSON (NaN, Infinity, non-string-able keys).
+    """
+    body = {k: v for k, v in cert.items() if k != "signature"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8")
+
+
+def _normalise(cert: dict) -> dict:
+    """What the certificate becomes once written and read back (tuples -> lists, int keys -> str),
+    so that the bytes signed now are the bytes verified later."""
+    return json.loads(json.dumps(cert, ensure_ascii=False, allow_nan=False))
+
+
+# ---- keys -----------------------------------------------------------------------------------
+
+def public_raw(key: Ed25519PublicKey) -> bytes:
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def openssh_public_line(key: Ed25519PublicKey, comment: str = "clustercert") -> str:
+    line = key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    return f"{line} {comment}\n" if comment else line + "\n"
+
+
+def fingerprint(key: Ed25519PublicKey | bytes) -> str:
+    """OpenSSH-style fingerprint (``SHA256:...``, as ``ssh-keygen -l`` prints it)."""
+    if isinstance(key, bytes | bytearray):
+        key = Ed25519PublicKey.from_public_bytes(bytes(key))
+    line = key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    blob = base64.b64decode(line.split()[1])
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+
+
+def _load_private(path: Path) -> Ed25519PrivateKey:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(str(path), None, "signing key file not found") from None
+    except OSError as e:
+        raise InputError(str(path), None, f"cannot read signing key: {e.strerror or e}") from None
+    key: Any = None
+    problem = "not a PEM or OpenSSH private key"
+    loaders = (serialization.load_pem_private_key, serialization.load_ssh_private_key)
+    if b"PRIVATE KEY-----" not in data:
+        problem = "not a PEM or OpenSSH private key (expected a '-----BEGIN ... PRIVATE KEY-----' block)"
+    else:
+        for loader in loaders:
+            try:
+                key = loader(data, password=None)
+                break
+            except TypeError:
+                # the key is encrypted; clustercert signs unattended and takes no passphrase
+                problem = "the private key is encrypted; give an unencrypted Ed25519 key"
+            except (ValueError, UnsupportedAlgorithm):
+                continue
+    if key is None:
+        raise InputError(str(path), None, problem)
+    if not isinstance(key, Ed25519PrivateKey):
+        kind = type(key).__name__.lstrip("_").replace("PrivateKey", "") or "unknown"
+        raise InputError(str(path), None, f"not an Ed25519 key ({kind}); clustercert signs with Ed25519 only")
+    return key
+
+
+def load_public_key(path: Path) -> Ed25519PublicKey:
+    """An Ed25519 public key from an OpenSSH line (``ssh-ed25519 AAAA... comment``) or a PEM file."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(str(path), None, "public key file not found") from None
+    except OSError as e:
+        raise InputError(str(path), None, f"cannot read public key: {e.strerror or e}") from None
+    if b"PRIVATE KEY" in data:
+        raise InputError(str(path), None, "this is a private key; give the public key (signing.pub)")
+    key: Any = None
+    text = data.strip()
+    try:
+        if text.startswith(b"-----BEGIN"):
+            key = serialization.load_pem_public_key(text)
+        elif text.startswith(b"ssh-"):
+            key = serialization.load_ssh_public_key(b" ".join(text.split()[:2]))
+    except (ValueError, UnsupportedAlgorithm, binascii.Error, IndexError):
+        key = None
+    if key is None:
+        raise InputError(str(path), None, "not an OpenSSH or PEM public key")
+    if not isinstance(key, Ed25519PublicKey):
+        raise InputError(str(path), None, "not an Ed25519 public key; clustercert signs with Ed25519 only")
+    return key
+
+
+def _write_exclusive(path: Path, data: bytes, mode: int) -> bool:
+    """Create ``path`` with ``data`` atomically, only if it does not exist. False if it already did."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)  # fails if another process created it first
+        except FileExistsError:
+            return False
+        except OSError:  # a filesystem without hard links: exclusive create instead
+            try:
+                fd2 = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            except FileExistsError:
+                return False
+            with os.fdopen(fd2, "wb") as f:
+                f.write(data)
+        return True
+    finally:
+        os.unlink(tmp)
+
+
+def key_paths(state_dir: Path) -> tuple[Path, Path]:
+    """(private key, public key) of the default signing key under the state directory."""
+    keys = Path(state_dir) / KEY_DIR
+    return keys / KEY_NAME, keys / PUB_NAME
+
+
+def init_key(state_dir: Path, force: bool = False) -> Path:
+    """``clustercert key init``: make the Ed25519 signing key ``<state>/keys/signing.key`` (0600,
+    OpenSSH private key format) and ``signing.pub``. InputError if a key is there already and
+    ``force`` is not given (a new key orphans every certificate signed with the old one)."""
+    priv_path, pub = key_paths(state_dir)
+    priv_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(priv_path.parent, 0o700)
+    new = Ed25519PrivateKey.generate()
+    pem = new.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                            serialization.NoEncryption())
+    if force:
+        fd, tmp = tempfile.mkstemp(prefix=f".{priv_path.name}.", dir=priv_path.parent)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(pem)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, priv_path)
+    elif not _write_exclusive(priv_path, pem, 0o600):
+        raise InputError(str(priv_path), None, "a signing key is already there; certificates signed with it verify "
+                         "only against it: keep it, or replace it with `clustercert key init --force`")
+    _write_public(pub, new.public_key())
+    return priv_path
+
+
+def load_or_create_key(path: Path | None, state_dir: Path) -> tuple[Ed25519PrivateKey, Path]:
+    """The signing key and the path of its public key (OpenSSH format). Never creates a key.
+
+    With ``path``: load that PEM/OpenSSH Ed25519 private key. Its public key is ``<path>.pub`` when that
+    file holds the matching key (``ssh-keygen``'s convention); otherwise it is written to
+    ``<state>/keys/<name>.pub``. Without ``path``: load ``<state>/keys/signing.key``, which
+    ``clustercert key init`` makes; InputError saying so when it is not there. (The name stays for the
+    callers: a key made silently by the first certify, in whatever directory it ran, is what it no
+    longer does.)
+    """
+    keys = Path(state_dir) / KEY_DIR
+    if path is not None:
+        path = Path(path)
+        key = _load_private(path)
+        line = openssh_public_line(key.public_key(), comment="")
+        beside = path.with_name(path.name + ".pub")
+        try:
+            if beside.read_text().split()[:2] == line.split()[:2]:
+                return key, beside
+        except (OSError, UnicodeDecodeError):
+            pass
+        keys.mkdir(parents=True, exist_ok=True, mode=0o700)
+        pub = keys / (path.name.removesuffix(".key").removesuffix(".pem") + ".pub")
+        _write_public(pub, key.public_key())
+        return key, pub
+
+    priv_path, pub = key_paths(state_dir)
+    if not priv_path.exists():
+        raise InputError(str(priv_path), None, "no signing key: make one with `clustercert key init` "
+                         "(or pass --key FILE); certify never makes one by itself")
+    key = _load_private(priv_path)
+    _write_public(pub, key.public_key())
+    return key, pub
+
+
+def _write_public(pub: Path, key: Ed25519PublicKey) -> None:
+    line = openssh_public_line(key)
+    try:
+        if pub.read_text().split()[:2] == line.split()[:2]:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass
+    fd, tmp = tempfile.mkstemp(prefix=f".{pub.name}.", dir=pub.parent)
+    with os.fdopen(fd, "w") as f:  # mkstemp: 0600, like everything under the state directory
+        f.write(line)
+    os.replace(tmp, pub)
+
+
+# ---- sign / verify ------------------------------------------------------------------------------
+
+def sign(cert: dict, private_key: Ed25519PrivateKey) -> dict:
+    """A copy of ``cert`` (as it will read back from JSON) with ``"signature"`` added."""
+    if cert.get("schema") != SCHEMA:
+        raise InputError("certificate", "schema", f"expected {SCHEMA!r}, got {cert.get('schema')!r}")
+    out = _normalise({k: v for k, v in cert.items() if k != "signature"})
+    sig = private_key.sign(canonical_bytes(out))
+    out["signature"] = {
+        "algorithm": ALGORITHM,
+        "public_key": base64.b64encode(public_raw(private_key.public_key())).decode(),
+        "value": base64.b64encode(sig).decode(),
+    }
+    return out
+
+
+def dumps(cert: dict) -> str:
+    """The certificate file's text: indented, sorted keys, UTF-8 as-is, trailing newline."""
+    return json.dumps(cert, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def write_certificate(cert: dict, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(dumps(cert))
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+    return path
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise _Duplicate(k)
+        out[k] = v
+    return out
+
+
+class _Duplicate(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _bad_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def load_certificate(cert_path: Path) -> dict:
+    """Read a certificate file. InputError: missing, unreadable, not JSON, duplicate keys, wrong schema."""
+    cert_path = Path(cert_path)
+    src = str(cert_path)
+    try:
+        raw = cert_path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(src, None, "certificate file not found") from None
+    except OSError as e:
+        raise InputError(src, None, f"cannot read certificate: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(src, None, f"not UTF-8 (byte {e.start})") from None
+    try:
+        cert = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_bad_constant)
+    except _Duplicate as e:
+        raise InputError(src, e.key, "duplicate key: the file can be read two ways; refusing it") from None
+    except json.JSONDecodeError as e:
+        raise InputError(src, None, f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except ValueError as e:
+        raise InputError(src, None, f"not JSON: {e}") from None
+    if not isinstance(cert, dict):
+        raise InputError(src, None, "not a certificate: the top level is not a JSON object")
+    if cert.get("schema") != SCHEMA:
+        raise InputError(src, "schema", f"expected {SCHEMA!r}, got {cert.get('schema')!r}")
+    return cert
+
+
+# The members clustercert.certificate/v1 defines. A member outside these is refused by verify, in
+# the signed content (a certificate that some other program wrote and signed) as in the signature
+# block (which the signature does not cover). A new member is added here first.
+TOP_MEMBERS = frozenset({"schema", "cluster", "profiles", "started", "finished", "versions", "verdict", "rounds",
+                         "schedule", "nodes", "links", "localisation", "thresholds", "timing", "slurm", "signature"})
+SIGNATURE_MEMBERS = frozenset({"algorithm", "public_key", "value"})
+NODE_MEMBERS = frozenset({"verdict", "findings", "detail"})
+THRESHOLD_MEMBERS = frozenset({"floor", "ceiling", "unit", "source"})
+LOCALISATION_MEMBERS = frozenset({"node", "link", "kind", "reason", "fabric", "probes", "partners"})
+SCHEDULE_MEMBERS = frozenset({"round", "pairs", "question"})
+VERSIONS_MEMBERS = frozenset({"clustercert", "ansible-core", "nodes"})
+
+
+def unknown_member(cert: dict) -> str | None:
+    """The first member (as a dotted path) that the schema does not define, or None."""
+    def extra(obj: Any, allowed: frozenset, where: str) -> str | None:
+        if not isinstance(obj, dict):
+            return None
+        for k in sorted(obj, key=str):
+            if k not in allowed:
+                return f"{where}.{k}" if where else str(k)
+        return None
+
+    found = extra(cert, TOP_MEMBERS, "") or extra(cert.get("signature"), SIGNATURE_MEMBERS, "signature") \
+        or extra(cert.get("versions"), VERSIONS_MEMBERS, "versions")
+    if found:
+        return found
+    for group, allowed in (("nodes", NODE_MEMBERS), ("thresholds", THRESHOLD_MEMBERS)):
+        entries = cert.get(group)
+        if isinstance(entries, dict):
+            for name in sorted(entries, key=str):
+                if found := extra(entries[name], allowed, f"{group}.{name}"):
+                    return found
+    for group, allowed in (("localisation", LOCALISATION_MEMBERS), ("schedule", SCHEDULE_MEMBERS)):
+        if isinstance(cert.get(group), list):
+            for i, item in enumerate(cert[group]):
+                if found := extra(item, allowed, f"{group}[{i}]"):
+                    return found
+    return None
+
+
+def _signature_parts(cert: dict, src: str) -> tuple[bytes | None, bytes | None, str | None]:
+    """(signature bytes, embedded public key bytes, problem). InputError if there is no signature."""
+    sig = cert.get("signature")
+    if sig is None:
+        raise InputError(src, "signature", "the certificate is not signed")
+    if not isinstance(sig, dict) or "value" not in sig:
+        raise InputError(src, "signature", "malformed: expected an object with algorithm, public_key, value")
+    if sig.get("algorithm") != ALGORITHM:
+        raise InputError(src, "signature.algorithm", f"unsupported algorithm {sig.get('algorithm')!r} (want {ALGORITHM!r})")
+    try:
+        value = base64.b64decode(str(sig["value"]), validate=True)
+    except (binascii.Error, ValueError):
+        return None, None, "signature value is not valid base64 (altered)"
+    if len(value) != 64:
+        return None, None, f"signature value has {len(value)} bytes, an Ed25519 signature has 64 (altered)"
+    embedded = None
+    if sig.get("public_key") is not None:
+        try:
+            embedded = base64.b64decode(str(sig["public_key"]), validate=True)
+        except (binascii.Error, ValueError):
+            return None, None, "signature public_key is not valid base64 (altered)"
+    return value, embedded, None
+
+
+def verify(cert_path: Path, pubkey_path: Path) -> tuple[bool, str]:
+    """(True, "") when the certificate was signed by this key and not changed since; else (False, why).
+
+    InputError for a missing/unreadable file, a file that is not JSON, a wrong schema, no signature,
+    or a key file that is not an Ed25519 public key.
+    """
+    key = load_public_key(Path(pubkey_path))
+    cert = load_certificate(Path(cert_path))
+    if (member := unknown_member(cert)) is not None:
+        return False, f"unknown member {member!r}: {SCHEMA} does not define it (refusing the certificate)"
+    value, embedded, problem = _signature_parts(cert, str(cert_path))
+    if problem:
+        return False, problem
+    want = public_raw(key)
+    if embedded is not None and embedded != want:
+        signer = fingerprint(embedded) if len(embedded) == 32 else "an invalid key"
+        return False, f"signed by a different key ({signer}), not by {fingerprint(key)}"
+    try:
+        body = canonical_bytes(cert)
+    except ValueError as e:
+        return False, f"content is not canonical JSON: {e}"
+    try:
+        key.verify(value, body)
+    except InvalidSignature:
+        return False, f"signature does not match the content: the certificate was changed after signing, or not signed by {fingerprint(key)}"
+    return True, ""

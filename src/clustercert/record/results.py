@@ -1,0 +1,96 @@
+"""What a run records about its nodes and links, and the body of the certificate that certify signs.
+
+Node records join a node's validator findings (clustercert.checks.run) with its probe findings
+(clustercert.probes.evaluate, localisation included) into one verdict; the certificate body adds the
+links, the schedule, the thresholds each profile held the nodes to, the versions found and the timing.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from importlib.metadata import version
+
+from clustercert import __version__
+from clustercert.checks import Finding, cluster_verdict, node_verdict
+from clustercert.model.inventory import Inventory
+from clustercert.probes.evaluate import probe_findings
+from clustercert.record.certificate import SCHEMA
+
+
+def build_nodes(validation: dict, outcome) -> dict[str, dict]:
+    """The certificate's ``nodes`` object: validator findings + the node's probe findings."""
+    nodes = {}
+    for name, r in validation.items():
+        if r.verdict == "unreachable" or name in outcome.down:
+            detail = r.detail or f"stopped answering during the probes: {outcome.why_down.get(name) or 'no answer'}"
+            nodes[name] = {"verdict": "unreachable", "findings": [f.to_json() for f in r.findings], "detail": detail}
+            continue
+        findings: list[Finding] = list(r.findings)
+        findings += probe_findings(name, outcome.per_node.get(name, []), outcome.localisation)
+        nodes[name] = {"verdict": node_verdict(findings), "findings": [f.to_json() for f in findings]}
+    return nodes
+
+
+def probe_nodes(names: list[str], outcome) -> dict[str, dict]:
+    """`probe`'s nodes: per node its own probes plus what localisation put on it."""
+    nodes = {}
+    for name in names:
+        if name in outcome.down:
+            nodes[name] = {"verdict": "unreachable", "findings": [],
+                           "detail": f"did not answer during the probes: {outcome.why_down.get(name) or 'no answer'}"}
+            continue
+        findings = probe_findings(name, outcome.per_node.get(name, []), outcome.localisation)
+        nodes[name] = {"verdict": node_verdict(findings), "findings": [f.to_json() for f in findings]}
+    return nodes
+
+
+def versions(validation: dict) -> dict:
+    """The certificate's ``versions``: clustercert's and ansible-core's, and per node the driver, NCCL and
+    OFED the validators found."""
+    per_node = {}
+    for name, r in validation.items():
+        ev = r.evidence.results if r.evidence else {}
+        drv = next((f.observed for f in r.findings if f.check == "driver.version" and f.status != "error"), None)
+        nccl = ev.get("nccl_pkg").stdout.strip() if ev.get("nccl_pkg") and ev["nccl_pkg"].ok else None
+        ofed = ev.get("ofed_info").stdout.strip() if ev.get("ofed_info") and ev["ofed_info"].ok else None
+        per_node[name] = {"driver": drv, "nccl": nccl, "ofed": ofed}
+    return {"clustercert": __version__, "ansible-core": version("ansible-core"), "nodes": per_node}
+
+
+def node_timing(validation: dict) -> dict[str, dict]:
+    """The certificate's ``timing.nodes``: per node the seconds its validator collection took
+    (NodeEvidence.seconds: one connection, its commands at once), what junit.xml charges its checks."""
+    return {name: {"validate_s": round(r.evidence.seconds, 3)} for name, r in sorted(validation.items())
+            if r.evidence is not None}
+
+
+def thresholds(inv: Inventory) -> dict[str, dict]:
+    """The certificate's ``thresholds``: each threshold as the first profile that sets it holds it."""
+    out: dict[str, dict] = {}
+    for h in inv.hosts.values():
+        for tname, t in h.profile.thresholds.items():
+            out.setdefault(tname, {"floor": t.floor, "ceiling": t.max, "unit": t.unit, "source": t.source})
+    return out
+
+
+def certificate_body(inv: Inventory, validation: dict, outcome, started: datetime, validate_s: float) -> dict:
+    """The certificate before signing (and before a Slurm drain adds its ``slurm`` entries)."""
+    nodes = build_nodes(validation, outcome)
+    links = [m.link_record() for m in outcome.pairs]
+    return {
+        "schema": SCHEMA,
+        "cluster": inv.cluster_name,
+        "profiles": {h.profile.name: json.loads(h.profile.model_dump_json()) for h in inv.hosts.values()},
+        "started": started.isoformat(timespec="seconds"),
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "versions": versions(validation),
+        "verdict": cluster_verdict(nodes, links),
+        "rounds": len(outcome.rounds),
+        "schedule": outcome.schedule(),
+        "nodes": nodes,
+        "links": links,
+        "localisation": [x.to_json() for x in outcome.localisation],
+        "thresholds": thresholds(inv),
+        "timing": {"validate_s": validate_s, **outcome.timing, "nodes": node_timing(validation)},
+    }

@@ -1,0 +1,183 @@
+"""node_exporter textfile-collector output (``--prom FILE`` on validate, certify and drift), rendered by
+prometheus_client and written atomically (temp file in the same directory, fsync, rename, mode 0644 so
+that node_exporter, another user, can read it).
+
+Metrics (every one but ``clustercert_drift_items`` carries ``verb``, so validate, certify and drift may
+write to files of one textfile directory without clashing series):
+
+* ``clustercert_check_status{verb,node,check}``: the worst status of the check on the node
+  (0 pass, 1 fail, 2 error, 3 skip);
+* ``clustercert_node_verdict{verb,node}``: 0 pass, 1 fail, 2 error, 4 unreachable;
+* ``clustercert_link_value{verb,a,b,fabric,probe,subject,unit}``: a node-to-node measurement (the last
+  round's), and ``clustercert_link_threshold{...,bound}`` the bound it was held to (bound: floor or
+  ceiling), ``clustercert_link_status{...}`` its status;
+* ``clustercert_run_duration_seconds{verb}``, ``clustercert_last_run_timestamp_seconds{verb}``,
+  ``clustercert_last_success_timestamp_seconds{verb}`` (absent until a run of the verb passed);
+* drift only: ``clustercert_drift_items{node,kind}`` (kind: configuration, state, performance).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+from clustercert.probes.judge import BaselineJudge
+from clustercert.record.store import Store, default_path
+from clustercert.report.documents import parse_time
+
+STATUS_VALUE = {"pass": 0, "fail": 1, "error": 2, "skip": 3, "unreachable": 4}
+RANK = {"skip": 0, "pass": 1, "error": 2, "fail": 3}
+
+
+def render(verb: str, *, nodes: dict[str, dict] | None = None, links: list[dict] | None = None,
+           bounds: dict[str, tuple[str, float]] | None = None, duration_s: float | None = None,
+           finished: float | None = None, last_success: float | None = None,
+           drift_items: dict[tuple[str, str], int] | None = None) -> str:
+    """The textfile for one run of ``verb``.
+
+    ``nodes``: node -> {"verdict", "findings": [{"check", "status", ...}]} (validate's and the
+    certificate's shape); ``links``: the certificate's link records ({"a", "b", "fabric", "probe",
+    "subject", "unit", "value", "status", "threshold", "round"}); ``bounds``: the bound each link is held
+    to, by its ``threshold`` name (else its probe): name -> ("floor" | "ceiling", value).
+    """
+    reg = CollectorRegistry()
+    if nodes is not None:
+        status = Gauge("clustercert_check_status", "Worst status of each check per node in the last run "
+                       "(0 pass, 1 fail, 2 error, 3 skip).", ["verb", "node", "check"], registry=reg)
+        verdict = Gauge("clustercert_node_verdict", "Verdict per node in the last run "
+                        "(0 pass, 1 fail, 2 error, 4 unreachable).", ["verb", "node"], registry=reg)
+        for node, body in sorted(nodes.items()):
+            verdict.labels(verb, node).set(STATUS_VALUE.get(body.get("verdict"), 2))
+            worst: dict[str, str] = {}
+            for f in body.get("findings", []):
+                st = f["status"] if f["status"] in RANK else "error"
+                if f["check"] not in worst or RANK[st] > RANK[worst[f["check"]]]:
+                    worst[f["check"]] = st
+            for check, st in sorted(worst.items()):
+                status.labels(verb, node, check).set(STATUS_VALUE[st])
+    if links:
+        names = ["verb", "a", "b", "fabric", "probe", "subject", "unit"]
+        value = Gauge("clustercert_link_value", "Node-to-node measurement (the last round's).", names, registry=reg)
+        bound = Gauge("clustercert_link_threshold", "The bound a node-to-node measurement was held to.",
+                      [*names, "bound"], registry=reg)
+        lstatus = Gauge("clustercert_link_status", "Status of a node-to-node measurement (0 pass, 1 fail, 2 error, "
+                        "3 skip).", names, registry=reg)
+        latest: dict[tuple, dict] = {}
+        for lk in sorted(links, key=lambda x: x.get("round") or 0):  # a later round's measurement replaces one
+            labels = (verb, lk["a"], lk["b"], "" if lk.get("fabric") is None else str(lk["fabric"]), lk["probe"],
+                      lk.get("subject") or "", lk.get("unit") or "")
+            latest[labels] = lk
+        for labels, lk in latest.items():
+            lstatus.labels(*labels).set(STATUS_VALUE.get(lk.get("status"), 2))
+            if lk.get("value") is not None:
+                value.labels(*labels).set(float(lk["value"]))
+            b = (bounds or {}).get(lk.get("threshold") or lk["probe"])
+            if b is not None:
+                bound.labels(*labels, b[0]).set(float(b[1]))
+    run = Gauge("clustercert_run_duration_seconds", "Wall time of the last run.", ["verb"], registry=reg)
+    last = Gauge("clustercert_last_run_timestamp_seconds", "When the last run finished.", ["verb"], registry=reg)
+    ok = Gauge("clustercert_last_success_timestamp_seconds", "When the last passing run finished.", ["verb"],
+               registry=reg)
+    if duration_s is not None:
+        run.labels(verb).set(round(duration_s, 3))
+    if finished is not None:
+        last.labels(verb).set(finished)
+    if last_success is not None:
+        ok.labels(verb).set(last_success)
+    if drift_items is not None:
+        drift = Gauge("clustercert_drift_items", "Drift items found by the last clustercert drift run, per node and "
+                      "kind.", ["node", "kind"], registry=reg)
+        for (node, kind), n in sorted(drift_items.items()):
+            drift.labels(node, kind).set(n)
+    return generate_latest(reg).decode("utf-8")
+
+
+def threshold_bounds(thresholds: dict[str, dict]) -> dict[str, tuple[str, float]]:
+    """The certificate's ``thresholds`` ({name: {"floor", "ceiling", ...}}) -> {name: (bound, value)}."""
+    out = {}
+    for name, t in thresholds.items():
+        if t.get("floor") is not None:
+            out[name] = ("floor", t["floor"])
+        elif t.get("ceiling") is not None:
+            out[name] = ("ceiling", t["ceiling"])
+    return out
+
+
+def last_success(kind: str, inventory: str, passed: tuple[str, ...] = ("pass",)) -> float | None:
+    """When the latest run of ``kind`` on ``inventory`` that ended with one of the ``passed`` verdicts
+    finished (from the store), or None."""
+    if not default_path().exists():
+        return None
+    for r in Store().runs(kind=kind, limit=100_000):
+        if r["inventory"] == inventory and r["verdict"] in passed and r["finished"]:
+            return float(r["finished"])
+    return None
+
+
+def write_atomic(path: Path | str, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# ---- each verb's textfile ---------------------------------------------------------------------------
+
+def write_validate(path: str, doc: dict, started: float, finished: float) -> None:
+    """validate --prom: per node and check the status, per node the verdict, the run's duration, when it
+    finished and when a validate of this inventory last passed."""
+    ok = finished if doc["verdict"] == "pass" else last_success("validate", doc["inventory"])
+    write_atomic(path, render("validate", nodes=doc["nodes"], duration_s=finished - started,
+                              finished=finished, last_success=ok))
+
+
+def write_certify(path: str, cert: dict, inventory: str) -> None:
+    """certify --prom: per node and check the status, per node the verdict, per link the value and the bound
+    it was held to, the run's duration, when it finished and when a certify of this inventory last passed."""
+    started, finished = parse_time(cert["started"]).timestamp(), parse_time(cert["finished"]).timestamp()
+    ok = finished if cert["verdict"] == "pass" else last_success("certify", inventory)
+    write_atomic(path, render("certify", nodes=cert["nodes"], links=cert["links"],
+                              bounds=threshold_bounds(cert.get("thresholds", {})),
+                              duration_s=finished - started, finished=finished, last_success=ok))
+
+
+def write_drift(path: str, doc: dict, inv, current: dict, baseline_links: list[dict], links: list[dict],
+                started: float, finished: float) -> None:
+    """drift --prom: drift items per node and kind, per node and check the status, per node the verdict, per
+    link (--probes) the value and the bound the baseline sets (its median less the profile's drift
+    tolerance; a latency: plus), the run's duration, when it finished and when a drift of this inventory
+    was last clean."""
+    counts: dict[tuple[str, str], int] = {(n, k): 0 for n in inv.hosts for k in ("configuration", "state",
+                                                                                  "performance")}
+    for i in doc["items"]:
+        counts[(i["node"], i["kind"])] = counts.get((i["node"], i["kind"]), 0) + 1
+    judge = BaselineJudge(baseline_links, lambda n: inv.hosts[n].profile.drift_tolerance)
+    bounds: dict[str, tuple[str, float]] = {}
+    keyed = []
+    for lk in links:
+        ref = judge.median.get((lk["probe"], lk["fabric"]))
+        if ref is None:
+            keyed.append(lk)
+            continue
+        tol = inv.hosts[lk["a"]].profile.drift_tolerance
+        key = f"{lk['probe']}|{lk['fabric']}|{lk['a']}"
+        ceiling = lk["probe"].endswith("_lat")
+        bounds[key] = ("ceiling", ref * (1 + tol)) if ceiling else ("floor", ref * (1 - tol))
+        keyed.append(lk | {"threshold": key})
+    nodes = {n: r.to_json() | {"verdict": r.verdict} for n, r in current.items()}
+    ok = finished if doc["verdict"] == "clean" else last_success("drift", doc["inventory"], ("clean",))
+    write_atomic(path, render("drift", nodes=nodes, links=keyed, bounds=bounds, duration_s=finished - started,
+                              finished=finished, last_success=ok, drift_items=counts))

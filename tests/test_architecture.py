@@ -1,0 +1,126 @@
+"""The layers docs/architecture.md draws, held against the source: the import graph of src/, built with
+``ast`` from every import statement (at module level and inside functions alike)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+# The flow, first to last: a module imports its own layer and the layers before it, never a later one.
+LAYERS = ("base", "model", "collect", "parsers", "checks", "probes", "record", "report", "commands", "cli")
+BASE = {"clustercert", "clustercert.errors", "clustercert.paths", "clustercert.shell"}
+CLI = {"clustercert.cli", "clustercert.cmdoptions", "clustercert.__main__"}
+# the I/O drivers of the evaluate layer: they hand the pure evaluators what collect brought back
+DRIVERS = {"clustercert.checks.run", "clustercert.probes.run"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(SRC.rglob("*.py"))}
+
+
+def imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """Every module of ``known`` that ``path`` imports, at any depth, with the packages an import runs
+    (``import a.b.c`` runs a/__init__, a/b/__init__ and a/b/c)."""
+    out: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*up, base] if base else up)
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        for t in targets:
+            parts = t.split(".")
+            out |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)} & known
+    out.discard(name)
+    return out
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    g = {name: imports(path, name, set(mods)) for name, path in mods.items()}
+    # clustercert.cli runs each verb's module, imported by name when the verb runs (cli.command)
+    g["clustercert.cli"] |= {m for m in mods if m.startswith("clustercert.commands.")}
+    return g
+
+
+def layer(module: str) -> str:
+    if module in BASE or module.startswith("clustercert.remote"):
+        return "base"
+    if module in CLI:
+        return "cli"
+    return module.split(".")[1]
+
+
+def test_every_module_has_a_layer(graph):
+    unknown = {m for m in graph if m.startswith("clustercert.") and layer(m) not in LAYERS}
+    assert not unknown, f"modules outside the layers of docs/architecture.md: {sorted(unknown)}"
+
+
+def test_no_import_runs_against_the_flow(graph):
+    bad = [f"{m} ({layer(m)}) imports {t} ({layer(t)})" for m, ts in sorted(graph.items()) if m.startswith("clustercert")
+           and not m.startswith("clustercert_lab") for t in sorted(ts) if t.startswith("clustercert.")
+           and LAYERS.index(layer(t)) > LAYERS.index(layer(m))]
+    assert not bad, "\n".join(bad)
+
+
+def test_only_the_command_layer_imports_the_lab(graph):
+    bad = [f"{m} imports {t}" for m, ts in sorted(graph.items()) if m.startswith("clustercert.")
+           and not m.startswith("clustercert.commands.") for t in sorted(ts) if t.startswith("clustercert_lab")]
+    assert not bad, "\n".join(bad)
+    assert any(t.startswith("clustercert_lab") for t in graph["clustercert.commands.common"])  # -i lab
+
+
+def test_parsers_and_evaluators_do_no_io(graph):
+    """parse and evaluate are pure: no parser, check or probe module but the two drivers imports collect."""
+    pure = [m for m in graph if m.split(".")[1:2] in (["parsers"], ["checks"], ["probes"]) and m not in DRIVERS]
+    bad = [f"{m} imports {t}" for m in sorted(pure) for t in sorted(graph[m]) if t.startswith("clustercert.collect")]
+    assert not bad, "\n".join(bad)
+    assert all(t.startswith("clustercert.parsers") for m in pure if m.startswith("clustercert.parsers")
+               for t in graph[m] if t.startswith("clustercert.")), "a parser imports something besides parsers"
+
+
+@pytest.mark.parametrize("package", ["clustercert", "clustercert_lab"])
+def test_no_import_circle(graph, package):
+    sub = {m: {t for t in ts if t.split(".")[0] == package} for m, ts in graph.items() if m.split(".")[0] == package}
+    state: dict[str, int] = {}
+    path: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        path.append(m)
+        for t in sorted(sub.get(m, ())):
+            if state.get(t) == 1:
+                circles.append(path[path.index(t):] + [t])
+            elif t not in state:
+                visit(t)
+        path.pop()
+        state[m] = 2
+
+    for m in sorted(sub):
+        if m not in state:
+            visit(m)
+    assert not circles, "import circles:\n" + "\n".join(" -> ".join(c) for c in circles)
+
+
+def test_the_graph_sees_imports_inside_functions(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("def f():\n    from a.b import c\n    import a.d\n")
+    assert imports(f, "m", {"a", "a.b", "a.b.c", "a.d"}) == {"a", "a.b", "a.b.c", "a.d"}
