@@ -134,15 +134,17 @@ def test_nic_affinity_unknown_nic_na_cell_no_mapping_and_bad_output():
     assert f.status == "skip" and "profile" in f.observed
 
 
-def test_profile_mapping_names_compute_hcas_and_existing_gpus():
-    from clustercert.errors import InputError
-
-    with pytest.raises(InputError, match="mlx5_8.*not a compute HCA"):
-        load_profile("h100-sxm-8x-ndr", {"hardware": {"nic_gpu": {"mlx5_8": 0}}})
-    with pytest.raises(InputError, match="GPU 8, but the profile has 8 GPUs"):
-        load_profile("lab", {"hardware": {"nic_gpu": {"mlx5_0": 8}}})
-    with pytest.raises(InputError, match="no NVSwitch"):
-        load_profile("lab", {"gpu": {"nvswitch": False}})
+def test_profile_mapping_is_replaced_whole_and_a_gpu_beyond_the_count_is_an_error():
+    # a site that lowers gpu.count (or replaces ib.hcas) keeps loading; the mapping is replaced whole
+    p = load_profile("a100-sxm-8x-hdr", {"gpu": {"count": 1}})
+    assert p.hardware is not None and p.hardware.nic_gpu["mlx5_7"] == 7
+    assert load_profile("lab", {"hardware": {"nic_gpu": {"mlx5_1": 3}}}).hardware.nic_gpu == {"mlx5_1": 3}
+    assert load_profile("lab", {"hardware": {"nvswitch_count": 2}}).hardware.nic_gpu == {"mlx5_0": 0, "mlx5_1": 4}
+    # ... and gpu.nic_affinity says the mapping names a GPU the profile does not have: an error, never a pass
+    fs = hw_checks.nic_affinity(res(TOPO_12NIC), ctx("h100-sxm-8x-ndr", {"gpu": {"count": 1}}))
+    by = {f.subject: f for f in fs}
+    assert by["mlx5_0"].status == "pass"
+    assert by["mlx5_3"].status == "error" and "gpu.count is 1" in by["mlx5_3"].observed
     for name in ("lab", "h100-sxm-8x-ndr", "a100-sxm-8x-hdr"):
         hw = load_profile(name).hardware
         assert hw is not None and hw.nic_gpu and hw.nvswitch_count and len(hw.source) > 40
@@ -191,7 +193,7 @@ def test_pcie_manifest_counts_and_links():
 
 def test_pcie_manifest_unreadable_links_are_errors_and_virtual_functions_no_hcas():
     fs = hw_checks.pcie_manifest(res(lspci_vv(no_caps=True)), ctx())
-    links = [f for f in fs if f.subject.startswith(("GPU0", "HCA"))]
+    links = [f for f in fs if f.subject.startswith(("GPU0 ", "HCA "))]
     assert links and all(f.status == "error" and "not readable" in f.observed for f in links)
     a100 = (FIX / "lspci" / "lspci-nn-hgx-a100-gpus-nvswitch.txt").read_text()
     by = {f.subject: f for f in hw_checks.pcie_manifest(res(a100), ctx("a100-sxm-8x-hdr"))}
@@ -216,11 +218,14 @@ def smi_xml(fabric: list[tuple[str, str] | None], vbios: str = "96.00.99.00.01",
 
 
 def test_fabric_state_completed_success_passes_anything_else_does_not():
-    xml = smi_xml([("Completed", "Success"), ("In Progress", "N/A"), ("Completed", "Unknown Error"),
-                   ("Completed", "N/A"), ("N/A", "N/A"), ("Not Supported", "Not Supported"), None])
+    # a Completed registration with an NVML error status fails; "Unknown Error" is nvidia-smi's placeholder for
+    # a value it could not read (as N/A): an error
+    xml = smi_xml([("Completed", "Success"), ("In Progress", "N/A"), ("Completed", "Timeout"),
+                   ("Completed", "N/A"), ("N/A", "N/A"), ("Not Supported", "Not Supported"), None,
+                   ("Completed", "Unknown Error")])
     got = [(f.subject.split()[0], f.status) for f in hw_checks.fabric_state(res(xml), ctx())]
     assert got == [("GPU0", "pass"), ("GPU1", "fail"), ("GPU2", "fail"), ("GPU3", "error"), ("GPU4", "error"),
-                   ("GPU5", "error"), ("GPU6", "error")]
+                   ("GPU5", "error"), ("GPU6", "error"), ("GPU7", "error")]
     (f,) = hw_checks.fabric_state(res(xml), ctx(overrides={"gpu": {"nvswitch": False}, "hardware": {"nvswitch_count": 0}}))
     assert f.status == "skip" and "profile" in f.observed
     (f,) = hw_checks.fabric_state(res("", rc=18, stderr="Failed to initialize NVML"), ctx())

@@ -70,7 +70,7 @@ def _p(*params: Param) -> dict[str, Param]:
 
 GPU = Param("gpu", int, 0)
 NVLINK_CRC_ADDED, NVLINK_REPLAY_ADDED = 1000, 150  # nvlink_crc_errors: above the profiles' ceilings of 100
-FABRIC_ERROR = "Unknown Error"  # gpu_fabric_degraded: the NVML error string its fabric status shows
+FABRIC_ERROR = "Timeout"  # gpu_fabric_degraded: the NVML error string its fabric status shows (nvmlErrorString)
 HCA = Param("hca", str, None)
 PORT = Param("port", int, 1)
 
@@ -168,7 +168,7 @@ def _convert(p: Param, value: Any) -> Any:
     return str(value)
 
 
-def validate(kind: str, params: dict, hw: dict) -> dict:
+def validate(kind: str, params: dict, hw: dict, healing: bool = False) -> dict:
     """Normalised params for ``kind`` on the node described by ``hw``; ValueError('<param>: <reason>')."""
     if kind not in FAULTS:
         raise ValueError(f"kind: unknown fault kind {kind!r} (known: {', '.join(sorted(FAULTS))})")
@@ -207,14 +207,14 @@ def validate(kind: str, params: dict, hw: dict) -> dict:
         if out["version"] is None:
             major, minor, *rest = fw.split(".")
             out["version"] = ".".join([major, str(int(minor) - 1 if int(minor) > 0 else 1), *rest])
-        if out["version"] == fw:
+        if out["version"] == fw and not healing:  # healing: the node runs the fault's version, as it should
             raise ValueError(f"version: {fw} is the firmware {out['hca']} runs already")
     if kind == "gpu_vbios_odd":
         vbios = gpus[out["gpu"]]["vbios_version"]
         if out["version"] is None:
             head, _, last = vbios.rpartition(".")
             out["version"] = f"{head}.{(int(last, 16) + 1) % 256:02X}"
-        if out["version"] == vbios:
+        if out["version"] == vbios and not healing:
             raise ValueError(f"version: {vbios} is the VBIOS GPU {out['gpu']} runs already")
     if kind == "pcie_device_missing" and not [s for s in hw.get("nvswitches", []) if s.get("on_bus", True)]:
         raise ValueError("kind: pcie_device_missing takes an NVSwitch off the bus: this node has none")
@@ -513,7 +513,7 @@ def apply(node, kind: str, params: dict) -> None:
 def heal(node, kind: str, params: dict) -> None:
     """Undo ``kind`` on ``node``; returns once the node shows it healed."""
     hw = hardware.load(node.sim_dir)
-    p = validate(kind, params, hw)
+    p = validate(kind, params, hw, healing=True)
     key = _key(kind, p)
     if kind == "node_down":
         node.power_on()

@@ -89,7 +89,7 @@ CASES = {
     "hca_firmware_odd": ({}, "cat /sys/class/infiniband/mlx5_0/fw_ver", "28.42.1014", "28.43.1014"),
     "gpu_vbios_odd": ({}, "nvidia-smi -i 0 --query-gpu=vbios_version --format=csv,noheader", "96.00.99.00.02",
                       "96.00.99.00.01"),
-    "gpu_fabric_degraded": ({}, "nvidia-smi -i 0 --query-gpu=fabric.status --format=csv,noheader", "Unknown Error",
+    "gpu_fabric_degraded": ({}, "nvidia-smi -i 0 --query-gpu=fabric.status --format=csv,noheader", "Timeout",
                             "Success"),
     "gpu_swapped": ({}, "nvidia-smi -i 0 --query-gpu=serial --format=csv,noheader",
                     gpu_serial(f"{FAULTY}/swapped", 0), None),

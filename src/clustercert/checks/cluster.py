@@ -70,7 +70,7 @@ def _uniform(check: str, what: str, parts_of, evidence: dict[str, Evidence], con
                                       f"a readable {what}: nothing to compare it with"))
             continue
         groups: dict[str, Counter] = {}
-        for n, ps in parts.items():
+        for ps in parts.values():
             for part, version in ps.items():
                 groups.setdefault(group_key(part), Counter())[version] += 1
         for n, ps in parts.items():

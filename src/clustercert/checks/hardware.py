@@ -177,6 +177,10 @@ def nic_affinity(res, ctx: HostContext) -> list[Finding]:
                                ", ".join(f"{v}: {k}" for k, v in sorted(labels.items()))))
             continue
         g = f"GPU{gpu}"
+        if gpu >= ctx.profile.gpu.count:  # a site lowered gpu.count and kept the mapping: the profile is wrong
+            out.append(Finding(check, "error", hca, expected, f"the profile maps {hca} to {g}, but its gpu.count is "
+                               f"{ctx.profile.gpu.count}: fix hardware.nic_gpu"))
+            continue
         rel = (rec["matrix"].get(g) or {}).get(label) or (rec["matrix"].get(label) or {}).get(g)
         row = rec["matrix"].get(label) or {}
         evidence = f"{label} ({hca}): " + " ".join(f"{k} {v}" for k, v in row.items() if k.startswith("GPU"))

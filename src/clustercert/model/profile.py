@@ -222,7 +222,10 @@ class Hardware(_Strict):
     """What the node's PCIe tree holds and where its compute HCAs sit, with where those figures come from:
     ``hw.pcie_manifest`` (lspci: the profile's GPUs and HCAs, ``nvswitch_count`` NVSwitches, HCAs at
     ``hca_pcie_gen`` x ``hca_pcie_width`` where given) and ``gpu.nic_affinity`` (nvidia-smi topo -m: each
-    compute HCA in ``nic_gpu`` shares a PCIe switch with that GPU index)."""
+    compute HCA in ``nic_gpu`` shares a PCIe switch with that GPU index). A site override replaces ``nic_gpu``
+    whole (WHOLE_MAPPINGS). The mapping is not checked against ``gpu.count`` or ``ib.hcas`` here -- a site that
+    lowers those keeps loading -- : ``gpu.nic_affinity`` reports an entry naming a GPU the profile does not
+    have as an error."""
 
     source: str = Field(min_length=5)
     nvswitch_count: StrictInt = Field(default=0, ge=0, le=64)
@@ -254,22 +257,6 @@ class Profile(_Strict):
         unknown = sorted(set(self.thresholds) - set(KNOWN_THRESHOLDS))
         if unknown:
             raise ValueError(f"unknown threshold {unknown[0]!r} (known: {', '.join(sorted(KNOWN_THRESHOLDS))})")
-        return self
-
-    @model_validator(mode="after")
-    def _hardware_names_the_profile(self) -> Profile:
-        if self.hardware is None:
-            return self
-        if self.hardware.nvswitch_count and not self.gpu.nvswitch:
-            raise ValueError("hardware.nvswitch_count: the profile has no NVSwitch (gpu.nvswitch: false)")
-        compute = set(self.ib.compute_rails)
-        for hca, gpu in self.hardware.nic_gpu.items():
-            if hca not in compute:
-                raise ValueError(f"hardware.nic_gpu: {hca!r} is not a compute HCA of the profile "
-                                 f"(compute: {', '.join(sorted(compute)) or 'none'})")
-            if gpu >= self.gpu.count:
-                raise ValueError(f"hardware.nic_gpu: {hca} -> GPU {gpu}, but the profile has {self.gpu.count} GPUs "
-                                 f"(0..{self.gpu.count - 1})")
         return self
 
 
@@ -338,11 +325,16 @@ THRESHOLD_UNITS: dict[str, tuple[str, float, float]] = {
 assert set(THRESHOLD_UNITS) == set(KNOWN_THRESHOLDS)
 
 
-def deep_merge(base: dict, override: dict) -> dict:
+# mappings a site override replaces whole rather than merges key by key: their keys are the site's own names
+# (hardware.nic_gpu: a box whose compute HCAs are named otherwise gives its whole GPU->NIC mapping)
+WHOLE_MAPPINGS = {("hardware", "nic_gpu")}
+
+
+def deep_merge(base: dict, override: dict, _path: tuple[str, ...] = ()) -> dict:
     out = copy.deepcopy(base)
     for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and (*_path, key) not in WHOLE_MAPPINGS:
+            out[key] = deep_merge(out[key], value, (*_path, key))
         else:
             out[key] = copy.deepcopy(value)
     return out
