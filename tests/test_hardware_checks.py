@@ -62,7 +62,10 @@ def test_nvlink_errors_na_inactive_and_missing_counters_are_errors_never_passes(
     fix = (FIX / "nvidia-smi" / "nvlink-e-h100-replay-crc-constructed.txt").read_text()
     by = {f.subject: f for f in hw_checks.nvlink_errors(res(fix), ctx())}
     assert by["GPU0"].status == "fail"  # replay 17, recovery 1, CRC 412 on link 2
-    assert by["GPU1"].status == "error" and "crc errors N/A on a link" in by["GPU1"].observed
+    assert by["GPU1"].status == "error" and "crc errors N/A or Not Supported on a link" in by["GPU1"].observed
+    for unread in ("Not Supported", "[Not Supported]", "N/A"):  # one link unreadable: the GPU is not judged
+        fs = hw_checks.nvlink_errors(res(nvlink_e({0: {0: (0, 0, unread), 1: (0, 0, 0)}})), ctx())
+        assert [f.status for f in fs] == ["error"], (unread, fs)
     assert by["GPU2"].status == "error" and "all links are inactive" in by["GPU2"].observed.lower()
     gb200 = (FIX / "nvidia-smi" / "nvlink-e-gb200-extended-counters-constructed.txt").read_text()
     fs = hw_checks.nvlink_errors(res(gb200), ctx())

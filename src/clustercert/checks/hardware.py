@@ -113,7 +113,7 @@ def nvlink_errors(res, ctx: HostContext) -> list[Finding]:
         now = nvlink_counters(g)
         unread = [name for name in limits if now[name] is None]
         if unread:
-            why = ("N/A on a link" if _counter(g, NVLINK_COUNTERS[unread[0]][1])[1] else "not in the output")
+            why = ("N/A or Not Supported on a link" if _counter(g, NVLINK_COUNTERS[unread[0]][1])[1] else "not in the output")
             out.append(Finding(check, "error", subject, expected,
                                f"{', '.join(unread)} errors {why}: not judged", res.excerpt()))
             continue
