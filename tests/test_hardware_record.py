@@ -139,6 +139,10 @@ def test_drift_reports_a_swapped_gpu_as_a_hardware_item(tmp_path, capsys, monkey
     fams = {f.name: f for f in text_string_to_metric_families(prom.read_text())}
     per = {(s.labels["node"], s.labels["kind"]): s.value for s in fams["clustercert_drift_items"].samples}
     assert per[("gpu02", "hardware")] == 1 and per[("gpu01", "hardware")] == 0
+    # the terminal report names the part as well (the table's cells show the check and the serials only)
+    monkeypatch.setenv("COLUMNS", "200")
+    main(["drift", "-i", "sample:h100", "-l", "gpu01:gpu02", "--probes", "none"])
+    assert "gpu02: hardware: GPU3 00000000:1C:00.0: swapped" in capsys.readouterr().out
 
 
 def test_the_html_report_shows_each_node_s_certified_hardware():
