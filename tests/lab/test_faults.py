@@ -80,6 +80,14 @@ CASES = {
     "probe_hang": ({"tool": "all_reduce_perf"}, "timeout 10 all_reduce_perf -g 8 >/dev/null; echo $?", "124", "0"),
     "package_drift": ({}, "dpkg-query -W -f='${Version}' libnccl2", "2.27.3-1+cuda12.8", "2.26.2-1+cuda12.8"),
     "node_down": ({}, None, None, None),
+    # issue 22: GPU memory through the CPU (x 0.3) in a --use_cuda loopback; the shared mount; the node's disk writes
+    "gdr_disabled": ({}, "ib_write_bw -d mlx5_0 -p 18777 --report_gbits -D 1 -F --use_cuda=0 >/dev/null 2>&1 & "
+                         "sleep 0.5; ib_write_bw -d mlx5_0 -p 18777 --report_gbits -D 1 -F --use_cuda=0 localhost "
+                         "| awk '$1 == 65536 {print $4}'; wait", "117.69", "392.30"),
+    "mount_missing": ({}, "mountpoint -q /shared && echo mounted || echo missing", "missing", "mounted"),
+    "storage_slow": ({}, "s=$(date +%s%N); dd if=/dev/zero of=/scratch/.cc-dd bs=1M count=8 oflag=direct status=none; "
+                         "e=$(date +%s%N); rm -f /scratch/.cc-dd; [ $((e - s)) -gt 2000000000 ] && echo slow || echo fast",
+                     "slow", "fast"),
 }
 
 

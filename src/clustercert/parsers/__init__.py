@@ -23,6 +23,10 @@ _MODULES = [
     "iperf3",
     "ofed",
     "timesync",
+    "nccl_info",
+    "fio",
+    "ddp",
+    "storage",
 ]
 
 for _m in _MODULES:

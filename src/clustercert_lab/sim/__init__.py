@@ -1,9 +1,9 @@
 """Hooks the lab core calls to put the hardware simulator into the image and into each node.
 
 * ``prepare_image(rootfs)`` - once per image build: installs the agent's systemd unit and the
-  lab's replacements of ``dmesg`` and ``lsmod`` (dpkg diversions, the way a site replaces a
-  distribution file) because a container has no kernel ring buffer of its own and this kernel
-  has no loadable modules.
+  lab's replacements of ``dmesg``, ``lsmod`` and ``numactl`` (dpkg diversions, the way a site replaces a
+  distribution file) because a container has no kernel ring buffer of its own, this kernel
+  has no loadable modules and the simulated hardware's NUMA nodes are not the host's.
 * ``prepare_node(sim_dir, hw)`` - when a node's directory is created: copies the node-side
   simulator (``labsim``, stdlib only) and writes ``hw.json`` and a README saying what is simulated.
   The lab bind-mounts ``sim_dir`` at /var/lib/clustercert-lab inside the node.
@@ -75,7 +75,8 @@ def prepare_image(rootfs: Path) -> None:
         link.unlink()
     link.symlink_to(f"/etc/systemd/system/{AGENT_UNIT}")
     # the node's kernel log and module list come from the simulator
-    for pkg_path, tool in (("/bin/dmesg", "dmesg"), ("/bin/lsmod", "lsmod"), ("/sbin/lsmod", "lsmod")):
+    for pkg_path, tool in (("/bin/dmesg", "dmesg"), ("/bin/lsmod", "lsmod"), ("/sbin/lsmod", "lsmod"),
+                           ("/usr/bin/numactl", "numactl")):
         _divert(rootfs, pkg_path, tool)
     (rootfs / "etc/modules-load.d").mkdir(parents=True, exist_ok=True)
     # the node's clock is the host's kernel clock (no CAP_SYS_TIME in a container): chrony, once a role

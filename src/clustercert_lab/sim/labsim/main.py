@@ -76,6 +76,9 @@ def _run(tool: str, args: list[str]) -> int:
     if tool == "dmesg":
         from . import system
         return system.dmesg(args)
+    if tool == "numactl":
+        from . import numa
+        return numa.numactl(args)
     if tool == "agent":
         from . import agent
         return agent.main(args)
