@@ -15,6 +15,7 @@ all call ``run`` with their own judge (clustercert.probes.judge).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -260,8 +261,11 @@ def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str], s
     m = Measurement("nccl_allreduce", a.name, b.name, subject=f"{a.name}+{b.name}, {2 * gpus} GPUs", round=rnd,
                     threshold="nccl_allreduce_pair")
     if down & {a.name, b.name}:
-        return m.error(f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the other "
-                       "probes", t)
+        why = f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the other probes"
+        if transport is not None:
+            transport.append(Measurement("nccl_transport", a.name, b.name, subject=f"{a.name}+{b.name}", round=rnd,
+                                         relative=False).error(why))
+        return m.error(why, t)
     tag = uuid.uuid4().hex[:12]
     slurm, launch = _slurm_launch(a, b, slurm_states)
     if launch.startswith("ssh: "):
@@ -277,7 +281,10 @@ def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str], s
         down.add(a.name)
     cleanup = {"cleanup": (cmd.nccl_pair_cleanup_cmd(tag, slurm), 15.0)}
     io.collect_many({h.name: h.connection for h in (a, b)}, {a.name: cleanup, b.name: cleanup}, control_dir=cp)
-    m = evaluate.eval_nccl(m, t, r.client, cfg.limit)
+    # the bandwidth's evidence is the nccl-tests table: the INFO lines are the transport check's
+    table = r.client if not debug else dataclasses.replace(r.client, stdout="".join(
+        ln for ln in r.client.stdout.splitlines(keepends=True) if " NCCL INFO " not in ln))
+    m = evaluate.eval_nccl(m, t, table, cfg.limit)
     m.elapsed = r.client.seconds
     if not r.reachable:
         m.observed = f"{a.name} did not answer: {r.error or m.observed}"
