@@ -330,7 +330,7 @@ def test_checkpoint_against_its_floors():
     assert [(m.subject, m.status, m.value, m.threshold) for m in ms] == [
         ("/shared write", "pass", 0.2, "checkpoint_write"), ("/shared read", "pass", 0.4, "checkpoint_read")]
     slow = workload.eval_checkpoint("n", "/shared", 32, tw, tr, res(fio_json(2e6, 4e8, written=4 << 20)), 30)
-    assert slow[0].status == "fail" and "4 MiB in 2 s of the 32 MiB checkpoint" in slow[0].observed
+    assert slow[0].status == "fail" and "4 MiB in 2.097 s of the 32 MiB checkpoint" in slow[0].observed
     assert not slow[0].relative
     bad = workload.eval_checkpoint("n", "/x", 32, tw, tr, res("fio: pid=1, err=22/file:filesetup.c: Invalid argument\n",
                                                               rc=1), 30)

@@ -15,8 +15,7 @@ is ``bw x 1024``. Text without a JSON document with a ``jobs`` list raises Parse
 
 from __future__ import annotations
 
-import json
-
+from clustercert.parsers._text import leading_json
 from clustercert.parsers.base import ParseError, register
 
 
@@ -34,14 +33,8 @@ def parse_fio_json(text: str) -> dict:
     kind = "fio-json"
     if not isinstance(text, str) or not text.strip():
         raise ParseError(kind, "empty input; expected fio --output-format=json output")
-    start = text.find("{")
-    if start < 0:
-        raise ParseError(kind, f"no JSON document; got {text.strip().splitlines()[0][:120]!r}")
-    try:
-        doc, _end = json.JSONDecoder().raw_decode(text[start:])
-    except json.JSONDecodeError as exc:
-        raise ParseError(kind, f"unreadable JSON: {exc.msg} at character {start + exc.pos}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
+    doc, start = leading_json(kind, text, "fio --output-format=json output")
+    if not isinstance(doc.get("jobs"), list):
         raise ParseError(kind, "the JSON document has no 'jobs' list")
     jobs = [{"name": str(j.get("jobname", "")), "error": int(j.get("error") or 0), "read": _dir(j.get("read")),
              "write": _dir(j.get("write"))} for j in doc["jobs"] if isinstance(j, dict)]

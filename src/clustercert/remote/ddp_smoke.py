@@ -49,23 +49,23 @@ def _problems(args, report, gathered):
     world, local_world = report["world_size"], report["local_world_size"]
     expected = args.nnodes * args.ranks_per_node
     if world != expected:
-        out.append("world size %d (torch.distributed.get_world_size), expected %d nodes x %d ranks = %d"
-                   % (world, args.nnodes, args.ranks_per_node, expected))
+        out.append(f"world size {world} (torch.distributed.get_world_size), expected {args.nnodes} nodes x "
+                   f"{args.ranks_per_node} ranks = {expected}")
     if local_world != args.ranks_per_node:
-        out.append("%d processes on %s (LOCAL_WORLD_SIZE, torchrun --nproc_per_node), the profile expects %d per node"
-                   % (local_world, report["host"], args.ranks_per_node))
+        out.append(f"{local_world} processes on {report['host']} (LOCAL_WORLD_SIZE, torchrun --nproc_per_node), "
+                   f"the profile expects {args.ranks_per_node} per node")
     ranks = sorted(g["rank"] for g in gathered)
     if ranks != list(range(world)):
-        out.append("ranks %s, expected 0..%d once each" % (ranks, world - 1))
+        out.append(f"ranks {ranks}, expected 0..{world - 1} once each")
     by_host = {}
     for g in gathered:
         by_host.setdefault(g["host"], []).append(g["local_rank"])
     for host, locals_ in sorted(by_host.items()):
         n = len(locals_)
         if sorted(locals_) != list(range(n)):
-            out.append("local ranks %s on %s, expected 0..%d" % (sorted(locals_), host, n - 1))
+            out.append(f"local ranks {sorted(locals_)} on {host}, expected 0..{n - 1}")
     if len(by_host) != args.nnodes:
-        out.append("ranks on %d hosts (%s), expected %d nodes" % (len(by_host), ", ".join(sorted(by_host)), args.nnodes))
+        out.append(f"ranks on {len(by_host)} hosts ({', '.join(sorted(by_host))}), expected {args.nnodes} nodes")
     return out
 
 
@@ -78,7 +78,7 @@ def main(argv=None):
         import torch
         import torch.distributed as dist
     except Exception as exc:  # noqa: BLE001 - said in the report
-        report["error"] = "cannot import torch: %s: %s" % (type(exc).__name__, exc)
+        report["error"] = f"cannot import torch: {type(exc).__name__}: {exc}"
         _emit(report)
         return 3
     report["torch"] = torch.__version__
@@ -89,17 +89,17 @@ def main(argv=None):
             gpus = torch.cuda.device_count()
             report["cuda_devices"] = gpus
             if args.gpus and gpus != args.gpus:
-                report["problems"].append("torch sees %d GPUs on %s, the profile says %d" % (gpus, report["host"], args.gpus))
+                report["problems"].append(f"torch sees {gpus} GPUs on {report['host']}, the profile says {args.gpus}")
             if local_rank >= gpus:
-                report["problems"].append("local rank %d has no GPU of its own on %s (%d GPUs): more processes than GPUs"
-                                          % (local_rank, report["host"], gpus))
+                report["problems"].append(f"local rank {local_rank} has no GPU of its own on {report['host']} "
+                                          f"({gpus} GPUs): more processes than GPUs")
                 _emit(report)
                 return 1
             torch.cuda.set_device(local_rank)
-            device = "cuda:%d" % local_rank
+            device = f"cuda:{local_rank}"
         dist.init_process_group(backend=args.backend, timeout=datetime.timedelta(seconds=args.timeout))
     except Exception as exc:  # noqa: BLE001 - said in the report
-        report["error"] = "init_process_group(%s) failed: %s: %s" % (args.backend, type(exc).__name__, exc)
+        report["error"] = f"init_process_group({args.backend}) failed: {type(exc).__name__}: {exc}"
         report["traceback"] = traceback.format_exc()[-2000:]
         _emit(report)
         return 2
@@ -128,12 +128,12 @@ def main(argv=None):
         report["allreduce"] = {"expected": expected, "min": got_min, "max": got_max, "ok": ok, "numel": args.numel,
                                "bytes": args.numel * 4, "step_ms": step_ms}
         if not ok:
-            report["problems"].append("all_reduce of rank+1 over %d ranks gave %g..%g, expected %g"
-                                      % (world, got_min, got_max, expected))
+            report["problems"].append(f"all_reduce of rank+1 over {world} ranks gave {got_min:g}..{got_max:g}, "
+                                      f"expected {expected:g}")
         dist.barrier()
         dist.destroy_process_group()
     except Exception as exc:  # noqa: BLE001 - said in the report
-        report["error"] = "%s: %s" % (type(exc).__name__, exc)
+        report["error"] = f"{type(exc).__name__}: {exc}"
         report["traceback"] = traceback.format_exc()[-2000:]
         _emit(report)
         return 2
