@@ -213,6 +213,21 @@ def test_ddp_launch_commands(tmp_path):
     assert p.stdout.count("GLOO_SOCKET_IFNAME=eth0") == 2 and p.stdout.count("CLUSTERCERT_PROBE_TAG=tag1") == 2
     srun = cmd.ddp_srun_cmd(["a", "b"], "10.0.0.1", ("torchrun",), "python3", "x", args, 8, {}, "t", 300, "gpu", 8)
     assert "--gres=gpu:8 --job-name=clustercert-ddp-t --time=5" in srun and '--node_rank="$SLURM_NODEID"' in srun
+    # one srun step: each task's torchrun gets the profile's env (a value with commas too: srun's --export would
+    # split it) and the tag; the fake srun runs the task once per node, as Slurm would
+    (fake / "srun").write_text('#!/bin/sh\nfor a in "$@"; do case "$a" in --export=ALL,*) e="${a#--export=ALL,}";; '
+                               '--*) ;; *) break;; esac; shift; done\n'
+                               'for n in 0 1; do env "$e" SLURM_NODEID=$n "$@"; done\n')
+    (fake / "srun").chmod(0o755)
+    srun = cmd.ddp_srun_cmd(["a", "b"], "10.0.0.1", ("python3", "-m", "torch.distributed.run"), "python3", "print('x')", args, 2,
+                            {"GLOO_SOCKET_IFNAME": "eth0,eth1"}, "tag2", 300, None, 0)
+    assert "--gres" not in srun
+    p = subprocess.run(["/bin/sh", "-c", srun], capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}"))
+    assert p.returncode == 0, p.stderr
+    runs = [ln for ln in p.stdout.splitlines() if ln.startswith("ARGS")]
+    assert len(runs) == 2 and all("--master_addr=10.0.0.1 --master_port=29500" in r for r in runs), runs
+    assert p.stdout.count("GLOO_SOCKET_IFNAME=eth0,eth1") == 2 and p.stdout.count("CLUSTERCERT_PROBE_TAG=tag2") == 2
 
 
 # ---- what the plans run -----------------------------------------------------------------------------------

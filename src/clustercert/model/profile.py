@@ -257,7 +257,7 @@ class Ddp(_Strict):
     backend: Literal["nccl", "gloo"]
     launcher: tuple[Annotated[str, Field(pattern=LAUNCH_WORD_RE)], ...] = ("torchrun",)
     python: Annotated[str, AfterValidator(lambda v: names.validate("interpreter", v))] = "python3"
-    # the site's PyTorch package, installed by the training_tools role (None: the site installs PyTorch itself)
+    # the site's PyTorch package, installed by the nccl_tools role (None: the site installs PyTorch itself)
     package: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9+.-]{0,63}$")] | None = None
     # processes per node; None: one per GPU (gpu.count). A CPU backend (gloo) may start fewer.
     ranks_per_node: StrictInt | None = Field(default=None, ge=1, le=64)

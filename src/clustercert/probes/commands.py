@@ -223,9 +223,12 @@ def ddp_srun_cmd(nodes: list[str], master: str, launcher: tuple[str, ...], pytho
     SLURM_NODEID), given the node's GPUs as ``gres``; the rendezvous on ``master`` (the first node)."""
     minutes = max(1, int((time_limit_s + 59) // 60))
     want = f"--gres={q(gres)}:{q(gpus)} " if gres else ""
-    exports = ",".join(f"{k}={v}" for k, v in {**env, PROBE_TAG_VAR: tag}.items())
-    inner = "exec " + _ddp_torchrun(launcher, python, text, script_args, nproc, master, '"$SLURM_NODEID"')
+    # the profile's env in the task's command line, not in --export: srun splits --export at commas, and
+    # a value may hold some (GLOO_SOCKET_IFNAME=eth0,eth1)
+    envs = " ".join(f"{k}={q(v)}" for k, v in env.items())
+    inner = (f"exec env {envs} " if envs else "exec ") + _ddp_torchrun(launcher, python, text, script_args, nproc,
+                                                                     master, '"$SLURM_NODEID"')
     return (f"port=$({free_port_cmd(python)}) || exit 1; "
             f"srun --nodes=2 --ntasks-per-node=1 --nodelist={q(','.join(nodes))} {want}"
             f"--job-name=clustercert-{DDP_JOB}-{q(tag)} --time={minutes} --kill-on-bad-exit=1 "
-            f"--export=ALL,{q(exports)} sh -c {q(inner)} clustercert-ddp \"$port\"")
+            f"--export=ALL,{PROBE_TAG_VAR}={q(tag)} sh -c {q(inner)} clustercert-ddp \"$port\"")
