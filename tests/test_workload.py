@@ -490,3 +490,61 @@ def test_ddp_smoke_script_without_torch_says_so(tmp_path):
     assert p.returncode == 3
     [rank] = parse("ddp-smoke", p.stdout)["ranks"]
     assert rank["error"] == "cannot import torch: ImportError: no torch here"
+
+
+# ---- the reports show them ---------------------------------------------------------------------------
+
+def test_reports_show_the_training_checks(tmp_path):
+    """The five checks of issue 22 as certify records them (findings of the evaluators, links of the pair
+    probes) are in the HTML, JUnit and Markdown reports, each pair probe under its own all-rails or per-fabric
+    heading, and the certificate validates against its schema."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_certificate import NODES, sample_certificate
+
+    from clustercert.probes.evaluate import Measurement, eval_perftest
+    from clustercert.record import certificate as cc
+    from clustercert.report.files import write_reports
+
+    a, b = NODES[0], NODES[1]
+    bw = (Path(__file__).parent / "fixtures/perftest/ib_read_bw-a-report_gbits-client-result-excerpt.txt").read_text()
+    gdr = eval_perftest(Measurement("ib_write_bw_gdr", a, subject="GPU0-mlx5_0 loopback", fabric=0,
+                                    threshold="ib_write_bw_gdr_loopback"), H100.thresholds["ib_write_bw_gdr_loopback"],
+                        res(bw), 30)
+    nvl = workload.eval_nvlink_aggregate(a, H100.thresholds["nvlink_aggregate"], None, 30)  # no output: an error
+    ck = workload.eval_checkpoint(a, "/shared", 32, LAB.thresholds["checkpoint_write"], LAB.thresholds["checkpoint_read"],
+                                  res(fio_json(2e6, 4e8, written=4 << 20)), 30)
+    transport = _transport(_lab_lines(a, False) + _lab_lines(b, True), a, b)
+    ddp = workload.eval_ddp(a, b, LAB, 2, res("\n".join(ddp_line(rank=r, local_rank=r % 2, host=a if r < 2 else b)
+                                                        for r in range(4))), 60)
+    pair_gdr = eval_perftest(Measurement("ib_write_bw_gdr", a, b, subject=f"GPU0-mlx5_0 {a}->{b}", fabric=0,
+                                         threshold="ib_write_bw_gdr_pair"), H100.thresholds["ib_write_bw_gdr_pair"],
+                             res(bw), 30)
+    cert = sample_certificate()
+    for k in ("ib_write_bw_gdr_loopback", "ib_write_bw_gdr_pair", "nvlink_aggregate"):
+        t = H100.thresholds[k]
+        cert["thresholds"][k] = {"floor": t.floor, "ceiling": None, "unit": t.unit, "source": t.source}
+    cert["nodes"][a]["verdict"] = "fail"
+    cert["nodes"][a]["findings"] += [m.finding().to_json() for m in [gdr, *nvl, *ck]]
+    cert["nodes"][a]["findings"].append({"check": "storage.mounts", "status": "fail", "subject": "/shared",
+                                         "expected": "mounted", "observed": "not mounted", "evidence": ""})
+    for m in (transport, ddp, pair_gdr):
+        m.round = 1
+        cert["links"].append(m.link_record())
+    assert {(m.probe, m.status) for m in (transport, ddp)} == {("nccl_transport", "fail"), ("ddp_allreduce", "pass")}
+    from jsonschema import Draft202012Validator
+
+    from clustercert.report.documents import certify_document, schema_for
+
+    Draft202012Validator(schema_for("certify")).validate(certify_document(cert, "20240612T081403-abcdef", tmp_path, "/i"))
+    key, _ = cc.load_or_create_key(cc.init_key(tmp_path / "state"), tmp_path / "state")
+    paths = write_reports(cc.sign(cert, key), tmp_path / "out")
+    html_text, junit, summary = (paths[k].read_text() for k in ("html", "junit", "summary"))
+    for check in ("probe.ib_write_bw_gdr", "probe.nvlink_aggregate", "probe.checkpoint_write", "storage.mounts"):
+        assert check in html_text and check in junit and check in summary, check
+    for title in ("All rails · NCCL transport (NET/IB with GDRDMA)", "All rails · DDP smoke test (torchrun all_reduce step)",
+                  "Fabric 0 · ib_write_bw --use_cuda (GPUDirect RDMA bandwidth)"):
+        assert title in html_text, title
+    for probe in ("nccl_transport", "ddp_allreduce", "ib_write_bw_gdr"):
+        assert f'data-probe="{probe}"' in html_text and f".{probe}\"" in junit and f"| {probe} |" in summary, probe
+    assert "mlx5_0 without GDRDMA" in html_text and "mlx5_0 without GDRDMA" in junit
+    assert "no threshold recorded" not in html_text.split("ib_write_bw --use_cuda (GPUDirect RDMA bandwidth)")[1][:300]
