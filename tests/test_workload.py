@@ -492,6 +492,80 @@ def test_ddp_smoke_script_without_torch_says_so(tmp_path):
     assert rank["error"] == "cannot import torch: ImportError: no torch here"
 
 
+
+class _FakeTensor:
+    def __init__(self, n):
+        self.v = [0.0] * n
+
+    def fill_(self, x):
+        self.v = [x] * len(self.v)
+
+    def min(self):
+        return SimpleNamespace(item=lambda: min(self.v))
+
+    def max(self):
+        return SimpleNamespace(item=lambda: max(self.v))
+
+
+def _fake_torch(monkeypatch, *, world=1, rank=0, gpus=0, gathered=None, add=0.0):
+    """A stand-in for torch with the calls the DDP smoke test makes: one process's view of a world of ``world``
+    ranks whose all_reduce adds the other ranks' rank+1 (plus ``add``, a wrong sum)."""
+    def all_reduce(t):
+        t.fill_(t.v[0] + sum(r + 1 for r in range(world) if r != rank) + add)
+
+    def all_gather_object(out, obj):
+        out[:] = gathered or [obj]
+
+    dist = SimpleNamespace(init_process_group=lambda backend, timeout: None, get_rank=lambda: rank,
+                           get_world_size=lambda: world, get_backend=lambda: "gloo", all_gather_object=all_gather_object,
+                           all_reduce=all_reduce, barrier=lambda: None, destroy_process_group=lambda: None)
+    torch = SimpleNamespace(__version__="9.9.9-fake", distributed=dist, float32="f32",
+                            cuda=SimpleNamespace(device_count=lambda: gpus, set_device=lambda i: None,
+                                                 synchronize=lambda: None),
+                            empty=lambda n, dtype, device: _FakeTensor(n))
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "torch.distributed", dist)
+
+
+def _smoke(capsys, monkeypatch, argv, env):
+    from clustercert.remote import ddp_smoke
+
+    for k in ddp_smoke.ENV_KEYS:
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    rc = ddp_smoke.main(argv)
+    [rank] = parse("ddp-smoke", capsys.readouterr().out)["ranks"]
+    return rc, rank
+
+
+def test_ddp_smoke_script_judges_the_launch_torch_reports(capsys, monkeypatch):
+    """The smoke test's own checks, with torch's calls stood in for: a right launch passes with the sum torch
+    gave; too many processes per node, a world of the wrong size, a GPU backend with more ranks than GPUs and
+    a wrong sum each say what is wrong."""
+    args = ["--backend", "gloo", "--nnodes", "1", "--ranks-per-node", "1", "--steps", "2", "--numel", "8"]
+    _fake_torch(monkeypatch)
+    rc, r = _smoke(capsys, monkeypatch, args, {"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
+    assert rc == 0 and not r["problems"] and r["torch"] == "9.9.9-fake" and r["world_size"] == 1
+    assert r["allreduce"]["ok"] and r["allreduce"]["min"] == 1.0 and len(r["allreduce"]["step_ms"]) == 2
+    gathered = [{"rank": i, "local_rank": i % 3, "host": f"n{i // 3}"} for i in range(6)]
+    _fake_torch(monkeypatch, world=6, gathered=gathered)
+    rc, r = _smoke(capsys, monkeypatch, ["--backend", "gloo", "--nnodes", "2", "--ranks-per-node", "2"],
+                   {"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "3"})
+    assert rc == 1 and r["allreduce"]["ok"], r
+    assert "world size 6 (torch.distributed.get_world_size), expected 2 nodes x 2 ranks = 4" in r["problems"]
+    assert any(p.startswith("3 processes on ") and p.endswith("the profile expects 2 per node") for p in r["problems"])
+    _fake_torch(monkeypatch, gpus=2)
+    rc, r = _smoke(capsys, monkeypatch, ["--backend", "nccl", "--nnodes", "1", "--ranks-per-node", "4", "--gpus", "8"],
+                   {"LOCAL_RANK": "3", "LOCAL_WORLD_SIZE": "4"})
+    assert rc == 1 and r["problems"][0].startswith("torch sees 2 GPUs on ") and r["problems"][0].endswith("the profile says 8")
+    assert "local rank 3 has no GPU of its own" in r["problems"][1] and "more processes than GPUs" in r["problems"][1]
+    _fake_torch(monkeypatch, world=2, gathered=[{"rank": 0, "local_rank": 0, "host": "a"},
+                                                {"rank": 1, "local_rank": 0, "host": "b"}], add=0.5)
+    rc, r = _smoke(capsys, monkeypatch, ["--backend", "gloo", "--nnodes", "2", "--ranks-per-node", "1"],
+                   {"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
+    assert rc == 1 and r["problems"] == ["all_reduce of rank+1 over 2 ranks gave 3.5..3.5, expected 3"], r
+
 # ---- the reports show them ---------------------------------------------------------------------------
 
 def test_reports_show_the_training_checks(tmp_path):
