@@ -198,9 +198,10 @@ def storage_device(path: Path) -> str:
     return dev
 
 
-def apply_io_limit(name: str, device: str, write_bps: int | None) -> None:
+def apply_io_limit(name: str, device: str, write_bps: int | None) -> int:
     """Write limit of node ``name``'s cgroup (and every cgroup below it: v1 throttles do not inherit) on
-    ``device``; None lifts it."""
+    ``device``; None lifts it. Returns how many cgroups took it."""
+    took = 0
     for d in cgroup_dirs(name):
         if not d.is_dir():
             continue
@@ -215,6 +216,8 @@ def apply_io_limit(name: str, device: str, write_bps: int | None) -> None:
                 break
             with contextlib.suppress(OSError):
                 target.write_text(line)
+                took += 1
+    return took
 
 
 def cgroup_memory_bytes(name: str) -> int | None:
@@ -340,7 +343,12 @@ class NodeHandle:
         tmp = self.state_dir / "io.json.tmp"
         tmp.write_text(json.dumps({"write_bps": write_bps}))
         tmp.replace(self.state_dir / "io.json")
-        apply_io_limit(self.name, storage_device(self.lab_dir), write_bps)
+        device = storage_device(self.lab_dir)
+        if not apply_io_limit(self.name, device, write_bps) and write_bps:
+            from clustercert_lab.errors import LabError
+
+            raise LabError(f"{self.name}: no blkio/io cgroup of the node took a write limit on {device} "
+                           "(the lab's storage must be on a block device the host's cgroups can throttle)")
 
     def set_link_rate(self, fabric: int, mbit: float) -> None:
         """Re-shape the node's fabric link (both directions); remembered across reboots."""

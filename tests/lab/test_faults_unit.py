@@ -247,8 +247,16 @@ def test_node_storage_fstab_binds_and_io_limit(tmp_path, monkeypatch):
         (x / "blkio.throttle.write_bps_device").write_text("")
     (cg / "blkio" / "cgroup.procs").write_text("")
     monkeypatch.setattr(node, "CGROUP_ROOT", cg)
-    node.apply_io_limit("node01", "254:0", 2000000)
+    assert node.apply_io_limit("node01", "254:0", 2000000) == 2
     assert [(x / "blkio.throttle.write_bps_device").read_text() for x in (d, d / "payload")] == ["254:0 2000000"] * 2
     node.apply_io_limit("node01", "254:0", None)
     assert (d / "blkio.throttle.write_bps_device").read_text() == "254:0 0"
     assert node.storage_device(tmp_path).count(":") == 1
+    # a host whose cgroups cannot throttle the node (no blkio or io controller there): the fault says so
+    monkeypatch.setattr(node, "CGROUP_ROOT", tmp_path / "no-cgroups")
+    h.state_dir.mkdir(parents=True, exist_ok=True)
+    from clustercert_lab.errors import LabError
+
+    with pytest.raises(LabError, match="no blkio/io cgroup of the node took a write limit"):
+        h.set_io_limit(2000000)
+    h.set_io_limit(None)  # lifting a limit nothing holds is not an error
