@@ -83,6 +83,7 @@ def kinds_for(tool: str, command: str, file: str) -> list[str]:
         "ibstat": "ibstat", "ibstatus": "ibstatus", "ibv_devinfo": "ibv-devinfo", "ibdev2netdev": "ibdev2netdev",
         "perfquery": "perfquery", "perftest": "perftest", "nccl-tests": "nccl-tests", "bonding": "bonding",
         "rdma": "rdma-link", "sysfs-infiniband": "sysfs-infiniband", "sysfs-bonding": "bonding-sysfs",
+        "nccl-info": "nccl-info-transport",
     }
     return [simple[tool]] if tool in simple else []
 

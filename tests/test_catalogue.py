@@ -49,7 +49,7 @@ def _emitted_probe_ids() -> set[str]:
 def test_catalogue_checks_are_the_registry():
     reg = registry()
     assert {e.id: e.component for e in catalogue.CHECKS} == reg
-    assert len([i for i in reg if i != "ib.bond_failover"]) == 40
+    assert len([i for i in reg if i != "ib.bond_failover"]) == 42
     assert _emitted_check_ids() == set(reg), _emitted_check_ids() ^ set(reg)
     assert [e.id for e in catalogue.CHECKS if e.disruptive] == ["ib.bond_failover"]
 

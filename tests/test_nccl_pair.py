@@ -186,12 +186,12 @@ def test_nccl_pair_is_not_run_with_a_node_down(monkeypatch, tmp_path):
     assert m.status == "error" and "node2 stopped answering" in m.observed and not calls
 
 
-def test_pair_probes_run_nccl_last_when_the_profile_asks_for_it(monkeypatch, tmp_path):
+def test_pair_probes_run_nccl_after_the_perftests_and_the_ddp_test_last(monkeypatch, tmp_path):
     bw = (Path(__file__).parent / "fixtures/perftest/ib_read_bw-a-report_gbits-client-result-excerpt.txt").read_text()
     seen = []
 
     def fake_run(server, client, timeout, *, control_dir=None, **_):
-        seen.append((client[2].split()[0], time.monotonic()))
+        seen.append((client[2].split()[0], client[2]))
         time.sleep(0.05)
         return ProbeRun(None, CommandResult(0, GOOD if client[2].startswith("mpirun") else bw, "", False, 1, client[2]))
 
@@ -201,8 +201,16 @@ def test_pair_probes_run_nccl_last_when_the_profile_asks_for_it(monkeypatch, tmp
     # the reachability pass and the cleanup (through collect_many)
     monkeypatch.setattr(ssh, "collect_node", lambda node, conn, commands, **_: NodeEvidence(node, True))
     ms, down = certify.pair_probes(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path)
-    assert [t for t, _ in seen][-1] == "mpirun" and {t for t, _ in seen[:-1]} == {"ib_write_bw", "ib_write_lat"}
-    assert ms[-1].probe == "nccl_allreduce" and ms[-1].status == "pass" and not down
+    # the perftests (ib_write_bw --use_cuda runs under numactl), then NCCL, then the DDP smoke test (torchrun
+    # started after picking a free port)
+    tools = [t for t, _ in seen]
+    assert tools[-2:] == ["mpirun", "port=$(python3"], tools
+    assert set(tools[:-2]) == {"ib_write_bw", "numactl", "ib_write_lat"}, tools
+    by_probe = {m.probe: m for m in ms}
+    assert by_probe["nccl_allreduce"].status == "pass" and not down
+    # the fake NCCL printed no NCCL_DEBUG=INFO lines, the fake torchrun nothing of the test: errors, not passes
+    assert by_probe["nccl_transport"].status == "error" and ms[-1].probe == "ddp_allreduce" and ms[-1].status == "error"
+    assert " -x NCCL_DEBUG=INFO " in next(line for t, line in seen if t == "mpirun")
     cfg = ProbeSettings(2, 20, only=frozenset({"ib_write_bw"}))
     seen.clear()
     ms, _ = certify.pair_probes(_host("node1"), _host("node2"), 1, cfg, tmp_path)
@@ -253,7 +261,7 @@ def test_the_outlier_rule_compares_pair_figures_with_pair_figures():
 def test_slurm_states_are_read_once_for_the_slurm_nodes_whose_pair_nccl_runs(monkeypatch, tmp_path):
     def host(name, slurm):
         return SimpleNamespace(name=name, vars=SimpleNamespace(clustercert_slurm=slurm, clustercert_slurm_node_name=None),
-                               profile=SimpleNamespace(thresholds={"nccl_allreduce_pair": object()}))
+                               profile=SimpleNamespace(thresholds={"nccl_allreduce_pair": object()}, ddp=None))
 
     inv = SimpleNamespace(hosts={"n1": host("n1", True), "n2": host("n2", True), "n3": host("n3", False)})
     asked = []

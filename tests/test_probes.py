@@ -338,6 +338,15 @@ def test_a_node_runs_commands_one_after_another_within_the_sum_of_their_limits()
 
 # ---- certify: which probes run when ------------------------------------------------------------
 
+# the probes before issue 22 (no GPUDirect, NVLink aggregate, checkpoint, DDP or NCCL transport check): what the
+# tests of the stage order and timing below hold; tests/test_workload.py holds the plans with the new ones
+PRE22 = frozenset({"ib_write_bw", "ib_write_lat", "iperf3", "nccl", "nvbandwidth", "dcgmi"})
+
+
+def _pre22() -> ProbeSettings:
+    return ProbeSettings(2, 20, only=PRE22, training=False)
+
+
 def _host(name: str, profile: str = "lab", addresses: dict | None = None):
     from types import SimpleNamespace
 
@@ -383,7 +392,7 @@ def test_pair_probes_run_one_kind_at_a_time_bandwidth_then_ipoib_then_latency(mo
     monkeypatch.setattr(ssh, "collect_node", fake_reach)
     a = _host("node01", addresses={"ib0": "10.251.0.11/24", "ib1": "10.252.0.11/24"})
     b = _host("node02", addresses={"ib0": "10.251.0.12/24", "ib1": "10.252.0.12/24"})
-    ms, down = certify.pair_probes(a, b, 1, ProbeSettings(2, 20), tmp_path)
+    ms, down = certify.pair_probes(a, b, 1, _pre22(), tmp_path)
     # the reachability pass: on the client node, one echo per fabric address, beside the first stage
     ((node, at, asked),) = reach
     assert node == "node01" and at < min(t0 for *_, t0, _ in calls)
@@ -428,7 +437,7 @@ def test_later_pair_probes_are_not_run_against_a_node_that_stopped_answering(mon
     monkeypatch.setattr(ssh, "stop_server", stopped.append)
     a = _host("node01", addresses={"ib0": "10.251.0.11/24", "ib1": "10.252.0.11/24"})
     b = _host("node02", addresses={"ib0": "10.251.0.12/24", "ib1": "10.252.0.12/24"})
-    ms, down = certify.pair_probes(a, b, 1, ProbeSettings(2, 20), tmp_path)
+    ms, down = certify.pair_probes(a, b, 1, _pre22(), tmp_path)
     assert down == {"node02"} and set(seen) == {"ib_write_bw"}
     # the later stages' servers are stopped, their probes are errors saying why
     assert sorted(s[2].split()[0] for s in stopped) == ["ib_write_lat"] * 2 + ["iperf3"] * 2
@@ -458,7 +467,7 @@ def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the
     monkeypatch.setattr(ssh, "collect_node", fake_collect)
     host = _host("node01")
     assert host.profile.gpu.nvswitch
-    ms = certify.node_probes(host, ProbeSettings(2, 20), tmp_path)
+    ms = certify.node_probes(host, _pre22(), tmp_path)
     # one connection: the rails' loopbacks at once (each client with its server) and, the GPUs being on
     # NVSwitch, NCCL beside them; then one after another
     assert calls == [[["loopback0", "loopback1", "nccl"], ["nvbandwidth"], ["dcgmi_diag"]]]
@@ -482,7 +491,7 @@ def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the
     assert {f.check for f in findings} >= {"probe.gpu_util_under_load", "probe.dcgmi_diag", "probe.nccl_allreduce"}
     # without NVSwitch NCCL's traffic inside the node crosses PCIe, as the loopback traffic does: after the rails
     host.profile = host.profile.model_copy(update={"gpu": host.profile.gpu.model_copy(update={"nvswitch": False})})
-    ms = certify.node_probes(host, ProbeSettings(2, 20), tmp_path)
+    ms = certify.node_probes(host, _pre22(), tmp_path)
     assert calls[-1] == [["loopback0", "loopback1"], ["nccl"], ["nvbandwidth"], ["dcgmi_diag"]]
     assert tool_seconds(ms) == 2.5 + 3.0 + 1.0 + 1.0
 
@@ -624,14 +633,15 @@ def test_round1_servers_start_once_their_node_loopback_tests_end(monkeypatch, tm
     out = certify.run(SimpleNamespace(hosts=hosts), list(hosts), ProbeSettings(2, 20), ThresholdJudge(), 25)
     assert len(out.rounds) == 1 and set(plans) == {("node01", "node02"), ("node03", "node04")}
     servers = [i for i, e in enumerate(events) if e[0] == "server"]
-    assert len(servers) == 2 * 6  # per pair: ib_write_bw and ib_write_lat per rail, iperf3 per fabric
+    # per pair: ib_write_bw and ib_write_lat per rail, iperf3 per fabric, ib_write_bw --use_cuda per GPU-NIC pair
+    assert len(servers) == 2 * 8
     # node02's servers started before any node finished its probes, node04's once its loopbacks ended
     first_done = events.index(next(e for e in events if e[0] == "node done"))
-    assert all(events[i] == ("server", "node02") for i in servers[:6]) and servers[5] < first_done
-    assert events.index(("loopback done", "node04")) < servers[6] or servers[6] < first_done
+    assert all(events[i] == ("server", "node02") for i in servers[:8]) and servers[7] < first_done
+    assert events.index(("loopback done", "node04")) < servers[8] or servers[8] < first_done
     for plan in plans.values():  # each pair was handed its started servers, bounded past the node phase too
         started = [f.result() for stage in plan.servers for f in stage]
-        assert len(started) == 6 and all(x.timeout > plan.bound + 3 * 27 for x in started)
+        assert len(started) == 8 and all(x.timeout > plan.bound + 3 * 27 for x in started)
 
 
 def test_collect_node_reports_each_command_as_it_ends(tmp_path):

@@ -38,10 +38,15 @@ def test_a100_differs_where_hardware_differs():
 
 
 def test_override_is_deep_merged_and_revalidated():
-    p = load_profile("lab", {"gpu": {"count": 4}, "thresholds": {"iperf3_ipoib": {"rated": 0.1}}})
-    assert p.gpu.count == 4
+    p = load_profile("lab", {"gpu": {"count": 4}, "thresholds": {"iperf3_ipoib": {"rated": 0.1}},
+                             "gpudirect": {"pairs": [{"gpu": 0, "hca": "mlx5_0", "numa": 0}]}})
+    assert p.gpu.count == 4 and [x.gpu for x in p.gpudirect.pairs] == [0]  # a list is replaced, not merged
+    assert p.gpudirect.source.startswith("lab: the simulated topology")
     assert p.gpu.model == "NVIDIA H100 80GB HBM3"  # untouched keys survive the merge
     assert p.thresholds["iperf3_ipoib"].floor == pytest.approx(0.08)
+    with pytest.raises(InputError) as exc:  # the merged profile is validated whole: GPU 4 of a pair is gone
+        load_profile("lab", {"gpu": {"count": 4}})
+    assert "gpudirect: GPU 4 does not exist (gpu.count 4)" in str(exc.value)
     with pytest.raises(InputError) as exc:
         load_profile("lab", {"ib": {"bond": {"primary": "ib7"}}})
     assert "ib.bond" in str(exc.value) and "not one of the slaves" in str(exc.value)

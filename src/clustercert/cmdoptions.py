@@ -138,7 +138,8 @@ DISRUPTIVE = option("--disruptive", action="store_true",
 
 # probe
 PROBES = option("--probes", metavar="LIST", help="comma-separated: ib_write_bw, ib_write_lat, iperf3, nccl, "
-                "nvbandwidth, dcgmi (default: every probe the profile sets a threshold for)")
+                "nvbandwidth, dcgmi, gdr, nvlink, storage, ddp (default: every probe the profile sets a threshold "
+                "or a section for)")
 
 # certify
 CERTIFY_OUT = option("--out", metavar="DIR", help="where certificate.json, signing.pub and the reports go (required)")

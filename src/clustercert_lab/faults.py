@@ -4,7 +4,8 @@ Hardware faults edit the node's hw.json (the simulated tools read it on every ca
 node's agent mirrors it into sysfs within a second). Configuration faults change the node the
 way a person or an upgrade would, through NodeHandle.exec (``labsim fault apply``: edit limits,
 remove the nvidia runtime, unload a module, stop time sync, apt-get install another version).
-link_slow re-shapes the node's fabric link (NodeHandle.set_link_rate); node_down powers it off.
+link_slow re-shapes the node's fabric link (NodeHandle.set_link_rate), storage_slow throttles its disk
+writes (NodeHandle.set_io_limit); node_down powers it off.
 Every kind has defaults; docs/lab-faults.md is the table a user reads.
 """
 
@@ -141,6 +142,16 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in [
               f"the GPU's NVLink fabric registration completes with status '{FABRIC_ERROR}' (nvidia-smi -q Fabric)"),
     FaultKind("gpu_swapped", _p(GPU), "hardware.gpu", True,
               "the GPU in that slot is another board: a new serial number and UUID (nvidia-smi, dcgmi)"),
+    # issue 22
+    FaultKind("gdr_disabled", {}, "probe.nccl_transport", True,
+              "nvidia_peermem stays loaded but GPUDirect RDMA is not used (as with PCIe ACS on between GPU and NIC): "
+              "ib_write_bw --use_cuda moves GPU memory through the CPU (bandwidth x 0.3), NCCL's connections of "
+              "this node lose GDRDMA"),
+    FaultKind("mount_missing", {}, "storage.mounts", False,
+              "umount /shared inside the node (the shared mount jobs read data from is gone; its directory stays)"),
+    FaultKind("storage_slow", _p(Param("mbyte_per_s", float, 2.0)), "probe.checkpoint_write", True,
+              "the node's writes to the lab's disk are throttled to MBYTE_PER_S (its cgroup's blkio/io write limit): "
+              "a checkpoint to /shared or /scratch writes that slowly"),
 ]}
 
 
@@ -231,6 +242,8 @@ def validate(kind: str, params: dict, hw: dict, healing: bool = False) -> dict:
             raise ValueError(f"fabric: {out['fabric']} is not a fabric of this node (choices: {fabrics})")
     if "factor" in out and not 0 < out["factor"] <= 1:
         raise ValueError(f"factor: {out['factor']} must be in (0, 1]")
+    if kind == "storage_slow" and not 0 < out["mbyte_per_s"] <= 100000:
+        raise ValueError(f"mbyte_per_s: {out['mbyte_per_s']} must be in (0, 100000]")
     if kind == "gpu_xid" and not 1 <= out["xid"] <= 255:
         raise ValueError(f"xid: {out['xid']} is not an Xid number (1..255)")
     if kind == "probe_hang" and out["tool"] not in HANGABLE_TOOLS:
@@ -336,6 +349,10 @@ def _apply_hw(hw: dict, kind: str, p: dict, key: str) -> None:
     elif kind == "probe_hang":
         if p["tool"] not in hw["hanging_tools"]:
             hw["hanging_tools"].append(p["tool"])
+    elif kind == "gdr_disabled":
+        hw["health"]["gdr"] = False
+    elif kind == "storage_slow":
+        hw["health"]["io_write_bps"] = int(p["mbyte_per_s"] * 1e6)
     else:
         _apply_evidence_fault(hw, kind, p, saved, key)
 
@@ -433,6 +450,10 @@ def _heal_hw(hw: dict, kind: str, p: dict, key: str) -> None:
     elif kind == "probe_hang":
         if p["tool"] in hw["hanging_tools"]:
             hw["hanging_tools"].remove(p["tool"])
+    elif kind == "gdr_disabled":
+        hw["health"].pop("gdr", None)
+    elif kind == "storage_slow":
+        hw["health"].pop("io_write_bps", None)
     else:
         _heal_evidence_fault(hw, kind, p, saved)
 
@@ -499,6 +520,8 @@ def apply(node, kind: str, params: dict) -> None:
         return
     if kind == "link_slow":
         node.set_link_rate(p["fabric"], hw.get("link_mbit", 1000) * p["factor"])
+    if kind == "storage_slow":
+        node.set_io_limit(int(p["mbyte_per_s"] * 1e6))
     if FAULTS[kind].hardware:
         _apply_hw(hw, kind, p, key)
         _record(hw, kind, p, True)
@@ -520,6 +543,8 @@ def heal(node, kind: str, params: dict) -> None:
         return
     if kind == "link_slow":
         node.set_link_rate(p["fabric"], float(hw.get("link_mbit", 1000)))
+    if kind == "storage_slow":
+        node.set_io_limit(None)
     if FAULTS[kind].hardware:
         _heal_hw(hw, kind, p, key)
         _record(hw, kind, p, False)

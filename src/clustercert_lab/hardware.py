@@ -49,6 +49,11 @@ REFERENCES: dict[str, dict] = {
             "value": 26.562,
             "source": "fixture nvidia-smi nvlink -s on H100 (18 links x 26.562 GB/s)",
         },
+        "nvlink_aggregate_gbyte_per_s": {
+            "value": 840.0,
+            "source": "lab assumption: 93% of the 900 GB/s NVIDIA quotes per H100 SXM GPU (18 NVLink4 links, both "
+                      "directions), above the seed guide's 800; one link down of 18 leaves 793",
+        },
     },
     "NVIDIA A100-SXM4-80GB": {
         "nccl_allreduce_busbw_gbyte_per_s": {"value": 232.0, "source": "anchors.md: 8xA100 all_reduce ~232 GB/s"},
@@ -57,6 +62,8 @@ REFERENCES: dict[str, dict] = {
         "nvbandwidth_d2d_gbyte_per_s": {"value": 260.0, "source": "AzNHC threshold 235 GB/s + margin (anchors)"},
         "nvbandwidth_d2d_bidir_gbyte_per_s": {"value": 480.0, "source": "NVLink3 300 GB/s per direction"},
         "nvlink_link_gbyte_per_s": {"value": 25.0, "source": "fixture nvidia-smi nvlink -s on A100 (12 x 25 GB/s)"},
+        "nvlink_aggregate_gbyte_per_s": {"value": 560.0, "source": "lab assumption: 93% of the 600 GB/s NVIDIA quotes "
+                                                                   "per A100 SXM GPU (12 NVLink3 links, both directions)"},
     },
 }
 IB_REFERENCES: dict[int, dict] = {

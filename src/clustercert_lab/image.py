@@ -4,13 +4,17 @@ Layout under the image cache (env ``CLUSTERCERT_LAB_CACHE``, default /var/cache/
 
   base/            debootstrap --variant=minbase + the lab's configuration (ssh, apt, networkd...)
   base.recipe      sha256 of the recipe that built base/ (rebuilt only when the recipe changes)
-  simlayer/        an overlay upper layer on top of base/ holding what ``sim.prepare_image`` installed
+  extras/          an overlay upper layer on top of base/ holding Debian packages too big to install on
+                   every node at bootstrap: Debian's python3-torch (PyTorch for the DDP smoke test, about
+                   1 GB installed), and fio and numactl; the roles still install them, finding them there
+  extras.recipe    sha256 of the base recipe and EXTRA_PACKAGES (rebuilt only when either changes)
+  simlayer/        an overlay upper layer on top of extras/ and base/ holding what ``sim.prepare_image`` installed
   simlayer.recipe  sha256 over the simulator's source files (cheap to rebuild: seconds)
   repo/<profile>/  the simulated apt repository built by ``packages.build_repo``
   apt-proxy/       the apt proxy's package cache (kept across labs: nodes' apt installs stay fast)
   debs/            debootstrap's downloaded .debs (a rebuild does not download them again)
 
-A node's root filesystem is an overlay with lowerdir=simlayer:base and its own upper directory.
+A node's root filesystem is an overlay with lowerdir=simlayer:extras:base and its own upper directory.
 """
 
 from __future__ import annotations
@@ -55,6 +59,12 @@ IMAGE_PACKAGES = [
     "gpgv",
     "kmod",
 ]
+
+# Debian packages of the extras layer: what the roles install on every node that is too big to unpack on
+# eight nodes at once on the lab's two cores (python3-torch and its libraries). The lab profile names
+# python3-torch as the site's PyTorch package (ddp.package): the nccl_tools role installs it as it would
+# on a site's node, and finds it installed.
+EXTRA_PACKAGES = ["python3-torch", "fio", "numactl"]
 
 # Host tool -> Debian package providing it.
 HOST_TOOLS = {
@@ -137,6 +147,10 @@ def simlayer_dir() -> Path:
     return cache_dir() / "simlayer"
 
 
+def extras_dir() -> Path:
+    return cache_dir() / "extras"
+
+
 def repo_dir(profile: str) -> Path:
     return cache_dir() / "repo" / profile
 
@@ -147,7 +161,7 @@ def apt_proxy_cache() -> Path:
 
 def lowerdirs() -> str:
     """The overlay lowerdir option value for a node root."""
-    return f"{simlayer_dir()}:{base_dir()}"
+    return f"{simlayer_dir()}:{extras_dir()}:{base_dir()}"
 
 
 def _which(tool: str) -> str | None:
@@ -324,6 +338,45 @@ def _build_base(mirror: str) -> None:
     log.info("lab: node image built in %.0f s", time.monotonic() - t0)
 
 
+def extras_recipe(mirror: str) -> str:
+    return hashlib.sha256(json.dumps({"base": base_recipe(mirror), "packages": EXTRA_PACKAGES},
+                                     sort_keys=True).encode()).hexdigest()
+
+
+def _build_extras(mirror: str) -> None:
+    """apt-get install EXTRA_PACKAGES into an overlay upper layer on base/, straight from the mirror (the
+    apt proxy only exists while a lab runs); the downloaded .debs stay in debs/ for the next build."""
+    cache = cache_dir()
+    upper, work, merged = extras_dir(), cache / "extras.work", cache / "extras.merged"
+    for d in (upper, work):
+        if d.exists():
+            shutil.rmtree(d)
+        d.mkdir(parents=True)
+    merged.mkdir(exist_ok=True)
+    t0 = time.monotonic()
+    log.info("lab: installing %s into the image's extras layer (first build only)", " ".join(EXTRA_PACKAGES))
+    _run(["mount", "-t", "overlay", "overlay", "-o", f"lowerdir={base_dir()},upperdir={upper},workdir={work}",
+          str(merged)], timeout=30)
+    try:
+        debs = cache / "debs"
+        (debs / "partial").mkdir(parents=True, exist_ok=True)
+        _run(["mount", "--bind", str(debs), str(merged / "var/cache/apt/archives")], timeout=30)
+        _run(["mount", "-t", "proc", "proc", str(merged / "proc")], timeout=30)
+        try:
+            _chroot(merged, ["apt-get", "-o", "Acquire::http::Proxy=DIRECT", "update"], timeout=300)
+            _chroot(merged, ["apt-get", "-o", "Acquire::http::Proxy=DIRECT", "install", "-y", "--no-install-recommends",
+                             *EXTRA_PACKAGES], timeout=1800)
+        finally:
+            for m in ("proc", "var/cache/apt/archives"):
+                subprocess.run(["umount", str(merged / m)], capture_output=True, timeout=30)
+        _chroot(merged, ["apt-get", "clean"])
+    finally:
+        subprocess.run(["umount", str(merged)], capture_output=True, timeout=30)
+    shutil.rmtree(work, ignore_errors=True)
+    (cache / "extras.recipe").write_text(extras_recipe(mirror) + "\n")
+    log.info("lab: extras layer built in %.0f s", time.monotonic() - t0)
+
+
 def _sim_sources() -> list[Path]:
     here = Path(__file__).resolve().parent
     files = [here / "packages.py", here / "hardware.py"]
@@ -336,6 +389,7 @@ def _sim_sources() -> list[Path]:
 def sim_recipe(profile_name: str, profile: dict) -> str:
     h = hashlib.sha256()
     h.update(base_recipe(host_mirror()).encode())
+    h.update(extras_recipe(host_mirror()).encode())
     h.update(json.dumps(profile, sort_keys=True, default=str).encode())
     h.update(profile_name.encode())
     h.update(os.uname().release.encode())  # the repo carries headers for the host's running kernel
@@ -358,7 +412,7 @@ def _build_simlayer(profile_name: str, profile: dict) -> None:
     merged.mkdir(exist_ok=True)
     _run(
         ["mount", "-t", "overlay", "overlay", "-o",
-         f"lowerdir={base_dir()},upperdir={upper},workdir={work}", str(merged)],
+         f"lowerdir={extras_dir()}:{base_dir()},upperdir={upper},workdir={work}", str(merged)],
         timeout=30,
     )
     try:
@@ -395,13 +449,13 @@ def ensure_image(profile_name: str, profile: dict) -> dict:
     """Build (or reuse) the base image and the simulator layer. Returns what was done, with timings.
 
     Never rebuilds an image that running nodes sit on: that waits for the next up after `lab down`."""
-    done = {"base_built": False, "simlayer_built": False}
+    done = {"base_built": False, "extras_built": False, "simlayer_built": False}
     ensure_host_packages()
     with _cache_lock():
         if image_in_use():
-            if _recorded("base.recipe") != base_recipe(host_mirror()) or _recorded("simlayer.recipe") != sim_recipe(
-                profile_name, profile
-            ):
+            if (_recorded("base.recipe") != base_recipe(host_mirror())
+                    or _recorded("extras.recipe") != extras_recipe(host_mirror())
+                    or _recorded("simlayer.recipe") != sim_recipe(profile_name, profile)):
                 log.warning("lab: the image recipe changed, but running nodes use the image: it is rebuilt "
                             "on the next `lab up` after `lab down`")
             return done
@@ -410,8 +464,15 @@ def ensure_image(profile_name: str, profile: dict) -> dict:
         if _recorded("base.recipe") != base_recipe(mirror) or not (base_dir() / "usr/sbin/sshd").exists():
             _build_base(mirror)
             done["base_built"] = True
+            (cache_dir() / "extras.recipe").unlink(missing_ok=True)
             (cache_dir() / "simlayer.recipe").unlink(missing_ok=True)
         done["base_s"] = round(time.monotonic() - t0, 2)
+        t0 = time.monotonic()
+        if _recorded("extras.recipe") != extras_recipe(mirror) or not extras_dir().is_dir():
+            _build_extras(mirror)
+            done["extras_built"] = True
+            (cache_dir() / "simlayer.recipe").unlink(missing_ok=True)
+        done["extras_s"] = round(time.monotonic() - t0, 2)
         t0 = time.monotonic()
         if _recorded("simlayer.recipe") != sim_recipe(profile_name, profile) or not simlayer_dir().is_dir():
             _build_simlayer(profile_name, profile)

@@ -187,6 +187,39 @@ def remove_cgroup_parents() -> None:
             d.parent.rmdir()
 
 
+def storage_device(path: Path) -> str:
+    """MAJOR:MINOR of the whole disk holding ``path`` (a partition's parent: the throttles take disks)."""
+    st = os.stat(path)
+    dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    sysdev = Path("/sys/dev/block") / dev
+    if (sysdev / "partition").exists():
+        with contextlib.suppress(OSError):
+            return (sysdev.resolve().parent / "dev").read_text().strip()
+    return dev
+
+
+def apply_io_limit(name: str, device: str, write_bps: int | None) -> int:
+    """Write limit of node ``name``'s cgroup (and every cgroup below it: v1 throttles do not inherit) on
+    ``device``; None lifts it. Returns how many cgroups took it."""
+    took = 0
+    for d in cgroup_dirs(name):
+        if not d.is_dir():
+            continue
+        v1 = d / "blkio.throttle.write_bps_device"
+        v2 = d / "io.max"
+        for root, _dirs, _files in os.walk(d):
+            if v1.exists():
+                target, line = Path(root) / v1.name, f"{device} {write_bps or 0}"
+            elif v2.exists():
+                target, line = Path(root) / v2.name, f"{device} wbps={write_bps or 'max'}"
+            else:
+                break
+            with contextlib.suppress(OSError):
+                target.write_text(line)
+                took += 1
+    return took
+
+
 def cgroup_memory_bytes(name: str) -> int | None:
     """Memory charged to the node (v1 memory controller: rss + cache - inactive_file; or cgroup2 memory.current)."""
     for d in cgroup_dirs(name):
@@ -286,6 +319,36 @@ class NodeHandle:
             cmd, capture_output=True, text=True, timeout=timeout, input=input,
             stdin=None if input is not None else subprocess.DEVNULL,
         )  # fmt: skip
+
+    # storage: the lab's shared mount (one host directory every node binds) and the node's own scratch
+    @property
+    def shared_dir(self) -> Path:
+        return self.lab_dir / "storage" / "shared"
+
+    @property
+    def scratch_dir(self) -> Path:
+        return self.state_dir / "scratch"
+
+    def io_limit(self) -> int | None:
+        """The write limit (bytes/s) set_io_limit last set (None: none)."""
+        with contextlib.suppress(OSError, ValueError):
+            v = json.loads((self.state_dir / "io.json").read_text()).get("write_bps")
+            return int(v) if v else None
+        return None
+
+    def set_io_limit(self, write_bps: int | None) -> None:
+        """Throttle (or, with None, release) the node's writes to the disk that holds the lab's storage
+        directories: its cgroup's blkio.throttle.write_bps_device (cgroup v1) or io.max (v2). Remembered
+        across reboots (prestart applies it again)."""
+        tmp = self.state_dir / "io.json.tmp"
+        tmp.write_text(json.dumps({"write_bps": write_bps}))
+        tmp.replace(self.state_dir / "io.json")
+        device = storage_device(self.lab_dir)
+        if not apply_io_limit(self.name, device, write_bps) and write_bps:
+            from clustercert_lab.errors import LabError
+
+            raise LabError(f"{self.name}: no blkio/io cgroup of the node took a write limit on {device} "
+                           "(the lab's storage must be on a block device the host's cgroups can throttle)")
 
     def set_link_rate(self, fabric: int, mbit: float) -> None:
         """Re-shape the node's fabric link (both directions); remembered across reboots."""
@@ -444,6 +507,23 @@ def ensure_lab_user(root: Path, authorized_key: str) -> None:
     _write(root / "etc/tmpfiles.d/clustercert-lab-user.conf", "d /run/clustercert-lab/busy 1777 root root -\n")
 
 
+SHARED_STAGING = "/var/lib/clustercert-lab-storage/shared"
+SHARED_MOUNT = "/shared"
+FSTAB_LINE = f"{SHARED_STAGING} {SHARED_MOUNT} none bind 0 0"
+
+
+def write_storage(root: Path) -> None:
+    """The node's shared mount: its mount point and the /etc/fstab line that binds the lab's shared
+    directory there at boot, as a site's fstab mounts its NFS or Lustre."""
+    (root / SHARED_MOUNT.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    (root / SHARED_STAGING.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    fstab = root / "etc/fstab"
+    text = fstab.read_text() if fstab.exists() else ""
+    if FSTAB_LINE not in text.splitlines():
+        fstab.write_text(text + ("" if not text or text.endswith("\n") else "\n")
+                         + "# clustercert lab: the shared mount every node sees\n" + FSTAB_LINE + "\n")
+
+
 def personalise(handle: NodeHandle, all_nodes: dict[str, int], authorized_key: str, host_key_dir: Path) -> None:
     """Write the node's identity into its (mounted) root: hostname, hosts, machine-id, host key,
     authorized key (root's and the operator's, see ensure_lab_user), network config."""
@@ -462,6 +542,7 @@ def personalise(handle: NodeHandle, all_nodes: dict[str, int], authorized_key: s
     ssh_dir.chmod(0o700)
     _write(ssh_dir / "authorized_keys", authorized_key.strip() + "\n", 0o600)
     ensure_lab_user(root, authorized_key)
+    write_storage(root)
     for fname, text in networkd_files(handle.index).items():
         _write(root / "etc/systemd/network" / fname, text)
 
@@ -507,6 +588,10 @@ def nspawn_argv(h: NodeHandle, cfg: dict) -> list[str]:
         f"--network-veth-extra={i1}:ib1",
         f"--network-veth-extra={b}:{network.NODE_IFACES[3]}",
         f"--bind-ro={h.sim_dir}:/var/lib/clustercert-lab",
+        # storage: the shared directory at a staging path the node's /etc/fstab binds to /shared at boot
+        # (so the node itself can unmount and mount it: mount_missing), its own scratch directly
+        f"--bind={h.shared_dir}:{SHARED_STAGING}",
+        f"--bind={h.scratch_dir}:/scratch",
     ]  # fmt: skip
 
 
@@ -572,8 +657,14 @@ def _set_state(h: NodeHandle, text: str) -> None:
 
 
 def prestart(h: NodeHandle) -> int:
-    """Before each boot: cgroups, the overlay root, nspawn's leftovers from the previous boot."""
+    """Before each boot: cgroups (with the node's write limit, if one is set), the storage directories, the
+    overlay root, nspawn's leftovers from the previous boot."""
     make_cgroups(h.name)
+    for d in (h.shared_dir, h.scratch_dir):
+        d.mkdir(parents=True, exist_ok=True)
+        d.chmod(0o1777)
+    if h.io_limit():
+        apply_io_limit(h.name, storage_device(h.lab_dir), h.io_limit())
     mount_root(h, h.config["lowerdirs"])
     nspawn_runtime_cleanup(h, locks=False)
     boots = read_pid(h.state_dir / "boots") or 0

@@ -25,7 +25,12 @@ def lab8(lab, lab_bootstrapper):
     return lab
 
 
-PROBE_TOOLS = ("ib_write_bw", "ib_write_lat", "iperf3", "all_reduce_perf", "nvbandwidth", "nvidia-smi", "dcgmi")
+PROBE_TOOLS = ("ib_write_bw", "ib_write_lat", "iperf3", "all_reduce_perf", "nvbandwidth", "nvidia-smi", "dcgmi",
+               "torch.distributed.run", "fio ")
+# issue 22: the checks of what a training job needs, on each node and on each pair's links
+TRAINING_NODE_CHECKS = ("probe.ib_write_bw_gdr", "probe.nvlink_aggregate", "probe.checkpoint_write", "storage.mounts",
+                        "storage.scratch")
+TRAINING_LINKS = ("ib_write_bw_gdr", "nccl_transport", "ddp_allreduce")
 
 
 def certify(lab, out, *args: str, timeout: float = 900) -> tuple[int, dict, str]:
@@ -55,7 +60,18 @@ def test_healthy_lab_is_certified_and_verifiable(lab8, tmp_path):
     bad = {n: [f["check"] for f in v["findings"] if f["status"] in ("fail", "error")] for n, v in cert["nodes"].items()}
     assert rc == 0 and cert["verdict"] == "pass", (bad, [lk for lk in cert["links"] if lk["status"] != "pass"])
     assert cert["rounds"] == 1 and cert["links"]
-    assert {lk["probe"] for lk in cert["links"]} == {"ib_write_bw", "ib_write_lat", "iperf3", "nccl_allreduce"}
+    assert {lk["probe"] for lk in cert["links"]} == {"ib_write_bw", "ib_write_lat", "iperf3", "nccl_allreduce",
+                                                     *TRAINING_LINKS}
+    # issue 22: the five new checks are in the certificate, on every node and every pair, and pass
+    for n, v in cert["nodes"].items():
+        for check in TRAINING_NODE_CHECKS:
+            fs = [f for f in v["findings"] if f["check"] == check]
+            assert fs and all(f["status"] == "pass" for f in fs), (n, check, fs)
+    for probe in TRAINING_LINKS:
+        lks = [lk for lk in cert["links"] if lk["probe"] == probe]
+        assert lks and all(lk["status"] == "pass" for lk in lks), (probe, lks)
+    ddp = [lk for lk in cert["links"] if lk["probe"] == "ddp_allreduce"]
+    assert len(ddp) == LAB_NODES // 2 and all("world size 4 from torch 1." in lk["observed"] for lk in ddp), ddp
     lat = [lk for lk in cert["links"] if lk["probe"] == "ib_write_lat"]
     assert {lk["fabric"] for lk in lat} == {0, 1} and all(lk["unit"] == "usec" and lk["value"] < 2 for lk in lat)
     for n, v in cert["nodes"].items():
@@ -273,3 +289,86 @@ def test_three_nodes_slow_fabric1_blamed_on_the_node_by_certify_and_drift(lab8, 
     perf = [i for i in json.loads(d.stdout)["items"] if i["kind"] == "performance"]
     assert [(i["node"], i["check"]) for i in perf] == [("node02", "probe.pairs")], perf
     assert "fabric 1" in perf[0]["detail"] and "bad_node" in perf[0]["detail"]
+
+
+def test_training_faults_fail_their_checks_on_their_node_only(lab8, tmp_path):
+    """Issue 22: on six nodes, gdr_disabled on node01, nvlink_down on node02, mount_missing on node03 and
+    storage_slow on node04 (node05 and node06 healthy): each fails its own check on that node and on no other
+    (probe.ib_write_bw_gdr, probe.nvlink_aggregate, storage.mounts, probe.checkpoint_write); across the pairs,
+    probe.nccl_transport and ib_write_bw_gdr fail on exactly the links of node01, naming it."""
+    lab = lab8
+    six = ["node01", "node02", "node03", "node04", "node05", "node06"]
+    gdr, nvlink, mount, slow = "node01", "node02", "node03", "node04"
+    lab.manager.fault(gdr, "gdr_disabled", {})
+    lab.manager.fault(nvlink, "nvlink_down", {"gpu": "0", "port": "5"})
+    lab.manager.fault(mount, "mount_missing", {})
+    lab.manager.fault(slow, "storage_slow", {})
+    try:
+        rc, cert, _ = certify(lab, tmp_path, "--limit", ",".join(six))
+    finally:
+        for n in (gdr, nvlink, mount, slow):
+            lab.manager.heal(n)
+    assert rc == 1 and cert["verdict"] == "fail"
+
+    def failed(node: str, check: str) -> list:
+        return [f for f in cert["nodes"][node]["findings"] if f["check"] == check and f["status"] == "fail"]
+
+    for node, check in ((gdr, "probe.ib_write_bw_gdr"), (nvlink, "probe.nvlink_aggregate"), (mount, "storage.mounts"),
+                        (slow, "probe.checkpoint_write")):
+        assert failed(node, check), (node, check, _findings_off(cert, node))
+        for other in six:
+            if other != node:
+                assert not failed(other, check), (other, check, _findings_off(cert, other))
+    assert [f["subject"] for f in failed(nvlink, "probe.nvlink_aggregate")] == ["GPU0"]
+    assert [f["subject"] for f in failed(mount, "storage.mounts")] == ["/shared"]
+    assert {f["subject"] for f in failed(slow, "probe.checkpoint_write")} == {"/shared write", "/scratch write"}
+    assert {f["subject"] for f in failed(gdr, "probe.ib_write_bw_gdr")} == {"GPU0-mlx5_0 loopback", "GPU4-mlx5_1 loopback"}
+    for probe in ("nccl_transport", "ib_write_bw_gdr"):
+        lks = [lk for lk in cert["links"] if lk["probe"] == probe]
+        bad = [lk for lk in lks if lk["status"] == "fail"]
+        assert bad and all(gdr in (lk["a"], lk["b"]) for lk in bad), (probe, bad)
+        assert all(lk["status"] == "fail" for lk in lks if gdr in (lk["a"], lk["b"])), (probe, lks)
+    transport = [lk for lk in cert["links"] if lk["probe"] == "nccl_transport" and lk["status"] == "fail"]
+    assert all(f"{gdr}: mlx5_0 without GDRDMA" in lk["observed"] and "via NET/IB/0" in lk["evidence"]
+               for lk in transport), transport
+    assert not leftover_probes(lab)
+
+
+def _ddp_probe(lab, inventory: str) -> dict:
+    env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "certify-test-state"))
+    p = subprocess.run([sys.executable, "-m", "clustercert", "probe", "-i", inventory, "--limit", "node01,node02",
+                        "--probes", "ddp", "--format", "json"], capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode in (0, 1), p.stderr[-3000:]
+    return json.loads(p.stdout)
+
+
+def test_ddp_smoke_test_runs_real_pytorch_and_names_a_wrong_launch(lab8, tmp_path):
+    """Issue 22: `clustercert probe --probes ddp` across node01 and node02 runs Debian's PyTorch (python3-torch,
+    which the lab does not simulate): torchrun on both nodes, torch.distributed's all_reduce over TCP (gloo) between
+    them, the world size, ranks and the result as torch reports them. The same launch with a wrong
+    --nproc_per_node (the inventory's clustercert_ddp_nproc_per_node) fails probe.ddp_allreduce, naming the mismatch."""
+    lab = lab8
+    import shutil
+
+    pkg = lab.ssh("node01", "dpkg-query -W -f '${Version} ${Maintainer}' python3-torch").stdout
+    assert pkg.startswith("1.13") and "clustercert" not in pkg, pkg  # Debian's own package, not the lab repo's
+    doc = _ddp_probe(lab, "lab")
+    [lk] = [lk for lk in doc["links"] if lk["probe"] == "ddp_allreduce"]
+    assert lk["status"] == "pass" and lk["unit"] == "ms" and lk["value"] > 0, lk
+    assert lk["subject"] == "node01+node02, 4 ranks" and "world size 4 from torch 1." in lk["observed"], lk
+    # each rank's own report: its rank, torch's world size and version, and the all_reduce result torch gave
+    for r in range(4):
+        assert f"rank {r} node0" in lk["evidence"], lk["evidence"]
+    assert lk["evidence"].count("world 4 torch 1.") == 4 and lk["evidence"].count("all_reduce 10.0 (expected 10.0)") == 4
+    assert not leftover_probes(lab)
+
+    inv_dir = tmp_path / "inventory"
+    shutil.copytree(lab.inventory.parent, inv_dir)
+    with open(inv_dir / "group_vars" / "all.yml", "a") as f:
+        f.write("clustercert_ddp_nproc_per_node: 3\n")
+    doc = _ddp_probe(lab, str(inv_dir / lab.inventory.name))
+    [lk] = [lk for lk in doc["links"] if lk["probe"] == "ddp_allreduce"]
+    assert lk["status"] == "fail" and lk["subject"] == "node01+node02, 6 ranks", lk
+    assert "3 processes on node0" in lk["observed"] and "the profile expects 2 per node" in lk["observed"], lk
+    assert "world size 6" in lk["observed"], lk
+    assert not leftover_probes(lab)

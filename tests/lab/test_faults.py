@@ -93,6 +93,14 @@ CASES = {
                             "Success"),
     "gpu_swapped": ({}, "nvidia-smi -i 0 --query-gpu=serial --format=csv,noheader",
                     gpu_serial(f"{FAULTY}/swapped", 0), None),
+    # issue 22: GPU memory through the CPU (x 0.3) in a --use_cuda loopback; the shared mount; the node's disk writes
+    "gdr_disabled": ({}, "ib_write_bw -d mlx5_0 -p 18777 --report_gbits -D 1 -F --use_cuda=0 >/dev/null 2>&1 & "
+                         "sleep 0.5; ib_write_bw -d mlx5_0 -p 18777 --report_gbits -D 1 -F --use_cuda=0 localhost "
+                         "| awk '$1 == 65536 {print $4}'; wait", "117.69", "392.30"),
+    "mount_missing": ({}, "mountpoint -q /shared && echo mounted || echo missing", "missing", "mounted"),
+    "storage_slow": ({}, "s=$(date +%s%N); dd if=/dev/zero of=/scratch/.cc-dd bs=1M count=8 oflag=direct status=none; "
+                         "e=$(date +%s%N); rm -f /scratch/.cc-dd; [ $((e - s)) -gt 2000000000 ] && echo slow || echo fast",
+                     "slow", "fast"),
 }
 
 

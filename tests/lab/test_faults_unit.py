@@ -19,8 +19,10 @@ KINDS = {
     "container_runtime_unconfigured", "memlock_limited", "clock_unsynced", "node_down", "probe_hang", "package_drift",
     "nvlink_crc_errors", "hca_moved", "pcie_device_missing", "hca_firmware_odd", "gpu_vbios_odd", "gpu_fabric_degraded",
     "gpu_swapped",
+    "gdr_disabled", "mount_missing", "storage_slow",
 }
-PARAM_NAMES = {"gpu", "hca", "port", "fabric", "slave", "factor", "rate", "xid", "package", "version", "tool"}
+PARAM_NAMES = {"gpu", "hca", "port", "fabric", "slave", "factor", "rate", "xid", "package", "version", "tool",
+               "mbyte_per_s"}
 
 
 def _hw() -> dict:
@@ -42,6 +44,9 @@ class FakeNode:
 
     def set_link_rate(self, fabric, mbit):
         self.calls.append(("set_link_rate", fabric, mbit))
+
+    def set_io_limit(self, write_bps):
+        self.calls.append(("set_io_limit", write_bps))
 
     def init_pid(self):
         return None  # not running: nothing shows a change, nothing to wait for
@@ -98,6 +103,7 @@ def test_default_values(hw):
     ("package_drift", {"version": "9.9"}, "version: '9.9' of libnccl2 is not in the lab repo"),
     ("driver_version_mismatch", {"version": "570.172.08-1"}, "version: 570.172.08-1 is the profile's driver version"),
     ("memlock_limited", {"gpu": "1"}, "gpu: not a parameter of memlock_limited (parameters: none)"),
+    ("storage_slow", {"mbyte_per_s": "0"}, "mbyte_per_s: 0.0 must be in (0, 100000]"),
     ("nope", {}, "kind: unknown fault kind 'nope'"),
     ("nvlink_crc_errors", {"port": "18"}, "port: NVLink link 18 does not exist (0..17)"),
     ("hca_firmware_odd", {"version": "28.43.1014"}, "version: 28.43.1014 is the firmware mlx5_0 runs already"),
@@ -130,6 +136,11 @@ def test_hardware_fault_changes_hw_and_heal_restores_it(kind, hw, tmp_path):
     assert healed == hw
     if kind == "link_slow":
         assert node.calls == [("set_link_rate", 0, 300.0), ("set_link_rate", 0, 1000.0)]
+    if kind == "storage_slow":  # the node's disk writes, throttled and released
+        assert node.calls == [("set_io_limit", 2000000), ("set_io_limit", None)]
+        assert after["health"]["io_write_bps"] == 2000000
+    if kind == "gdr_disabled":
+        assert after["health"]["gdr"] is False
 
 
 def test_two_faults_of_one_kind_heal_independently(hw, tmp_path):
@@ -236,3 +247,44 @@ def test_a_fault_the_node_never_shows_is_an_error(tmp_path, monkeypatch):
     monkeypatch.setattr(faults, "APPLY_WAIT_S", 0.3)
     with pytest.raises(faults.NotApplied, match="did not show the change"):
         faults.wait_applied(node, hardware.load(tmp_path), timeout=0.3)
+
+
+def test_node_storage_fstab_binds_and_io_limit(tmp_path, monkeypatch):
+    """Issue 22: a node's shared mount is an /etc/fstab bind from the staging path nspawn binds the lab's shared
+    directory at (so mount_missing can unmount it inside the node and its heal mount it again); storage_slow
+    writes the node's write limit into its blkio cgroup and every cgroup below it, and lifts it."""
+    from clustercert_lab import node
+
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc/fstab").write_text("# UNCONFIGURED FSTAB FOR BASE SYSTEM")
+    node.write_storage(root)
+    node.write_storage(root)  # once only
+    text = (root / "etc/fstab").read_text()
+    assert text.count(node.FSTAB_LINE) == 1 and text.startswith("# UNCONFIGURED FSTAB FOR BASE SYSTEM\n")
+    assert (root / "shared").is_dir() and (root / node.SHARED_STAGING.lstrip("/")).is_dir()
+    h = node.NodeHandle(tmp_path / "lab", "node01", 1)
+    argv = node.nspawn_argv(h, {"uuid": "00000000-0000-0000-0000-000000000000"})
+    assert f"--bind={h.shared_dir}:{node.SHARED_STAGING}" in argv and f"--bind={h.scratch_dir}:/scratch" in argv
+    assert h.shared_dir == tmp_path / "lab/storage/shared"
+
+    cg = tmp_path / "cgroup"
+    d = cg / "blkio" / node.CGROUP_NAME / "node01"
+    (d / "payload").mkdir(parents=True)
+    for x in (d, d / "payload"):
+        (x / "blkio.throttle.write_bps_device").write_text("")
+    (cg / "blkio" / "cgroup.procs").write_text("")
+    monkeypatch.setattr(node, "CGROUP_ROOT", cg)
+    assert node.apply_io_limit("node01", "254:0", 2000000) == 2
+    assert [(x / "blkio.throttle.write_bps_device").read_text() for x in (d, d / "payload")] == ["254:0 2000000"] * 2
+    node.apply_io_limit("node01", "254:0", None)
+    assert (d / "blkio.throttle.write_bps_device").read_text() == "254:0 0"
+    assert node.storage_device(tmp_path).count(":") == 1
+    # a host whose cgroups cannot throttle the node (no blkio or io controller there): the fault says so
+    monkeypatch.setattr(node, "CGROUP_ROOT", tmp_path / "no-cgroups")
+    h.state_dir.mkdir(parents=True, exist_ok=True)
+    from clustercert_lab.errors import LabError
+
+    with pytest.raises(LabError, match="no blkio/io cgroup of the node took a write limit"):
+        h.set_io_limit(2000000)
+    h.set_io_limit(None)  # lifting a limit nothing holds is not an error

@@ -733,3 +733,98 @@ def test_nccl_all_reduce_across_nodes_is_bounded_by_the_rails_of_both_ends(tmp_p
     finally:
         a.close()
         b.close()
+
+
+# ---- issue 22: GPUDirect RDMA, NCCL's transport lines, NVLink aggregate, numactl ---------------------------
+
+def _gdr_loopback(sim: Sim, gpu: str = "0") -> subprocess.CompletedProcess:
+    port = str(_free_port())
+    server = sim.background("ib_write_bw", "-d", "mlx5_0", "--report_gbits", "-p", port, f"--use_cuda={gpu}")
+    r = sim.run("ib_write_bw", "-d", "mlx5_0", "--report_gbits", "-p", port, f"--use_cuda={gpu}", "127.0.0.1")
+    server.communicate(timeout=30)
+    return r
+
+
+def test_perftest_use_cuda_needs_peermem_and_gdr(sim):
+    sim.driver_loaded()
+    r = sim.run("ib_write_bw", "-d", "mlx5_0", "--use_cuda=0", "127.0.0.1")
+    assert r.returncode == 1 and "Couldn't allocate MR" in r.stderr and "initializing CUDA" in r.stdout
+    sim.ok("modload", "ib_uverbs")
+    sim.ok("modload", "nvidia_peermem")
+    r = _gdr_loopback(sim)
+    assert r.returncode == 0, r.stderr
+    rec = parse("perftest", r.stdout)
+    assert "Picking device No. 0" in r.stdout and rec["bw_avg_gbit_per_s"] == pytest.approx(392.3, abs=0.006)
+    sim.fault("gdr_disabled")
+    assert parse("perftest", _gdr_loopback(sim).stdout)["bw_avg_gbit_per_s"] == pytest.approx(117.69, abs=0.006)
+    r = sim.run("ib_write_bw", "-d", "mlx5_0", "--use_cuda=9", "127.0.0.1")
+    assert r.returncode == 1 and "No CUDA device 9" in r.stderr
+
+
+def test_nccl_prints_its_transport_lines_with_nccl_debug_info(tmp_path):
+    """Across two nodes with NCCL_DEBUG=INFO each process prints what real NCCL prints: its IB NICs and, for the
+    GPU nearest each HCA, the connections via NET/IB/<n>/GDRDMA; gdr_disabled on one node drops GDRDMA on its
+    lines only, and clustercert's transport check names that node."""
+    from clustercert.model.evidence import CommandResult
+    from clustercert.model.profile import load_profile
+    from clustercert.probes.workload import eval_nccl_transport
+
+    a, b = _two_nodes(tmp_path)
+    for s in (a, b):
+        s.driver_loaded()
+        s.ok("modload", "ib_uverbs")
+        s.ok("modload", "nvidia_peermem")
+        s.start_daemon("nv-fabricmanager", "/run/nvidia-fabricmanager/nv-fabricmanager.pid")
+
+    def run() -> str:
+        port, procs = str(_free_port()), []
+        for rank, node in enumerate((a, b)):
+            env = {"OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+                   "OMPI_COMM_WORLD_LOCAL_SIZE": "1", "OMPI_MCA_orte_num_nodes": "2", "NCCL_DEBUG": "INFO",
+                   "OMPI_MCA_orte_hnp_uri": "1.0;tcp://127.0.0.1:59653", "CLUSTERCERT_LAB_NCCL_RANK_PORT": port}
+            procs.append(subprocess.Popen([PY, str(SOURCE), "all_reduce_perf", "-b", "1G", "-e", "1G", "-g", "8"],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=node.env(**env)))
+        outs = [p.communicate(timeout=60) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], outs
+        return outs[0][0] + outs[1][0]
+
+    try:
+        host = socket.gethostname()
+        text = run()
+        assert parse("nccl-tests", text)["busbw_at_max_size_gbyte_per_s"] > 0  # the INFO lines do not disturb it
+        rec = parse("nccl-info-transport", text)
+        conns = rec["hosts"][host]["connections"]
+        net = [c for c in conns if c["transport"] == "NET"]
+        assert net and all(c["gdr"] and c["net"] == "IB" for c in net)
+        assert {c["hca"] for c in net} == {"mlx5_0", "mlx5_1"} and any(c["transport"] == "P2P" for c in conns)
+        b.fault("gdr_disabled")
+        text = run()
+        net = [c for c in parse("nccl-info-transport", text)["hosts"][host]["connections"] if c["transport"] == "NET"]
+        assert sorted(c["gdr"] for c in net) == [False] * (len(net) // 2) + [True] * (len(net) // 2)
+        assert "GPU Direct RDMA Disabled for HCA 0 'mlx5_0'" in text
+        m = eval_nccl_transport(host, "other", load_profile("lab"), CommandResult(0, text, "", False, 1.0, "x"), 60)
+        assert m.status == "fail" and "mlx5_0 without GDRDMA" in m.observed
+    finally:
+        a.close()
+        b.close()
+
+
+def test_nvbandwidth_nvlink_aggregate_and_nvlink_down(sim):
+    from clustercert.model.evidence import CommandResult
+    from clustercert.model.profile import load_profile
+    from clustercert.probes.workload import eval_nvlink_aggregate
+
+    sim.driver_loaded()
+    sim.fault("nvlink_down", gpu="0", port="5")
+    out = sim.ok("nvbandwidth", "-t", "all_to_one_write_ce", "-t", "one_to_all_write_ce")
+    ms = eval_nvlink_aggregate("n", load_profile("lab").thresholds["nvlink_aggregate"],
+                               CommandResult(0, out, "", False, 1.0, "nvbandwidth"), 30)
+    assert [(m.subject, m.status) for m in ms] == [("GPU0", "fail")] + [(f"GPU{g}", "pass") for g in range(1, 8)]
+    assert ms[1].value == 840.0 and ms[0].value == pytest.approx(840 * 17 / 18, abs=0.02)
+
+
+def test_numactl_checks_the_simulated_numa_nodes(sim):
+    assert "available: 2 nodes (0-1)" in sim.ok("numactl", "-H")
+    assert sim.ok("numactl", "--cpunodebind=1", "--membind=1", "echo", "pinned") == "pinned\n"
+    r = sim.run("numactl", "-N", "2", "-m", "2", "echo", "x")
+    assert r.returncode == 1 and "node argument 2 is out of range" in r.stderr

@@ -20,7 +20,8 @@ from clustercert.model.profile import Profile
 from clustercert.parsers import ParseError, parse
 
 STATUSES = ("pass", "fail", "error", "skip")
-COMPONENT_ORDER = ("gpu", "driver", "rdma", "ib", "bond", "container", "tuning", "time", "packages", "hardware")
+COMPONENT_ORDER = ("gpu", "driver", "rdma", "ib", "bond", "container", "tuning", "time", "packages", "hardware",
+                   "storage")
 # Opt-in tests that disturb a node (`validate --disruptive` only, never by default): the component they
 # belong to -> the module that holds them (same interface as a component module).
 DISRUPTIVE = {"bond": "bond_failover"}

@@ -107,7 +107,7 @@ def performance(inv, nodes: list[str], baseline_links: list[dict], tolerance_of,
     """``--probes quick|full``: the pair probes through the same round loop certify uses, judged against the
     baseline (clustercert.probes.judge.BaselineJudge); (their drift items, the measurements)."""
     judge = BaselineJudge(baseline_links, tolerance_of)
-    outcome = probe_run.run(inv, nodes, ProbeSettings(seconds, 60, node_probes=False), judge, forks)
+    outcome = probe_run.run(inv, nodes, ProbeSettings(seconds, 60, node_probes=False, training=False), judge, forks)
     return performance_items(outcome, judge), outcome.pairs
 
 

@@ -70,6 +70,9 @@ class InventoryVars(BaseModel):
     # nodes of one domain where it can avoid it
     clustercert_rack: Annotated[StrictStr, AfterValidator(lambda v: names.validate("name", v))] | None = None
     clustercert_command_timeout_s: Annotated[StrictInt, Field(ge=1, le=3600)] = 30
+    # torchrun --nproc_per_node of the DDP smoke test, where a site's job template launches another count than
+    # the profile's ddp ranks per node: the test then fails with the mismatch named (null: the profile's)
+    clustercert_ddp_nproc_per_node: Annotated[StrictInt, Field(ge=1, le=64)] | None = None
     clustercert_ntp_servers: list[Annotated[StrictStr, AfterValidator(lambda v: names.validate("host", v))]] = Field(
         default_factory=list)
 

@@ -232,6 +232,107 @@ class Hardware(_Strict):
     hca_pcie_gen: StrictInt | None = Field(default=None, ge=1, le=7)
     hca_pcie_width: StrictInt | None = Field(default=None, ge=1, le=32)
     nic_gpu: dict[HcaName, Annotated[StrictInt, Field(ge=0, le=63)]] = Field(default_factory=dict)
+# ---- issue 22: GPUDirect RDMA, the DDP smoke test, storage ---------------------------------------
+
+LAUNCH_WORD_RE = r"^[A-Za-z0-9_./=+:-]+$"   # a word of the launcher's command line (torchrun; python3 -m ...)
+ENV_NAME_RE = r"^[A-Z_][A-Z0-9_]{0,63}$"
+ENV_VALUE_RE = r"^[A-Za-z0-9_.,:/+=@^%-]{1,256}$"
+FSTYPE_RE = r"^[a-z0-9][a-z0-9_.+-]{0,31}$"
+MOUNT_OPTION_RE = r"^[a-z0-9_][a-z0-9_=.,:-]{0,63}$"
+RemotePath = Annotated[str, AfterValidator(lambda v: names.validate("remote_path", v))]
+
+
+class GpuNicPair(_Strict):
+    """A GPU and the rail HCA nearest it (``nvidia-smi topo -m``: PIX or PXB), on NUMA node ``numa``."""
+
+    gpu: StrictInt = Field(ge=0, le=63)
+    hca: HcaName
+    numa: StrictInt = Field(ge=0, le=63)
+
+
+class GpuDirect(_Strict):
+    """GPUDirect RDMA: the GPU-NIC pairs probe.ib_write_bw_gdr measures (ib_write_bw --use_cuda, pinned
+    with numactl to the pair's NUMA node) and the rails on which probe.nccl_transport expects NCCL's
+    IB transport with GDRDMA. The mapping is held against ``nvidia-smi topo -m`` on every node."""
+
+    pairs: tuple[GpuNicPair, ...] = Field(min_length=1)
+    source: str = Field(min_length=5)
+
+    @property
+    def rails(self) -> list[str]:
+        """The GDR-capable rails: every HCA a pair names, in order, once."""
+        return list(dict.fromkeys(p.hca for p in self.pairs))
+
+
+class Ddp(_Strict):
+    """The DDP smoke test (probe.ddp_allreduce): the site's PyTorch launched as its users launch it,
+    torchrun across two nodes with one process per GPU."""
+
+    backend: Literal["nccl", "gloo"]
+    launcher: tuple[Annotated[str, Field(pattern=LAUNCH_WORD_RE)], ...] = ("torchrun",)
+    python: Annotated[str, AfterValidator(lambda v: names.validate("interpreter", v))] = "python3"
+    # the site's PyTorch package, installed by the nccl_tools role (None: the site installs PyTorch itself)
+    package: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9+.-]{0,63}$")] | None = None
+    # processes per node; None: one per GPU (gpu.count). A CPU backend (gloo) may start fewer.
+    ranks_per_node: StrictInt | None = Field(default=None, ge=1, le=64)
+    steps: StrictInt = Field(default=10, ge=1, le=1000)
+    tensor_mib: Num = Field(default=16, gt=0, le=4096)
+    env: dict[Annotated[str, Field(pattern=ENV_NAME_RE)], Annotated[str, Field(pattern=ENV_VALUE_RE)]] = \
+        Field(default_factory=dict)
+    timeout_s: Num = Field(default=300, gt=0, le=7200)
+    source: str = Field(min_length=5)
+
+
+FsTypes = tuple[Annotated[str, Field(pattern=FSTYPE_RE)], ...]
+
+
+def _fstypes(value):
+    return (value,) if isinstance(value, str) else value
+
+
+class Mount(_Strict):
+    """A filesystem the jobs read data from or write checkpoints to."""
+
+    path: RemotePath
+    fstype: Annotated[FsTypes, Field(min_length=1)]   # any of these (a site may accept nfs4 or lustre)
+    options: tuple[Annotated[str, Field(pattern=MOUNT_OPTION_RE)], ...] = ("rw",)
+    min_free_gib: Num = Field(default=0, ge=0)
+    checkpoint: StrictBool = True   # probe.checkpoint_write writes and reads back a checkpoint here
+
+    @field_validator("fstype", mode="before")
+    @classmethod
+    def _one_or_many(cls, value):
+        return _fstypes(value)
+
+
+class Scratch(_Strict):
+    """Node-local NVMe scratch: the devices and the filesystem on them."""
+
+    mount: RemotePath
+    fstype: Annotated[FsTypes, Field(min_length=1)]
+    nvme_devices: StrictInt = Field(ge=0, le=64)
+    min_free_gib: Num = Field(default=0, ge=0)
+    checkpoint: StrictBool = True
+
+    @field_validator("fstype", mode="before")
+    @classmethod
+    def _one_or_many(cls, value):
+        return _fstypes(value)
+
+
+class Storage(_Strict):
+    mounts: tuple[Mount, ...] = ()
+    scratch: Scratch | None = None
+    checkpoint_size_mib: StrictInt = Field(default=1024, ge=1, le=1048576)
+    source: str = Field(min_length=5)
+
+    @property
+    def checkpoint_paths(self) -> list[str]:
+        """Where probe.checkpoint_write writes: every mount marked checkpoint, then the scratch."""
+        out = [m.path for m in self.mounts if m.checkpoint]
+        if self.scratch is not None and self.scratch.checkpoint:
+            out.append(self.scratch.mount)
+        return out
 
 
 class Profile(_Strict):
@@ -249,6 +350,9 @@ class Profile(_Strict):
     firmware_uniform: StrictBool = True
     drift_tolerance: Num = Field(default=0.10, gt=0, lt=1)
     dcgm_diag: DcgmDiag | None = None
+    gpudirect: GpuDirect | None = None
+    ddp: Ddp | None = None
+    storage: Storage | None = None
     thresholds: dict[str, Threshold]
     hardware: Hardware | None = None
 
@@ -258,6 +362,25 @@ class Profile(_Strict):
         if unknown:
             raise ValueError(f"unknown threshold {unknown[0]!r} (known: {', '.join(sorted(KNOWN_THRESHOLDS))})")
         return self
+
+    @model_validator(mode="after")
+    def _gpudirect_and_ddp(self) -> Profile:
+        if self.gpudirect is not None:
+            hcas = {h.name for h in self.ib.hcas}
+            for p in self.gpudirect.pairs:
+                if p.hca not in hcas:
+                    raise ValueError(f"gpudirect: {p.hca!r} is not an HCA of ib.hcas ({', '.join(sorted(hcas))})")
+                if p.gpu >= self.gpu.count:
+                    raise ValueError(f"gpudirect: GPU {p.gpu} does not exist (gpu.count {self.gpu.count})")
+        if self.ddp is not None and self.ddp.backend == "nccl" and (self.ddp.ranks_per_node or 0) > self.gpu.count:
+            raise ValueError(f"ddp.ranks_per_node {self.ddp.ranks_per_node} is more than the node's "
+                             f"{self.gpu.count} GPUs (nccl: one process per GPU)")
+        return self
+
+    @property
+    def ddp_ranks(self) -> int:
+        """Processes per node the DDP smoke test starts: ddp.ranks_per_node, else one per GPU."""
+        return (self.ddp.ranks_per_node if self.ddp and self.ddp.ranks_per_node else None) or self.gpu.count
 
 
 def check_threshold_units(profile: Profile) -> tuple[str, str] | None:
@@ -297,6 +420,11 @@ KNOWN_THRESHOLDS = {
                          "baseline run in drift)",
     "nvlink_replay_errors": "NVLink replay errors per GPU, all links (ceiling; as nvlink_crc_errors)",
     "nvlink_recovery_errors": "NVLink recovery errors per GPU, all links (ceiling; as nvlink_crc_errors)",
+    "ib_write_bw_gdr_loopback": "ib_write_bw --use_cuda loopback per GPU-NIC pair of gpudirect.pairs (floor)",
+    "ib_write_bw_gdr_pair": "ib_write_bw --use_cuda node-to-node per GPU-NIC pair, GPU memory at both ends (floor)",
+    "nvlink_aggregate": "per-GPU NVLink bandwidth, both directions summed (nvbandwidth all_to_one + one_to_all) (floor)",
+    "checkpoint_write": "fio direct-I/O write of a checkpoint-sized file per storage path (floor)",
+    "checkpoint_read": "fio direct-I/O read-back of the checkpoint per storage path (floor)",
     "outlier_ratio": "cluster-relative rule: below this fraction of the median of the same bandwidth probe fails "
                      "(latency and GPU utilisation are held to their absolute bounds only)",
 }
@@ -320,6 +448,11 @@ THRESHOLD_UNITS: dict[str, tuple[str, float, float]] = {
     "nvlink_crc_errors": ("count", 1.0, 1e12),
     "nvlink_replay_errors": ("count", 1.0, 1e12),
     "nvlink_recovery_errors": ("count", 1.0, 1e12),
+    "ib_write_bw_gdr_loopback": ("gbit_per_s", 1.0, 3200.0),
+    "ib_write_bw_gdr_pair": ("gbit_per_s", 1.0, 3200.0),
+    "nvlink_aggregate": ("gbyte_per_s", 0.1, 100000.0),
+    "checkpoint_write": ("gbyte_per_s", 0.001, 10000.0),
+    "checkpoint_read": ("gbyte_per_s", 0.001, 10000.0),
     "outlier_ratio": ("ratio", 0.01, 1.0),
 }
 assert set(THRESHOLD_UNITS) == set(KNOWN_THRESHOLDS)

@@ -24,6 +24,10 @@ _MODULES = [
     "ofed",
     "timesync",
     "dmidecode",
+    "nccl_info",
+    "fio",
+    "ddp",
+    "storage",
 ]
 
 for _m in _MODULES:

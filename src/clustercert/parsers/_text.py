@@ -1,5 +1,5 @@
-"""Line and value helpers shared by the fabric and network tool parsers (ib, bonding, perftest, nccl_tests,
-iperf3, ofed): lines of text, integers and rates, coded states, sysfs grep dumps.
+"""Line and value helpers shared by the tool parsers (ib, bonding, perftest, nccl_tests, iperf3, ofed; dcgmi and
+fio for a leading JSON object): lines of text, integers and rates, coded states, sysfs grep dumps.
 
 Pure functions only. ``ttar_to_grep_dump`` is used by tests and ``benchmarks/corpus.py`` to turn a
 ``ttar`` archive of a sysfs tree into the ``PATH:VALUE`` dump the sysfs parsers read.
@@ -7,6 +7,7 @@ Pure functions only. ``ttar_to_grep_dump`` is used by tests and ``benchmarks/cor
 
 from __future__ import annotations
 
+import json
 import re
 
 from clustercert.parsers.base import ParseError
@@ -113,3 +114,18 @@ def ttar_to_grep_dump(text: str) -> str:
             continue
         i += 1
     return "\n".join(out) + ("\n" if out else "")
+
+
+def leading_json(kind: str, text: str, expected: str) -> tuple[dict, int]:
+    """The first JSON object in ``text`` (a tool may print notes before it) and where it starts; raise
+    ParseError when there is none, it is cut short, or it is not an object."""
+    start = text.find("{") if isinstance(text, str) else -1
+    if start < 0:
+        raise ParseError(kind, f"expected {expected}, found no '{{'")
+    try:
+        doc, _ = json.JSONDecoder().raw_decode(text[start:])
+    except json.JSONDecodeError as exc:
+        raise ParseError(kind, f"malformed or truncated JSON ({exc.msg} at line {exc.lineno}); expected {expected}") from exc
+    if not isinstance(doc, dict):
+        raise ParseError(kind, f"expected {expected}")
+    return doc, start

@@ -48,10 +48,10 @@ See parse_dcgmi_nvlink.
 
 from __future__ import annotations
 
-import json
 import re
 
 from clustercert.parsers._nvutil import bus_id, na, norm_key, require_text
+from clustercert.parsers._text import leading_json
 from clustercert.parsers.base import ParseError, register
 
 _SECTION_RE = re.compile(r"^[|+]-+\s+(?P<name>[A-Za-z][A-Za-z ]*?)\s+-+\+")
@@ -312,16 +312,7 @@ _JSON_RESULTS = {"pass": "pass", "fail": "fail", "warn": "warn", "warning": "war
 
 
 def _json_doc(kind: str, text: str, expected: str) -> dict:
-    start = text.find("{")
-    if start < 0:
-        raise ParseError(kind, f"expected {expected}, found no '{{'")
-    try:
-        doc, _ = json.JSONDecoder().raw_decode(text[start:])
-    except json.JSONDecodeError as exc:
-        raise ParseError(kind, f"malformed or truncated JSON ({exc.msg} at line {exc.lineno}); expected {expected}") from exc
-    if not isinstance(doc, dict):
-        raise ParseError(kind, f"expected {expected}")
-    return doc
+    return leading_json(kind, text, expected)[0]
 
 
 def _json_result(status) -> str:

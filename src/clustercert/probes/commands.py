@@ -60,7 +60,10 @@ def nccl_1node_cmd(gpus: int) -> str:
     return f"all_reduce_perf {NCCL_SIZES} -g {q(gpus)}"
 
 
-def nccl_pair_mpirun_cmd(hosts: list[str], gpus: int, tag: str) -> str:
+NCCL_DEBUG_ENV = "NCCL_DEBUG=INFO"  # the pair run prints its transport lines (probe.nccl_transport)
+
+
+def nccl_pair_mpirun_cmd(hosts: list[str], gpus: int, tag: str, debug: bool = False) -> str:
     """all_reduce_perf across ``hosts`` with OpenMPI's mpirun: one process per host (-H host:1, rank 0
     on the first host, where mpirun runs) driving all ``gpus`` GPUs of its node (-g), the nccl-tests
     README's "-np <nodes> ... -g <gpus per node>" form: NCCL gets one rank per GPU all the same, and
@@ -70,10 +73,11 @@ def nccl_pair_mpirun_cmd(hosts: list[str], gpus: int, tag: str) -> str:
     spec = q(",".join(f"{h}:1" for h in hosts))
     return (f"mpirun --allow-run-as-root -np {len(hosts)} -H {spec} --map-by slot --bind-to none "
             f"--mca plm_rsh_args '-o BatchMode=yes' -x {PROBE_TAG_VAR}={q(tag)} "
-            f"all_reduce_perf {NCCL_SIZES} -g {q(gpus)}")
+            + (f"-x {NCCL_DEBUG_ENV} " if debug else "") + f"all_reduce_perf {NCCL_SIZES} -g {q(gpus)}")
 
 
-def nccl_pair_srun_cmd(nodes: list[str], gpus: int, tag: str, time_limit_s: float, gres: str | None) -> str:
+def nccl_pair_srun_cmd(nodes: list[str], gpus: int, tag: str, time_limit_s: float, gres: str | None,
+                       debug: bool = False) -> str:
     """all_reduce_perf across ``nodes`` (Slurm node names) as one srun step, one task per node driving
     its ``gpus`` GPUs (-g), given them by Slurm as ``gres`` (gpu, or gpu:TYPE; --gres=gpu:8 per node:
     where ConstrainDevices is set a step that asks for none sees none); ``gres`` None asks for no GRES.
@@ -82,17 +86,18 @@ def nccl_pair_srun_cmd(nodes: list[str], gpus: int, tag: str, time_limit_s: floa
     want = f"--gres={q(gres)}:{q(gpus)} " if gres else ""
     return (f"srun --nodes={len(nodes)} --ntasks-per-node=1 --nodelist={q(','.join(nodes))} {want}"
             f"--job-name=clustercert-nccl-{q(tag)} --time={minutes} --kill-on-bad-exit=1 "
-            f"--export=ALL,{PROBE_TAG_VAR}={q(tag)} all_reduce_perf {NCCL_SIZES} -g {q(gpus)}")
+            f"--export=ALL,{PROBE_TAG_VAR}={q(tag)}{',' + NCCL_DEBUG_ENV if debug else ''} "
+            f"all_reduce_perf {NCCL_SIZES} -g {q(gpus)}")
 
 
-def nccl_pair_cleanup_cmd(tag: str, slurm: bool = False) -> str:
+def nccl_pair_cleanup_cmd(tag: str, slurm: bool = False, job: str = "nccl") -> str:
     """Kills, on one node, what a launch tagged ``tag`` left behind: every process whose environment
     carries the tag (the ranks) and the launch daemon (orted/prted) that is the parent of one; on a
     Slurm cluster the job named after the tag is cancelled first. Prints KILLED=<pids> (may be empty).
     Processes of other launches (another tag, or none) are never touched."""
     want = q(f"{PROBE_TAG_VAR}={tag}")
     daemons = "|".join(LAUNCH_DAEMONS)
-    scancel = f"scancel --name=clustercert-nccl-{q(tag)} 2>/dev/null; " if slurm else ""
+    scancel = f"scancel --name=clustercert-{job}-{q(tag)} 2>/dev/null; " if slurm else ""
     # one grep over every process's environment (NUL-separated entries: -z, the whole entry: -x)
     return (scancel + f"k=''; for f in $(grep -slzxF {want} /proc/[0-9]*/environ); do p=${{f#/proc/}}; p=${{p%/environ}}; "
             "[ \"$p\" = \"$$\" ] && continue; k=\"$k $p\"; "
@@ -143,5 +148,101 @@ def dcgmi_diag_cmd(level: int) -> str:
     return f'case "$(dcgmi --version 2>/dev/null)" in {DCGM_JSON_PATTERN}) {base} -j;; *) {base};; esac'
 
 
-def nvbandwidth_cmd() -> str:
-    return "nvbandwidth " + " ".join(f"-t {q(t)}" for t in NVBW_TESTS.values())
+def nvbandwidth_cmd(extra: tuple[str, ...] = (), base: bool = True) -> str:
+    """nvbandwidth with the testcases the per-GPU thresholds judge (``base``), and ``extra`` ones (NVLINK_TESTS)."""
+    tests = (*(NVBW_TESTS.values() if base else ()), *extra)
+    return "nvbandwidth " + " ".join(f"-t {q(t)}" for t in tests)
+
+
+# ---- issue 22: GPUDirect RDMA, NVLink aggregate, checkpoint storage, the DDP smoke test --------------
+
+GDR_PORT = PERFTEST_PORT + 300       # loopback and pair servers of ib_write_bw --use_cuda, one port per GPU-NIC pair
+NVLINK_TESTS = ("all_to_one_write_ce", "one_to_all_write_ce")  # per GPU: all its peers into it, it into all peers
+
+
+def gdr_perftest_cmd(hca: str, port: int, tcp_port: int, duration: int, gpu: int, numa: int,
+                     server_addr: str | None = None) -> str:
+    """ib_write_bw from GPU memory (--use_cuda=GPU: perftest registers a buffer on that GPU with the HCA,
+    which only GPUDirect RDMA allows), pinned to the pair's NUMA node (numactl: the CPU and host memory
+    next to the GPU and the NIC)."""
+    return (f"numactl --cpunodebind={q(numa)} --membind={q(numa)} "
+            + perftest_cmd("ib_write_bw", hca, port, tcp_port, duration, server_addr).replace(
+                " -F", f" -F --use_cuda={q(gpu)}", 1))
+
+
+def topo_cmd() -> str:
+    return "nvidia-smi topo -m"
+
+
+CHECKPOINT_FILE = ".clustercert-checkpoint"
+
+
+def checkpoint_cmd(path: str, node: str, size_mib: int, runtime_s: int) -> str:
+    """fio writes a checkpoint-sized file to ``path`` with direct I/O (1 MiB blocks, fsync at the end),
+    then reads it back (the read job waits for the write: stonewall; its size is what was written) and
+    deletes it; each job stops after ``runtime_s`` seconds, so a slow path reports its bandwidth instead
+    of running out the probe's timeout. The file is named after the node: many nodes share a mount."""
+    f = f"{path.rstrip('/')}/{CHECKPOINT_FILE}.{node}"
+    return (f"fio --output-format=json --direct=1 --ioengine=psync --bs=1M --fallocate=none "
+            f"--filename={q(f)} --name=write --rw=write --size={q(size_mib)}M --runtime={q(runtime_s)} --end_fsync=1 "
+            f"--name=read --stonewall --rw=read --runtime={q(runtime_s)} --unlink=1")
+
+
+DDP_JOB = "ddp"
+DDP_MASTER_ENV = "CLUSTERCERT_DDP_PORT"
+
+
+def free_port_cmd(python: str) -> str:
+    """Prints a TCP port free on this node (the kernel picks it) for the rendezvous."""
+    return f"{q(python)} -c 'import socket; s=socket.socket(); s.bind((\"\", 0)); print(s.getsockname()[1])'"
+
+
+def _ddp_torchrun(launcher: tuple[str, ...], python: str, text: str, script_args: list[str], nproc: int,
+                  master: str, node_rank: str) -> str:
+    """One node's torchrun: its processes run ``python -c <text>`` (--no_python); the port is "$1"."""
+    return (" ".join(q(w) for w in launcher)
+            + f" --nnodes=2 --nproc_per_node={q(nproc)} --node_rank={node_rank} --master_addr={q(master)} "
+            f'--master_port="$1" --max_restarts=0 --no_python {q(python)} -c {q(text)} '
+            + " ".join(q(a) for a in script_args))
+
+
+def ddp_script_args(backend: str, ranks_per_node: int, gpus: int, steps: int, numel: int, timeout_s: float,
+                    nnodes: int = 2) -> list[str]:
+    """The DDP smoke test's arguments: what it checks the launch against (clustercert.remote.ddp_smoke)."""
+    return ["--backend", backend, "--nnodes", str(nnodes), "--ranks-per-node", str(ranks_per_node), "--gpus", str(gpus),
+            "--steps", str(steps), "--numel", str(numel), "--timeout", f"{timeout_s:g}"]
+
+
+def ddp_launch_cmd(hosts: list[str], launcher: tuple[str, ...], python: str, text: str, script_args: list[str],
+                   nproc: int, env: dict[str, str], tag: str) -> str:
+    """torchrun on both nodes over ssh, launched from the first (its address ``hosts[0]`` is the rendezvous:
+    MASTER_ADDR; MASTER_PORT a port free there). The second node's torchrun is started over ssh in batch
+    mode (the cluster_ssh role's key, host keys checked), as mpirun starts its daemons. ``env`` (the
+    profile's ddp.env) and the probe's tag reach every process. The exit status is the first node's, else
+    the second's."""
+    envs = " ".join(f"{k}={q(v)}" for k, v in {**env, PROBE_TAG_VAR: tag}.items())
+    inner = {r: f"exec env {envs} " + _ddp_torchrun(launcher, python, text, script_args, nproc, hosts[0], str(r))
+             for r in (0, 1)}
+    remote = f"sh -c {q(inner[1])} clustercert-ddp"
+    return (f"port=$({free_port_cmd(python)}) || exit 1; "
+            f"ssh -o BatchMode=yes -o ConnectTimeout=10 {q(hosts[1])} {q(remote)} \"$port\" & b=$!; "
+            f"sh -c {q(inner[0])} clustercert-ddp \"$port\"; ra=$?; wait $b; rb=$?; "
+            '[ "$ra" = 0 ] && exit "$rb"; exit "$ra"')
+
+
+def ddp_srun_cmd(nodes: list[str], master: str, launcher: tuple[str, ...], python: str, text: str,
+                 script_args: list[str], nproc: int, env: dict[str, str], tag: str, time_limit_s: float,
+                 gres: str | None, gpus: int) -> str:
+    """The same launch as one srun step, one task per node (its torchrun; the node rank is Slurm's
+    SLURM_NODEID), given the node's GPUs as ``gres``; the rendezvous on ``master`` (the first node)."""
+    minutes = max(1, int((time_limit_s + 59) // 60))
+    want = f"--gres={q(gres)}:{q(gpus)} " if gres else ""
+    # the profile's env in the task's command line, not in --export: srun splits --export at commas, and
+    # a value may hold some (GLOO_SOCKET_IFNAME=eth0,eth1)
+    envs = " ".join(f"{k}={q(v)}" for k, v in env.items())
+    inner = (f"exec env {envs} " if envs else "exec ") + _ddp_torchrun(launcher, python, text, script_args, nproc,
+                                                                     master, '"$SLURM_NODEID"')
+    return (f"port=$({free_port_cmd(python)}) || exit 1; "
+            f"srun --nodes=2 --ntasks-per-node=1 --nodelist={q(','.join(nodes))} {want}"
+            f"--job-name=clustercert-{DDP_JOB}-{q(tag)} --time={minutes} --kill-on-bad-exit=1 "
+            f"--export=ALL,{PROBE_TAG_VAR}={q(tag)} sh -c {q(inner)} clustercert-ddp \"$port\"")

@@ -24,6 +24,8 @@ class ProbeSettings:
     timeout: float = 60.0     # hard limit of one probe (server and client are killed after it)
     only: frozenset[str] | None = None  # probe names (catalog.PROBE_NAMES) to run; None: all the profile asks for
     node_probes: bool = True  # each node's own probes (loopback, NCCL on the node, nvbandwidth, dcgmi); drift: off
+    training: bool = True     # the DDP smoke test and NCCL's transport check (correctness, no figure); drift: off
+    ddp_nproc: int | None = None  # torchrun --nproc_per_node for the DDP smoke test; None: the profile's ranks
 
     @property
     def limit(self) -> float:
@@ -38,6 +40,18 @@ class ProbeSettings:
 
     def dcgm_diag(self, prof):
         return prof.dcgm_diag if self.only is None or "dcgmi" in self.only else None
+
+    def wants(self, name: str) -> bool:
+        return self.only is None or name in self.only
+
+    def transport(self, prof) -> bool:
+        """Whether the pair NCCL run is also judged on its transport (probe.nccl_transport): the profile
+        names GPUDirect-capable rails (gpudirect) and NCCL is among the probes."""
+        return self.training and prof.gpudirect is not None and self.wants("nccl")
+
+    def ddp(self, prof) -> bool:
+        """Whether the DDP smoke test runs across each pair: the profile has a ddp section, ddp is asked."""
+        return self.training and prof.ddp is not None and self.wants("ddp")
 
 
 def addr(h) -> str:
@@ -85,14 +99,51 @@ def node_plan(h, cfg: ProbeSettings) -> NodePlan:
     if "nccl_allreduce_1node" in th or "gpu_util_under_load" in th:
         nccl = cmd.nccl_1node_cmd(prof.gpu.count)
         cmds["nccl"] = (cmd.with_util_sampling(nccl) if "gpu_util_under_load" in th else nccl, cfg.limit)
-    if any(k in th for k in NVBW_TESTS):
-        cmds["nvbandwidth"] = (cmd.nvbandwidth_cmd(), cfg.limit)
+    gdr = gdr_pairs(prof) if "ib_write_bw_gdr_loopback" in th else []
+    ports = {x.name: x.port for x in prof.ib.hcas}
+    for i, p in enumerate(gdr):  # GPUDirect RDMA loopback per GPU-NIC pair, GPU memory at both ends
+        port = cmd.GDR_PORT + i
+        server = {"cmd": cmd.gdr_perftest_cmd(p.hca, ports[p.hca], port, cfg.seconds, p.gpu, p.numa),
+                  "port": port, "timeout": cfg.limit + CLIENT_START_S}
+        cmds[f"gdr{i}"] = (cmd.gdr_perftest_cmd(p.hca, ports[p.hca], port, cfg.seconds, p.gpu, p.numa, "localhost"),
+                           cfg.limit, server)
+    if gdr:
+        cmds["topo"] = (cmd.topo_cmd(), cfg.limit)
+    nvlink = cmd.NVLINK_TESTS if "nvlink_aggregate" in th else ()
+    if any(k in th for k in NVBW_TESTS) or nvlink:
+        cmds["nvbandwidth"] = (cmd.nvbandwidth_cmd(nvlink, any(k in th for k in NVBW_TESTS)), cfg.limit)
     diag = cfg.dcgm_diag(prof) if cfg.node_probes else None
     if diag is not None and diag.level > 0:
         cmds["dcgmi_diag"] = (cmd.dcgmi_diag_cmd(diag.level), diag.limit_s)
+    for i, path in enumerate(checkpoint_paths(prof, th)):
+        cmds[f"checkpoint{i}"] = (cmd.checkpoint_cmd(path, h.name, prof.storage.checkpoint_size_mib,
+                                                     max(2, cfg.seconds)), cfg.limit)
     stage0 = [n for n in cmds if n.startswith("loopback") or (n == "nccl" and nccl_beside_loopback(prof))]
-    stages = ([stage0] if stage0 else []) + [[n] for n in cmds if n not in stage0]
+    # the GPUDirect loopbacks use the rails the host-memory ones use: the stage after them, one pair per HCA
+    # at a time (with topo -m beside the first)
+    gdr_stages: list[list[str]] = []
+    for i, p in enumerate(gdr):
+        k = sum(1 for q in gdr[:i] if q.hca == p.hca)
+        while len(gdr_stages) <= k:
+            gdr_stages.append([])
+        gdr_stages[k].append(f"gdr{i}")
+    if gdr_stages:
+        gdr_stages[0].append("topo")
+    staged = set(stage0) | {n for st in gdr_stages for n in st}
+    stages = ([stage0] if stage0 else []) + gdr_stages + [[n] for n in cmds if n not in staged]
     return NodePlan(th, rails, cmds, stages)
+
+
+def gdr_pairs(prof) -> list:
+    """The GPU-NIC pairs of the profile's gpudirect section (none without one)."""
+    return list(prof.gpudirect.pairs) if prof.gpudirect is not None else []
+
+
+def checkpoint_paths(prof, th: dict) -> list[str]:
+    """Where probe.checkpoint_write writes: the profile's storage paths, where a checkpoint floor is judged."""
+    if prof.storage is None or not ({"checkpoint_write", "checkpoint_read"} & set(th)):
+        return []
+    return prof.storage.checkpoint_paths
 
 
 def nccl_beside_loopback(prof) -> bool:
@@ -129,7 +180,9 @@ class PairPlan:
     stages: list[tuple[list[Job], str]]
     bound: float                               # each server's limit, from the pair's first stage on
     reach: dict[int, tuple[str, str]] = field(default_factory=dict)  # fabric -> (a's address, b's address)
-    nccl: bool = False                         # NCCL across the pair, last
+    nccl: bool = False                         # NCCL across the pair, after the perftest stages
+    transport: bool = False                    # ... run with NCCL_DEBUG=INFO and judged on its transport too
+    ddp: bool = False                          # the DDP smoke test across the pair, last
     servers: list | None = None                # per stage, once started (run)
     taken: bool = False                        # run ran it (and ended its servers)
 
@@ -161,6 +214,19 @@ def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators, channels: set | No
 
     bw = perftest("ib_write_bw", cmd.PERFTEST_PORT)
     lat = perftest("ib_write_lat", cmd.PERFTEST_PORT + 200)
+    gdr = []
+    fabric_of = {x.name: x for x in a.profile.ib.hcas}
+    for i, p in enumerate(gdr_pairs(a.profile) if "ib_write_bw_gdr_pair" in th else []):
+        hca = fabric_of[p.hca]
+        if not asked("ib_write_bw_gdr", hca.fabric):
+            continue
+        port = cmd.GDR_PORT + 50 + i
+        server = (b.name, b.connection, cmd.gdr_perftest_cmd(p.hca, hca.port, port, cfg.seconds, p.gpu, p.numa))
+        client = (a.name, a.connection, cmd.gdr_perftest_cmd(p.hca, hca.port, port, cfg.seconds, p.gpu, p.numa, addr(b)))
+        m = Measurement("ib_write_bw_gdr", a.name, b.name, subject=f"GPU{p.gpu}-{p.hca} {a.name}->{b.name}",
+                        fabric=hca.fabric, round=rnd, threshold="ib_write_bw_gdr_pair")
+        gdr.append(Job(m, server, client, port, lambda m, r: evaluators.eval_perftest(
+            m, th["ib_write_bw_gdr_pair"], r.client, cfg.limit), hca.fabric))
     iperf, reach = [], {}
     for f in sorted({x.fabric for x in a.profile.ib.hcas}) if "iperf3_ipoib" in th else []:
         sa, sb = fabric_ip(a, f), fabric_ip(b, f)
@@ -174,9 +240,12 @@ def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators, channels: set | No
                         threshold="iperf3_ipoib")
         iperf.append(Job(m, server, client, port,
                          lambda m, r: evaluators.eval_iperf3(m, th["iperf3_ipoib"], r.client, cfg.limit), f, True))
-    stages = [(s, key) for s, key in ((bw, "ib_write_bw_pair"), (iperf, "iperf3_ipoib"), (lat, "ib_write_lat_p99")) if s]
+    stages = [(s, key) for s, key in ((bw, "ib_write_bw_pair"), (gdr, "ib_write_bw_gdr_pair"), (iperf, "iperf3_ipoib"),
+                                      (lat, "ib_write_lat_p99")) if s]
+    transport = cfg.transport(a.profile) and "nccl_allreduce_pair" in th
+    nccl = "nccl_allreduce_pair" in th and (asked("nccl_allreduce", None) or transport and asked("nccl_transport", None))
     return PairPlan(a, b, th, stages, len(stages) * (cfg.limit + CLIENT_START_S) + SERVER_MARGIN_S, reach,
-                    "nccl_allreduce_pair" in th and asked("nccl_allreduce", None))
+                    nccl, nccl and transport, cfg.ddp(a.profile) and asked("ddp_allreduce", None))
 
 
 def reach_commands(plan: PairPlan) -> dict[str, tuple[str, float]]:

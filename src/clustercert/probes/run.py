@@ -15,6 +15,7 @@ all call ``run`` with their own judge (clustercert.probes.judge).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -22,17 +23,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clustercert import paths
+from clustercert import paths, remote
 from clustercert.collect import ssh
 from clustercert.collect.slurm import accepts_step, read_states, slurm_name
 from clustercert.probes import commands as cmd
-from clustercert.probes import evaluate
+from clustercert.probes import evaluate, workload
 from clustercert.probes.evaluate import Measurement
 from clustercert.probes.localise import Inference, Localisation, PairResult
 from clustercert.probes.plan import (
     PairPlan,
     ProbeSettings,
     addr,
+    checkpoint_paths,
+    gdr_pairs,
     node_plan,
     pair_plan,
     reach_commands,
@@ -78,7 +81,7 @@ def node_probes(h, cfg: ProbeSettings, cp: Path, down: set[str] | None = None, h
     sample_util = "gpu_util_under_load" in th
     diag = cfg.dcgm_diag(prof) if cfg.node_probes else None
     stage_of = {n: i for i, st in enumerate(stages) for n in st}
-    on_done, loops = None, {n for n in cmds if n.startswith("loopback")}
+    on_done, loops = None, {n for n in cmds if n.startswith(("loopback", "gdr"))}
     if hcas_free is not None and loops:
         def on_done(name: str) -> None:
             loops.discard(name)
@@ -113,10 +116,28 @@ def node_probes(h, cfg: ProbeSettings, cp: Path, down: set[str] | None = None, h
         if sample_util:
             out += evaluate.eval_gpu_util(h.name, th["gpu_util_under_load"], prof.gpu.count, res, samples, cfg.limit)
         _charge(out[first:], results.get("nccl"), stage_of["nccl"])
+    gdr = gdr_pairs(prof) if "ib_write_bw_gdr_loopback" in th else []
+    for i, p in enumerate(gdr):
+        hca = next(x for x in prof.ib.hcas if x.name == p.hca)
+        m = Measurement("ib_write_bw_gdr", h.name, subject=f"GPU{p.gpu}-{p.hca} loopback", fabric=hca.fabric,
+                        threshold="ib_write_bw_gdr_loopback")
+        m = evaluate.eval_perftest(m, th["ib_write_bw_gdr_loopback"], results.get(f"gdr{i}"), cfg.limit)
+        _charge([m], results.get(f"gdr{i}"), stage_of.get(f"gdr{i}"))
+        out.append(m)
+    if gdr:
+        out += workload.eval_gdr_topology(h.name, prof, results.get("topo"), cfg.limit)
     if "nvbandwidth" in cmds:
         first = len(out)
-        out += evaluate.eval_nvbandwidth(h.name, prof, results.get("nvbandwidth"), cfg.limit)
+        if any(k in th for k in evaluate.NVBW_TESTS):
+            out += evaluate.eval_nvbandwidth(h.name, prof, results.get("nvbandwidth"), cfg.limit)
+        if "nvlink_aggregate" in th:
+            out += workload.eval_nvlink_aggregate(h.name, th["nvlink_aggregate"], results.get("nvbandwidth"), cfg.limit)
         _charge(out[first:], results.get("nvbandwidth"), stage_of["nvbandwidth"])
+    for i, path in enumerate(checkpoint_paths(prof, th)):
+        first = len(out)
+        out += workload.eval_checkpoint(h.name, path, prof.storage.checkpoint_size_mib, th.get("checkpoint_write"),
+                                        th.get("checkpoint_read"), results.get(f"checkpoint{i}"), cfg.limit)
+        _charge(out[first:], results.get(f"checkpoint{i}"), stage_of.get(f"checkpoint{i}"))
     if cfg.node_probes and (cfg.only is None or "dcgmi" in cfg.only):
         diag_res = results.get("dcgmi_diag") if "dcgmi_diag" in cmds else None
         first = len(out)
@@ -205,13 +226,32 @@ def pair_probes(a, b, rnd: int, cfg: ProbeSettings, cp: Path, slurm_states: dict
                     m = j.m.error(f"not run: {dead[j.fabric]}", th[key])
                     out.append(m)
             out += list(ex.map(finish, run))
-        if plan.nccl:  # last: it uses every rail, so it overlaps no other probe
-            out.append(nccl_pair(a, b, rnd, cfg, cp, th["nccl_allreduce_pair"], down, slurm_states, io=io))
+        if plan.nccl:  # after the perftests: it uses every rail, so it overlaps no other probe
+            transport: list[Measurement] | None = [] if plan.transport else None
+            out.append(nccl_pair(a, b, rnd, cfg, cp, th["nccl_allreduce_pair"], down, slurm_states, io=io,
+                                 transport=transport))
+            out += transport or []
+        if plan.ddp:  # last: the job users run, on every rail and GPU as well
+            out.append(ddp_pair(a, b, rnd, cfg, cp, down, slurm_states, io=io))
     return out, down
 
 
+def _slurm_launch(a, b, slurm_states: dict | None) -> tuple[bool, str]:
+    """(launch with srun, how it was launched in words ("" for plain mpirun/ssh without Slurm))."""
+    slurm, launch = bool(getattr(a.vars, "clustercert_slurm", False)), ""
+    if slurm:
+        blocked = []
+        for h in (a, b):
+            st = (slurm_states or {}).get(h.name, "state not read")
+            if not accepts_step(st):
+                blocked.append(f"{slurm_name(h)}: {st if isinstance(st, str) else st.state}")
+        slurm = not blocked
+        launch = "srun" if slurm else f"ssh: Slurm cannot start a step now ({'; '.join(blocked)})"
+    return slurm, launch
+
+
 def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str], slurm_states: dict | None = None,
-              io=ssh) -> Measurement:
+              io=ssh, transport: list | None = None) -> Measurement:
     """all_reduce_perf across a and b, launched from a, one process per node driving its GPUs; then
     the ranks (and launch daemons) the launch left on either node are killed. Where the inventory
     says Slurm it is an srun step when Slurm can start one on both nodes now (``slurm_states``:
@@ -221,34 +261,80 @@ def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str], s
     m = Measurement("nccl_allreduce", a.name, b.name, subject=f"{a.name}+{b.name}, {2 * gpus} GPUs", round=rnd,
                     threshold="nccl_allreduce_pair")
     if down & {a.name, b.name}:
-        return m.error(f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the other "
-                       "probes", t)
+        why = f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the other probes"
+        if transport is not None:
+            transport.append(Measurement("nccl_transport", a.name, b.name, subject=f"{a.name}+{b.name}", round=rnd,
+                                         relative=False).error(why))
+        return m.error(why, t)
     tag = uuid.uuid4().hex[:12]
-    slurm, launch = bool(getattr(a.vars, "clustercert_slurm", False)), ""
-    if slurm:
-        blocked = []
-        for h in (a, b):
-            st = (slurm_states or {}).get(h.name, "state not read")
-            if not accepts_step(st):
-                blocked.append(f"{slurm_name(h)}: {st if isinstance(st, str) else st.state}")
-        slurm = not blocked
-        launch = "srun" if slurm else f"mpirun over ssh: Slurm cannot start a step now ({'; '.join(blocked)})"
+    slurm, launch = _slurm_launch(a, b, slurm_states)
+    if launch.startswith("ssh: "):
+        launch = "mpirun over " + launch
+    debug = transport is not None
     if slurm:
         line = cmd.nccl_pair_srun_cmd([slurm_name(h) for h in (a, b)], gpus, tag, cfg.limit,
-                                      a.vars.clustercert_slurm_gres)
+                                      a.vars.clustercert_slurm_gres, debug)
     else:
-        line = cmd.nccl_pair_mpirun_cmd([addr(a), addr(b)], gpus, tag)
+        line = cmd.nccl_pair_mpirun_cmd([addr(a), addr(b)], gpus, tag, debug)
     r = io.run_server_client(None, (a.name, a.connection, line), cfg.limit, control_dir=cp)
     if not r.reachable:
         down.add(a.name)
     cleanup = {"cleanup": (cmd.nccl_pair_cleanup_cmd(tag, slurm), 15.0)}
     io.collect_many({h.name: h.connection for h in (a, b)}, {a.name: cleanup, b.name: cleanup}, control_dir=cp)
-    m = evaluate.eval_nccl(m, t, r.client, cfg.limit)
+    # the bandwidth's evidence is the nccl-tests table: the INFO lines are the transport check's
+    table = r.client if not debug else dataclasses.replace(r.client, stdout="".join(
+        ln for ln in r.client.stdout.splitlines(keepends=True) if " NCCL INFO " not in ln))
+    m = evaluate.eval_nccl(m, t, table, cfg.limit)
     m.elapsed = r.client.seconds
     if not r.reachable:
         m.observed = f"{a.name} did not answer: {r.error or m.observed}"
     if launch:
         m.evidence = f"launched with {launch}\n{m.evidence}"
+    if transport is not None:
+        tm = workload.eval_nccl_transport(a.name, b.name, a.profile, r.client, cfg.limit,
+                                          {a.name: addr(a), b.name: addr(b)}, f"launched with {launch}\n" if launch else "")
+        tm.round = rnd
+        if not r.reachable:
+            tm.error(f"{a.name} did not answer: {r.error}")
+        transport.append(tm)
+    return m
+
+
+def ddp_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, down: set[str], slurm_states: dict | None = None,
+             io=ssh) -> Measurement:
+    """The DDP smoke test across a and b (clustercert.remote.ddp_smoke under torchrun, rendezvous on a):
+    an srun step where the inventory says Slurm and Slurm can start one on both nodes now, else torchrun
+    over ssh from a. Bounded by the profile's ddp.timeout_s; then whatever the launch left on either node
+    (tagged processes, the step) is killed."""
+    prof = a.profile
+    ddp, want = prof.ddp, prof.ddp_ranks
+    nproc = cfg.ddp_nproc or getattr(a.vars, "clustercert_ddp_nproc_per_node", None) or want
+    m = Measurement("ddp_allreduce", a.name, b.name, subject=f"{a.name}+{b.name}, {2 * nproc} ranks", round=rnd,
+                    lower_is_better=True, relative=False)
+    if down & {a.name, b.name}:
+        return m.error(f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the other "
+                       "probes")
+    tag = uuid.uuid4().hex[:12]
+    slurm, launch = _slurm_launch(a, b, slurm_states)
+    launch = launch or "torchrun over ssh"
+    gpus = prof.gpu.count if ddp.backend == "nccl" else 0
+    numel = max(1, int(ddp.tensor_mib * 1048576 // 4))
+    args = cmd.ddp_script_args(ddp.backend, want, gpus, ddp.steps, numel, ddp.timeout_s)
+    text = remote.source("ddp_smoke")
+    if slurm:
+        line = cmd.ddp_srun_cmd([slurm_name(h) for h in (a, b)], addr(a), ddp.launcher, ddp.python, text, args, nproc,
+                                dict(ddp.env), tag, ddp.timeout_s, a.vars.clustercert_slurm_gres, gpus or prof.gpu.count)
+    else:
+        line = cmd.ddp_launch_cmd([addr(a), addr(b)], ddp.launcher, ddp.python, text, args, nproc, dict(ddp.env), tag)
+    r = io.run_server_client(None, (a.name, a.connection, line), ddp.timeout_s, control_dir=cp)
+    if not r.reachable:
+        down.add(a.name)
+    cleanup = {"cleanup": (cmd.nccl_pair_cleanup_cmd(tag, slurm, cmd.DDP_JOB), 15.0)}
+    io.collect_many({h.name: h.connection for h in (a, b)}, {a.name: cleanup, b.name: cleanup}, control_dir=cp)
+    m = workload.eval_ddp(a.name, b.name, prof, nproc, r.client, ddp.timeout_s, f"launched with {launch}\n")
+    m.round, m.elapsed = rnd, r.client.seconds
+    if not r.reachable:
+        m.error(f"{a.name} did not answer: {r.error}")
     return m
 
 
@@ -256,7 +342,7 @@ def slurm_launch_states(inv, nodes: list[str], cfg: ProbeSettings, cp: Path) -> 
     """Slurm states of the nodes whose pair NCCL may launch with srun (inventory name -> state, or the
     error text of reading it); None where no pair NCCL runs through Slurm."""
     hosts = {n: inv.hosts[n] for n in nodes if getattr(inv.hosts[n].vars, "clustercert_slurm", False)
-             and "nccl_allreduce_pair" in cfg.thresholds(inv.hosts[n].profile)}
+             and ("nccl_allreduce_pair" in cfg.thresholds(inv.hosts[n].profile) or cfg.ddp(inv.hosts[n].profile))}
     if len(nodes) < 2 or not hosts:
         return None
     names = {n: slurm_name(h) for n, h in hosts.items()}

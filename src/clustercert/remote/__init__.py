@@ -5,9 +5,12 @@
   node and prints one JSON document.
 * ``bond_failover``: the bond failover driver: one of the runner's commands,
   ``"${CLUSTERCERT_PYTHON:-python3}" -c <its source> ARGS`` (clustercert.checks.bond_failover).
+* ``ddp_smoke``: the DDP smoke test each rank of ``torchrun`` runs (``torchrun --no_python python3 -c <its
+  source> ARGS``; clustercert.probes.commands.ddp_launch_cmd, probe.ddp_allreduce): torch.distributed's
+  all_reduce across two nodes, one line of JSON per rank.
 * ``tether``: the wrapper placed as ``<run_dir>/bin/ansible-playbook`` by clustercert.collect.engine.
 
-The first two run on a node: python3 >= 3.6, stdlib only, no file of clustercert's needed there. Their
+The first two and ddp_smoke run on a node (ddp_smoke also needs torch): python3 >= 3.6, stdlib only, no file of clustercert's needed there. Their
 text is sent whole; ``source`` reads it from the installed package at call time.
 """
 
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-PROGRAMS = ("runner", "bond_failover", "tether")
+PROGRAMS = ("runner", "bond_failover", "tether", "ddp_smoke")
 
 
 def source(name: str) -> str:

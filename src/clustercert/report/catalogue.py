@@ -31,6 +31,8 @@ PROBE_LAB = "tests/validators/test_validate_lab.py::test_probe_fault_is_caught_o
 CERTIFY_LAB = "tests/certify/test_certify_lab.py"
 NCCL_LAB = "tests/certify/test_nccl_pair_lab.py"
 DRIFT_LAB = "tests/drift/test_drift_lab.py"
+TRAINING_LAB = f"{CERTIFY_LAB}::test_training_faults_fail_their_checks_on_their_node_only"
+DDP_LAB = f"{CERTIFY_LAB}::test_ddp_smoke_test_runs_real_pytorch_and_names_a_wrong_launch"
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,17 @@ CHECKS: tuple[Entry, ...] = (
     Entry("gpu.vbios_uniform", "hardware", "cluster-wide, after the per-node checks: every GPU runs the same VBIOS "
           "across the nodes of the profile; the odd GPU is named on its node (skip with firmware_uniform: false)",
           ("nvsmi_xml",), ("firmware_uniform",), proofs=(_v("gpu_vbios_odd"),)),
+    # ---- storage (issue 22) ----------------------------------------------------------------------------
+    Entry("storage.mounts", "storage", "every mount the profile requires is mounted, of one of its filesystem types, "
+          "with its options and at least its free space (skip without a storage section)", ("findmnt",),
+          ("storage.mounts[].path", "storage.mounts[].fstype", "storage.mounts[].options",
+           "storage.mounts[].min_free_gib"), proofs=(_v("mount_missing"), Proof("mount_missing", {}, "fail", TRAINING_LAB))),
+    Entry("storage.scratch", "storage", "the node-local scratch is mounted with its filesystem and free space, on the "
+          "profile's number of NVMe devices (skip without a scratch)", ("findmnt", "lsblk"),
+          ("storage.scratch.mount", "storage.scratch.fstype", "storage.scratch.nvme_devices",
+           "storage.scratch.min_free_gib"),
+          note="the lab's scratch is a host directory bound into each node and the lab has no NVMe devices; no fault "
+               "kind unmounts the scratch (mount_missing takes the shared mount away, storage.mounts)"),
 )
 
 _SLOW0 = {"fabric": 0, "factor": 0.3}
@@ -234,6 +247,16 @@ def _probe_commands() -> dict[str, tuple[str, ...]]:
         "dcgmi_diag": ("dcgmi diag -r LEVEL -j (DCGM 3.x and later, as the node's `dcgmi --version` says; "
                        "dcgmi diag -r LEVEL, the text table, before)",),
         "pairs": ("the pair probes' results, through localisation",),
+        "ib_write_bw_gdr": (c.gdr_perftest_cmd("HCA", 1, c.GDR_PORT, 5, 0, 0),
+                            c.gdr_perftest_cmd("HCA", 1, c.GDR_PORT, 5, 0, 0, "localhost (loopback) or PEER"),
+                            c.topo_cmd()),
+        "nccl_transport": ("the pair NCCL run (mpirun or srun) with " + c.NCCL_DEBUG_ENV + ": its Channel ... via NET/... "
+                           "lines per node",),
+        "nvlink_aggregate": (c.nvbandwidth_cmd(c.NVLINK_TESTS, base=False),),
+        "checkpoint_write": (c.checkpoint_cmd("PATH", "NODE", 1024, 5),),
+        "ddp_allreduce": ("torchrun --nnodes=2 --nproc_per_node=RANKS --node_rank=0|1 --master_addr=FIRST_NODE "
+                          "--master_port=FREE_PORT --no_python python3 -c <clustercert.remote.ddp_smoke> (over ssh from "
+                          "the first node, or one srun step)",),
     }
 
 
@@ -282,6 +305,32 @@ def _probes() -> tuple[Entry, ...]:
         Entry("probe.pairs", "probe", "localisation puts no pair failure on the node (fail: the node is to blame; "
               "error: one of two ends, not told which)", cmd["pairs"],
               proofs=(Proof("link_slow", _SLOW0, "fail", _THREE),)),
+        # ---- issue 22: what a training job needs -------------------------------------------------------------
+        Entry("probe.ib_write_bw_gdr", "probe", "ib_write_bw from GPU memory (--use_cuda, pinned to the pair's NUMA node) "
+              "reaches its floor for each GPU-NIC pair of the profile, in loopback and to the partner, and topo -m shows "
+              f"each pair's NIC behind its GPU's PCIe switch {_BW_NOTE}", cmd["ib_write_bw_gdr"],
+              ("gpudirect.pairs[].gpu", "gpudirect.pairs[].hca", "gpudirect.pairs[].numa"),
+              ("ib_write_bw_gdr_loopback", "ib_write_bw_gdr_pair", "outlier_ratio"),
+              proofs=(Proof("gdr_disabled", {}, "fail", TRAINING_LAB),)),
+        Entry("probe.nccl_transport", "probe", "the pair NCCL run's connections use NCCL's InfiniBand transport with "
+              "GDRDMA on every rail the profile names GPUDirect-capable, at both ends (NET/Socket, or IB without "
+              "GDRDMA there, fails with the lines that show it)", cmd["nccl_transport"], ("gpudirect.pairs[].hca",),
+              proofs=(Proof("gdr_disabled", {}, "fail", TRAINING_LAB),)),
+        Entry("probe.nvlink_aggregate", "probe", "every GPU's NVLink bandwidth, all peers into it plus it into all "
+              f"peers (both directions, as NVIDIA quotes it), reaches the floor {_BW_NOTE}", cmd["nvlink_aggregate"],
+              thresholds=("nvlink_aggregate", "outlier_ratio"),
+              proofs=(Proof("nvlink_down", {}, "fail", TRAINING_LAB),)),
+        Entry("probe.checkpoint_write", "probe", "fio writes a checkpoint-sized file with direct I/O to every storage "
+              "path the profile lists and reads it back, each at least its floor (skip without a storage section)",
+              cmd["checkpoint_write"], ("storage.checkpoint_size_mib", "storage.mounts[].path", "storage.scratch.mount"),
+              ("checkpoint_write", "checkpoint_read"), proofs=(Proof("storage_slow", {}, "fail", TRAINING_LAB),)),
+        Entry("probe.ddp_allreduce", "probe", "torchrun across each pair of nodes (the profile's launcher, backend and "
+              "ranks per node) starts every rank, torch.distributed's world size, ranks and local ranks are the "
+              "profile's, and all_reduce gives the right sum on every rank (value: the median step, ms)",
+              cmd["ddp_allreduce"], ("ddp.backend", "ddp.launcher", "ddp.ranks_per_node", "ddp.package"),
+              note="no lab fault kind breaks PyTorch; the lab test " + DDP_LAB.partition("::")[2] + " launches it with "
+                   "a wrong --nproc_per_node (clustercert_ddp_nproc_per_node) and asserts the fail that names the "
+                   "mismatch"),
     )
 
 

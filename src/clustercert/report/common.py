@@ -15,12 +15,16 @@ from clustercert.probes.catalog import PAIR_THRESHOLD
 from clustercert.record.certificate import fingerprint
 
 STATUS_ORDER = ("fail", "error", "pass", "skip")
-UNIT_LABEL = {"gbit_per_s": "Gb/s", "gbyte_per_s": "GB/s", "usec": "µs", "percent": "%"}
+UNIT_LABEL = {"gbit_per_s": "Gb/s", "gbyte_per_s": "GB/s", "usec": "µs", "percent": "%", "ms": "ms"}
 PROBE_LABEL = {
     "ib_write_bw": "ib_write_bw (RDMA write bandwidth)",
     "ib_write_lat": "ib_write_lat (RDMA write latency)",
     "iperf3": "iperf3 (TCP over IPoIB)",
     "nccl_allreduce": "NCCL all_reduce bus bandwidth",
+    # issue 22: what a training job needs
+    "ib_write_bw_gdr": "ib_write_bw --use_cuda (GPUDirect RDMA bandwidth)",
+    "nccl_transport": "NCCL transport (NET/IB with GDRDMA)",
+    "ddp_allreduce": "DDP smoke test (torchrun all_reduce step)",
 }
 
 # Above this many nodes the checks x nodes table, the per-node bars, the versions table, the evidence

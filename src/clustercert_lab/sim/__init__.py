@@ -1,9 +1,10 @@
 """Hooks the lab core calls to put the hardware simulator into the image and into each node.
 
 * ``prepare_image(rootfs)`` - once per image build: installs the agent's systemd unit and the
-  lab's replacements of ``dmesg``, ``lsmod``, ``lspci`` and ``dmidecode`` (dpkg diversions, the way a
-  site replaces a distribution file) because a container has no kernel ring buffer of its own, this
-  kernel has no loadable modules, and the node's PCI devices and firmware tables are simulated.
+  lab's replacements of ``dmesg``, ``lsmod``, ``lspci``, ``dmidecode`` and ``numactl`` (dpkg diversions,
+  the way a site replaces a distribution file) because a container has no kernel ring buffer of its own,
+  this kernel has no loadable modules, the node's PCI devices and firmware tables are simulated and the
+  simulated hardware's NUMA nodes are not the host's.
 * ``prepare_node(sim_dir, hw)`` - when a node's directory is created: copies the node-side
   simulator (``labsim``, stdlib only) and writes ``hw.json`` and a README saying what is simulated.
   The lab bind-mounts ``sim_dir`` at /var/lib/clustercert-lab inside the node.
@@ -76,9 +77,10 @@ def prepare_image(rootfs: Path) -> None:
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(f"/etc/systemd/system/{AGENT_UNIT}")
-    # the node's kernel log, module list, PCI devices and firmware tables come from the simulator
+    # the node's kernel log, module list, PCI devices, firmware tables and NUMA placement come from the simulator
     for pkg_path, tool in (("/bin/dmesg", "dmesg"), ("/bin/lsmod", "lsmod"), ("/sbin/lsmod", "lsmod"),
-                           ("/usr/bin/lspci", "lspci"), ("/usr/sbin/dmidecode", "dmidecode")):
+                           ("/usr/bin/lspci", "lspci"), ("/usr/sbin/dmidecode", "dmidecode"),
+                           ("/usr/bin/numactl", "numactl")):
         _divert(rootfs, pkg_path, tool)
     (rootfs / "etc/modules-load.d").mkdir(parents=True, exist_ok=True)
     # the node's clock is the host's kernel clock (no CAP_SYS_TIME in a container): chrony, once a role

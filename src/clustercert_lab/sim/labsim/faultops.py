@@ -226,7 +226,25 @@ def driver_heal(p: dict) -> None:
             raise RuntimeError(f"apt-get install failed: {log}")
 
 
+SHARED_MOUNT = "/shared"  # the lab's shared mount (node.py binds it; /etc/fstab mounts it at boot)
+
+
+def mount_apply(p: dict) -> bool:
+    r = sh(["umount", SHARED_MOUNT], timeout=60)
+    if r.returncode != 0 and sh(["mountpoint", "-q", SHARED_MOUNT], timeout=30).returncode == 0:
+        raise RuntimeError(f"umount {SHARED_MOUNT} failed: {(r.stderr or r.stdout).strip()}")
+    return True
+
+
+def mount_heal(p: dict) -> None:
+    if sh(["mountpoint", "-q", SHARED_MOUNT], timeout=30).returncode != 0:
+        r = sh(["mount", SHARED_MOUNT], timeout=60)  # its /etc/fstab entry, as an admin would
+        if r.returncode != 0:
+            raise RuntimeError(f"mount {SHARED_MOUNT} failed: {(r.stderr or r.stdout).strip()}")
+
+
 OPS = {
+    "mount_missing": (mount_apply, mount_heal),
     "memlock_limited": (memlock_apply, memlock_heal),
     "container_runtime_unconfigured": (runtime_apply, runtime_heal),
     "peermem_unloaded": (peermem_apply, peermem_heal),

@@ -82,6 +82,9 @@ def _run(tool: str, args: list[str]) -> int:
     if tool == "dmidecode":
         from . import pci
         return pci.dmidecode(args)
+    if tool == "numactl":
+        from . import numa
+        return numa.numactl(args)
     if tool == "agent":
         from . import agent
         return agent.main(args)

@@ -23,7 +23,7 @@ import socket
 import time
 
 from . import common
-from .perftest import _exchange_recv, _exchange_send, _factor, _link_factor
+from .perftest import _exchange_recv, _exchange_send, _factor, _link_factor, gdr_available
 
 BUS_FACTOR = {  # busbw = algbw * f(n), nccl-tests PERFORMANCE.md
     "all_reduce_perf": lambda n: 2 * (n - 1) / n,
@@ -293,12 +293,56 @@ def _node_info(hw: dict, node: str, first: int, ngpus: int) -> dict:
             "devices": [{"gpu": first + k, "bus": _bus(g), "name": g["name"]} for k, g in enumerate(mine)]}
 
 
+def nearest_gpus(hw: dict) -> dict[int, int]:
+    """GPU index -> the index of the HCA nearest it (PIX in the simulated topo -m: the first GPU of each
+    HCA's NUMA node, in order), for the GPUs that have one."""
+    gpus, near = hw.get("gpus", []), {}
+    for i, h in enumerate(hw.get("hcas", [])):
+        cand = [g["index"] for g in gpus if g["numa_node"] == h.get("numa_node") and g["index"] not in near]
+        if cand:
+            near[cand[0]] = i
+    return near
+
+
+def info_lines(hw: dict, launch: dict, first: int, ngpus: int) -> list[str]:
+    """NCCL_DEBUG=INFO: what NCCL prints of its network and of each connection of this process's GPUs. The
+    ring enters and leaves the node at the GPU nearest each HCA (NET/IB, with GDRDMA where GPUDirect RDMA
+    works on this node); the node's other GPUs reach their neighbours over NVLink (P2P/CUMEM)."""
+    if os.environ.get("NCCL_DEBUG", "").upper() not in ("INFO", "TRACE"):
+        return []
+    host, pid = socket.gethostname(), os.getpid()
+    hcas = hw.get("hcas", [])
+    gdr = gdr_available(hw)
+    near = nearest_gpus(hw)
+    total = launch["size"] * ngpus
+    nics = " ".join(f"[{i}]{h['name']}:{h['ports'][0]['port']}/IB" for i, h in enumerate(hcas))
+    out = []
+    for k, g in enumerate(common.present_gpus(hw)[first:first + ngpus]):
+        idx, r = g["index"], launch["rank"] * ngpus + k
+        pre = f"{host}:{pid}:{pid + 60 + idx} [{idx}] NCCL INFO "
+        out += [pre + f"NET/IB : Using {nics} ; OOB eth0:<0>", pre + "Using network IB"]
+        if not gdr:
+            out += [pre + f"NET/IB : GPU Direct RDMA Disabled for HCA {i} '{h['name']}'" for i, h in enumerate(hcas)]
+        if idx in near:
+            n, peer, prev = near[idx], (r + ngpus) % total, (r - ngpus) % total
+            flag = "/GDRDMA" if gdr else ""
+            for ch in (2 * n, 2 * n + 1):
+                out += [pre + f"Channel {ch:02d}/0 : {prev}[{idx}] -> {r}[{idx}] [receive] via NET/IB/{n}{flag}",
+                        pre + f"Channel {ch:02d}/0 : {r}[{idx}] -> {peer}[{idx}] [send] via NET/IB/{n}{flag}"]
+        elif k + 1 < ngpus:
+            out.append(pre + f"Channel 00/0 : {r}[{idx}] -> {r + 1}[{idx + 1}] via P2P/CUMEM")
+    return out
+
+
 def _ranked(tool: str, o: dict, hw: dict, node: str, launch: dict, ngpus: int, minb: int, maxb: int,
             nccl_version: str) -> int:
     """One process of a launch, driving ``ngpus`` GPUs of its node (-g; local rank L drives GPUs
     L*ngpus ..); process 0 gathers and prints, numbering the GPUs as NCCL ranks process by process."""
     first = launch["local_rank"] * ngpus
     me = dict(_node_info(hw, node, first, ngpus), rank=launch["rank"])
+    debug = info_lines(hw, launch, first, ngpus)
+    if debug:  # NCCL prints them while it connects, before any result
+        common.out("\n".join(debug) + "\n")
     marker = common.mark_busy([g["index"] for g in common.present_gpus(hw)[first:first + ngpus]])
     try:
         if launch["rank"] == 0:

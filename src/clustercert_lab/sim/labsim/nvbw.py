@@ -16,6 +16,9 @@ TESTS = {
     "device_to_device_memcpy_write_ce": ("memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)", "d2d"),
     "device_to_device_bidirectional_memcpy_read_ce": ("memcpy CE GPU(row) <-> GPU(column) bandwidth (GB/s)", "d2d_bi"),
     "device_to_device_bidirectional_memcpy_write_ce": ("memcpy CE GPU(row) <-> GPU(column) bandwidth (GB/s)", "d2d_bi"),
+    # one row: per GPU, what all its peers write into it / what it writes into all of them at once
+    "all_to_one_write_ce": ("memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)", "a2o"),
+    "one_to_all_write_ce": ("memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)", "o2a"),
 }
 
 
@@ -38,6 +41,9 @@ def _value(hw: dict, kind: str, g: dict, o: dict | None) -> float | None:
     if kind in ("d2h", "d2h_bi"):
         v = perf["nvbandwidth_d2h_gbyte_per_s"]["value"] * pcie_factor(g)
         return v * (0.93 if kind.endswith("bi") else 1.0) * node
+    if kind in ("a2o", "o2a"):  # half the GPU's NVLink aggregate each way, by its active links
+        ref = perf.get("nvlink_aggregate_gbyte_per_s", {"value": 840.0})["value"]  # hw.json of an older lab
+        return ref / 2 * nvlink_factor(g) * node
     if o is None or o is g:
         return None
     f = min(nvlink_factor(g), nvlink_factor(o))
@@ -50,7 +56,7 @@ def _matrix(hw: dict, name: str, gpus: list[dict]) -> list[str]:
     cols = "".join(f"{g['index']:>10}" for g in gpus)
     lines = [f"Running {name}.", title, "  " + cols]
     total = 0.0
-    if kind.startswith(("h2d", "d2h")):
+    if kind.startswith(("h2d", "d2h", "a2o", "o2a")):
         vals = [_value(hw, kind, g, None) for g in gpus]
         total = sum(vals)
         lines.append(f"{0:>2}" + "".join(f"{v:>10.2f}" for v in vals))

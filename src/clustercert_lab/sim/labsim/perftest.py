@@ -10,6 +10,7 @@ by that factor. Between two nodes a slowed fabric link (link_slow) counts too.
 from __future__ import annotations
 
 import hashlib
+import os
 import socket
 import time
 
@@ -72,6 +73,25 @@ def _factor(hw: dict, hca: dict, port: dict) -> float:
     f *= h.get("fabric_factor", {}).get(str(port.get("fabric", 0)), 1.0)
     rated = port.get("rated_gbit_per_s", port["rate_gbit_per_s"]) or 1
     return f * min(1.0, port["rate_gbit_per_s"] / rated)
+
+
+GDR_BOUNCE = 0.3  # gdr_disabled: GPU memory crosses the CPU's root complex instead of the PCIe switch
+
+
+def gdr_available(hw: dict) -> bool:
+    """GPUDirect RDMA works on this node: nvidia_peermem is loaded and nothing keeps it off (gdr_disabled)."""
+    return "nvidia_peermem" in common.modules() and hw["health"].get("gdr", True)
+
+
+def _cuda_lines(hw: dict, gpu: dict) -> list[str]:
+    """What perftest prints when it puts its buffer on a GPU (--use_cuda)."""
+    bus = gpu["bus_id"][9:16].lower()
+    return ["initializing CUDA", "Listing all CUDA devices in system:",
+            f"CUDA device {gpu['index']}: PCIe address is {bus[:5]}", "",
+            f"Picking device No. {gpu['index']}", f"[pid = {os.getpid()}, dev = {gpu['index']}] device name = [{gpu['name']}]",
+            "creating CUDA Ctx", "making it the current CUDA Ctx",
+            "cuMemAlloc() of a 131072 bytes GPU buffer",
+            f"allocated GPU buffer address at {0x7f2a4c000000 + gpu['index'] * 0x200000:016x} pointer=0x7f2a4c000000"]
 
 
 def _link_factor(hw: dict, port: dict) -> float:
@@ -173,6 +193,20 @@ def main(tool: str, argv: list[str]) -> int:
     me = {"factor": _factor(hw, hca, port), "link_factor": _link_factor(hw, port), "lid": port["lid"], "seed": _hexid(hw["node"], hca["name"], time.time()),
           "tool": tool, "bidir": o["bidir"], "all": o["all"], "size": o["size"], "iters": o["iters"],
           "node": hw["node"]}
+    if o["cuda"] is not None:  # the buffer on a GPU: GPUDirect RDMA registers it with the HCA
+        gpus = {str(g["index"]): g for g in common.present_gpus(hw)}
+        gpu = gpus.get(str(o["cuda"]).strip())
+        if gpu is None or common.loaded_driver_version() is None:
+            common.err(f"No CUDA device {o['cuda']} found (cuInit failed or invalid device ordinal)\n"
+                       " Couldn't create CUDA context\n")
+            return 1
+        if "nvidia_peermem" not in common.modules():
+            common.out("\n".join(_cuda_lines(hw, gpu)) + "\n")
+            common.err(" Couldn't allocate MR\n failed to create mr\n Failed to create MR\n")
+            return 1
+        common.out("\n".join(_cuda_lines(hw, gpu)) + "\n")
+        if not gdr_available(hw):
+            me["factor"] *= GDR_BOUNCE
     if o["host"] is None:
         return _server(tool, o, hw, hca, port, me)
     return _client(tool, o, hw, hca, port, me)

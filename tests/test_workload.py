@@ -1,0 +1,624 @@
+"""Issue 22: what a training job needs, off the lab. The NCCL transport parser on real NCCL_DEBUG=INFO logs from
+public issues (tests/fixtures/nccl-info, SOURCES.md), the fio, DDP, findmnt and lsblk parsers, the command builders,
+what the plans run, the evaluators (GPUDirect topology, transport, NVLink aggregate, checkpoint, DDP), the storage
+checks, the profile sections, and the DDP smoke test itself under real torchrun (CPU, gloo) where torch is installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from clustercert import remote
+from clustercert.checks import HostContext
+from clustercert.checks import storage as storage_checks
+from clustercert.errors import InputError
+from clustercert.model.evidence import CommandResult
+from clustercert.model.profile import load_profile, validate_profile
+from clustercert.parsers import ParseError, parse
+from clustercert.probes import commands as cmd
+from clustercert.probes import workload
+from clustercert.probes.plan import ProbeSettings, node_plan, pair_plan
+
+FIX = Path(__file__).parent / "fixtures" / "nccl-info"
+LAB = load_profile("lab")
+H100 = load_profile("h100-sxm-8x-ndr")
+
+
+def res(stdout: str, rc: int | None = 0, timed_out: bool = False, stderr: str = "") -> CommandResult:
+    return CommandResult(rc, stdout, stderr, timed_out, 1.0, "tool")
+
+
+# ---- the NCCL transport parser on real logs ---------------------------------------------------------------
+
+def test_real_log_ib_with_gdrdma_nccl707():
+    rec = parse("nccl-info-transport", (FIX / "2node-a100-ib-gdrdma-nccl707.txt").read_text())
+    [(host, h)] = rec["hosts"].items()
+    assert host == "10-90-43-152" and rec["info_lines"] == 12
+    assert len(h["connections"]) == 12 and all(c["gdr"] and c["net"] == "IB" for c in h["connections"])
+    c = h["connections"][0]
+    assert (c["channel"], c["src"], c["dst"], c["direction"], c["device"]) == ("01", 2, 0, "receive", 5)
+
+
+def test_real_log_net_socket_with_launcher_prefix_nccl1232():
+    rec = parse("nccl-info-transport", (FIX / "2node-socket-tag-output-nccl1232.txt").read_text())
+    assert set(rec["hosts"]) == {"node0", "node2"}
+    nets = {c["net"] for h in rec["hosts"].values() for c in h["connections"] if c["transport"] == "NET"}
+    assert nets == {"Socket"}
+    shm = [c for c in rec["hosts"]["node0"]["connections"] if c["transport"] == "SHM"]
+    assert len(shm) == 2 and shm[0]["channel"] == "00"
+
+
+def test_real_logs_plugin_p2p_init_lines_and_bare_lines():
+    ext = parse("nccl-info-transport", (FIX / "8gpu-ibext-plugin-p2p-cumem-nccl1814.txt").read_text())
+    conns = ext["hosts"]["hostname-test"]["connections"]
+    assert {c["transport"] for c in conns} == {"NET", "P2P"}
+    assert {c["net"] for c in conns if c["transport"] == "NET"} == {"IBext_v8"} and not any(c["gdr"] for c in conns)
+    init = parse("nccl-info-transport", (FIX / "2node-net-socket-and-ib-init-ncclt29.txt").read_text())
+    assert init["hosts"]["server1"]["net_devices"] == {"0": "mlx5_1"}
+    assert init["hosts"]["server3"]["networks"] == ["Socket", "IB"]
+    bare = parse("nccl-info-transport", (FIX / "ib-gdrdma-one-end-only-nccl897.txt").read_text())
+    assert [c["gdr"] for c in bare["hosts"]["?"]["connections"]] == [True, False]
+    sock = parse("nccl-info-transport", (FIX / "2node-net-socket-3-p2p-ipc-nccl952.txt").read_text())
+    assert [c["device"] for c in sock["hosts"]["<cluster_name>"]["connections"] if c["net"] == "Socket"] == [3, 3]
+    with pytest.raises(ParseError):
+        parse("nccl-info-transport", "# nThread 1 nGpus 8\n")
+
+
+def _transport(text: str, a: str = "node0", b: str = "node2", profile=LAB):
+    return workload.eval_nccl_transport(a, b, profile, res(text), 60)
+
+
+def test_transport_judged_on_the_real_logs():
+    m = _transport((FIX / "2node-socket-tag-output-nccl1232.txt").read_text())
+    assert m.status == "fail" and "node0: NET/Socket (TCP) instead of InfiniBand" in m.observed
+    assert "node2: NET/Socket" in m.observed and "via NET/Socket/0" in m.evidence
+    one_node = (FIX / "2node-a100-ib-gdrdma-nccl707.txt").read_text()
+    m = workload.eval_nccl_transport("10-90-43-152", "other", H100, res(one_node), 60)
+    assert m.status == "fail" and "no inter-node connection line from other" in m.observed
+    m = _transport((FIX / "8gpu-ibext-plugin-p2p-cumem-nccl1814.txt").read_text(), "hostname-test", "x")
+    assert m.status == "fail" and "NET/IBext_v8/0 without GDRDMA" in m.observed
+    m = _transport("garbage\n")
+    assert m.status == "error"
+
+
+def _lab_lines(host: str, gdr: bool, rails=("mlx5_0", "mlx5_1")) -> str:
+    nics = " ".join(f"[{i}]{r}:1/IB" for i, r in enumerate(rails))
+    flag = "/GDRDMA" if gdr else ""
+    out = [f"{host}:1:2 [0] NCCL INFO NET/IB : Using {nics} ; OOB eth0:<0>"]
+    out += [f"{host}:1:2 [{4 * i}] NCCL INFO Channel 0{i}/0 : {4 * i}[{4 * i}] -> {8 + 4 * i}[{4 * i}] [send] "
+            f"via NET/IB/{i}{flag}" for i in range(len(rails))]
+    return "\n".join(out) + "\n"
+
+
+def test_transport_passes_with_gdrdma_on_every_rail_and_names_the_node_without():
+    m = _transport(_lab_lines("node01", True) + _lab_lines("node02", True), "node01", "node02")
+    assert m.status == "pass" and "GDRDMA on mlx5_0, mlx5_1 at both ends (4 connections)" in m.observed
+    m = _transport(_lab_lines("node01", False) + _lab_lines("node02", True), "node01", "node02")
+    assert m.status == "fail" and m.observed.startswith("node01: mlx5_0 without GDRDMA")
+    assert "node02" not in m.observed and "via NET/IB/0" in m.evidence
+    m = _transport(_lab_lines("node01", True, ("mlx5_0",)) + _lab_lines("node02", True), "node01", "node02")
+    assert m.status == "fail" and "node01: mlx5_1 not used by NCCL" in m.observed
+    # a host named by its address or FQDN is the inventory's node
+    m = workload.eval_nccl_transport("node01", "node02", LAB, res(_lab_lines("node01.lab", True)
+                                                                 + _lab_lines("10.0.0.2", True)), 60,
+                                     {"node01": "10.0.0.1", "node02": "10.0.0.2"})
+    assert m.status == "pass", m.observed
+
+
+# ---- fio, DDP, findmnt, lsblk parsers -------------------------------------------------------------------
+
+def fio_json(write_bw: float, read_bw: float, written: int = 32 << 20, error: int = 0) -> str:
+    def d(bw, n):
+        return {"io_bytes": n, "bw_bytes": bw, "bw": bw / 1024, "runtime": int(n / bw * 1000) if bw else 0, "iops": 1.0}
+    return ("fio: note: both iodepth >= 1 and synchronous I/O engine are selected\n" + json.dumps({
+        "fio version": "fio-3.33", "jobs": [
+            {"jobname": "write", "error": error, "read": d(0, 0), "write": d(write_bw, written)},
+            {"jobname": "read", "error": 0, "read": d(read_bw, written), "write": d(0, 0)}]}))
+
+
+def test_fio_parser():
+    rec = parse("fio-json", fio_json(2e8, 4e8))
+    assert rec["version"] == "fio-3.33" and rec["messages"][0].startswith("fio: note")
+    assert rec["jobs"][0]["write"]["bw_bytes_per_s"] == 2e8 and rec["jobs"][1]["read"]["bytes"] == 32 << 20
+    old = json.dumps({"jobs": [{"jobname": "write", "write": {"io_bytes": 1, "bw": 1000, "runtime": 1}}]})
+    assert parse("fio-json", old)["jobs"][0]["write"]["bw_bytes_per_s"] == 1024000
+    for bad in ("", "fio: failed to open /x\n", "{not json", json.dumps({"x": 1})):
+        with pytest.raises(ParseError):
+            parse("fio-json", bad)
+
+
+def ddp_line(**kw) -> str:
+    base = {"host": "node01", "rank": 0, "local_rank": 0, "world_size": 4, "local_world_size": 2, "backend": "gloo",
+            "torch": "1.13.1", "problems": [], "allreduce": {"expected": 10.0, "min": 10.0, "max": 10.0, "ok": True,
+                                                           "bytes": 4096, "step_ms": [1.0, 2.0]}}
+    return "CLUSTERCERT_DDP " + json.dumps(base | kw)
+
+
+def test_ddp_parser():
+    text = "[1,0]<stdout>:" + ddp_line() + "\n" + ddp_line(rank=1) + "\nTraceback (most recent call last):\n"
+    rec = parse("ddp-smoke", text)
+    assert [r["rank"] for r in rec["ranks"]] == [0, 1] and rec["errors"] == ["Traceback (most recent call last):"]
+    rec = parse("ddp-smoke", "torch.distributed.DistNetworkError: The client socket has timed out after 60s\n")
+    assert rec["rendezvous_unreachable"] and not rec["ranks"]
+    with pytest.raises(ParseError):
+        parse("ddp-smoke", "hello\n")
+
+
+def test_findmnt_and_lsblk_parsers():
+    fm = parse("findmnt-json", json.dumps({"filesystems": [
+        {"target": "/shared", "source": "/dev/vda[/srv]", "fstype": "ext4", "options": "rw,relatime", "avail": "5368709120"}]}))
+    assert fm["mounts"][0]["options"] == ["rw", "relatime"] and fm["mounts"][0]["avail_bytes"] == 5 << 30
+    lb = parse("lsblk-json", json.dumps({"blockdevices": [{"name": "nvme0n1", "type": "disk", "tran": "nvme", "size": 1},
+                                                          {"name": "vda", "type": "disk", "tran": None}]}))
+    assert [d["nvme"] for d in lb["devices"]] == [True, False]
+    with pytest.raises(ParseError):
+        parse("findmnt-json", "findmnt: unknown column: AVAIL\n")
+
+
+# ---- commands -------------------------------------------------------------------------------------------
+
+def test_gdr_perftest_pins_the_numa_node_and_puts_the_buffer_on_the_gpu():
+    line = cmd.gdr_perftest_cmd("mlx5_3", 1, 18815, 5, 3, 1, "10.0.0.2")
+    assert line == ("numactl --cpunodebind=1 --membind=1 ib_write_bw -d mlx5_3 -i 1 -p 18815 --report_gbits -D 5 -F "
+                    "--use_cuda=3 10.0.0.2")
+    assert cmd.topo_cmd() == "nvidia-smi topo -m"
+    assert cmd.nvbandwidth_cmd(cmd.NVLINK_TESTS, base=False) == "nvbandwidth -t all_to_one_write_ce -t one_to_all_write_ce"
+
+
+def test_nccl_pair_commands_print_info_lines_only_when_asked():
+    assert "NCCL_DEBUG" not in cmd.nccl_pair_mpirun_cmd(["a", "b"], 8, "t")
+    assert "-x NCCL_DEBUG=INFO all_reduce_perf" in cmd.nccl_pair_mpirun_cmd(["a", "b"], 8, "t", True)
+    assert "--export=ALL,CLUSTERCERT_PROBE_TAG=t,NCCL_DEBUG=INFO all_reduce_perf" in cmd.nccl_pair_srun_cmd(
+        ["a", "b"], 8, "t", 60, "gpu", True)
+    assert cmd.nccl_pair_cleanup_cmd("t", True, cmd.DDP_JOB).startswith("scancel --name=clustercert-ddp-t ")
+
+
+def test_checkpoint_command():
+    line = cmd.checkpoint_cmd("/shared/", "node01", 1024, 5)
+    words = shlex.split(line)
+    assert words[0] == "fio" and "--direct=1" in words and "--filename=/shared/.clustercert-checkpoint.node01" in words
+    assert words.index("--name=write") < words.index("--size=1024M") < words.index("--name=read")
+    assert "--stonewall" in words and "--unlink=1" in words and words.count("--runtime=5") == 2
+
+
+def test_ddp_launch_commands(tmp_path):
+    args = cmd.ddp_script_args("gloo", 2, 0, 5, 256, 60)
+    line = cmd.ddp_launch_cmd(["10.0.0.1", "10.0.0.2"], ("python3", "-m", "torch.distributed.run"), "python3",
+                              "print('x')", args, 2, {"GLOO_SOCKET_IFNAME": "eth0"}, "tag1")
+    assert line.startswith("port=$(python3 -c ") and "ssh -o BatchMode=yes -o ConnectTimeout=10 10.0.0.2 " in line
+    # the shell sees both torchruns with the rendezvous on the first node and the port picked there
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "ssh").write_text('#!/bin/sh\nwhile [ "${1#-}" != "$1" ]; do shift 2; done; shift; sh -c "$*"\n')
+    (fake / "python3").write_text('#!/bin/sh\nif [ "$1" = -c ] && [ "$#" = 2 ]; then echo 29500; exit 0; fi\n'
+                                  'echo "ARGS $*"; env | grep -E "^(GLOO_SOCKET_IFNAME|CLUSTERCERT_PROBE_TAG)=" | sort\n')
+    for f in fake.iterdir():
+        f.chmod(0o755)
+    p = subprocess.run(["/bin/sh", "-c", line], capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}"))
+    assert p.returncode == 0, p.stderr
+    runs = [ln for ln in p.stdout.splitlines() if ln.startswith("ARGS")]
+    assert len(runs) == 2 and {("--node_rank=0" in r, "--node_rank=1" in r) for r in runs} == {(True, False), (False, True)}
+    for r in runs:
+        assert ("-m torch.distributed.run --nnodes=2 --nproc_per_node=2" in r and "--master_addr=10.0.0.1" in r
+                and "--master_port=29500" in r and "--no_python python3 -c print('x') --backend gloo" in r), r
+    assert p.stdout.count("GLOO_SOCKET_IFNAME=eth0") == 2 and p.stdout.count("CLUSTERCERT_PROBE_TAG=tag1") == 2
+    srun = cmd.ddp_srun_cmd(["a", "b"], "10.0.0.1", ("torchrun",), "python3", "x", args, 8, {}, "t", 300, "gpu", 8)
+    assert "--gres=gpu:8 --job-name=clustercert-ddp-t --time=5" in srun and '--node_rank="$SLURM_NODEID"' in srun
+    # one srun step: each task's torchrun gets the profile's env (a value with commas too: srun's --export would
+    # split it) and the tag; the fake srun runs the task once per node, as Slurm would
+    (fake / "srun").write_text('#!/bin/sh\nfor a in "$@"; do case "$a" in --export=ALL,*) e="${a#--export=ALL,}";; '
+                               '--*) ;; *) break;; esac; shift; done\n'
+                               'for n in 0 1; do env "$e" SLURM_NODEID=$n "$@"; done\n')
+    (fake / "srun").chmod(0o755)
+    srun = cmd.ddp_srun_cmd(["a", "b"], "10.0.0.1", ("python3", "-m", "torch.distributed.run"), "python3", "print('x')", args, 2,
+                            {"GLOO_SOCKET_IFNAME": "eth0,eth1"}, "tag2", 300, None, 0)
+    assert "--gres" not in srun
+    p = subprocess.run(["/bin/sh", "-c", srun], capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}"))
+    assert p.returncode == 0, p.stderr
+    runs = [ln for ln in p.stdout.splitlines() if ln.startswith("ARGS")]
+    assert len(runs) == 2 and all("--master_addr=10.0.0.1 --master_port=29500" in r for r in runs), runs
+    assert p.stdout.count("GLOO_SOCKET_IFNAME=eth0,eth1") == 2 and p.stdout.count("CLUSTERCERT_PROBE_TAG=tag2") == 2
+
+
+# ---- what the plans run -----------------------------------------------------------------------------------
+
+def _host(name: str, profile=LAB, **extra):
+    return SimpleNamespace(name=name, connection={"ansible_host": name}, profile=profile,
+                           vars=SimpleNamespace(clustercert_fabric_addresses={}, clustercert_slurm=False, **extra))
+
+
+def test_node_plan_runs_gdr_after_the_host_loopbacks_then_nvlink_and_checkpoints():
+    np = node_plan(_host("node01"), ProbeSettings(2, 20))
+    assert np.stages[0] == ["loopback0", "loopback1", "nccl"]
+    assert np.stages[1] == ["gdr0", "gdr1", "topo"]
+    assert "--use_cuda=0" in np.commands["gdr0"][0] and "--cpunodebind=1" in np.commands["gdr1"][0]
+    assert np.commands["gdr1"][2]["cmd"].endswith("--use_cuda=4")
+    assert "-t all_to_one_write_ce -t one_to_all_write_ce" in np.commands["nvbandwidth"][0]
+    assert ["checkpoint0"] in np.stages and ["checkpoint1"] in np.stages
+    assert "/scratch/.clustercert-checkpoint.node01" in np.commands["checkpoint1"][0]
+    # only what is asked: --probes storage runs the checkpoints alone
+    np = node_plan(_host("node01"), ProbeSettings(2, 20, only=frozenset({"storage"})))
+    assert set(np.commands) == {"checkpoint0", "checkpoint1"}
+    # two GPUs on one rail: one after the other
+    prof = H100.model_copy(update={"gpudirect": H100.gpudirect.model_copy(update={"pairs": (
+        H100.gpudirect.pairs[0], H100.gpudirect.pairs[0].model_copy(update={"gpu": 1}))})})
+    np = node_plan(_host("n", prof), ProbeSettings(2, 20, only=frozenset({"gdr"})))
+    assert np.stages == [["gdr0", "topo"], ["gdr1"]]
+
+
+def test_pair_plan_adds_gdr_transport_and_ddp_where_asked():
+    import clustercert.probes.evaluate as ev
+
+    a, b = _host("node01"), _host("node02")
+    plan = pair_plan(a, b, 1, ProbeSettings(2, 20), ev)
+    keys = [key for _jobs, key in plan.stages]
+    assert keys == ["ib_write_bw_pair", "ib_write_bw_gdr_pair", "ib_write_lat_p99"]
+    gdr = plan.stages[1][0]
+    assert [j.m.subject for j in gdr] == ["GPU0-mlx5_0 node01->node02", "GPU4-mlx5_1 node01->node02"]
+    assert gdr[1].client[2].endswith("--use_cuda=4 node02") and gdr[1].fabric == 1
+    assert plan.nccl and plan.transport and plan.ddp
+    # drift: no transport, no DDP; a later round asks only what is in question
+    plan = pair_plan(a, b, 1, ProbeSettings(2, 20, node_probes=False, training=False), ev)
+    assert plan.nccl and not plan.transport and not plan.ddp
+    plan = pair_plan(a, b, 2, ProbeSettings(2, 20), ev, {("nccl_transport", None)})
+    assert plan.stages == [] and plan.nccl and plan.transport and not plan.ddp
+    plan = pair_plan(a, b, 1, ProbeSettings(2, 20, only=frozenset({"ddp"})), ev)
+    assert plan.stages == [] and not plan.nccl and plan.ddp
+
+
+# ---- evaluators ------------------------------------------------------------------------------------------
+
+TOPO = """\tGPU0\tGPU1\tNIC0\tNIC1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
+GPU0\t X \tNV18\tPIX\tSYS\t0-51\t0\t\tN/A
+GPU1\tNV18\t X \tSYS\tPIX\t52-103\t1\t\tN/A
+NIC0\tPIX\tSYS\t X \tSYS\t\t\t\t
+NIC1\tSYS\tPIX\tSYS\t X \t\t\t\t
+
+Legend:
+
+  X    = Self
+
+NIC Legend:
+
+  NIC0: mlx5_0
+  NIC1: mlx5_1
+"""
+
+
+def _gdr_profile(*pairs):
+    from clustercert.model.profile import GpuDirect, GpuNicPair
+
+    gd = GpuDirect(pairs=tuple(GpuNicPair(gpu=g, hca=h, numa=n) for g, h, n in pairs), source="test mapping")
+    return LAB.model_copy(update={"gpudirect": gd})
+
+
+def test_gdr_topology_against_topo_m():
+    ok = workload.eval_gdr_topology("n", _gdr_profile((0, "mlx5_0", 0), (1, "mlx5_1", 1)), res(TOPO), 30)
+    assert [m.status for m in ok] == ["pass", "pass"] and ok[0].subject == "GPU0-mlx5_0 topology"
+    bad = workload.eval_gdr_topology("n", _gdr_profile((0, "mlx5_1", 1)), res(TOPO), 30)
+    assert bad[0].status == "fail" and "mlx5_1 is SYS to GPU0" in bad[0].observed
+    assert "nearer to GPU0: mlx5_0 (PIX)" in bad[0].observed and "NUMA node 0" in bad[0].observed
+    gone = workload.eval_gdr_topology("n", _gdr_profile((0, "mlx5_7", 0)), res(TOPO), 30)
+    assert gone[0].status == "fail" and "mlx5_7 is not in nvidia-smi topo -m" in gone[0].observed
+    err = workload.eval_gdr_topology("n", _gdr_profile((0, "mlx5_0", 0)), res("", rc=None, timed_out=True), 30)
+    assert err[0].status == "error"
+
+
+NVLINK = """Running all_to_one_write_ce.
+memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)
+           0         1
+ 0    420.00    396.67
+
+SUM all_to_one_write_ce 816.67
+
+Running one_to_all_write_ce.
+memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)
+           0         1
+ 0    420.00    396.67
+
+SUM one_to_all_write_ce 816.67
+"""
+
+
+def test_nvlink_aggregate_sums_both_directions_per_gpu():
+    t = LAB.thresholds["nvlink_aggregate"]
+    ms = workload.eval_nvlink_aggregate("n", t, res(NVLINK), 30)
+    assert [(m.subject, m.value, m.status) for m in ms] == [("GPU0", 840.0, "pass"), ("GPU1", 793.34, "fail")]
+    assert "in from all peers" in ms[0].observed and ms[0].threshold == "nvlink_aggregate"
+    ms = workload.eval_nvlink_aggregate("n", t, res(NVLINK.split("Running one_to_all")[0]), 30)
+    assert ms[0].status == "error" and "one_to_all_write_ce missing" in ms[0].observed
+
+
+def test_checkpoint_against_its_floors():
+    tw, tr = LAB.thresholds["checkpoint_write"], LAB.thresholds["checkpoint_read"]
+    ms = workload.eval_checkpoint("n", "/shared", 32, tw, tr, res(fio_json(2e8, 4e8)), 30)
+    assert [(m.subject, m.status, m.value, m.threshold) for m in ms] == [
+        ("/shared write", "pass", 0.2, "checkpoint_write"), ("/shared read", "pass", 0.4, "checkpoint_read")]
+    slow = workload.eval_checkpoint("n", "/shared", 32, tw, tr, res(fio_json(2e6, 4e8, written=4 << 20)), 30)
+    assert slow[0].status == "fail" and "4 MiB in 2.097 s of the 32 MiB checkpoint" in slow[0].observed
+    assert not slow[0].relative
+    bad = workload.eval_checkpoint("n", "/x", 32, tw, tr, res("fio: pid=1, err=22/file:filesetup.c: Invalid argument\n",
+                                                              rc=1), 30)
+    assert [m.status for m in bad] == ["error", "error"]
+    failed = workload.eval_checkpoint("n", "/x", 32, tw, None, res(fio_json(0, 0, 0, error=5)), 30)
+    assert [m.status for m in failed] == ["error"] and "error 5" in failed[0].observed
+
+
+def test_ddp_evaluation():
+    good = "\n".join(ddp_line(rank=r, local_rank=r % 2, host=f"node0{1 + r // 2}") for r in range(4))
+    m = workload.eval_ddp("node01", "node02", LAB, 2, res(good), 240)
+    assert m.status == "pass" and m.value == 1.5 and m.unit == "ms" and m.lower_is_better
+    assert m.observed.startswith("world size 4 from torch 1.13.1 (gloo): all_reduce of 4096 B gave 10")
+    assert m.evidence.count("world 4 torch 1.13.1 gloo: all_reduce 10.0 (expected 10.0)") == 4
+    wrong = "\n".join(ddp_line(rank=r, world_size=6, local_world_size=3, problems=[
+        "world size 6 (torch.distributed.get_world_size), expected 2 nodes x 2 ranks = 4",
+        f"3 processes on node0{1 + r // 3} (LOCAL_WORLD_SIZE, torchrun --nproc_per_node), the profile expects 2 per node"])
+        for r in range(6))
+    m = workload.eval_ddp("node01", "node02", LAB, 3, res(wrong, rc=1), 240)
+    assert m.status == "fail" and "3 processes on node01" in m.observed and "world size 6" in m.observed
+    m = workload.eval_ddp("node01", "node02", LAB, 2, res("torch.distributed.DistNetworkError: Connection refused\n",
+                                                          rc=1), 240)
+    assert m.status == "fail" and "the rendezvous was not reached" in m.observed
+    m = workload.eval_ddp("node01", "node02", LAB, 2, res(good.split("\n")[0], rc=1), 240)
+    assert m.status == "fail" and "1 of 4 ranks reported" in m.observed
+    m = workload.eval_ddp("node01", "node02", LAB, 2, res("", rc=None, timed_out=True), 240)
+    assert m.status == "error" and "timed out" in m.observed
+    m = workload.eval_ddp("node01", "node02", LAB, 2, CommandResult(127, "", "sh: 1: torchrun: not found", False, 0.1,
+                                                                    "x"), 240)
+    assert m.status == "error" and "tool not found" in m.observed
+
+
+# ---- storage checks ---------------------------------------------------------------------------------------
+
+def _storage_ev(mounts: list[dict], devices: list[dict]) -> dict:
+    return {"findmnt": res(json.dumps({"filesystems": mounts})), "lsblk": res(json.dumps({"blockdevices": devices}))}
+
+
+def test_storage_checks():
+    ctx = HostContext("n", LAB)
+    assert set(storage_checks.commands(ctx)) == {"findmnt", "lsblk"}
+    good = [{"target": "/shared", "source": "/dev/vda[/x]", "fstype": "ext4", "options": "rw,relatime", "avail": 5 << 30},
+            {"target": "/scratch", "source": "/dev/vda[/y]", "fstype": "xfs", "options": "rw", "avail": 5 << 30}]
+    fs = storage_checks.evaluate(_storage_ev(good, [{"name": "vda", "type": "disk", "tran": None}]), ctx)
+    assert [(f.check, f.subject, f.status) for f in fs] == [
+        ("storage.mounts", "/shared", "pass"), ("storage.scratch", "/scratch", "pass"),
+        ("storage.scratch", "NVMe devices", "pass")]
+    bad = [{"target": "/scratch", "source": "tmpfs", "fstype": "tmpfs", "options": "ro", "avail": 1 << 20}]
+    fs = storage_checks.evaluate(_storage_ev(bad, [{"name": "nvme0n1", "type": "disk", "tran": "nvme"}]), ctx)
+    by = {(f.check, f.subject): f for f in fs}
+    assert by[("storage.mounts", "/shared")].observed == "/shared is not a mount point (not mounted)"
+    assert "filesystem tmpfs" in by[("storage.scratch", "/scratch")].observed
+    assert "0.0 GiB free" in by[("storage.scratch", "/scratch")].observed
+    assert by[("storage.scratch", "NVMe devices")].status == "fail"
+    none = storage_checks.evaluate({}, HostContext("n", H100))
+    assert {f.status for f in none} == {"skip"} and storage_checks.commands(HostContext("n", H100)) == {}
+    fs = storage_checks.evaluate({"findmnt": res("", rc=None, timed_out=True)}, ctx)
+    assert {f.status for f in fs} == {"error"}
+
+
+# ---- profile sections ---------------------------------------------------------------------------------------
+
+def test_profile_sections_are_validated():
+    from clustercert.model.profile import load_profile_data
+
+    data, _ = load_profile_data("lab")
+    assert LAB.ddp_ranks == 2 and H100.ddp_ranks == 8 and LAB.storage.checkpoint_paths == ["/shared", "/scratch"]
+    assert LAB.gpudirect.rails == ["mlx5_0", "mlx5_1"]
+    for key, patch, reason in (
+            ("gpudirect", {"pairs": [{"gpu": 0, "hca": "mlx5_9", "numa": 0}], "source": "x" * 5}, "not an HCA of ib.hcas"),
+            ("gpudirect", {"pairs": [{"gpu": 8, "hca": "mlx5_0", "numa": 0}], "source": "x" * 5}, "GPU 8 does not exist"),
+            ("ddp", {**data["ddp"], "env": {"X": "a b; rm -rf /"}}, "ddp.env"),
+            ("ddp", {**data["ddp"], "launcher": ["torchrun;", "x"]}, "ddp.launcher"),
+            ("storage", {**data["storage"], "mounts": [{"path": "/a b", "fstype": "nfs4"}]}, "storage.mounts")):
+        with pytest.raises(InputError) as exc:
+            validate_profile({**data, key: patch}, "p.yml")
+        assert reason in str(exc.value), str(exc.value)
+    gpu_ddp = {**data["ddp"], "backend": "nccl", "ranks_per_node": 9}
+    with pytest.raises(InputError, match="more than the node's 8 GPUs"):
+        validate_profile({**data, "ddp": gpu_ddp}, "p.yml")
+    one = validate_profile({**data, "storage": {**data["storage"], "scratch": {"mount": "/s", "fstype": "xfs",
+                                                                               "nvme_devices": 8}}}, "p.yml")
+    assert one.storage.scratch.fstype == ("xfs",)
+
+
+# ---- the DDP smoke test itself, under real torchrun -------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _torchrun(nnodes: int, nproc: int, ranks_per_node: int, timeout: float = 240) -> list[subprocess.CompletedProcess]:
+    port = str(_free_port())
+    args = cmd.ddp_script_args("gloo", ranks_per_node, 0, 3, 1024, 60, nnodes)
+    text = remote.source("ddp_smoke")
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", f"--nnodes={nnodes}",
+                               f"--nproc_per_node={nproc}", f"--node_rank={r}", "--master_addr=127.0.0.1",
+                               f"--master_port={port}", "--max_restarts=0", "--no_python", sys.executable, "-c", text,
+                               *args],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for r in range(nnodes)]
+    out = []
+    for p in procs:
+        o, e = p.communicate(timeout=timeout)
+        out.append(subprocess.CompletedProcess(p.args, p.returncode, o, e))
+    return out
+
+
+def test_ddp_smoke_script_under_real_torchrun():
+    """torch.distributed on the CPU (gloo) across two torchrun 'nodes' on this machine, one rank each: the world
+    size, the ranks and the all_reduce result come from torch; a launch with more processes per node than the
+    profile's fails, naming the mismatch."""
+    pytest.importorskip("torch", reason="torch is an optional test dependency (pip install torch==2.13.0, CPU build)")
+    runs = _torchrun(2, 1, 1)
+    assert all(r.returncode == 0 for r in runs), [r.stderr[-2000:] for r in runs]
+    text = "".join(r.stdout for r in runs)
+    m = workload.eval_ddp("a", "b", LAB.model_copy(update={"ddp": LAB.ddp.model_copy(update={"ranks_per_node": 1})}),
+                          1, res(text), 240)
+    assert m.status == "pass", (m.observed, m.evidence)
+    ranks = parse("ddp-smoke", text)["ranks"]
+    assert sorted(r["rank"] for r in ranks) == [0, 1] and {r["world_size"] for r in ranks} == {2}
+    assert {r["allreduce"]["min"] for r in ranks} == {3.0} and all(r["source"] == "torch.distributed" for r in ranks)
+    import torch
+
+    assert {r["torch"] for r in ranks} == {torch.__version__} and len(ranks[0]["allreduce"]["step_ms"]) == 3
+    runs = _torchrun(1, 2, 1)  # one node, two processes where the profile says one
+    text = "".join(r.stdout for r in runs)
+    assert runs[0].returncode != 0
+    ranks = parse("ddp-smoke", text)["ranks"]
+    assert ranks and all(any("2 processes on" in p and "expects 1 per node" in p for p in r["problems"]) for r in ranks)
+
+
+def test_ddp_smoke_script_without_torch_says_so(tmp_path):
+    """Run where torch cannot be imported, the script prints its line with the reason and exits 3."""
+    (tmp_path / "torch.py").write_text("raise ImportError('no torch here')\n")
+    p = subprocess.run([sys.executable, "-c", remote.source("ddp_smoke"), "--backend", "gloo", "--nnodes", "2",
+                        "--ranks-per-node", "1"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=str(tmp_path)))
+    assert p.returncode == 3
+    [rank] = parse("ddp-smoke", p.stdout)["ranks"]
+    assert rank["error"] == "cannot import torch: ImportError: no torch here"
+
+
+
+class _FakeTensor:
+    def __init__(self, n):
+        self.v = [0.0] * n
+
+    def fill_(self, x):
+        self.v = [x] * len(self.v)
+
+    def min(self):
+        return SimpleNamespace(item=lambda: min(self.v))
+
+    def max(self):
+        return SimpleNamespace(item=lambda: max(self.v))
+
+
+def _fake_torch(monkeypatch, *, world=1, rank=0, gpus=0, gathered=None, add=0.0):
+    """A stand-in for torch with the calls the DDP smoke test makes: one process's view of a world of ``world``
+    ranks whose all_reduce adds the other ranks' rank+1 (plus ``add``, a wrong sum)."""
+    def all_reduce(t):
+        t.fill_(t.v[0] + sum(r + 1 for r in range(world) if r != rank) + add)
+
+    def all_gather_object(out, obj):
+        out[:] = gathered or [obj]
+
+    dist = SimpleNamespace(init_process_group=lambda backend, timeout: None, get_rank=lambda: rank,
+                           get_world_size=lambda: world, get_backend=lambda: "gloo", all_gather_object=all_gather_object,
+                           all_reduce=all_reduce, barrier=lambda: None, destroy_process_group=lambda: None)
+    torch = SimpleNamespace(__version__="9.9.9-fake", distributed=dist, float32="f32",
+                            cuda=SimpleNamespace(device_count=lambda: gpus, set_device=lambda i: None,
+                                                 synchronize=lambda: None),
+                            empty=lambda n, dtype, device: _FakeTensor(n))
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "torch.distributed", dist)
+
+
+def _smoke(capsys, monkeypatch, argv, env):
+    from clustercert.remote import ddp_smoke
+
+    for k in ddp_smoke.ENV_KEYS:
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    rc = ddp_smoke.main(argv)
+    [rank] = parse("ddp-smoke", capsys.readouterr().out)["ranks"]
+    return rc, rank
+
+
+def test_ddp_smoke_script_judges_the_launch_torch_reports(capsys, monkeypatch):
+    """The smoke test's own checks, with torch's calls stood in for: a right launch passes with the sum torch
+    gave; too many processes per node, a world of the wrong size, a GPU backend with more ranks than GPUs and
+    a wrong sum each say what is wrong."""
+    args = ["--backend", "gloo", "--nnodes", "1", "--ranks-per-node", "1", "--steps", "2", "--numel", "8"]
+    _fake_torch(monkeypatch)
+    rc, r = _smoke(capsys, monkeypatch, args, {"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
+    assert rc == 0 and not r["problems"] and r["torch"] == "9.9.9-fake" and r["world_size"] == 1
+    assert r["allreduce"]["ok"] and r["allreduce"]["min"] == 1.0 and len(r["allreduce"]["step_ms"]) == 2
+    gathered = [{"rank": i, "local_rank": i % 3, "host": f"n{i // 3}"} for i in range(6)]
+    _fake_torch(monkeypatch, world=6, gathered=gathered)
+    rc, r = _smoke(capsys, monkeypatch, ["--backend", "gloo", "--nnodes", "2", "--ranks-per-node", "2"],
+                   {"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "3"})
+    assert rc == 1 and r["allreduce"]["ok"], r
+    assert "world size 6 (torch.distributed.get_world_size), expected 2 nodes x 2 ranks = 4" in r["problems"]
+    assert any(p.startswith("3 processes on ") and p.endswith("the profile expects 2 per node") for p in r["problems"])
+    _fake_torch(monkeypatch, gpus=2)
+    rc, r = _smoke(capsys, monkeypatch, ["--backend", "nccl", "--nnodes", "1", "--ranks-per-node", "4", "--gpus", "8"],
+                   {"LOCAL_RANK": "3", "LOCAL_WORLD_SIZE": "4"})
+    assert rc == 1 and r["problems"][0].startswith("torch sees 2 GPUs on ") and r["problems"][0].endswith("the profile says 8")
+    assert "local rank 3 has no GPU of its own" in r["problems"][1] and "more processes than GPUs" in r["problems"][1]
+    _fake_torch(monkeypatch, world=2, gathered=[{"rank": 0, "local_rank": 0, "host": "a"},
+                                                {"rank": 1, "local_rank": 0, "host": "b"}], add=0.5)
+    rc, r = _smoke(capsys, monkeypatch, ["--backend", "gloo", "--nnodes", "2", "--ranks-per-node", "1"],
+                   {"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
+    assert rc == 1 and r["problems"] == ["all_reduce of rank+1 over 2 ranks gave 3.5..3.5, expected 3"], r
+
+# ---- the reports show them ---------------------------------------------------------------------------
+
+def test_reports_show_the_training_checks(tmp_path):
+    """The five checks of issue 22 as certify records them (findings of the evaluators, links of the pair
+    probes) are in the HTML, JUnit and Markdown reports, each pair probe under its own all-rails or per-fabric
+    heading, and the certificate validates against its schema."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_certificate import NODES, sample_certificate
+
+    from clustercert.probes.evaluate import Measurement, eval_perftest
+    from clustercert.record import certificate as cc
+    from clustercert.report.files import write_reports
+
+    a, b = NODES[0], NODES[1]
+    bw = (Path(__file__).parent / "fixtures/perftest/ib_read_bw-a-report_gbits-client-result-excerpt.txt").read_text()
+    gdr = eval_perftest(Measurement("ib_write_bw_gdr", a, subject="GPU0-mlx5_0 loopback", fabric=0,
+                                    threshold="ib_write_bw_gdr_loopback"), H100.thresholds["ib_write_bw_gdr_loopback"],
+                        res(bw), 30)
+    nvl = workload.eval_nvlink_aggregate(a, H100.thresholds["nvlink_aggregate"], None, 30)  # no output: an error
+    ck = workload.eval_checkpoint(a, "/shared", 32, LAB.thresholds["checkpoint_write"], LAB.thresholds["checkpoint_read"],
+                                  res(fio_json(2e6, 4e8, written=4 << 20)), 30)
+    transport = _transport(_lab_lines(a, False) + _lab_lines(b, True), a, b)
+    ddp = workload.eval_ddp(a, b, LAB, 2, res("\n".join(ddp_line(rank=r, local_rank=r % 2, host=a if r < 2 else b)
+                                                        for r in range(4))), 60)
+    pair_gdr = eval_perftest(Measurement("ib_write_bw_gdr", a, b, subject=f"GPU0-mlx5_0 {a}->{b}", fabric=0,
+                                         threshold="ib_write_bw_gdr_pair"), H100.thresholds["ib_write_bw_gdr_pair"],
+                             res(bw), 30)
+    cert = sample_certificate()
+    for k in ("ib_write_bw_gdr_loopback", "ib_write_bw_gdr_pair", "nvlink_aggregate"):
+        t = H100.thresholds[k]
+        cert["thresholds"][k] = {"floor": t.floor, "ceiling": None, "unit": t.unit, "source": t.source}
+    cert["nodes"][a]["verdict"] = "fail"
+    cert["nodes"][a]["findings"] += [m.finding().to_json() for m in [gdr, *nvl, *ck]]
+    cert["nodes"][a]["findings"].append({"check": "storage.mounts", "status": "fail", "subject": "/shared",
+                                         "expected": "mounted", "observed": "not mounted", "evidence": ""})
+    for m in (transport, ddp, pair_gdr):
+        m.round = 1
+        cert["links"].append(m.link_record())
+    assert {(m.probe, m.status) for m in (transport, ddp)} == {("nccl_transport", "fail"), ("ddp_allreduce", "pass")}
+    from jsonschema import Draft202012Validator
+
+    from clustercert.report.documents import certify_document, schema_for
+
+    Draft202012Validator(schema_for("certify")).validate(certify_document(cert, "20240612T081403-abcdef", tmp_path, "/i"))
+    key, _ = cc.load_or_create_key(cc.init_key(tmp_path / "state"), tmp_path / "state")
+    paths = write_reports(cc.sign(cert, key), tmp_path / "out")
+    html_text, junit, summary = (paths[k].read_text() for k in ("html", "junit", "summary"))
+    for check in ("probe.ib_write_bw_gdr", "probe.nvlink_aggregate", "probe.checkpoint_write", "storage.mounts"):
+        assert check in html_text and check in junit and check in summary, check
+    for title in ("All rails · NCCL transport (NET/IB with GDRDMA)", "All rails · DDP smoke test (torchrun all_reduce step)",
+                  "Fabric 0 · ib_write_bw --use_cuda (GPUDirect RDMA bandwidth)"):
+        assert title in html_text, title
+    for probe in ("nccl_transport", "ddp_allreduce", "ib_write_bw_gdr"):
+        assert f'data-probe="{probe}"' in html_text and f".{probe}\"" in junit and f"| {probe} |" in summary, probe
+    assert "mlx5_0 without GDRDMA" in html_text and "mlx5_0 without GDRDMA" in junit
+    assert "no threshold recorded" not in html_text.split("ib_write_bw --use_cuda (GPUDirect RDMA bandwidth)")[1][:300]
