@@ -17,6 +17,9 @@ from clustercert.checks.drift import hardware_items
 from clustercert.model.evidence import CommandResult
 from clustercert.model.profile import load_profile
 
+# a site that lowers gpu.count to 1 says which GPU-NIC pair its GPUDirect probe measures (profile.gpudirect)
+ONE_GDR = {"pairs": [{"gpu": 0, "hca": "mlx5_0", "numa": 0}]}
+
 FIX = Path(__file__).parent / "fixtures"
 
 
@@ -139,12 +142,12 @@ def test_nic_affinity_unknown_nic_na_cell_no_mapping_and_bad_output():
 
 def test_profile_mapping_is_replaced_whole_and_a_gpu_beyond_the_count_is_an_error():
     # a site that lowers gpu.count (or replaces ib.hcas) keeps loading; the mapping is replaced whole
-    p = load_profile("a100-sxm-8x-hdr", {"gpu": {"count": 1}})
+    p = load_profile("a100-sxm-8x-hdr", {"gpu": {"count": 1}, "gpudirect": ONE_GDR})
     assert p.hardware is not None and p.hardware.nic_gpu["mlx5_7"] == 7
     assert load_profile("lab", {"hardware": {"nic_gpu": {"mlx5_1": 3}}}).hardware.nic_gpu == {"mlx5_1": 3}
     assert load_profile("lab", {"hardware": {"nvswitch_count": 2}}).hardware.nic_gpu == {"mlx5_0": 0, "mlx5_1": 4}
     # ... and gpu.nic_affinity says the mapping names a GPU the profile does not have: an error, never a pass
-    fs = hw_checks.nic_affinity(res(TOPO_12NIC), ctx("h100-sxm-8x-ndr", {"gpu": {"count": 1}}))
+    fs = hw_checks.nic_affinity(res(TOPO_12NIC), ctx("h100-sxm-8x-ndr", {"gpu": {"count": 1}, "gpudirect": ONE_GDR}))
     by = {f.subject: f for f in fs}
     assert by["mlx5_0"].status == "pass"
     assert by["mlx5_3"].status == "error" and "gpu.count is 1" in by["mlx5_3"].observed
