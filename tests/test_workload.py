@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -181,12 +182,66 @@ def test_nccl_pair_commands_print_info_lines_only_when_asked():
     assert cmd.nccl_pair_cleanup_cmd("t", True, cmd.DDP_JOB).startswith("scancel --name=clustercert-ddp-t ")
 
 
+def _fio_runs(line: str) -> list[list[str]]:
+    """The fio command lines of a checkpoint command (its shell words, split at ';')."""
+    runs, cur = [], []
+    for w in shlex.split(line.replace(";", " ; ")):
+        if w == ";":
+            runs.append(cur)
+            cur = []
+        else:
+            cur.append(w)
+    return [r for r in [*runs, cur] if r and r[0] == "fio"]
+
+
 def test_checkpoint_command():
     line = cmd.checkpoint_cmd("/shared/", "node01", 1024, 5)
-    words = shlex.split(line)
-    assert words[0] == "fio" and "--direct=1" in words and "--filename=/shared/.clustercert-checkpoint.node01" in words
-    assert words.index("--name=write") < words.index("--size=1024M") < words.index("--name=read")
-    assert "--stonewall" in words and "--unlink=1" in words and words.count("--runtime=5") == 2
+    write, read = _fio_runs(line)
+    for run in (write, read):
+        assert "--direct=1" in run and "--filename=/shared/.clustercert-checkpoint.node01" in run and "--runtime=5" in run
+    assert "--name=write" in write and "--size=1024M" in write and "--end_fsync=1" in write
+    assert "rm -f -- /shared/.clustercert-checkpoint.node01;" in line
+
+
+def test_checkpoint_command_gives_every_fio_job_its_size_and_reads_only_what_was_written():
+    """Lab, issue 22: the read job of the one fio run had no size (fio: 'read: you need to specify size=', error
+    22, exit 1) on every node. Every job now has one when its fio starts: the write the checkpoint's, the read
+    run (a second fio, started once the file exists) 100% of the file, so a write cut short by --runtime is
+    not laid out to full size before the read."""
+    for run in _fio_runs(cmd.checkpoint_cmd("/scratch", "node01", 32, 2)):
+        jobs = [i for i, w in enumerate(run) if w.startswith("--name=")]
+        glob = [w for w in run[:jobs[0]] if w.startswith("--size=")]
+        for a, b in zip(jobs, [*jobs[1:], len(run)], strict=True):
+            assert glob or any(w.startswith("--size=") for w in run[a:b]), (run[a], run)
+    write, read = _fio_runs(cmd.checkpoint_cmd("/scratch", "node01", 32, 2))
+    assert "--rw=read" in read and "--size=100%" in read and not any(w.startswith("--name=write") for w in read)
+
+
+def test_checkpoint_command_under_real_fio(tmp_path):
+    """The exact command, run by fio where it is installed (the lab image's extras layer has fio 3.33)."""
+    if not shutil.which("fio"):
+        pytest.skip("fio is not installed here")
+    p = subprocess.run(["sh", "-c", cmd.checkpoint_cmd(str(tmp_path), "n1", 4, 2)], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    rec = parse("fio-json", p.stdout)
+    assert [(j["name"], j["error"]) for j in rec["jobs"]] == [("write", 0), ("read", 0)]
+    assert rec["jobs"][0]["write"]["bytes"] == rec["jobs"][1]["read"]["bytes"] == 4 << 20
+    assert list(tmp_path.iterdir()) == []
+    ms = workload.eval_checkpoint("n1", str(tmp_path), 4, LAB.thresholds["checkpoint_write"],
+                                  LAB.thresholds["checkpoint_read"], res(p.stdout, stderr=p.stderr), 60)
+    assert all(m.status in ("pass", "fail") and m.value for m in ms), [(m.status, m.observed) for m in ms]
+
+
+def test_fio_parser_reads_the_write_and_the_read_runs():
+    one, two = fio_json(2e8, 4e8).split("\n", 1)[1], fio_json(2e8, 4e8).split("\n", 1)[1]
+    write = json.dumps({**json.loads(one), "jobs": json.loads(one)["jobs"][:1]})
+    read = json.dumps({**json.loads(two), "jobs": json.loads(two)["jobs"][1:]})
+    rec = parse("fio-json", "fio: note: a\n" + write + "\nfio: note: b\n" + read + "\n")
+    assert [j["name"] for j in rec["jobs"]] == ["write", "read"] and rec["messages"] == ["fio: note: a", "fio: note: b"]
+    assert rec["jobs"][1]["read"]["bw_bytes_per_s"] == 4e8
+    with pytest.raises(ParseError):
+        parse("fio-json", write + "\n{cut short")
 
 
 def test_ddp_launch_commands(tmp_path):
@@ -354,6 +409,24 @@ def test_checkpoint_against_its_floors():
     assert [m.status for m in failed] == ["error"] and "error 5" in failed[0].observed
 
 
+def test_checkpoint_a_failed_fio_job_names_fios_message():
+    """Lab, issue 22: fio exited 1 because its read job could not start, and the measurement said only that fio
+    exited with status 1. The job fio says failed is an error with fio's own message; the write it completed is
+    judged on its figures; a non-zero exit with both jobs whole stays an error for both."""
+    tw, tr = LAB.thresholds["checkpoint_write"], LAB.thresholds["checkpoint_read"]
+    doc = json.loads(fio_json(2e8, 0).split("\n", 1)[1])
+    doc["jobs"][1].update(error=22, read={"io_bytes": 0, "bw_bytes": 0, "runtime": 0})
+    err = "read: you need to specify size=\nfio: pid=0, err=22/file:filesetup.c:1155, func=total_file_size, error=Invalid argument\n"
+    ms = workload.eval_checkpoint("n", "/scratch", 32, tw, tr, res(json.dumps(doc), rc=1, stderr=err), 30)
+    assert [(m.subject, m.status) for m in ms] == [("/scratch write", "pass"), ("/scratch read", "error")]
+    assert "fio read job failed (error 22): read: you need to specify size=; fio: pid=0, err=22" in ms[1].observed
+    assert "exited with status 1" in ms[1].observed
+    whole = workload.eval_checkpoint("n", "/scratch", 32, tw, tr, res(fio_json(2e8, 4e8), rc=1, stderr="fio: oops\n"), 30)
+    assert [m.status for m in whole] == ["error", "error"] and all("exited with status 1" in m.observed for m in whole)
+    bare = workload.eval_checkpoint("n", "/x", 32, tw, tr, res("", rc=1, stderr=err), 30)
+    assert [m.status for m in bare] == ["error", "error"] and "you need to specify size=" in bare[1].observed
+
+
 def test_ddp_evaluation():
     good = "\n".join(ddp_line(rank=r, local_rank=r % 2, host=f"node0{1 + r // 2}") for r in range(4))
     m = workload.eval_ddp("node01", "node02", LAB, 2, res(good), 240)
@@ -429,6 +502,76 @@ def test_profile_sections_are_validated():
     one = validate_profile({**data, "storage": {**data["storage"], "scratch": {"mount": "/s", "fstype": "xfs",
                                                                                "nvme_devices": 8}}}, "p.yml")
     assert one.storage.scratch.fstype == ("xfs",)
+
+
+# torchrun 1.13 on both lab nodes at once (Debian 12's python3-torch under Python 3.11, default --redirects/--tee):
+# the two agents' tracebacks interleaved, as the lab's probe got them (trimmed)
+TORCHRUN_113_CRASH = """\
+WARNING:__main__:
+Traceback (most recent call last):
+Traceback (most recent call last):
+  File "/usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/api.py", line 162, in to_map
+    map[i] = val_or_map.get(i, Std.NONE)
+             ^^^^^^^^^^^^^^
+AttributeError: 'NoneType' object has no attribute 'get'
+^^^^^
+AttributeError: 'NoneType' object has no attribute 'get'
+"""
+
+
+def _std_from_str_113(vm: str):
+    """torch 1.13's torch.distributed.elastic.multiprocessing.api.Std.from_str, as Debian 12 ships it (torchrun
+    parses --redirects and --tee with it; both default to "0")."""
+    import enum
+    import re
+
+    class Std(enum.IntFlag):
+        NONE = 0
+        OUT = 1
+        ERR = 2
+        ALL = OUT | ERR
+
+    def to_std(v):
+        for s in Std:
+            if s == int(v):
+                return s
+        return None
+
+    if re.match(r"^[0123]$", vm):
+        return to_std(vm)
+    d = {}
+    for m in vm.split(","):
+        i, v = m.split(":")
+        d[int(i)] = to_std(v)
+    return d
+
+
+def test_lab_torchrun_launcher_gives_redirects_and_tee_that_torch_113_can_parse():
+    """Lab, issue 22: every lab pair's DDP smoke test failed with 0 ranks, torchrun itself stopping with
+    "AttributeError: 'NoneType' object has no attribute 'get'": under Python >= 3.11 iterating an IntFlag skips
+    its zero member, so torch 1.13's Std.from_str("0") (torchrun's default --redirects and --tee) is None. The
+    lab profile's launcher passes values it finds."""
+    opts = {w.split("=", 1)[0]: w.split("=", 1)[1] for w in LAB.ddp.launcher if w.startswith("--") and "=" in w}
+    for flag in ("--redirects", "--tee"):
+        value = opts.get(flag, "0")  # torchrun's default where the launcher does not say
+        assert _std_from_str_113(value) is not None, f"{flag}={value}: torch 1.13 under this Python reads it as None"
+    assert _std_from_str_113("0") is None  # the bug the launcher's flags avoid (Python >= 3.11, as Debian 12's)
+
+
+def test_ddp_evaluation_names_torchrun_stopping_before_any_rank():
+    """Lab, issue 22: with torchrun itself failing, the fail said "0 of 4 ranks reported; AttributeError: ..." on
+    one pair and, where one node's agent had died first, blamed the rendezvous ("Connection reset by peer") on the
+    other. The reason now names what torchrun stopped with, then the rendezvous."""
+    m = workload.eval_ddp("node01", "node02", LAB, 2, res(TORCHRUN_113_CRASH, rc=1), 240)
+    assert m.status == "fail"
+    assert m.observed == "torchrun stopped before any rank reported: AttributeError: 'NoneType' object has no attribute 'get'"
+    reset = TORCHRUN_113_CRASH + "RuntimeError: Connection reset by peer\n"
+    m = workload.eval_ddp("node03", "node04", LAB, 2, res(reset, rc=1), 240)
+    assert m.status == "fail" and m.observed.startswith("torchrun stopped before any rank reported: AttributeError")
+    assert "the rendezvous was not reached: RuntimeError: Connection reset by peer" in m.observed
+    # torchrun --tee=2 prefixes a rank's stderr with its role and local rank; the lines still read
+    rec = parse("ddp-smoke", "[default0]:Traceback (most recent call last):\n[default0]:ValueError: boom\n")
+    assert rec["exceptions"] == ["ValueError: boom"] and rec["errors"][0] == "Traceback (most recent call last):"
 
 
 # ---- the DDP smoke test itself, under real torchrun -------------------------------------------------------

@@ -178,14 +178,19 @@ CHECKPOINT_FILE = ".clustercert-checkpoint"
 
 
 def checkpoint_cmd(path: str, node: str, size_mib: int, runtime_s: int) -> str:
-    """fio writes a checkpoint-sized file to ``path`` with direct I/O (1 MiB blocks, fsync at the end),
-    then reads it back (the read job waits for the write: stonewall; its size is what was written) and
-    deletes it; each job stops after ``runtime_s`` seconds, so a slow path reports its bandwidth instead
-    of running out the probe's timeout. The file is named after the node: many nodes share a mount."""
-    f = f"{path.rstrip('/')}/{CHECKPOINT_FILE}.{node}"
-    return (f"fio --output-format=json --direct=1 --ioengine=psync --bs=1M --fallocate=none "
-            f"--filename={q(f)} --name=write --rw=write --size={q(size_mib)}M --runtime={q(runtime_s)} --end_fsync=1 "
-            f"--name=read --stonewall --rw=read --runtime={q(runtime_s)} --unlink=1")
+    """fio writes a checkpoint-sized file to ``path`` with direct I/O (1 MiB blocks, fsync at the end), then
+    a second fio reads back what was written (``--size=100%``: the file as the write left it) and the file
+    is deleted; each run stops after ``runtime_s`` seconds, so a slow path reports its bandwidth instead of
+    running out the probe's timeout. Two runs, not two jobs of one: every job of one fio needs its size
+    when fio starts (a read job without one fails, ``you need to specify size=``), and a read job given the
+    checkpoint's size first lays out, untimed, whatever part a slow write did not reach. Each prints its JSON
+    document (fio-json reads both); the exit status is the write's, else the read's. The file is named
+    after the node: many nodes share a mount."""
+    f = q(f"{path.rstrip('/')}/{CHECKPOINT_FILE}.{node}")
+    common = f"fio --output-format=json --direct=1 --ioengine=psync --bs=1M --fallocate=none --filename={f}"
+    return (f"{common} --name=write --rw=write --size={q(size_mib)}M --runtime={q(runtime_s)} --end_fsync=1; w=$?; "
+            f"{common} --name=read --rw=read --size=100% --runtime={q(runtime_s)}; r=$?; rm -f -- {f}; "
+            '[ "$w" = 0 ] && exit "$r"; exit "$w"')
 
 
 DDP_JOB = "ddp"

@@ -196,27 +196,53 @@ def eval_nvlink_aggregate(node: str, t: Threshold, res: CommandResult | None, ti
 
 # ---- checkpoint storage -------------------------------------------------------------------------------
 
+def _fio_says(rec: dict | None, res: CommandResult | None, job: str) -> str:
+    """fio's own words about a failed job (its stderr and the lines around its JSON): the lines naming
+    the job first (``read: you need to specify size=``), then its ``fio: ... err=`` lines; '' when none."""
+    lines = [ln.strip() for ln in ((res.stderr if res is not None else "").splitlines()
+                                   + list((rec or {}).get("messages") or [])) if ln.strip()]
+    mine = [ln for ln in lines if ln.startswith(f"{job}:")]
+    errs = [ln for ln in lines if ln.startswith("fio:") and ("err=" in ln or "error" in ln) and ln not in mine]
+    return "; ".join(dict.fromkeys(mine + errs))[:400]
+
+
 def eval_checkpoint(node: str, path: str, size_mib: int, tw: Threshold | None, tr: Threshold | None,
                     res: CommandResult | None, timeout: float) -> list[Measurement]:
     """fio's write and read-back of the checkpoint on ``path``: GB/s (10^9 bytes/s) against the floors.
-    A path fio could not write or read is an error naming fio's message."""
+    A job fio could not run is an error naming fio's message; where fio exited non-zero, a job its JSON
+    shows complete (error 0, data moved) is still judged, the others are errors."""
     out = []
     rec, why = _outcome(res, timeout, "fio-json", "fio")
+    exited = res is not None and why is not None and why.startswith("exited with status")
+    if exited:  # fio stopped part way: what its JSON says of each job, where it printed any
+        try:
+            parsed = parse("fio-json", res.stdout)
+        except ParseError:
+            parsed = None
+        # judged job by job where a job says it failed; a non-zero exit with both jobs whole stays an error
+        named = {j["name"]: j for j in parsed["jobs"]} if parsed is not None else {}
+        if parsed is not None and any(n not in named or named[n]["error"] or not named[n][n]["bytes"]
+                                      for n in ("write", "read")):
+            rec, why = parsed, None
     for job, t, key in (("write", tw, "checkpoint_write"), ("read", tr, "checkpoint_read")):
         if t is None:
             continue
         m = Measurement("checkpoint_write", node, subject=f"{path} {job}", threshold=key, relative=False)
         if why:
-            m.status, m.observed, m.expected = "error", why, bound_text(t)
+            says = _fio_says(None, res, job) if exited else ""
+            m.status, m.observed, m.expected = "error", why + (f"; fio: {says}" if says else ""), bound_text(t)
             m.evidence = _excerpt(res) + (f"\n{res.stderr.strip()[-500:]}" if res is not None and res.stderr.strip() else "")
             out.append(m)
             continue
         j = next((x for x in rec["jobs"] if x["name"] == job), None)
         if j is None or j["error"] or not j[job]["bytes"]:
+            says = _fio_says(rec, res, job)
             m.status, m.expected = "error", bound_text(t)
             m.observed = (f"fio {job} job {'missing' if j is None else 'failed (error ' + str(j['error']) + ')'}"
                           if j is None or j["error"] else f"fio {job} job moved no data")
-            m.evidence = "\n".join(rec["messages"]) or _excerpt(res)
+            m.observed += (f": {says}" if says else "") + (f" (fio exited with status {res.rc})" if exited else "")
+            m.evidence = "\n".join([*rec["messages"], *(res.stderr.strip().splitlines()[-8:] if res is not None else [])]) \
+                or _excerpt(res)
             out.append(m)
             continue
         d = j[job]
@@ -272,6 +298,8 @@ def eval_ddp(a: str, b: str, profile: Profile, nproc: int, res: CommandResult | 
                 problems.append(e)
     if nproc != want and not any("LOCAL_WORLD_SIZE" in p for p in problems):
         problems.insert(0, f"launched with --nproc_per_node={nproc}, the profile expects {want} per node")
+    if not ranks and rec.get("exceptions"):  # torchrun itself stopped (on either node) before any rank ran
+        problems.append("torchrun stopped before any rank reported: " + "; ".join(rec["exceptions"][:3]))
     if rec["rendezvous_unreachable"] and not ranks:
         problems.append("the rendezvous was not reached: " + next(
             (e for e in rec["errors"] if "endezvous" in e or "socket" in e or "onnect" in e), rec["errors"][0]))
