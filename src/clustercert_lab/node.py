@@ -421,6 +421,18 @@ def _add_line(path: Path, name: str, line: str) -> None:
         path.write_text(text + ("" if not text or text.endswith("\n") else "\n") + line + "\n")
 
 
+def _authorise(path: Path, key: str) -> None:
+    """``key`` in the authorized_keys file ``path``, kept beside every key already there: the lab's key is
+    one of a node's authorised keys, not the only one (the cluster_ssh role adds the cluster key, and a
+    `lab up` of a running lab must not take it away)."""
+    key = key.strip()
+    text = path.read_text() if path.exists() else ""
+    if key in (ln.strip() for ln in text.splitlines()):
+        path.chmod(0o600)
+        return
+    _write(path, text + ("" if not text or text.endswith("\n") else "\n") + key + "\n", 0o600)
+
+
 def ensure_lab_user(root: Path, authorized_key: str) -> None:
     """The operator account in a node's (mounted) root: passwd/shadow/group entries (no password: key login
     only), a home with the lab's key authorised, and password-less sudo."""
@@ -433,7 +445,7 @@ def ensure_lab_user(root: Path, authorized_key: str) -> None:
     home = root / "home" / LAB_USER
     ssh = home / ".ssh"
     ssh.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _write(ssh / "authorized_keys", authorized_key.strip() + "\n", 0o600)
+    _authorise(ssh / "authorized_keys", authorized_key)
     for path, mode in ((home, 0o750), (ssh, 0o700)):
         path.chmod(mode)
     for path in (home, ssh, ssh / "authorized_keys"):
@@ -460,7 +472,7 @@ def personalise(handle: NodeHandle, all_nodes: dict[str, int], authorized_key: s
     ssh_dir = root / "root/.ssh"
     ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     ssh_dir.chmod(0o700)
-    _write(ssh_dir / "authorized_keys", authorized_key.strip() + "\n", 0o600)
+    _authorise(ssh_dir / "authorized_keys", authorized_key)
     ensure_lab_user(root, authorized_key)
     for fname, text in networkd_files(handle.index).items():
         _write(root / "etc/systemd/network" / fname, text)

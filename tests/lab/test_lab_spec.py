@@ -158,3 +158,19 @@ def test_node_network_config():
     assert "Name=eth0" in files["10-eth0.network"] and "Address=10.250.0.12/24" in files["10-eth0.network"]
     assert "Address=10.251.0.12/24" in files["00-lab-ib0.network"]
     assert "Address=10.252.0.12/24" in files["00-lab-ib1.network"]
+
+
+def test_lab_key_is_added_beside_the_keys_a_node_already_authorises(tmp_path):
+    """`lab up` of a running lab personalises every node again: root's authorized_keys keeps the cluster key
+    the cluster_ssh role added (without it, mpirun between nodes was refused after the next module's up)."""
+    ak = tmp_path / "root/.ssh/authorized_keys"
+    ak.parent.mkdir(parents=True)
+    ak.write_text("ssh-ed25519 AAAAlab clustercert-lab\nssh-ed25519 AAAAcluster clustercert-cluster\n")
+    node._authorise(ak, "ssh-ed25519 AAAAlab clustercert-lab\n")
+    assert ak.read_text().splitlines() == ["ssh-ed25519 AAAAlab clustercert-lab",
+                                           "ssh-ed25519 AAAAcluster clustercert-cluster"]
+    ak.write_text("ssh-ed25519 AAAAcluster clustercert-cluster")  # no final newline
+    node._authorise(ak, "ssh-ed25519 AAAAlab clustercert-lab")
+    assert ak.read_text().splitlines() == ["ssh-ed25519 AAAAcluster clustercert-cluster",
+                                           "ssh-ed25519 AAAAlab clustercert-lab"]
+    assert ak.stat().st_mode & 0o777 == 0o600
