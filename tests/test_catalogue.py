@@ -49,7 +49,7 @@ def _emitted_probe_ids() -> set[str]:
 def test_catalogue_checks_are_the_registry():
     reg = registry()
     assert {e.id: e.component for e in catalogue.CHECKS} == reg
-    assert len([i for i in reg if i != "ib.bond_failover"]) == 34
+    assert len([i for i in reg if i != "ib.bond_failover"]) == 40
     assert _emitted_check_ids() == set(reg), _emitted_check_ids() ^ set(reg)
     assert [e.id for e in catalogue.CHECKS if e.disruptive] == ["ib.bond_failover"]
 
@@ -113,12 +113,15 @@ def test_catalogue_agrees_with_the_lab_fault_table():
     proofs = {(e.id, p.fault): p for e in catalogue.ENTRIES for p in e.proofs}
     for v, ps in catalogue.VERDICT_PROOFS.items():
         proofs |= {(v, p.fault): p for p in ps}
+    for item, ps in catalogue.DRIFT_PROOFS.items():  # drift items (kind hardware) a lab fault shows
+        assert item in catalogue.DRIFT_ITEM_IDS, item
+        proofs |= {(item, p.fault): p for p in ps}
     for kind, fk in FAULTS.items():
         assert (fk.check, kind) in proofs, f"lab fault {kind} (check {fk.check}) is not in the catalogue"
     for (check, kind), p in proofs.items():
         assert kind in FAULTS, (check, kind)
         assert set(p.params) <= set(FAULTS[kind].params), (check, kind, p.params)
-        assert p.status in ("fail", "error", "unreachable")
+        assert p.status in ("fail", "error", "unreachable") or (check in catalogue.DRIFT_PROOFS and p.status == "hardware")
         if FAULTS[kind].check != check:
             assert p.test, f"{check} <- {kind}: the lab's table names {FAULTS[kind].check}; say which lab test shows it"
         if p.test:
@@ -228,6 +231,13 @@ def test_every_lab_proof_is_asserted_by_the_lab_test_it_names():
             probe = e.id.removeprefix("probe.")
             assert e.id in text or (probe in PAIR_THRESHOLD and f'"{probe}' in text), f"{p.test} does not assert {e.id}"
             assert f'"{p.status}"' in text, f"{p.test} does not assert {e.id} {p.status}"
+    for item, ps in catalogue.DRIFT_PROOFS.items():  # a drift item: the test injects the fault, asserts item and kind
+        for p in ps:
+            assert p.fault in cases, (item, p.fault)
+            path, _, name = p.test.partition("::")
+            text = _test_text(path, name)
+            assert re.search(rf'\.fault\([^)]*"{p.fault}"', text), f"{p.test} does not inject {p.fault}"
+            assert f'"{item}"' in text and f'"{p.status}"' in text, f"{p.test} does not assert a {p.status} item {item}"
 
 
 def test_the_fault_matrices_assert_nothing_the_catalogue_does_not_list():

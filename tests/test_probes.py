@@ -12,6 +12,7 @@ import pytest
 from clustercert.collect import ssh
 from clustercert.model.evidence import CommandResult, NodeEvidence
 from clustercert.model.profile import load_profile
+from clustercert.probes.commands import dcgmi_diag_cmd
 from clustercert.probes.evaluate import Measurement, apply_outlier_rule, eval_nccl, eval_perftest
 from clustercert.probes.judge import ThresholdJudge
 from clustercert.probes.plan import ProbeSettings
@@ -265,10 +266,11 @@ DIAG = load_profile("h100-sxm-8x-ndr").dcgm_diag
 
 
 def test_dcgmi_diag_pass_fail_per_test():
-    from clustercert.probes.commands import dcgmi_diag_cmd
+    from clustercert.probes.commands import dcgmi_diag_label
     from clustercert.probes.evaluate import eval_dcgmi_diag
 
-    assert DIAG.level == 2 and dcgmi_diag_cmd(DIAG.level) == "dcgmi diag -r 2"
+    assert DIAG.level == 2 and dcgmi_diag_label(DIAG.level) == "dcgmi diag -r 2"
+    assert "dcgmi diag -r 2 -j;;" in dcgmi_diag_cmd(DIAG.level)  # -j where the node's DCGM prints JSON
     ok = (FIX / "dcgmi" / "diag-r2-dcgm4.4.2-per-gpu-format-pass.txt").read_text()
     ms = eval_dcgmi_diag("n1", DIAG, res(ok), 900)
     assert len(ms) == 1 and ms[0].status == "pass" and ms[0].subject == "dcgmi diag -r 2"
@@ -468,7 +470,7 @@ def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the
     assert tool_seconds(ms) == 3.0 + 1.0 + 1.0  # the rails and NCCL at once, the rest one after another
     script, limit = asked["nccl"]
     assert "all_reduce_perf -b 8 -e 8G -f 2 -g 8" in script and "utilization.gpu" in script and limit == 22
-    assert asked["dcgmi_diag"] == ("dcgmi diag -r 2", 900)
+    assert asked["dcgmi_diag"] == (dcgmi_diag_cmd(2), 900)
     by = {}
     for m in ms:
         by.setdefault(m.probe, []).append(m)

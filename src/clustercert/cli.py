@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     _verb(sub, "validate", "run the testinfra validators on every node",
           """\
-          Run the validators (gpu, driver, rdma, ib, bond, container, tuning, time, packages) on every node in parallel.
+          Run the validators (gpu, driver, rdma, ib, bond, container, tuning, time, packages, hardware) on every node in
+          parallel; the cluster-wide ones (ib.firmware_uniform, gpu.vbios_uniform) then compare the nodes.
           --checks and --skip take check ids and component names (`clustercert checks` lists them).
           --disruptive (opt-in, never the default) then runs the bond failover test (ib.bond_failover) on one node
           after the other: the active slave goes down, the other must take over within miimon x 3 with a peer

@@ -69,6 +69,8 @@ def _p(*params: Param) -> dict[str, Param]:
 
 
 GPU = Param("gpu", int, 0)
+NVLINK_CRC_ADDED, NVLINK_REPLAY_ADDED = 1000, 150  # nvlink_crc_errors: above the profiles' ceilings of 100
+FABRIC_ERROR = "Timeout"  # gpu_fabric_degraded: the NVML error string its fabric status shows (nvmlErrorString)
 HCA = Param("hca", str, None)
 PORT = Param("port", int, 1)
 
@@ -123,6 +125,22 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in [
     FaultKind("package_drift", _p(Param("package", str, "libnccl2", tuple(DRIFT_FAMILIES)), Param("version", str, None)),
               "packages.pinned", False,
               "apt-get installs the other version of PACKAGE from the lab repo (as an unattended upgrade would)"),
+    FaultKind("nvlink_crc_errors", _p(GPU, Param("port", int, 0)), "gpu.nvlink_errors", True,
+              f"NVLink link PORT of the GPU counts +{NVLINK_CRC_ADDED} CRC errors and +{NVLINK_REPLAY_ADDED} replays "
+              "(nvidia-smi nvlink -e, dcgmi nvlink -e)"),
+    FaultKind("hca_moved", _p(HCA), "gpu.nic_affinity", True,
+              "the HCA sits in a slot of the other CPU socket, under no GPU's PCIe switch (nvidia-smi topo -m: SYS to "
+              "the GPU it should sit beside)"),
+    FaultKind("pcie_device_missing", {}, "hw.pcie_manifest", True,
+              "the node's last NVSwitch is gone from the PCIe bus (lspci lists one fewer)"),
+    FaultKind("hca_firmware_odd", _p(HCA, Param("version", str, None)), "ib.firmware_uniform", True,
+              "the HCA runs another firmware (sysfs fw_ver, ibv_devinfo); default: its minor version - 1"),
+    FaultKind("gpu_vbios_odd", _p(GPU, Param("version", str, None)), "gpu.vbios_uniform", True,
+              "the GPU runs another VBIOS (nvidia-smi); default: its last group + 1"),
+    FaultKind("gpu_fabric_degraded", _p(GPU), "gpu.fabric_state", True,
+              f"the GPU's NVLink fabric registration completes with status '{FABRIC_ERROR}' (nvidia-smi -q Fabric)"),
+    FaultKind("gpu_swapped", _p(GPU), "hardware.gpu", True,
+              "the GPU in that slot is another board: a new serial number and UUID (nvidia-smi, dcgmi)"),
 ]}
 
 
@@ -150,7 +168,7 @@ def _convert(p: Param, value: Any) -> Any:
     return str(value)
 
 
-def validate(kind: str, params: dict, hw: dict) -> dict:
+def validate(kind: str, params: dict, hw: dict, healing: bool = False) -> dict:
     """Normalised params for ``kind`` on the node described by ``hw``; ValueError('<param>: <reason>')."""
     if kind not in FAULTS:
         raise ValueError(f"kind: unknown fault kind {kind!r} (known: {', '.join(sorted(FAULTS))})")
@@ -170,7 +188,7 @@ def validate(kind: str, params: dict, hw: dict) -> dict:
             out["gpu"] = len(gpus) - 1
         if not 0 <= out["gpu"] < len(gpus):
             raise ValueError(f"gpu: {out['gpu']} is not a GPU index of this node (0..{len(gpus) - 1})")
-    if kind == "nvlink_down":
+    if kind in ("nvlink_down", "nvlink_crc_errors"):
         links = gpus[out["gpu"]]["nvlink"]["links"]
         if not 0 <= out["port"] < links:
             raise ValueError(f"port: NVLink link {out['port']} does not exist (0..{links - 1})")
@@ -182,8 +200,24 @@ def validate(kind: str, params: dict, hw: dict) -> dict:
             raise ValueError(f"hca: {out['hca']!r} is not an HCA of this node (known: {', '.join(names)})")
         hca = next(h for h in hcas if h["name"] == out["hca"])
         ports = [pt["port"] for pt in hca["ports"]]
-        if out["port"] not in ports:
+        if "port" in out and out["port"] not in ports:
             raise ValueError(f"port: {out['hca']} has no port {out['port']} (ports: {ports})")
+    if kind == "hca_firmware_odd":
+        fw = next(h for h in hcas if h["name"] == out["hca"])["fw_ver"]
+        if out["version"] is None:
+            major, minor, *rest = fw.split(".")
+            out["version"] = ".".join([major, str(int(minor) - 1 if int(minor) > 0 else 1), *rest])
+        if out["version"] == fw and not healing:  # healing: the node runs the fault's version, as it should
+            raise ValueError(f"version: {fw} is the firmware {out['hca']} runs already")
+    if kind == "gpu_vbios_odd":
+        vbios = gpus[out["gpu"]]["vbios_version"]
+        if out["version"] is None:
+            head, _, last = vbios.rpartition(".")
+            out["version"] = f"{head}.{(int(last, 16) + 1) % 256:02X}"
+        if out["version"] == vbios and not healing:
+            raise ValueError(f"version: {vbios} is the VBIOS GPU {out['gpu']} runs already")
+    if kind == "pcie_device_missing" and not [s for s in hw.get("nvswitches", []) if s.get("on_bus", True)]:
+        raise ValueError("kind: pcie_device_missing takes an NVSwitch off the bus: this node has none")
     if kind == "ib_port_rate_degraded":
         if out["rate"] not in IB_RATES:
             raise ValueError(f"rate: {out['rate']} is not an InfiniBand rate ({', '.join(map(str, IB_RATES))})")
@@ -302,6 +336,72 @@ def _apply_hw(hw: dict, kind: str, p: dict, key: str) -> None:
     elif kind == "probe_hang":
         if p["tool"] not in hw["hanging_tools"]:
             hw["hanging_tools"].append(p["tool"])
+    else:
+        _apply_evidence_fault(hw, kind, p, saved, key)
+
+
+def _apply_evidence_fault(hw: dict, kind: str, p: dict, saved: dict, key: str) -> None:
+    """The faults of the hardware evidence checks (issue 21): NVLink error counters, an HCA's slot, an NVSwitch
+    off the bus, odd firmware/VBIOS, a degraded fabric registration, a swapped GPU. ``saved[key]``: what heal
+    puts back."""
+    if kind == "nvlink_crc_errors":
+        nv = _gpu(hw, p["gpu"])["nvlink"]
+        saved[key] = {"errors": copy.deepcopy(nv.get("errors"))}
+        link = nv.setdefault("errors", {}).setdefault(str(p["port"]), {"crc": 0, "replay": 0, "recovery": 0})
+        link["crc"] = link.get("crc", 0) + NVLINK_CRC_ADDED
+        link["replay"] = link.get("replay", 0) + NVLINK_REPLAY_ADDED
+    elif kind == "hca_moved":
+        h = next(h for h in hw["hcas"] if h["name"] == p["hca"])
+        saved[key] = {k: h[k] for k in ("numa_node", "switch_gpu") if k in h}
+        numas = sorted({g["numa_node"] for g in hw["gpus"]} | {h["numa_node"]})
+        h["numa_node"] = next((n for n in numas if n != h["numa_node"]), h["numa_node"])
+        h["switch_gpu"] = None
+    elif kind == "pcie_device_missing":
+        sw = [s for s in hw["nvswitches"] if s.get("on_bus", True)][-1]
+        saved[key] = {"index": sw["index"], "had_flag": "on_bus" in sw}
+        sw["on_bus"] = False
+    elif kind == "hca_firmware_odd":
+        h = next(h for h in hw["hcas"] if h["name"] == p["hca"])
+        saved[key] = {"fw_ver": h["fw_ver"]}
+        h["fw_ver"] = p["version"]
+    elif kind == "gpu_vbios_odd":
+        g = _gpu(hw, p["gpu"])
+        saved[key] = {"vbios_version": g["vbios_version"]}
+        g["vbios_version"] = p["version"]
+    elif kind == "gpu_fabric_degraded":
+        _gpu(hw, p["gpu"])["fabric_error"] = FABRIC_ERROR
+    elif kind == "gpu_swapped":
+        g = _gpu(hw, p["gpu"])
+        saved[key] = {"uuid": g["uuid"], "serial": g["serial"]}
+        g["uuid"] = hardware.gpu_uuid(f"{hw['node']}/swapped", p["gpu"])
+        g["serial"] = hardware.gpu_serial(f"{hw['node']}/swapped", p["gpu"])
+
+
+def _heal_evidence_fault(hw: dict, kind: str, p: dict, saved: dict | None) -> None:
+    if kind == "nvlink_crc_errors" and saved:
+        nv = _gpu(hw, p["gpu"])["nvlink"]
+        if saved["errors"] is None:
+            nv.pop("errors", None)
+        else:
+            nv["errors"] = saved["errors"]
+    elif kind == "hca_moved" and saved:
+        h = next(h for h in hw["hcas"] if h["name"] == p["hca"])
+        h.pop("switch_gpu", None)
+        h.update(saved)
+    elif kind == "pcie_device_missing" and saved:
+        sw = next(s for s in hw["nvswitches"] if s["index"] == saved["index"])
+        if saved["had_flag"]:
+            sw["on_bus"] = True
+        else:
+            sw.pop("on_bus", None)
+    elif kind == "hca_firmware_odd" and saved:
+        next(h for h in hw["hcas"] if h["name"] == p["hca"]).update(saved)
+    elif kind == "gpu_vbios_odd" and saved:
+        _gpu(hw, p["gpu"]).update(saved)
+    elif kind == "gpu_fabric_degraded":
+        _gpu(hw, p["gpu"]).pop("fabric_error", None)
+    elif kind == "gpu_swapped" and saved:
+        _gpu(hw, p["gpu"]).update(saved)
 
 
 def _heal_hw(hw: dict, kind: str, p: dict, key: str) -> None:
@@ -333,6 +433,8 @@ def _heal_hw(hw: dict, kind: str, p: dict, key: str) -> None:
     elif kind == "probe_hang":
         if p["tool"] in hw["hanging_tools"]:
             hw["hanging_tools"].remove(p["tool"])
+    else:
+        _heal_evidence_fault(hw, kind, p, saved)
 
 
 def _node_exec(node, argv: list[str], timeout: float = 900) -> str:
@@ -411,7 +513,7 @@ def apply(node, kind: str, params: dict) -> None:
 def heal(node, kind: str, params: dict) -> None:
     """Undo ``kind`` on ``node``; returns once the node shows it healed."""
     hw = hardware.load(node.sim_dir)
-    p = validate(kind, params, hw)
+    p = validate(kind, params, hw, healing=True)
     key = _key(kind, p)
     if kind == "node_down":
         node.power_on()

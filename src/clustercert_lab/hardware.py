@@ -74,6 +74,8 @@ IB_REFERENCES: dict[int, dict] = {
 }
 IB_SPEED_NAME = {400: "NDR", 200: "HDR", 100: "EDR", 56: "FDR", 40: "QDR"}
 IB_HCA_PART = {400: ("MT4129", "28.43.1014", "MT_0000000838"), 200: ("MT4123", "20.41.1000", "MT_0000000223")}
+# the HCA's PCIe link (lspci) by rate: ConnectX-7 NDR on Gen5 x16, ConnectX-6 HDR on Gen4 x16
+IB_HCA_PCIE = {400: (5, 16), 200: (4, 16)}
 GPU_PCI = {
     "NVIDIA H100 80GB HBM3": {"device_id": "0x233010DE", "sub_id": "0x16C110DE", "vbios": "96.00.99.00.01",
                               "board_part": "692-2G520-0200-000", "gpu_part": "2330-885-A1", "power_w": 700,
@@ -106,6 +108,14 @@ def gpu_uuid(node_name: str, index: int) -> str:
 
 def gpu_serial(node_name: str, index: int) -> str:
     return "1650" + str(int(_digest("gpu-serial", node_name, index)[:12], 16))[-9:].rjust(9, "0")
+
+
+def board_serials(node_name: str) -> dict[str, str]:
+    """The node's system, baseboard and chassis serial numbers and system UUID (dmidecode)."""
+    h = _digest("board", node_name)
+    return {"system_serial": f"LAB{int(h[0:10], 16) % 10**9:09d}", "baseboard_serial": f"LBB{int(h[10:20], 16) % 10**9:09d}",
+            "chassis_serial": f"LCH{int(h[20:30], 16) % 10**9:09d}",
+            "uuid": f"{h[32:40]}-{h[40:44]}-{h[44:48]}-{h[48:52]}-{h[52:64]}"}
 
 
 def hca_guid(node_name: str, hca: str) -> str:
@@ -142,6 +152,7 @@ def build(profile: dict, node_name: str, node_index: int, spec: dict | None = No
     refs = REFERENCES.get(model, REFERENCES["NVIDIA H100 80GB HBM3"])
     gpus = _gpus(profile, node_name, model, refs)
     hcas = _hcas(profile, node_name, node_index)
+    _place_hcas(gpus, hcas)
     ib_rate = max((h["ports"][0]["rate_gbit_per_s"] for h in hcas), default=400)
     ib_refs = IB_REFERENCES.get(ib_rate, IB_REFERENCES[400])
     return {
@@ -152,6 +163,7 @@ def build(profile: dict, node_name: str, node_index: int, spec: dict | None = No
         "index": int(node_index),
         "profile": profile.get("name", "lab"),
         "driver": _driver(profile),
+        "board": {"manufacturer": "clustercert lab", "product": f"simulated HGX {model} node", **board_serials(node_name)},
         "gpus": gpus,
         "nvswitches": _nvswitches(profile, model, len(gpus)),
         "hcas": hcas,
@@ -214,7 +226,8 @@ def _gpu(profile: dict, node_name: str, model: str, refs: dict, i: int, numa_nod
         "pcie": {"gen_max": pcie_gen, "gen_current": pcie_gen, "width_max": pcie_width,
                  "width_current": pcie_width, "replays": 0},
         "nvlink": {"links": int(_get(profile, "gpu", "nvlink_links_per_gpu", default=18)),
-                   "speed_gbyte_per_s": refs["nvlink_link_gbyte_per_s"]["value"], "down": []},
+                   "speed_gbyte_per_s": refs["nvlink_link_gbyte_per_s"]["value"], "down": [],
+                   "errors": {}},  # link -> {crc, replay, recovery} counters (nvidia-smi nvlink -e); absent: 0
         "ecc": {"mode": "Enabled", "volatile": _ecc_zero(), "aggregate": _ecc_zero()},
         "retired_pages": {"single_bit": 0, "double_bit": 0, "pending": False},
         "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False,
@@ -239,8 +252,19 @@ def _nvswitches(profile: dict, model: str, gpu_count: int) -> list[dict]:
     if not _has_nvswitch(profile):
         return []
     device = GPU_PCI.get(model, GPU_PCI["NVIDIA H100 80GB HBM3"])["nvswitch_device"]
-    return [{"index": s, "bus_id": f"00000000:{NVSWITCH_BUSES[s]}:00.0", "device_id": device}
+    return [{"index": s, "bus_id": f"00000000:{NVSWITCH_BUSES[s]}:00.0", "device_id": device, "on_bus": True}
             for s in range(4 if gpu_count >= 8 else 0)]
+
+
+def _place_hcas(gpus: list[dict], hcas: list[dict]) -> None:
+    """Each HCA's PCIe switch: the one of the first GPU of its NUMA node no HCA took before it (``switch_gpu``;
+    None: a switch of its own). nvidia-smi topo -m shows the HCA PIX to that GPU."""
+    taken: set[int] = set()
+    for h in hcas:
+        cand = [g["index"] for g in gpus if g["numa_node"] == h["numa_node"] and g["index"] not in taken]
+        h["switch_gpu"] = cand[0] if cand else None
+        if cand:
+            taken.add(cand[0])
 
 
 def _hcas(profile: dict, node_name: str, node_index: int) -> list[dict]:
@@ -266,6 +290,7 @@ def _hca(h: dict, n: int, node_name: str, node_index: int, link_layer: str, numa
         "sys_image_guid": guid,
         "bus_id": f"0000:{HCA_BUSES[n % len(HCA_BUSES)].lower()}:00.0",
         "numa_node": numa_node,
+        "pcie": {"gen": IB_HCA_PCIE.get(rate, (5, 16))[0], "width": IB_HCA_PCIE.get(rate, (5, 16))[1]},
         "ports": [{
             "port": int(h.get("port", 1)),
             "state": "ACTIVE",

@@ -28,6 +28,7 @@ from clustercert_lab.sim import wrapper
 SIM_NOTE = "clustercert lab simulation: installs a simulated tool, no real driver or hardware support"
 LIB = "/usr/lib/x86_64-linux-gnu"
 KEY_UID = "clustercert lab repository <lab-repo@clustercert.invalid>"
+DCGM_VERSION = "3.3.9"  # the simulated dcgmi prints this version and, for diag -j, its JSON layout (3.x)
 
 
 @dataclass
@@ -196,8 +197,9 @@ def tool_packages(nccl_v: str, cuda: str) -> list[Pkg]:
              "alltoall_perf", "sendrecv_perf")
     return [
         # like the real package: the host engine's unit is installed, not enabled (the nccl_tools role enables it)
-        Pkg("datacenter-gpu-manager", "1:3.3.9", f"NVIDIA Data Center GPU Manager (DCGM) - {SIM_NOTE}", [],
-            {"/usr/bin/dcgmi": (wrapper("dcgmi", "simulated dcgmi"), 0o755),
+        Pkg("datacenter-gpu-manager", f"1:{DCGM_VERSION}", f"NVIDIA Data Center GPU Manager (DCGM) - {SIM_NOTE}", [],
+            {"/usr/bin/dcgmi": (wrapper("dcgmi", "simulated dcgmi", {"CLUSTERCERT_LAB_DCGM_VERSION": DCGM_VERSION}),
+                                0o755),
              "/usr/bin/nv-hostengine": (wrapper("nv-hostengine", "simulated DCGM host engine"), 0o755),
              "/lib/systemd/system/nvidia-dcgm.service": (_unit(
                  "NVIDIA DCGM service (clustercert lab simulation)",

@@ -1,5 +1,5 @@
-"""Certify on a bootstrapped lab of 8 (root): healthy -> certified, its report renders in headless
-Chromium; a slow link and a missing GPU are caught and localised; a hung probe is a timed error
+"""Certify on a bootstrapped lab of 8 (root): healthy -> certified, with each node's hardware identity, its
+report renders in headless Chromium; a slow link and a missing GPU are caught and localised; a hung probe is a timed error
 leaving no process; a node dying mid-run; `clustercert probe` runs the probes alone."""
 
 from __future__ import annotations
@@ -64,6 +64,19 @@ def test_healthy_lab_is_certified_and_verifiable(lab8, tmp_path):
         assert all(f["status"] == "pass" and f["value"] >= 70 for f in util), (n, util)
         diag = [f for f in v["findings"] if f["check"] == "probe.dcgmi_diag"]
         assert [(f["subject"], f["status"]) for f in diag] == [("dcgmi diag -r 2", "pass")], (n, diag)
+    # issue 21.5: what was certified, per node -- GPU serials and UUIDs, HCA GUIDs and firmware, board and chassis
+    # serials (dmidecode), the NVSwitch count -- every part told apart from every other node's
+    serials, guids, boards = set(), set(), set()
+    for n, v in cert["nodes"].items():
+        hw = v["hardware"]
+        assert len(hw["gpus"]) == 8 and all(g["serial"] and g["uuid"].startswith("GPU-") for g in hw["gpus"]), (n, hw)
+        assert [h["name"] for h in hw["hcas"]] == ["mlx5_0", "mlx5_1"], (n, hw)
+        assert all(h["node_guid"] and h["fw_ver"] for h in hw["hcas"]), (n, hw)
+        assert hw["board"]["system_serial"] and hw["board"]["chassis_serial"] and hw["nvswitch_count"] == 4, (n, hw)
+        serials |= {g["serial"] for g in hw["gpus"]} | {g["uuid"] for g in hw["gpus"]}
+        guids |= {h["node_guid"] for h in hw["hcas"]}
+        boards.add(hw["board"]["system_serial"])
+    assert (len(serials), len(guids), len(boards)) == (2 * 8 * LAB_NODES, 2 * LAB_NODES, LAB_NODES)
     for name in ("report.html", "junit.xml", "summary.md", "signing.pub"):
         assert (tmp_path / name).is_file()
     v = subprocess.run([sys.executable, "-m", "clustercert", "verify", str(tmp_path / "certificate.json"),

@@ -21,12 +21,16 @@ def cc(lab, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
                           timeout=timeout, env=env)
 
 
+BASELINE: dict = {}  # the certified fixture's certificate file
+
+
 @pytest.fixture(scope="module")
 def certified(bootstrapped_lab, tmp_path_factory):
     lab = bootstrapped_lab
     out = tmp_path_factory.mktemp("baseline")
     p = cc(lab, "certify", "-i", "lab", "--out", str(out), "--probe-seconds", "2", "--probe-timeout", "20")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    BASELINE["certificate"] = out / "certificate.json"
     return lab
 
 
@@ -34,6 +38,39 @@ def drift(lab, *args: str) -> tuple[int, dict]:
     p = cc(lab, "drift", "-i", "lab", "--format", "json", "--probes", "quick", *args)
     assert p.returncode in (0, 1), p.stderr[-3000:]
     return p.returncode, json.loads(p.stdout)
+
+
+def test_a_swapped_gpu_is_a_hardware_item_on_its_node_only(certified):
+    """Issue 21.5: certify recorded what it certified on every node (GPU serials and UUIDs, HCA GUIDs and
+    firmware, board and chassis serials, the NVSwitch count); after gpu_swapped (GPU 3 gets another serial and
+    UUID, every check still passes) drift reports one `hardware` item, on that node only, naming the GPU."""
+    lab = certified
+    cert = json.loads(BASELINE["certificate"].read_text())
+    serials = set()
+    for name in lab.nodes[:4]:
+        hw = cert["nodes"][name]["hardware"]
+        assert len(hw["gpus"]) == 8 and all(g["serial"] and g["uuid"].startswith("GPU-") and g["vbios"]
+                                            for g in hw["gpus"]), hw
+        serials |= {g["serial"] for g in hw["gpus"]}
+        assert [h["name"] for h in hw["hcas"]] == ["mlx5_0", "mlx5_1"] and all(h["node_guid"] and h["fw_ver"]
+                                                                              for h in hw["hcas"]), hw
+        assert hw["board"]["system_serial"] and hw["board"]["chassis_serial"] and hw["nvswitch_count"] == 4, hw
+    assert len(serials) == 32  # every GPU of the four nodes is told apart
+    target = lab.nodes[2]
+    lab.manager.fault(target, "gpu_swapped", {"gpu": "3"})
+    try:
+        rc, doc = drift(lab, "--probes", "none")
+    finally:
+        lab.manager.heal(target, "gpu_swapped")
+    assert rc == 1
+    hardware = [i for i in doc["items"] if i["kind"] == "hardware"]
+    assert {i["node"] for i in hardware} == {target}, doc["items"]
+    (item,) = hardware
+    old = next(g for g in cert["nodes"][target]["hardware"]["gpus"] if g["index"] == 3)
+    assert item["check"] == "hardware.gpu" and item["detail"] == f"GPU3 {old['bus_id']}: swapped", item
+    assert old["serial"] in item["before"] and old["uuid"] in item["before"] and old["serial"] not in item["after"]
+    # a swapped GPU is a healthy part: nothing else drifted on that node
+    assert [i for i in doc["items"] if i["node"] == target] == [item], doc["items"]
 
 
 def test_four_tamperings_classified_then_fixed(certified, tmp_path):

@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from clustercert_lab.hardware import gpu_serial
+
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.usefixtures("fresh_lab")]
 
 FAULTY, HEALTHY = "node02", "node01"
@@ -80,6 +82,17 @@ CASES = {
     "probe_hang": ({"tool": "all_reduce_perf"}, "timeout 10 all_reduce_perf -g 8 >/dev/null; echo $?", "124", "0"),
     "package_drift": ({}, "dpkg-query -W -f='${Version}' libnccl2", "2.27.3-1+cuda12.8", "2.26.2-1+cuda12.8"),
     "node_down": ({}, None, None, None),
+    "nvlink_crc_errors": ({"gpu": "0", "port": "2"}, "nvidia-smi nvlink -e -i 0 | grep 'Link 2: CRC'",
+                          "Link 2: CRC Errors: 1000", "Link 2: CRC Errors: 0"),
+    "hca_moved": ({}, "nvidia-smi topo -m | awk '$1 == \"GPU0\" {print $10}'", "SYS", "PIX"),
+    "pcie_device_missing": ({}, "lspci -d 10de::0680 | wc -l", "3", "4"),
+    "hca_firmware_odd": ({}, "cat /sys/class/infiniband/mlx5_0/fw_ver", "28.42.1014", "28.43.1014"),
+    "gpu_vbios_odd": ({}, "nvidia-smi -i 0 --query-gpu=vbios_version --format=csv,noheader", "96.00.99.00.02",
+                      "96.00.99.00.01"),
+    "gpu_fabric_degraded": ({}, "nvidia-smi -i 0 --query-gpu=fabric.status --format=csv,noheader", "Timeout",
+                            "Success"),
+    "gpu_swapped": ({}, "nvidia-smi -i 0 --query-gpu=serial --format=csv,noheader",
+                    gpu_serial(f"{FAULTY}/swapped", 0), None),
 }
 
 

@@ -17,6 +17,8 @@ KINDS = {
     "gpu_clock_throttle", "nvlink_down", "driver_version_mismatch", "fabricmanager_stopped", "peermem_unloaded",
     "ib_port_down", "ib_port_rate_degraded", "ib_symbol_errors", "bond_slave_down", "link_slow", "nccl_busbw_low",
     "container_runtime_unconfigured", "memlock_limited", "clock_unsynced", "node_down", "probe_hang", "package_drift",
+    "nvlink_crc_errors", "hca_moved", "pcie_device_missing", "hca_firmware_odd", "gpu_vbios_odd", "gpu_fabric_degraded",
+    "gpu_swapped",
 }
 PARAM_NAMES = {"gpu", "hca", "port", "fabric", "slave", "factor", "rate", "xid", "package", "version", "tool"}
 
@@ -75,6 +77,10 @@ def test_default_values(hw):
     assert faults.validate("package_drift", {}, hw) == {"package": "libnccl2", "version": "2.27.3-1+cuda12.8"}
     assert faults.validate("driver_version_mismatch", {}, hw) == {"version": "570.158.01-1"}
     assert faults.validate("link_slow", {"factor": "0.25"}, hw) == {"fabric": 0, "factor": 0.25}
+    assert faults.validate("hca_firmware_odd", {}, hw) == {"hca": "mlx5_0", "version": "28.42.1014"}
+    assert faults.validate("gpu_vbios_odd", {"gpu": "2"}, hw) == {"gpu": 2, "version": "96.00.99.00.02"}
+    assert faults.validate("nvlink_crc_errors", {}, hw) == {"gpu": 0, "port": 0}
+    assert faults.validate("hca_moved", {"hca": "mlx5_1"}, hw) == {"hca": "mlx5_1"}
 
 
 @pytest.mark.parametrize("kind,params,message", [
@@ -93,6 +99,10 @@ def test_default_values(hw):
     ("driver_version_mismatch", {"version": "570.172.08-1"}, "version: 570.172.08-1 is the profile's driver version"),
     ("memlock_limited", {"gpu": "1"}, "gpu: not a parameter of memlock_limited (parameters: none)"),
     ("nope", {}, "kind: unknown fault kind 'nope'"),
+    ("nvlink_crc_errors", {"port": "18"}, "port: NVLink link 18 does not exist (0..17)"),
+    ("hca_firmware_odd", {"version": "28.43.1014"}, "version: 28.43.1014 is the firmware mlx5_0 runs already"),
+    ("gpu_vbios_odd", {"version": "96.00.99.00.01"}, "version: 96.00.99.00.01 is the VBIOS GPU 0 runs already"),
+    ("hca_moved", {"port": "1"}, "port: not a parameter of hca_moved (parameters: hca)"),
 ])
 def test_bad_params(kind, params, message, hw):
     with pytest.raises(ValueError) as e:
@@ -143,6 +153,24 @@ def test_specific_hardware_effects(hw, tmp_path):
     assert (port["rate_gbit_per_s"], port["speed"]) == (100, "EDR")
     assert [(e["gpu"], e["xid"]) for e in cur["xid_events"]] == [(3, 119)]
     assert cur["hanging_tools"] == ["ib_write_bw"]
+
+
+def test_evidence_faults_change_what_their_checks_read(hw, tmp_path):
+    hardware.save(tmp_path, hw)
+    node = FakeNode(tmp_path)
+    for kind, params in (("nvlink_crc_errors", {"gpu": "1", "port": "3"}), ("hca_moved", {}), ("pcie_device_missing", {}),
+                         ("hca_firmware_odd", {"hca": "mlx5_1"}), ("gpu_vbios_odd", {}), ("gpu_fabric_degraded", {"gpu": "2"}),
+                         ("gpu_swapped", {"gpu": "4"})):
+        faults.apply(node, kind, params)
+    cur = hardware.load(tmp_path)
+    assert cur["gpus"][1]["nvlink"]["errors"] == {"3": {"crc": 1000, "replay": 150, "recovery": 0}}
+    assert (cur["hcas"][0]["numa_node"], cur["hcas"][0]["switch_gpu"]) == (1, None)
+    assert [s.get("on_bus", True) for s in cur["nvswitches"]] == [True, True, True, False]
+    assert cur["hcas"][1]["fw_ver"] == "28.42.1014" and cur["gpus"][0]["vbios_version"] == "96.00.99.00.02"
+    assert cur["gpus"][2]["fabric_error"] == faults.FABRIC_ERROR
+    assert cur["gpus"][4]["serial"] == hardware.gpu_serial("node01/swapped", 4) != hw["gpus"][4]["serial"]
+    with pytest.raises(ValueError, match="this node has none"):
+        faults.validate("pcie_device_missing", {}, dict(hw, nvswitches=[]))
 
 
 def test_docs_table_has_one_row_per_kind_with_its_check():

@@ -19,11 +19,27 @@ from clustercert_lab.faults import FAULTS
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 PROBE_OWNED = {"link_slow", "nccl_busbw_low", "probe_hang", "node_down"}
-VALIDATOR_FAULTS = sorted(k for k in FAULTS if k not in PROBE_OWNED)
+# fault kinds no validator fails: drift reports them against the certified baseline (tests/drift/test_drift_lab.py)
+DRIFT_OWNED = {"gpu_swapped"}
+VALIDATOR_FAULTS = sorted(k for k in FAULTS if k not in PROBE_OWNED | DRIFT_OWNED)
 # checks a fault kind fails besides the one the lab's fault table names for it: check -> the subject that fails
 ALSO_FAILS = {
     "ib_port_down": {"ib.ipoib": "ib0"},  # mlx5_0 (the default) is DOWN: its IPoIB netdev ib0 goes down too
     "package_drift": {"nccl.version": "libnccl2"},  # libnccl2 (the default) moves to the lab repo's other version
+    # lspci shows GPU0's link as nvidia-smi does: Gen4 x8 where the profile asks Gen5 x16
+    "gpu_pcie_degraded": {"hw.pcie_manifest": "GPU0 00000000:19:00.0"},
+    # mlx5_0 (the default) runs another firmware than mlx5_1 on the same node
+    "hca_firmware_odd": {"ib.firmware": "node"},
+}
+# issue 21.3: the hardware checks' fault kinds -> the subjects that fail on the faulty node (the kinds' defaults:
+# GPU 0 at 00000000:19:00.0, mlx5_0, the last NVSwitch); on every other node the check passes, not only fails not
+HARDWARE_SUBJECTS = {
+    "nvlink_crc_errors": {"GPU0"},
+    "hca_moved": {"mlx5_0"},
+    "pcie_device_missing": {"NVSwitches"},
+    "hca_firmware_odd": {"mlx5_0"},
+    "gpu_vbios_odd": {"GPU0 00000000:19:00.0"},
+    "gpu_fabric_degraded": {"GPU0 00000000:19:00.0"},
 }
 # fault kinds only a probe sees: (their parameters, `probe --probes`, the probe ids they fail on the node)
 PROBE_FAULTS = {
@@ -159,6 +175,11 @@ def test_fault_is_caught_on_its_node_only(bootstrapped_lab, kind):
     for also, subject in ALSO_FAILS.get(kind, {}).items():
         more = [f for f in doc["nodes"][target]["findings"] if f["check"] == also and f["status"] == "fail"]
         assert more and {f["subject"] for f in more} == {subject}, (kind, also, failing(doc, target))
+    if kind in HARDWARE_SUBJECTS:
+        assert {f["subject"] for f in hits} == HARDWARE_SUBJECTS[kind], (kind, hits)
     for other in lab.nodes:
         if other != target:
             assert not [f for f in doc["nodes"][other]["findings"] if f["status"] == "fail"], (other, failing(doc, other))
+            if kind in HARDWARE_SUBJECTS:  # the healthy nodes pass it: an error, a skip or no finding is no pass
+                mine = [f for f in doc["nodes"][other]["findings"] if f["check"] == check]
+                assert mine and all(f["status"] == "pass" for f in mine), (kind, other, mine)

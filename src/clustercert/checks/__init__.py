@@ -20,7 +20,7 @@ from clustercert.model.profile import Profile
 from clustercert.parsers import ParseError, parse
 
 STATUSES = ("pass", "fail", "error", "skip")
-COMPONENT_ORDER = ("gpu", "driver", "rdma", "ib", "bond", "container", "tuning", "time", "packages")
+COMPONENT_ORDER = ("gpu", "driver", "rdma", "ib", "bond", "container", "tuning", "time", "packages", "hardware")
 # Opt-in tests that disturb a node (`validate --disruptive` only, never by default): the component they
 # belong to -> the module that holds them (same interface as a component module).
 DISRUPTIVE = {"bond": "bond_failover"}
@@ -60,6 +60,9 @@ class HostContext:
     bond_address: str | None = None  # the bond's own address/prefix, when the inventory gives one
     bond_peer: str | None = None     # bond failover test: the address pinged over the bond meanwhile
     bond_peer_note: str = ""         # the peer's node name, or why there is no peer
+    # drift: the NVLink error counters the baseline run recorded, per GPU UUID ({crc, replay, recovery}),
+    # so gpu.nvlink_errors judges what was added since (clustercert.checks.hardware.nvlink_baseline)
+    nvlink_baseline: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 Evidence = dict[str, CommandResult]

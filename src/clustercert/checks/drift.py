@@ -3,6 +3,8 @@
 1. configuration: the bootstrap playbook's run in --check --diff; every task that would change is an item.
 2. state: the validators' findings against the baseline's; new failures, and changed versions.
 3. performance: the pair probes judged against the baseline's values; a drop beyond the profile's tolerance.
+4. hardware: the node's parts against the baseline certificate's (GPU serial/UUID per slot, HCA GUID, board and
+   chassis serials, the NVSwitch count); a swapped, missing or new part is an item naming it.
 A state failure that configuration drift explains (the bootstrap would put it back) is reported
 once, as the configuration item that causes it. Pure: results in, items out (`clustercert drift`,
 clustercert.commands.drift, runs the playbook, the validators and the probes).
@@ -11,6 +13,8 @@ clustercert.commands.drift, runs the playbook, the validators and the probes).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+
+from clustercert.checks.hardware import identity_changes
 
 # checks whose state is put back by the bootstrap playbook: a failure here with configuration drift on
 # the same node is that drift's symptom, not a separate item
@@ -25,7 +29,7 @@ VERSION_CHECKS = {"driver.version", "nccl.version", "ofed.version", "cuda.versio
 @dataclass
 class Item:
     node: str
-    kind: str  # configuration | state | performance
+    kind: str  # configuration | state | performance | hardware
     check: str | None = None
     task: str | None = None
     before: str = ""
@@ -146,3 +150,19 @@ def fix_scope(items: list[Item]) -> tuple[list[str], list[str]]:
     nodes = sorted({i.node for i in cfg})
     roles = {i.role for i in cfg}
     return nodes, sorted(roles) if "" not in roles else []
+
+
+def hardware_items(current: dict[str, dict | None], baseline: dict[str, dict]) -> list[Item]:
+    """The nodes' hardware now (``current``: node -> clustercert.checks.hardware.identity of this run, None where
+    unknown) against the baseline run's (``baseline``: node -> its recorded identity): one ``hardware`` item per
+    part swapped, gone or new, named (``check``: hardware.gpu, hardware.hca, hardware.board, hardware.nvswitch).
+    A node with no identity on either side is not compared (an unreachable node is node.reachable's item)."""
+    items = []
+    for node in sorted(current):
+        now, then = current[node], baseline.get(node)
+        if now is None or then is None:
+            continue
+        for c in identity_changes(then, now):
+            items.append(Item(node, "hardware", check=f"hardware.{c['part']}", before=c["before"], after=c["after"],
+                              detail=f"{c['name']}: {c['change']}"))
+    return items

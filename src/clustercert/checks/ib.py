@@ -50,7 +50,7 @@ def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
             out.append(_counters(port.get("counters") or {}, subject, ctx))
         fws = {h.name: (hcas.get(h.name) or {}).get("fw_ver") for h in prof.hcas}
         distinct = {v for v in fws.values() if v}
-        # uniformity across nodes is judged by cluster_findings(); here: every HCA reports one
+        # uniformity across the nodes is ib.firmware_uniform's (clustercert.checks.cluster); here: one per node
         out.append(judge("ib.firmware", all(fws.values()) and len(distinct) <= 1, "node",
                          "one firmware version on every HCA", ", ".join(sorted(distinct)) or "not reported",
                          json.dumps(fws)))
@@ -128,28 +128,9 @@ def _nccl_conf(res, ctx: HostContext) -> list[Finding]:
 
 
 def cluster_findings(per_node_sysfs: dict[str, dict], profiles: dict[str, object]) -> dict[str, list[Finding]]:
-    """Cross-node rules: firmware uniform across nodes of one profile; one SM (LID) per fabric."""
+    """Cross-node rule: one SM (LID) per fabric. (Firmware across the nodes of a profile is
+    ib.firmware_uniform's, clustercert.checks.cluster.)"""
     out: dict[str, list[Finding]] = {n: [] for n in per_node_sysfs}
-    by_profile: dict[str, dict[str, set]] = {}
-    for node, rec in per_node_sysfs.items():
-        prof = profiles[node]
-        if not prof.firmware_uniform:
-            continue
-        fws = {(rec.get("hcas", {}).get(h.name) or {}).get("fw_ver") for h in prof.ib.hcas} - {None}
-        by_profile.setdefault(prof.name, {})[node] = fws
-    for _pname, nodes in by_profile.items():
-        counts: dict[str, int] = {}
-        for fws in nodes.values():
-            for fw in fws:
-                counts[fw] = counts.get(fw, 0) + 1
-        if len(counts) <= 1:
-            continue
-        majority = max(counts, key=lambda k: counts[k])
-        for node, fws in nodes.items():
-            odd = sorted(fws - {majority})
-            if odd:
-                out[node].append(Finding("ib.firmware", "fail", "node", f"{majority} (as on the other nodes of the profile)",
-                                         ", ".join(odd)))
     # one master SM per fabric: every node's ports on a fabric report the same SM LID
     fabric_lids: dict[int, dict[str, set]] = {}
     for node, rec in per_node_sysfs.items():

@@ -20,6 +20,7 @@ from clustercert.checks import (
     parsed,
     run_evaluations,
 )
+from clustercert.checks import cluster as cluster_checks
 from clustercert.checks import ib as ib_checks
 from clustercert.collect.ssh import collect_in_turn, collect_many
 from clustercert.model.evidence import NodeEvidence
@@ -53,12 +54,18 @@ def host_context(h: HostView) -> HostContext:
 
 
 def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disruptive: bool = False,
-                   selected: set[str] | None = None) -> dict[str, NodeResult]:
-    """Collect and evaluate every node; with ``disruptive``, then run the components' disruptive tests
-    (the bond failover test) node by node. ``selected``: report only these check ids (the components
-    still run whole: the failover test needs ib.bond's verdict); the node verdicts follow them."""
+                   selected: set[str] | None = None,
+                   nvlink_baseline: dict[str, dict[str, dict[str, int]]] | None = None) -> dict[str, NodeResult]:
+    """Collect and evaluate every node; then the cluster-wide checks over every reachable node's evidence;
+    with ``disruptive``, then run the components' disruptive tests (the bond failover test) node by node.
+    ``selected``: report only these check ids (the components still run whole: the failover test needs
+    ib.bond's verdict); the node verdicts follow them. ``nvlink_baseline`` (drift): per node the NVLink
+    error counters of the baseline run (clustercert.checks.hardware.nvlink_baseline)."""
     comps = components(comp_names)
     contexts = {name: host_context(h) for name, h in inv.hosts.items()}
+    for name, counters in (nvlink_baseline or {}).items():
+        if name in contexts:
+            contexts[name].nvlink_baseline = counters
     commands_for = {}
     for name, ctx in contexts.items():
         cmds: dict[str, tuple[str, float]] = {}
@@ -82,6 +89,10 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
     if "ib" in comp_names and len(sysfs) > 1:
         extra = ib_checks.cluster_findings(sysfs, {n: inv.hosts[n].profile for n in sysfs})
         for name, fs in extra.items():
+            results[name].findings.extend(fs)
+    if "hardware" in comp_names:
+        reachable = {n: r.evidence.results for n, r in results.items() if r.verdict != "unreachable" and r.evidence}
+        for name, fs in cluster_checks.cluster_findings(reachable, contexts).items():
             results[name].findings.extend(fs)
     if disruptive and "bond" in comp_names:
         run_bond_failover(inv, contexts, results)

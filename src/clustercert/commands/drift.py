@@ -19,9 +19,11 @@ from clustercert.checks.drift import (
     configuration_items,
     fix_scope,
     fold_symptoms,
+    hardware_items,
     performance_items,
     state_items,
 )
+from clustercert.checks.hardware import nvlink_baseline
 from clustercert.collect import engine
 from clustercert.commands.common import inventory
 from clustercert.errors import InputError
@@ -29,6 +31,7 @@ from clustercert.model.inventory import load_inventory
 from clustercert.probes import run as probe_run
 from clustercert.probes.judge import BaselineJudge
 from clustercert.probes.plan import ProbeSettings
+from clustercert.record.results import node_hardware
 from clustercert.record.runlock import inventory_lock
 from clustercert.record.store import Store, default_path
 from clustercert.report import prom
@@ -54,9 +57,13 @@ def run(args) -> int:
                                              limit=args.limit, check=True, diff=True, forks=forks, progress=progress,
                                              envvars=engine.strategy_env())
         items = configuration_items(cfg_result)
-        current = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks or 25)
-        items += state_items(current, store.findings(base["id"]))
+        base_findings = store.findings(base["id"])
+        current = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks or 25,
+                                           nvlink_baseline=nvlink_baseline(base_findings))
+        items += state_items(current, base_findings)
         items = fold_symptoms(items)
+        items += hardware_items({n: node_hardware(r, inv.hosts[n].profile.ib.link_layer) for n, r in current.items()},
+                                store.hardware(base["id"]))
         if args.probes != "none":
             reachable = [n for n, r in sorted(current.items()) if r.verdict != "unreachable"]
             perf, measured = performance(inv, reachable, store.links(base["id"]),

@@ -218,6 +218,22 @@ class DcgmDiag(_Strict):
         return self.timeout_s if self.timeout_s is not None else DCGM_DIAG_TIMEOUT_S.get(self.level, 300.0)
 
 
+class Hardware(_Strict):
+    """What the node's PCIe tree holds and where its compute HCAs sit, with where those figures come from:
+    ``hw.pcie_manifest`` (lspci: the profile's GPUs and HCAs, ``nvswitch_count`` NVSwitches, HCAs at
+    ``hca_pcie_gen`` x ``hca_pcie_width`` where given) and ``gpu.nic_affinity`` (nvidia-smi topo -m: each
+    compute HCA in ``nic_gpu`` shares a PCIe switch with that GPU index). A site override replaces ``nic_gpu``
+    whole (WHOLE_MAPPINGS). The mapping is not checked against ``gpu.count`` or ``ib.hcas`` here -- a site that
+    lowers those keeps loading -- : ``gpu.nic_affinity`` reports an entry naming a GPU the profile does not
+    have as an error."""
+
+    source: str = Field(min_length=5)
+    nvswitch_count: StrictInt = Field(default=0, ge=0, le=64)
+    hca_pcie_gen: StrictInt | None = Field(default=None, ge=1, le=7)
+    hca_pcie_width: StrictInt | None = Field(default=None, ge=1, le=32)
+    nic_gpu: dict[HcaName, Annotated[StrictInt, Field(ge=0, le=63)]] = Field(default_factory=dict)
+
+
 class Profile(_Strict):
     name: str
     description: str
@@ -234,6 +250,7 @@ class Profile(_Strict):
     drift_tolerance: Num = Field(default=0.10, gt=0, lt=1)
     dcgm_diag: DcgmDiag | None = None
     thresholds: dict[str, Threshold]
+    hardware: Hardware | None = None
 
     @model_validator(mode="after")
     def _known_thresholds(self) -> Profile:
@@ -276,6 +293,10 @@ KNOWN_THRESHOLDS = {
     "ecc_sram_corrected": "SRAM correctable ECC errors (ceiling)",
     "ecc_dram_corrected": "DRAM correctable ECC errors (ceiling)",
     "retired_pages": "retired pages per GPU (ceiling)",
+    "nvlink_crc_errors": "NVLink CRC errors per GPU, all links (ceiling; since the counters were reset, or since the "
+                         "baseline run in drift)",
+    "nvlink_replay_errors": "NVLink replay errors per GPU, all links (ceiling; as nvlink_crc_errors)",
+    "nvlink_recovery_errors": "NVLink recovery errors per GPU, all links (ceiling; as nvlink_crc_errors)",
     "outlier_ratio": "cluster-relative rule: below this fraction of the median of the same bandwidth probe fails "
                      "(latency and GPU utilisation are held to their absolute bounds only)",
 }
@@ -296,16 +317,24 @@ THRESHOLD_UNITS: dict[str, tuple[str, float, float]] = {
     "ecc_sram_corrected": ("count", 1.0, 1e12),
     "ecc_dram_corrected": ("count", 1.0, 1e12),
     "retired_pages": ("count", 1.0, 1e6),
+    "nvlink_crc_errors": ("count", 1.0, 1e12),
+    "nvlink_replay_errors": ("count", 1.0, 1e12),
+    "nvlink_recovery_errors": ("count", 1.0, 1e12),
     "outlier_ratio": ("ratio", 0.01, 1.0),
 }
 assert set(THRESHOLD_UNITS) == set(KNOWN_THRESHOLDS)
 
 
-def deep_merge(base: dict, override: dict) -> dict:
+# mappings a site override replaces whole rather than merges key by key: their keys are the site's own names
+# (hardware.nic_gpu: a box whose compute HCAs are named otherwise gives its whole GPU->NIC mapping)
+WHOLE_MAPPINGS = {("hardware", "nic_gpu")}
+
+
+def deep_merge(base: dict, override: dict, _path: tuple[str, ...] = ()) -> dict:
     out = copy.deepcopy(base)
     for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and (*_path, key) not in WHOLE_MAPPINGS:
+            out[key] = deep_merge(out[key], value, (*_path, key))
         else:
             out[key] = copy.deepcopy(value)
     return out

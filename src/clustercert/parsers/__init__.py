@@ -23,6 +23,7 @@ _MODULES = [
     "iperf3",
     "ofed",
     "timesync",
+    "dmidecode",
 ]
 
 for _m in _MODULES:

@@ -13,6 +13,7 @@ with one GPU record per GPU section, in output order::
     {"index": int,                          # position in the output (0-based)
      "bus_id": "00000000:18:00.0",          # normalised: 8-hex domain, upper case
      "product_name", "uuid", "serial": str|None, "minor_number": int|None,
+     "vbios_version": str|None,
      "persistence_mode": bool|None, "mig_mode_current": bool|None,
      "memory_total_mib", "memory_used_mib": int|None,
      "ecc_mode_current": bool|None,         # True = Enabled
@@ -292,6 +293,7 @@ def _gpu_from_xml_dict(g: dict, index: int, attr_id: str | None, processes: int 
         "product_name": na(g.get("product_name")),
         "uuid": na(g.get("uuid")),
         "serial": na(g.get("serial")),
+        "vbios_version": na(g.get("vbios_version")),
         "minor_number": _int(g.get("minor_number")),
         "persistence_mode": yes_no(g.get("persistence_mode")),
         "mig_mode_current": yes_no(_get(g, "mig_mode", "current_mig")),
@@ -367,6 +369,7 @@ def _gpu_from_q_dict(g: dict, index: int, header_bus: str, processes: int | None
         "product_name": na(g.get("product_name")),
         "uuid": na(g.get("gpu_uuid")),
         "serial": na(g.get("serial_number")),
+        "vbios_version": na(g.get("vbios_version")),
         "minor_number": _int(g.get("minor_number")),
         "persistence_mode": yes_no(g.get("persistence_mode")),
         "mig_mode_current": yes_no(_get(g, "mig_mode", "current")),

@@ -125,8 +125,22 @@ def with_util_sampling(cmd: str, interval_ms: int = UTIL_INTERVAL_MS) -> str:
 
 # ---- dcgmi diag, nvbandwidth -----------------------------------------------------------------------
 
-def dcgmi_diag_cmd(level: int) -> str:
+# DCGM major versions whose `dcgmi diag -j` prints a layout the dcgmi-diag-json parser reads (3.x "DCGM GPU
+# Diagnostic", 4.x "DCGM Diagnostic"); older ones print the text table (dcgmi-diag reads every layout).
+DCGM_JSON_PATTERN = '*"version: "[3-9].*|*"version: "[1-9][0-9]*'
+
+
+def dcgmi_diag_label(level: int) -> str:
+    """What the diagnostic is called in findings: ``dcgmi diag -r LEVEL``."""
     return f"dcgmi diag -r {q(level)}"
+
+
+def dcgmi_diag_cmd(level: int) -> str:
+    """``dcgmi diag -r LEVEL``, with ``-j`` where the installed DCGM prints a JSON layout the parser reads: the
+    node's own ``dcgmi --version`` decides (DCGM 3.x and later: JSON; 1.x/2.x, or a version that cannot be
+    told: the text table). The evaluator reads whichever came back."""
+    base = dcgmi_diag_label(level)
+    return f'case "$(dcgmi --version 2>/dev/null)" in {DCGM_JSON_PATTERN}) {base} -j;; *) {base};; esac'
 
 
 def nvbandwidth_cmd() -> str:

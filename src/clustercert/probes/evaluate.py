@@ -17,7 +17,7 @@ from clustercert.model.evidence import CommandResult
 from clustercert.model.profile import DcgmDiag, Profile, Threshold
 from clustercert.parsers import ParseError, parse
 from clustercert.probes.catalog import NVBW_TESTS, Channel
-from clustercert.probes.commands import UTIL_INTERVAL_MS, UTIL_MARK, dcgmi_diag_cmd
+from clustercert.probes.commands import UTIL_INTERVAL_MS, UTIL_MARK, dcgmi_diag_label
 
 
 @dataclass
@@ -317,14 +317,17 @@ def eval_gpu_util(node: str, t: Threshold, gpus: int, res: CommandResult | None,
 
 def eval_dcgmi_diag(node: str, diag: DcgmDiag | None, res: CommandResult | None, timeout: float) -> list[Measurement]:
     """One measurement per test that did not pass (subject: the test's name), or one pass when every
-    test passed. Per the dcgmi-diag parser: Fail and Warn fail; a test dcgmi skipped did not run at the
-    configured level and is an error (never a pass); an Error row or an error instead of a table is
-    an error. Level 0 or no dcgm_diag in the profile: one skip saying so."""
+    test passed. The output is ``dcgmi diag -j`` JSON (DCGM 3.x/4.x layouts, dcgmi-diag-json) or the text
+    table (dcgmi-diag), whichever the node's DCGM printed (probes.commands.dcgmi_diag_cmd). Fail and Warn fail;
+    a test dcgmi skipped did not run at the configured level and is an error (never a pass) -- also where it
+    skipped some GPUs and passed on the others (the per-GPU results are read, not only the test's summary);
+    an Error row or an error instead of a table is an error. Level 0 or no dcgm_diag in the profile: one skip
+    saying so."""
     if diag is None or diag.level == 0:
         why = ("not run: the profile sets no dcgm_diag" if diag is None else
                f"not run: the profile's dcgm_diag.level is 0 ({diag.source})")
         return [Measurement("dcgmi_diag", node, subject="dcgmi diag", status="skip", observed=why)]
-    cmd = dcgmi_diag_cmd(diag.level)
+    cmd = dcgmi_diag_label(diag.level)
     expected = f"every test of `{cmd}` passes ({diag.source})"
 
     def m(subject: str, status: str, observed: str) -> Measurement:
@@ -332,17 +335,24 @@ def eval_dcgmi_diag(node: str, diag: DcgmDiag | None, res: CommandResult | None,
                            evidence=_excerpt(res, 4000), relative=False)
 
     text = None if res is None or res.stdout.strip() else res.stderr
-    rec, why = _outcome(res, timeout, "dcgmi-diag", "dcgmi diag", text, nonzero_ok=True)
+    kind = "dcgmi-diag-json" if res is not None and res.stdout.lstrip().startswith("{") else "dcgmi-diag"
+    rec, why = _outcome(res, timeout, kind, "dcgmi diag", text, nonzero_ok=True)
     if why:
         return [m(cmd, "error", why)]
     out = []
     for test in rec["tests"]:
         result = test["result"]
+        msgs = "; ".join(x["text"] for x in test["messages"] if x.get("text"))
         if result == "pass":
+            skipped = sorted((g for g, r in test["gpus"].items() if r == "skip"), key=int)
+            if skipped:  # the summary says Pass: the GPUs it skipped were not tested all the same
+                ran = sorted((g for g, r in test["gpus"].items() if r == "pass"), key=int)
+                out.append(m(test["name"], "error", f"skipped by dcgmi on GPU {', '.join(skipped)}"
+                             + (f" (passed on GPU {', '.join(ran)})" if ran else "")
+                             + f": a test of level {diag.level} that did not run there" + (f" ({msgs})" if msgs else "")))
             continue
         bad = sorted((g for g, r in test["gpus"].items() if r != "pass"), key=int)
         where = f" on GPU {', '.join(bad)}" if bad else (" on all GPUs" if test["all_gpus"] else "")
-        msgs = "; ".join(x["text"] for x in test["messages"] if x.get("text"))
         if result == "skip":
             out.append(m(test["name"], "error", f"skipped by dcgmi{where}: a test of level {diag.level} that did not run"
                          + (f" ({msgs})" if msgs else "")))
@@ -359,9 +369,38 @@ def eval_dcgmi_diag(node: str, diag: DcgmDiag | None, res: CommandResult | None,
     return out
 
 
+def nvbw_testcases(rec: dict, order: list[str]) -> dict[str, dict]:
+    """The parsed testcases by name. A testcase nvbandwidth waived without naming it (a bare ``Waived:`` line,
+    name None) is matched to ``order`` -- the ``-t`` testcases of the command, which nvbandwidth runs in that
+    order -- by its position, where the output has one testcase per ``-t`` and the named ones sit at their own
+    positions; otherwise it stays unmatched."""
+    tcs = list(rec.get("testcases") or [])
+    out = {tc["name"]: tc for tc in tcs if tc.get("name")}
+    if len(tcs) == len(order) and all(tc.get("name") in (None, name) for tc, name in zip(tcs, order, strict=True)):
+        for tc, name in zip(tcs, order, strict=True):
+            if tc.get("name") is None:
+                out[name] = dict(tc, name=name, name_inferred=True)
+    return out
+
+
+def _waived(m: Measurement, t: Threshold, tc: dict, profile: Profile, testcase: str, res) -> Measurement:
+    """A testcase nvbandwidth waived: a skip with its reason where the profile explains it (device-to-device
+    on a node of one GPU), else an error (the node should have run it)."""
+    how = "waived by nvbandwidth" + (" (unnamed `Waived:` line, matched to the -t order)" if tc.get("name_inferred")
+                                     else "")
+    why = f"{how}: {tc.get('message') or 'no reason printed'}"
+    m.expected, m.evidence = bound_text(t), _excerpt(res)
+    if testcase.startswith("device_to_device") and profile.gpu.count < 2:
+        m.status, m.observed = "skip", f"{why} (profile gpu.count is {profile.gpu.count}: no peer GPU)"
+    else:
+        m.status, m.observed = "error", f"{why}, although the profile has {profile.gpu.count} GPUs"
+    return m
+
+
 def eval_nvbandwidth(node: str, profile: Profile, res: CommandResult | None, timeout: float) -> list[Measurement]:
     out = []
     rec, why = _outcome(res, timeout, "nvbandwidth", "nvbandwidth")
+    by_name = nvbw_testcases(rec, list(NVBW_TESTS.values())) if rec is not None else {}
     for probe, testcase in NVBW_TESTS.items():
         t = profile.thresholds.get(probe)
         if t is None:
@@ -371,7 +410,10 @@ def eval_nvbandwidth(node: str, profile: Profile, res: CommandResult | None, tim
             m.status, m.observed, m.evidence, m.expected = "error", why, _excerpt(res), bound_text(t)
             out.append(m)
             continue
-        tc = next((x for x in rec.get("testcases", []) if x.get("name") == testcase), None)
+        tc = by_name.get(testcase)
+        if tc is not None and tc.get("status") == "waived":
+            out.append(_waived(m, t, tc, profile, testcase, res))
+            continue
         if tc is None or tc.get("status") not in (None, "passed"):
             m.status, m.observed, m.expected = "error", f"testcase {testcase} {'missing' if tc is None else tc.get('status')}", bound_text(t)
             m.evidence = _excerpt(res)

@@ -13,13 +13,23 @@ from importlib.metadata import version
 
 from clustercert import __version__
 from clustercert.checks import Finding, cluster_verdict, node_verdict
+from clustercert.checks.hardware import identity
 from clustercert.model.inventory import Inventory
 from clustercert.probes.evaluate import probe_findings
 from clustercert.record.certificate import SCHEMA
 
 
-def build_nodes(validation: dict, outcome) -> dict[str, dict]:
-    """The certificate's ``nodes`` object: validator findings + the node's probe findings."""
+def node_hardware(r, link_layer: str = "InfiniBand") -> dict | None:
+    """What a node's validator evidence says it is made of (clustercert.checks.hardware.identity): the
+    certificate's per-node ``hardware``, which drift compares with the baseline's. None: nothing known."""
+    if r.evidence is None or not r.evidence.reachable:
+        return None
+    return identity(r.evidence.results, link_layer)
+
+
+def build_nodes(validation: dict, outcome, link_layers: dict[str, str] | None = None) -> dict[str, dict]:
+    """The certificate's ``nodes`` object: validator findings + the node's probe findings, and what hardware
+    was certified (``hardware``, where the evidence shows it)."""
     nodes = {}
     for name, r in validation.items():
         if r.verdict == "unreachable" or name in outcome.down:
@@ -29,6 +39,9 @@ def build_nodes(validation: dict, outcome) -> dict[str, dict]:
         findings: list[Finding] = list(r.findings)
         findings += probe_findings(name, outcome.per_node.get(name, []), outcome.localisation)
         nodes[name] = {"verdict": node_verdict(findings), "findings": [f.to_json() for f in findings]}
+        hw = node_hardware(r, (link_layers or {}).get(name, "InfiniBand"))
+        if hw is not None:
+            nodes[name]["hardware"] = hw
     return nodes
 
 
@@ -76,7 +89,7 @@ def thresholds(inv: Inventory) -> dict[str, dict]:
 
 def certificate_body(inv: Inventory, validation: dict, outcome, started: datetime, validate_s: float) -> dict:
     """The certificate before signing (and before a Slurm drain adds its ``slurm`` entries)."""
-    nodes = build_nodes(validation, outcome)
+    nodes = build_nodes(validation, outcome, {n: h.profile.ib.link_layer for n, h in inv.hosts.items()})
     links = [m.link_record() for m in outcome.pairs]
     return {
         "schema": SCHEMA,

@@ -20,7 +20,7 @@ from clustercert.errors import InputError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 APPLICATION_ID = 0x63634331  # "ccC1": PRAGMA application_id of a clustercert store
-TABLES = {"runs", "nodes", "findings", "links", "actions"}
+TABLES = {"runs", "nodes", "findings", "links", "actions", "hardware"}
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -67,6 +67,12 @@ CREATE TABLE IF NOT EXISTS actions (    -- what a run did to the cluster's own s
     reason TEXT NOT NULL DEFAULT '',
     ok INTEGER NOT NULL,
     detail TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS hardware (   -- what a node was made of in a run (the certificate's nodes.*.hardware)
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    node TEXT NOT NULL,
+    identity TEXT NOT NULL,          -- JSON: board, gpus, hcas, nvswitch_count (clustercert.checks.hardware)
+    PRIMARY KEY (run_id, node)
 );
 """
 
@@ -153,13 +159,16 @@ class Store:
         status: str = "done",
         actions: dict[str, Iterable[dict]] | None = None,
     ) -> None:
-        """Record every node's verdict and findings (the certificate's ``nodes`` object), its links and what
-        it did to other systems (``actions``: system -> the certificate's entries, e.g. {"slurm": [...]}) in
+        """Record every node's verdict, findings and hardware (the certificate's ``nodes`` object), its links and
+        what it did to other systems (``actions``: system -> the certificate's entries, e.g. {"slurm": [...]}) in
         one transaction."""
         with closing(self._connect()) as db, db:
             for node, body in nodes.items():
                 db.execute("INSERT OR REPLACE INTO nodes (run_id, node, verdict, detail) VALUES (?,?,?,?)",
                            (run_id, node, body["verdict"], body.get("detail", "")))
+                if body.get("hardware") is not None:
+                    db.execute("INSERT OR REPLACE INTO hardware (run_id, node, identity) VALUES (?,?,?)",
+                               (run_id, node, json.dumps(body["hardware"], sort_keys=True)))
                 db.executemany(
                     "INSERT INTO findings (run_id, node, check_id, status, subject, expected, observed, evidence, value, unit)"
                     " VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -234,6 +243,12 @@ class Store:
         with closing(self._connect()) as db:
             return [dict(r, ok=bool(r["ok"])) for r in db.execute("SELECT * FROM actions WHERE run_id=? ORDER BY system, node",
                                                                 (run_id,))]
+
+    def hardware(self, run_id: str) -> dict[str, dict]:
+        """Per node, the hardware identity the run recorded (nodes without one are absent)."""
+        with closing(self._connect()) as db:
+            return {r["node"]: json.loads(r["identity"])
+                    for r in db.execute("SELECT node, identity FROM hardware WHERE run_id=?", (run_id,))}
 
     def links(self, run_id: str) -> list[dict]:
         with closing(self._connect()) as db:

@@ -30,6 +30,7 @@ VALIDATE_LAB = "tests/validators/test_validate_lab.py::test_fault_is_caught_on_i
 PROBE_LAB = "tests/validators/test_validate_lab.py::test_probe_fault_is_caught_on_its_node_only"
 CERTIFY_LAB = "tests/certify/test_certify_lab.py"
 NCCL_LAB = "tests/certify/test_nccl_pair_lab.py"
+DRIFT_LAB = "tests/drift/test_drift_lab.py"
 
 
 @dataclass(frozen=True)
@@ -143,9 +144,8 @@ CHECKS: tuple[Entry, ...] = (
           ("ib.hcas[].name", "ib.hcas[].port"), proofs=(_v("ib_port_down"),)),
     Entry("ib.port_rate", "ib", "every profile HCA port runs at its rated speed", ("ib_sysfs",),
           ("ib.hcas[].rate_gbit_per_s",), proofs=(_v("ib_port_rate_degraded"),)),
-    Entry("ib.firmware", "ib", "one firmware version on every HCA of a node, and the same as on the other nodes "
-          "of the profile", ("ib_sysfs",), ("firmware_uniform",),
-          note="every lab node's simulated HCAs carry the same firmware; no fault kind changes it"),
+    Entry("ib.firmware", "ib", "one firmware version on every HCA of a node (across the nodes of the profile: "
+          "ib.firmware_uniform)", ("ib_sysfs",), proofs=(_v("hca_firmware_odd"),)),
     Entry("ib.counters", "ib", "symbol_error and link_downed at most the profile's limits on every port",
           ("ib_sysfs",), ("ib.max_symbol_errors", "ib.max_link_downed"), proofs=(_v("ib_symbol_errors"),)),
     Entry("ib.ipoib", "ib", "every HCA's IPoIB netdev exists and is UP, LOWER_UP", ("ip_link",),
@@ -188,6 +188,27 @@ CHECKS: tuple[Entry, ...] = (
     # ---- packages ------------------------------------------------------------------------------------
     Entry("packages.pinned", "packages", "every package the bootstrap pinned is installed at its pinned "
           "version and held", ("pins", "pkg_versions", "pkg_holds"), proofs=(_v("package_drift"),)),
+    # ---- hardware ------------------------------------------------------------------------------------
+    Entry("gpu.nvlink_errors", "hardware", "every GPU's NVLink CRC, replay and recovery errors (all its links) at "
+          "most the thresholds: since the counters were reset, and in drift since the baseline run (skip without "
+          "NVLink)", ("nvsmi_nvlink_errors",), ("gpu.nvlink_links_per_gpu",),
+          ("nvlink_crc_errors", "nvlink_replay_errors", "nvlink_recovery_errors"), proofs=(_v("nvlink_crc_errors"),)),
+    Entry("gpu.nic_affinity", "hardware", "each compute HCA of the profile's GPU->NIC mapping is PIX or PXB to its GPU "
+          "in nvidia-smi topo -m: under the same PCIe switch (skip without a mapping)", ("nvsmi_topo",),
+          ("hardware.nic_gpu", "hardware.source"), proofs=(_v("hca_moved"),)),
+    Entry("hw.pcie_manifest", "hardware", "the profile's GPUs, HCAs and NVSwitches are on the PCIe bus (lspci), the "
+          "GPUs at the profile's link generation and width, the HCAs at theirs where the profile gives them",
+          ("lspci",), ("gpu.count", "gpu.pcie_gen", "gpu.pcie_width", "ib.hcas[].name", "hardware.nvswitch_count",
+                       "hardware.hca_pcie_gen", "hardware.hca_pcie_width"),
+          proofs=(_v("pcie_device_missing"), _v("gpu_pcie_degraded"))),
+    Entry("gpu.fabric_state", "hardware", "NVSwitch systems: every GPU's NVLink fabric state is Completed with status "
+          "Success (skip without NVSwitch)", ("nvsmi_xml",), ("gpu.nvswitch",), proofs=(_v("gpu_fabric_degraded"),)),
+    Entry("ib.firmware_uniform", "hardware", "cluster-wide, after the per-node checks: each HCA runs the same firmware "
+          "on every node of the profile; the odd one out is named on its node (skip with firmware_uniform: false)",
+          ("hca_identity",), ("firmware_uniform",), proofs=(_v("hca_firmware_odd"),)),
+    Entry("gpu.vbios_uniform", "hardware", "cluster-wide, after the per-node checks: every GPU runs the same VBIOS "
+          "across the nodes of the profile; the odd GPU is named on its node (skip with firmware_uniform: false)",
+          ("nvsmi_xml",), ("firmware_uniform",), proofs=(_v("gpu_vbios_odd"),)),
 )
 
 _SLOW0 = {"fabric": 0, "factor": 0.3}
@@ -210,7 +231,8 @@ def _probe_commands() -> dict[str, tuple[str, ...]]:
         "nccl_allreduce": (c.nccl_1node_cmd(8), "mpirun ... all_reduce_perf across the pair (or an srun step)"),
         "gpu_util_under_load": (c.util_sampler_cmd(), "beside all_reduce_perf on one node"),
         "nvbandwidth": (c.nvbandwidth_cmd(),),
-        "dcgmi_diag": ("dcgmi diag -r LEVEL",),
+        "dcgmi_diag": ("dcgmi diag -r LEVEL -j (DCGM 3.x and later, as the node's `dcgmi --version` says; "
+                       "dcgmi diag -r LEVEL, the text table, before)",),
         "pairs": ("the pair probes' results, through localisation",),
     }
 
@@ -272,7 +294,16 @@ VERDICT_PROOFS = {"unreachable": (Proof("node_down", {}, "unreachable",
 # what drift's items name besides check ids (docs/nightly-drift.md)
 DRIFT_ITEM_IDS = {"node.reachable": "the node answered at the baseline and does not now",
                   "probe.link": "a pair link (both ends cleared elsewhere) fell below the baseline's median by more "
-                                "than the profile's drift tolerance"}
+                                "than the profile's drift tolerance",
+                  "hardware.gpu": "a GPU slot (PCI bus id) holds another GPU (serial, UUID) than at the baseline, or "
+                                  "none, or a new one (item kind hardware)",
+                  "hardware.hca": "an HCA has another node GUID than at the baseline, or is gone or new (kind hardware)",
+                  "hardware.board": "the system, baseboard or chassis serial (dmidecode) differs from the baseline's "
+                                    "(kind hardware)",
+                  "hardware.nvswitch": "fewer or more NVSwitches on the PCIe bus than at the baseline (kind hardware)"}
+# drift items a lab fault proves: item -> proofs (status: the item's kind)
+DRIFT_PROOFS = {"hardware.gpu": (Proof("gpu_swapped", {}, "hardware",
+                                       f"{DRIFT_LAB}::test_a_swapped_gpu_is_a_hardware_item_on_its_node_only"),)}
 
 
 def check_entries(disruptive: bool = True) -> list[Entry]:
@@ -435,7 +466,9 @@ def document(profile_names: list[str] | None = None) -> dict:
     return {"profiles": [p.name for p, _ in profiles], "entries": entries,
             "verdicts": {v: [{"fault": p.fault, "params": p.params, "status": p.status, "test": p.test}
                              for p in ps] for v, ps in VERDICT_PROOFS.items()},
-            "drift_items": dict(DRIFT_ITEM_IDS)}
+            "drift_items": dict(DRIFT_ITEM_IDS),
+            "drift_proofs": {i: [{"fault": p.fault, "params": p.params, "status": p.status, "test": p.test}
+                                 for p in ps] for i, ps in DRIFT_PROOFS.items()}}
 
 
 # ---- docs/checks.md ---------------------------------------------------------------------------------
@@ -497,5 +530,7 @@ def markdown(doc: dict) -> str:
         shown = "; ".join(f"`{p['fault']}` ({p['test']})" for p in proofs)
         lines.append(f"- verdict `{verdict}`: lab {shown}")
     for item, what in doc["drift_items"].items():
-        lines.append(f"- drift item `{item}`: {what}")
+        proofs = doc.get("drift_proofs", {}).get(item) or []
+        shown = "; ".join(f"`{p['fault']}` → {p['status']} ({p['test']})" for p in proofs)
+        lines.append(f"- drift item `{item}`: {what}" + (f"; lab: {shown}" if shown else ""))
     return "\n".join(lines) + "\n"

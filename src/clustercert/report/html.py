@@ -373,6 +373,25 @@ def _evidence_text(text) -> str:
     return s
 
 
+def hardware_text(hw: dict | None) -> str:
+    """A node's certified hardware (its ``hardware`` member) in one line; "" when none was recorded."""
+    if not hw:
+        return ""
+    parts = []
+    board = hw.get("board") or {}
+    if board:
+        parts.append(f"system serial {board.get('system_serial') or 'n/a'}, chassis {board.get('chassis_serial') or 'n/a'}")
+    if hw.get("gpus") is not None:
+        parts.append(f"{len(hw['gpus'])} GPUs (" + ", ".join(f"GPU{g['index']} {g.get('serial') or 'n/a'}"
+                                                            for g in hw["gpus"]) + ")")
+    if hw.get("hcas") is not None:
+        parts.append("HCAs " + ", ".join(f"{h['name']} {h.get('node_guid') or 'n/a'} fw {h.get('fw_ver') or 'n/a'}"
+                                         for h in hw["hcas"]))
+    if hw.get("nvswitch_count") is not None:
+        parts.append(f"{hw['nvswitch_count']} NVSwitches")
+    return "; ".join(parts)
+
+
 def _evidence(cert: dict, large: bool) -> dict:
     blocks, hidden = [], 0
     for n in sorted(cert.get("nodes") or {}, key=natural):
@@ -392,6 +411,7 @@ def _evidence(cert: dict, large: bool) -> dict:
                     for f in shown]
         blocks.append({"node": n, "verdict": verdict, "open": verdict != "pass", "findings": findings,
                        "omitted": len(fs) - len(shown), "detail": node.get("detail"),
+                       "hardware": hardware_text(node.get("hardware")),
                        "pills": [(st, f"{c[st]} {st}") for st in STATUS_ORDER if c.get(st)]})
     return {"nodes": blocks, "hidden": hidden}
 

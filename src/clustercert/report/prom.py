@@ -13,7 +13,7 @@ write to files of one textfile directory without clashing series):
   ceiling), ``clustercert_link_status{...}`` its status;
 * ``clustercert_run_duration_seconds{verb}``, ``clustercert_last_run_timestamp_seconds{verb}``,
   ``clustercert_last_success_timestamp_seconds{verb}`` (absent until a run of the verb passed);
-* drift only: ``clustercert_drift_items{node,kind}`` (kind: configuration, state, performance).
+* drift only: ``clustercert_drift_items{node,kind}`` (kind: configuration, state, performance, hardware).
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def write_drift(path: str, doc: dict, inv, current: dict, baseline_links: list[d
     tolerance; a latency: plus), the run's duration, when it finished and when a drift of this inventory
     was last clean."""
     counts: dict[tuple[str, str], int] = {(n, k): 0 for n in inv.hosts for k in ("configuration", "state",
-                                                                                  "performance")}
+                                                                                  "performance", "hardware")}
     for i in doc["items"]:
         counts[(i["node"], i["kind"])] = counts.get((i["node"], i["kind"]), 0) + 1
     judge = BaselineJudge(baseline_links, lambda n: inv.hosts[n].profile.drift_tolerance)

@@ -230,6 +230,8 @@ def print_drift(doc: dict, run_id: str) -> None:
     for i in items:
         if i.get("check") == "node.reachable" and i.get("detail"):
             con.print(f"{i['node']}: unreachable: {i['detail']}", soft_wrap=True)
+        elif i.get("kind") == "hardware" and i.get("detail"):  # the part: "GPU3 00000000:4C:00.0: swapped"
+            con.print(f"{i['node']}: hardware: {i['detail']}", soft_wrap=True)
     if doc.get("fixed"):
         f = doc["fixed"]
         con.print(f"--fix: bootstrapped {', '.join(f['nodes']) or 'nothing'} (tags {', '.join(f['tags']) or 'all'}), "

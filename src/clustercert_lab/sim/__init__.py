@@ -1,9 +1,9 @@
 """Hooks the lab core calls to put the hardware simulator into the image and into each node.
 
 * ``prepare_image(rootfs)`` - once per image build: installs the agent's systemd unit and the
-  lab's replacements of ``dmesg`` and ``lsmod`` (dpkg diversions, the way a site replaces a
-  distribution file) because a container has no kernel ring buffer of its own and this kernel
-  has no loadable modules.
+  lab's replacements of ``dmesg``, ``lsmod``, ``lspci`` and ``dmidecode`` (dpkg diversions, the way a
+  site replaces a distribution file) because a container has no kernel ring buffer of its own, this
+  kernel has no loadable modules, and the node's PCI devices and firmware tables are simulated.
 * ``prepare_node(sim_dir, hw)`` - when a node's directory is created: copies the node-side
   simulator (``labsim``, stdlib only) and writes ``hw.json`` and a README saying what is simulated.
   The lab bind-mounts ``sim_dir`` at /var/lib/clustercert-lab inside the node.
@@ -54,7 +54,9 @@ real; its hardware is SIMULATED:
   perftest);
 * the bonding driver (bond0 and /sys/class/net/bond0/bonding/*, following systemd-networkd's
   configuration);
-* the kernel log (dmesg shows the driver's messages and Xid events).
+* the kernel log (dmesg shows the driver's messages and Xid events);
+* the PCI devices (lspci lists the GPUs, NVSwitches and HCAs) and the firmware tables (dmidecode
+  prints the system, baseboard and chassis records).
 
 hw.json here is the simulated hardware state; the lab host edits it to inject faults.
 The simulated tools come from the lab's apt repository and run {labsim}.
@@ -62,7 +64,7 @@ The simulated tools come from the lab's apt repository and run {labsim}.
 
 
 def prepare_image(rootfs: Path) -> None:
-    """Install the agent unit and the dmesg/lsmod replacements into the image at ``rootfs``."""
+    """Install the agent unit and the dmesg/lsmod/lspci/dmidecode replacements into the image at ``rootfs``."""
     rootfs = Path(rootfs)
     (rootfs / NODE_SIM_DIR.lstrip("/")).mkdir(parents=True, exist_ok=True)
     unit = rootfs / "etc/systemd/system" / AGENT_UNIT
@@ -74,8 +76,9 @@ def prepare_image(rootfs: Path) -> None:
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(f"/etc/systemd/system/{AGENT_UNIT}")
-    # the node's kernel log and module list come from the simulator
-    for pkg_path, tool in (("/bin/dmesg", "dmesg"), ("/bin/lsmod", "lsmod"), ("/sbin/lsmod", "lsmod")):
+    # the node's kernel log, module list, PCI devices and firmware tables come from the simulator
+    for pkg_path, tool in (("/bin/dmesg", "dmesg"), ("/bin/lsmod", "lsmod"), ("/sbin/lsmod", "lsmod"),
+                           ("/usr/bin/lspci", "lspci"), ("/usr/sbin/dmidecode", "dmidecode")):
         _divert(rootfs, pkg_path, tool)
     (rootfs / "etc/modules-load.d").mkdir(parents=True, exist_ok=True)
     # the node's clock is the host's kernel clock (no CAP_SYS_TIME in a container): chrony, once a role

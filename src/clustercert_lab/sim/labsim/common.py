@@ -353,6 +353,15 @@ def fabric_state(hw: dict, gpu: dict) -> str:
     return "Completed" if fabricmanager_running() else "In Progress"
 
 
+def fabric_status(hw: dict, gpu: dict, state: str | None = None) -> str:
+    """The fabric registration's status: Success once Completed -- unless the GPU's registration failed
+    (gpu_fabric_degraded: its ``fabric_error``, an NVML error string) --, N/A before."""
+    state = state or fabric_state(hw, gpu)
+    if state != "Completed":
+        return "N/A"
+    return gpu.get("fabric_error") or "Success"
+
+
 def dpkg_version(package: str) -> str | None:
     """Installed version of a Debian package, read from dpkg's status file (None if not installed)."""
     try:

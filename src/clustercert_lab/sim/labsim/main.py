@@ -76,6 +76,12 @@ def _run(tool: str, args: list[str]) -> int:
     if tool == "dmesg":
         from . import system
         return system.dmesg(args)
+    if tool == "lspci":
+        from . import pci
+        return pci.lspci(args)
+    if tool == "dmidecode":
+        from . import pci
+        return pci.dmidecode(args)
     if tool == "agent":
         from . import agent
         return agent.main(args)

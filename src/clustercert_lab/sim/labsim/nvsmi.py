@@ -322,7 +322,7 @@ def _text_fabric(log: _TextLog, hw: dict, g: dict) -> None:
     fs = common.fabric_state(hw, g)
     log.kv(1, "Fabric")
     log.kv(2, "State", fs)
-    log.kv(2, "Status", "Success" if fs == "Completed" else NA)
+    log.kv(2, "Status", common.fabric_status(hw, g, fs))
     log.kv(1, "Processes", "None")
 
 
@@ -569,7 +569,7 @@ def _xml_fabric(x: _XmlLog, hw: dict, g: dict) -> None:
     fs = common.fabric_state(hw, g)
     el(2, "fabric")
     el(3, "state", fs)
-    el(3, "status", "Success" if fs == "Completed" else NA)
+    el(3, "status", common.fabric_status(hw, g, fs))
     el(3, "cliqueId", 0 if fs == "Completed" else NA)
     el(3, "clusterUuid", NA)
     close(2, "fabric")
@@ -682,7 +682,7 @@ def _fields(hw: dict, g: dict, count: int) -> dict[str, tuple[str, str]]:
         "clocks.max.memory": ("MHz", f"{c['max_memory_mhz']} MHz"),
         "mig.mode.current": ("", "Disabled"),
         "fabric.state": ("", fs),
-        "fabric.status": ("", "Success" if fs == "Completed" else "N/A"),
+        "fabric.status": ("", common.fabric_status(hw, g, fs)),
     }
     for k, bit in _THROTTLE_BITS.items():
         f[f"clocks_event_reasons.{k}"] = ("", "Active" if mask & bit else "Not Active")
@@ -739,14 +739,7 @@ def topo(hw: dict, gpus: list[dict]) -> str:
     cpus = {0: "0-51", 1: "52-103"}
     hdr = [f"GPU{g['index']}" for g in gpus] + [f"NIC{i}" for i in range(len(hcas))]
     lines = ["\t" + "\t".join(hdr + ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"])]
-    # the GPU closest to each HCA: first GPU of the same NUMA node, in order
-    near: dict[int, int] = {}
-    for i, h in enumerate(hcas):
-        same = [g for g in gpus if g["numa_node"] == h["numa_node"]]
-        taken = [v for v in near.values()]
-        cand = [g["index"] for g in same if g["index"] not in taken]
-        if cand:
-            near[i] = cand[0]
+    near = _switch_gpus(gpus, hcas)
 
     def gpu_nic(g: dict, i: int) -> str:
         if near.get(i) == g["index"]:
@@ -775,6 +768,80 @@ def topo(hw: dict, gpus: list[dict]) -> str:
         text += "\nNIC Legend:\n\n" + "".join(f"  NIC{i}: {h['name']}\n" for i, h in enumerate(hcas))
     del ngpu
     return text
+
+
+def _switch_gpus(gpus: list[dict], hcas: list[dict]) -> dict[int, int]:
+    """HCA position -> the GPU index sharing its PCIe switch (hw.json ``switch_gpu``; a node built before it
+    was recorded: the first GPU of the HCA's NUMA node that no HCA took before it)."""
+    near: dict[int, int] = {}
+    for i, h in enumerate(hcas):
+        if "switch_gpu" in h:
+            if h["switch_gpu"] is not None:
+                near[i] = h["switch_gpu"]
+            continue
+        cand = [g["index"] for g in gpus if g["numa_node"] == h["numa_node"] and g["index"] not in near.values()]
+        if cand:
+            near[i] = cand[0]
+    return near
+
+
+P2P_LEGEND = """
+Legend:
+
+  X    = Self
+  OK   = Status Ok
+  CNS  = Chipset not supported
+  GNS  = GPU not supported
+  TNS  = Topology not supported
+  NS   = Not supported
+  U    = Unknown
+"""
+
+
+def topo_p2p(gpus: list[dict], cap: str) -> str:
+    """``topo -p2p r|w|n|a|p``: P2P status per GPU pair. Over NVLink (both GPUs with an active link) read,
+    write, atomics and NVLink are OK; without it NVLink is NS and the others go over PCIe, OK within a NUMA
+    node and CNS across the host bridges (as PCIe-only P2P is on most chipsets); ``p`` (PCIe) is always that."""
+    lines = [" \t" + "\t".join(f"GPU{g['index']}" for g in gpus) + "\t"]
+    for g in gpus:
+        cells = []
+        for o in gpus:
+            if o is g:
+                cells.append("X")
+                continue
+            pcie = "OK" if g["numa_node"] == o["numa_node"] else "CNS"
+            nvlink = _active_links(g) > 0 and _active_links(o) > 0
+            if cap == "p":
+                cells.append(pcie)
+            elif cap == "n":
+                cells.append("OK" if nvlink else "NS")
+            else:
+                cells.append("OK" if nvlink else pcie)
+        lines.append(f" GPU{g['index']}\t" + "\t".join(cells) + "\t")
+    return "\n".join(lines) + "\n" + P2P_LEGEND
+
+
+NVLINK_ERROR_LABELS = (("replay", "Replay Errors"), ("recovery", "Recovery Errors"), ("crc", "CRC Errors"))
+
+
+def nvlink_errors(gpus: list[dict]) -> str:
+    """``nvlink -e``: per GPU, per active link, its replay, recovery and CRC error counters (hw.json
+    ``nvlink.errors``; links that are down report none)."""
+    out = []
+    for g in gpus:
+        out.append(f"GPU {g['index']}: {g['name']} (UUID: {g['uuid']})")
+        down = set(g["nvlink"].get("down", []))
+        if len(down) >= g["nvlink"]["links"]:
+            out.append("NVML: Unable to retrieve NVLink information as all links are inactive")
+            continue
+        errors = g["nvlink"].get("errors") or {}
+        for link in range(g["nvlink"]["links"]):
+            if link in down:
+                continue
+            counts = errors.get(str(link)) or {}
+            for key, label in NVLINK_ERROR_LABELS:
+                out.append(f"\t Link {link}: {label}: {int(counts.get(key, 0))}")
+    return "\n".join(out) + "\n"
 
 
 def nvlink_status(gpus: list[dict]) -> str:
@@ -857,13 +924,19 @@ def main(argv: list[str]) -> int:
         if len(rest) > 1 and rest[1] in ("-m", "--matrix", "-mp"):
             common.out(topo(hw, sel))
             return 0
-        common.err("usage: nvidia-smi topo -m (the lab simulates the matrix only)\n")
+        if len(rest) > 2 and rest[1] in ("-p2p", "--p2pstatus") and rest[2] in ("r", "w", "n", "a", "p"):
+            common.out(topo_p2p(sel, rest[2]))
+            return 0
+        common.err("usage: nvidia-smi topo -m | -p2p r|w|n|a|p (the lab simulates these)\n")
         return 2
     if rest[0] == "nvlink":
         if len(rest) > 1 and rest[1] in ("-s", "--status"):
             common.out(nvlink_status(sel))
             return 0
-        common.err("usage: nvidia-smi nvlink -s (the lab simulates --status only)\n")
+        if len(rest) > 1 and rest[1] in ("-e", "--errorcounters"):
+            common.out(nvlink_errors(sel))
+            return 0
+        common.err("usage: nvidia-smi nvlink -s | -e (the lab simulates --status and --errorcounters)\n")
         return 2
     if rest[0] in ("-pm", "--persistence-mode"):
         common.out("".join(f"Persistence mode is already Enabled for GPU {g['bus_id']}.\n" for g in sel)
