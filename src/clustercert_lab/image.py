@@ -261,6 +261,25 @@ def _chroot(root: Path, argv: list[str], timeout: float = 300) -> subprocess.Com
     return _run(["chroot", str(root), *argv], timeout=timeout, env=env)
 
 
+@contextlib.contextmanager
+def _host_dns(root: Path):
+    """The host's resolver in the image's root while the image build fetches from the mirror (a node has no
+    DNS: RESOLV_CONF); put back afterwards. A mirror named by DNS (deb.debian.org) is unreachable otherwise."""
+    resolv = root / "etc/resolv.conf"
+    kept = resolv.read_text() if resolv.exists() and not resolv.is_symlink() else RESOLV_CONF
+    if resolv.is_symlink():
+        resolv.unlink()
+    try:
+        host = Path("/etc/resolv.conf").read_text()
+    except OSError:
+        host = ""
+    _write(resolv, host)
+    try:
+        yield
+    finally:
+        _write(resolv, kept)
+
+
 def _write(path: Path, text: str, mode: int = 0o644) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -288,7 +307,8 @@ def _configure_base(root: Path, mirror: str) -> None:
     (root / "root/.ssh").mkdir(mode=0o700, exist_ok=True)
     # apt-get update once, straight from the host (the proxy only exists while a lab runs);
     # keeping the lists and pkgcache.bin in the image spares every node ~76 MB and the download.
-    _chroot(root, ["apt-get", "-o", "Acquire::http::Proxy=DIRECT", "update"], timeout=300)
+    with _host_dns(root):
+        _chroot(root, ["apt-get", "-o", "Acquire::http::Proxy=DIRECT", "update"], timeout=300)
     _chroot(root, ["systemctl", "enable", *ENABLED_UNITS])
     _chroot(root, ["systemctl", "mask", *MASKED_UNITS])
     _chroot(root, ["apt-get", "clean"])
