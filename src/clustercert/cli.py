@@ -186,10 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
           "clustercert checks --format markdown > docs/checks.md",
           opt.CHECKS_PROFILE, opt.output_format("table", "json", "markdown"))
 
-    _verb(sub, "report", "reports from the store (history, runs)",
-          "Per-node trends and past runs from the SQLite store.",
-          "clustercert report history --node node01\nclustercert report runs --format json",
-          opt.REPORT_WHAT, opt.REPORT_NODE, opt.output_format("table", "json"))
+    _verb(sub, "report", "reports from the store (history, runs), and its retention (prune)",
+          "Per-node trends and past runs from the SQLite store; `prune` removes old runs and compacts it.",
+          "clustercert report history --node node01\nclustercert report runs --format json\n"
+          "clustercert report prune --keep 200\nclustercert report prune --older-than 90d",
+          opt.REPORT_WHAT, opt.REPORT_NODE, opt.PRUNE_KEEP, opt.PRUNE_OLDER, opt.PRUNE_DRY_RUN,
+          opt.output_format("table", "json"))
 
     _verb(sub, "verify", "verify a certificate's signature",
           "Check that certificate.json was signed by the key and not changed since.",

@@ -245,6 +245,70 @@ def _write_public(pub: Path, key: Ed25519PublicKey) -> None:
     os.replace(tmp, pub)
 
 
+# ---- evidence: once per node, referenced by its findings ------------------------------------------
+
+EVIDENCE_REF_CHARS = 16  # hex digits of SHA-256: a node has a few dozen texts, 64 bits never collide there
+
+
+def evidence_ref(text: str) -> str:
+    """The reference a finding carries for ``text``: the first EVIDENCE_REF_CHARS hex digits of its SHA-256
+    (UTF-8). ``verify`` recomputes it, so a reference always names the very text that was signed."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:EVIDENCE_REF_CHARS]
+
+
+def pack_evidence(nodes: dict[str, dict]) -> dict[str, dict]:
+    """The certificate's ``nodes`` with each distinct evidence text stored once per node (``evidence``: ref ->
+    text) and each finding naming its text by ``evidence_ref`` instead of carrying it (the findings of one
+    command share its output: ``ib.port_state`` and ``ib.port_rate`` read the same sysfs). In place; returns
+    ``nodes``. A finding without evidence gets no reference."""
+    for body in nodes.values():
+        table: dict[str, str] = body.get("evidence") or {}
+        for f in body.get("findings") or ():
+            text = f.pop("evidence", None)
+            if text:
+                ref = evidence_ref(text)
+                table.setdefault(ref, text)
+                f["evidence_ref"] = ref
+        if table:
+            body["evidence"] = table
+    return nodes
+
+
+def finding_evidence(node: dict, finding: dict) -> str:
+    """A finding's evidence text, inline (certificates before pack_evidence, validate's documents) or by its
+    ``evidence_ref`` into the node's ``evidence``."""
+    text = finding.get("evidence")
+    if text is not None:
+        return text
+    ref = finding.get("evidence_ref")
+    return (node.get("evidence") or {}).get(ref, "") if ref else ""
+
+
+def evidence_problem(cert: dict) -> str | None:
+    """Why the certificate's evidence references do not hold (a text whose hash is not its reference, a
+    reference with no text), or None. A certificate with inline evidence has nothing to check here."""
+    nodes = cert.get("nodes")
+    if not isinstance(nodes, dict):
+        return None
+    for name in sorted(nodes, key=str):
+        body = nodes[name]
+        if not isinstance(body, dict):
+            continue
+        table = body.get("evidence")
+        if table is not None and not isinstance(table, dict):
+            return f"nodes.{name}.evidence is not an object of reference -> text"
+        table = table or {}
+        for ref in sorted(table, key=str):
+            text = table[ref]
+            if not isinstance(text, str) or evidence_ref(text) != ref:
+                return f"nodes.{name}.evidence.{ref}: the text's SHA-256 does not begin with its reference"
+        for i, f in enumerate(body.get("findings") or ()):
+            ref = f.get("evidence_ref") if isinstance(f, dict) else None
+            if ref is not None and ref not in table:
+                return f"nodes.{name}.findings[{i}].evidence_ref {ref!r} names no evidence of the node"
+    return None
+
+
 # ---- sign / verify ------------------------------------------------------------------------------
 
 def sign(cert: dict, private_key: Ed25519PrivateKey) -> dict:
@@ -331,7 +395,7 @@ def load_certificate(cert_path: Path) -> dict:
 TOP_MEMBERS = frozenset({"schema", "cluster", "profiles", "started", "finished", "versions", "verdict", "rounds",
                          "schedule", "nodes", "links", "localisation", "thresholds", "timing", "slurm", "signature"})
 SIGNATURE_MEMBERS = frozenset({"algorithm", "public_key", "value"})
-NODE_MEMBERS = frozenset({"verdict", "findings", "detail", "hardware"})
+NODE_MEMBERS = frozenset({"verdict", "findings", "detail", "hardware", "evidence"})
 THRESHOLD_MEMBERS = frozenset({"floor", "ceiling", "unit", "source"})
 LOCALISATION_MEMBERS = frozenset({"node", "link", "kind", "reason", "fabric", "probes", "partners"})
 SCHEDULE_MEMBERS = frozenset({"round", "pairs", "question"})
@@ -415,4 +479,6 @@ def verify(cert_path: Path, pubkey_path: Path) -> tuple[bool, str]:
         key.verify(value, body)
     except InvalidSignature:
         return False, f"signature does not match the content: the certificate was changed after signing, or not signed by {fingerprint(key)}"
+    if (problem := evidence_problem(cert)) is not None:
+        return False, f"evidence references do not hold: {problem} (refusing the certificate)"
     return True, ""

@@ -16,7 +16,7 @@ from clustercert.checks import Finding, cluster_verdict, node_verdict
 from clustercert.checks.hardware import identity
 from clustercert.model.inventory import Inventory
 from clustercert.probes.evaluate import probe_findings
-from clustercert.record.certificate import SCHEMA
+from clustercert.record.certificate import SCHEMA, pack_evidence
 
 
 def node_hardware(r, link_layer: str = "InfiniBand") -> dict | None:
@@ -89,7 +89,7 @@ def thresholds(inv: Inventory) -> dict[str, dict]:
 
 def certificate_body(inv: Inventory, validation: dict, outcome, started: datetime, validate_s: float) -> dict:
     """The certificate before signing (and before a Slurm drain adds its ``slurm`` entries)."""
-    nodes = build_nodes(validation, outcome, {n: h.profile.ib.link_layer for n, h in inv.hosts.items()})
+    nodes = pack_evidence(build_nodes(validation, outcome, {n: h.profile.ib.link_layer for n, h in inv.hosts.items()}))
     links = [m.link_record() for m in outcome.pairs]
     return {
         "schema": SCHEMA,

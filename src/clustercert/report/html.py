@@ -32,6 +32,7 @@ import jinja2
 from markupsafe import Markup
 
 from clustercert.errors import InputError
+from clustercert.record.certificate import finding_evidence
 from clustercert.report.common import (
     COLLAPSE_NODES,
     COMPACT_PAIRS_NODES,
@@ -407,7 +408,7 @@ def _evidence(cert: dict, large: bool) -> dict:
                      "value": f"{num(f['value'])} {unit_label(f.get('unit'))}".rstrip()
                      if isinstance(f.get("value"), int | float) else None,
                      "expected": f.get("expected"), "observed": f.get("observed"),
-                     "evidence": _evidence_text(f.get("evidence")), "open": f.get("status") in ("fail", "error")}
+                     "evidence": _evidence_text(finding_evidence(node, f)), "open": f.get("status") in ("fail", "error")}
                     for f in shown]
         blocks.append({"node": n, "verdict": verdict, "open": verdict != "pass", "findings": findings,
                        "omitted": len(fs) - len(shown), "detail": node.get("detail"),

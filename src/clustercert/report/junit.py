@@ -28,6 +28,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Callable, Mapping
 
+from clustercert.record.certificate import finding_evidence
 from clustercert.report.common import (
     COLLAPSE_NODES,
     aggregate,
@@ -130,7 +131,7 @@ def _node_cases(suite: _Suite, nodes: Mapping[str, dict], node_time: Callable[[s
             picked = [f for f in fs if f.get("status") == st] if st in ("fail", "error") else fs
             message = "; ".join(eo(f) for f in picked[:3]) + (f" (+{len(picked) - 3} more)" if len(picked) > 3 else "")
             evidence = passing_evidence or st in ("fail", "error")
-            text = "\n\n".join(f"[{f.get('status')}] {eo(f)}" + (f"\n{clean(f.get('evidence'))}".rstrip() if evidence else "")
+            text = "\n\n".join(f"[{f.get('status')}] {eo(f)}" + (f"\n{clean(finding_evidence(node, f))}".rstrip() if evidence else "")
                                  for f in picked)
             own = [s for f in fs if (s := _own_seconds(f)) is not None]
             if own:

@@ -1,0 +1,242 @@
+"""Fleet scale (issue 24, points 3-5): the pipeline after the probes linear in N, evidence once per node in
+the certificate and the store, retention (report prune), and every concurrency bound by --forks and by
+the nodes' sshd MaxSessions."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from types import SimpleNamespace
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from clustercert.checks.drift import Item, fold_symptoms, performance_items
+from clustercert.record import certificate as cc
+from clustercert.record.store import Store, default_keep
+
+# ---- drift's folding: dict lookups, linear ------------------------------------------------------------
+
+def _drift_items(n: int) -> list[Item]:
+    items = []
+    for i in range(n):
+        node = f"gpu{i:05d}"
+        items.append(Item(node, "configuration", task="nccl: /etc/nccl.conf", role="nccl"))
+        items += [Item(node, "state", check=c) for c in ("nccl.config", "driver.version", "gpu.count", "ib.port_state")]
+    return items
+
+
+def _fold_seconds(n: int) -> float:
+    items = _drift_items(n)
+    t0 = time.process_time()
+    out = fold_symptoms(items)
+    dt = time.process_time() - t0
+    assert len(out) == 3 * n and all(len(i.explains) == 2 for i in out if i.kind == "configuration")
+    return dt
+
+
+def test_fold_symptoms_at_10000_nodes_is_linear():
+    small = min(_fold_seconds(1_000) for _ in range(3))
+    big = min(_fold_seconds(10_000) for _ in range(3))
+    assert big < 1.0, f"fold_symptoms took {big:.2f} s CPU for 10,000 nodes"
+    # linear: 10x the nodes is ~10x the time (quadratic was ~100x); generous for a busy 2-core host
+    assert big < 40 * max(small, 1e-4), (small, big)
+
+
+def test_fold_symptoms_keeps_the_first_configuration_item_per_node():
+    items = [Item("a", "configuration", task="t1"), Item("a", "configuration", task="t2"),
+             Item("a", "state", check="nccl.config"), Item("b", "state", check="nccl.config"),
+             Item("a", "state", check="gpu.count")]
+    out = fold_symptoms(items)
+    assert [(i.node, i.kind, i.check) for i in out] == [("a", "configuration", None), ("a", "configuration", None),
+                                                        ("b", "state", "nccl.config"), ("a", "state", "gpu.count")]
+    assert out[0].explains == ["nccl.config"] and out[1].explains == []
+
+
+def test_performance_items_names_each_node_s_notes_by_lookup():
+    pairs = [SimpleNamespace(a=f"n{i}", b=f"n{i + 1}", fabric=0) for i in range(0, 2000, 2)]
+    judge = SimpleNamespace(note=lambda m: f"{m.a}<->{m.b} fabric 0: 50% below the baseline")
+    locs = [SimpleNamespace(subject="n10", kind="bad_node", reason="slow", fabric=0),
+            SimpleNamespace(subject="n4<->n5", kind="bad_link", reason="both ends fine elsewhere", fabric=0)]
+    items = performance_items(SimpleNamespace(pairs=pairs, localisation=locs), judge)
+    assert items[0].after == "n10<->n11 fabric 0: 50% below the baseline"
+    assert items[1].after == "n4<->n5 fabric 0: 50% below the baseline"
+
+
+# ---- evidence once per node in the certificate -------------------------------------------------------
+
+def _node(n_gpus: int = 8) -> dict:
+    sysfs = "mlx5_0/ports/1/state:4: ACTIVE\n" * 20
+    fs = [{"check": "ib.port_state", "status": "pass", "subject": f"mlx5_{r}/1", "evidence": sysfs} for r in range(4)]
+    fs += [{"check": "ib.port_rate", "status": "pass", "subject": f"mlx5_{r}/1", "evidence": sysfs} for r in range(4)]
+    fs += [{"check": "gpu.ecc", "status": "pass", "subject": f"GPU{g}", "evidence": f"GPU {g}: 0 errors"} for g in range(n_gpus)]
+    fs.append({"check": "time.sync", "status": "pass", "evidence": ""})
+    return {"verdict": "pass", "findings": fs}
+
+
+def _signed(nodes: dict, key) -> dict:
+    cert = {"schema": cc.SCHEMA, "cluster": "c", "verdict": "pass", "nodes": nodes, "links": []}
+    return cc.sign(cert, key)
+
+
+def _verify(tmp_path, cert: dict, key) -> tuple[bool, str]:
+    (tmp_path / "cert.json").write_text(cc.dumps(cert))
+    (tmp_path / "k.pub").write_text(cc.openssh_public_line(key.public_key()))
+    return cc.verify(tmp_path / "cert.json", tmp_path / "k.pub")
+
+
+def test_evidence_is_stored_once_per_node_and_verify_checks_the_references(tmp_path):
+    key = Ed25519PrivateKey.generate()
+    nodes = cc.pack_evidence({"n1": _node(), "n2": _node()})
+    body = nodes["n1"]
+    assert len(body["evidence"]) == 1 + 8  # the sysfs text once, one text per GPU
+    assert all("evidence" not in f for f in body["findings"])
+    assert body["findings"][-1].get("evidence_ref") is None  # no evidence, no reference
+    assert cc.finding_evidence(body, body["findings"][0]).startswith("mlx5_0/ports/1/state")
+    cert = _signed(nodes, key)
+    assert _verify(tmp_path, cert, key) == (True, "")
+    # a certificate signed with a reference that names no text, or a text that is not its hash: refused
+    bad = json.loads(json.dumps(cert))
+    bad["nodes"]["n1"]["findings"][0]["evidence_ref"] = "0" * 16
+    ok, why = _verify(tmp_path, cc.sign(bad, key), key)
+    assert not ok and "names no evidence" in why and "nodes.n1.findings[0]" in why
+    bad = json.loads(json.dumps(cert))
+    ref = bad["nodes"]["n1"]["findings"][0]["evidence_ref"]
+    bad["nodes"]["n1"]["evidence"][ref] += "altered before signing"
+    ok, why = _verify(tmp_path, cc.sign(bad, key), key)
+    assert not ok and "SHA-256" in why
+    # changed after signing: the signature covers the references and the texts
+    bad = json.loads(json.dumps(cert))
+    bad["nodes"]["n2"]["evidence"][ref] = "forged"
+    ok, why = _verify(tmp_path, bad, key)
+    assert not ok and "signature does not match" in why
+
+
+def test_a_certificate_with_inline_evidence_still_verifies(tmp_path):
+    key = Ed25519PrivateKey.generate()
+    cert = _signed({"n1": _node()}, key)  # as certify wrote them before evidence was stored once
+    assert "evidence" in cert["nodes"]["n1"]["findings"][0]
+    assert _verify(tmp_path, cert, key) == (True, "")
+
+
+# ---- the store: evidence once per node, indexes, retention -------------------------------------------
+
+def _record(store: Store, run_id: str, kind: str = "certify", verdict: str = "pass", started: float = 0.0,
+            inventory: str = "/inv", meta: dict | None = None) -> None:
+    store.start_run(run_id, kind, inventory, meta)
+    store.finish_run(run_id, verdict, cc.pack_evidence({"n1": _node(), "n2": _node()}),
+                     [{"a": "n1", "b": "n2", "probe": "ib_write_bw", "status": "pass", "value": 390.0}])
+    with sqlite3.connect(store.path) as db:
+        db.execute("UPDATE runs SET started=? WHERE id=?", (started, run_id))
+
+
+def test_the_store_keeps_each_text_once_and_findings_read_it_back(tmp_path):
+    store = Store(tmp_path / "store.sqlite")
+    _record(store, "r1")
+    with sqlite3.connect(store.path) as db:
+        assert db.execute("SELECT COUNT(*) FROM evidence WHERE run_id='r1' AND node='n1'").fetchone()[0] == 9
+        assert db.execute("SELECT COUNT(*) FROM findings WHERE evidence != ''").fetchone()[0] == 0
+    fs = store.findings("r1", "n1")
+    assert fs[0]["evidence"].startswith("mlx5_0/ports/1/state") and fs[-1]["evidence"] == ""
+    # validate's inline findings are stored the same way
+    store.start_run("v1", "validate", "/inv")
+    store.finish_run("v1", "pass", {"n1": _node()})
+    assert store.findings("v1", "n1")[8]["evidence"] == "GPU 0: 0 errors"
+
+
+def test_every_query_the_verbs_make_uses_an_index(tmp_path):
+    store = Store(tmp_path / "store.sqlite")
+    queries = {
+        "runs": "SELECT * FROM runs WHERE kind=? ORDER BY started DESC LIMIT 50",
+        "latest_certified": "SELECT * FROM runs WHERE kind='certify' AND verdict='pass' AND status='done' AND inventory=?"
+                            " ORDER BY started DESC LIMIT 1",
+        "history": "SELECT r.id FROM nodes n JOIN runs r ON r.id = n.run_id WHERE n.node = ? ORDER BY r.started DESC",
+        "findings": "SELECT * FROM findings f LEFT JOIN evidence e ON e.run_id = f.run_id AND e.node = f.node AND"
+                    " e.ref = f.evidence_ref WHERE f.run_id=? AND f.node=?",
+        "links": "SELECT * FROM links WHERE run_id=?",
+        "actions": "SELECT * FROM actions WHERE run_id=? ORDER BY system, node",
+        "hardware": "SELECT node, identity FROM hardware WHERE run_id=?",
+        "node_verdicts": "SELECT node, verdict FROM nodes WHERE run_id=?",
+    }
+    with sqlite3.connect(store.path) as db:
+        for name, q in queries.items():
+            plan = " | ".join(r[-1] for r in db.execute("EXPLAIN QUERY PLAN " + q, ("x",) * q.count("?")))
+            scans = [p for p in plan.split(" | ") if p.startswith("SCAN") and "USING" not in p]
+            assert not scans, f"{name}: {plan}"
+
+
+def test_an_old_store_gets_the_new_column_and_tables(tmp_path):
+    path = tmp_path / "store.sqlite"
+    with sqlite3.connect(path) as db:  # the findings table as stores made before issue 24 have it
+        db.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, kind TEXT NOT NULL, inventory TEXT NOT NULL, started REAL"
+                   " NOT NULL, finished REAL, status TEXT NOT NULL, verdict TEXT, meta TEXT NOT NULL DEFAULT '{}')")
+        db.execute("CREATE TABLE findings (run_id TEXT NOT NULL, node TEXT NOT NULL, check_id TEXT NOT NULL, status TEXT"
+                   " NOT NULL, subject TEXT NOT NULL DEFAULT '', expected TEXT NOT NULL DEFAULT '', observed TEXT NOT NULL"
+                   " DEFAULT '', evidence TEXT NOT NULL DEFAULT '', value REAL, unit TEXT)")
+        db.execute("INSERT INTO runs VALUES ('old', 'validate', '/inv', 1, 2, 'done', 'pass', '{}')")
+        db.execute("INSERT INTO findings VALUES ('old', 'n1', 'gpu.count', 'pass', '', '8', '8', 'GPU 0 ...', NULL, NULL)")
+    store = Store(path)
+    assert store.findings("old")[0]["evidence"] == "GPU 0 ..."
+    _record(store, "new", started=3)
+    assert store.findings("new", "n1")[0]["evidence"].startswith("mlx5_0")
+
+
+def test_prune_keeps_the_newest_and_never_the_baseline(tmp_path):
+    store = Store(tmp_path / "store.sqlite")
+    _record(store, "base", started=100)                          # the latest certified run of /inv
+    _record(store, "older-cert", started=50)                     # certified before it: not a baseline
+    _record(store, "other-base", started=10, inventory="/other")  # the latest certified run of /other
+    _record(store, "named", kind="certify", verdict="fail", started=20)
+    _record(store, "drift1", kind="drift", verdict="drift", started=200, meta={"baseline": "named"})
+    _record(store, "gone", kind="drift", verdict="drift", started=5, meta={"baseline": "older-cert"})
+    for i in range(5):
+        _record(store, f"v{i}", kind="validate", started=300 + i)
+    result = store.prune(keep=6)
+    assert result["removed"] == ["gone", "older-cert"]  # a pruned drift protects no baseline
+    assert set(result["protected"]) == {"base", "other-base", "named"}
+    assert {r["id"] for r in store.runs(limit=100)} == {"drift1", "base", "other-base", "named"} | {f"v{i}" for i in range(5)}
+    with sqlite3.connect(store.path) as db:  # the cascade took every row of the removed runs
+        for table in ("nodes", "findings", "evidence", "links"):
+            assert not db.execute(f"SELECT COUNT(*) FROM {table} WHERE run_id IN ('gone', 'older-cert')").fetchone()[0]
+    assert store.integrity_ok()
+    assert store.latest_certified("/inv")["id"] == "base"
+
+
+def test_prune_older_than_and_dry_run_and_vacuum(tmp_path):
+    store = Store(tmp_path / "store.sqlite")
+    for i in range(30):
+        _record(store, f"v{i:02d}", kind="validate", started=1000 + i * 86400)
+    now = 1000 + 29 * 86400
+    dry = store.prune(older_than_s=10 * 86400, now=now, dry_run=True)
+    assert len(dry["removed"]) == 19 and len(store.runs(limit=100)) == 30
+    result = store.prune(older_than_s=10 * 86400, now=now)
+    assert result["removed"] == dry["removed"] and len(store.runs(limit=100)) == 11
+    assert result["bytes_after"] < result["bytes_before"]  # VACUUM handed the space back
+    assert store.prune(keep=5, older_than_s=1e9, now=now)["removed"] == []  # both: beyond 5 AND older
+
+
+def test_default_keep_from_config(tmp_path):
+    assert default_keep(tmp_path) == 500
+    (tmp_path / "config.yml").write_text("report:\n  keep: 40\n")
+    assert default_keep(tmp_path) == 40
+    (tmp_path / "config.yml").write_text("report:\n  keep: none\n")
+    with pytest.raises(Exception, match="report.keep"):
+        default_keep(tmp_path)
+
+
+def test_report_prune_cli(tmp_path, monkeypatch, capsys):
+    from clustercert import cli
+
+    monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path))
+    store = Store(tmp_path / "store.sqlite")
+    for i in range(4):
+        _record(store, f"v{i}", kind="validate", started=100 + i)
+    assert cli.main(["report", "prune", "--keep", "1", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["report"] == "prune" and doc["prune"]["removed"] == ["v0", "v1", "v2"]
+    from test_schemas import check
+    check(doc, "report")
+    assert cli.main(["report", "prune", "--older-than", "soon"]) == 2
+    err = capsys.readouterr().err
+    assert "--older-than" in err and "Traceback" not in err
