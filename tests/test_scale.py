@@ -240,3 +240,117 @@ def test_report_prune_cli(tmp_path, monkeypatch, capsys):
     assert cli.main(["report", "prune", "--older-than", "soon"]) == 2
     err = capsys.readouterr().err
     assert "--older-than" in err and "Traceback" not in err
+
+
+# ---- concurrency: --forks nodes at once, at most MaxSessions - 1 sessions per node ----------------------
+
+class _Counting:
+    """Counts the sessions (processes) the collect layer has open, per node and in all: a fake transport
+    under clustercert.collect.ssh (its _remote/ssh_argv put the node's name first in the command line)."""
+
+    def __init__(self, monkeypatch):
+        import subprocess
+        import threading
+
+        from clustercert.collect import ssh
+
+        self.lock = threading.Lock()
+        self.open: dict[str, int] = {}
+        self.peak: dict[str, int] = {}
+        self.total = self.peak_total = 0
+        counting = self
+        real = subprocess.Popen
+
+        class Popen(real):
+            def __init__(self, argv, *a, **kw):
+                node = argv[2].split("=", 1)[1].split(";", 1)[0] if argv[:2] == ["/bin/sh", "-c"] else "local"
+                self._cc_node, self._cc_done = node, False
+                counting.enter(node)
+                try:
+                    super().__init__(argv, *a, **kw)
+                except BaseException:
+                    counting.leave(node)
+                    raise
+
+            def _handle_exitstatus(self, *a, **kw):
+                super()._handle_exitstatus(*a, **kw)
+                if not self._cc_done:
+                    self._cc_done = True
+                    counting.leave(self._cc_node)
+
+        monkeypatch.setattr(ssh.subprocess, "Popen", Popen)
+        monkeypatch.setattr(ssh, "_remote", lambda conn, node, script, cp: ["/bin/sh", "-c", f": node={node}; {script}"])
+        monkeypatch.setattr(ssh, "ssh_argv", lambda conn, node, cp=None, **kw: ["/bin/sh", "-c", f": node={node}; exec \"$0\" -c \"$1\"",
+                                                                           "/bin/sh"])
+
+    def enter(self, node):
+        with self.lock:
+            self.open[node] = self.open.get(node, 0) + 1
+            self.peak[node] = max(self.peak.get(node, 0), self.open[node])
+            self.total += 1
+            self.peak_total = max(self.peak_total, self.total)
+
+    def leave(self, node):
+        with self.lock:
+            self.open[node] -= 1
+            self.total -= 1
+
+
+def test_collect_many_holds_at_most_forks_sessions(monkeypatch):
+    from clustercert.collect import ssh
+
+    c = _Counting(monkeypatch)
+    nodes = {f"n{i:02d}": {"ansible_python_interpreter": "/bin/sh"} for i in range(12)}
+    # the runner is replaced by a shell that sleeps: one session per node, what matters is how many at once
+    monkeypatch.setattr(ssh.remote, "source", lambda name: "sleep 0.3; echo '{\"results\": {}}'")
+    out = ssh.collect_many(nodes, {n: {"x": ("true", 5)} for n in nodes}, forks=4)
+    assert all(ev.reachable for ev in out.values()), out
+    assert c.peak_total <= 4 and c.peak_total >= 2 and max(c.peak.values()) == 1
+
+
+def test_a_node_never_carries_more_than_max_sessions_minus_one(monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from clustercert.collect import ssh
+
+    c = _Counting(monkeypatch)
+    conn = {}
+    # 24 probes against one server node (18 servers of an 8-rail profile's three kinds, and more), their clients
+    # on one node, with the groups killed where a wrapper did not reap its own: every session counted
+    with ThreadPoolExecutor(48) as ex:
+        runs = list(ex.map(lambda i: ssh.run_server_client(("srv", conn, "sleep 0.2"), ("cli", conn, "sleep 0.1"), 5,
+                                                           server_start_delay=0.05), range(24)))
+    assert all(r.client.ok and r.server is not None for r in runs)
+    assert c.peak["srv"] <= ssh.MAX_SESSIONS - 1 and c.peak["cli"] <= ssh.MAX_SESSIONS - 1, c.peak
+    assert c.peak["srv"] >= 2  # they did run at once
+    assert c.total == 0
+
+
+def test_forks_beyond_the_open_files_limit_is_refused_before_anything_runs(monkeypatch, tmp_path, capsys):
+    import resource
+
+    from clustercert import cli
+    from clustercert.collect import ssh
+
+    monkeypatch.setattr(resource, "getrlimit", lambda what: (1024, 1024))
+    monkeypatch.setattr(resource, "setrlimit", lambda *a: pytest.fail("must not raise past the hard limit"))
+    with pytest.raises(Exception, match=r"--forks.*open-files limit is 1024 \(hard 1024\): use --forks 17 or less"):
+        ssh.check_open_files(25)
+    assert ssh.check_open_files(17) == 1024
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  hosts:\n    here:\n      ansible_connection: local\n")
+    monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path / "state"))
+    assert cli.main(["validate", "-i", str(inv), "--forks", "500"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--forks" in err[0] and "ulimit -n" in err[0] and not (tmp_path / "state" / "store.sqlite").exists()
+
+
+def test_the_soft_limit_is_raised_towards_the_hard_one_where_that_is_enough(monkeypatch):
+    import resource
+
+    from clustercert.collect import ssh
+
+    calls = []
+    monkeypatch.setattr(resource, "getrlimit", lambda what: (1024, 65536))
+    monkeypatch.setattr(resource, "setrlimit", lambda what, lim: calls.append(lim))
+    assert ssh.check_open_files(100) == 100 * 2 * 9 * 3 + 64 and calls == [(5464, 65536)]

@@ -228,6 +228,9 @@ def command(name: str):
 # and checked before they run.
 STATEFUL = {"bootstrap", "validate", "probe", "certify", "drift", "report", "key"}
 
+# Verbs that open SSH sessions at --forks: their open files are checked against the limit before they run.
+SESSION_VERBS = {"validate", "probe", "certify", "drift"}
+
 # Flags that name where a verb writes: checked before the verb runs (no probe, drain or run record first).
 OUT_FLAGS = {"out": ("--out", "dir"), "prom": ("--prom", "file"), "junit": ("--junit", "file")}
 
@@ -306,6 +309,10 @@ def prepare(args) -> None:
             check_out(flag, getattr(args, attr), kind)
     if args.verb in STATEFUL:
         paths.ensure_state_dir()
+    if args.verb in SESSION_VERBS and not getattr(args, "list_hosts", False):
+        from clustercert.collect.ssh import check_open_files  # not with the parser: it is what runs the verbs
+
+        check_open_files(args.forks or 25)
     if getattr(args, "ask_become_pass", False):
         ask_become_pass()
 
