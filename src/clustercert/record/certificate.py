@@ -325,9 +325,28 @@ def sign(cert: dict, private_key: Ed25519PrivateKey) -> dict:
     return out
 
 
+LAYOUT_WIDTH = 160  # a member whose JSON is longer than this gets lines of its own (down to LAYOUT_DEPTH)
+LAYOUT_DEPTH = 4    # no deeper than this: a node's hardware, a profile's sections
+
+
 def dumps(cert: dict) -> str:
-    """The certificate file's text: indented, sorted keys, UTF-8 as-is, trailing newline."""
-    return json.dumps(cert, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    """The certificate file's text: sorted keys, UTF-8 as-is, trailing newline; one line per finding, link,
+    evidence text and other short member, indented by its depth (the signature covers the content, not the
+    layout: at fleet scale the indentation of every key of every finding was a third of the file)."""
+    return _layout(cert, 0) + "\n"
+
+
+def _layout(value: Any, depth: int) -> str:
+    flat = json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ": "))
+    if depth >= LAYOUT_DEPTH or not isinstance(value, dict | list) or not value or len(flat) <= LAYOUT_WIDTH:
+        return flat
+    pad, inner = "  " * depth, "  " * (depth + 1)
+    if isinstance(value, dict):
+        items = [f"{inner}{json.dumps(str(k), ensure_ascii=False)}: {_layout(value[k], depth + 1)}"
+                 for k in sorted(value, key=str)]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    # an entry of a list (a finding, a link, a localisation) is one line
+    return "[\n" + ",\n".join(f"{inner}{_layout(v, LAYOUT_DEPTH)}" for v in value) + f"\n{pad}]"
 
 
 def write_certificate(cert: dict, path: Path) -> Path:
