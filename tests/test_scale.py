@@ -354,3 +354,21 @@ def test_the_soft_limit_is_raised_towards_the_hard_one_where_that_is_enough(monk
     monkeypatch.setattr(resource, "getrlimit", lambda what: (1024, 65536))
     monkeypatch.setattr(resource, "setrlimit", lambda what, lim: calls.append(lim))
     assert ssh.check_open_files(100) == 100 * 2 * 9 * 3 + 64 and calls == [(5464, 65536)]
+
+
+def test_certificate_per_node_with_the_lab_profile_s_full_check_set_is_at_most_32_kb():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "scale.py"
+    p = subprocess.run([sys.executable, str(bench), "--nodes", "24", "--json", "--forks", "4"], capture_output=True,
+                       text=True, timeout=300, env=os.environ | {"PYTHONPATH": str(bench.parent.parent / "src")})
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(p.stdout)
+    assert set(doc) >= {"nodes", "cpu_s", "rss_mb", "certificate_bytes", "html_bytes", "junit_bytes", "store_bytes",
+                        "peak_sessions"}
+    assert doc["findings"]["pass"] > 100 * 24  # every component ran on every node
+    assert doc["certificate_bytes"] / doc["nodes"] <= 32 * 1024, doc
+    assert 1 <= doc["peak_sessions"] <= 4  # --forks nodes at once, one runner each
