@@ -11,7 +11,7 @@ the probe round loop (clustercert.probes.run: ib_write_bw and iperf3 on both fab
 the certificate (clustercert.record.results, signed), report.html, junit.xml and the store; one process per
 size. --json prints one object: nodes, cpu_s (process CPU, user + system), rss_mb (peak), certificate_bytes,
 html_bytes, junit_bytes, store_bytes (the store after this one run), peak_sessions (sessions open at once),
-and per-stage CPU seconds. --pipeline runs each size in its own process and prints each figure per node and
+and per-stage CPU seconds and the peak RSS reached by the end of each stage. --pipeline runs each size in its own process and prints each figure per node and
 as a ratio against 1,024 nodes.
 
 Without them:
@@ -237,9 +237,12 @@ def pipeline(n: int, forks: int = 25) -> dict:
     os.environ["CLUSTERCERT_HOME"] = str(home)
     stages: dict[str, float] = {}
 
+    peaks: dict[str, float] = {}
+
     def mark(name: str, t: float) -> float:
         now = time.process_time()
         stages[name] = round(now - t, 2)
+        peaks[name] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         return now
 
     t0 = t = time.process_time()
@@ -248,14 +251,16 @@ def pipeline(n: int, forks: int = 25) -> dict:
     ssh.collect_node = transport.collect_node  # collect_many's pool (--forks) calls it: the transport is faked below it
     started = datetime.now(UTC)
     t = mark("inventory", t)
-    validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks)
+    validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks, keep_outputs=False)  # as certify
     t = mark("validate", t)
     reachable = [x for x, r in sorted(validation.items()) if r.verdict != "unreachable"]
     outcome = probe_run.run(inv, reachable, ProbeSettings(2, 20, only=frozenset({"ib_write_bw", "iperf3"})),
                             ThresholdJudge.for_inventory(inv), forks, io=transport)
     t = mark("probes", t)
-    cert = certificate.sign(certificate_body(inv, validation, outcome, started, 1.0), Ed25519PrivateKey.generate())
-    cert_text = certificate.dumps(cert).encode()
+    body = certificate_body(inv, validation, outcome, started, 1.0, consume=True)  # as certify
+    cert = certificate.sign(body, Ed25519PrivateKey.generate())
+    del body
+    cert_bytes = certificate.write_certificate(cert, home / "certificate.json").stat().st_size  # as certify
     t = mark("certificate", t)
     html = render_html(cert).encode()
     t = mark("html", t)
@@ -271,11 +276,11 @@ def pipeline(n: int, forks: int = 25) -> dict:
             statuses[f["status"]] = statuses.get(f["status"], 0) + 1
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return {"nodes": n, "cpu_s": round(ru.ru_utime + ru.ru_stime, 2), "rss_mb": round(ru.ru_maxrss / 1024, 1),
-            "certificate_bytes": len(cert_text), "html_bytes": len(html), "junit_bytes": len(junit),
+            "certificate_bytes": cert_bytes, "html_bytes": len(html), "junit_bytes": len(junit),
             "store_bytes": store.size(), "peak_sessions": transport.peak, "forks": forks, "links": len(cert["links"]),
             "verdicts": {v: sum(1 for b in cert["nodes"].values() if b["verdict"] == v)
                          for v in sorted({b["verdict"] for b in cert["nodes"].values()})},
-            "findings": statuses, "stages_cpu_s": stages, "pipeline_cpu_s": round(time.process_time() - t0, 2)}
+            "findings": statuses, "stages_cpu_s": stages, "peak_rss_mb_after": peaks, "pipeline_cpu_s": round(time.process_time() - t0, 2)}
 
 
 PER_NODE = ("cpu_s", "rss_mb", "certificate_bytes", "html_bytes", "junit_bytes", "store_bytes")

@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -303,12 +303,35 @@ def collect_many(
     *,
     forks: int = 25,
     control_dir: Path | None = None,
+    each: Callable[[str, NodeEvidence], NodeEvidence] | None = None,
 ) -> dict[str, NodeEvidence]:
-    """Collect from every node in parallel (bounded by ``forks``); one slow node holds up no other."""
-    with ThreadPoolExecutor(max_workers=max(1, min(forks, len(nodes) or 1))) as ex:
-        futures = {n: ex.submit(collect_node, n, conn, commands_for[n], control_dir=control_dir)
-                   for n, conn in nodes.items()}
-        return {n: f.result() for n, f in futures.items()}
+    """Collect from every node in parallel (bounded by ``forks``); one slow node holds up no other. ``each``:
+    called in this thread with each node's evidence as its collection ends; what it returns is what the
+    result holds for the node (the validators evaluate a node there and keep less of its raw outputs)."""
+    workers = max(1, min(forks, len(nodes) or 1))
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        if each is None:
+            futures = {n: ex.submit(collect_node, n, conn, commands_for[n], control_dir=control_dir)
+                       for n, conn in nodes.items()}
+            return {n: f.result() for n, f in futures.items()}
+        # at most two nodes per worker submitted and not yet handed to ``each``: the raw outputs held at once
+        # stay bounded by --forks, not by the fleet, even where ``each`` is slower than the collections
+        todo, running, done = iter(nodes.items()), {}, {}
+
+        def submit() -> None:
+            for n, conn in todo:
+                running[ex.submit(collect_node, n, conn, commands_for[n], control_dir=control_dir)] = n
+                return
+
+        for _ in range(2 * workers):
+            submit()
+        while running:
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in finished:
+                n = running.pop(f)
+                done[n] = each(n, f.result())
+                submit()
+        return {n: done[n] for n in nodes}
 
 
 def collect_in_turn(
