@@ -29,6 +29,7 @@ import binascii
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -58,10 +59,78 @@ def canonical_bytes(cert: dict) -> bytes:
                       allow_nan=False).encode("utf-8")
 
 
-def _normalise(cert: dict) -> dict:
-    """What the certificate becomes once written and read back (tuples -> lists, int keys -> str),
-    so that the bytes signed now are the bytes verified later."""
-    return json.loads(json.dumps(cert, ensure_ascii=False, allow_nan=False))
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def signed_bytes(cert: dict) -> bytearray:
+    """``canonical_bytes(packed(cert))``, built member by member and node by node: the one full copy of a
+    fleet's certificate that signing needs, without the packed certificate or its text held beside it.
+    ``cert`` is normalised (``_normalise``): its keys are strings."""
+    body = {k: v for k, v in cert.items() if k != "signature"}
+    out = bytearray(b"{")
+    for i, k in enumerate(sorted(body)):
+        out += (("," if i else "") + _canonical(k) + ":").encode("utf-8")
+        nodes = body[k]
+        if k != "nodes" or not isinstance(nodes, dict) or not nodes:
+            out += _canonical(packed({k: nodes})[k] if k == "nodes" else nodes).encode("utf-8")
+            continue
+        for j, name in enumerate(sorted(nodes)):
+            node = packed({"nodes": {name: nodes[name]}})["nodes"][name]
+            out += (("{" if j == 0 else ",") + _canonical(name) + ":" + _canonical(node)).encode("utf-8")
+        out += b"}"
+    out += b"}"
+    return out
+
+
+def _json_key(k: Any) -> str:
+    """A dict key as json.dumps writes it."""
+    if isinstance(k, str):
+        return str(k)
+    if k is True or k is False or k is None:
+        return {True: "true", False: "false", None: "null"}[k]
+    if isinstance(k, int):
+        return int.__repr__(k)
+    if isinstance(k, float):
+        return float.__repr__(k)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")
+
+
+def _normalise(value: Any) -> Any:
+    """What ``value`` becomes once written and read back (tuples -> lists, int keys -> str, str/int/float
+    subclasses -> the plain type), so that the bytes signed now are the bytes verified later. Copy on write:
+    a part that is already what it reads back as is returned as it is (no second copy of a fleet's
+    certificate in memory). ValueError for NaN/Infinity, TypeError for what is not JSON."""
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return value
+    if t is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError("Out of range float values are not JSON compliant")
+        return value
+    if isinstance(value, dict):
+        out = None
+        for i, (k, v) in enumerate(value.items()):
+            nk, nv = (k if type(k) is str else _json_key(k)), _normalise(v)
+            if out is None and (nk is not k or nv is not v):
+                out = dict(list(value.items())[:i])
+            if out is not None:
+                out[nk] = nv
+        return value if out is None else out
+    if isinstance(value, list | tuple):
+        new = [_normalise(v) for v in value]
+        if t is list and all(a is b for a, b in zip(new, value, strict=True)):
+            return value
+        return new
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return _normalise(float(value))
+    raise TypeError(f"Object of type {t.__name__} is not JSON serializable")
 
 
 # ---- keys -----------------------------------------------------------------------------------
@@ -265,9 +334,9 @@ def pack_evidence(nodes: dict[str, dict]) -> dict[str, dict]:
         table: dict[str, str] = body.get("evidence") or {}
         for f in body.get("findings") or ():
             text = f.pop("evidence", None)
-            if text:
-                ref = evidence_ref(text)
-                table.setdefault(ref, text)
+            if text:  # texts and references shared with other nodes' equal ones (sys.intern): fleet memory
+                ref = sys.intern(evidence_ref(text))
+                table.setdefault(ref, sys.intern(text))
                 f["evidence_ref"] = ref
         if table:
             body["evidence"] = table
@@ -282,6 +351,103 @@ def finding_evidence(node: dict, finding: dict) -> str:
         return text
     ref = finding.get("evidence_ref")
     return (node.get("evidence") or {}).get(ref, "") if ref else ""
+
+
+# ---- findings: a table per node in the certificate file --------------------------------------------
+
+# the columns of a node's findings table, in this order (a key outside them follows, sorted)
+FINDING_COLUMNS = ("check", "status", "subject", "expected", "observed", "evidence_ref", "value", "unit", "threshold",
+                   "evidence")
+# columns whose null cell, where every finding of the node has a value there, repeats the value of the last
+# finding above with the same check (a check's findings per GPU or HCA share their status, expected text and,
+# when healthy, what was observed)
+REPEAT_COLUMNS = ("status", "expected", "observed")
+TABLE_MEMBERS = frozenset({"columns", "repeat", "rows"})
+
+
+def findings_table(findings: list[dict]) -> dict | list:
+    """A node's findings as the certificate file holds them: ``{"columns": [...], "repeat": [...], "rows":
+    [[...], ...]}``, a row per finding, in order, with its values in the columns' order. A null cell is a
+    member the finding does not have (or has as null), except in a ``repeat`` column, where it is the value of
+    the last row above with the same check; a row ends at its last value. ``node_findings`` reads it back.
+    An empty list stays a list."""
+    if not findings:
+        return findings
+    keys: set = set().union(*findings)
+    cols = [c for c in FINDING_COLUMNS if c in keys] + sorted(keys.difference(FINDING_COLUMNS), key=str)
+    keyed = all(isinstance(f.get("check"), str) for f in findings)
+    repeat = [c for c in REPEAT_COLUMNS if keyed and all(f.get(c) is not None for f in findings)]
+    rows, last = [], {}
+    for f in findings:
+        above = last.get(f.get("check"))
+        row = [None if above is not None and c in repeat and f[c] == above[c] and type(f[c]) is type(above[c])
+               else f.get(c) for c in cols]
+        while row and row[-1] is None:
+            row.pop()
+        rows.append(row)
+        if keyed:
+            last[f["check"]] = f
+    out: dict = {"columns": cols, "rows": rows}
+    if repeat:
+        out["repeat"] = repeat
+    return out
+
+
+def node_findings(body: dict) -> list[dict]:
+    """A node's findings as a list of objects, whether the certificate holds them as a list (before the
+    table, and every certificate in memory) or as ``findings_table``'s table. ValueError: a malformed table."""
+    fs = body.get("findings")
+    if not isinstance(fs, dict):
+        return fs or []
+    cols, rows, repeat = fs.get("columns"), fs.get("rows"), fs.get("repeat") or []
+    if not (isinstance(cols, list) and isinstance(rows, list) and isinstance(repeat, list)
+            and all(isinstance(c, str) for c in cols) and set(repeat) <= set(cols) and (not repeat or "check" in cols)
+            and all(isinstance(r, list) and len(r) <= len(cols) for r in rows)):
+        raise ValueError("a findings table needs columns (names), rows (lists no longer than the columns) and "
+                         "repeat (some of the columns, with check among them)")
+    out: list[dict] = []
+    last: dict = {}
+    for n, row in enumerate(rows):
+        f = {c: v for c, v in zip(cols, row, strict=False) if v is not None}
+        if repeat:
+            check = f.get("check")
+            if not isinstance(check, str):
+                raise ValueError(f"row {n} has no check")
+            for c in repeat:
+                if c not in f:
+                    if check not in last:
+                        raise ValueError(f"row {n} repeats the {c} of an earlier {check} finding, and there is none")
+                    f[c] = last[check][c]
+            f = {c: f[c] for c in cols if c in f}  # the columns' order
+            last[check] = f
+        out.append(f)
+    return out
+
+
+def packed(cert: dict) -> dict:
+    """The certificate as its file holds it and its signature covers it: each node's findings list as a
+    ``findings_table``. Shares everything else with ``cert``; a node whose findings are a table already, or
+    absent, is as it is."""
+    nodes = cert.get("nodes")
+    if not isinstance(nodes, dict):
+        return cert
+    out = dict(cert)
+    out["nodes"] = {name: (dict(body, findings=findings_table(body["findings"]))
+                           if isinstance(body, dict) and isinstance(body.get("findings"), list)
+                           and all(isinstance(f, dict) for f in body["findings"]) else body)
+                    for name, body in nodes.items()}
+    return out
+
+
+def expanded(cert: dict) -> dict:
+    """A certificate read from its file with each node's findings as a list of objects again (what the
+    reports and the store read). ValueError: a malformed findings table."""
+    nodes = cert.get("nodes")
+    if not isinstance(nodes, dict) or not any(isinstance(b, dict) and isinstance(b.get("findings"), dict)
+                                               for b in nodes.values()):
+        return cert
+    return dict(cert, nodes={name: dict(body, findings=node_findings(body)) if isinstance(body, dict) else body
+                             for name, body in nodes.items()})
 
 
 def evidence_problem(cert: dict) -> str | None:
@@ -302,7 +468,11 @@ def evidence_problem(cert: dict) -> str | None:
             text = table[ref]
             if not isinstance(text, str) or evidence_ref(text) != ref:
                 return f"nodes.{name}.evidence.{ref}: the text's SHA-256 does not begin with its reference"
-        for i, f in enumerate(body.get("findings") or ()):
+        try:
+            findings = node_findings(body)
+        except ValueError as e:
+            return f"nodes.{name}.findings: {e}"
+        for i, f in enumerate(findings):
             ref = f.get("evidence_ref") if isinstance(f, dict) else None
             if ref is not None and ref not in table:
                 return f"nodes.{name}.findings[{i}].evidence_ref {ref!r} names no evidence of the node"
@@ -312,11 +482,13 @@ def evidence_problem(cert: dict) -> str | None:
 # ---- sign / verify ------------------------------------------------------------------------------
 
 def sign(cert: dict, private_key: Ed25519PrivateKey) -> dict:
-    """A copy of ``cert`` (as it will read back from JSON) with ``"signature"`` added."""
+    """``cert`` (as it will read back from JSON; its parts shared with ``cert`` where they already are) with
+    ``"signature"`` added: over the canonical bytes of its file form (``packed``: each node's findings as a
+    table), which is what ``dumps`` writes. The findings stay a list of objects in what is returned."""
     if cert.get("schema") != SCHEMA:
         raise InputError("certificate", "schema", f"expected {SCHEMA!r}, got {cert.get('schema')!r}")
-    out = _normalise({k: v for k, v in cert.items() if k != "signature"})
-    sig = private_key.sign(canonical_bytes(out))
+    out = dict(_normalise({k: v for k, v in cert.items() if k != "signature"}))
+    sig = private_key.sign(signed_bytes(out))
     out["signature"] = {
         "algorithm": ALGORITHM,
         "public_key": base64.b64encode(public_raw(private_key.public_key())).decode(),
@@ -332,21 +504,62 @@ LAYOUT_DEPTH = 4    # no deeper than this: a node's hardware, a profile's sectio
 def dumps(cert: dict) -> str:
     """The certificate file's text: sorted keys, UTF-8 as-is, trailing newline; one line per finding, link,
     evidence text and other short member, indented by its depth (the signature covers the content, not the
-    layout: at fleet scale the indentation of every key of every finding was a third of the file)."""
-    return _layout(cert, 0) + "\n"
+    layout: at fleet scale the indentation of every key of every finding was a third of the file). The
+    findings are each node's table (``packed``)."""
+    return "".join(_chunks(packed(cert), 0)) + "\n"
 
 
-def _layout(value: Any, depth: int) -> str:
-    flat = json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ": "))
-    if depth >= LAYOUT_DEPTH or not isinstance(value, dict | list) or not value or len(flat) <= LAYOUT_WIDTH:
-        return flat
+def _flat(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ": "))
+
+
+def _lay(value: Any, depth: int) -> tuple[str, str | None]:
+    """(``value`` laid out at ``depth``, its one-line JSON when that is at most LAYOUT_WIDTH long, else None).
+    A container goes on one line when its one-line form is short enough, which is known from its members'
+    without serialising the container again at every depth."""
+    deepest = LAYOUT_DEPTH + 1 if isinstance(value, list) else LAYOUT_DEPTH  # a findings table's rows: a line each
+    if depth >= deepest or not isinstance(value, dict | list) or not value:
+        flat = _flat(value)
+        return flat, flat if len(flat) <= LAYOUT_WIDTH else None
     pad, inner = "  " * depth, "  " * (depth + 1)
     if isinstance(value, dict):
-        items = [f"{inner}{json.dumps(str(k), ensure_ascii=False)}: {_layout(value[k], depth + 1)}"
-                 for k in sorted(value, key=str)]
-        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+        keys = sorted(value, key=str)
+        parts = [(json.dumps(str(k), ensure_ascii=False), _lay(value[k], depth + 1)) for k in keys]
+        if all(f is not None for _, (_, f) in parts):
+            flat = "{" + ",".join(f"{k}: {f}" for k, (_, f) in parts) + "}"
+            if len(flat) <= LAYOUT_WIDTH:
+                return flat, flat
+        return "{\n" + ",\n".join(f"{inner}{k}: {laid}" for k, (laid, _) in parts) + f"\n{pad}}}", None
     # an entry of a list (a finding, a link, a localisation) is one line
-    return "[\n" + ",\n".join(f"{inner}{_layout(v, LAYOUT_DEPTH)}" for v in value) + f"\n{pad}]"
+    flats = [_flat(v) for v in value]
+    flat = "[" + ",".join(flats) + "]"
+    if len(flat) <= LAYOUT_WIDTH:
+        return flat, flat
+    return "[\n" + ",\n".join(f"{inner}{f}" for f in flats) + f"\n{pad}]", None
+
+
+def _chunks(value: Any, depth: int):
+    """``_lay``'s text in pieces: the top level and each member of the certificate's nodes and links apart, so
+    that writing a fleet's certificate never holds its whole text (or several copies of it) at once."""
+    if depth >= 2 or not isinstance(value, dict | list) or not value:
+        yield _lay(value, depth)[0]
+        return
+    laid, flat = _lay(value, depth) if len(value) <= 4 and depth else (None, None)
+    if flat is not None:
+        yield flat
+        return
+    pad, inner = "  " * depth, "  " * (depth + 1)
+    if isinstance(value, dict):
+        yield "{\n"
+        for i, k in enumerate(sorted(value, key=str)):
+            yield f"{',' + chr(10) if i else ''}{inner}{json.dumps(str(k), ensure_ascii=False)}: "
+            yield from _chunks(value[k], depth + 1)
+        yield f"\n{pad}}}"
+    else:
+        yield "[\n"
+        for i, v in enumerate(value):
+            yield f"{',' + chr(10) if i else ''}{inner}{_flat(v)}"
+        yield f"\n{pad}]"
 
 
 def write_certificate(cert: dict, path: Path) -> Path:
@@ -354,7 +567,9 @@ def write_certificate(cert: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(dumps(cert))
+        for chunk in _chunks(packed(cert), 0):
+            f.write(chunk)
+        f.write("\n")
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)
     return path
@@ -441,6 +656,11 @@ def unknown_member(cert: dict) -> str | None:
             for name in sorted(entries, key=str):
                 if found := extra(entries[name], allowed, f"{group}.{name}"):
                     return found
+    if isinstance(cert.get("nodes"), dict):
+        for name in sorted(cert["nodes"], key=str):
+            body = cert["nodes"][name]
+            if isinstance(body, dict) and (found := extra(body.get("findings"), TABLE_MEMBERS, f"nodes.{name}.findings")):
+                return found
     for group, allowed in (("localisation", LOCALISATION_MEMBERS), ("schedule", SCHEDULE_MEMBERS)):
         if isinstance(cert.get(group), list):
             for i, item in enumerate(cert[group]):
