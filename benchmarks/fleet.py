@@ -21,8 +21,11 @@ for p in (REPO / "src", REPO / "src" / "clustercert_lab" / "sim"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
+import shlex  # noqa: E402
+
 import yaml  # noqa: E402
-from labsim import nvsmi  # noqa: E402
+from labsim import common as labcommon  # noqa: E402
+from labsim import nvbw, nvsmi  # noqa: E402
 
 from clustercert.collect import ssh  # noqa: E402
 from clustercert.collect.ssh import ProbeRun  # noqa: E402
@@ -34,6 +37,32 @@ from clustercert_lab import hardware  # noqa: E402
 # the tool outputs a healthy link gives, as the probe tests' fake fabric writes them (one definition)
 sys.path.insert(0, str(REPO / "tests"))
 from test_probe_run import FakeFabric, iperf3_out, perftest_out  # noqa: E402
+
+from clustercert.probes.commands import UTIL_MARK  # noqa: E402
+
+FIXTURES = REPO / "tests" / "fixtures"
+# what the fixtures give where the lab simulator's renderer needs a lab node (all_reduce_perf, ib_write_lat)
+NCCL_OUT = (FIXTURES / "nccl-tests" / "all_reduce_perf-old-format-2x-dgx-a100-k8s.txt").read_text()
+LAT_SEP = "-" * 87
+LAT_OUT = (f"{LAT_SEP}\n                    RDMA_Write Latency Test\n Dual-port       : OFF\t\tDevice         : mlx5_0\n"
+           f"{LAT_SEP}\n #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]"
+           "   99% percentile[usec]   99.9% percentile[usec]\n 2       10000         0.98           1.37         1.02"
+           f"               1.03           0.01            1.07                   1.32\n{LAT_SEP}\n")
+_LABSIM = threading.Lock()  # the simulator's tools read their node from module state: one node at a time
+
+
+def labsim_tool(tool, argv: list[str], hw: dict) -> str:
+    """What a lab simulator tool (nvbw.nvbandwidth, nvbw.dcgmi) prints on a node with hardware ``hw``."""
+    out: list[str] = []
+    with _LABSIM:
+        saved = labcommon.load_hw, labcommon.out, labcommon.loaded_driver_version
+        labcommon.load_hw, labcommon.out = (lambda: hw), out.append
+        labcommon.loaded_driver_version = lambda: hw["driver"]["version"]
+        try:
+            tool(argv)
+        finally:
+            labcommon.load_hw, labcommon.out, labcommon.loaded_driver_version = saved
+    return "".join(out)
 
 
 def inventory(n: int) -> Inventory:
@@ -53,8 +82,9 @@ class Fleet(FakeFabric):
     """The transport (tests/test_probe_run.py's fake fabric with these nodes): collect_node for the validators (and the probes' node phase), the probe functions for
     the pair rounds. ``peak``: the most sessions open at once, over every node."""
 
-    def __init__(self, inv: Inventory):
+    def __init__(self, inv: Inventory, all_probes: bool = False):
         self.inv = inv
+        self.all_probes = all_probes  # answer every node probe the lab profile plans (else the loopbacks only)
         self.profile = yaml.safe_load((REPO / "src/clustercert/profiles/lab.yml").read_text())
         self.index = {n: i for i, n in enumerate(inv.hosts, 1)}
         self.ip = {}
@@ -144,9 +174,27 @@ class Fleet(FakeFabric):
                                                    "model": None}]}),
         }
 
+    def probe_outputs(self, node: str, commands: dict) -> dict[str, str]:
+        """The node probes the lab simulator renders (nvbandwidth, dcgmi diag, nvidia-smi topo) on this node's
+        hardware, all_reduce_perf from a fixture with the utilisation samples of 8 busy GPUs."""
+        hw = hardware.build(self.profile, node, self.index[node])
+        out = {}
+        if "nvbandwidth" in commands:
+            out["nvbandwidth"] = labsim_tool(nvbw.nvbandwidth, shlex.split(commands["nvbandwidth"][0])[1:], hw)
+        if "dcgmi_diag" in commands:
+            level = str(self.profile.get("dcgm_diag", {}).get("level", 1))
+            out["dcgmi_diag"] = labsim_tool(nvbw.dcgmi, ["diag", "-r", level], hw)
+        if "topo" in commands:
+            out["topo"] = nvsmi.topo(hw, hw["gpus"])
+        if "nccl" in commands:
+            out["nccl"] = NCCL_OUT + f"{UTIL_MARK}\n" + "".join(f"{g}, {97 + g % 3}\n" for _ in range(3) for g in range(8))
+        return out
+
     def collect_node(self, node, conn, commands, **_):
         with self.session(node):
             out = self.outputs(node) if any(k in commands for k in ("nvsmi_xml", "ib_sysfs")) else {}
+            if self.all_probes:
+                out |= self.probe_outputs(node, commands)
             results = {}
             for name, spec in commands.items():
                 line = spec[0]
@@ -166,4 +214,14 @@ class Fleet(FakeFabric):
             words = line.split()
             if words[0] == "iperf3":
                 return ProbeRun(None, CommandResult(0, iperf3_out(26.0), "", False, 2.0, line))
+            if words[0] == "ib_write_lat":
+                return ProbeRun(None, CommandResult(0, LAT_OUT, "", False, 2.0, line))
             return ProbeRun(None, CommandResult(0, perftest_out(390.0), "", False, 2.0, line))
+
+    def run_server_client(self, server, client, timeout, **_):
+        """The pair probes launched from one node (NCCL across the pair under mpirun, the DDP smoke test):
+        all_reduce_perf's output from a fixture; the rest as a tool that printed nothing."""
+        node, _conn, line = client
+        with self.session(node):
+            text = NCCL_OUT if "all_reduce_perf" in line else ""
+            return ProbeRun(None, CommandResult(0, text, "", False, 2.0, line))

@@ -2,7 +2,7 @@
 of synthetic certificates.
 
 Usage: python benchmarks/scale.py --nodes N --json
-       python benchmarks/scale.py --pipeline [--nodes 16,128,1024,4096,10000] [--forks 25]
+       python benchmarks/scale.py --pipeline [--nodes 16,128,1024,4096,10000] [--forks 25] [--all-probes]
        python benchmarks/scale.py [--nodes 64,256,1024] [--repeat 3] [--fail-fraction 0.03] [--out DIR]
 
 --json / --pipeline: N lab-profile nodes (benchmarks/fleet.py answers as healthy simulated nodes, with each
@@ -214,8 +214,11 @@ def measure(cert: dict, repeat: int) -> dict[str, tuple[int, float]]:
     return out
 
 
-def pipeline(n: int, forks: int = 25) -> dict:
-    """One size through the real pipeline (see the module docstring); the figures --json prints."""
+def pipeline(n: int, forks: int = 25, all_probes: bool = False, keep: dict | None = None) -> dict:
+    """One size through the real pipeline (see the module docstring); the figures --json prints. ``all_probes``:
+    every probe the lab profile plans (the fleet answers nvbandwidth, dcgmi diag and topo with the lab
+    simulator's renderings, all_reduce_perf and ib_write_lat from fixtures; fio and the DDP smoke test get no
+    output and are errors). ``keep``: filled with the signed certificate and the paths written."""
     from datetime import UTC, datetime
 
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -247,20 +250,21 @@ def pipeline(n: int, forks: int = 25) -> dict:
 
     t0 = t = time.process_time()
     inv = fleet.inventory(n)
-    transport = fleet.Fleet(inv)
+    transport = fleet.Fleet(inv, all_probes)
     ssh.collect_node = transport.collect_node  # collect_many's pool (--forks) calls it: the transport is faked below it
     started = datetime.now(UTC)
     t = mark("inventory", t)
     validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks, keep_outputs=False)  # as certify
     t = mark("validate", t)
     reachable = [x for x, r in sorted(validation.items()) if r.verdict != "unreachable"]
-    outcome = probe_run.run(inv, reachable, ProbeSettings(2, 20, only=frozenset({"ib_write_bw", "iperf3"})),
-                            ThresholdJudge.for_inventory(inv), forks, io=transport)
+    settings = ProbeSettings(2, 20) if all_probes else ProbeSettings(2, 20, only=frozenset({"ib_write_bw", "iperf3"}))
+    outcome = probe_run.run(inv, reachable, settings, ThresholdJudge.for_inventory(inv), forks, io=transport)
     t = mark("probes", t)
     body = certificate_body(inv, validation, outcome, started, 1.0, consume=True)  # as certify
     cert = certificate.sign(body, Ed25519PrivateKey.generate())
     del body
-    cert_bytes = certificate.write_certificate(cert, home / "certificate.json").stat().st_size  # as certify
+    cert_path = certificate.write_certificate(cert, home / "certificate.json")  # as certify
+    cert_bytes = cert_path.stat().st_size
     t = mark("certificate", t)
     html = render_html(cert).encode()
     t = mark("html", t)
@@ -270,6 +274,8 @@ def pipeline(n: int, forks: int = 25) -> dict:
     store.start_run("bench", "certify", str(inv.source))
     store.finish_run("bench", cert["verdict"], cert["nodes"], cert["links"])
     t = mark("store", t)
+    if keep is not None:
+        keep.update(cert=cert, certificate=cert_path, html=html, home=home)
     statuses: dict[str, int] = {}
     for body in cert["nodes"].values():
         for f in body["findings"]:
@@ -280,18 +286,20 @@ def pipeline(n: int, forks: int = 25) -> dict:
             "store_bytes": store.size(), "peak_sessions": transport.peak, "forks": forks, "links": len(cert["links"]),
             "verdicts": {v: sum(1 for b in cert["nodes"].values() if b["verdict"] == v)
                          for v in sorted({b["verdict"] for b in cert["nodes"].values()})},
+            "probe_checks": sorted({f["check"] for b in cert["nodes"].values() for f in b["findings"]
+                                    if f["check"].startswith("probe.")} | {"link." + lk["probe"] for lk in cert["links"]}),
             "findings": statuses, "stages_cpu_s": stages, "peak_rss_mb_after": peaks, "pipeline_cpu_s": round(time.process_time() - t0, 2)}
 
 
 PER_NODE = ("cpu_s", "rss_mb", "certificate_bytes", "html_bytes", "junit_bytes", "store_bytes")
 
 
-def pipeline_table(sizes: list[int], forks: int) -> int:
+def pipeline_table(sizes: list[int], forks: int, all_probes: bool = False) -> int:
     """Each size in a process of its own (its own peak RSS); per node, and as a ratio against 1,024 nodes."""
     rows = []
     for n in sizes:
-        p = subprocess.run([sys.executable, __file__, "--nodes", str(n), "--json", "--forks", str(forks)],
-                           capture_output=True, text=True, check=True)
+        p = subprocess.run([sys.executable, __file__, "--nodes", str(n), "--json", "--forks", str(forks)]
+                           + (["--all-probes"] if all_probes else []), capture_output=True, text=True, check=True)
         rows.append(json.loads(p.stdout))
         print(p.stdout.strip(), flush=True)
     ref = next((r for r in rows if r["nodes"] == 1024), rows[-1])
@@ -311,16 +319,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="one size through the real pipeline: one JSON object")
     ap.add_argument("--pipeline", action="store_true", help="every size through the real pipeline, a table of ratios")
     ap.add_argument("--forks", type=int, default=25, help="--forks of the pipeline run")
+    ap.add_argument("--all-probes", action="store_true", help="the pipeline with every probe the lab profile plans")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--fail-fraction", type=float, default=0.03)
     ap.add_argument("--worst", action="store_true", help="also each size with every node and every link failing")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     if args.json:
-        print(json.dumps(pipeline(int(args.nodes or 1024), args.forks)))
+        print(json.dumps(pipeline(int(args.nodes or 1024), args.forks, args.all_probes)))
         return 0
     if args.pipeline:
-        return pipeline_table([int(x) for x in (args.nodes or "16,128,1024,4096,10000").split(",")], args.forks)
+        return pipeline_table([int(x) for x in (args.nodes or "16,128,1024,4096,10000").split(",")], args.forks,
+                              args.all_probes)
     args.nodes = args.nodes or "64,256,1024"
     print(f"{'nodes':>6} {'links':>6} {'failing':>7} | {'report.html':>20} | {'junit.xml':>20} | {'summary.md':>20}")
     sizes = [(int(x), worst) for x in args.nodes.split(",") for worst in ((False, True) if args.worst else (False,))]

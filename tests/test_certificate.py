@@ -301,9 +301,9 @@ def test_reformatting_whitespace_between_tokens_keeps_it_valid(signed):
 
 @pytest.mark.parametrize("old,new", [
     ('"fail","","8","7"', '"fail","","8","8"'),  # a value (the failing GPU count, in its node's findings table)
-    ('"value": 212.4', '"value": 212.5'),                # a number
+    ('"fail",212.4]', '"fail",212.5]'),                  # a number (a link's value, in the links table)
     ('"verdict": "fail",\n  "versions"', '"verdict": "pass",\n  "versions"'),  # the top-level verdict
-    ('"value": 212.4', '"valeu": 212.4'),                # a key
+    ('"columns": ["a","b"', '"columns": ["b","a"'),     # the links table's columns: the two ends swapped
     ('"columns": ["check"', '"columns": ["checks"'),     # a findings table's column name
     ('GPU 0: NVIDIA H100', 'GPU 0:  NVIDIA H100'),       # whitespace inside a string: one more space
     ('GPU 1: NVIDIA H100', 'GPU 1:\u00a0NVIDIA H100'),   # whitespace inside a string: a different space
@@ -405,10 +405,13 @@ def test_findings_are_a_table_in_the_file_and_read_back_as_they_were(tmp_path):
     table = raw["nodes"]["gpu-node-03"]["findings"]
     assert table["columns"][:5] == ["check", "status", "subject", "expected", "observed"]
     assert "\"expected\":" not in path.read_text()  # no key repeated per finding
+    assert raw["links"]["columns"][:4] == ["a", "b", "fabric", "probe"]
     back = cc.expanded(raw)
     for name, body in signed["nodes"].items():  # every finding as it was (a null member reads as absent)
         assert back["nodes"][name]["findings"] == [{k: v for k, v in f.items() if v is not None}
                                                    for f in body["findings"]]
+    columns = raw["links"]["columns"]  # every link as it was, each with every column (null where it had none)
+    assert back["links"] == [{c: lk.get(c) for c in columns} for lk in signed["links"]]
     assert cc.verify(path, pub) == (True, "")
 
 
@@ -440,6 +443,10 @@ def test_a_malformed_findings_table_is_refused(tmp_path):
     cert["nodes"]["gpu-node-01"]["findings"] = {"columns": ["check"], "rows": [], "note": 1}
     ok, why = cc.verify(cc.write_certificate(cc.sign(cert, key), path), pub)
     assert not ok and "unknown member 'nodes.gpu-node-01.findings.note'" in why
+    cert["nodes"]["gpu-node-01"]["findings"] = []
+    cert["links"] = {"columns": ["a", "probe", "expected"], "rows": [["x", "nccl", None]], "repeat": ["expected"]}
+    ok, why = cc.verify(cc.write_certificate(cc.sign(cert, key), path), pub)
+    assert not ok and why.startswith("evidence references do not hold: links: row 0 repeats the expected")
 
 
 def test_sign_output_survives_json_round_trip(tmp_path):

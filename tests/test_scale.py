@@ -4,6 +4,7 @@ the nodes' sshd MaxSessions."""
 
 from __future__ import annotations
 
+import base64
 import json
 import sqlite3
 import time
@@ -101,10 +102,25 @@ def test_evidence_is_stored_once_per_node_and_verify_checks_the_references(tmp_p
     bad["nodes"]["n1"]["findings"][0]["evidence_ref"] = "0" * 16
     ok, why = _verify(tmp_path, cc.sign(bad, key), key)
     assert not ok and "names no evidence" in why and "nodes.n1.findings[0]" in why
+    ref = cert["nodes"]["n1"]["findings"][0]["evidence_ref"]
+    # the file holds each node's texts as a list and each finding the index of its text: read back, the
+    # references are the texts' hashes again
+    (tmp_path / "cert.json").write_text(cc.dumps(cert))
+    raw = json.loads((tmp_path / "cert.json").read_text())
+    assert isinstance(raw["nodes"]["n1"]["evidence"], list) and len(raw["nodes"]["n1"]["evidence"]) == 1 + 8
+    assert cc.expanded(raw)["nodes"]["n1"] == json.loads(json.dumps(cert["nodes"]["n1"]))
+    raw["nodes"]["n1"]["findings"]["rows"][0][raw["nodes"]["n1"]["findings"]["columns"].index("evidence_ref")] = 99
+    ok, why = _verify(tmp_path, cc.sign(raw, key), key)
+    assert not ok and "nodes.n1.findings: row 0: evidence_ref 99 is not the index of a text" in why
+    # a certificate of the form before (texts by reference, findings as objects) signed with a text that is
+    # not its hash: refused
     bad = json.loads(json.dumps(cert))
-    ref = bad["nodes"]["n1"]["findings"][0]["evidence_ref"]
     bad["nodes"]["n1"]["evidence"][ref] += "altered before signing"
-    ok, why = _verify(tmp_path, cc.sign(bad, key), key)
+    bad.pop("signature")
+    (tmp_path / "cert.json").write_text(json.dumps(bad | {"signature": {
+        "algorithm": "ed25519", "public_key": base64.b64encode(cc.public_raw(key.public_key())).decode(),
+        "value": base64.b64encode(key.sign(cc.canonical_bytes(bad))).decode()}}))
+    ok, why = cc.verify(tmp_path / "cert.json", tmp_path / "k.pub")
     assert not ok and "SHA-256" in why
     # changed after signing: the signature covers the references and the texts
     bad = json.loads(json.dumps(cert))
@@ -372,3 +388,45 @@ def test_certificate_per_node_with_the_lab_profile_s_full_check_set_is_at_most_3
     assert doc["findings"]["pass"] > 100 * 24  # every component ran on every node
     assert doc["certificate_bytes"] / doc["nodes"] <= 32 * 1024, doc
     assert 1 <= doc["peak_sessions"] <= 4  # --forks nodes at once, one runner each
+
+
+def test_a_certificate_with_every_probe_of_the_lab_profile_is_at_most_32_kb_per_node_and_reads_back(tmp_path,
+                                                                                                   monkeypatch):
+    """benchmarks/fleet.py's fake collector answering every probe the lab profile plans, through the real
+    validators, probe rounds, signing and reports: the certificate file stays within 32 KB per node, verifies,
+    and read back from the file gives the reports what the run gave them."""
+    import sys
+    from pathlib import Path
+
+    from clustercert.collect import ssh
+    from clustercert.report.html import render_html
+    from clustercert.report.junit import render_junit
+    from clustercert.report.markdown import render_summary
+
+    bench = Path(__file__).resolve().parent.parent / "benchmarks"
+    monkeypatch.syspath_prepend(str(bench))
+    monkeypatch.setattr(ssh, "collect_node", ssh.collect_node)  # the pipeline replaces it: undone after
+    monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path / "home"))  # the pipeline sets its own: undone after
+    sys.modules.pop("scale", None)
+    import scale
+
+    keep: dict = {}
+    doc = scale.pipeline(16, forks=4, all_probes=True, keep=keep)
+    assert doc["certificate_bytes"] / 16 <= 32 * 1024, doc
+    kinds = {"probe.ib_write_bw_loopback", "probe.ib_write_bw_gdr", "probe.nccl_allreduce", "probe.gpu_util_under_load",
+             "probe.nvbandwidth_h2d", "probe.nvbandwidth_d2h", "probe.nvbandwidth_d2d", "probe.nvlink_aggregate",
+             "probe.dcgmi_diag", "probe.checkpoint_write", "link.ib_write_bw", "link.ib_write_lat", "link.iperf3",
+             "link.ib_write_bw_gdr", "link.nccl_allreduce", "link.nccl_transport", "link.ddp_allreduce"}
+    assert kinds <= set(doc["probe_checks"]), sorted(kinds - set(doc["probe_checks"]))
+    cert, path = keep["cert"], keep["certificate"]
+    (tmp_path / "k.pub").write_text(f"ssh-ed25519 {cc.openssh_public_line(_pub(cert)).split()[1]}\n")
+    assert cc.verify(path, tmp_path / "k.pub") == (True, "")
+    back = cc.expanded(cc.load_certificate(path))
+    assert render_html(back) == keep["html"].decode() and render_junit(back) == render_junit(cert)
+    assert render_summary(back) == render_summary(cert)
+
+
+def _pub(cert: dict):
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    return Ed25519PublicKey.from_public_bytes(base64.b64decode(cert["signature"]["public_key"]))

@@ -73,7 +73,7 @@ def signed_bytes(cert: dict) -> bytearray:
         out += (("," if i else "") + _canonical(k) + ":").encode("utf-8")
         nodes = body[k]
         if k != "nodes" or not isinstance(nodes, dict) or not nodes:
-            out += _canonical(packed({k: nodes})[k] if k == "nodes" else nodes).encode("utf-8")
+            out += _canonical(packed({k: nodes})[k] if k in ("nodes", "links") else nodes).encode("utf-8")
             continue
         for j, name in enumerate(sorted(nodes)):
             node = packed({"nodes": {name: nodes[name]}})["nodes"][name]
@@ -353,7 +353,7 @@ def finding_evidence(node: dict, finding: dict) -> str:
     return (node.get("evidence") or {}).get(ref, "") if ref else ""
 
 
-# ---- findings: a table per node in the certificate file --------------------------------------------
+# ---- findings and links: tables in the certificate file -----------------------------------------------
 
 # the columns of a node's findings table, in this order (a key outside them follows, sorted)
 FINDING_COLUMNS = ("check", "status", "subject", "expected", "observed", "evidence_ref", "value", "unit", "threshold",
@@ -362,97 +362,179 @@ FINDING_COLUMNS = ("check", "status", "subject", "expected", "observed", "eviden
 # finding above with the same check (a check's findings per GPU or HCA share their status, expected text and,
 # when healthy, what was observed)
 REPEAT_COLUMNS = ("status", "expected", "observed")
+# the links table: its columns, and those that repeat the last link above of the same probe
+LINK_COLUMNS = ("a", "b", "fabric", "probe", "round", "status", "value", "unit", "threshold", "subject", "expected",
+                "observed", "seconds", "evidence")
+LINK_REPEAT_COLUMNS = ("status", "unit", "threshold", "expected")
 TABLE_MEMBERS = frozenset({"columns", "repeat", "rows"})
 
 
-def findings_table(findings: list[dict]) -> dict | list:
-    """A node's findings as the certificate file holds them: ``{"columns": [...], "repeat": [...], "rows":
-    [[...], ...]}``, a row per finding, in order, with its values in the columns' order. A null cell is a
-    member the finding does not have (or has as null), except in a ``repeat`` column, where it is the value of
-    the last row above with the same check; a row ends at its last value. ``node_findings`` reads it back.
-    An empty list stays a list."""
-    if not findings:
-        return findings
-    keys: set = set().union(*findings)
-    cols = [c for c in FINDING_COLUMNS if c in keys] + sorted(keys.difference(FINDING_COLUMNS), key=str)
-    keyed = all(isinstance(f.get("check"), str) for f in findings)
-    repeat = [c for c in REPEAT_COLUMNS if keyed and all(f.get(c) is not None for f in findings)]
-    rows, last = [], {}
-    for f in findings:
-        above = last.get(f.get("check"))
-        row = [None if above is not None and c in repeat and f[c] == above[c] and type(f[c]) is type(above[c])
+def _table(items: list[dict], order: tuple[str, ...], key: str, repeatable: tuple[str, ...]) -> dict | list:
+    """``items`` (objects) as ``{"columns": [...], "repeat": [...], "rows": [[...], ...]}``: a row per item, in
+    order, with its values in the columns' order (``order``, then any other key, sorted). A null cell is a
+    member the item does not have or has as null, except in a ``repeat`` column: there a null ``key`` is the
+    row above's, and a null in another (those of ``repeatable`` that every item has a value in) is the value of
+    the last row above with the same ``key``; a row ends at its last value. An empty list stays a list."""
+    if not items:
+        return items
+    keys: set = set().union(*items)
+    cols = [c for c in order if c in keys] + sorted(keys.difference(order), key=str)
+    keyed = all(isinstance(f.get(key), str) for f in items)
+    repeat = ([key] if keyed else []) + [c for c in repeatable if keyed and all(f.get(c) is not None for f in items)]
+    rows, last, prev = [], {}, None
+    for f in items:
+        above = last.get(f.get(key))
+        row = [None if (c == key and prev is not None and f[c] == prev[c]) or (
+                   c != key and above is not None and c in repeat and f[c] == above[c] and type(f[c]) is type(above[c]))
                else f.get(c) for c in cols]
+        prev = f
         while row and row[-1] is None:
             row.pop()
         rows.append(row)
         if keyed:
-            last[f["check"]] = f
+            last[f[key]] = f
     out: dict = {"columns": cols, "rows": rows}
     if repeat:
         out["repeat"] = repeat
     return out
 
 
-def node_findings(body: dict) -> list[dict]:
-    """A node's findings as a list of objects, whether the certificate holds them as a list (before the
-    table, and every certificate in memory) or as ``findings_table``'s table. ValueError: a malformed table."""
-    fs = body.get("findings")
-    if not isinstance(fs, dict):
-        return fs or []
-    cols, rows, repeat = fs.get("columns"), fs.get("rows"), fs.get("repeat") or []
+def _untable(table: Any, key: str, keep_nulls: bool) -> list:
+    """``_table``'s items back. ``keep_nulls``: a null cell is the member as null (links), else the member is
+    absent (findings). ValueError: a malformed table."""
+    if not isinstance(table, dict):
+        return table or []
+    cols, rows, repeat = table.get("columns"), table.get("rows"), table.get("repeat") or []
     if not (isinstance(cols, list) and isinstance(rows, list) and isinstance(repeat, list)
-            and all(isinstance(c, str) for c in cols) and set(repeat) <= set(cols) and (not repeat or "check" in cols)
+            and all(isinstance(c, str) for c in cols) and set(repeat) <= set(cols) and (not repeat or key in cols)
             and all(isinstance(r, list) and len(r) <= len(cols) for r in rows)):
-        raise ValueError("a findings table needs columns (names), rows (lists no longer than the columns) and "
-                         "repeat (some of the columns, with check among them)")
+        raise ValueError(f"a table needs columns (names), rows (lists no longer than the columns) and repeat (some "
+                         f"of the columns, with {key} among them)")
     out: list[dict] = []
     last: dict = {}
+    k = None
     for n, row in enumerate(rows):
         f = {c: v for c, v in zip(cols, row, strict=False) if v is not None}
         if repeat:
-            check = f.get("check")
-            if not isinstance(check, str):
-                raise ValueError(f"row {n} has no check")
+            if key in repeat and key not in f and k is not None:
+                f[key] = k
+            k = f.get(key)
+            if not isinstance(k, str):
+                raise ValueError(f"row {n} has no {key}")
             for c in repeat:
-                if c not in f:
-                    if check not in last:
-                        raise ValueError(f"row {n} repeats the {c} of an earlier {check} finding, and there is none")
-                    f[c] = last[check][c]
-            f = {c: f[c] for c in cols if c in f}  # the columns' order
-            last[check] = f
-        out.append(f)
+                if c not in f and c != key:
+                    if k not in last:
+                        raise ValueError(f"row {n} repeats the {c} of an earlier row of {k}, and there is none")
+                    f[c] = last[k][c]
+            last[k] = f
+        out.append({c: f.get(c) for c in cols if keep_nulls or c in f})
     return out
+
+
+def findings_table(findings: list[dict]) -> dict | list:
+    """A node's findings as the certificate file holds them (``_table`` by check: a null cell is a member the
+    finding does not have; status, expected and observed repeat the last finding above of the same check).
+    ``node_findings`` reads it back."""
+    return _table(findings, FINDING_COLUMNS, "check", REPEAT_COLUMNS)
+
+
+def node_findings(body: dict) -> list[dict]:
+    """A node's findings as a list of objects, whether the certificate holds them as a list (before the
+    table, and every certificate in memory) or as ``packed_node``'s table (each ``evidence_ref`` there the
+    index of its text in the node's ``evidence`` list: back to the text's reference). ValueError: a malformed
+    table or an index that names no text."""
+    findings = _untable(body.get("findings"), "check", keep_nulls=False)
+    texts = body.get("evidence")
+    if not isinstance(body.get("findings"), dict) or not isinstance(texts, list):
+        return findings
+    refs = [evidence_ref(t) if isinstance(t, str) else None for t in texts]
+    for n, f in enumerate(findings):
+        i = f.get("evidence_ref")
+        if i is None:
+            continue
+        if type(i) is not int or not 0 <= i < len(refs) or refs[i] is None:
+            raise ValueError(f"row {n}: evidence_ref {i!r} is not the index of a text of the node's evidence")
+        f["evidence_ref"] = refs[i]
+    return findings
+
+
+def packed_node(body: dict) -> dict:
+    """A node as the certificate file holds it: its findings as a ``findings_table`` and, where its evidence is
+    stored once by reference (``pack_evidence``), the texts as a list in the order of their first use, each
+    finding's ``evidence_ref`` the index of its text there (the reference is the text's hash: ``node_findings``
+    computes it again)."""
+    findings, texts = body["findings"], body.get("evidence")
+    if isinstance(texts, dict) and all(isinstance(t, str) for t in texts.values()) and all(
+            f.get("evidence_ref") is None or f["evidence_ref"] in texts for f in findings):
+        order: dict = {}
+        for f in findings:
+            if f.get("evidence_ref") is not None:
+                order.setdefault(f["evidence_ref"], len(order))
+        for ref in texts:  # a text no finding names (none is made so): kept, after the others
+            order.setdefault(ref, len(order))
+        findings = [f if f.get("evidence_ref") is None else dict(f, evidence_ref=order[f["evidence_ref"]])
+                    for f in findings]
+        return dict(body, findings=findings_table(findings), evidence=[texts[ref] for ref in order])
+    return dict(body, findings=findings_table(findings))
+
+
+def _expanded_node(body: dict) -> dict:
+    out = dict(body, findings=node_findings(body))
+    if isinstance(body.get("evidence"), list):
+        out["evidence"] = {evidence_ref(t): t for t in body["evidence"]}
+    return out
+
+
+def links_table(links: list[dict]) -> dict | list:
+    """The certificate's links as its file holds them (``_table`` by probe: a null cell is a member that is
+    null; status, unit, threshold and expected repeat the last link above of the same probe)."""
+    return _table(links, LINK_COLUMNS, "probe", LINK_REPEAT_COLUMNS)
+
+
+def certificate_links(cert: dict) -> list[dict]:
+    """The certificate's links as a list of objects, from either form. ValueError: a malformed table."""
+    return _untable(cert.get("links"), "probe", keep_nulls=True)
+
+
+def _listed(items: Any) -> bool:
+    return isinstance(items, list) and all(isinstance(f, dict) for f in items)
 
 
 def packed(cert: dict) -> dict:
     """The certificate as its file holds it and its signature covers it: each node's findings list as a
-    ``findings_table``. Shares everything else with ``cert``; a node whose findings are a table already, or
-    absent, is as it is."""
-    nodes = cert.get("nodes")
-    if not isinstance(nodes, dict):
-        return cert
+    ``findings_table`` and the links as a ``links_table``. Shares everything else with ``cert``; what is a table
+    already, or absent, is as it is."""
     out = dict(cert)
-    out["nodes"] = {name: (dict(body, findings=findings_table(body["findings"]))
-                           if isinstance(body, dict) and isinstance(body.get("findings"), list)
-                           and all(isinstance(f, dict) for f in body["findings"]) else body)
-                    for name, body in nodes.items()}
+    if _listed(cert.get("links")):
+        out["links"] = links_table(cert["links"])
+    nodes = cert.get("nodes")
+    if isinstance(nodes, dict):
+        out["nodes"] = {name: packed_node(body) if isinstance(body, dict) and _listed(body.get("findings")) else body
+                        for name, body in nodes.items()}
     return out
 
 
 def expanded(cert: dict) -> dict:
-    """A certificate read from its file with each node's findings as a list of objects again (what the
-    reports and the store read). ValueError: a malformed findings table."""
+    """A certificate read from its file with each node's findings and the links as lists of objects again (what
+    the reports and the store read). ValueError: a malformed table."""
+    out = dict(cert)
+    if isinstance(cert.get("links"), dict):
+        out["links"] = certificate_links(cert)
     nodes = cert.get("nodes")
-    if not isinstance(nodes, dict) or not any(isinstance(b, dict) and isinstance(b.get("findings"), dict)
-                                               for b in nodes.values()):
-        return cert
-    return dict(cert, nodes={name: dict(body, findings=node_findings(body)) if isinstance(body, dict) else body
-                             for name, body in nodes.items()})
+    if isinstance(nodes, dict):
+        out["nodes"] = {name: _expanded_node(body) if isinstance(body, dict) and isinstance(body.get("findings"), dict)
+                        else body for name, body in nodes.items()}
+    return out
 
 
 def evidence_problem(cert: dict) -> str | None:
-    """Why the certificate's evidence references do not hold (a text whose hash is not its reference, a
-    reference with no text), or None. A certificate with inline evidence has nothing to check here."""
+    """Why the certificate's evidence references or tables do not hold (a text whose hash is not its reference,
+    a reference or index with no text, a malformed table), or None. A certificate with inline evidence has
+    nothing to check here."""
+    try:
+        certificate_links(cert)
+    except ValueError as e:
+        return f"links: {e}"
     nodes = cert.get("nodes")
     if not isinstance(nodes, dict):
         return None
@@ -461,6 +543,14 @@ def evidence_problem(cert: dict) -> str | None:
         if not isinstance(body, dict):
             continue
         table = body.get("evidence")
+        if isinstance(table, list) and isinstance(body.get("findings"), dict):  # the file form: texts by index
+            if not all(isinstance(t, str) for t in table):
+                return f"nodes.{name}.evidence: an entry that is not a text"
+            try:
+                node_findings(body)
+            except ValueError as e:
+                return f"nodes.{name}.findings: {e}"
+            continue
         if table is not None and not isinstance(table, dict):
             return f"nodes.{name}.evidence is not an object of reference -> text"
         table = table or {}
@@ -656,6 +746,8 @@ def unknown_member(cert: dict) -> str | None:
             for name in sorted(entries, key=str):
                 if found := extra(entries[name], allowed, f"{group}.{name}"):
                     return found
+    if found := extra(cert.get("links"), TABLE_MEMBERS, "links"):
+        return found
     if isinstance(cert.get("nodes"), dict):
         for name in sorted(cert["nodes"], key=str):
             body = cert["nodes"][name]
