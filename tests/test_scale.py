@@ -430,3 +430,75 @@ def _pub(cert: dict):
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     return Ed25519PublicKey.from_public_bytes(base64.b64decode(cert["signature"]["public_key"]))
+
+
+# ---- the controller's memory: raw outputs, validator results -------------------------------------------
+
+def test_collect_many_hands_each_node_over_as_it_ends_with_a_bounded_backlog(monkeypatch):
+    import random
+    import threading
+    import time
+
+    from clustercert.collect import ssh
+    from clustercert.model.evidence import NodeEvidence
+
+    lock, state = threading.Lock(), {"started": 0, "handed": 0, "most": 0}
+
+    def fake(node, conn, commands, **_):
+        with lock:
+            state["started"] += 1
+            state["most"] = max(state["most"], state["started"] - state["handed"])
+        time.sleep(random.uniform(0, 0.01))
+        return NodeEvidence(node, True, results={"x": node})
+
+    def each(name, ev):
+        with lock:
+            state["handed"] += 1
+        time.sleep(0.002)  # the controller's evaluation, slower than these nodes
+        return NodeEvidence(name, True, results={"kept": ev.results["x"]})
+
+    monkeypatch.setattr(ssh, "collect_node", fake)
+    nodes = {f"n{i:03d}": {} for i in range(60)}
+    out = ssh.collect_many(nodes, {n: {} for n in nodes}, forks=4, each=each)
+    assert list(out) == list(nodes)  # the inventory's order, whatever order the nodes ended in
+    assert all(out[n].results == {"kept": n} for n in nodes)
+    assert state["handed"] == 60 and state["most"] <= 2 * 4, state
+
+
+def _fleet_validation(monkeypatch, tmp_path, n: int, **kw):
+    from pathlib import Path
+
+    from clustercert.checks import COMPONENT_ORDER
+    from clustercert.checks import run as check_run
+    from clustercert.collect import ssh
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path / "home"))
+    import fleet
+
+    inv = fleet.inventory(n)
+    monkeypatch.setattr(ssh, "collect_node", fleet.Fleet(inv).collect_node)
+    return inv, check_run.validate_nodes(inv, list(COMPONENT_ORDER), 3, **kw)
+
+
+def test_certify_keeps_none_of_the_raw_outputs_and_records_the_same(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from clustercert.checks.run import KEPT_OUTPUTS
+    from clustercert.record import results
+
+    inv, kept = _fleet_validation(monkeypatch, tmp_path, 4)
+    _, slim = _fleet_validation(monkeypatch, tmp_path, 4, keep_outputs=False)
+    assert any(len(r.evidence.results) > 20 for r in kept.values())
+    for name, r in slim.items():
+        assert set(r.evidence.results) <= KEPT_OUTPUTS and r.hardware is not None
+        assert [f.to_json() for f in r.findings] == [f.to_json() for f in kept[name].findings]
+        assert results.node_hardware(r) == results.node_hardware(kept[name])
+    assert results.versions(slim)["nodes"] == results.versions(kept)["nodes"]
+    outcome = SimpleNamespace(down=set(), why_down={}, per_node={}, localisation=[], pairs=[], rounds=[],
+                              timing={}, schedule=lambda: [])
+    started = __import__("datetime").datetime(2026, 12, 5)
+    whole = results.certificate_body(inv, kept, outcome, started, 1.0)
+    consumed = results.certificate_body(inv, slim, outcome, started, 1.0, consume=True)
+    assert slim == {}  # released as recorded
+    assert {k: v for k, v in consumed.items() if k != "finished"} == {k: v for k, v in whole.items() if k != "finished"}
