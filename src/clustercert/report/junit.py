@@ -24,6 +24,7 @@ a suite's ``time`` is the wall time of its phase.
 
 from __future__ import annotations
 
+import io
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -65,19 +66,29 @@ def _time(t: float | None) -> str:
 
 
 class _Suite:
-    def __init__(self, root: ET.Element, name: str, timestamp, hostname, time_source: str):
-        self.el = ET.SubElement(root, "testsuite", name=name)
+    """A ``<testsuite>``: its attributes as an element, each of its children as text as soon as it is made (a
+    fleet's tree of testcase elements was most of the memory junit.xml took)."""
+
+    def __init__(self, root: _Root, name: str, timestamp, hostname, time_source: str):
+        self.el = ET.Element("testsuite", name=name)
         if hostname:
             self.el.set("hostname", clean(hostname))
         if timestamp:
             self.el.set("timestamp", clean(timestamp))
-        props = ET.SubElement(self.el, "properties")
+        props = ET.Element("properties")
         ET.SubElement(props, "property", name="clustercert.time_source", value=time_source)
+        self.children = io.BytesIO()  # the children's text, UTF-8, each on its own indented line
+        self._add(props)
+        root.suites.append(self)
         self.tally: Counter = Counter()
         self.time = 0.0
 
+    def _add(self, el: ET.Element) -> None:
+        ET.indent(el, level=2)  # as ET.indent of the whole document lays it out
+        self.children.write(b"\n    " + ET.tostring(el, encoding="utf-8", xml_declaration=False))
+
     def case(self, classname: str, name: str, status: str, message: str, text: str, time: float | None) -> None:
-        tc = ET.SubElement(self.el, "testcase", classname=clean(classname), name=clean(name), time=_time(time))
+        tc = ET.Element("testcase", classname=clean(classname), name=clean(name), time=_time(time))
         self.tally["tests"] += 1
         tag = _TAG.get(status)
         if tag:
@@ -88,6 +99,7 @@ class _Suite:
             self.tally[_TALLY[tag]] += 1
         elif text:
             ET.SubElement(tc, "system-out").text = clean(text)
+        self._add(tc)
 
     def close(self, wall: float | None) -> Counter:
         for k in ("tests", "failures", "errors", "skipped"):
@@ -96,16 +108,35 @@ class _Suite:
         return self.tally
 
 
-def _root(name: str) -> ET.Element:
-    return ET.Element("testsuites", name=clean(name))
+class _Root:
+    def __init__(self, name: str):
+        self.el = ET.Element("testsuites", name=clean(name))
+        self.suites: list[_Suite] = []
 
 
-def _finish(root: ET.Element, tallies: list[Counter], wall: float) -> bytes:
+def _root(name: str) -> _Root:
+    return _Root(name)
+
+
+def _start_tag(el: ET.Element) -> bytes:
+    empty = ET.tostring(el, encoding="utf-8", xml_declaration=False)  # childless: b'<tag attr="..." />'
+    return empty[: -len(b" />")] + b">"
+
+
+def _finish(root: _Root, tallies: list[Counter], wall: float) -> bytes:
     for k in ("tests", "failures", "errors"):
-        root.set(k, str(sum(t[k] for t in tallies)))
-    root.set("time", _time(wall))
-    ET.indent(root)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+        root.el.set(k, str(sum(t[k] for t in tallies)))
+    root.el.set("time", _time(wall))
+    out: list = [b"<?xml version='1.0' encoding='utf-8'?>\n"]
+    if not root.suites:
+        out.append(ET.tostring(root.el, encoding="utf-8", xml_declaration=False))
+    else:
+        out.append(_start_tag(root.el))
+        for suite in root.suites:
+            out += [b"\n  " + _start_tag(suite.el), suite.children.getbuffer(), b"\n  </testsuite>"]
+        out.append(b"\n</testsuites>")
+    out.append(b"\n")
+    return b"".join(out)
 
 
 def _node_cases(suite: _Suite, nodes: Mapping[str, dict], node_time: Callable[[str], tuple]) -> None:
