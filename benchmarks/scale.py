@@ -48,9 +48,9 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 from clustercert.checks import all_check_ids  # noqa: E402
-from clustercert.report.files import write_reports  # noqa: E402
+from clustercert.report.files import write_html, write_reports  # noqa: E402
 from clustercert.report.html import render_html  # noqa: E402
-from clustercert.report.junit import render_junit  # noqa: E402
+from clustercert.report.junit import junit_parts, render_junit  # noqa: E402
 from clustercert.report.markdown import render_summary  # noqa: E402
 
 GPUS, RAILS = 8, 2
@@ -266,23 +266,26 @@ def pipeline(n: int, forks: int = 25, all_probes: bool = False, keep: dict | Non
     cert_path = certificate.write_certificate(cert, home / "certificate.json")  # as certify
     cert_bytes = cert_path.stat().st_size
     t = mark("certificate", t)
-    html = render_html(cert).encode()
+    html_path = write_html(cert, home / "report.html")  # as certify (write_reports)
     t = mark("html", t)
-    junit = render_junit(cert)
+    with open(home / "junit.xml", "wb") as f:  # as certify (write_reports)
+        for part in junit_parts(cert):
+            f.write(part)
+    junit_bytes = (home / "junit.xml").stat().st_size
     t = mark("junit", t)
     store = Store(home / "store.sqlite")
     store.start_run("bench", "certify", str(inv.source))
     store.finish_run("bench", cert["verdict"], cert["nodes"], cert["links"])
     t = mark("store", t)
     if keep is not None:
-        keep.update(cert=cert, certificate=cert_path, html=html, home=home)
+        keep.update(cert=cert, certificate=cert_path, html=html_path.read_bytes(), home=home)
     statuses: dict[str, int] = {}
     for body in cert["nodes"].values():
         for f in body["findings"]:
             statuses[f["status"]] = statuses.get(f["status"], 0) + 1
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return {"nodes": n, "cpu_s": round(ru.ru_utime + ru.ru_stime, 2), "rss_mb": round(ru.ru_maxrss / 1024, 1),
-            "certificate_bytes": cert_bytes, "html_bytes": len(html), "junit_bytes": len(junit),
+            "certificate_bytes": cert_bytes, "html_bytes": html_path.stat().st_size, "junit_bytes": junit_bytes,
             "store_bytes": store.size(), "peak_sessions": transport.peak, "forks": forks, "links": len(cert["links"]),
             "verdicts": {v: sum(1 for b in cert["nodes"].values() if b["verdict"] == v)
                          for v in sorted({b["verdict"] for b in cert["nodes"].values()})},

@@ -449,4 +449,10 @@ def build_view(cert: dict) -> dict:
 def render_html(cert: dict, templates: str | Path | None = None) -> str:
     """report.html from the certificate. ``templates``: a site's template directory (else
     $CLUSTERCERT_REPORT_TEMPLATES), searched before the built-in templates."""
-    return environment(templates).get_template("report.html.j2").render(report=build_view(cert), cert=cert)
+    return "".join(html_chunks(cert, templates))
+
+
+def html_chunks(cert: dict, templates: str | Path | None = None):
+    """``render_html``'s text in the pieces the template makes, for writing it out without holding the page
+    and every piece of it at once (a fleet's page is tens of MB)."""
+    return environment(templates).get_template("report.html.j2").generate(report=build_view(cert), cert=cert)

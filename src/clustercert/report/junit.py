@@ -124,6 +124,12 @@ def _start_tag(el: ET.Element) -> bytes:
 
 
 def _finish(root: _Root, tallies: list[Counter], wall: float) -> bytes:
+    return b"".join(_parts(root, tallies, wall))
+
+
+def _parts(root: _Root, tallies: list[Counter], wall: float) -> list:
+    """The document's bytes in pieces (each suite's children one buffer): what _finish joins and write_junit
+    writes out without joining."""
     for k in ("tests", "failures", "errors"):
         root.el.set(k, str(sum(t[k] for t in tallies)))
     root.el.set("time", _time(wall))
@@ -136,7 +142,7 @@ def _finish(root: _Root, tallies: list[Counter], wall: float) -> bytes:
             out += [b"\n  " + _start_tag(suite.el), suite.children.getbuffer(), b"\n  </testsuite>"]
         out.append(b"\n</testsuites>")
     out.append(b"\n")
-    return b"".join(out)
+    return out
 
 
 def _node_cases(suite: _Suite, nodes: Mapping[str, dict], node_time: Callable[[str], tuple]) -> None:
@@ -177,6 +183,11 @@ def _node_cases(suite: _Suite, nodes: Mapping[str, dict], node_time: Callable[[s
 
 def render_junit(cert: dict) -> bytes:
     """certify's junit.xml from the certificate: suites ``nodes`` and ``links``."""
+    return b"".join(junit_parts(cert))
+
+
+def junit_parts(cert: dict) -> list:
+    """``render_junit``'s bytes in pieces (for writing a fleet's junit.xml without joining it first)."""
     cluster = clean(cert.get("cluster"))
     timing = cert.get("timing") or {}
     per_node = timing.get("nodes") or {}
@@ -225,7 +236,7 @@ def render_junit(cert: dict) -> bytes:
                     st if st in ("fail", "error") else "pass", msg, text, t)
     links_wall = sum(v for v in rounds_wall.values() if v is not None) or link_total
     tallies = [nodes.close(nodes_wall), lsuite.close(links_wall)]
-    return _finish(root, tallies, seconds(cert) or nodes_wall + links_wall)
+    return _parts(root, tallies, seconds(cert) or nodes_wall + links_wall)
 
 
 # ---- validate ----------------------------------------------------------------------------------------
