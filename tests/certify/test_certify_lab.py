@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from clustercert.record.certificate import expanded  # the file keeps findings and links as tables
+
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 LAB_NODES = 8
@@ -34,7 +36,7 @@ def certify(lab, out, *args: str, timeout: float = 900) -> tuple[int, dict, str]
                         "--probe-seconds", "2", "--probe-timeout", "20", *args],
                        capture_output=True, text=True, timeout=timeout, env=env)
     assert p.returncode in (0, 1), p.stderr[-3000:]
-    return p.returncode, json.loads((out / "certificate.json").read_text()), p.stdout
+    return p.returncode, expanded(json.loads((out / "certificate.json").read_text())), p.stdout
 
 
 def leftover_probes(lab) -> dict[str, str]:
