@@ -5,11 +5,11 @@ test_rolling_reboot_lab.py, the suite's last lab module)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
+from labfixtures import bootstrap
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -20,17 +20,6 @@ NCCL_HOLD_TASK = "Hold NCCL and the probe tools"
 
 
 
-
-def bootstrap(lab, *args: str, timeout: float = 1500) -> tuple[int, dict]:
-    env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "bootstrap-test-state"))
-    proc = subprocess.run([sys.executable, "-m", "clustercert", "bootstrap", "-i", str(lab.inventory),
-                           "--format", "json", *args],
-                          capture_output=True, text=True, timeout=timeout, env=env)
-    try:
-        doc = json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError(f"bootstrap printed no JSON (rc {proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-3000:]}") from None
-    return proc.returncode, doc
 
 
 def assert_all_ok(doc: dict, nodes: list[str]) -> None:

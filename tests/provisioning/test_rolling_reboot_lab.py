@@ -8,14 +8,12 @@ second round of reboots)."""
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
+from labfixtures import bootstrap
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -28,18 +26,6 @@ OTHER_DRIVER = "570.158.01"  # another pinned driver in the lab repository
 def lab8(lab, lab_bootstrapper):
     return lab_bootstrapper(lab, LAB_NODES)
 
-
-def bootstrap(lab, *args: str, timeout: float = 1500) -> tuple[int, dict]:
-    env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "bootstrap-test-state"))
-    proc = subprocess.run([sys.executable, "-m", "clustercert", "bootstrap", "-i", str(lab.inventory),
-                           "--format", "json", *args],
-                          capture_output=True, text=True, timeout=timeout, env=env)
-    try:
-        doc = json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError(f"bootstrap printed no JSON (rc {proc.returncode}): {proc.stdout[-2000:]} "
-                             f"{proc.stderr[-3000:]}") from None
-    return proc.returncode, doc
 
 
 class Reachability(threading.Thread):

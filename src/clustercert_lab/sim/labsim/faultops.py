@@ -180,6 +180,15 @@ def _save_packages(kind: str, installed: dict[str, str]) -> None:
     common.write_json(common.root(_backup_path(kind)), {"versions": installed, "held": _held(installed)})
 
 
+def _move_packages(kind: str, installed: dict[str, str], version: str, what: str) -> None:
+    """Every package of ``installed`` to ``version`` in one apt transaction, as an upgrade moves them, after
+    saving what healing puts back."""
+    _save_packages(kind, installed)
+    ok, log = _apt_install([f"{q}={version}" for q in installed])
+    if not ok:
+        raise RuntimeError(f"{what} failed: {log}")
+
+
 def _restore_packages(kind: str) -> None:
     b = common.read_json(common.root(_backup_path(kind)), None)
     if not b:
@@ -214,10 +223,7 @@ def drift_apply(p: dict) -> bool:
     family = next((f for f in FAMILIES if pkg in f), [pkg])
     installed = {q: common.dpkg_version(q) for q in family}
     installed = {q: v for q, v in installed.items() if v}
-    _save_packages("package_drift", installed)
-    ok, log = _apt_install([f"{q}={ver}" for q in installed])
-    if not ok:
-        raise RuntimeError(f"apt-get install {pkg}={ver} failed: {log}")
+    _move_packages("package_drift", installed, ver, f"apt-get install {pkg}={ver}")
     return True
 
 
@@ -233,10 +239,7 @@ def driver_apply(p: dict) -> bool:
         return False
     if all(v == ver for v in installed.values()):
         return True
-    _save_packages("driver_version_mismatch", installed)
-    ok, log = _apt_install([f"{k}={ver}" for k in installed])
-    if not ok:
-        raise RuntimeError(f"driver upgrade to {ver} failed: {log}")
+    _move_packages("driver_version_mismatch", installed, ver, f"driver upgrade to {ver}")
     return True
 
 
