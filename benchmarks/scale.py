@@ -1,6 +1,20 @@
-"""Report sizes and render times at fleet scale: synthetic certificates of 64 / 256 / 1,024 nodes.
+"""Fleet scale: the real pipeline with a fake transport (--pipeline, --json), and report sizes and render times
+of synthetic certificates.
 
-Usage: python benchmarks/scale.py [--nodes 64,256,1024] [--repeat 3] [--fail-fraction 0.03] [--out DIR]
+Usage: python benchmarks/scale.py --nodes N --json
+       python benchmarks/scale.py --pipeline [--nodes 16,128,1024,4096,10000] [--forks 25] [--all-probes]
+       python benchmarks/scale.py [--nodes 64,256,1024] [--repeat 3] [--fail-fraction 0.03] [--out DIR]
+
+--json / --pipeline: N lab-profile nodes (benchmarks/fleet.py answers as healthy simulated nodes, with each
+node's own serials and UUIDs) through the validators (clustercert.checks.run, every component, at --forks),
+the probe round loop (clustercert.probes.run: ib_write_bw and iperf3 on both fabrics, loopback per rail),
+the certificate (clustercert.record.results, signed), report.html, junit.xml and the store; one process per
+size. --json prints one object: nodes, cpu_s (process CPU, user + system), rss_mb (peak), certificate_bytes,
+html_bytes, junit_bytes, store_bytes (the store after this one run), peak_sessions (sessions open at once),
+and per-stage CPU seconds and the peak RSS reached by the end of each stage. --pipeline runs each size in its own process and prints each figure per node and
+as a ratio against 1,024 nodes.
+
+Without them:
 
 Each certificate is shaped like certify's: every node with the validators' 34 check ids (some with a
 finding per GPU or HCA, each with a few hundred characters of evidence) and its node probes (loopback
@@ -19,8 +33,13 @@ render time of --repeat runs. With --out, the reports of each size are written t
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
+import resource
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,9 +48,9 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 from clustercert.checks import all_check_ids  # noqa: E402
-from clustercert.report.files import write_reports  # noqa: E402
+from clustercert.report.files import write_html, write_reports  # noqa: E402
 from clustercert.report.html import render_html  # noqa: E402
-from clustercert.report.junit import render_junit  # noqa: E402
+from clustercert.report.junit import junit_parts, render_junit  # noqa: E402
 from clustercert.report.markdown import render_summary  # noqa: E402
 
 GPUS, RAILS = 8, 2
@@ -195,14 +214,127 @@ def measure(cert: dict, repeat: int) -> dict[str, tuple[int, float]]:
     return out
 
 
+def pipeline(n: int, forks: int = 25, all_probes: bool = False, keep: dict | None = None) -> dict:
+    """One size through the real pipeline (see the module docstring); the figures --json prints. ``all_probes``:
+    every probe the lab profile plans (the fleet answers nvbandwidth, dcgmi diag and topo with the lab
+    simulator's renderings, all_reduce_perf and ib_write_lat from fixtures; fio and the DDP smoke test get no
+    output and are errors). ``keep``: filled with the signed certificate and the paths written."""
+    from datetime import UTC, datetime
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import fleet
+
+    from clustercert.checks import COMPONENT_ORDER
+    from clustercert.checks import run as check_run
+    from clustercert.collect import ssh
+    from clustercert.probes import run as probe_run
+    from clustercert.probes.judge import ThresholdJudge
+    from clustercert.probes.plan import ProbeSettings
+    from clustercert.record import certificate
+    from clustercert.record.results import certificate_body
+    from clustercert.record.store import Store
+
+    home = Path(tempfile.mkdtemp(prefix="cc-scale-"))
+    os.environ["CLUSTERCERT_HOME"] = str(home)
+    stages: dict[str, float] = {}
+
+    peaks: dict[str, float] = {}
+
+    def mark(name: str, t: float) -> float:
+        now = time.process_time()
+        stages[name] = round(now - t, 2)
+        peaks[name] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        return now
+
+    t0 = t = time.process_time()
+    inv = fleet.inventory(n)
+    transport = fleet.Fleet(inv, all_probes)
+    ssh.collect_node = transport.collect_node  # collect_many's pool (--forks) calls it: the transport is faked below it
+    started = datetime.now(UTC)
+    t = mark("inventory", t)
+    validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks, keep_outputs=False)  # as certify
+    t = mark("validate", t)
+    reachable = [x for x, r in sorted(validation.items()) if r.verdict != "unreachable"]
+    settings = ProbeSettings(2, 20) if all_probes else ProbeSettings(2, 20, only=frozenset({"ib_write_bw", "iperf3"}))
+    outcome = probe_run.run(inv, reachable, settings, ThresholdJudge.for_inventory(inv), forks, io=transport)
+    t = mark("probes", t)
+    body = certificate_body(inv, validation, outcome, started, 1.0, consume=True)  # as certify
+    cert = certificate.sign(body, Ed25519PrivateKey.generate())
+    del body
+    cert_path = certificate.write_certificate(cert, home / "certificate.json")  # as certify
+    cert_bytes = cert_path.stat().st_size
+    t = mark("certificate", t)
+    html_path = write_html(cert, home / "report.html")  # as certify (write_reports)
+    t = mark("html", t)
+    with open(home / "junit.xml", "wb") as f:  # as certify (write_reports)
+        for part in junit_parts(cert):
+            f.write(part)
+    junit_bytes = (home / "junit.xml").stat().st_size
+    t = mark("junit", t)
+    store = Store(home / "store.sqlite")
+    store.start_run("bench", "certify", str(inv.source))
+    store.finish_run("bench", cert["verdict"], cert["nodes"], cert["links"])
+    t = mark("store", t)
+    if keep is not None:
+        keep.update(cert=cert, certificate=cert_path, html=html_path.read_bytes(), home=home)
+    statuses: dict[str, int] = {}
+    for body in cert["nodes"].values():
+        for f in body["findings"]:
+            statuses[f["status"]] = statuses.get(f["status"], 0) + 1
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return {"nodes": n, "cpu_s": round(ru.ru_utime + ru.ru_stime, 2), "rss_mb": round(ru.ru_maxrss / 1024, 1),
+            "certificate_bytes": cert_bytes, "html_bytes": html_path.stat().st_size, "junit_bytes": junit_bytes,
+            "store_bytes": store.size(), "peak_sessions": transport.peak, "forks": forks, "links": len(cert["links"]),
+            "verdicts": {v: sum(1 for b in cert["nodes"].values() if b["verdict"] == v)
+                         for v in sorted({b["verdict"] for b in cert["nodes"].values()})},
+            "probe_checks": sorted({f["check"] for b in cert["nodes"].values() for f in b["findings"]
+                                    if f["check"].startswith("probe.")} | {"link." + lk["probe"] for lk in cert["links"]}),
+            "findings": statuses, "stages_cpu_s": stages, "peak_rss_mb_after": peaks, "pipeline_cpu_s": round(time.process_time() - t0, 2)}
+
+
+PER_NODE = ("cpu_s", "rss_mb", "certificate_bytes", "html_bytes", "junit_bytes", "store_bytes")
+
+
+def pipeline_table(sizes: list[int], forks: int, all_probes: bool = False) -> int:
+    """Each size in a process of its own (its own peak RSS); per node, and as a ratio against 1,024 nodes."""
+    rows = []
+    for n in sizes:
+        p = subprocess.run([sys.executable, __file__, "--nodes", str(n), "--json", "--forks", str(forks)]
+                           + (["--all-probes"] if all_probes else []), capture_output=True, text=True, check=True)
+        rows.append(json.loads(p.stdout))
+        print(p.stdout.strip(), flush=True)
+    ref = next((r for r in rows if r["nodes"] == 1024), rows[-1])
+    print(f"\n{'nodes':>6} " + " ".join(f"{k + '/node':>22}" for k in PER_NODE) + f" {'peak_sessions':>14}")
+    for r in rows:
+        cells = []
+        for k in PER_NODE:
+            per, per_ref = r[k] / r["nodes"], ref[k] / ref["nodes"]
+            cells.append(f"{per:>13.5g} ({per / per_ref:4.2f}x)")
+        print(f"{r['nodes']:>6} " + " ".join(cells) + f" {r['peak_sessions']:>14}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--nodes", default="64,256,1024")
+    ap.add_argument("--nodes", default=None, help="sizes, comma-separated")
+    ap.add_argument("--json", action="store_true", help="one size through the real pipeline: one JSON object")
+    ap.add_argument("--pipeline", action="store_true", help="every size through the real pipeline, a table of ratios")
+    ap.add_argument("--forks", type=int, default=25, help="--forks of the pipeline run")
+    ap.add_argument("--all-probes", action="store_true", help="the pipeline with every probe the lab profile plans")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--fail-fraction", type=float, default=0.03)
     ap.add_argument("--worst", action="store_true", help="also each size with every node and every link failing")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
+    if args.json:
+        print(json.dumps(pipeline(int(args.nodes or 1024), args.forks, args.all_probes)))
+        return 0
+    if args.pipeline:
+        return pipeline_table([int(x) for x in (args.nodes or "16,128,1024,4096,10000").split(",")], args.forks,
+                              args.all_probes)
+    args.nodes = args.nodes or "64,256,1024"
     print(f"{'nodes':>6} {'links':>6} {'failing':>7} | {'report.html':>20} | {'junit.xml':>20} | {'summary.md':>20}")
     sizes = [(int(x), worst) for x in args.nodes.split(",") for worst in ((False, True) if args.worst else (False,))]
     for n, worst in sizes:

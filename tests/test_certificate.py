@@ -300,10 +300,11 @@ def test_reformatting_whitespace_between_tokens_keeps_it_valid(signed):
 
 
 @pytest.mark.parametrize("old,new", [
-    ('"observed": "7"', '"observed": "8"'),              # a value (the failing GPU count)
-    ('"value": 212.4', '"value": 212.5'),                # a number
+    ('"fail","","8","7"', '"fail","","8","8"'),  # a value (the failing GPU count, in its node's findings table)
+    ('"fail",212.4]', '"fail",212.5]'),                  # a number (a link's value, in the links table)
     ('"verdict": "fail",\n  "versions"', '"verdict": "pass",\n  "versions"'),  # the top-level verdict
-    ('"expected": "8"', '"expectee": "8"'),              # a key
+    ('"columns": ["a","b"', '"columns": ["b","a"'),     # the links table's columns: the two ends swapped
+    ('"columns": ["check"', '"columns": ["checks"'),     # a findings table's column name
     ('GPU 0: NVIDIA H100', 'GPU 0:  NVIDIA H100'),       # whitespace inside a string: one more space
     ('GPU 1: NVIDIA H100', 'GPU 1:\u00a0NVIDIA H100'),   # whitespace inside a string: a different space
     ('"rounds": 2', '"rounds": 1'),
@@ -324,7 +325,7 @@ def test_added_and_removed_keys_fail(signed):
     path.write_text(json.dumps(cert))
     assert cc.verify(path, pub)[0] is False
     cert = json.loads(original)
-    del cert["nodes"]["gpu-node-03"]["findings"][0]["evidence"]
+    del cert["nodes"]["gpu-node-03"]["findings"]["rows"][0][-1]  # a finding's evidence (its table's last column)
     path.write_text(json.dumps(cert))
     assert cc.verify(path, pub)[0] is False
     cert = json.loads(original)
@@ -386,12 +387,66 @@ def test_resigned_with_other_key_and_embedded_key_swapped_fails(signed, tmp_path
 
 def test_verify_command_failure_is_one_line_on_stderr(signed, capsys):
     path, pub, _ = signed
-    _replace_once(path, '"observed": "7"', '"observed": "8"')
+    _replace_once(path, '"fail","","8","7"', '"fail","","8","8"')
     assert verify_command(str(path), str(pub)) == 1
     cap = capsys.readouterr()
     assert cap.out == ""
     assert cap.err.startswith("clustercert: error: ") and cap.err.count("\n") == 1
     assert "signature does not match" in cap.err
+
+
+def test_findings_are_a_table_in_the_file_and_read_back_as_they_were(tmp_path):
+    key, pub = new_key(tmp_path)
+    cert = sample_certificate()
+    signed = cc.sign(cert, key)
+    assert signed["nodes"] == json.loads(json.dumps(cert["nodes"]))  # in memory: the findings stay objects
+    path = cc.write_certificate(signed, tmp_path / "c.json")
+    raw = json.loads(path.read_text())
+    table = raw["nodes"]["gpu-node-03"]["findings"]
+    assert table["columns"][:5] == ["check", "status", "subject", "expected", "observed"]
+    assert "\"expected\":" not in path.read_text()  # no key repeated per finding
+    assert raw["links"]["columns"][:4] == ["a", "b", "fabric", "probe"]
+    back = cc.expanded(raw)
+    for name, body in signed["nodes"].items():  # every finding as it was (a null member reads as absent)
+        assert back["nodes"][name]["findings"] == [{k: v for k, v in f.items() if v is not None}
+                                                   for f in body["findings"]]
+    columns = raw["links"]["columns"]  # every link as it was, each with every column (null where it had none)
+    assert back["links"] == [{c: lk.get(c) for c in columns} for lk in signed["links"]]
+    assert cc.verify(path, pub) == (True, "")
+
+
+def test_signed_bytes_are_the_canonical_bytes_of_the_file_form():
+    cert = json.loads(json.dumps(sample_certificate()))
+    assert bytes(cc.signed_bytes(cert)) == cc.canonical_bytes(cc.packed(cert))
+    cert["nodes"] = {}
+    assert bytes(cc.signed_bytes(cert)) == cc.canonical_bytes(cc.packed(cert))
+
+
+def test_a_certificate_signed_before_the_findings_table_still_verifies(tmp_path):
+    key, pub = new_key(tmp_path)
+    cert = json.loads(json.dumps(sample_certificate()))
+    cert["signature"] = {"algorithm": "ed25519", "public_key": base64.b64encode(cc.public_raw(key.public_key())).decode(),
+                         "value": base64.b64encode(key.sign(cc.canonical_bytes(cert))).decode()}  # findings as objects
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(cert, indent=2))
+    assert cc.verify(path, pub) == (True, "")
+    assert cc.expanded(cc.load_certificate(path))["nodes"] == cert["nodes"]
+
+
+def test_a_malformed_findings_table_is_refused(tmp_path):
+    key, pub = new_key(tmp_path)
+    cert = sample_certificate()
+    cert["nodes"]["gpu-node-01"]["findings"] = {"columns": ["check"], "rows": [[None]], "repeat": ["check"]}
+    path = cc.write_certificate(cc.sign(cert, key), tmp_path / "c.json")
+    ok, why = cc.verify(path, pub)
+    assert not ok and "nodes.gpu-node-01.findings" in why
+    cert["nodes"]["gpu-node-01"]["findings"] = {"columns": ["check"], "rows": [], "note": 1}
+    ok, why = cc.verify(cc.write_certificate(cc.sign(cert, key), path), pub)
+    assert not ok and "unknown member 'nodes.gpu-node-01.findings.note'" in why
+    cert["nodes"]["gpu-node-01"]["findings"] = []
+    cert["links"] = {"columns": ["a", "probe", "expected"], "rows": [["x", "nccl", None]], "repeat": ["expected"]}
+    ok, why = cc.verify(cc.write_certificate(cc.sign(cert, key), path), pub)
+    assert not ok and why.startswith("evidence references do not hold: links: row 0 repeats the expected")
 
 
 def test_sign_output_survives_json_round_trip(tmp_path):

@@ -186,10 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
           "clustercert checks --format markdown > docs/checks.md",
           opt.CHECKS_PROFILE, opt.output_format("table", "json", "markdown"))
 
-    _verb(sub, "report", "reports from the store (history, runs)",
-          "Per-node trends and past runs from the SQLite store.",
-          "clustercert report history --node node01\nclustercert report runs --format json",
-          opt.REPORT_WHAT, opt.REPORT_NODE, opt.output_format("table", "json"))
+    _verb(sub, "report", "reports from the store (history, runs), and its retention (prune)",
+          "Per-node trends and past runs from the SQLite store; `prune` removes old runs and compacts it.",
+          "clustercert report history --node node01\nclustercert report runs --format json\n"
+          "clustercert report prune --keep 200\nclustercert report prune --older-than 90d",
+          opt.REPORT_WHAT, opt.REPORT_NODE, opt.PRUNE_KEEP, opt.PRUNE_OLDER, opt.PRUNE_DRY_RUN,
+          opt.output_format("table", "json"))
 
     _verb(sub, "verify", "verify a certificate's signature",
           "Check that certificate.json was signed by the key and not changed since.",
@@ -225,6 +227,9 @@ def command(name: str):
 # Verbs that keep state (store, runs, control sockets, locks, keys): the state directory is made 0700
 # and checked before they run.
 STATEFUL = {"bootstrap", "validate", "probe", "certify", "drift", "report", "key"}
+
+# Verbs that open SSH sessions at --forks: their open files are checked against the limit before they run.
+SESSION_VERBS = {"validate", "probe", "certify", "drift"}
 
 # Flags that name where a verb writes: checked before the verb runs (no probe, drain or run record first).
 OUT_FLAGS = {"out": ("--out", "dir"), "prom": ("--prom", "file"), "junit": ("--junit", "file")}
@@ -304,6 +309,10 @@ def prepare(args) -> None:
             check_out(flag, getattr(args, attr), kind)
     if args.verb in STATEFUL:
         paths.ensure_state_dir()
+    if args.verb in SESSION_VERBS and not getattr(args, "list_hosts", False):
+        from clustercert.collect.ssh import check_open_files  # not with the parser: it is what runs the verbs
+
+        check_open_files(args.forks or 25)
     if getattr(args, "ask_become_pass", False):
         ask_become_pass()
 

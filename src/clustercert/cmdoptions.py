@@ -179,9 +179,32 @@ CHECKS_PROFILE = option("--profile", action="append", metavar="NAME",
                              "default every built-in profile)")
 
 # report
-REPORT_WHAT = option("what", choices=("history", "runs"), help="history: per-node verdicts, failing checks and probe "
-                     "values, newest first; runs: the recorded runs")
+REPORT_WHAT = option("what", choices=("history", "runs", "prune"), help="history: per-node verdicts, failing checks "
+                     "and probe values, newest first; runs: the recorded runs; prune: remove old runs from the store "
+                     "(never each inventory's latest certified run, nor a drift's baseline) and compact it")
 REPORT_NODE = option("--node", metavar="NODE", help="history of this node only")
+
+
+def duration_s(text: str) -> float:
+    """``--older-than``: a number of days, or a number with a unit s, m, h, d or w (90m, 12h, 30d)."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    t = text.strip().lower()
+    number, unit = (t[:-1], t[-1]) if t and t[-1] in units else (t, "d")
+    try:
+        value = float(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a duration such as 30d, 12h or 90m, got {text!r}") from None
+    if value <= 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive duration, got {text!r}")
+    return value * units[unit]
+
+
+PRUNE_KEEP = option("--keep", type=positive_int, metavar="N",
+                    help="prune: keep the newest N runs (default: report.keep in <state>/config.yml, else 500)")
+PRUNE_OLDER = option("--older-than", dest="older_than", type=duration_s, metavar="D",
+                     help="prune: remove runs started more than D ago (30d, 12h, 90m; a bare number is days); "
+                          "with --keep, a run must be both beyond the newest N and older")
+PRUNE_DRY_RUN = option("--dry-run", action="store_true", help="prune: say what would be removed, remove nothing")
 
 # verify
 CERTIFICATE = option("certificate", help="the certificate.json to verify")

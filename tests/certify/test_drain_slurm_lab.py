@@ -20,6 +20,7 @@ import yaml
 
 from clustercert.collect.slurm import parse_show_node
 from clustercert.model.profile import load_profile
+from clustercert.record.certificate import expanded  # the file keeps findings and links as tables
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -118,7 +119,7 @@ def certify(lab, inventory, out, *args: str) -> tuple[int, dict, subprocess.Comp
                         "--probe-seconds", "2", "--probe-timeout", "20", *args],
                        capture_output=True, text=True, timeout=900, env=env)
     assert p.returncode in (0, 1), p.stderr[-3000:]
-    return p.returncode, json.loads((out / "certificate.json").read_text()), p
+    return p.returncode, expanded(json.loads((out / "certificate.json").read_text())), p
 
 
 def test_drain_failing_resume_own_leave_others(slurm_lab, tmp_path):

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from clustercert.record.certificate import expanded  # the file keeps findings and links as tables
+
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 LEFTOVER = "[a]ll_reduce_perf|[o]rted|[m]pirun"
@@ -55,7 +57,7 @@ def test_certify_measures_nccl_across_each_pair(bootstrapped_lab, tmp_path):
                         "--probe-seconds", "2", "--probe-timeout", "20"], capture_output=True, text=True, timeout=900,
                        env=env)
     assert p.returncode in (0, 1), p.stderr[-3000:]
-    cert = json.loads((out / "certificate.json").read_text())
+    cert = expanded(json.loads((out / "certificate.json").read_text()))
     floor = cert["thresholds"]["nccl_allreduce_pair"]["floor"]
     r1 = {(lk["a"], lk["b"]) for lk in cert["links"] if lk["round"] == 1}
     nccl = {(lk["a"], lk["b"]): lk for lk in cert["links"] if lk["probe"] == "nccl_allreduce"}

@@ -134,3 +134,21 @@ def fresh_lab(lab):
     lab.manager.down()
     lab.up()
     return lab
+
+
+def bootstrap(lab, *args: str, timeout: float = 1500) -> tuple[int, dict]:
+    """`clustercert bootstrap -i <lab inventory> --format json ARGS` with the bootstrap tests' state directory:
+    (exit status, the JSON document)."""
+    import json
+    import sys
+
+    env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "bootstrap-test-state"))
+    proc = subprocess.run([sys.executable, "-m", "clustercert", "bootstrap", "-i", str(lab.inventory),
+                           "--format", "json", *args],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    try:
+        doc = json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError(f"bootstrap printed no JSON (rc {proc.returncode}): {proc.stdout[-2000:]} "
+                             f"{proc.stderr[-3000:]}") from None
+    return proc.returncode, doc

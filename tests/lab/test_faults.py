@@ -84,7 +84,7 @@ CASES = {
     "node_down": ({}, None, None, None),
     "nvlink_crc_errors": ({"gpu": "0", "port": "2"}, "nvidia-smi nvlink -e -i 0 | grep 'Link 2: CRC'",
                           "Link 2: CRC Errors: 1000", "Link 2: CRC Errors: 0"),
-    "hca_moved": ({}, "nvidia-smi topo -m | awk '$1 == \"GPU0\" {print $10}'", "SYS", "PIX"),
+    "hca_moved": ({}, "nvidia-smi topo -m | awk '$1 == \"GPU0\" && $2 == \"X\" {print $10}'", "SYS", "PIX"),
     "pcie_device_missing": ({}, "lspci -d 10de::0680 | wc -l", "3", "4"),
     "hca_firmware_odd": ({}, "cat /sys/class/infiniband/mlx5_0/fw_ver", "28.42.1014", "28.43.1014"),
     "gpu_vbios_odd": ({}, "nvidia-smi -i 0 --query-gpu=vbios_version --format=csv,noheader", "96.00.99.00.02",

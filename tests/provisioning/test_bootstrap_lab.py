@@ -1,17 +1,15 @@
 """Acceptance on the lab (root): `clustercert bootstrap -i lab` on 4 bare nodes, idempotence, check
-mode, tamper detection and repair, daemon.json merge, and the rolling reboot policy."""
+mode, tamper detection and repair, daemon.json merge (the rolling reboot policy:
+test_rolling_reboot_lab.py, the suite's last lab module)."""
 
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
-import threading
-import time
 
 import pytest
+from labfixtures import bootstrap
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -22,17 +20,6 @@ NCCL_HOLD_TASK = "Hold NCCL and the probe tools"
 
 
 
-
-def bootstrap(lab, *args: str, timeout: float = 1500) -> tuple[int, dict]:
-    env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "bootstrap-test-state"))
-    proc = subprocess.run([sys.executable, "-m", "clustercert", "bootstrap", "-i", str(lab.inventory),
-                           "--format", "json", *args],
-                          capture_output=True, text=True, timeout=timeout, env=env)
-    try:
-        doc = json.loads(proc.stdout)
-    except ValueError:
-        raise AssertionError(f"bootstrap printed no JSON (rc {proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-3000:]}") from None
-    return proc.returncode, doc
 
 
 def assert_all_ok(doc: dict, nodes: list[str]) -> None:
@@ -98,7 +85,7 @@ def test_tampering_is_reported_exactly_and_repaired(lab, bootstrapped):
     assert "NCCL_DEBUG=INFO" in json.dumps(nccl["diff"])
     assert "NCCL_DEBUG=INFO" in lab.ssh(node, "cat /etc/nccl.conf").stdout  # check mode changed nothing
 
-    rc, repair = bootstrap(lab)
+    rc, repair = bootstrap(lab, "--limit", node)  # the check above found nothing on the other nodes
     assert rc == 0
     assert {(c["host"], c["task"]) for c in repair["changes"]} >= {
         (node, NCCL_TASK), (node, MEMLOCK_TASK), (node, NCCL_INSTALL_TASK)}
@@ -106,7 +93,7 @@ def test_tampering_is_reported_exactly_and_repaired(lab, bootstrapped):
                     "apt-mark showhold | grep -qx libnccl2 && echo held; dpkg-query -W -f='${Version}' libnccl2").stdout
     assert "NCCL_DEBUG" not in state and "limits" in state and "held" in state
     assert state.endswith("2.26.2-1+cuda12.8")
-    # the other nodes were untouched (the check above reported nothing there): from here on, this node only
+    # from here on, this node only
     rc, after = bootstrap(lab, "--check", "--limit", node)
     assert rc == 0 and after["changes"] == []
 
@@ -131,50 +118,3 @@ def test_daemon_json_keeps_foreign_keys(lab, bootstrapped):
                                              "nvidia": {"path": "nvidia-container-runtime", "args": []}}}
     rc, again = bootstrap(lab, *args)
     assert rc == 0 and again["hosts"][node]["changed"] == 0
-
-
-class Reachability(threading.Thread):
-    """Samples TCP/22 of every node; records the largest number of nodes down at the same time."""
-
-    def __init__(self, addresses: dict[str, str]):
-        super().__init__(daemon=True)
-        self.addresses = addresses
-        self.stop = threading.Event()
-        self.max_down = 0
-        self.down_seen: set[str] = set()
-        self.samples = 0
-
-    @staticmethod
-    def up(ip: str) -> bool:
-        try:
-            with socket.create_connection((ip, 22), timeout=0.5) as s:
-                s.settimeout(1)
-                return s.recv(4) == b"SSH-"
-        except OSError:
-            return False
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            down = {n for n, ip in self.addresses.items() if not self.up(ip)}
-            self.max_down = max(self.max_down, len(down))
-            self.down_seen |= down
-            self.samples += 1
-            time.sleep(0.1)
-
-
-def test_rolling_reboot_takes_one_node_down_at_a_time(lab, bootstrapped):
-    status = lab.manager.status()["nodes"]
-    sampler = Reachability({n: status[n]["mgmt_ip"] for n in lab.nodes})
-    sampler.start()
-    try:
-        # Another pinned driver from the lab repository: the loaded module no longer matches -> reboot.
-        rc, doc = bootstrap(lab, "-e", json.dumps({"clustercert_profile_overrides": {"driver": {"version": "570.158.01"}}}))
-    finally:
-        sampler.stop.set()
-        sampler.join(10)
-    assert rc == 0, doc
-    assert sampler.samples > 50
-    assert sampler.down_seen == set(lab.nodes), "every node must have rebooted"
-    assert sampler.max_down == 1
-    for n in lab.nodes:
-        assert lab.ssh(n, "cat /sys/module/nvidia/version").stdout.strip() == "570.158.01"

@@ -38,7 +38,22 @@ def _gpu_parts(ev: Evidence, ctx: HostContext) -> tuple[dict[str, str | None] | 
     return {f"GPU{g['index']} {g.get('bus_id') or ''}".strip(): g.get("vbios_version") for g in rec["gpus"]}, None
 
 
-def _uniform(check: str, what: str, parts_of, evidence: dict[str, Evidence], contexts: dict[str, HostContext],
+PARTS = {"ib.firmware_uniform": _hca_parts, "gpu.vbios_uniform": _gpu_parts}
+
+
+def node_parts(ev: Evidence, ctx: HostContext, checks: tuple[str, ...] = CHECKS) -> dict:
+    """What the cluster-wide checks compare of one node, taken from its evidence as soon as it is there (so that
+    its raw outputs need not be held until every node has answered): {check: (parts, problem) | exception}."""
+    out: dict = {}
+    for check in checks:
+        try:
+            out[check] = PARTS[check](ev, ctx)
+        except Exception as exc:  # noqa: BLE001 - raised again in cluster_findings: an error finding on every node
+            out[check] = exc
+    return out
+
+
+def _uniform(check: str, what: str, parts_of, evidence: dict[str, dict], contexts: dict[str, HostContext],
              group_key) -> dict[str, list[Finding]]:
     out: dict[str, list[Finding]] = {n: [] for n in evidence}
     by_profile: dict[str, list[str]] = {}
@@ -54,7 +69,10 @@ def _uniform(check: str, what: str, parts_of, evidence: dict[str, Evidence], con
         parts: dict[str, dict[str, str]] = {}
         errored: set[str] = set()
         for n in nodes:
-            got, problem = parts_of(evidence[n], contexts[n])
+            taken = evidence[n][check]
+            if isinstance(taken, Exception):
+                raise taken
+            got, problem = taken
             if got is None:
                 out[n].append(problem)
                 continue
@@ -106,6 +124,13 @@ def cluster_findings(evidence: dict[str, Evidence], contexts: dict[str, HostCont
                      checks: tuple[str, ...] = CHECKS) -> dict[str, list[Finding]]:
     """The cluster-wide findings of every node in ``evidence`` (the reachable ones): {node: [Finding]}. An
     evaluator bug is an error finding on every node, never a crash or a pass."""
+    return parts_findings({n: node_parts(ev, contexts[n], checks) for n, ev in evidence.items()}, contexts, checks)
+
+
+def parts_findings(parts: dict[str, dict], contexts: dict[str, HostContext],
+                   checks: tuple[str, ...] = CHECKS) -> dict[str, list[Finding]]:
+    """``cluster_findings`` from each reachable node's ``node_parts``."""
+    evidence = parts
     out: dict[str, list[Finding]] = {n: [] for n in evidence}
     judges = {"ib.firmware_uniform": ("HCA firmware", _hca_parts, lambda part: part),
               "gpu.vbios_uniform": ("GPU VBIOS", _gpu_parts, lambda part: "gpu")}

@@ -107,11 +107,16 @@ def state_items(current: dict, baseline_findings: list[dict]) -> list[Item]:
 
 
 def fold_symptoms(items: list[Item]) -> list[Item]:
-    config_nodes = {i.node for i in items if i.kind == "configuration"}
+    """``items`` less the state failures that a configuration item on the same node explains (each is
+    named in the first such item's ``explains``). One pass and a dict: linear in the items."""
+    first_config: dict[str, Item] = {}
+    for i in items:
+        if i.kind == "configuration":
+            first_config.setdefault(i.node, i)
     out = []
     for i in items:
-        if i.kind == "state" and i.node in config_nodes and i.check in CONFIG_MANAGED:
-            cfg = next(x for x in items if x.kind == "configuration" and x.node == i.node)
+        cfg = first_config.get(i.node) if i.kind == "state" and i.check in CONFIG_MANAGED else None
+        if cfg is not None:
             cfg.explains.append(i.check)
             continue
         out.append(i)
@@ -124,10 +129,14 @@ def performance_items(outcome, judge) -> list[Item]:
     latency: rose more than it) failed its channel, and localisation told the node (on which fabric)
     from the link."""
     notes: dict[frozenset, list[str]] = {}
+    pairs_of: dict[str, dict[frozenset, None]] = {}  # node -> its pairs with notes, in order: a lookup, not a scan
     for m in outcome.pairs:
         note = judge.note(m)
         if note:
-            notes.setdefault(frozenset((m.a, m.b)), []).append(note)
+            key = frozenset((m.a, m.b))
+            notes.setdefault(key, []).append(note)
+            for end in key:
+                pairs_of.setdefault(end, {})[key] = None
     items = []
     for loc in outcome.localisation:
         if "<->" in loc.subject:
@@ -136,7 +145,7 @@ def performance_items(outcome, judge) -> list[Item]:
             items.append(Item(loc.subject, "performance", check="probe.link", before="baseline", after="; ".join(ns[:3]),
                               detail=f"{loc.kind}: {loc.reason}"))
         else:
-            mine = [n for key, ns in notes.items() if loc.subject in key for n in ns
+            mine = [n for key in pairs_of.get(loc.subject, {}) for n in notes[key]
                     if loc.fabric is None or f"fabric {loc.fabric}" in n]
             items.append(Item(loc.subject, "performance", check="probe.pairs", before="baseline",
                               after="; ".join(mine[:3]), detail=f"{loc.kind}: {loc.reason}"))

@@ -21,6 +21,7 @@ from clustercert.checks import (
     run_evaluations,
 )
 from clustercert.checks import cluster as cluster_checks
+from clustercert.checks import hardware as hardware_checks
 from clustercert.checks import ib as ib_checks
 from clustercert.collect.ssh import collect_in_turn, collect_many
 from clustercert.model.evidence import NodeEvidence
@@ -34,6 +35,10 @@ class NodeResult:
     findings: list[Finding]
     detail: str = ""
     evidence: NodeEvidence | None = None
+    # what the node's evidence says it is made of (clustercert.checks.hardware.identity), taken before its raw
+    # outputs are dropped; None: not taken (or nothing known)
+    hardware: dict | None = None
+    hardware_taken: bool = False
 
     def to_json(self) -> dict:
         out = {"verdict": self.verdict, "findings": [f.to_json() for f in self.findings]}
@@ -55,12 +60,16 @@ def host_context(h: HostView) -> HostContext:
 
 def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disruptive: bool = False,
                    selected: set[str] | None = None,
-                   nvlink_baseline: dict[str, dict[str, dict[str, int]]] | None = None) -> dict[str, NodeResult]:
+                   nvlink_baseline: dict[str, dict[str, dict[str, int]]] | None = None,
+                   keep_outputs: bool = True) -> dict[str, NodeResult]:
     """Collect and evaluate every node; then the cluster-wide checks over every reachable node's evidence;
     with ``disruptive``, then run the components' disruptive tests (the bond failover test) node by node.
     ``selected``: report only these check ids (the components still run whole: the failover test needs
     ib.bond's verdict); the node verdicts follow them. ``nvlink_baseline`` (drift): per node the NVLink
-    error counters of the baseline run (clustercert.checks.hardware.nvlink_baseline)."""
+    error counters of the baseline run (clustercert.checks.hardware.nvlink_baseline). Each result's ``hardware``
+    is taken from its evidence; without ``keep_outputs`` each node's raw command outputs are then dropped but
+    for KEPT_OUTPUTS (certify: at fleet scale they were most of the controller's memory; validate --out keeps
+    them, it writes them)."""
     comps = components(comp_names)
     contexts = {name: host_context(h) for name, h in inv.hosts.items()}
     for name, counters in (nvlink_baseline or {}).items():
@@ -72,27 +81,45 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
         for comp in comps:
             cmds.update(comp.commands(ctx))
         commands_for[name] = cmds
-    evidence = collect_many({n: h.connection for n, h in inv.hosts.items()}, commands_for, forks=forks,
-                            control_dir=paths.state_dir() / "cp")
     results: dict[str, NodeResult] = {}
     sysfs: dict[str, dict] = {}
-    for name, ev in evidence.items():
+    parts: dict[str, dict] = {}
+
+    def take(name: str, ev: NodeEvidence) -> NodeEvidence:
+        """One node, as soon as its collection ends: evaluated, and what the cluster-wide checks and the
+        certificate need of its raw outputs taken, so that (without ``keep_outputs``) they can go now."""
         if not ev.reachable:
             results[name] = NodeResult(name, "unreachable", [], ev.error, ev)
-            continue
-        findings = run_evaluations(ev.results, contexts[name], comps)
+            return ev
+        ctx = contexts[name]
+        findings = run_evaluations(ev.results, ctx, comps)
         if "ib" in comp_names:
             rec, _ = parsed("sysfs-infiniband", ev.results.get("ib_sysfs"), ())
             if rec is not None:
                 sysfs[name] = rec
-        results[name] = NodeResult(name, "pass", findings, "", ev)
+        if "hardware" in comp_names:
+            parts[name] = cluster_checks.node_parts(ev.results, ctx)
+        results[name] = NodeResult(name, "pass", findings, "", ev,
+                                   hardware_checks.identity(ev.results, ctx.profile.ib.link_layer), True)
+        if not keep_outputs:
+            ev.results = {k: v for k, v in ev.results.items() if k in KEPT_OUTPUTS}
+        return ev
+
+    evidence = collect_many({n: h.connection for n, h in inv.hosts.items()}, commands_for, forks=forks,
+                            control_dir=paths.state_dir() / "cp", each=take)
+    for name, ev in evidence.items():  # a collect_many that did not call ``each`` (tests' fakes)
+        if name not in results:
+            take(name, ev)
+    # the inventory's order, not the order the nodes answered in
+    results = {n: results[n] for n in evidence}
+    sysfs = {n: sysfs[n] for n in evidence if n in sysfs}
     if "ib" in comp_names and len(sysfs) > 1:
         extra = ib_checks.cluster_findings(sysfs, {n: inv.hosts[n].profile for n in sysfs})
         for name, fs in extra.items():
             results[name].findings.extend(fs)
     if "hardware" in comp_names:
-        reachable = {n: r.evidence.results for n, r in results.items() if r.verdict != "unreachable" and r.evidence}
-        for name, fs in cluster_checks.cluster_findings(reachable, contexts).items():
+        reachable = {n: parts[n] for n in results if n in parts}
+        for name, fs in cluster_checks.parts_findings(reachable, contexts).items():
             results[name].findings.extend(fs)
     if disruptive and "bond" in comp_names:
         run_bond_failover(inv, contexts, results)
@@ -101,7 +128,13 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
             r.findings = [f for f in r.findings if f.check in selected]
         if r.verdict != "unreachable":
             r.verdict = node_verdict(r.findings)
+        if r.evidence is not None and not keep_outputs:  # the failover test's outputs too
+            r.evidence.results = {k: v for k, v in r.evidence.results.items() if k in KEPT_OUTPUTS}
     return results
+
+
+# the outputs certify still reads once the checks have run: the certificate's versions (nccl, ofed)
+KEPT_OUTPUTS = frozenset({"nccl_pkg", "ofed_info"})
 
 
 def run_bond_failover(inv: Inventory, contexts: dict[str, HostContext], results: dict[str, NodeResult]) -> None:

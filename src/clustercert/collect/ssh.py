@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import select
 import shlex
 import subprocess
@@ -22,15 +23,85 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from clustercert import remote
+from clustercert.errors import InputError
 from clustercert.model.evidence import CommandResult, NodeEvidence
 from clustercert.remote.runner import DONE_MARK, REQUEST_MARK
 
 # DONE_MARK, REQUEST_MARK: the node runner writes the one and reads the request after the other.
+
+# ---- how many sessions a node's connection carries at once ---------------------------------------------
+
+# sshd's MaxSessions (its default): the sessions one multiplexed connection (ControlMaster) may carry.
+# clustercert keeps at most MaxSessions - 1 open per node (one to spare for ssh's own use): MAX_SESSIONS - 2
+# for runners, probe servers and clients, and one for the group kills that end them (a kill needs a
+# session while the sessions it ends still hold theirs).
+MAX_SESSIONS = 10
+FDS_PER_SESSION = 3  # the controller's ends of a session's stdin, stdout and stderr
+FDS_BASE = 64        # the controller's own: Python, the store, the lock, the logs
+
+
+class _Sessions:
+    """Per node: a semaphore for long sessions and one for kills (see MAX_SESSIONS)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._slots: dict[tuple[str, bool], threading.BoundedSemaphore] = {}
+
+    def slot(self, node: str, kill: bool = False) -> threading.BoundedSemaphore:
+        with self._lock:
+            sem = self._slots.get((node, kill))
+            if sem is None:
+                sem = self._slots[(node, kill)] = threading.BoundedSemaphore(1 if kill else max(1, MAX_SESSIONS - 2))
+            return sem
+
+
+SESSIONS = _Sessions()
+
+
+@contextmanager
+def node_session(node: str, kill: bool = False):
+    """Hold one of ``node``'s sessions (waiting for one) while the block runs."""
+    sem = SESSIONS.slot(node, kill)
+    sem.acquire()
+    try:
+        yield
+    finally:
+        sem.release()
+
+
+def sessions_at_peak(forks: int) -> int:
+    """The most sessions the controller holds at once with ``forks``: a pair round runs ``forks`` pairs, each
+    on two nodes, each node at most MaxSessions - 1 sessions (the validators: ``forks`` nodes, one each)."""
+    return max(1, forks) * 2 * (MAX_SESSIONS - 1)
+
+
+def check_open_files(forks: int) -> int:
+    """Before anything runs: the file descriptors ``forks`` may need at once (sessions_at_peak x
+    FDS_PER_SESSION + FDS_BASE) against the open-files limit. The soft limit is raised towards the hard
+    one where that is enough; otherwise InputError naming --forks, what it needs and the limits, and the
+    largest --forks that fits. Returns the soft limit in force."""
+    need = sessions_at_peak(forks) * FDS_PER_SESSION + FDS_BASE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or need <= soft:
+        return soft
+    if hard == resource.RLIM_INFINITY or need <= hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+            return need
+        except (ValueError, OSError):
+            pass
+    limit = hard if hard != resource.RLIM_INFINITY else soft
+    fits = max(0, (limit - FDS_BASE) // (FDS_PER_SESSION * 2 * (MAX_SESSIONS - 1)))
+    raise InputError("--forks", str(forks), f"needs up to {need} open files ({sessions_at_peak(forks)} SSH sessions "
+                     f"at once), the open-files limit is {soft} (hard {hard}): use --forks {fits} or less, "
+                     "or raise the limit (ulimit -n)")
+
 
 
 def ssh_argv(conn: dict, host: str, control_dir: Path | None = None, connect_timeout: int = 10) -> list[str]:
@@ -163,11 +234,12 @@ def collect_node(
         argv = ssh_argv(conn, node, control_dir) + [line]
     t0 = time.monotonic()
     try:
-        if on_done is not None:
-            rc, stdout, stderr = _run_marked(argv, request, overall, on_done)
-        else:
-            p = subprocess.run(argv, input=request, capture_output=True, text=True, timeout=overall)
-            rc, stdout, stderr = p.returncode, p.stdout, p.stderr
+        with node_session(node):
+            if on_done is not None:
+                rc, stdout, stderr = _run_marked(argv, request, overall, on_done)
+            else:
+                p = subprocess.run(argv, input=request, capture_output=True, text=True, timeout=overall)
+                rc, stdout, stderr = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired:
         return NodeEvidence(node, False, f"no answer within {overall:.0f} s", seconds=round(time.monotonic() - t0, 3))
     except OSError as exc:
@@ -231,12 +303,35 @@ def collect_many(
     *,
     forks: int = 25,
     control_dir: Path | None = None,
+    each: Callable[[str, NodeEvidence], NodeEvidence] | None = None,
 ) -> dict[str, NodeEvidence]:
-    """Collect from every node in parallel (bounded by ``forks``); one slow node holds up no other."""
-    with ThreadPoolExecutor(max_workers=max(1, min(forks, len(nodes) or 1))) as ex:
-        futures = {n: ex.submit(collect_node, n, conn, commands_for[n], control_dir=control_dir)
-                   for n, conn in nodes.items()}
-        return {n: f.result() for n, f in futures.items()}
+    """Collect from every node in parallel (bounded by ``forks``); one slow node holds up no other. ``each``:
+    called in this thread with each node's evidence as its collection ends; what it returns is what the
+    result holds for the node (the validators evaluate a node there and keep less of its raw outputs)."""
+    workers = max(1, min(forks, len(nodes) or 1))
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        if each is None:
+            futures = {n: ex.submit(collect_node, n, conn, commands_for[n], control_dir=control_dir)
+                       for n, conn in nodes.items()}
+            return {n: f.result() for n, f in futures.items()}
+        # at most two nodes per worker submitted and not yet handed to ``each``: the raw outputs held at once
+        # stay bounded by --forks, not by the fleet, even where ``each`` is slower than the collections
+        todo, running, done = iter(nodes.items()), {}, {}
+
+        def submit() -> None:
+            for n, conn in todo:
+                running[ex.submit(collect_node, n, conn, commands_for[n], control_dir=control_dir)] = n
+                return
+
+        for _ in range(2 * workers):
+            submit()
+        while running:
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in finished:
+                n = running.pop(f)
+                done[n] = each(n, f.result())
+                submit()
+        return {n: done[n] for n in nodes}
 
 
 def collect_in_turn(
@@ -304,8 +399,9 @@ def _kill_group(conn: dict, node: str, pgid: str | None, control_dir: Path | Non
     if not pgid or not pgid.isdigit():
         return
     try:
-        subprocess.run(_remote(conn, node, f"kill -KILL -{pgid} 2>/dev/null; true", control_dir),
-                       capture_output=True, timeout=15)
+        with node_session(node, kill=True):
+            subprocess.run(_remote(conn, node, f"kill -KILL -{pgid} 2>/dev/null; true", control_dir),
+                           capture_output=True, timeout=15)
     except (subprocess.TimeoutExpired, OSError):
         pass
 
@@ -382,6 +478,13 @@ class Server:
     pgid: str | None
     head: bytes
     control_dir: Path | None = None
+    slot: threading.BoundedSemaphore | None = None  # the node session it holds until it has ended
+
+    def release(self) -> None:
+        """Give the node's session back (once the server's process has ended; a second call does nothing)."""
+        slot, self.slot = self.slot, None
+        if slot is not None:
+            slot.release()
 
 
 def start_server(server: tuple[str, dict, str], timeout: float, *, control_dir: Path | None = None,
@@ -392,18 +495,32 @@ def start_server(server: tuple[str, dict, str], timeout: float, *, control_dir: 
     cannot be told, after ``server_start_delay``. End it with finish_probe or stop_server."""
     node, conn, cmd = server
     script = _bounded(cmd, int(max(1, timeout)), server_port)
-    proc = subprocess.Popen(_remote(conn, node, script, control_dir), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    slot = SESSIONS.slot(node)
+    slot.acquire()  # held until stop_server has seen it end
+    try:
+        proc = subprocess.Popen(_remote(conn, node, script, control_dir), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    except BaseException:
+        slot.release()
+        raise
     # no PGID line: the server's node did not start it (no answer): there is nothing to wait for
     pgid, listening, head = _read_server_start(proc, 15, server_port)
     if pgid is None or listening not in (0, 124):
         time.sleep(server_start_delay)
-    return Server(node, conn, cmd, proc, pgid, head, control_dir)
+    return Server(node, conn, cmd, proc, pgid, head, control_dir, slot)
 
 
 def stop_server(srv: Server, wait: float = 0.0) -> CommandResult:
     """The server's result once it has ended: it gets ``wait`` seconds to end by itself (a server
-    whose wrapper reaped its group and said so needs nothing more); otherwise its group is killed."""
+    whose wrapper reaped its group and said so needs nothing more); otherwise its group is killed.
+    Its node session is given back once it has ended."""
+    try:
+        return _stop_server(srv, wait)
+    finally:  # ended, or killed and waited for
+        srv.release()
+
+
+def _stop_server(srv: Server, wait: float) -> CommandResult:
     try:
         out, err = srv.proc.communicate(timeout=wait)
     except subprocess.TimeoutExpired:
@@ -434,8 +551,9 @@ def finish_probe(srv: Server | None, client: tuple[str, dict, str], timeout: flo
     script = _bounded(cli_cmd, t_int)
     t0 = time.monotonic()
     try:
-        p = subprocess.run(_remote(cli_conn, cli_node, script, control_dir), capture_output=True, text=True,
-                           timeout=t_int + 15)
+        with node_session(cli_node):
+            p = subprocess.run(_remote(cli_conn, cli_node, script, control_dir), capture_output=True, text=True,
+                               timeout=t_int + 15)
         cli_pgid, cli_out = _pgid_and_output(p.stdout)
         reaped, cli_out = _ended(cli_out)
         elapsed = time.monotonic() - t0

@@ -46,12 +46,12 @@ def _certify(args, inv, store: Store, out_dir: Path, signing_key, pub_path: Path
     store.start_run(run_id, "certify", str(inv.source), {"limit": args.limit, "all_pairs": args.all_pairs})
     forks = args.forks or 25
     t_validate = time.monotonic()
-    validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks)
+    validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks, keep_outputs=False)
     validate_s = round(time.monotonic() - t_validate, 2)
     reachable = [n for n, r in sorted(validation.items()) if r.verdict != "unreachable"]
     outcome = probe_run.run(inv, reachable, ProbeSettings(args.probe_seconds, args.probe_timeout),
                             ThresholdJudge.for_inventory(inv), forks, args.all_pairs)
-    cert = certificate_body(inv, validation, outcome, started, validate_s)
+    cert = certificate_body(inv, validation, outcome, started, validate_s, consume=True)  # empties validation
     if args.drain == "slurm":  # after the verdicts, before signing: what was done is part of the certificate
         cert["slurm"] = slurm.apply(inv, cert["nodes"], paths.state_dir() / "cp")
     cert = certificate.sign(cert, signing_key)

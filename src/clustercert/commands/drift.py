@@ -46,7 +46,7 @@ def run(args) -> int:
         raise InputError(str(default_path()), None, "no store yet: run `clustercert certify` first to set a baseline")
     store = Store()
     base = baseline_run(store, inv, args.baseline)
-    forks = args.forks
+    forks = args.forks or 25  # every stage of drift, the playbook's check run included, at --forks
     with inventory_lock(str(inv.source), "drift"):
         run_id = paths.new_run_id()
         started = time.time()
@@ -58,7 +58,7 @@ def run(args) -> int:
                                              envvars=engine.strategy_env())
         items = configuration_items(cfg_result)
         base_findings = store.findings(base["id"])
-        current = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks or 25,
+        current = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks,
                                            nvlink_baseline=nvlink_baseline(base_findings))
         items += state_items(current, base_findings)
         items = fold_symptoms(items)
@@ -68,7 +68,7 @@ def run(args) -> int:
             reachable = [n for n, r in sorted(current.items()) if r.verdict != "unreachable"]
             perf, measured = performance(inv, reachable, store.links(base["id"]),
                                          lambda n: inv.hosts[n].profile.drift_tolerance,
-                                         2 if args.probes == "quick" else 5, forks or 25)
+                                         2 if args.probes == "quick" else 5, forks)
             items += perf
             perf_links = [m.link_record() for m in measured]
         fixed = fix(inv, items, forks) if args.fix else None
@@ -111,7 +111,7 @@ def performance(inv, nodes: list[str], baseline_links: list[dict], tolerance_of,
     return performance_items(outcome, judge), outcome.pairs
 
 
-def fix(inv, items: list[Item], forks) -> dict:
+def fix(inv, items: list[Item], forks: int = 25) -> dict:
     """``--fix``: bootstrap only the drifted nodes and the roles (tags) that drifted, then re-validate them."""
     nodes, tags = fix_scope(items)
     if not nodes:
@@ -119,6 +119,6 @@ def fix(inv, items: list[Item], forks) -> dict:
     result = engine.run_playbook(paths.playbooks_dir() / engine.BOOTSTRAP_PLAYBOOK, inv.source, limit=",".join(nodes),
                                  tags=",".join(tags) or None, forks=forks, envvars=engine.strategy_env())
     sub = load_inventory(str(inv.source), ",".join(nodes))
-    again = check_run.validate_nodes(sub, list(COMPONENT_ORDER), forks or 25)
+    again = check_run.validate_nodes(sub, list(COMPONENT_ORDER), forks)
     return {"nodes": nodes, "tags": tags, "ok": result.ok, "run": result.run_id,
             "revalidated": {n: r.verdict for n, r in again.items()}}

@@ -1,11 +1,11 @@
-"""`clustercert report history|runs`: per-node trends and past runs from the store."""
+"""`clustercert report history|runs|prune`: per-node trends and past runs from the store; retention."""
 
 from __future__ import annotations
 
 import json
 
 from clustercert.errors import EXIT_OK, InputError
-from clustercert.record.store import Store, default_path
+from clustercert.record.store import Store, default_keep, default_path
 from clustercert.report import documents
 from clustercert.report.terminal import print_history, print_runs
 
@@ -15,6 +15,10 @@ def run(args) -> int:
     if not default_path().exists():
         raise InputError(str(default_path()), None, "no store yet: run `clustercert validate` or `certify` first")
     store = Store()
+    if args.what == "prune":
+        return prune(args, store, started)
+    if (getattr(args, "keep", None) or getattr(args, "older_than", None) or getattr(args, "dry_run", False)):
+        raise InputError("--keep/--older-than/--dry-run", args.what, "only `report prune` takes them")
     if args.what == "history":
         rows = store.history(args.node)
         if args.node and not rows:
@@ -29,4 +33,22 @@ def run(args) -> int:
         print_history(rows)
     else:
         print_runs(rows)
+    return EXIT_OK
+
+
+def prune(args, store: Store, started) -> int:
+    """``report prune``: --keep N and/or --older-than D; neither: the configured keep."""
+    if args.node:
+        raise InputError("--node", args.node, "`report prune` prunes whole runs, not one node's")
+    keep = args.keep if args.keep or args.older_than else default_keep()
+    result = store.prune(keep, args.older_than, dry_run=args.dry_run)
+    rows = [{"id": i, "action": "would remove" if args.dry_run else "removed"} for i in result["removed"]]
+    rows += [{"id": i, "action": "kept: a baseline"} for i in result["protected"]]
+    if args.format == "json":
+        print(documents.dumps(documents.report_document("prune", None, rows, started) | {"prune": result}))
+    else:
+        verb = "would remove" if args.dry_run else "removed"
+        print(f"{verb} {len(result['removed'])} run(s), kept {result['kept']} "
+              f"({len(result['protected'])} kept as baselines); store {result['bytes_before']} -> "
+              f"{result['bytes_after']} bytes")
     return EXIT_OK

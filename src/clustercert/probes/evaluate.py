@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+import sys
 from dataclasses import dataclass, field
 
 from clustercert.checks import Finding
@@ -84,7 +85,9 @@ def within(t: Threshold, value: float) -> bool:
 
 
 def _excerpt(res: CommandResult | None, limit: int = 1500) -> str:
-    return res.excerpt(limit) if res is not None else ""
+    """The evidence of a measurement from ``res``: one string for every measurement of one output (nvbandwidth
+    gives each GPU's of each testcase theirs: a fleet held dozens of copies of each node's excerpt)."""
+    return sys.intern(res.excerpt(limit)) if res is not None else ""
 
 
 def _why(res: CommandResult | None, timeout: float) -> str | None:
@@ -464,12 +467,14 @@ def apply_outlier_rule(measurements: list[Measurement], ratio: float, source: st
         if len(ms) < 3:
             continue
         med = statistics.median(x.value for x in ms)
+        note = f"cluster median {med:g} {ms[0].unit}; outlier rule {ratio:g} x median ({source})"
         for m in ms:
-            m.notes.append(f"cluster median {med:g} {m.unit}; outlier rule {ratio:g} x median ({source})")
+            m.notes.append(note if m.unit == ms[0].unit else
+                           f"cluster median {med:g} {m.unit}; outlier rule {ratio:g} x median ({source})")
             if m.value < med * ratio and m.status == "pass":
                 m.status = "fail"
                 m.observed += f" (outlier: below {ratio:g} x cluster median {med:g})"
-            m.expected += f"; and >= {ratio:g} x cluster median"
+            m.expected = sys.intern(f"{m.expected}; and >= {ratio:g} x cluster median")  # one text per threshold
 
 
 def probe_findings(node: str, measurements: list[Measurement], localisation) -> list[Finding]:

@@ -29,6 +29,7 @@ import binascii
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -58,10 +59,78 @@ def canonical_bytes(cert: dict) -> bytes:
                       allow_nan=False).encode("utf-8")
 
 
-def _normalise(cert: dict) -> dict:
-    """What the certificate becomes once written and read back (tuples -> lists, int keys -> str),
-    so that the bytes signed now are the bytes verified later."""
-    return json.loads(json.dumps(cert, ensure_ascii=False, allow_nan=False))
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def signed_bytes(cert: dict) -> bytearray:
+    """``canonical_bytes(packed(cert))``, built member by member and node by node: the one full copy of a
+    fleet's certificate that signing needs, without the packed certificate or its text held beside it.
+    ``cert`` is normalised (``_normalise``): its keys are strings."""
+    body = {k: v for k, v in cert.items() if k != "signature"}
+    out = bytearray(b"{")
+    for i, k in enumerate(sorted(body)):
+        out += (("," if i else "") + _canonical(k) + ":").encode("utf-8")
+        nodes = body[k]
+        if k != "nodes" or not isinstance(nodes, dict) or not nodes:
+            out += _canonical(packed({k: nodes})[k] if k in ("nodes", "links") else nodes).encode("utf-8")
+            continue
+        for j, name in enumerate(sorted(nodes)):
+            node = packed({"nodes": {name: nodes[name]}})["nodes"][name]
+            out += (("{" if j == 0 else ",") + _canonical(name) + ":" + _canonical(node)).encode("utf-8")
+        out += b"}"
+    out += b"}"
+    return out
+
+
+def _json_key(k: Any) -> str:
+    """A dict key as json.dumps writes it."""
+    if isinstance(k, str):
+        return str(k)
+    if k is True or k is False or k is None:
+        return {True: "true", False: "false", None: "null"}[k]
+    if isinstance(k, int):
+        return int.__repr__(k)
+    if isinstance(k, float):
+        return float.__repr__(k)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")
+
+
+def _normalise(value: Any) -> Any:
+    """What ``value`` becomes once written and read back (tuples -> lists, int keys -> str, str/int/float
+    subclasses -> the plain type), so that the bytes signed now are the bytes verified later. Copy on write:
+    a part that is already what it reads back as is returned as it is (no second copy of a fleet's
+    certificate in memory). ValueError for NaN/Infinity, TypeError for what is not JSON."""
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return value
+    if t is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError("Out of range float values are not JSON compliant")
+        return value
+    if isinstance(value, dict):
+        out = None
+        for i, (k, v) in enumerate(value.items()):
+            nk, nv = (k if type(k) is str else _json_key(k)), _normalise(v)
+            if out is None and (nk is not k or nv is not v):
+                out = dict(list(value.items())[:i])
+            if out is not None:
+                out[nk] = nv
+        return value if out is None else out
+    if isinstance(value, list | tuple):
+        new = [_normalise(v) for v in value]
+        if t is list and all(a is b for a, b in zip(new, value, strict=True)):
+            return value
+        return new
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return _normalise(float(value))
+    raise TypeError(f"Object of type {t.__name__} is not JSON serializable")
 
 
 # ---- keys -----------------------------------------------------------------------------------
@@ -245,14 +314,271 @@ def _write_public(pub: Path, key: Ed25519PublicKey) -> None:
     os.replace(tmp, pub)
 
 
+# ---- evidence: once per node, referenced by its findings ------------------------------------------
+
+EVIDENCE_REF_CHARS = 16  # hex digits of SHA-256: a node has a few dozen texts, 64 bits never collide there
+
+
+def evidence_ref(text: str) -> str:
+    """The reference a finding carries for ``text``: the first EVIDENCE_REF_CHARS hex digits of its SHA-256
+    (UTF-8). ``verify`` recomputes it, so a reference always names the very text that was signed."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:EVIDENCE_REF_CHARS]
+
+
+def pack_evidence(nodes: dict[str, dict]) -> dict[str, dict]:
+    """The certificate's ``nodes`` with each distinct evidence text stored once per node (``evidence``: ref ->
+    text) and each finding naming its text by ``evidence_ref`` instead of carrying it (the findings of one
+    command share its output: ``ib.port_state`` and ``ib.port_rate`` read the same sysfs). In place; returns
+    ``nodes``. A finding without evidence gets no reference."""
+    for body in nodes.values():
+        table: dict[str, str] = body.get("evidence") or {}
+        for f in body.get("findings") or ():
+            text = f.pop("evidence", None)
+            if text:  # texts and references shared with other nodes' equal ones (sys.intern): fleet memory
+                ref = sys.intern(evidence_ref(text))
+                table.setdefault(ref, sys.intern(text))
+                f["evidence_ref"] = ref
+        if table:
+            body["evidence"] = table
+    return nodes
+
+
+def finding_evidence(node: dict, finding: dict) -> str:
+    """A finding's evidence text, inline (certificates before pack_evidence, validate's documents) or by its
+    ``evidence_ref`` into the node's ``evidence``."""
+    text = finding.get("evidence")
+    if text is not None:
+        return text
+    ref = finding.get("evidence_ref")
+    return (node.get("evidence") or {}).get(ref, "") if ref else ""
+
+
+# ---- findings and links: tables in the certificate file -----------------------------------------------
+
+# the columns of a node's findings table, in this order (a key outside them follows, sorted)
+FINDING_COLUMNS = ("check", "status", "subject", "expected", "observed", "evidence_ref", "value", "unit", "threshold",
+                   "evidence")
+# columns whose null cell, where every finding of the node has a value there, repeats the value of the last
+# finding above with the same check (a check's findings per GPU or HCA share their status, expected text and,
+# when healthy, what was observed)
+REPEAT_COLUMNS = ("status", "expected", "observed")
+# the links table: its columns, and those that repeat the last link above of the same probe
+LINK_COLUMNS = ("a", "b", "fabric", "probe", "round", "status", "value", "unit", "threshold", "subject", "expected",
+                "observed", "seconds", "evidence")
+LINK_REPEAT_COLUMNS = ("status", "unit", "threshold", "expected")
+TABLE_MEMBERS = frozenset({"columns", "repeat", "rows"})
+
+
+def _table(items: list[dict], order: tuple[str, ...], key: str, repeatable: tuple[str, ...]) -> dict | list:
+    """``items`` (objects) as ``{"columns": [...], "repeat": [...], "rows": [[...], ...]}``: a row per item, in
+    order, with its values in the columns' order (``order``, then any other key, sorted). A null cell is a
+    member the item does not have or has as null, except in a ``repeat`` column: there a null ``key`` is the
+    row above's, and a null in another (those of ``repeatable`` that every item has a value in) is the value of
+    the last row above with the same ``key``; a row ends at its last value. An empty list stays a list."""
+    if not items:
+        return items
+    keys: set = set().union(*items)
+    cols = [c for c in order if c in keys] + sorted(keys.difference(order), key=str)
+    keyed = all(isinstance(f.get(key), str) for f in items)
+    repeat = ([key] if keyed else []) + [c for c in repeatable if keyed and all(f.get(c) is not None for f in items)]
+    rows, last, prev = [], {}, None
+    for f in items:
+        above = last.get(f.get(key))
+        row = [None if (c == key and prev is not None and f[c] == prev[c]) or (
+                   c != key and above is not None and c in repeat and f[c] == above[c] and type(f[c]) is type(above[c]))
+               else f.get(c) for c in cols]
+        prev = f
+        while row and row[-1] is None:
+            row.pop()
+        rows.append(row)
+        if keyed:
+            last[f[key]] = f
+    out: dict = {"columns": cols, "rows": rows}
+    if repeat:
+        out["repeat"] = repeat
+    return out
+
+
+def _untable(table: Any, key: str, keep_nulls: bool) -> list:
+    """``_table``'s items back. ``keep_nulls``: a null cell is the member as null (links), else the member is
+    absent (findings). ValueError: a malformed table."""
+    if not isinstance(table, dict):
+        return table or []
+    cols, rows, repeat = table.get("columns"), table.get("rows"), table.get("repeat") or []
+    if not (isinstance(cols, list) and isinstance(rows, list) and isinstance(repeat, list)
+            and all(isinstance(c, str) for c in cols) and set(repeat) <= set(cols) and (not repeat or key in cols)
+            and all(isinstance(r, list) and len(r) <= len(cols) for r in rows)):
+        raise ValueError(f"a table needs columns (names), rows (lists no longer than the columns) and repeat (some "
+                         f"of the columns, with {key} among them)")
+    out: list[dict] = []
+    last: dict = {}
+    k = None
+    for n, row in enumerate(rows):
+        f = {c: v for c, v in zip(cols, row, strict=False) if v is not None}
+        if repeat:
+            if key in repeat and key not in f and k is not None:
+                f[key] = k
+            k = f.get(key)
+            if not isinstance(k, str):
+                raise ValueError(f"row {n} has no {key}")
+            for c in repeat:
+                if c not in f and c != key:
+                    if k not in last:
+                        raise ValueError(f"row {n} repeats the {c} of an earlier row of {k}, and there is none")
+                    f[c] = last[k][c]
+            last[k] = f
+        out.append({c: f.get(c) for c in cols if keep_nulls or c in f})
+    return out
+
+
+def findings_table(findings: list[dict]) -> dict | list:
+    """A node's findings as the certificate file holds them (``_table`` by check: a null cell is a member the
+    finding does not have; status, expected and observed repeat the last finding above of the same check).
+    ``node_findings`` reads it back."""
+    return _table(findings, FINDING_COLUMNS, "check", REPEAT_COLUMNS)
+
+
+def node_findings(body: dict) -> list[dict]:
+    """A node's findings as a list of objects, whether the certificate holds them as a list (before the
+    table, and every certificate in memory) or as ``packed_node``'s table (each ``evidence_ref`` there the
+    index of its text in the node's ``evidence`` list: back to the text's reference). ValueError: a malformed
+    table or an index that names no text."""
+    findings = _untable(body.get("findings"), "check", keep_nulls=False)
+    texts = body.get("evidence")
+    if not isinstance(body.get("findings"), dict) or not isinstance(texts, list):
+        return findings
+    refs = [evidence_ref(t) if isinstance(t, str) else None for t in texts]
+    for n, f in enumerate(findings):
+        i = f.get("evidence_ref")
+        if i is None:
+            continue
+        if type(i) is not int or not 0 <= i < len(refs) or refs[i] is None:
+            raise ValueError(f"row {n}: evidence_ref {i!r} is not the index of a text of the node's evidence")
+        f["evidence_ref"] = refs[i]
+    return findings
+
+
+def packed_node(body: dict) -> dict:
+    """A node as the certificate file holds it: its findings as a ``findings_table`` and, where its evidence is
+    stored once by reference (``pack_evidence``), the texts as a list in the order of their first use, each
+    finding's ``evidence_ref`` the index of its text there (the reference is the text's hash: ``node_findings``
+    computes it again)."""
+    findings, texts = body["findings"], body.get("evidence")
+    if isinstance(texts, dict) and all(isinstance(t, str) for t in texts.values()) and all(
+            f.get("evidence_ref") is None or f["evidence_ref"] in texts for f in findings):
+        order: dict = {}
+        for f in findings:
+            if f.get("evidence_ref") is not None:
+                order.setdefault(f["evidence_ref"], len(order))
+        for ref in texts:  # a text no finding names (none is made so): kept, after the others
+            order.setdefault(ref, len(order))
+        findings = [f if f.get("evidence_ref") is None else dict(f, evidence_ref=order[f["evidence_ref"]])
+                    for f in findings]
+        return dict(body, findings=findings_table(findings), evidence=[texts[ref] for ref in order])
+    return dict(body, findings=findings_table(findings))
+
+
+def _expanded_node(body: dict) -> dict:
+    out = dict(body, findings=node_findings(body))
+    if isinstance(body.get("evidence"), list):
+        out["evidence"] = {evidence_ref(t): t for t in body["evidence"]}
+    return out
+
+
+def links_table(links: list[dict]) -> dict | list:
+    """The certificate's links as its file holds them (``_table`` by probe: a null cell is a member that is
+    null; status, unit, threshold and expected repeat the last link above of the same probe)."""
+    return _table(links, LINK_COLUMNS, "probe", LINK_REPEAT_COLUMNS)
+
+
+def certificate_links(cert: dict) -> list[dict]:
+    """The certificate's links as a list of objects, from either form. ValueError: a malformed table."""
+    return _untable(cert.get("links"), "probe", keep_nulls=True)
+
+
+def _listed(items: Any) -> bool:
+    return isinstance(items, list) and all(isinstance(f, dict) for f in items)
+
+
+def packed(cert: dict) -> dict:
+    """The certificate as its file holds it and its signature covers it: each node's findings list as a
+    ``findings_table`` and the links as a ``links_table``. Shares everything else with ``cert``; what is a table
+    already, or absent, is as it is."""
+    out = dict(cert)
+    if _listed(cert.get("links")):
+        out["links"] = links_table(cert["links"])
+    nodes = cert.get("nodes")
+    if isinstance(nodes, dict):
+        out["nodes"] = {name: packed_node(body) if isinstance(body, dict) and _listed(body.get("findings")) else body
+                        for name, body in nodes.items()}
+    return out
+
+
+def expanded(cert: dict) -> dict:
+    """A certificate read from its file with each node's findings and the links as lists of objects again (what
+    the reports and the store read). ValueError: a malformed table."""
+    out = dict(cert)
+    if isinstance(cert.get("links"), dict):
+        out["links"] = certificate_links(cert)
+    nodes = cert.get("nodes")
+    if isinstance(nodes, dict):
+        out["nodes"] = {name: _expanded_node(body) if isinstance(body, dict) and isinstance(body.get("findings"), dict)
+                        else body for name, body in nodes.items()}
+    return out
+
+
+def evidence_problem(cert: dict) -> str | None:
+    """Why the certificate's evidence references or tables do not hold (a text whose hash is not its reference,
+    a reference or index with no text, a malformed table), or None. A certificate with inline evidence has
+    nothing to check here."""
+    try:
+        certificate_links(cert)
+    except ValueError as e:
+        return f"links: {e}"
+    nodes = cert.get("nodes")
+    if not isinstance(nodes, dict):
+        return None
+    for name in sorted(nodes, key=str):
+        body = nodes[name]
+        if not isinstance(body, dict):
+            continue
+        table = body.get("evidence")
+        if isinstance(table, list) and isinstance(body.get("findings"), dict):  # the file form: texts by index
+            if not all(isinstance(t, str) for t in table):
+                return f"nodes.{name}.evidence: an entry that is not a text"
+            try:
+                node_findings(body)
+            except ValueError as e:
+                return f"nodes.{name}.findings: {e}"
+            continue
+        if table is not None and not isinstance(table, dict):
+            return f"nodes.{name}.evidence is not an object of reference -> text"
+        table = table or {}
+        for ref in sorted(table, key=str):
+            text = table[ref]
+            if not isinstance(text, str) or evidence_ref(text) != ref:
+                return f"nodes.{name}.evidence.{ref}: the text's SHA-256 does not begin with its reference"
+        try:
+            findings = node_findings(body)
+        except ValueError as e:
+            return f"nodes.{name}.findings: {e}"
+        for i, f in enumerate(findings):
+            ref = f.get("evidence_ref") if isinstance(f, dict) else None
+            if ref is not None and ref not in table:
+                return f"nodes.{name}.findings[{i}].evidence_ref {ref!r} names no evidence of the node"
+    return None
+
+
 # ---- sign / verify ------------------------------------------------------------------------------
 
 def sign(cert: dict, private_key: Ed25519PrivateKey) -> dict:
-    """A copy of ``cert`` (as it will read back from JSON) with ``"signature"`` added."""
+    """``cert`` (as it will read back from JSON; its parts shared with ``cert`` where they already are) with
+    ``"signature"`` added: over the canonical bytes of its file form (``packed``: each node's findings as a
+    table), which is what ``dumps`` writes. The findings stay a list of objects in what is returned."""
     if cert.get("schema") != SCHEMA:
         raise InputError("certificate", "schema", f"expected {SCHEMA!r}, got {cert.get('schema')!r}")
-    out = _normalise({k: v for k, v in cert.items() if k != "signature"})
-    sig = private_key.sign(canonical_bytes(out))
+    out = dict(_normalise({k: v for k, v in cert.items() if k != "signature"}))
+    sig = private_key.sign(signed_bytes(out))
     out["signature"] = {
         "algorithm": ALGORITHM,
         "public_key": base64.b64encode(public_raw(private_key.public_key())).decode(),
@@ -261,9 +587,69 @@ def sign(cert: dict, private_key: Ed25519PrivateKey) -> dict:
     return out
 
 
+LAYOUT_WIDTH = 160  # a member whose JSON is longer than this gets lines of its own (down to LAYOUT_DEPTH)
+LAYOUT_DEPTH = 4    # no deeper than this: a node's hardware, a profile's sections
+
+
 def dumps(cert: dict) -> str:
-    """The certificate file's text: indented, sorted keys, UTF-8 as-is, trailing newline."""
-    return json.dumps(cert, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    """The certificate file's text: sorted keys, UTF-8 as-is, trailing newline; one line per finding, link,
+    evidence text and other short member, indented by its depth (the signature covers the content, not the
+    layout: at fleet scale the indentation of every key of every finding was a third of the file). The
+    findings are each node's table (``packed``)."""
+    return "".join(_chunks(packed(cert), 0)) + "\n"
+
+
+def _flat(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ": "))
+
+
+def _lay(value: Any, depth: int) -> tuple[str, str | None]:
+    """(``value`` laid out at ``depth``, its one-line JSON when that is at most LAYOUT_WIDTH long, else None).
+    A container goes on one line when its one-line form is short enough, which is known from its members'
+    without serialising the container again at every depth."""
+    deepest = LAYOUT_DEPTH + 1 if isinstance(value, list) else LAYOUT_DEPTH  # a findings table's rows: a line each
+    if depth >= deepest or not isinstance(value, dict | list) or not value:
+        flat = _flat(value)
+        return flat, flat if len(flat) <= LAYOUT_WIDTH else None
+    pad, inner = "  " * depth, "  " * (depth + 1)
+    if isinstance(value, dict):
+        keys = sorted(value, key=str)
+        parts = [(json.dumps(str(k), ensure_ascii=False), _lay(value[k], depth + 1)) for k in keys]
+        if all(f is not None for _, (_, f) in parts):
+            flat = "{" + ",".join(f"{k}: {f}" for k, (_, f) in parts) + "}"
+            if len(flat) <= LAYOUT_WIDTH:
+                return flat, flat
+        return "{\n" + ",\n".join(f"{inner}{k}: {laid}" for k, (laid, _) in parts) + f"\n{pad}}}", None
+    # an entry of a list (a finding, a link, a localisation) is one line
+    flats = [_flat(v) for v in value]
+    flat = "[" + ",".join(flats) + "]"
+    if len(flat) <= LAYOUT_WIDTH:
+        return flat, flat
+    return "[\n" + ",\n".join(f"{inner}{f}" for f in flats) + f"\n{pad}]", None
+
+
+def _chunks(value: Any, depth: int):
+    """``_lay``'s text in pieces: the top level and each member of the certificate's nodes and links apart, so
+    that writing a fleet's certificate never holds its whole text (or several copies of it) at once."""
+    if depth >= 2 or not isinstance(value, dict | list) or not value:
+        yield _lay(value, depth)[0]
+        return
+    laid, flat = _lay(value, depth) if len(value) <= 4 and depth else (None, None)
+    if flat is not None:
+        yield flat
+        return
+    pad, inner = "  " * depth, "  " * (depth + 1)
+    if isinstance(value, dict):
+        yield "{\n"
+        for i, k in enumerate(sorted(value, key=str)):
+            yield f"{',' + chr(10) if i else ''}{inner}{json.dumps(str(k), ensure_ascii=False)}: "
+            yield from _chunks(value[k], depth + 1)
+        yield f"\n{pad}}}"
+    else:
+        yield "[\n"
+        for i, v in enumerate(value):
+            yield f"{',' + chr(10) if i else ''}{inner}{_flat(v)}"
+        yield f"\n{pad}]"
 
 
 def write_certificate(cert: dict, path: Path) -> Path:
@@ -271,7 +657,9 @@ def write_certificate(cert: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(dumps(cert))
+        for chunk in _chunks(packed(cert), 0):
+            f.write(chunk)
+        f.write("\n")
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)
     return path
@@ -331,7 +719,7 @@ def load_certificate(cert_path: Path) -> dict:
 TOP_MEMBERS = frozenset({"schema", "cluster", "profiles", "started", "finished", "versions", "verdict", "rounds",
                          "schedule", "nodes", "links", "localisation", "thresholds", "timing", "slurm", "signature"})
 SIGNATURE_MEMBERS = frozenset({"algorithm", "public_key", "value"})
-NODE_MEMBERS = frozenset({"verdict", "findings", "detail", "hardware"})
+NODE_MEMBERS = frozenset({"verdict", "findings", "detail", "hardware", "evidence"})
 THRESHOLD_MEMBERS = frozenset({"floor", "ceiling", "unit", "source"})
 LOCALISATION_MEMBERS = frozenset({"node", "link", "kind", "reason", "fabric", "probes", "partners"})
 SCHEDULE_MEMBERS = frozenset({"round", "pairs", "question"})
@@ -358,6 +746,13 @@ def unknown_member(cert: dict) -> str | None:
             for name in sorted(entries, key=str):
                 if found := extra(entries[name], allowed, f"{group}.{name}"):
                     return found
+    if found := extra(cert.get("links"), TABLE_MEMBERS, "links"):
+        return found
+    if isinstance(cert.get("nodes"), dict):
+        for name in sorted(cert["nodes"], key=str):
+            body = cert["nodes"][name]
+            if isinstance(body, dict) and (found := extra(body.get("findings"), TABLE_MEMBERS, f"nodes.{name}.findings")):
+                return found
     for group, allowed in (("localisation", LOCALISATION_MEMBERS), ("schedule", SCHEDULE_MEMBERS)):
         if isinstance(cert.get(group), list):
             for i, item in enumerate(cert[group]):
@@ -415,4 +810,6 @@ def verify(cert_path: Path, pubkey_path: Path) -> tuple[bool, str]:
         key.verify(value, body)
     except InvalidSignature:
         return False, f"signature does not match the content: the certificate was changed after signing, or not signed by {fingerprint(key)}"
+    if (problem := evidence_problem(cert)) is not None:
+        return False, f"evidence references do not hold: {problem} (refusing the certificate)"
     return True, ""

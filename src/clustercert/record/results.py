@@ -8,6 +8,7 @@ links, the schedule, the thresholds each profile held the nodes to, the versions
 from __future__ import annotations
 
 import json
+import sys
 from datetime import UTC, datetime
 from importlib.metadata import version
 
@@ -16,29 +17,49 @@ from clustercert.checks import Finding, cluster_verdict, node_verdict
 from clustercert.checks.hardware import identity
 from clustercert.model.inventory import Inventory
 from clustercert.probes.evaluate import probe_findings
-from clustercert.record.certificate import SCHEMA
+from clustercert.record.certificate import SCHEMA, pack_evidence
+
+SHARED_MEMBERS = ("check", "status", "subject", "expected", "observed", "unit", "threshold")
+
+
+def finding_record(f: Finding) -> dict:
+    """A finding as the certificate holds it, its short texts shared (``sys.intern``) with every other node's
+    equal ones: at fleet scale most nodes' subjects, expected and observed texts are the same."""
+    d = f.to_json()
+    for k in SHARED_MEMBERS:
+        if type(d.get(k)) is str:
+            d[k] = sys.intern(d[k])
+    return d
 
 
 def node_hardware(r, link_layer: str = "InfiniBand") -> dict | None:
     """What a node's validator evidence says it is made of (clustercert.checks.hardware.identity): the
     certificate's per-node ``hardware``, which drift compares with the baseline's. None: nothing known."""
+    if getattr(r, "hardware_taken", False):  # taken by the validators' run before the raw outputs went
+        return r.hardware
     if r.evidence is None or not r.evidence.reachable:
         return None
     return identity(r.evidence.results, link_layer)
 
 
-def build_nodes(validation: dict, outcome, link_layers: dict[str, str] | None = None) -> dict[str, dict]:
+def build_nodes(validation: dict, outcome, link_layers: dict[str, str] | None = None,
+                consume: bool = False) -> dict[str, dict]:
     """The certificate's ``nodes`` object: validator findings + the node's probe findings, and what hardware
-    was certified (``hardware``, where the evidence shows it)."""
+    was certified (``hardware``, where the evidence shows it). ``consume``: each node's validator results
+    are released as soon as they are recorded (certify at fleet scale: never the Finding objects of every
+    node and their records at once)."""
     nodes = {}
     for name, r in validation.items():
+        if consume:
+            validation[name] = None
         if r.verdict == "unreachable" or name in outcome.down:
             detail = r.detail or f"stopped answering during the probes: {outcome.why_down.get(name) or 'no answer'}"
-            nodes[name] = {"verdict": "unreachable", "findings": [f.to_json() for f in r.findings], "detail": detail}
+            nodes[name] = {"verdict": "unreachable", "findings": [finding_record(f) for f in r.findings],
+                           "detail": detail}
             continue
         findings: list[Finding] = list(r.findings)
         findings += probe_findings(name, outcome.per_node.get(name, []), outcome.localisation)
-        nodes[name] = {"verdict": node_verdict(findings), "findings": [f.to_json() for f in findings]}
+        nodes[name] = {"verdict": node_verdict(findings), "findings": [finding_record(f) for f in findings]}
         hw = node_hardware(r, (link_layers or {}).get(name, "InfiniBand"))
         if hw is not None:
             nodes[name]["hardware"] = hw
@@ -87,9 +108,15 @@ def thresholds(inv: Inventory) -> dict[str, dict]:
     return out
 
 
-def certificate_body(inv: Inventory, validation: dict, outcome, started: datetime, validate_s: float) -> dict:
-    """The certificate before signing (and before a Slurm drain adds its ``slurm`` entries)."""
-    nodes = build_nodes(validation, outcome, {n: h.profile.ib.link_layer for n, h in inv.hosts.items()})
+def certificate_body(inv: Inventory, validation: dict, outcome, started: datetime, validate_s: float,
+                     consume: bool = False) -> dict:
+    """The certificate before signing (and before a Slurm drain adds its ``slurm`` entries). ``consume``:
+    ``validation`` is emptied as its nodes are recorded (build_nodes); the caller reads it no more."""
+    found, timing = versions(validation), node_timing(validation)
+    nodes = pack_evidence(build_nodes(validation, outcome, {n: h.profile.ib.link_layer for n, h in inv.hosts.items()},
+                                      consume))
+    if consume:
+        validation.clear()
     links = [m.link_record() for m in outcome.pairs]
     return {
         "schema": SCHEMA,
@@ -97,7 +124,7 @@ def certificate_body(inv: Inventory, validation: dict, outcome, started: datetim
         "profiles": {h.profile.name: json.loads(h.profile.model_dump_json()) for h in inv.hosts.values()},
         "started": started.isoformat(timespec="seconds"),
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        "versions": versions(validation),
+        "versions": found,
         "verdict": cluster_verdict(nodes, links),
         "rounds": len(outcome.rounds),
         "schedule": outcome.schedule(),
@@ -105,5 +132,5 @@ def certificate_body(inv: Inventory, validation: dict, outcome, started: datetim
         "links": links,
         "localisation": [x.to_json() for x in outcome.localisation],
         "thresholds": thresholds(inv),
-        "timing": {"validate_s": validate_s, **outcome.timing, "nodes": node_timing(validation)},
+        "timing": {"validate_s": validate_s, **outcome.timing, "nodes": timing},
     }

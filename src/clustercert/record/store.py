@@ -17,10 +17,12 @@ from urllib.parse import quote
 
 from clustercert import paths
 from clustercert.errors import InputError
+from clustercert.model.strict_yaml import load_yaml_file
+from clustercert.record.certificate import evidence_ref, finding_evidence
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 APPLICATION_ID = 0x63634331  # "ccC1": PRAGMA application_id of a clustercert store
-TABLES = {"runs", "nodes", "findings", "links", "actions", "hardware"}
+TABLES = {"runs", "nodes", "findings", "links", "actions", "hardware", "evidence"}
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -48,11 +50,19 @@ CREATE TABLE IF NOT EXISTS findings (
     subject TEXT NOT NULL DEFAULT '',
     expected TEXT NOT NULL DEFAULT '',
     observed TEXT NOT NULL DEFAULT '',
-    evidence TEXT NOT NULL DEFAULT '',
+    evidence TEXT NOT NULL DEFAULT '',  -- '' where evidence_ref names the text (stores before: the text)
     value REAL,
     unit TEXT
+    -- evidence_ref TEXT: added by MIGRATIONS (a store made before it gets it on open)
 );
 CREATE INDEX IF NOT EXISTS findings_run_node ON findings(run_id, node);
+CREATE TABLE IF NOT EXISTS evidence (   -- each distinct evidence text of a node in a run, once (the certificate's)
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    node TEXT NOT NULL,
+    ref TEXT NOT NULL,               -- clustercert.record.certificate.evidence_ref(text)
+    text TEXT NOT NULL,
+    PRIMARY KEY (run_id, node, ref)
+);
 CREATE TABLE IF NOT EXISTS links (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     a TEXT NOT NULL, b TEXT NOT NULL, fabric INTEGER, probe TEXT NOT NULL,
@@ -74,7 +84,18 @@ CREATE TABLE IF NOT EXISTS hardware (   -- what a node was made of in a run (the
     identity TEXT NOT NULL,          -- JSON: board, gpus, hcas, nvswitch_count (clustercert.checks.hardware)
     PRIMARY KEY (run_id, node)
 );
+-- one index per query the verbs make (runs, latest_certified, history, links, actions; prune's cascade)
+CREATE INDEX IF NOT EXISTS runs_started ON runs(started);
+CREATE INDEX IF NOT EXISTS runs_kind_started ON runs(kind, started);
+CREATE INDEX IF NOT EXISTS runs_certified ON runs(inventory, kind, verdict, status, started);
+CREATE INDEX IF NOT EXISTS nodes_node ON nodes(node);
+CREATE INDEX IF NOT EXISTS links_run ON links(run_id);
+CREATE INDEX IF NOT EXISTS actions_run ON actions(run_id, system, node);
 """
+# columns added after a store could first be made: (table, column, declaration)
+MIGRATIONS = (("findings", "evidence_ref", "TEXT"),)
+DEFAULT_KEEP = 500  # runs `report prune` keeps without --keep/--older-than and without a config value
+CONFIG_NAME = "config.yml"
 
 
 def default_path() -> Path:
@@ -135,6 +156,9 @@ class Store:
             os.chmod(self.path, 0o600)  # our own store: run results are the operator's alone
         with closing(self._connect()) as db, db:
             db.executescript(SCHEMA)
+            for table, column, decl in MIGRATIONS:
+                if column not in {r["name"] for r in db.execute(f"PRAGMA table_info({table})")}:
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
             db.execute(f"PRAGMA application_id={APPLICATION_ID}")
 
     def _connect(self) -> sqlite3.Connection:
@@ -169,13 +193,20 @@ class Store:
                 if body.get("hardware") is not None:
                     db.execute("INSERT OR REPLACE INTO hardware (run_id, node, identity) VALUES (?,?,?)",
                                (run_id, node, json.dumps(body["hardware"], sort_keys=True)))
+                texts: dict[str, str] = {}
+                rows = []
+                for f in body.get("findings", []):
+                    text = finding_evidence(body, f)
+                    ref = evidence_ref(text) if text else None
+                    if ref:
+                        texts.setdefault(ref, text)
+                    rows.append((run_id, node, f["check"], f["status"], f.get("subject", ""), str(f.get("expected", "")),
+                                 str(f.get("observed", "")), "", ref, f.get("value"), f.get("unit")))
+                db.executemany("INSERT OR IGNORE INTO evidence (run_id, node, ref, text) VALUES (?,?,?,?)",
+                               [(run_id, node, ref, text) for ref, text in texts.items()])
                 db.executemany(
-                    "INSERT INTO findings (run_id, node, check_id, status, subject, expected, observed, evidence, value, unit)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    [(run_id, node, f["check"], f["status"], f.get("subject", ""), str(f.get("expected", "")),
-                      str(f.get("observed", "")), f.get("evidence", ""), f.get("value"), f.get("unit"))
-                     for f in body.get("findings", [])],
-                )
+                    "INSERT INTO findings (run_id, node, check_id, status, subject, expected, observed, evidence, evidence_ref,"
+                    " value, unit) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
             db.executemany(
                 "INSERT INTO links (run_id, a, b, fabric, probe, value, unit, status, round) VALUES (?,?,?,?,?,?,?,?,?)",
                 [(run_id, lk["a"], lk["b"], lk.get("fabric"), lk["probe"], lk.get("value"), lk.get("unit"),
@@ -195,8 +226,12 @@ class Store:
             return [dict(r) for r in db.execute(q, args)]
 
     def findings(self, run_id: str, node: str | None = None) -> list[dict]:
+        """The run's findings, each with its evidence text (stored once per node, or inline in older runs)."""
         with closing(self._connect()) as db:
-            q = "SELECT * FROM findings WHERE run_id=?" + (" AND node=?" if node else "")
+            q = ("SELECT f.run_id, f.node, f.check_id, f.status, f.subject, f.expected, f.observed,"
+                 " COALESCE(e.text, f.evidence) AS evidence, f.value, f.unit FROM findings f"
+                 " LEFT JOIN evidence e ON e.run_id = f.run_id AND e.node = f.node AND e.ref = f.evidence_ref"
+                 " WHERE f.run_id=?" + (" AND f.node=?" if node else ""))
             return [dict(r) for r in db.execute(q, (run_id, node) if node else (run_id,))]
 
     def node_verdicts(self, run_id: str) -> dict[str, str]:
@@ -253,3 +288,81 @@ class Store:
     def links(self, run_id: str) -> list[dict]:
         with closing(self._connect()) as db:
             return [dict(r) for r in db.execute("SELECT * FROM links WHERE run_id=?", (run_id,))]
+
+    # ---- retention ----------------------------------------------------------------------------------
+
+    def protected(self, leaving: set[str] = frozenset()) -> set[str]:
+        """Runs prune never removes: each inventory's latest certified run (the baseline drift compares
+        against by default), runs still going, and the baseline each recorded drift run named (but for
+        the drift runs in ``leaving``, which go themselves)."""
+        with closing(self._connect()) as db:
+            keep = {r[0] for r in db.execute(
+                "SELECT id FROM runs r WHERE kind='certify' AND verdict='pass' AND status='done' AND started = ("
+                " SELECT MAX(started) FROM runs s WHERE s.kind='certify' AND s.verdict='pass' AND s.status='done'"
+                " AND s.inventory = r.inventory)")}
+            keep |= {r[0] for r in db.execute("SELECT id FROM runs WHERE status='running'")}
+            for run_id, meta in db.execute("SELECT id, meta FROM runs WHERE kind='drift'"):
+                if run_id in leaving:
+                    continue
+                try:
+                    base = json.loads(meta or "{}").get("baseline")
+                except (ValueError, AttributeError):
+                    base = None
+                if isinstance(base, str):
+                    keep.add(base)
+        return keep
+
+    def prune(self, keep: int | None = None, older_than_s: float | None = None, now: float | None = None,
+              dry_run: bool = False) -> dict:
+        """Remove runs (and, by cascade, their nodes, findings, evidence, links, actions, hardware): those
+        beyond the newest ``keep`` and/or started more than ``older_than_s`` seconds before ``now`` (both
+        given: a run must be both); never a protected run. One IMMEDIATE transaction, then VACUUM to hand
+        the space back. The caller holds the state's run locks (runlock.all_locks)."""
+        now = time.time() if now is None else now
+        with closing(self._connect()) as db:
+            ids = [r[0] for r in db.execute("SELECT id, started FROM runs ORDER BY started DESC, id DESC")]
+            started = dict(db.execute("SELECT id, started FROM runs").fetchall())
+        doomed = set(ids[keep:]) if keep is not None else set(ids)
+        if older_than_s is not None:
+            doomed = {i for i in doomed if started[i] < now - older_than_s}
+        kept_baselines = sorted(doomed & self.protected(doomed))
+        doomed -= set(kept_baselines)
+        before = self.size()
+        if doomed and not dry_run:
+            db = self._connect()
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                db.executemany("DELETE FROM runs WHERE id=?", [(i,) for i in sorted(doomed)])
+                db.commit()
+                db.isolation_level = None
+                db.execute("VACUUM")
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except BaseException:
+                if db.in_transaction:
+                    db.rollback()
+                raise
+            finally:
+                db.close()
+        return {"removed": sorted(doomed), "kept": len(ids) - len(doomed), "protected": kept_baselines,
+                "bytes_before": before, "bytes_after": self.size(), "dry_run": dry_run}
+
+    def size(self) -> int:
+        """The store's bytes on disk: the database file and its write-ahead log."""
+        wal = Path(f"{self.path}-wal")
+        return self.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+def default_keep(state: Path | None = None) -> int:
+    """How many runs `report prune` keeps when told neither --keep nor --older-than: ``report.keep`` in
+    ``<state>/config.yml`` (a positive integer), else DEFAULT_KEEP. InputError naming the file and key."""
+    path = Path(state or paths.state_dir()) / CONFIG_NAME
+    if not path.exists():
+        return DEFAULT_KEEP
+    doc = load_yaml_file(path) or {}
+    if not isinstance(doc, dict):
+        raise InputError(str(path), None, "expected a mapping at the top level")
+    report = doc.get("report", {})
+    value = report.get("keep", DEFAULT_KEEP) if isinstance(report, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(str(path), "report.keep", f"expected a positive integer, got {value!r}")
+    return value

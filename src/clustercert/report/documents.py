@@ -139,10 +139,12 @@ def bootstrap_document(result, summary: dict, started: float, finished: float, i
 
 
 def report_document(what: str, node: str | None, rows: list[dict], started: datetime) -> dict:
-    """The `report history|runs --format json` document: the store's rows, their times in ISO 8601."""
+    """The `report history|runs|prune --format json` document: the store's rows, their times in ISO 8601."""
     if what == "runs":
         rows = [r | {"started": iso(r["started"]), "finished": iso(r["finished"]) if r.get("finished") else None}
                 for r in rows]
+    elif what == "prune":
+        rows = list(rows)
     else:
         rows = [r | {"started": iso(r["started"])} for r in rows]
     return envelope("report", None, started) | {"report": what, "node": node, "rows": rows}

@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 
 from clustercert.report.documents import iso
-from clustercert.report.html import render_html
-from clustercert.report.junit import render_junit, render_junit_validation
+from clustercert.report.html import html_chunks
+from clustercert.report.junit import junit_parts, render_junit_validation
 from clustercert.report.markdown import render_summary
 
 
@@ -22,10 +22,20 @@ def write_reports(cert: dict, out_dir: Path, templates: str | Path | None = None
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"html": out_dir / "report.html", "junit": out_dir / "junit.xml", "summary": out_dir / "summary.md"}
-    paths["html"].write_text(render_html(cert, templates), encoding="utf-8")
-    paths["junit"].write_bytes(render_junit(cert))
+    write_html(cert, paths["html"], templates)
+    with open(paths["junit"], "wb") as f:
+        for part in junit_parts(cert):
+            f.write(part)
     paths["summary"].write_text(render_summary(cert), encoding="utf-8")
     return paths
+
+
+def write_html(cert: dict, path: Path, templates: str | Path | None = None) -> Path:
+    """report.html, written piece by piece as the template makes it (render_html's text)."""
+    with open(path, "w", encoding="utf-8") as f:
+        for chunk in html_chunks(cert, templates):
+            f.write(chunk)
+    return Path(path)
 
 
 def write_validate_out(out: Path, results: dict, doc: dict | None = None) -> None:

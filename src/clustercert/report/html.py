@@ -32,6 +32,7 @@ import jinja2
 from markupsafe import Markup
 
 from clustercert.errors import InputError
+from clustercert.record.certificate import finding_evidence
 from clustercert.report.common import (
     COLLAPSE_NODES,
     COMPACT_PAIRS_NODES,
@@ -407,7 +408,7 @@ def _evidence(cert: dict, large: bool) -> dict:
                      "value": f"{num(f['value'])} {unit_label(f.get('unit'))}".rstrip()
                      if isinstance(f.get("value"), int | float) else None,
                      "expected": f.get("expected"), "observed": f.get("observed"),
-                     "evidence": _evidence_text(f.get("evidence")), "open": f.get("status") in ("fail", "error")}
+                     "evidence": _evidence_text(finding_evidence(node, f)), "open": f.get("status") in ("fail", "error")}
                     for f in shown]
         blocks.append({"node": n, "verdict": verdict, "open": verdict != "pass", "findings": findings,
                        "omitted": len(fs) - len(shown), "detail": node.get("detail"),
@@ -448,4 +449,10 @@ def build_view(cert: dict) -> dict:
 def render_html(cert: dict, templates: str | Path | None = None) -> str:
     """report.html from the certificate. ``templates``: a site's template directory (else
     $CLUSTERCERT_REPORT_TEMPLATES), searched before the built-in templates."""
-    return environment(templates).get_template("report.html.j2").render(report=build_view(cert), cert=cert)
+    return "".join(html_chunks(cert, templates))
+
+
+def html_chunks(cert: dict, templates: str | Path | None = None):
+    """``render_html``'s text in the pieces the template makes, for writing it out without holding the page
+    and every piece of it at once (a fleet's page is tens of MB)."""
+    return environment(templates).get_template("report.html.j2").generate(report=build_view(cert), cert=cert)

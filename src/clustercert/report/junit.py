@@ -24,10 +24,12 @@ a suite's ``time`` is the wall time of its phase.
 
 from __future__ import annotations
 
+import io
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Callable, Mapping
 
+from clustercert.record.certificate import finding_evidence
 from clustercert.report.common import (
     COLLAPSE_NODES,
     aggregate,
@@ -64,19 +66,29 @@ def _time(t: float | None) -> str:
 
 
 class _Suite:
-    def __init__(self, root: ET.Element, name: str, timestamp, hostname, time_source: str):
-        self.el = ET.SubElement(root, "testsuite", name=name)
+    """A ``<testsuite>``: its attributes as an element, each of its children as text as soon as it is made (a
+    fleet's tree of testcase elements was most of the memory junit.xml took)."""
+
+    def __init__(self, root: _Root, name: str, timestamp, hostname, time_source: str):
+        self.el = ET.Element("testsuite", name=name)
         if hostname:
             self.el.set("hostname", clean(hostname))
         if timestamp:
             self.el.set("timestamp", clean(timestamp))
-        props = ET.SubElement(self.el, "properties")
+        props = ET.Element("properties")
         ET.SubElement(props, "property", name="clustercert.time_source", value=time_source)
+        self.children = io.BytesIO()  # the children's text, UTF-8, each on its own indented line
+        self._add(props)
+        root.suites.append(self)
         self.tally: Counter = Counter()
         self.time = 0.0
 
+    def _add(self, el: ET.Element) -> None:
+        ET.indent(el, level=2)  # as ET.indent of the whole document lays it out
+        self.children.write(b"\n    " + ET.tostring(el, encoding="utf-8", xml_declaration=False))
+
     def case(self, classname: str, name: str, status: str, message: str, text: str, time: float | None) -> None:
-        tc = ET.SubElement(self.el, "testcase", classname=clean(classname), name=clean(name), time=_time(time))
+        tc = ET.Element("testcase", classname=clean(classname), name=clean(name), time=_time(time))
         self.tally["tests"] += 1
         tag = _TAG.get(status)
         if tag:
@@ -87,6 +99,7 @@ class _Suite:
             self.tally[_TALLY[tag]] += 1
         elif text:
             ET.SubElement(tc, "system-out").text = clean(text)
+        self._add(tc)
 
     def close(self, wall: float | None) -> Counter:
         for k in ("tests", "failures", "errors", "skipped"):
@@ -95,16 +108,41 @@ class _Suite:
         return self.tally
 
 
-def _root(name: str) -> ET.Element:
-    return ET.Element("testsuites", name=clean(name))
+class _Root:
+    def __init__(self, name: str):
+        self.el = ET.Element("testsuites", name=clean(name))
+        self.suites: list[_Suite] = []
 
 
-def _finish(root: ET.Element, tallies: list[Counter], wall: float) -> bytes:
+def _root(name: str) -> _Root:
+    return _Root(name)
+
+
+def _start_tag(el: ET.Element) -> bytes:
+    empty = ET.tostring(el, encoding="utf-8", xml_declaration=False)  # childless: b'<tag attr="..." />'
+    return empty[: -len(b" />")] + b">"
+
+
+def _finish(root: _Root, tallies: list[Counter], wall: float) -> bytes:
+    return b"".join(_parts(root, tallies, wall))
+
+
+def _parts(root: _Root, tallies: list[Counter], wall: float) -> list:
+    """The document's bytes in pieces (each suite's children one buffer): what _finish joins and write_junit
+    writes out without joining."""
     for k in ("tests", "failures", "errors"):
-        root.set(k, str(sum(t[k] for t in tallies)))
-    root.set("time", _time(wall))
-    ET.indent(root)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+        root.el.set(k, str(sum(t[k] for t in tallies)))
+    root.el.set("time", _time(wall))
+    out: list = [b"<?xml version='1.0' encoding='utf-8'?>\n"]
+    if not root.suites:
+        out.append(ET.tostring(root.el, encoding="utf-8", xml_declaration=False))
+    else:
+        out.append(_start_tag(root.el))
+        for suite in root.suites:
+            out += [b"\n  " + _start_tag(suite.el), suite.children.getbuffer(), b"\n  </testsuite>"]
+        out.append(b"\n</testsuites>")
+    out.append(b"\n")
+    return out
 
 
 def _node_cases(suite: _Suite, nodes: Mapping[str, dict], node_time: Callable[[str], tuple]) -> None:
@@ -130,7 +168,7 @@ def _node_cases(suite: _Suite, nodes: Mapping[str, dict], node_time: Callable[[s
             picked = [f for f in fs if f.get("status") == st] if st in ("fail", "error") else fs
             message = "; ".join(eo(f) for f in picked[:3]) + (f" (+{len(picked) - 3} more)" if len(picked) > 3 else "")
             evidence = passing_evidence or st in ("fail", "error")
-            text = "\n\n".join(f"[{f.get('status')}] {eo(f)}" + (f"\n{clean(f.get('evidence'))}".rstrip() if evidence else "")
+            text = "\n\n".join(f"[{f.get('status')}] {eo(f)}" + (f"\n{clean(finding_evidence(node, f))}".rstrip() if evidence else "")
                                  for f in picked)
             own = [s for f in fs if (s := _own_seconds(f)) is not None]
             if own:
@@ -145,6 +183,11 @@ def _node_cases(suite: _Suite, nodes: Mapping[str, dict], node_time: Callable[[s
 
 def render_junit(cert: dict) -> bytes:
     """certify's junit.xml from the certificate: suites ``nodes`` and ``links``."""
+    return b"".join(junit_parts(cert))
+
+
+def junit_parts(cert: dict) -> list:
+    """``render_junit``'s bytes in pieces (for writing a fleet's junit.xml without joining it first)."""
     cluster = clean(cert.get("cluster"))
     timing = cert.get("timing") or {}
     per_node = timing.get("nodes") or {}
@@ -193,7 +236,7 @@ def render_junit(cert: dict) -> bytes:
                     st if st in ("fail", "error") else "pass", msg, text, t)
     links_wall = sum(v for v in rounds_wall.values() if v is not None) or link_total
     tallies = [nodes.close(nodes_wall), lsuite.close(links_wall)]
-    return _finish(root, tallies, seconds(cert) or nodes_wall + links_wall)
+    return _parts(root, tallies, seconds(cert) or nodes_wall + links_wall)
 
 
 # ---- validate ----------------------------------------------------------------------------------------

@@ -168,6 +168,41 @@ def _apt_install(specs: list[str]) -> tuple[bool, str]:
     return r.returncode == 0, (r.stdout[-2000:] + r.stderr[-2000:])
 
 
+def _held(pkgs) -> list[str]:
+    """Which of ``pkgs`` apt holds now."""
+    r = sh(["apt-mark", "showhold"], timeout=60)
+    return sorted(set(r.stdout.split()) & set(pkgs)) if r.returncode == 0 else []
+
+
+def _save_packages(kind: str, installed: dict[str, str]) -> None:
+    """What a package fault is about to change: the versions, and which of them apt held (an upgrade drops the
+    hold; healing puts both back, as the node was)."""
+    common.write_json(common.root(_backup_path(kind)), {"versions": installed, "held": _held(installed)})
+
+
+def _move_packages(kind: str, installed: dict[str, str], version: str, what: str) -> None:
+    """Every package of ``installed`` to ``version`` in one apt transaction, as an upgrade moves them, after
+    saving what healing puts back."""
+    _save_packages(kind, installed)
+    ok, log = _apt_install([f"{q}={version}" for q in installed])
+    if not ok:
+        raise RuntimeError(f"{what} failed: {log}")
+
+
+def _restore_packages(kind: str) -> None:
+    b = common.read_json(common.root(_backup_path(kind)), None)
+    if not b:
+        return
+    versions, held = (b["versions"], b.get("held", [])) if "versions" in b else (b, [])
+    ok, log = _apt_install([f"{q}={v}" for q, v in versions.items()])
+    if not ok:
+        raise RuntimeError(f"apt-get install failed: {log}")
+    if held:
+        r = sh(["apt-mark", "hold", *held], timeout=60)
+        if r.returncode != 0:
+            raise RuntimeError(f"apt-mark hold {' '.join(held)} failed: {r.stderr[-500:]}")
+
+
 def _dpkg_locked() -> bool:
     return sh(["fuser", "/var/lib/dpkg/lock-frontend"], timeout=10).returncode == 0
 
@@ -188,19 +223,12 @@ def drift_apply(p: dict) -> bool:
     family = next((f for f in FAMILIES if pkg in f), [pkg])
     installed = {q: common.dpkg_version(q) for q in family}
     installed = {q: v for q, v in installed.items() if v}
-    ok, log = _apt_install([f"{q}={ver}" for q in installed])
-    if not ok:
-        raise RuntimeError(f"apt-get install {pkg}={ver} failed: {log}")
-    common.write_json(common.root(_backup_path("package_drift")), installed)
+    _move_packages("package_drift", installed, ver, f"apt-get install {pkg}={ver}")
     return True
 
 
 def drift_heal(p: dict) -> None:
-    b = common.read_json(common.root(_backup_path("package_drift")), None)
-    if b:
-        ok, log = _apt_install([f"{q}={v}" for q, v in b.items()])
-        if not ok:
-            raise RuntimeError(f"apt-get install failed: {log}")
+    _restore_packages("package_drift")
 
 
 def driver_apply(p: dict) -> bool:
@@ -211,19 +239,12 @@ def driver_apply(p: dict) -> bool:
         return False
     if all(v == ver for v in installed.values()):
         return True
-    ok, log = _apt_install([f"{k}={ver}" for k in installed])
-    if not ok:
-        raise RuntimeError(f"driver upgrade to {ver} failed: {log}")
-    common.write_json(common.root(_backup_path("driver_version_mismatch")), installed)
+    _move_packages("driver_version_mismatch", installed, ver, f"driver upgrade to {ver}")
     return True
 
 
 def driver_heal(p: dict) -> None:
-    b = common.read_json(common.root(_backup_path("driver_version_mismatch")), None)
-    if b:
-        ok, log = _apt_install([f"{k}={v}" for k, v in b.items()])
-        if not ok:
-            raise RuntimeError(f"apt-get install failed: {log}")
+    _restore_packages("driver_version_mismatch")
 
 
 SHARED_MOUNT = "/shared"  # the lab's shared mount (node.py binds it; /etc/fstab mounts it at boot)
