@@ -121,6 +121,8 @@ def provisioned(lab, fresh_lab):
 def _read(lab, name: str, kind: str, command: str) -> str:
     if kind == "memlock_limited":  # limits apply to new login sessions (pam_limits): a fresh ssh session
         return lab.ssh(name, command, fresh=True).stdout.strip()
+    if kind == "storage_slow":  # the throttle is the node's cgroup: a login (what a probe uses), not a host-side exec
+        return lab.ssh(name, command, timeout=120).stdout.strip()
     r = lab.handle(name).exec(["bash", "-c", command], timeout=120)
     assert r.returncode == 0, f"{name}: {command}: {r.stderr}"
     return "\n".join(line.strip() for line in r.stdout.strip().splitlines())
