@@ -80,11 +80,81 @@ def test_no_import_runs_against_the_flow(graph):
     assert not bad, "\n".join(bad)
 
 
-def test_only_the_command_layer_imports_the_lab(graph):
-    bad = [f"{m} imports {t}" for m, ts in sorted(graph.items()) if m.startswith("clustercert.")
-           and not m.startswith("clustercert.commands.") for t in sorted(ts) if t.startswith("clustercert_lab")]
+LAB = "clustercert_lab"
+IMPORTING_CALLS = {"import_module", "__import__", "run_module"}  # importlib's, the builtin, runpy's
+
+
+def _literal_prefix(node: ast.expr, constants: dict[str, str]) -> str | None:
+    """The text a string argument starts with: a literal's whole text (or a module constant's, ``NAME = "..."``
+    at the top of the module), an f-string's leading literal part; None for anything else (another name, a
+    call: it could hold any module's name)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in constants:
+        return constants[node.id]
+    if isinstance(node, ast.JoinedStr):
+        first = node.values[0] if node.values else None
+        return first.value if isinstance(first, ast.Constant) else ""
+    return None
+
+
+def lab_imports(path: Path) -> list[str]:
+    """Every way ``path`` could import the lab, as ``line: what``: an import statement of clustercert_lab or
+    below it (at any depth, inside functions too), and a dynamic import (importlib.import_module, __import__,
+    runpy.run_module) of a name that is not a literal product module (``clustercert.``...): a name held in a
+    variable could be the lab's. importlib.util.find_spec of a top-level name only looks for it, and is
+    allowed; of a dotted lab name it imports the package above it."""
+    found = []
+    tree = ast.parse(path.read_text(), str(path))
+    constants = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+                 and isinstance(n.value.value, str) for t in n.targets if isinstance(t, ast.Name)}
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            text = _literal_prefix(node.args[0], constants)
+            if func in IMPORTING_CALLS and (text is None or not text.startswith("clustercert.")):
+                found.append(f"{node.lineno}: {func}({ast.unparse(node.args[0])})")
+            elif func == "find_spec" and (text is None or (text.startswith(LAB) and "." in text)):
+                found.append(f"{node.lineno}: {func}({ast.unparse(node.args[0])})")
+        found += [f"{node.lineno}: import {n}" for n in names if n == LAB or n.startswith(LAB + ".")]
+    return found
+
+
+def test_no_product_module_imports_the_lab(graph):
+    """The lab is a product beside the tool: no module of clustercert imports clustercert_lab, in any way.
+    `-i lab` reads the lab's published path convention (clustercert.paths), and `clustercert lab` runs the
+    lab's own program in a process of its own (clustercert.commands.lab)."""
+    product = {m: p for m, p in modules().items() if m == "clustercert" or m.startswith("clustercert.")}
+    assert "clustercert.commands.lab" in product and "clustercert.commands.common" in product
+    bad = [f"{m}: {how}" for m, p in sorted(product.items()) for how in lab_imports(p)]
     assert not bad, "\n".join(bad)
-    assert any(t.startswith("clustercert_lab") for t in graph["clustercert.commands.common"])  # -i lab
+    assert not [f"{m} imports {t}" for m in product for t in graph[m] if t.split(".")[0] == LAB]
+
+
+def test_the_lab_import_check_sees_every_form(tmp_path):
+    f = tmp_path / "m.py"
+    caught = ["import clustercert_lab", "import clustercert_lab.paths as p", "from clustercert_lab import manager",
+              "from clustercert_lab.paths import inventory_path", "import os, clustercert_lab.manager",
+              "def f():\n    from clustercert_lab import cli", "importlib.import_module('clustercert_lab.manager')",
+              "import_module('clustercert_lab')", "importlib.import_module(f'clustercert_lab.{x}')",
+              "importlib.import_module(name)", "__import__('clustercert_lab')", "runpy.run_module('clustercert_lab')",
+              "importlib.util.find_spec('clustercert_lab.manager')", "importlib.util.find_spec(name)",
+              "LAB = 'clustercert_lab'\nimportlib.import_module(LAB)", "LAB = 'clustercert_lab.cli'\nfind_spec(LAB)"]
+    for text in caught:
+        f.write_text(text + "\n")
+        assert lab_imports(f), text
+    allowed = ["import clustercert.paths", "from clustercert import paths", "import clustercert_labs",
+               "from . import clustercert_lab", "importlib.import_module(f'clustercert.commands.{name}')",
+               "importlib.util.find_spec('clustercert_lab')", "LAB = 'clustercert_lab'\nfind_spec(LAB)",
+               "subprocess.call([sys.executable, '-m', 'clustercert_lab', 'status'])"]
+    for text in allowed:
+        f.write_text(text + "\n")
+        assert not lab_imports(f), text
 
 
 def test_parsers_and_evaluators_do_no_io(graph):

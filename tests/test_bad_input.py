@@ -113,9 +113,9 @@ def test_unreadable_inventory(tmp_path, capsys):
         (["bootstrap", "-i", "inventory/h100-sample", "-e", "@/nonexistent.yml"], "/nonexistent.yml: file not found"),
     ],
 )
-def test_bad_flags(argv, fragment, capsys):
+def test_bad_flags(argv, fragment, capfd):
     rc = main(argv)
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err  # fd 2: `lab` runs the lab's program in a child
     assert rc == 2, err
     assert len(err.strip().splitlines()) == 1, err
     assert fragment in err

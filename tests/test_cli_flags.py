@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import shlex
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -20,12 +21,16 @@ from clustercert import cli, cmdoptions
 from clustercert.cli import build_parser, main
 from clustercert.collect import engine
 from clustercert.errors import InputError
+from clustercert_lab import cli as lab_cli
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def _leaf_parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
-    """(path, parser) for the top parser, every verb and every lab command."""
+    """(path, parser) for the top parser, every verb and every lab command (the `lab` verb's words are the
+    lab's own program's to parse: its parser stands for the verb's)."""
+    if getattr(parser, "passthrough", False):
+        parser = lab_cli.build_parser()
     yield path, parser
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -34,6 +39,13 @@ def _leaf_parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
 
 
 ALL_PARSERS = list(_leaf_parsers(build_parser()))
+
+
+def parse_as_typed(argv: list[str]) -> argparse.Namespace:
+    """``clustercert ARGV`` parsed as the program that runs it parses it: `lab ...` by the lab's."""
+    if argv[:1] == ["lab"]:
+        return lab_cli.build_parser().parse_args(argv[1:])
+    return build_parser().parse_args(argv)
 
 
 def test_every_option_of_every_verb_has_help():
@@ -53,7 +65,7 @@ def test_every_option_of_every_verb_has_help():
 @pytest.mark.parametrize("path", [p for p, _ in ALL_PARSERS if p], ids=lambda p: " ".join(p))
 def test_every_verb_and_lab_command_help_has_a_real_example(path, capsys):
     with pytest.raises(SystemExit) as exc:
-        build_parser().parse_args([*path, "--help"])
+        parse_as_typed([*path, "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
     example = out.split("example:\n", 1)[1].split("\n\n", 1)[0]
@@ -65,7 +77,7 @@ def test_every_verb_and_lab_command_help_has_a_real_example(path, capsys):
     for line in lines:
         if line.startswith("clustercert "):
             argv = shlex.split(line.split(" > ")[0])[1:]
-            build_parser().parse_args(argv)
+            parse_as_typed(argv)
 
 
 def test_shared_options_are_defined_once():
@@ -108,13 +120,21 @@ def seen(monkeypatch):
     (["validate", "-vvv", "-i", "x"], 3),
     (["-v", "validate", "-i", "x", "-vv"], 3),
     (["--verbose", "bootstrap", "-i", "x", "-v", "--check"], 2),
-    (["-v", "lab", "-v", "status", "-v"], 3),
     (["certify", "-i", "x", "--out", "o", "-vvvv"], 4),
 ])
 def test_verbose_counts_anywhere_on_the_line(argv, level, seen, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 0
     assert seen["args"].verbose == level
+
+
+def test_verbose_counts_anywhere_on_a_lab_line(monkeypatch):
+    """A -v before `lab` is passed on to the lab's program, which counts the rest of the line's."""
+    ran = []
+    monkeypatch.setattr(subprocess, "call", lambda argv, **kw: ran.append(argv) or 0)
+    assert main(["-v", "lab", "-v", "status", "-v"]) == 0
+    assert ran == [[sys.executable, "-m", "clustercert_lab", "-v", "-v", "status", "-v"]]
+    assert cli.parse(lab_cli.build_parser(), ran[0][3:]).verbose == 3
 
 
 def test_verbose_reaches_ansible_playbook(monkeypatch, tmp_path):
@@ -188,9 +208,9 @@ def test_extra_vars_forms_later_wins():
     (["validate", "-i", "x", "-u"], "-u/--user"),
     (["report", "everything"], "what"),
 ])
-def test_usage_errors_are_one_line_naming_the_flag(argv, names, capsys):
+def test_usage_errors_are_one_line_naming_the_flag(argv, names, capfd):
     rc = main(argv)
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err  # fd 2: `lab` runs the lab's program in a child
     assert rc == 2 and err.count("\n") == 1, err
     assert err.startswith("clustercert: error: ") and "clustercert: error: clustercert" not in err, err
     assert "usage:" not in err and "Traceback" not in err
@@ -334,14 +354,17 @@ def test_no_verb_prints_help_and_exit_2(cli):
 
 
 def test_module_runs_without_the_lab_package(tmp_path):
-    """The product's CLI and catalogue never import clustercert_lab (the lab is a test fixture)."""
-    import subprocess
-
-    code = ("import sys; from clustercert import cli; from clustercert.report import catalogue; cli.build_parser(); "
-            "catalogue.document(); "
-            "print([m for m in sys.modules if m.startswith('clustercert_lab')])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    """The product's CLI, catalogue, `lab` verb and `-i lab` never import clustercert_lab (the lab is a
+    product beside it, with its own program)."""
+    code = ("import sys; from clustercert import cli; from clustercert.report import catalogue; "
+            "from clustercert.commands import common, lab; catalogue.document(); "
+            "args = cli.parse(cli.build_parser(), ['lab', 'up', '--nodes', '3']); lab.command_line(args); "
+            "print(common.inventory_path('lab')); print([m for m in sys.modules if m.startswith('clustercert_lab')])")
+    (tmp_path / "inventory").mkdir()
+    (tmp_path / "inventory" / "hosts.yml").write_text("all: {}\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "CLUSTERCERT_LAB_DIR": str(tmp_path)}).stdout
+    assert out.splitlines() == [str(tmp_path / "inventory" / "hosts.yml"), "[]"]
 
 
 def test_certify_needs_out_before_any_prompt(capsys, monkeypatch):
@@ -352,8 +375,8 @@ def test_certify_needs_out_before_any_prompt(capsys, monkeypatch):
     assert "--out: required by `clustercert certify`" in capsys.readouterr().err
 
 
-def test_errors_that_name_a_command_are_not_prefixed_twice(capsys):
-    assert main(["lab", "fault", "node01", "gpu_missing", "gpu"]) == 2
-    assert capsys.readouterr().err == "clustercert: error: lab fault: gpu: parameters are KEY=VALUE\n"
+def test_errors_that_name_a_command_are_not_prefixed_twice(capfd):
+    assert main(["lab", "fault", "node01", "gpu_missing", "gpu"]) == 2  # the lab's program, in a child
+    assert capfd.readouterr().err == "clustercert: error: lab fault: gpu: parameters are KEY=VALUE\n"
     assert main(["parse", "nope", "x"]) == 2
-    assert capsys.readouterr().err.startswith("clustercert: error: parse: KIND: unknown kind 'nope'")
+    assert capfd.readouterr().err.startswith("clustercert: error: parse: KIND: unknown kind 'nope'")

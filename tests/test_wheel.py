@@ -46,3 +46,8 @@ def test_wheel_installs_and_finds_its_ansible_content(tmp_path):
     assert r.returncode == 0 and r.stdout.startswith("clustercert ")
     r = subprocess.run([str(cli), "--help"], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0 and "certify" in r.stdout
+    # the lab's own program, installed beside the product: `clustercert lab` runs it, so does its script
+    lab = subprocess.run([str(venv / "bin" / "clustercert-lab"), "--help"], capture_output=True, text=True, cwd=tmp_path)
+    r = subprocess.run([str(cli), "lab", "--help"], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == lab.returncode == 0 and r.stdout == lab.stdout
+    assert r.stdout.startswith("usage: clustercert lab ") and "inventory" in r.stdout

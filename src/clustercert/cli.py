@@ -10,6 +10,7 @@ import os
 import re
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 from clustercert import cmdoptions as opt
@@ -27,9 +28,24 @@ exit codes:
   3  internal error"""
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as ONE line naming the flag and the reason (exit 2), without the
-    usage dump and without argparse's own "prog: error:" prefix (main adds "clustercert: error:")."""
+    usage dump and without argparse's own "prog: error:" prefix (main adds "clustercert: error:").
+
+    ``passthrough=True`` makes a verb whose arguments belong to another program (``lab``: the lab's own,
+    clustercert_lab): everything after the verb is kept as it is, in ``args.argv``, for that program to
+    parse (argparse's REMAINDER would still take the options before the first word as this parser's)."""
+
+    def __init__(self, *args, passthrough: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.passthrough = passthrough
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: D102
+        if self.passthrough:
+            ns = argparse.Namespace() if namespace is None else namespace
+            ns.argv = list(sys.argv[1:] if args is None else args)
+            return ns, []
+        return super().parse_known_args(args, namespace)
 
     def parse_args(self, args=None, namespace=None):  # noqa: D102
         ns, extras = self.parse_known_args(args, namespace)
@@ -49,7 +65,7 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(self.prog.removeprefix(PROG).strip() or "usage", None, message + hint)
 
 
-def _fmt(description: str, example: str) -> dict:
+def help_format(description: str, example: str) -> dict:
     return {
         "description": textwrap.dedent(description).strip(),
         "epilog": "example:\n" + textwrap.indent(textwrap.dedent(example).strip(), "  ") + "\n\n" + EXIT_CODES,
@@ -57,21 +73,22 @@ def _fmt(description: str, example: str) -> dict:
     }
 
 
-# -v anywhere on the line: before the verb, after it, after a lab command; each level counts into its own
-# destination (argparse's subparsers would otherwise overwrite the top's count), main() adds them up.
+# -v anywhere on the line: before the verb, after it, after a lab command (the lab's program, clustercert_lab.cli,
+# counts its own levels the same way); each level counts into its own destination (argparse's subparsers would
+# otherwise overwrite the top's count), parse() adds them up.
 VERBOSE_DESTS = ("verbose", "verbose_verb", "verbose_cmd")
 
 
-def _verb(sub, name: str, help: str, description: str, example: str, *options: opt.Option,
-          verbose_dest: str = "verbose_verb") -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help=help, **_fmt(description, example))
-    opt.VERBOSE.add(p, dest=verbose_dest)
+def _verb(sub, name: str, help: str, description: str, example: str,
+          *options: opt.Option) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help, **help_format(description, example))
+    opt.VERBOSE.add(p, dest="verbose_verb")
     opt.add(p, *options)
     return p
 
 
 def build_parser() -> argparse.ArgumentParser:
-    top = _Parser(
+    top = Parser(
         prog=PROG,
         description="Provision GPU/InfiniBand nodes with Ansible, certify them with evidence, watch them for drift.",
         epilog=textwrap.dedent("""\
@@ -90,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     opt.VERBOSE.add(top)
     opt.VERSION.add(top)
-    sub = top.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
+    sub = top.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)
 
     _verb(sub, "init", "write a commented starter inventory into DIR",
           """Write a starter inventory into DIR: hosts.yml (two example hosts with ansible_host and their bond
@@ -140,32 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
           "clustercert drift -i lab --probes quick --prom /var/lib/node_exporter/textfile/clustercert.prom",
           *opt.CONNECTION, opt.BASELINE, opt.DRIFT_PROBES, opt.FIX, opt.PROM, opt.output_format("table", "json"))
 
-    p = _verb(sub, "lab", "a simulated GPU/InfiniBand cluster on this machine",
-              """Start, inspect, break and mend the lab: systemd-nspawn nodes with their own root filesystems,
-              network namespaces, sshd and apt; simulated GPUs and HCAs. Needs root.""",
-              "clustercert lab up --nodes 4\nclustercert lab fault node02 gpu_missing gpu=3\nclustercert lab heal node02\n"
-              "clustercert lab down")
-    lab = p.add_subparsers(dest="lab_cmd", metavar="CMD", parser_class=_Parser, required=True)
-
-    def lab_cmd(name: str, help: str, description: str, example: str, *options) -> None:
-        _verb(lab, name, help, description, example, *options, verbose_dest="verbose_cmd")
-
-    lab_cmd("up", "start the lab (idempotent)", "Build the image once (cached), start the nodes, write the inventory.",
-            "clustercert lab up --nodes 4 --spec lab.yml",
-            opt.LAB_NODES, opt.LAB_SPEC)
-    lab_cmd("down", "stop the lab and remove every trace",
-            "Stop every node and remove the lab's links, bridges, mounts and processes.", "clustercert lab down")
-    lab_cmd("status", "nodes, their state and faults", "Show the lab's nodes, addresses and active faults.",
-            "clustercert lab status --format json", opt.output_format("table", "json"))
-    lab_cmd("fault", "inject a fault into a running node",
-            "Inject a hardware or configuration fault (see docs/lab-faults.md for kinds and parameters).",
-            "clustercert lab fault node03 link_slow fabric=1 factor=0.3",
-            opt.FAULT_NODE, opt.FAULT_KIND, opt.FAULT_PARAMS)
-    lab_cmd("heal", "remove a node's faults (all, or one kind)", "Heal a node.", "clustercert lab heal node03 link_slow",
-            opt.HEAL_NODE, opt.HEAL_KIND)
-    lab_cmd("inventory", "print the path of the lab's Ansible inventory",
-            "Print the inventory path the lab wrote (`-i lab` on every verb means this).",
-            "ansible all -i $(clustercert lab inventory) -m ping")
+    # the lab's own program (clustercert_lab.cli) parses and runs it: the product never imports the lab
+    sub.add_parser("lab", help="a simulated GPU/InfiniBand cluster on this machine", passthrough=True)
 
     _verb(sub, "parse", "parse a tool's output into a typed record",
           "Parse saved tool output with the same parsers the validators use. FILE may be - for stdin.",
@@ -300,7 +293,7 @@ def prepare(args) -> None:
     if args.verb == "certify" and not args.out:  # required, but not with --list-hosts (argparse cannot say so)
         raise InputError("--out", None, "required by `clustercert certify`: the directory for certificate.json and "
                                         "its reports")
-    if args.verb != "lab":  # the lab writes node root filesystems, which keep their own modes
+    if args.verb != "lab":  # the lab (its own program, run with this umask) writes node root filesystems with their modes
         os.umask(0o077)  # state files 0600, directories 0700, whatever writes them (ansible's fact cache too)
         # main() puts the caller's umask back when the verb returns
     os.environ.update(connection_flags(args))
@@ -321,24 +314,23 @@ def prepare(args) -> None:
 RESTORED_ENV = ("ANSIBLE_REMOTE_USER", "ANSIBLE_PRIVATE_KEY_FILE")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``argv`` parsed, with ``verbose`` the -v of every level added up."""
+    args = parser.parse_args(argv)
+    args.verbose = sum(getattr(args, d, 0) or 0 for d in VERBOSE_DESTS)
+    return args
+
+
+def run_program(parse_argv: Callable[[], argparse.Namespace], run: Callable[[argparse.Namespace], int]) -> int:
+    """``run(parse_argv())`` as every clustercert program runs (this one, and the lab's: clustercert_lab.cli):
+    bad input is one line and exit 2, a failure one line and its exit status, an interrupt 130, a closed
+    pipe no error, and an internal error one line and exit 3, with the traceback only under -v or
+    CLUSTERCERT_DEBUG."""
     verbose = 0
-    umask = os.umask(0o077)
-    os.umask(umask)
-    saved_env = {k: os.environ.get(k) for k in RESTORED_ENV}
     try:
-        args = parser.parse_args(argv)
-        args.verbose = verbose = sum(getattr(args, d, 0) or 0 for d in VERBOSE_DESTS)
-        if args.version:
-            return command("version").run(args)
-        if not args.verb:
-            parser.print_help()
-            return EXIT_INPUT
-        if getattr(args, "list_hosts", False):
-            return command("list_hosts").run(args)
-        prepare(args)
-        return command(args.verb).run(args)
+        args = parse_argv()
+        verbose = args.verbose
+        return run(args)
     except InputError as exc:
         # one line; a source that names the command ("clustercert lab fault") loses its "clustercert ", which
         # the prefix already says
@@ -358,6 +350,30 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"{PROG}: internal error: {type(exc).__name__}: {exc} (run with -v for the traceback)", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The clustercert program: ``argv``, or the process's own arguments when None (``own_process``: a verb
+    may then replace the process with another program, as ``lab`` does with the lab's)."""
+    parser = build_parser()
+    umask = os.umask(0o077)
+    os.umask(umask)
+    saved_env = {k: os.environ.get(k) for k in RESTORED_ENV}
+
+    def run(args: argparse.Namespace) -> int:
+        args.own_process = argv is None
+        if args.version:
+            return command("version").run(args)
+        if not args.verb:
+            parser.print_help()
+            return EXIT_INPUT
+        if getattr(args, "list_hosts", False):
+            return command("list_hosts").run(args)
+        prepare(args)
+        return command(args.verb).run(args)
+
+    try:
+        return run_program(lambda: parse(parser, argv), run)
     finally:
         os.umask(umask)  # in-process callers (tests) keep theirs
         for k, v in saved_env.items():

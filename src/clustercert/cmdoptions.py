@@ -5,7 +5,8 @@ it with ``OPTION.add(parser)`` (keywords given there override the defaults, e.g.
 The groups (``CONNECTION``, ``PLAYBOOK``, ``PROBE_RUN``) are the sets the verbs share, so that ``-i``,
 ``-l``, ``-u``, ``-K`` or ``--list-hosts`` mean the same thing, with the same help, on every verb that
 takes them; the options of one verb follow, under its name. clustercert.cli composes the verbs from
-them. Every option carries a help line (tests/test_cli_flags.py checks it).
+them; the lab's program (clustercert_lab.cli) defines its commands' options with ``option`` too. Every
+option carries a help line (tests/test_cli_flags.py checks it).
 """
 
 from __future__ import annotations
@@ -157,15 +158,6 @@ DRIFT_PROBES = option("--probes", choices=("none", "quick", "full"), default="no
                            "baseline's values within the profile's drift_tolerance")
 FIX = option("--fix", action="store_true", help="bootstrap the nodes with configuration drift (only the "
              "roles that drifted), then validate them again")
-
-# lab
-LAB_NODES = option("--nodes", type=positive_int, metavar="N", help="how many nodes (default: the spec's, else 4)")
-LAB_SPEC = option("--spec", metavar="FILE", help="lab spec YAML: nodes, profile, link_mbit, faults")
-FAULT_NODE = option("node", help="the lab node (node01, ...)")
-FAULT_KIND = option("kind", help="the fault kind (docs/lab-faults.md; `clustercert checks` names the check each fails)")
-FAULT_PARAMS = option("params", nargs="*", metavar="KEY=VALUE", help="the fault's parameters (defaults where left out)")
-HEAL_NODE = option("node", help="the lab node")
-HEAL_KIND = option("kind", nargs="?", help="only this fault kind (default: every fault of the node)")
 
 # parse
 PARSE_KIND = option("kind", nargs="?", help="the parser (`clustercert parse --list`)")

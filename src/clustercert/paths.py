@@ -1,4 +1,5 @@
-"""Where the shipped Ansible content lives, where clustercert keeps its state, and the ids of its runs.
+"""Where the shipped Ansible content lives, where a running lab's inventory is (`-i lab`), where clustercert
+keeps its state, and the ids of its runs.
 
 An editable install (or a source checkout) uses the repository's top-level folders; a wheel carries
 them inside the package as ``clustercert/_data/`` (hatchling force-include).
@@ -45,6 +46,14 @@ def sample_inventory_dir() -> Path:
 
 def ansible_cfg() -> Path:
     return data_dir() / "ansible.cfg"
+
+
+def lab_inventory_path() -> Path:
+    """What `-i lab` names: the inventory a running lab writes, by the lab's published path convention
+    (``$CLUSTERCERT_LAB_DIR``, else /var/lib/clustercert/lab, then inventory/hosts.yml). The lab keeps its side
+    of it in clustercert_lab/paths.py (the product never imports the lab); tests/test_lab_contract.py holds
+    the two sides together."""
+    return Path(os.environ.get("CLUSTERCERT_LAB_DIR", "/var/lib/clustercert/lab")) / "inventory" / "hosts.yml"
 
 
 def state_dir() -> Path:

@@ -1,7 +1,8 @@
 """Where a running lab keeps its state, and the inventory it writes (what `-i lab` means).
 
-Only path conventions: importing this loads nothing else of the lab (the command layer reads
-``inventory_path`` to resolve `-i lab`).
+Only path conventions. ``inventory_path()`` is the lab's published contract with the product, which
+never imports the lab and resolves `-i lab` by the same convention in clustercert.paths.lab_inventory_path
+(tests/test_lab_contract.py holds the two sides together): change both, or neither.
 """
 
 from __future__ import annotations

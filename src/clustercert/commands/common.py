@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from clustercert import paths
 from clustercert.errors import InputError
 from clustercert.model.inventory import Inventory, load_inventory
-from clustercert_lab import paths as lab_paths
 
 LAB = "lab"
 
 
 def inventory_path(arg: str) -> str:
     """``-i`` as the model reads it: ``lab`` (unless a file or directory of that name is here) is the
-    inventory the running lab wrote; anything else is left as it is (a path, or ``sample:NAME``)."""
+    inventory the running lab wrote (clustercert.paths.lab_inventory_path); anything else is left as it is
+    (a path, or ``sample:NAME``)."""
     if arg == LAB and not Path(LAB).exists():
-        path = lab_paths.inventory_path()
+        path = paths.lab_inventory_path()
         if not path.exists():
             raise InputError("-i lab", None, "no lab inventory: start the lab first with `clustercert lab up`")
         return str(path)

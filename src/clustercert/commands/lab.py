@@ -1,48 +1,41 @@
-"""`clustercert lab up|down|status|fault|heal|inventory`: the simulated lab (clustercert_lab) on this machine."""
+"""`clustercert lab ...`: the simulated lab's own program (``python3 -m clustercert_lab``, clustercert_lab.cli),
+given the arguments after ``lab`` as they are. The product never imports the lab: it only runs its program, so
+the lab's flags, output, one-line errors and exit status are the lab's."""
 
 from __future__ import annotations
 
-import json
+import importlib.util
+import os
+import subprocess
+import sys
 
-from clustercert.errors import EXIT_OK, InputError
-from clustercert.report.terminal import print_lab_status
-from clustercert_lab import manager
+from clustercert.errors import InputError
+
+LAB_PROGRAM = "clustercert_lab"  # the package whose __main__ is the lab's program
 
 
-def key_values(items: list[str]) -> dict[str, str]:
-    """`lab fault NODE KIND KEY=VALUE ...`: the fault's parameters."""
-    params: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InputError("lab fault", item, "parameters are KEY=VALUE")
-        if key in params:
-            raise InputError("lab fault", key, "parameter given twice")
-        params[key] = value
-    return params
+def command_line(args) -> list[str]:
+    """The lab's program with ``args.argv`` (the words after ``lab``), a -v before ``lab`` passed on to it."""
+    return [sys.executable, "-m", LAB_PROGRAM, *["-v"] * args.verbose, *args.argv]
+
+
+def interpreter() -> str:
+    """The binary of this process's Python: /proc/self/exe where there is one, as a user who cannot search the
+    directories of sys.executable's path can still start it again (a venv's python under root's home, run
+    as nobody through setpriv: tests/lab/test_lab_spec.py); sys.executable elsewhere. The lab's program gets
+    sys.executable as its argv[0], so it finds the same prefix and venv as this process."""
+    return "/proc/self/exe" if os.path.exists("/proc/self/exe") else sys.executable
 
 
 def run(args) -> int:
-    params = key_values(args.params) if args.lab_cmd == "fault" else {}
-    if args.lab_cmd == "up":
-        print_lab_status(manager.up(nodes=args.nodes, spec_path=args.spec))
-    elif args.lab_cmd == "down":
-        manager.down()
-        print("lab is down")
-    elif args.lab_cmd == "status":
-        status = manager.status()
-        if args.format == "json":
-            print(json.dumps(status, indent=2, default=str))
-        else:
-            print_lab_status(status)
-    elif args.lab_cmd == "fault":
-        manager.fault(args.node, args.kind, params)
-        print(f"{args.node}: {args.kind} injected")
-    elif args.lab_cmd == "heal":
-        manager.heal(args.node, args.kind)
-        print(f"{args.node}: healed{' ' + args.kind if args.kind else ''}")
-    elif args.lab_cmd == "inventory":
-        print(manager.inventory_path())
-    else:
-        raise InputError("lab", None, f"unknown lab command {args.lab_cmd!r}")
-    return EXIT_OK
+    # find_spec of a top-level name only looks for it on sys.path: nothing of the lab is imported here
+    if importlib.util.find_spec(LAB_PROGRAM) is None:
+        raise InputError("lab", None, f"the simulated lab is not installed (no {LAB_PROGRAM} package beside clustercert)")
+    argv = command_line(args)
+    if args.own_process:  # the process becomes the lab's: its signals, exit status and a kill reach the lab
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(interpreter(), argv)
+    # called in-process (cli.main(argv)): a child, on the caller's stdout and stderr (file descriptors 1 and 2)
+    rc = subprocess.call(argv, executable=interpreter())
+    return 128 - rc if rc < 0 else rc  # killed by signal N: 128 + N, as a shell says

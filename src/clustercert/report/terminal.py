@@ -15,13 +15,14 @@ from clustercert.report.catalogue import value_text
 from clustercert.report.documents import BOOTSTRAP_COUNTS
 
 
-def _console() -> Console:
-    # a pipe or a CI log gets full-width tables rather than rich's 80-column default
+def console() -> Console:
+    """The console every table is printed on (the lab's status too: clustercert_lab.cli): a pipe or a CI log
+    gets full-width tables rather than rich's 80-column default."""
     return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
 def print_inventory(view: dict) -> None:
-    con = _console()
+    con = console()
     con.print(f"inventory: {view['inventory']}")
     t = Table(title="hosts", title_justify="left")
     for col in ("host", "address", "profile", "groups", "overrides"):
@@ -44,24 +45,6 @@ def _num(v) -> str:
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
     return f"{v:g}" if isinstance(v, float) else str(v)
-
-
-def print_lab_status(status: dict) -> None:
-    con = _console()
-    running = status.get("running")
-    con.print(f"lab: {'running' if running else 'not running'}"
-              + (f" — inventory {status.get('inventory')}" if status.get("inventory") else ""))
-    nodes = status.get("nodes") or {}
-    if not nodes:
-        return
-    t = Table(title_justify="left")
-    for col in ("node", "state", "mgmt ip", "faults"):
-        t.add_column(col)
-    for name, n in sorted(nodes.items()):
-        faults = ", ".join(f.get("kind", str(f)) if isinstance(f, dict) else str(f) for f in n.get("faults") or [])
-        t.add_row(name, str(n.get("state", "")), str(n.get("mgmt_ip", "")), faults)
-    con.print(t)
-    con.print("hardware in the lab is simulated (GPUs, HCAs, perftest/NCCL output); network, systemd, sshd and apt are real")
 
 
 _STYLE = {"pass": "green", "fail": "bold red", "error": "yellow", "unreachable": "bold magenta", "skip": "dim"}
@@ -120,7 +103,7 @@ def fold_line(g: dict) -> str:
 
 
 def print_validate(rows: list[dict], comp_names: list[str], results: dict, run_id: str) -> None:
-    con = _console()
+    con = console()
     t = Table(title=f"validate {run_id}: node x component", title_justify="left")
     t.add_column("node")
     for c in comp_names:
@@ -140,7 +123,7 @@ def print_validate(rows: list[dict], comp_names: list[str], results: dict, run_i
 
 
 def print_certify(cert: dict, out_dir, run_id: str, probe_seconds: float) -> None:
-    con = _console()
+    con = console()
     t = Table(title=f"certify {run_id}: verdict {cert['verdict'].upper()}", title_justify="left")
     for col in ("node", "verdict", "failing checks"):
         t.add_column(col)
@@ -164,7 +147,7 @@ def print_certify(cert: dict, out_dir, run_id: str, probe_seconds: float) -> Non
 
 
 def print_probe(doc: dict) -> None:
-    con = _console()
+    con = console()
     t = Table(title=f"probe {doc['run']}: {doc['verdict'].upper()} ({doc['rounds']} pair round(s), {doc['seconds']:.1f} s)",
               title_justify="left")
     for col in ("probe", "node / pair", "subject", "value", "status", "expected", "round"):
@@ -194,7 +177,7 @@ def _print_rounds_and_localisation(con, doc: dict) -> None:
 
 
 def print_history(rows: list[dict]) -> None:
-    con = _console()
+    con = console()
     t = Table(title="history (newest first)", title_justify="left")
     for col in ("time", "run", "kind", "node", "verdict", "failing checks", "probe values (min)"):
         t.add_column(col, overflow="fold")
@@ -206,7 +189,7 @@ def print_history(rows: list[dict]) -> None:
 
 
 def print_runs(rows: list[dict]) -> None:
-    con = _console()
+    con = console()
     t = Table(title="runs (newest first)", title_justify="left")
     for col in ("run", "kind", "inventory", "status", "verdict"):
         t.add_column(col)
@@ -217,7 +200,7 @@ def print_runs(rows: list[dict]) -> None:
 
 
 def print_drift(doc: dict, run_id: str) -> None:
-    con = _console()
+    con = console()
     items = doc["items"]
     t = Table(title=f"drift {run_id} against {doc['baseline']}: {len(items)} item(s)", title_justify="left")
     for col in ("node", "kind", "check / task", "before", "after"):
@@ -240,7 +223,7 @@ def print_drift(doc: dict, run_id: str) -> None:
 
 def print_checks(doc: dict) -> None:
     """`clustercert checks`: one row per id; the expectations of each profile on their own lines."""
-    con = _console()
+    con = console()
     t = Table(title=f"checks and probes ({len(doc['entries'])} ids; profiles: {', '.join(doc['profiles'])})",
               title_justify="left", show_lines=True)
     for col in ("id", "reads", "expects (profile: value, source)", "lab fault -> status"):
