@@ -6,7 +6,7 @@ import pytest
 
 from clustercert.cli import build_parser, main
 
-VERBS = ["init", "bootstrap", "validate", "probe", "certify", "drift", "lab", "parse", "inventory", "checks", "report",
+VERBS = ["init", "bootstrap", "validate", "node-check", "probe", "certify", "drift", "lab", "parse", "inventory", "checks", "report",
          "verify", "key", "version"]
 
 
