@@ -38,7 +38,7 @@ ISOLATED = ("-I", "-S")
 def pyz(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("zipapp") / "clustercert-node-check.pyz"
     profiles = {n: load_profile(n).model_dump(mode="json") for n in builtin_profiles()}
-    return nodeapp.build(out, profiles)
+    return nodeapp.build(out, profiles)[0]
 
 
 def run_pyz(pyz: Path, *args: str, python: str = SYSTEM_PYTHON, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -102,9 +102,15 @@ def test_the_module_list_is_closed_under_its_imports():
     assert not missing, missing
 
 
-def test_a_build_is_reproducible(pyz, tmp_path):
-    again = nodeapp.build(tmp_path / "again.pyz", {n: load_profile(n).model_dump(mode="json") for n in builtin_profiles()})
-    assert again.read_bytes() == pyz.read_bytes()
+def test_a_build_is_reproducible_and_an_unchanged_one_says_so(pyz, tmp_path, cli):
+    r = cli("node-check", "--build-zipapp", str(tmp_path / "again.pyz"))
+    assert r.returncode == 0 and r.stdout.startswith(f"{tmp_path / 'again.pyz'}: written ("), r.stdout + r.stderr
+    assert (tmp_path / "again.pyz").read_bytes() == pyz.read_bytes()
+    mtime = (tmp_path / "again.pyz").stat().st_mtime_ns
+    r = cli("node-check", "--build-zipapp", str(tmp_path / "again.pyz"))
+    assert r.stdout.startswith(f"{tmp_path / 'again.pyz'}: unchanged (") and (tmp_path / "again.pyz").stat().st_mtime_ns == mtime
+    r = cli("node-check", "--build-zipapp", str(tmp_path / "no" / "such.pyz"))
+    assert r.returncode == 2 and "is not a writable directory" in r.stderr
 
 
 def test_healthy_and_faulty_fake_nodes(pyz, tmp_path):

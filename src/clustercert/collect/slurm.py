@@ -282,7 +282,10 @@ def _say_if_not_done(e: dict) -> None:
         print(f"clustercert: slurm: {e['node']} ({e['slurm_node']}): {e['action']} not done: {e['detail']}", file=sys.stderr)
 
 
-def apply_here(name: str, node: dict, slurm_node: str, timeout: float, path: str = "") -> dict:
+HERE_TIMEOUT_S = 10  # node-check's scontrol calls: a Slurm HealthCheckProgram is killed after 60 s
+
+
+def apply_here(name: str, node: dict, slurm_node: str, path: str = "", timeout: float = HERE_TIMEOUT_S) -> dict:
     """``node-check --drain``: decide() for this node alone -- ``node`` ({verdict, findings}) known to Slurm as
     ``slurm_node`` -- with ``scontrol show node`` and ``scontrol update`` run here, each under ``timeout`` (by the
     node runner, as every command of node-check; ``path``: where scontrol is looked for first). Returns the action's entry (as certify's ``slurm`` list); one

@@ -41,7 +41,7 @@ def run(args) -> int:
     ctx = HostContext(node.node or here, node.profile, node.timeout_s)
     started = time.time()
     result = check_run.validate_here(ctx, comp_names, ids, tool_path)
-    actions = [slurm.apply_here(ctx.name, result.to_json(), slurm_node, node.timeout_s, tool_path)] if args.drain else []
+    actions = [slurm.apply_here(ctx.name, result.to_json(), slurm_node, tool_path)] if args.drain else []
     doc = documents.node_check_document(result, started, time.time(), node.source, comp_names, ids, actions)
     if args.format == "json":
         print(json.dumps(doc, indent=2))
@@ -64,6 +64,6 @@ def build(args) -> int:
         raise InputError("--build-zipapp", None, "builds on the controller (clustercert installed with pip), not from "
                                                  "a node-check zipapp") from None
     profiles = {name: load_profile(name).model_dump(mode="json") for name in builtin_profiles()}
-    out = nodeapp.build(args.build_zipapp, profiles)
-    print(f"{out} ({out.stat().st_size} bytes; python3 {out} --profile P --help)")
+    out, changed = nodeapp.build(args.build_zipapp, profiles)
+    print(f"{out}: {'written' if changed else 'unchanged'} ({out.stat().st_size} bytes; python3 {out} --help)")
     return 0

@@ -69,9 +69,10 @@ def module_files() -> list[str]:
     return sorted(out)
 
 
-def build(target: str | Path, profiles: dict[str, dict], interpreter: str = INTERPRETER) -> Path:
+def build(target: str | Path, profiles: dict[str, dict], interpreter: str = INTERPRETER) -> tuple[Path, bool]:
     """Write the zipapp to ``target`` (replaced atomically, mode 0755) carrying ``profiles`` ({name: the resolved
-    profile's dict}); returns its path. A target whose directory is missing or not writable is bad input."""
+    profile's dict}); returns its path and whether it changed (a target with the same bytes is left as it is). A
+    target whose directory is missing or not writable is bad input."""
     target = Path(target).expanduser().absolute()
     if target.is_dir():
         raise InputError("--build-zipapp", str(target), "is a directory, expected a file")
@@ -94,8 +95,10 @@ def build(target: str | Path, profiles: dict[str, dict], interpreter: str = INTE
     try:
         zipapp.create_archive(archive, tmp, interpreter=interpreter)  # the zipapp: the interpreter line, the zip
         os.chmod(tmp, 0o755)
-        os.replace(tmp, target)
+        changed = not target.is_file() or target.read_bytes() != Path(tmp).read_bytes()
+        if changed or target.stat().st_mode & 0o777 != 0o755:
+            os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return target
+    return target, changed
