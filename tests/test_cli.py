@@ -7,7 +7,7 @@ import pytest
 from clustercert.cli import build_parser, main
 from clustercert_lab import cli as lab_cli
 
-VERBS = ["init", "bootstrap", "validate", "probe", "certify", "drift", "lab", "parse", "inventory", "checks", "report",
+VERBS = ["init", "bootstrap", "validate", "node-check", "probe", "certify", "drift", "lab", "parse", "inventory", "checks", "report",
          "verify", "key", "version"]
 
 

@@ -140,6 +140,22 @@ def build_parser() -> argparse.ArgumentParser:
           *opt.CONNECTION, opt.CHECKS, opt.SKIP, opt.output_format("table", "json"), opt.VALIDATE_OUT, opt.PROM,
           opt.JUNIT, opt.DISRUPTIVE)
 
+    _verb(sub, "node-check", "this node's own checks, run here (Slurm HealthCheckProgram, prolog, systemd timer)",
+          """\
+          Run the validators' per-node checks on this machine, without a controller: the same commands (each under
+          its timeout, in a process group of its own, LC_ALL=C) and the same evaluation as validate, against the node
+          file the node_check role writes (or a built-in profile). Not here: the cluster-wide checks
+          (ib.firmware_uniform, gpu.vbios_uniform), the bond failover test and the probes -- validate, certify.
+          --format json prints validate's per-node findings (the controller merges them). Exit 0 when every check
+          passes, 1 when one fails or errs (or --drain could not act), 2 for bad input. --drain then drains this node
+          in Slurm with the failing ids as the reason, or resumes it where clustercert drained it (certify --drain's
+          rules). --build-zipapp writes the self-contained program the node_check role installs.""",
+          "clustercert node-check --profile lab --checks gpu,driver --format json\n"
+          "clustercert node-check --profile /usr/local/lib/clustercert/node.json --drain --slurm-node gpu01\n"
+          "clustercert node-check --build-zipapp dist/clustercert-node-check.pyz",
+          opt.NODE_PROFILE, opt.CHECKS, opt.SKIP, opt.output_format("text", "json", default="text"), opt.NODE_DRAIN,
+          opt.SLURM_NODE, opt.TOOL_PATH, opt.BUILD_ZIPAPP)
+
     _verb(sub, "probe", "run bandwidth/latency probes (ib_write_bw, NCCL, nvbandwidth, iperf3)",
           "Run the bandwidth probes on the two-round pair schedule and print the values against the thresholds.",
           "clustercert probe -i lab --probes iperf3,ib_write_bw --format json",
@@ -370,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "list_hosts", False):
             return command("list_hosts").run(args)
         prepare(args)
-        return command(args.verb).run(args)
+        return command(args.verb.replace("-", "_")).run(args)
 
     try:
         return run_program(lambda: parse(parser, argv), run)

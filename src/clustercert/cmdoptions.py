@@ -165,6 +165,22 @@ PARSE_FILE = option("file", nargs="?", help="the saved output, or - for stdin")
 PARSE_JSON = option("--json", action="store_true", help="print JSON (default: YAML)")
 PARSE_LIST = option("--list", action="store_true", help="list the kinds")
 
+# node-check
+NODE_PROFILE = option("--profile", metavar="P",
+                      help="what the node must be: the node file the node_check role writes (.json: the resolved "
+                           "profile, the node's name and command timeout), or a built-in profile name (a profile YAML "
+                           "with the full install only)")
+NODE_DRAIN = option("--drain", action="store_true",
+                    help="on failure drain this node in Slurm (State=DRAIN Reason='clustercert: <failing check ids>') "
+                         "unless someone else drained it; on success resume it only where clustercert drained it")
+SLURM_NODE = option("--slurm-node", metavar="NAME", help="with --drain: this node's Slurm NodeName (default: the short "
+                    "host name, as hostname -s)")
+TOOL_PATH = option("--tool-path", metavar="DIRS", help="directories (colon separated) searched for the tools and "
+                   "scontrol before the checks' fixed PATH (/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)")
+BUILD_ZIPAPP = option("--build-zipapp", metavar="FILE",
+                      help="write node-check as one self-contained Python zipapp for the nodes (stdlib only, the "
+                           "built-in profiles resolved inside; run it as python3 FILE --profile P), then stop")
+
 # checks
 CHECKS_PROFILE = option("--profile", action="append", metavar="NAME",
                         help="the profile(s) whose figures to show: a built-in name or a YAML path (repeatable; "

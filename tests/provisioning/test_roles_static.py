@@ -11,6 +11,8 @@ from provisioning_helpers import REPO, ROLES
 ROLE_NAMES = ["nvidia_repos", "nvidia_driver", "fabricmanager", "ofed", "nvidia_peermem", "nccl_tools",
               "container_toolkit", "ib_redundancy", "tuning", "rolling_reboot", "timesync",
               "cluster_ssh"]
+# roles with their own entry playbook, not bootstrap's: the same layout and house rules
+OWN_PLAYBOOK = {"node_check": "playbooks/node_check.yml"}
 
 
 def test_the_bootstrap_playbook_tags_every_role_once():
@@ -27,7 +29,13 @@ def test_the_bootstrap_playbook_tags_every_role_once():
     assert reboot["max_fail_percentage"] == 0
 
 
-@pytest.mark.parametrize("role", ROLE_NAMES)
+def test_a_role_with_its_own_playbook_is_tagged_there():
+    for role, playbook in OWN_PLAYBOOK.items():
+        plays = yaml.safe_load((REPO / playbook).read_text())
+        assert [r["tags"] for p in plays for r in p.get("roles", []) if r["role"] == role] == [[role]]
+
+
+@pytest.mark.parametrize("role", ROLE_NAMES + list(OWN_PLAYBOOK))
 def test_role_layout(role):
     d = ROLES / role
     for sub in ("defaults/main.yml", "handlers/main.yml", "meta/argument_specs.yml", "README.md",
@@ -39,7 +47,7 @@ def test_role_layout(role):
         assert phase in main
 
 
-@pytest.mark.parametrize("role", ROLE_NAMES)
+@pytest.mark.parametrize("role", ROLE_NAMES + list(OWN_PLAYBOOK))
 def test_public_variables_are_prefixed_and_documented(role):
     d = ROLES / role
     defaults = yaml.safe_load((d / "defaults/main.yml").read_text()) or {}
@@ -54,7 +62,7 @@ def test_public_variables_are_prefixed_and_documented(role):
             assert re.match(rf"^_*{role}_", name), f"{f}: {name} lacks the role prefix"
 
 
-@pytest.mark.parametrize("role", ROLE_NAMES)
+@pytest.mark.parametrize("role", ROLE_NAMES + list(OWN_PLAYBOOK))
 def test_no_shell_and_no_blanket_changed_when_false(role):
     for f in (ROLES / role / "tasks").glob("*.yml"):
         tasks = yaml.safe_load(f.read_text()) or []

@@ -12,12 +12,17 @@ run's findings with a baseline's (``clustercert drift``).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+from difflib import get_close_matches
+from typing import TYPE_CHECKING
 
+from clustercert.errors import InputError
 from clustercert.model.evidence import CommandResult
-from clustercert.model.profile import Profile
 from clustercert.parsers import ParseError, parse
+
+if TYPE_CHECKING:  # node-check's zipapp has no pydantic: there the profile is clustercert.model.plain's
+    from clustercert.model.profile import Profile
 
 STATUSES = ("pass", "fail", "error", "skip")
 COMPONENT_ORDER = ("gpu", "driver", "rdma", "ib", "bond", "container", "tuning", "time", "packages", "hardware",
@@ -54,7 +59,7 @@ class HostContext:
     """What the evaluators may know about a host besides its evidence."""
 
     name: str
-    profile: Profile
+    profile: Profile  # or its plain copy (clustercert.model.plain): the same attributes
     timeout_s: float = 30.0
     fabric_addresses: dict[str, str] = field(default_factory=dict)
     sm_priority: int | None = None
@@ -100,6 +105,39 @@ def registry() -> dict[str, str]:
         if (d := disruptive_component(name)) is not None:
             out.update({c: name for c in d.check_ids})
     return out
+
+
+def expand(flag: str, text: str | None, refuse: Mapping[str, str] | None = None) -> set[str] | None:
+    """``--checks``/``--skip`` LIST (check ids and component names, comma separated) -> the check ids it
+    names; None for an absent flag. An unknown id, or one of ``refuse`` (id -> why it is not taken here), is bad
+    input: one line naming the flag and the id."""
+    if text is None:
+        return None
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    if not names:
+        raise InputError(flag, text, "names no check id or component (`clustercert checks` lists them)")
+    reg = registry()
+    out: set[str] = set()
+    for name in names:
+        if name in COMPONENT_ORDER:
+            out |= {c for c, comp in reg.items() if comp == name}
+        elif refuse and name in refuse:
+            raise InputError(flag, name, refuse[name])
+        elif name in reg:
+            out.add(name)
+        else:
+            close = get_close_matches(name, [*reg, *COMPONENT_ORDER], n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise InputError(flag, name, f"unknown check id or component{hint}; components: "
+                                         f"{', '.join(COMPONENT_ORDER)}; `clustercert checks` lists the ids")
+    return out
+
+
+def components_for(ids: set[str]) -> list[str]:
+    """The components that produce ``ids``, in the components' order."""
+    reg = registry()
+    wanted = {reg[i] for i in ids}
+    return [c for c in COMPONENT_ORDER if c in wanted]
 
 
 def all_check_ids(disruptive: bool = False) -> list[str]:

@@ -3,29 +3,40 @@
 The checks' I/O driver, as clustercert.probes.run is the probes': it asks each component for its
 commands, collects them through clustercert.collect.ssh (every node at once; the disruptive bond
 failover test one node after the other) and hands the evidence to the components' pure evaluators.
+``validate_here`` is the same for the machine it runs on (``clustercert node-check``): the node's own
+checks, its commands run here by the same node runner, no SSH, no inventory.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from clustercert import paths
 from clustercert.checks import (
+    DISRUPTIVE,
+    Component,
     Finding,
     HostContext,
     bond_failover,
     components,
+    components_for,
     disruptive_component,
+    expand,
     node_verdict,
     parsed,
+    registry,
     run_evaluations,
 )
 from clustercert.checks import cluster as cluster_checks
 from clustercert.checks import hardware as hardware_checks
 from clustercert.checks import ib as ib_checks
-from clustercert.collect.ssh import collect_in_turn, collect_many
+from clustercert.collect.ssh import LOCAL, collect_in_turn, collect_many, collect_node
+from clustercert.errors import InputError
 from clustercert.model.evidence import NodeEvidence
-from clustercert.model.inventory import HostView, Inventory
+
+if TYPE_CHECKING:  # node-check's zipapp has no inventory (nor pydantic)
+    from clustercert.model.inventory import HostView, Inventory
 
 
 @dataclass
@@ -75,12 +86,7 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
     for name, counters in (nvlink_baseline or {}).items():
         if name in contexts:
             contexts[name].nvlink_baseline = counters
-    commands_for = {}
-    for name, ctx in contexts.items():
-        cmds: dict[str, tuple[str, float]] = {}
-        for comp in comps:
-            cmds.update(comp.commands(ctx))
-        commands_for[name] = cmds
+    commands_for = {name: node_commands(ctx, comps) for name, ctx in contexts.items()}
     results: dict[str, NodeResult] = {}
     sysfs: dict[str, dict] = {}
     parts: dict[str, dict] = {}
@@ -135,6 +141,50 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
 
 # the outputs certify still reads once the checks have run: the certificate's versions (nccl, ofed)
 KEPT_OUTPUTS = frozenset({"nccl_pkg", "ofed_info"})
+
+
+def node_commands(ctx: HostContext, comps: list[Component]) -> dict[str, tuple[str, float]]:
+    """What a node runs for ``comps``: every component's commands, {name: (shell, timeout s)}."""
+    cmds: dict[str, tuple[str, float]] = {}
+    for comp in comps:
+        cmds.update(comp.commands(ctx))
+    return cmds
+
+
+# ---- one node, here: clustercert node-check --------------------------------------------------------
+
+# what node-check does not run, and why: the checks that compare nodes, and the tests that disturb one
+NOT_HERE = ({c: "is cluster-wide (it compares the nodes): `clustercert validate` runs it"
+             for c in hardware_checks.CLUSTER_CHECK_IDS}
+            | {c: "disturbs the node (opt-in): `clustercert validate --disruptive` runs it"
+               for name in DISRUPTIVE for c in disruptive_component(name).check_ids})
+
+
+def node_selection(checks: str | None, skip: str | None) -> tuple[list[str], set[str]]:
+    """node-check's ``--checks``/``--skip`` -> (the components to run, in order; the check ids to report): every
+    per-node check unless narrowed. Naming a check of NOT_HERE, an unknown id, or leaving nothing is bad input."""
+    chosen = expand("--checks", checks, NOT_HERE)
+    skipped = expand("--skip", skip) or set()
+    ids = (chosen if chosen is not None else set(registry())) - skipped - set(NOT_HERE)
+    if not ids:
+        raise InputError("--skip" if skip else "--checks", skip or checks, "leaves no check to run")
+    return components_for(ids), ids
+
+
+def validate_here(ctx: HostContext, comp_names: list[str], selected: set[str], tool_path: str = "") -> NodeResult:
+    """The node's own checks on this machine: the components' commands run here by the node runner
+    (clustercert.remote.runner: each under its timeout in a process group of its own, LC_ALL=C, its fixed PATH
+    after ``tool_path``), all at once, then the same evaluators as validate's. Only ``selected`` ids are
+    reported; a runner that did not run makes every one of them an error."""
+    comps = components(comp_names)
+    cmds = node_commands(ctx, comps)
+    ev = collect_node(ctx.name, LOCAL, cmds, parallel=max(1, len(cmds)), path=tool_path)
+    if not ev.reachable:
+        findings = [Finding(c, "error", "", "", f"the node runner did not run: {ev.error}")
+                    for comp in comps for c in comp.check_ids if c in selected]
+        return NodeResult(ctx.name, "error", findings, ev.error, ev)
+    findings = [f for f in run_evaluations(ev.results, ctx, comps) if f.check in selected]
+    return NodeResult(ctx.name, node_verdict(findings), findings, "", ev)
 
 
 def run_bond_failover(inv: Inventory, contexts: dict[str, HostContext], results: dict[str, NodeResult]) -> None:

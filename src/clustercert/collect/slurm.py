@@ -7,6 +7,7 @@ left as it is -- passing or failing (it is out of service already, and its reaso
 ``scontrol`` runs on a node of the cluster (its Slurm client configuration and munge are there), as
 roles/rolling_reboot does: the first Slurm node (``clustercert_slurm: true``) that answered. All of
 it goes through clustercert.collect.ssh, every command under the node's command timeout.
+``node-check --drain`` applies the same rules to the node it runs on, with scontrol run there (apply_here).
 
 Pure parts (parse_show_node, drain_reason, decide) are separate from the remote part (apply).
 """
@@ -17,12 +18,15 @@ import re
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from clustercert.collect.ssh import collect_node
+from clustercert.collect.ssh import LOCAL, collect_node
 from clustercert.errors import InputError
-from clustercert.model.evidence import CommandResult
-from clustercert.model.inventory import HostView, Inventory
+from clustercert.model.evidence import CommandResult, NodeEvidence
 from clustercert.shell import q
+
+if TYPE_CHECKING:  # node-check's zipapp has no inventory (nor pydantic)
+    from clustercert.model.inventory import HostView, Inventory
 
 REASON_PREFIX = "clustercert:"
 MAX_REASON = 160  # characters; longer check lists end in "+N more"
@@ -194,22 +198,34 @@ def read_states(inv: Inventory, names: dict[str, str], skip: set[str] = frozense
         if not ev.reachable:
             tried.append(f"{runner}: {ev.error}")
             continue
-        states: dict[str, NodeState | str] = {}
-        for key, r in ev.results.items():
-            sn = key.removeprefix("show ")
-            try:
-                # any non-zero exit (unknown node, no controller) or timeout: the state is not known
-                states[sn] = parse_show_node(r.stdout) if r.ok else _why(r, t)
-            except ValueError as exc:
-                states[sn] = str(exc)
-            st = states[sn]
-            if isinstance(st, NodeState) and st.node != sn:
-                states[sn] = f"scontrol answered for NodeName={st.node}, not {sn}"
+        states = {key.removeprefix("show "): state_of(key.removeprefix("show "), r, t) for key, r in ev.results.items()}
         if states and all(isinstance(s, str) for s in states.values()):
             tried.append(f"{runner}: {next(iter(states.values()))}")
             continue  # scontrol does not work there (no client config, munge, controller): try the next
         return (runner, h), states | refused, tried
     return None, refused, tried
+
+
+def state_of(sn: str, r: CommandResult | None, t: float) -> NodeState | str:
+    """The state ``scontrol show node SN --oneliner`` gave (its result ``r``), or why it is not known: any
+    non-zero exit (unknown node, no controller), a timeout, text that is no node line, another node's line."""
+    try:
+        st = parse_show_node(r.stdout) if r is not None and r.ok else _why(r, t)
+    except ValueError as exc:
+        return str(exc)
+    if isinstance(st, NodeState) and st.node != sn:
+        return f"scontrol answered for NodeName={st.node}, not {sn}"
+    return st
+
+
+def _updated(a: Action, up: NodeEvidence, key: str, t: float, where: str) -> None:
+    """Record in ``a`` how its update (``key`` of ``up``, the scontrol run on ``where``) went."""
+    r = up.results.get(key)
+    if not up.reachable or r is None or not r.ok:
+        a.ok = False
+        a.detail = f"scontrol update on {where} failed: {up.error if not up.reachable else _why(r, t)}"
+    else:
+        a.detail += f"; scontrol on {where}"
 
 
 # flags that keep a step off a node (scontrol prints them after the base state: IDLE+DRAIN)
@@ -248,12 +264,7 @@ def apply(inv: Inventory, nodes: dict[str, dict], control_dir: Path | None = Non
             for a in actions:
                 key = f"{a.action} {a.slurm_node}"
                 if key in todo:
-                    r = up.results.get(key)
-                    if not up.reachable or r is None or not r.ok:
-                        a.ok = False
-                        a.detail = f"scontrol update on {runner} failed: {up.error if not up.reachable else _why(r, t)}"
-                    else:
-                        a.detail += f"; scontrol on {runner}"
+                    _updated(a, up, key, t, runner)
         entries = [a.to_json() for a in actions]
     else:
         why = "; ".join(tried) or "every Slurm node was unreachable"
@@ -262,6 +273,28 @@ def apply(inv: Inventory, nodes: dict[str, dict], control_dir: Path | None = Non
                           states.get(sn) if isinstance(states.get(sn), str) else
                           f"no Slurm node could run scontrol ({why})").to_json() for n, sn in sorted(names.items())]
     for e in entries:
-        if not e["ok"]:
-            print(f"clustercert: slurm: {e['node']} ({e['slurm_node']}): {e['action']} not done: {e['detail']}", file=sys.stderr)
+        _say_if_not_done(e)
     return entries
+
+
+def _say_if_not_done(e: dict) -> None:
+    if not e["ok"]:
+        print(f"clustercert: slurm: {e['node']} ({e['slurm_node']}): {e['action']} not done: {e['detail']}", file=sys.stderr)
+
+
+HERE_TIMEOUT_S = 10  # node-check's scontrol calls: a Slurm HealthCheckProgram is killed after 60 s
+
+
+def apply_here(name: str, node: dict, slurm_node: str, path: str = "", timeout: float = HERE_TIMEOUT_S) -> dict:
+    """``node-check --drain``: decide() for this node alone -- ``node`` ({verdict, findings}) known to Slurm as
+    ``slurm_node`` -- with ``scontrol show node`` and ``scontrol update`` run here, each under ``timeout`` (by the
+    node runner, as every command of node-check; ``path``: where scontrol is looked for first). Returns the action's entry (as certify's ``slurm`` list); one
+    not done (Slurm not read, the update refused) has ok false and a line on stderr."""
+    ev = collect_node(name, LOCAL, {"show": (show_cmd(slurm_node), timeout)}, path=path)
+    state = state_of(slurm_node, ev.results.get("show"), timeout) if ev.reachable else ev.error
+    (a,) = decide({name: node}, {name: slurm_node}, {slurm_node: state})
+    if a.ok and a.action != "none":
+        key = f"{a.action} {slurm_node}"
+        _updated(a, collect_node(name, LOCAL, {key: (update_cmd(a), timeout)}, path=path), key, timeout, "this node")
+    _say_if_not_done(entry := a.to_json())
+    return entry

@@ -201,6 +201,11 @@ def runner_limit(commands: dict[str, tuple], stages: list[list[str]] | None = No
     return overall + 20
 
 
+# the connection of a node that is this machine: the runner runs here, without SSH (node-check, and the
+# inventories' ``ansible_connection: local``)
+LOCAL = {"ansible_connection": "local"}
+
+
 def collect_node(
     node: str,
     conn: dict,
@@ -210,14 +215,16 @@ def collect_node(
     parallel: int = 8,
     stages: list[list[str]] | None = None,
     on_done: Callable[[str], None] | None = None,
+    path: str = "",
 ) -> NodeEvidence:
     """Run ``commands`` on ``node`` in one connection: {name: (shell command, timeout s)}, or (shell
     command, timeout s, server) where server = {"cmd", "port", "timeout"} is started on the node
     first and the command is its client (see clustercert.remote.runner). With ``stages`` (lists of names), the
     stages run one after another, each stage's commands at once; without, ``parallel`` at a time.
-    ``on_done(name)`` is called as the node reports each command ended, while the others run."""
+    ``on_done(name)`` is called as the node reports each command ended, while the others run. ``path``:
+    directories the commands' tools are looked for in before the runner's fixed PATH."""
     request = json.dumps({"commands": {k: list(v) for k, v in commands.items()}, "parallel": parallel,
-                          "stages": stages, "marks": on_done is not None})
+                          "stages": stages, "marks": on_done is not None} | ({"path": path} if path else {}))
     overall = runner_limit(commands, stages, parallel)
     interp = _interpreter(conn)
     try:

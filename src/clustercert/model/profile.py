@@ -27,6 +27,7 @@ from pydantic import (
 
 from clustercert.errors import InputError
 from clustercert.model import names
+from clustercert.model.plain import DcgmDiagRules, IBRules, ThresholdRules
 from clustercert.model.strict_yaml import load_yaml_file
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "profiles"  # clustercert/profiles/
@@ -119,7 +120,7 @@ class Bond(_Strict):
         return self
 
 
-class IB(_Strict):
+class IB(IBRules, _Strict):  # compute_rails: IBRules
     link_layer: Literal["InfiniBand", "Ethernet"] = "InfiniBand"
     hcas: tuple[HCA, ...]
     bond: Bond | None = None
@@ -137,10 +138,6 @@ class IB(_Strict):
                 if s not in netdevs:
                     raise ValueError(f"bond slave {s!r} is not the netdev of any HCA")
         return self
-
-    @property
-    def compute_rails(self) -> list[str]:
-        return [h.name for h in self.hcas if h.role == "compute"]
 
 
 class SubnetManager(_Strict):
@@ -167,7 +164,7 @@ class Tuning(_Strict):
         return value
 
 
-class Threshold(_Strict):
+class Threshold(ThresholdRules, _Strict):  # floor: ThresholdRules
     """A limit with its source. Either ``min``/``max`` directly, or ``rated`` x ``ratio`` (a floor)."""
 
     unit: str
@@ -191,20 +188,8 @@ class Threshold(_Strict):
             raise ValueError(f"the floor {floor:g} is above the ceiling max {self.max:g}: nothing could pass")
         return self
 
-    @property
-    def floor(self) -> float | None:
-        if self.rated is not None and self.ratio is not None:
-            return round(self.rated * self.ratio, 6)
-        return self.min
 
-
-# dcgmi diag -r N: what each level runs and how long it normally takes (DCGM's dcgmi-diag reference:
-# 1 quick deployment checks, seconds; 2 medium, about two minutes; 3 long, about 15 minutes;
-# 4 extended, longer). Default time limits leave room above those durations.
-DCGM_DIAG_TIMEOUT_S = {1: 300.0, 2: 900.0, 3: 3600.0, 4: 14400.0}
-
-
-class DcgmDiag(_Strict):
+class DcgmDiag(DcgmDiagRules, _Strict):  # limit_s: DcgmDiagRules
     """``dcgmi diag -r LEVEL`` on every node during certify. Level 0 turns it off (a skip finding
     says so). A diagnostic legitimately runs for minutes, so it has its own time limit instead of the
     probes' ``--probe-timeout``."""
@@ -212,10 +197,6 @@ class DcgmDiag(_Strict):
     level: StrictInt = Field(ge=0, le=4)
     source: str = Field(min_length=5)
     timeout_s: Num | None = Field(default=None, gt=0)
-
-    @property
-    def limit_s(self) -> float:
-        return self.timeout_s if self.timeout_s is not None else DCGM_DIAG_TIMEOUT_S.get(self.level, 300.0)
 
 
 class Hardware(_Strict):

@@ -6,12 +6,12 @@ stdlib only, and no file of clustercert's is there. Keep it so: no syntax newer 
 annotations (tests/test_remote_runner.py compiles it for 3.6).
 
 The request, on stdin: ``{"commands": {name: [cmd, timeout] or [cmd, timeout, server]}, "parallel": N,
-"stages": [[name, ...], ...] (optional), "marks": true/false}``. Where ``sudo -S`` reads a become
+"stages": [[name, ...], ...] (optional), "marks": true/false, "path": "DIR:DIR" (optional)}``. Where ``sudo -S`` reads a become
 password from the same stdin, the request follows REQUEST_MARK; what stands before the mark (what sudo
 did not read) is dropped.
 
 Each command runs under ``/bin/sh -c`` in its own session, with the environment LC_ALL=C, a fixed PATH
-and CLUSTERCERT_PYTHON (this interpreter), and is killed at its timeout; its leftovers in its process
+(the request's "path" before it, where given) and CLUSTERCERT_PYTHON (this interpreter), and is killed at its timeout; its leftovers in its process
 group are killed when it ends. A server (``{"cmd", "port", "timeout"}``) is started first, in its own
 session under ``timeout -s KILL``; the command (its client) starts once the port listens here (at most
 2 s), and its run time is the client's alone; afterwards the server gets 0.2 s to exit (none when the
@@ -44,9 +44,10 @@ def read_request(data):
     return json.loads(data[at + len(REQUEST_MARK):] if at >= 0 else data)
 
 
-def command_env():
-    """The environment the commands run in."""
-    return dict(os.environ, LC_ALL="C", LANG="C", PATH=PATH, CLUSTERCERT_PYTHON=sys.executable)
+def command_env(path=""):
+    """The environment the commands run in; ``path``: directories searched before the fixed PATH."""
+    return dict(os.environ, LC_ALL="C", LANG="C", PATH=(path + ":" if path else "") + PATH,
+                CLUSTERCERT_PYTHON=sys.executable)
 
 
 def start(argv, env):
@@ -140,7 +141,7 @@ def run_request(req, out=None):
     """Runs the commands of ``req`` (see the module's text) and returns the document to print. With
     req["marks"], a line DONE_MARK<name> is written to ``out`` (default: sys.stdout) as each one ends."""
     out = sys.stdout if out is None else out
-    env = command_env()
+    env = command_env(req.get("path") or "")
     marks = threading.Lock() if req.get("marks") else None
 
     def run(item):

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
-from difflib import get_close_matches
 
 from clustercert import remote
-from clustercert.checks import COMPONENT_ORDER, DISRUPTIVE, HostContext, component
+from clustercert.checks import DISRUPTIVE, HostContext, component, components_for
+from clustercert.checks import expand as checks_expand
 from clustercert.checks.gpu import CRITICAL_XIDS
 from clustercert.errors import InputError
 from clustercert.model.profile import builtin_profiles, load_profile, profile_source
@@ -337,6 +337,9 @@ def _probes() -> tuple[Entry, ...]:
 PROBES: tuple[Entry, ...] = _probes()
 ENTRIES: tuple[Entry, ...] = CHECKS + PROBES
 BY_ID: dict[str, Entry] = {e.id: e for e in ENTRIES}
+# --checks/--skip name validator checks: a probe id there is refused with where it runs
+PROBE_REFUSALS = {e.id: "is a probe, not a validator check (run it with `clustercert probe --probes` or `certify`)"
+                  for e in PROBES}
 # node verdicts a lab fault proves (not check ids): verdict -> proofs
 VERDICT_PROOFS = {"unreachable": (Proof("node_down", {}, "unreachable",
                                         "tests/validators/test_validate_lab.py::test_node_down_is_unreachable_and_others_complete"),)}
@@ -363,33 +366,9 @@ def check_entries(disruptive: bool = True) -> list[Entry]:
 
 def expand(flag: str, text: str | None) -> set[str] | None:
     """``--checks``/``--skip`` LIST (check ids and component names, comma separated) -> the check ids it
-    names; None for an absent flag. Unknown ids are bad input: one line naming the flag and the id."""
-    if text is None:
-        return None
-    names = [x.strip() for x in text.split(",") if x.strip()]
-    if not names:
-        raise InputError(flag, text, "names no check id or component (`clustercert checks` lists them)")
-    out: set[str] = set()
-    for name in names:
-        if name in COMPONENT_ORDER:
-            out |= {e.id for e in CHECKS if e.component == name}
-        elif name in BY_ID and BY_ID[name].kind == "check":
-            out.add(name)
-        elif name in BY_ID:
-            raise InputError(flag, name, "is a probe, not a validator check (run it with `clustercert probe --probes` "
-                                         "or `certify`)")
-        else:
-            close = get_close_matches(name, [e.id for e in CHECKS] + list(COMPONENT_ORDER), n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise InputError(flag, name, f"unknown check id or component{hint}; components: "
-                                         f"{', '.join(COMPONENT_ORDER)}; `clustercert checks` lists the ids")
-    return out
-
-
-def components_for(ids: set[str]) -> list[str]:
-    """The validate components that produce ``ids``, in the components' order."""
-    wanted = {BY_ID[i].component for i in ids}
-    return [c for c in COMPONENT_ORDER if c in wanted]
+    names; None for an absent flag. Unknown ids, and probe ids, are bad input: one line naming the flag and the id
+    (clustercert.checks.expand)."""
+    return checks_expand(flag, text, PROBE_REFUSALS)
 
 
 def select(checks: str | None, skip: str | None, disruptive: bool = False) -> tuple[list[str], set[str]]:

@@ -8,20 +8,23 @@ Every document starts with the same envelope::
 (``clustercert/schemas/<verb>.schema.json``, Draft 2020-12) and ``schema_for`` finds them. ``run`` is the
 id of the run the verb recorded in the store (validate, certify, probe, drift) or of the playbook run
 (bootstrap), and null for verbs that record nothing (inventory, checks, version, report, init, --list-hosts).
-``started`` and ``finished`` are ISO 8601 times in UTC, to the second.
+``started`` and ``finished`` are ISO 8601 times in UTC, to the second. Stdlib only, and Python 3.10's: node-check's
+zipapp carries this module (clustercert.remote.nodeapp).
 """
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
+
+UTC = timezone.utc  # noqa: UP017 - datetime.UTC is Python 3.11's; a node's Python may be 3.10
 
 VERSION = "v1"
 # verb -> schema file stem; the document's "schema" is "clustercert.<stem>/v1"
 KINDS = ("validate", "certify", "probe", "drift", "report", "bootstrap", "inventory", "checks", "version", "init",
-         "hosts")
+         "hosts", "node-check")
 
 
 def now() -> datetime:
@@ -74,6 +77,48 @@ def validate_document(results: dict, run_id: str, started: float, finished: floa
         "checks": sorted(ids),
         "nodes": {n: r.to_json() for n, r in sorted(results.items())},
     }
+
+
+def node_check_document(result, started: float, finished: float, profile: str, comp_names: list[str],
+                        ids: set[str], slurm: list[dict]) -> dict:
+    """The `node-check --format json` document: one node's findings, in validate's per-node shape (``nodes``), so
+    that the controller can merge it (merge_node_checks), and what --drain did in Slurm (certify's entries)."""
+    return envelope("node-check", None, started, finished) | {
+        "profile": profile,
+        "verdict": "pass" if result.verdict == "pass" else "fail",
+        "components": comp_names,
+        "checks": sorted(ids),
+        "nodes": {result.name: result.to_json()},
+        "slurm": slurm,
+    }
+
+
+def merge_node_checks(base: dict, *docs: dict) -> dict:
+    """``base`` (a validate or node-check document) with the nodes of node-check documents ``docs`` added: their
+    checks and components joined, the verdict taken over every node, the latest ``finished``; node-check's Slurm
+    actions stay with node-check documents (a validate document has none). A node in two documents, or a document
+    that is not a node-check one, is a ValueError: which one holds would be a guess."""
+    # imported here, not with the module: every verb's documents would load the checks and parsers
+    from clustercert.checks import COMPONENT_ORDER
+
+    out = dict(base, nodes=dict(base["nodes"]), checks=set(base["checks"]), components=set(base["components"]))
+    for doc in docs:
+        if doc.get("schema") != schema_id("node-check"):
+            raise ValueError(f"not a node-check document: schema {doc.get('schema')!r}")
+        for name, node in doc["nodes"].items():
+            if name in out["nodes"]:
+                raise ValueError(f"node {name} is in two of the documents merged")
+            out["nodes"][name] = node
+        out["checks"] |= set(doc["checks"])
+        out["components"] |= set(doc["components"])
+        out["finished"] = max(out["finished"], doc["finished"], key=parse_time)
+        if "slurm" in out:
+            out["slurm"] = [*out["slurm"], *doc["slurm"]]
+    out["checks"] = sorted(out["checks"])
+    out["components"] = [c for c in COMPONENT_ORDER if c in out["components"]]
+    out["nodes"] = dict(sorted(out["nodes"].items()))
+    out["verdict"] = "pass" if all(n["verdict"] == "pass" for n in out["nodes"].values()) else "fail"
+    return out
 
 
 def probe_document(outcome, run_id: str, started: datetime, inventory: str, probes: frozenset[str] | None,

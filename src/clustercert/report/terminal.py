@@ -13,6 +13,7 @@ from rich.table import Table
 from clustercert.checks import DISRUPTIVE, components, disruptive_component
 from clustercert.report.catalogue import value_text
 from clustercert.report.documents import BOOTSTRAP_COUNTS
+from clustercert.report.text import fold_findings, fold_line, slurm_line
 
 
 def console() -> Console:
@@ -55,53 +56,6 @@ def _styled(cell: str) -> str:
     return f"[{style}]{cell}[/{style}]" if style else cell
 
 
-def _names(items: list[str], most: int = 4) -> str:
-    shown = ", ".join(items[:most])
-    return shown + (f" (+{len(items) - most} more)" if len(items) > most else "")
-
-
-def fold_findings(results: dict) -> list[dict]:
-    """The failing and erroring findings of every node, with identical causes folded together: one group
-    per (status, cause) -- cause is the observation for an error, "expected X, observed Y" for a fail --
-    naming the nodes, checks and subjects it covers, in order of first appearance. Unreachable nodes
-    fold by their reason too. The full list stays in the JSON document."""
-    groups: dict[tuple[str, str], dict] = {}
-    for name, r in sorted(results.items()):
-        if r.verdict == "unreachable":
-            g = groups.setdefault(("unreachable", r.detail), {"status": "unreachable", "cause": r.detail, "nodes": [],
-                                                               "checks": [], "subjects": [], "findings": 0})
-            g["nodes"].append(name)
-            continue
-        for f in r.findings:
-            if f.status not in ("fail", "error"):
-                continue
-            cause = f.observed if f.status == "error" else f"expected {f.expected}, observed {f.observed}"
-            g = groups.setdefault((f.status, cause), {"status": f.status, "cause": cause, "nodes": [], "checks": [],
-                                                      "subjects": [], "findings": 0})
-            g["findings"] += 1
-            for key, value in (("nodes", name), ("checks", f.check), ("subjects", f.subject)):
-                if value and value not in g[key]:
-                    g[key].append(value)
-    return list(groups.values())
-
-
-def fold_line(g: dict) -> str:
-    """One group as one line, e.g. ``here error: 9 checks (gpu.count, gpu.model, ...): tool not found: nvidia-smi -q -x``."""
-    nodes = _names(g["nodes"], 3)
-    if g["status"] == "unreachable":
-        return f"{nodes} unreachable — {g['cause']}"
-    checks, subjects = g["checks"], [s for s in g["subjects"] if s not in ("", "node")]
-    if len(checks) == 1:
-        what = checks[0]
-        if g["findings"] > len(g["nodes"]):
-            what += f" ×{g['findings']}" + (f" ({_names(subjects, 3)})" if subjects else "")
-        elif len(subjects) == 1:
-            what += f" {subjects[0]}"
-    else:
-        what = f"{len(checks)} checks ({_names(checks, 3)})"
-    return f"{nodes} {g['status']}: {what}: {g['cause']}"
-
-
 def print_validate(rows: list[dict], comp_names: list[str], results: dict, run_id: str) -> None:
     con = console()
     t = Table(title=f"validate {run_id}: node x component", title_justify="left")
@@ -138,8 +92,7 @@ def print_certify(cert: dict, out_dir, run_id: str, probe_seconds: float) -> Non
         seen = f"{_num(lk['value'])} {lk['unit']}" if lk["value"] is not None else (lk.get("observed") or "no value")
         con.print(f"link {lk['a']}->{lk['b']} {where} {lk['probe']}: {lk['status']} {seen} (round {lk['round']})")
     for a in cert.get("slurm", []):
-        what = {"drain": f"drain ({a['reason']})", "resume": "resume", "none": "untouched"}[a["action"]]
-        con.print(f"slurm {a['slurm_node']}: {what}{'' if a['ok'] else ' FAILED'}: {a['detail']}")
+        con.print(slurm_line(a))
     con.print(f"probes took {probe_seconds:.1f} s over {cert['rounds']} round(s); certificate: {out_dir}/certificate.json")
     if tm := cert.get("timing"):
         con.print(f"probes: {tm['probe_wall_s']:.1f} s wall, {tm['probe_tool_s']:.1f} s in the tools, control overhead "
