@@ -204,10 +204,11 @@ def free_port_cmd(python: str) -> str:
 
 def _ddp_torchrun(launcher: tuple[str, ...], python: str, text: str, script_args: list[str], nproc: int,
                   master: str, node_rank: str) -> str:
-    """One node's torchrun: its processes run ``python -c <text>`` (--no_python); the port is "$1"."""
+    """One node's torchrun: its processes run ``python -c <text>`` (--no_python); the port is "$1". The agent
+    looks at its workers every second (torchrun's default, 5 s, is the least a launch then takes)."""
     return (" ".join(q(w) for w in launcher)
             + f" --nnodes=2 --nproc_per_node={q(nproc)} --node_rank={node_rank} --master_addr={q(master)} "
-            f'--master_port="$1" --max_restarts=0 --no_python {q(python)} -c {q(text)} '
+            f'--master_port="$1" --max_restarts=0 --monitor_interval=1 --no_python {q(python)} -c {q(text)} '
             + " ".join(q(a) for a in script_args))
 
 
