@@ -31,7 +31,9 @@ FIXTURES = REPO / "tests" / "fixtures"
 HEALTHY_XML = FIXTURES / "nvidia-smi" / "q-x-dual-rtx-a5000-590-v13.xml"   # 2x NVIDIA RTX A5000, 24564 MiB
 FAULTY_XML = FIXTURES / "nvidia-smi" / "q-x-quadro-p400-418.xml"           # 1x Quadro P400
 GPU_CHECKS = "gpu.count,gpu.model,gpu.memory"
-A5000 = {"gpu": {"count": 2, "model": "NVIDIA RTX A5000", "memory_mib": 24564}}
+# the lab's GPU-NIC pairs name GPUs 0 and 4: two GPUs keep GPU 0's pair (a profile's pairs name GPUs it has)
+A5000 = {"gpu": {"count": 2, "model": "NVIDIA RTX A5000", "memory_mib": 24564},
+         "gpudirect": {"pairs": [{"gpu": 0, "hca": "mlx5_0", "numa": 0}]}}
 
 
 def node_file(path: Path, node: str = "gpu01", timeout: int = 10, **overrides) -> Path:
@@ -56,7 +58,44 @@ def fake_node(tmp_path: Path, xml: Path) -> Path:
     return bindir
 
 
+GIB = 1 << 30
+# what the lab profile's storage section asks for (/shared and /scratch: ext4, xfs or btrfs, rw, >= 1 GiB free)
+LAB_MOUNTS = [
+    {"target": "/", "source": "/dev/vda1", "fstype": "ext4", "options": "rw,relatime", "avail": 9 * GIB},
+    {"target": "/shared", "source": "/dev/vda1[/srv/shared]", "fstype": "ext4", "options": "rw,relatime", "avail": 50 * GIB},
+    {"target": "/scratch", "source": "/dev/vda1[/srv/scratch/gpu01]", "fstype": "xfs", "options": "rw,noatime",
+     "avail": 20 * GIB},
+]
+
+
+def fake_storage(bindir: Path, mounts: list[dict]) -> Path:
+    """A findmnt that prints ``mounts`` and an lsblk that prints one virtio disk (the storage checks' tools, as
+    JSON): the node's mounts are the fixture's, whatever this machine has mounted."""
+    for tool, doc in (("findmnt", {"filesystems": mounts}),
+                      ("lsblk", {"blockdevices": [{"name": "vda", "type": "disk", "tran": None, "size": 64 * GIB}]})):
+        out = bindir.parent / f"{tool}.json"
+        out.write_text(json.dumps(doc))
+        fake_tool(bindir, tool, f"#!/bin/sh\ncat {shlex.quote(str(out))}\n")
+    return bindir
+
+
 # ---- the profile on the node: plain data, the same attributes as pydantic's ---------------------------------
+
+# the derived values: the properties of model.plain's *Rules classes, which the pydantic models inherit
+DERIVED = {name for cls in vars(plain).values() if isinstance(cls, type) and cls.__name__.endswith("Rules")
+           for name, value in vars(cls).items() if isinstance(value, property)}
+
+
+def _models(model: type, seen: dict[str, type]) -> dict[str, type]:
+    """``model`` and every pydantic model its fields hold, at any depth, by name."""
+    seen[model.__name__] = model
+    for f in model.model_fields.values():
+        for t in (f.annotation, *typing.get_args(f.annotation)):
+            for u in (t, *typing.get_args(t)):
+                if isinstance(u, type) and hasattr(u, "model_fields") and u.__name__ not in seen:
+                    _models(u, seen)
+    return seen
+
 
 def _walk(a, b, where: str) -> None:
     """Every field, item and derived value of the pydantic object ``a`` equals the plain object's ``b``."""
@@ -64,7 +103,7 @@ def _walk(a, b, where: str) -> None:
         assert set(type(a).model_fields) == set(b.as_dict()), where
         for key in type(a).model_fields:
             _walk(getattr(a, key), getattr(b, key), f"{where}.{key}")
-        for prop in ("compute_rails", "floor", "limit_s"):
+        for prop in DERIVED:
             if hasattr(a, prop):
                 assert getattr(a, prop) == getattr(b, prop), f"{where}.{prop}"
     elif isinstance(a, dict):
@@ -99,6 +138,16 @@ def test_the_plain_profile_knows_the_models_fields_and_mappings():
 
     visit(Profile, ())
     assert mappings == set(plain.MAPPINGS)
+
+
+def test_the_derived_values_are_defined_once_in_plain():
+    """A model's derived value is a property of a model.plain *Rules class (the plain object has it too), never the
+    model's own: the walk above compares every one of them."""
+    models = _models(Profile, {})
+    assert {"Profile", "GpuDirect", "Ddp", "Storage", "Mount", "Scratch"} <= set(models)
+    own = [f"{name}.{key}" for name, m in models.items() for key, v in vars(m).items() if isinstance(v, property)]
+    assert not own, own
+    assert {"compute_rails", "floor", "limit_s", "rails", "checkpoint_paths", "ddp_ranks"} <= DERIVED
 
 
 def test_plain_profiles_are_read_only():
@@ -174,7 +223,8 @@ def test_the_selection_is_the_per_node_checks():
     assert check_run.node_selection("hardware", None)[1] == {"gpu.nvlink_errors", "gpu.nic_affinity", "hw.pcie_manifest",
                                                              "gpu.fabric_state"}
     assert check_run.node_selection(None, "hardware,gpu,driver")[0] == ["rdma", "ib", "bond", "container", "tuning",
-                                                                          "time", "packages"]
+                                                                          "time", "packages", "storage"]
+    assert {"storage.mounts", "storage.scratch"} <= ids  # the node's own mounts and scratch: checked on the node
 
 
 # ---- the run, on a fake node ---------------------------------------------------------------------------
@@ -243,6 +293,22 @@ def test_commands_run_with_the_runners_semantics(tmp_path, capsys):
     pid = int(marker.read_text())  # the tool's child went with it (its process group): gone, or a zombie
     stat_file = Path(f"/proc/{pid}/stat")
     assert not stat_file.exists() or stat_file.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.mark.parametrize("unmounted, rc", [(None, 0), ("/shared", 1), ("/scratch", 1)])
+def test_the_storage_checks_run_on_the_node_and_a_missing_mount_fails(tmp_path, capsys, unmounted, rc):
+    """storage.mounts and storage.scratch judge the node's own findmnt and lsblk: the lab profile's /shared and
+    /scratch pass where mounted as it asks; one that is not mounted fails, never passes."""
+    bindir = fake_storage(fake_node(tmp_path, HEALTHY_XML), [m for m in LAB_MOUNTS if m["target"] != unmounted])
+    assert main(["node-check", "--profile", str(node_file(tmp_path / "n.json")), "--checks", "storage",
+                 "--tool-path", str(bindir), "--format", "json"]) == rc
+    doc = json.loads(capsys.readouterr().out)
+    schema_valid(doc)
+    got = {(f["check"], f["subject"]): f for f in doc["nodes"]["gpu01"]["findings"]}
+    assert set(got) == {("storage.mounts", "/shared"), ("storage.scratch", "/scratch"), ("storage.scratch", "NVMe devices")}
+    for (_, subject), f in got.items():
+        assert f["status"] == ("fail" if subject == unmounted else "pass"), f
+        assert ("is not a mount point" in f["observed"]) == (subject == unmounted), f
 
 
 def test_the_node_name_defaults_to_the_short_host_name(tmp_path, capsys):

@@ -20,13 +20,15 @@ from test_node_check import (
     FAULTY_XML,
     GPU_CHECKS,
     HEALTHY_XML,
+    LAB_MOUNTS,
     fake_node,
     fake_scontrol,
+    fake_storage,
     fake_tool,
     node_file,
 )
 
-from clustercert.checks import COMPONENT_ORDER, DISRUPTIVE
+from clustercert.checks import COMPONENT_MODULES, COMPONENT_ORDER, DISRUPTIVE
 from clustercert.model.profile import builtin_profiles, load_profile
 from clustercert.remote import nodeapp
 
@@ -38,7 +40,7 @@ ISOLATED = ("-I", "-S")
 def pyz(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("zipapp") / "clustercert-node-check.pyz"
     profiles = {n: load_profile(n).model_dump(mode="json") for n in builtin_profiles()}
-    return nodeapp.build(out, profiles)[0]
+    return nodeapp.build(out, profiles, COMPONENT_MODULES)[0]
 
 
 def run_pyz(pyz: Path, *args: str, python: str = SYSTEM_PYTHON, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -55,11 +57,32 @@ def test_the_node_python_is_isolated_from_the_controllers_packages():
 def test_the_zipapp_holds_the_node_modules_and_the_profiles_only(pyz):
     assert pyz.read_bytes().startswith(b"#!/usr/bin/env python3\n") and pyz.stat().st_mode & 0o777 == 0o755
     names = set(zipfile.ZipFile(pyz).namelist())
-    assert names == ({f"clustercert/{f}" for f in nodeapp.module_files()} | {"__main__.py"}
+    assert names == ({f"clustercert/{f}" for f in nodeapp.module_files(COMPONENT_MODULES)} | {"__main__.py"}
                      | {f"clustercert/profiles/{n}.json" for n in builtin_profiles()})
     mods = {n.removeprefix("clustercert/").removesuffix(".py") for n in names}
-    assert {f"checks/{c}" for c in (*COMPONENT_ORDER, *DISRUPTIVE.values())} <= mods
     assert not {"model/profile", "model/inventory", "model/strict_yaml", "report/terminal", "collect/engine"} & mods
+
+
+def _component_modules() -> set[str]:
+    """The checks package's component modules, read from its files: those that define CHECK_IDS at module level."""
+    out = set()
+    for f in (nodeapp.PACKAGE / "checks").glob("*.py"):
+        tree = ast.parse(f.read_text())
+        if any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "CHECK_IDS" for t in n.targets)
+               for n in tree.body):
+            out.add(f.stem)
+    return out
+
+
+def test_the_zipapp_carries_every_check_component_and_no_controller_check_module(pyz):
+    """Every component module of the checks package -- node-check imports them by name (checks.component) --
+    is in the zipapp, found from the package's files: a new check module cannot be left out. Its other checks
+    modules are the drivers' (run, cluster); the controller's (testinfra: pytest; drift) stay out."""
+    comps = _component_modules()
+    assert comps == set(COMPONENT_MODULES) == {*COMPONENT_ORDER, *DISRUPTIVE.values()} and "storage" in comps
+    mods = {n.removeprefix("clustercert/").removesuffix(".py") for n in zipfile.ZipFile(pyz).namelist()}
+    assert {m for m in mods if m.startswith("checks/")} == {f"checks/{c}" for c in comps | {"__init__", "run", "cluster"}}
+    assert not {"checks/testinfra", "checks/drift"} & mods
 
 
 def _imports(path: Path) -> tuple[set[str], set[str]]:
@@ -87,11 +110,12 @@ def _imports(path: Path) -> tuple[set[str], set[str]]:
 def test_the_module_list_is_closed_under_its_imports():
     """Every clustercert module a zipapp module imports is in the zipapp, but for what only the controller runs:
     a YAML profile's validation (model.profile) and --build-zipapp (remote.nodeapp)."""
-    have = {f"clustercert.{f.removesuffix('.py').replace('/', '.')}".removesuffix(".__init__") for f in nodeapp.module_files()}
+    files = nodeapp.module_files(COMPONENT_MODULES)
+    have = {f"clustercert.{f.removesuffix('.py').replace('/', '.')}".removesuffix(".__init__") for f in files}
     packages = {m.rpartition(".")[0] for m in have}
     controller_only = {"clustercert.model.profile", "clustercert.remote.nodeapp"}
     missing = []
-    for f in nodeapp.module_files():
+    for f in files:
         top, inner = _imports(nodeapp.PACKAGE / f)
         for m in top | inner:
             known = m in have or m in packages or m.rpartition(".")[0] in have  # a name imported from a module
@@ -124,6 +148,17 @@ def test_healthy_and_faulty_fake_nodes(pyz, tmp_path):
         node = doc["nodes"]["gpu01"]
         assert node["verdict"] == status and doc["verdict"] == status
         assert {f["check"]: f["status"] for f in node["findings"]} == dict.fromkeys(GPU_CHECKS.split(","), status)
+
+
+@pytest.mark.parametrize("unmounted, rc", [(None, 0), ("/shared", 1)])
+def test_the_zipapp_checks_the_nodes_storage(pyz, tmp_path, unmounted, rc):
+    """checks.storage and its parsers in the zipapp: the lab profile's mounts as a fake findmnt shows them."""
+    bindir = fake_storage(fake_node(tmp_path, HEALTHY_XML), [m for m in LAB_MOUNTS if m["target"] != unmounted])
+    p = run_pyz(pyz, "--profile", str(node_file(tmp_path / "node.json")), "--checks", "storage", "--tool-path",
+                str(bindir), "--format", "json")
+    assert p.returncode == rc, p.stderr
+    got = {(f["subject"], f["status"]) for f in json.loads(p.stdout)["nodes"]["gpu01"]["findings"]}
+    assert got == {("/shared", "fail" if unmounted else "pass"), ("/scratch", "pass"), ("NVMe devices", "pass")}
 
 
 def test_the_zipapp_drains_a_faulty_node(pyz, tmp_path):

@@ -30,6 +30,9 @@ COMPONENT_ORDER = ("gpu", "driver", "rdma", "ib", "bond", "container", "tuning",
 # Opt-in tests that disturb a node (`validate --disruptive` only, never by default): the component they
 # belong to -> the module that holds them (same interface as a component module).
 DISRUPTIVE = {"bond": "bond_failover"}
+# Every module ``component`` imports by name (importlib, which no import statement shows): what a program that
+# runs the checks carries besides the modules it imports (node-check's zipapp, clustercert.remote.nodeapp).
+COMPONENT_MODULES = (*COMPONENT_ORDER, *DISRUPTIVE.values())
 
 
 @dataclass

@@ -12,7 +12,7 @@ import json
 import socket
 import time
 
-from clustercert.checks import HostContext
+from clustercert.checks import COMPONENT_MODULES, HostContext
 from clustercert.checks import run as check_run
 from clustercert.collect import slurm
 from clustercert.errors import InputError
@@ -64,6 +64,6 @@ def build(args) -> int:
         raise InputError("--build-zipapp", None, "builds on the controller (clustercert installed with pip), not from "
                                                  "a node-check zipapp") from None
     profiles = {name: load_profile(name).model_dump(mode="json") for name in builtin_profiles()}
-    out, changed = nodeapp.build(args.build_zipapp, profiles)
+    out, changed = nodeapp.build(args.build_zipapp, profiles, COMPONENT_MODULES)
     print(f"{out}: {'written' if changed else 'unchanged'} ({out.stat().st_size} bytes; python3 {out} --help)")
     return 0

@@ -10,11 +10,14 @@ part of node-check's zipapp (clustercert.remote.nodeapp); clustercert.model.node
 
 from __future__ import annotations
 
-# the profile's keys (clustercert.model.profile.Profile's fields; tests/test_node_check.py holds them equal)
+# the profile's keys (clustercert.model.profile.Profile's fields, written out: the node has no pydantic to ask;
+# tests/test_node_check.py holds them equal)
 FIELDS = ("name", "description", "gpu", "driver", "cuda", "nccl", "ofed", "container", "ib", "subnet_manager",
-          "tuning", "firmware_uniform", "drift_tolerance", "dcgm_diag", "thresholds", "hardware")
-# the profile's mappings whose keys are names (a threshold's, a sysctl's, an HCA's): they stay dicts
-MAPPINGS = frozenset({("thresholds",), ("tuning", "sysctl"), ("hardware", "nic_gpu")})
+          "tuning", "firmware_uniform", "drift_tolerance", "dcgm_diag", "gpudirect", "ddp", "storage", "thresholds",
+          "hardware")
+# the profile's mappings whose keys are names (a threshold's, a sysctl's, an HCA's, an environment variable's):
+# they stay dicts
+MAPPINGS = frozenset({("thresholds",), ("tuning", "sysctl"), ("hardware", "nic_gpu"), ("ddp", "env")})
 
 # dcgmi diag -r N: what each level runs and how long it normally takes (DCGM's dcgmi-diag reference:
 # 1 quick deployment checks, seconds; 2 medium, about two minutes; 3 long, about 15 minutes;
@@ -44,6 +47,30 @@ class DcgmDiagRules:
         return self.timeout_s if self.timeout_s is not None else DCGM_DIAG_TIMEOUT_S.get(self.level, 300.0)
 
 
+class GpuDirectRules:
+    @property
+    def rails(self) -> list[str]:
+        """The GDR-capable rails: every HCA a pair names, in order, once."""
+        return list(dict.fromkeys(p.hca for p in self.pairs))
+
+
+class StorageRules:
+    @property
+    def checkpoint_paths(self) -> list[str]:
+        """Where probe.checkpoint_write writes: every mount marked checkpoint, then the scratch."""
+        out = [m.path for m in self.mounts if m.checkpoint]
+        if self.scratch is not None and self.scratch.checkpoint:
+            out.append(self.scratch.mount)
+        return out
+
+
+class ProfileRules:
+    @property
+    def ddp_ranks(self) -> int:
+        """Processes per node the DDP smoke test starts: ddp.ranks_per_node, else one per GPU."""
+        return (self.ddp.ranks_per_node if self.ddp and self.ddp.ranks_per_node else None) or self.gpu.count
+
+
 class Section:
     """A section of a plain profile: its keys as read-only attributes."""
 
@@ -68,9 +95,12 @@ class Section:
 
 
 # where in the profile a section gets derived values ("*": any key of a mapping)
-_CLASSES = {("ib",): type("IB", (IBRules, Section), {}),
+_CLASSES = {(): type("Profile", (ProfileRules, Section), {}),
+            ("ib",): type("IB", (IBRules, Section), {}),
             ("thresholds", "*"): type("Threshold", (ThresholdRules, Section), {}),
-            ("dcgm_diag",): type("DcgmDiag", (DcgmDiagRules, Section), {})}
+            ("dcgm_diag",): type("DcgmDiag", (DcgmDiagRules, Section), {}),
+            ("gpudirect",): type("GpuDirect", (GpuDirectRules, Section), {}),
+            ("storage",): type("Storage", (StorageRules, Section), {})}
 
 
 def _plain(value, path: tuple[str, ...]):

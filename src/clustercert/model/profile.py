@@ -27,7 +27,14 @@ from pydantic import (
 
 from clustercert.errors import InputError
 from clustercert.model import names
-from clustercert.model.plain import DcgmDiagRules, IBRules, ThresholdRules
+from clustercert.model.plain import (
+    DcgmDiagRules,
+    GpuDirectRules,
+    IBRules,
+    ProfileRules,
+    StorageRules,
+    ThresholdRules,
+)
 from clustercert.model.strict_yaml import load_yaml_file
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "profiles"  # clustercert/profiles/
@@ -231,18 +238,13 @@ class GpuNicPair(_Strict):
     numa: StrictInt = Field(ge=0, le=63)
 
 
-class GpuDirect(_Strict):
+class GpuDirect(GpuDirectRules, _Strict):  # rails: GpuDirectRules
     """GPUDirect RDMA: the GPU-NIC pairs probe.ib_write_bw_gdr measures (ib_write_bw --use_cuda, pinned
     with numactl to the pair's NUMA node) and the rails on which probe.nccl_transport expects NCCL's
     IB transport with GDRDMA. The mapping is held against ``nvidia-smi topo -m`` on every node."""
 
     pairs: tuple[GpuNicPair, ...] = Field(min_length=1)
     source: str = Field(min_length=5)
-
-    @property
-    def rails(self) -> list[str]:
-        """The GDR-capable rails: every HCA a pair names, in order, once."""
-        return list(dict.fromkeys(p.hca for p in self.pairs))
 
 
 class Ddp(_Strict):
@@ -301,22 +303,14 @@ class Scratch(_Strict):
         return _fstypes(value)
 
 
-class Storage(_Strict):
+class Storage(StorageRules, _Strict):  # checkpoint_paths: StorageRules
     mounts: tuple[Mount, ...] = ()
     scratch: Scratch | None = None
     checkpoint_size_mib: StrictInt = Field(default=1024, ge=1, le=1048576)
     source: str = Field(min_length=5)
 
-    @property
-    def checkpoint_paths(self) -> list[str]:
-        """Where probe.checkpoint_write writes: every mount marked checkpoint, then the scratch."""
-        out = [m.path for m in self.mounts if m.checkpoint]
-        if self.scratch is not None and self.scratch.checkpoint:
-            out.append(self.scratch.mount)
-        return out
 
-
-class Profile(_Strict):
+class Profile(ProfileRules, _Strict):  # ddp_ranks: ProfileRules
     name: str
     description: str
     gpu: GPU
@@ -357,11 +351,6 @@ class Profile(_Strict):
             raise ValueError(f"ddp.ranks_per_node {self.ddp.ranks_per_node} is more than the node's "
                              f"{self.gpu.count} GPUs (nccl: one process per GPU)")
         return self
-
-    @property
-    def ddp_ranks(self) -> int:
-        """Processes per node the DDP smoke test starts: ddp.ranks_per_node, else one per GPU."""
-        return (self.ddp.ranks_per_node if self.ddp and self.ddp.ranks_per_node else None) or self.gpu.count
 
 
 def check_threshold_units(profile: Profile) -> tuple[str, str] | None:

@@ -1,10 +1,12 @@
 """node-check's zipapp: the pure layers and the node runner in one file for a node, as ``python -m zipapp`` makes it.
 
-``build(target, profiles)`` writes ``#!/usr/bin/env python3`` and a zip (zipapp.create_archive) of the modules in
-NODE_MODULES -- what ``clustercert node-check`` imports, all stdlib-only: no pydantic, PyYAML, Ansible,
-ansible-runner, Jinja2 or rich -- with ``profiles`` (the built-in profiles, validated on the controller and
-resolved: clustercert.model.nodefile reads them as clustercert/profiles/NAME.json) and a ``__main__`` that runs
-``clustercert node-check`` with the program's own arguments. The node needs Python >= 3.10 (MIN_PYTHON: the
+``build(target, profiles, components)`` writes ``#!/usr/bin/env python3`` and a zip (zipapp.create_archive) of the
+modules in NODE_MODULES and of the check components (``components``: clustercert.checks.COMPONENT_MODULES, which
+clustercert.checks imports by name; remote/ comes before checks/ in the layers, so the caller hands them over) --
+what ``clustercert node-check`` imports, all stdlib-only: no pydantic, PyYAML, Ansible, ansible-runner, Jinja2 or
+rich -- with ``profiles`` (the built-in profiles, validated on the controller and resolved:
+clustercert.model.nodefile reads them as clustercert/profiles/NAME.json) and a ``__main__`` that runs ``clustercert
+node-check`` with the program's own arguments. The node needs Python >= 3.10 (MIN_PYTHON: the
 parsers use 3.10's ``zip(strict=)`` and ``X | Y`` in isinstance); an older one gets one line and exit 2.
 
 The bytes depend on the sources and the profiles only (entries sorted, with a fixed time and mode, then
@@ -20,23 +22,22 @@ import os
 import tempfile
 import zipapp
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from clustercert.errors import InputError
 
 MIN_PYTHON = (3, 10)
 PACKAGE = Path(__file__).resolve().parent.parent  # clustercert/
-# the package's modules the zipapp carries (paths under clustercert/, without .py; "parsers/*": every parser);
-# tests/test_node_check.py holds the list closed under their imports
+# the package's modules the zipapp carries besides the check components (paths under clustercert/, without .py;
+# "parsers/*": every parser); tests/test_node_check_zipapp.py holds the list closed under their imports
 NODE_MODULES = (
     "__init__", "errors", "paths", "shell", "cli", "cmdoptions",
     "model/__init__", "model/names", "model/evidence", "model/plain", "model/nodefile",
     "remote/__init__", "remote/runner",
     "collect/__init__", "collect/ssh", "collect/slurm",
     "parsers/*",
-    "checks/__init__", "checks/run", "checks/cluster", "checks/bond_failover",
-    "checks/gpu", "checks/driver", "checks/rdma", "checks/ib", "checks/bond", "checks/container", "checks/tuning",
-    "checks/time", "checks/packages", "checks/hardware",
+    "checks/__init__", "checks/run", "checks/cluster",
     "report/__init__", "report/documents", "report/text",
     "commands/__init__", "commands/node_check",
 )
@@ -58,10 +59,10 @@ sys.exit(main(["node-check"] + sys.argv[1:]))
 """.format(min=MIN_PYTHON, text=".".join(map(str, MIN_PYTHON)))
 
 
-def module_files() -> list[str]:
-    """The files NODE_MODULES names, relative to the package, sorted."""
+def module_files(components: Iterable[str]) -> list[str]:
+    """The files NODE_MODULES and the check ``components`` name, relative to the package, sorted."""
     out = set()
-    for m in NODE_MODULES:
+    for m in (*NODE_MODULES, *(f"checks/{c}" for c in components)):
         if m.endswith("/*"):
             out |= {p.relative_to(PACKAGE).as_posix() for p in (PACKAGE / m[:-2]).glob("*.py")}
         else:
@@ -69,16 +70,18 @@ def module_files() -> list[str]:
     return sorted(out)
 
 
-def build(target: str | Path, profiles: dict[str, dict], interpreter: str = INTERPRETER) -> tuple[Path, bool]:
+def build(target: str | Path, profiles: dict[str, dict], components: Iterable[str],
+          interpreter: str = INTERPRETER) -> tuple[Path, bool]:
     """Write the zipapp to ``target`` (replaced atomically, mode 0755) carrying ``profiles`` ({name: the resolved
-    profile's dict}); returns its path and whether it changed (a target with the same bytes is left as it is). A
-    target whose directory is missing or not writable is bad input."""
+    profile's dict}) and the check ``components`` (clustercert.checks.COMPONENT_MODULES); returns its path and
+    whether it changed (a target with the same bytes is left as it is). A target whose directory is missing or not
+    writable is bad input."""
     target = Path(target).expanduser().absolute()
     if target.is_dir():
         raise InputError("--build-zipapp", str(target), "is a directory, expected a file")
     if not target.parent.is_dir() or not os.access(target.parent, os.W_OK | os.X_OK):
         raise InputError("--build-zipapp", str(target), f"{target.parent} is not a writable directory")
-    entries = {f"clustercert/{rel}": (PACKAGE / rel).read_bytes() for rel in module_files()}
+    entries = {f"clustercert/{rel}": (PACKAGE / rel).read_bytes() for rel in module_files(components)}
     entries |= {f"clustercert/profiles/{name}.json": (json.dumps(data, sort_keys=True) + "\n").encode()
                 for name, data in profiles.items()}
     entries["__main__.py"] = MAIN.encode()
