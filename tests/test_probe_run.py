@@ -159,3 +159,20 @@ def test_pairs_run_at_most_forks_at_a_time(monkeypatch, tmp_path):
     fab = FakeFabric(16)
     _run(fab, ThresholdJudge(), forks=25, probes=frozenset({"iperf3"}))
     assert fab.most > 4
+
+
+def test_slurm_is_read_before_any_server_starts(monkeypatch, tmp_path):
+    """Round 1's servers start early, as soon as their node's loopback tests end, and may hold every session
+    the node allows until their clients come: reading the Slurm states (one more session on a Slurm node)
+    after them waited for the servers' timeout (the lab's drain test, slurmctld stopped: 19 min). The
+    states are read before any probe."""
+    monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path))
+    fab = FakeFabric(4)
+    order: list[str] = []
+    start = fab.start_server
+    fab.start_server = lambda server, timeout, **kw: (order.append("server"), start(server, timeout, **kw))[1]
+    monkeypatch.setattr(probe_run, "slurm_launch_states", lambda *a, **k: order.append("slurm"))
+    inv = SimpleNamespace(hosts=fab.hosts())
+    probe_run.run(inv, fab.names, ProbeSettings(2, 20, only=frozenset({"ib_write_bw", "iperf3"})), ThresholdJudge(), 25,
+                  io=fab)
+    assert "server" in order and order[0] == "slurm" and order.count("slurm") == 1, order

@@ -403,6 +403,9 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
     pair_ms: list[Measurement] = []
     node_wall = 0.0
     try:
+        # before any probe: once round 1's servers start early they may hold every session a node allows
+        # (MaxSessions - 2) until their clients come, and reading Slurm needs one of them
+        slurm_states = slurm_launch_states(inv, list(nodes), cfg, cp)
         if cfg.node_probes:
             with ThreadPoolExecutor(max_workers=min(forks, len(nodes) or 1)) as ex:
                 per_node = dict(zip(nodes, ex.map(lambda n: node_probes(hosts[n], cfg, cp, down, hcas_free, io=io,
@@ -411,7 +414,6 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
         node_wall = time.monotonic() - t0
         loop.node_bad = {n for n, ms in per_node.items() if any(m.status in ("fail", "error") for m in ms)}
         loop.down |= down
-        slurm_states = slurm_launch_states(inv, [n for n in nodes if n not in down], cfg, cp)
         rnd = first
         while rnd is not None:
             t_round = time.monotonic()
