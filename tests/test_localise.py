@@ -222,7 +222,7 @@ def test_next_round_for_ten_thousand_nodes_is_fast():
     pairs, _ = round1(nodes)
     bad = set(nodes[::3])
     results = [PairResult(a, b, 1, {c: not ({a, b} & bad) for c in CHANNELS}) for a, b in pairs]
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU time: parallel test workers beside it do not count against the bound
     inf = localise(results, nodes)
     tried = {}
     for a, b in pairs:
@@ -234,7 +234,7 @@ def test_next_round_for_ten_thousand_nodes_is_fast():
             cleared.setdefault(r.a, set()).update(CHANNELS)
             cleared.setdefault(r.b, set()).update(CHANNELS)
     r2 = next_round(nodes, inf.needs, tried, cleared)
-    took = time.perf_counter() - t0
+    took = time.process_time() - t0
     flat = [x for p in r2 for x in p]
     assert len(flat) == len(set(flat))
     assert len(r2) >= len(inf.needs) // 2

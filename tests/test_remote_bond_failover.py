@@ -87,15 +87,18 @@ def node(tmp_path, monkeypatch):
     yield Node
     for s, h in handlers.items():
         signal.signal(s, h)
-    for pid in watchdogs():  # its group: its sleep too
+    for pid in watchdogs(Node):  # its group: its sleep too
         os.killpg(pid, signal.SIGKILL)
 
 
-def watchdogs() -> list[int]:
-    found = []
+def watchdogs(node) -> list[int]:
+    """The watchdogs of ``node``'s bond: those whose environment has its FAKE_NET (inherited from the test),
+    not a watchdog of a test running beside this one (pytest-xdist, another session's run)."""
+    found, own = [], f"\0FAKE_NET={node.path}\0".encode()
     for p in Path("/proc").iterdir():
         try:
-            if p.name.isdigit() and f"\0watchdog\0{GUARD_S}\0".encode() in (p / "cmdline").read_bytes():
+            if (p.name.isdigit() and f"\0watchdog\0{GUARD_S}\0".encode() in (p / "cmdline").read_bytes()
+                    and own in b"\0" + (p / "environ").read_bytes()):
                 found.append(int(p.name))
         except OSError:
             pass
@@ -126,9 +129,9 @@ def test_main_takes_the_active_slave_down_and_brings_it_back(node, capsys):
                                                             ["ip", "link", "set", "dev", "ib0", "up"]]
     assert ["ping", "-n", "-c", "3", "-i", "0.2", "-W", "1", "-I", "bond0", "10.253.0.12"] in calls
     deadline = time.monotonic() + 5
-    while watchdogs() and time.monotonic() < deadline:  # restored: the watchdog is killed
+    while watchdogs(node) and time.monotonic() < deadline:  # restored: the watchdog is killed
         time.sleep(0.05)
-    assert watchdogs() == []
+    assert watchdogs(node) == []
 
 
 def test_main_without_a_peer_pings_nothing(node, capsys):
@@ -141,7 +144,7 @@ def test_main_refuses_a_bond_whose_backup_is_down(node, capsys):
     (node.path / "ib1" / "bonding_slave" / "mii_status").write_text("down\n")
     rc, rec, out = run_main(capsys)
     assert (rc, rec["outcome"], rec["backup"]) == (0, "backup_down", ["ib1"])
-    assert not [c for c in node.calls() if c[:2] == ["ip", "link"]] and watchdogs() == []
+    assert not [c for c in node.calls() if c[:2] == ["ip", "link"]] and watchdogs(node) == []
 
 
 def test_main_on_a_bond_without_an_active_slave_or_no_bond(node, capsys):
@@ -158,9 +161,9 @@ def test_main_when_the_slave_cannot_be_taken_down(node, capsys, monkeypatch):
     assert (rec["outcome"], rec["down_error"]) == ("down_failed", "RTNETLINK answers: Operation not permitted")
     assert rec["restored"] is None and rec["failover_ms"] is None
     deadline = time.monotonic() + 5
-    while watchdogs() and time.monotonic() < deadline:  # nothing went down: the watchdog is killed too
+    while watchdogs(node) and time.monotonic() < deadline:  # nothing went down: the watchdog is killed too
         time.sleep(0.05)
-    assert watchdogs() == []
+    assert watchdogs(node) == []
 
 
 def test_main_when_the_restore_fails_leaves_the_watchdog(node, capsys, monkeypatch):
@@ -169,7 +172,7 @@ def test_main_when_the_restore_fails_leaves_the_watchdog(node, capsys, monkeypat
     assert rec["restored"] is False and rec["restore_error"] == "RTNETLINK answers: Operation not permitted"
     assert rec["return_ms"] is None and rec["outcome"] == "tested"
     assert [c for c in node.calls() if c[-1] == "up"] == [["ip", "link", "set", "dev", "ib0", "up"]] * 5
-    assert len(watchdogs()) == 1  # it brings the slave up later (killed here by the fixture)
+    assert len(watchdogs(node)) == 1  # it brings the slave up later (killed here by the fixture)
 
 
 def node_text(node) -> str:

@@ -188,11 +188,18 @@ def test_a_tether_whose_parent_is_already_gone_runs_nothing(run):
 def test_descendants_as_a_function():
     p = subprocess.Popen(["/bin/sh", "-c", "sleep 300 & wait"])
     try:
+        def argv0(pid: int) -> bytes:
+            try:
+                return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+            except OSError:
+                return b""
+
         deadline = time.monotonic() + 10
-        while len(tether.descendants(p.pid)) < 1 and time.monotonic() < deadline:
+        # until the shell's child has run `sleep` (forked, it is a /bin/sh for a moment: longer under load)
+        while [argv0(c) for c in tether.descendants(p.pid)] != [b"sleep"] and time.monotonic() < deadline:
             time.sleep(0.05)
         (child,) = tether.descendants(p.pid)
-        assert Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[0] == b"sleep"
+        assert argv0(child) == b"sleep"
         assert p.pid in tether.descendants() and child in tether.descendants()
     finally:
         for pid in tether.descendants(p.pid):

@@ -22,9 +22,9 @@ def _pairs(cert: dict) -> int:
 
 def test_a_1024_node_certificate_renders_to_at_most_10_mb():
     cert = scale_module().synthetic_certificate(1024)
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU time: parallel test workers beside it do not count against the bound
     page = render_html(cert)
-    took = time.perf_counter() - t0
+    took = time.process_time() - t0
     size = len(page.encode("utf-8"))
     assert size <= 10_000_000, size
     assert took < 20, took

@@ -9,6 +9,7 @@ and CLUSTERCERT_LAB_ROOT (a prefix for /sys, /etc, /run the tools read or write)
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -71,8 +72,10 @@ class Sim:
         return r.stdout
 
     def background(self, tool: str, *args: str) -> subprocess.Popen:
+        # its own process group, which close() ends whole: a simulated daemon is a shell loop whose
+        # `sleep 3600` child would outlive the shell
         p = subprocess.Popen([PY, str(SOURCE), tool, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=self.env())
+                             text=True, env=self.env(), start_new_session=True)
         self.procs.append(p)
         return p
 
@@ -95,12 +98,18 @@ class Sim:
         raise AssertionError(f"{tool} did not write {pidfile}")
 
     def close(self) -> None:
-        for p in self.procs:
-            p.terminate()
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        """End every background tool with its whole process group (SIGTERM, then SIGKILL for what is left)."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for p in self.procs:
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    pass
+            for p in self.procs:
+                try:
+                    p.communicate(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
 
 
 @pytest.fixture
@@ -715,10 +724,10 @@ def _allreduce_2nodes(a: Sim, b: Sim, per_node: int = 2, slurm: bool = False, g:
 @pytest.mark.parametrize("per_node,g", [(2, 1), (1, 8)], ids=["2procs-g1", "1proc-g8"])
 def test_nccl_all_reduce_across_nodes_is_bounded_by_the_rails_of_both_ends(tmp_path, slurm, per_node, g):
     a, b = _two_nodes(tmp_path)
-    for s in (a, b):
-        s.driver_loaded()
-        s.start_daemon("nv-fabricmanager", "/run/nvidia-fabricmanager/nv-fabricmanager.pid")
     try:
+        for s in (a, b):
+            s.driver_loaded()
+            s.start_daemon("nv-fabricmanager", "/run/nvidia-fabricmanager/nv-fabricmanager.pid")
         _outs, rec = _allreduce_2nodes(a, b, per_node, slurm, g)
         n = 2 * per_node * g  # NCCL ranks: one per GPU, numbered process by process
         assert [d["rank"] for d in rec["devices"]] == list(range(n))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from provisioning_helpers import BIN, ansible_env
+from provisioning_helpers import BIN, REPO, ansible_env
 
 PLAY = """\
 - name: argument validation only
@@ -32,7 +32,7 @@ def test_wrong_type_fails_with_the_argument_spec_message(tmp_path, role, var, va
         [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(pb), "--tags", "clustercert-none",
          "-e", f'{{"{var}": {value}}}',
          "-e", "@playbooks/group_vars/all/versions.yml"],
-        capture_output=True, text=True, env=ansible_env(), timeout=120, cwd=str(BIN.parent.parent),
+        capture_output=True, text=True, env=ansible_env(), timeout=120, cwd=str(REPO),
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
@@ -48,6 +48,6 @@ def test_valid_values_pass_validation(tmp_path):
     proc = subprocess.run(
         [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(pb), "--tags", "clustercert-none",
          "-e", '{"tuning_nofile": 65536}', "-e", "@playbooks/group_vars/all/versions.yml"],
-        capture_output=True, text=True, env=ansible_env(), timeout=120, cwd=str(BIN.parent.parent),
+        capture_output=True, text=True, env=ansible_env(), timeout=120, cwd=str(REPO),
     )
     assert proc.returncode == 0, proc.stdout[-2000:]

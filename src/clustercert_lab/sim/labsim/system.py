@@ -209,7 +209,8 @@ def _daemon(pidfile: str, name: str, argv: list[str], banner: str) -> int:
                 time.sleep(0.05)
             return 1
         os.setsid()
-    script = ('echo $$ > "$1"; trap \'rm -f "$1"; exit 0\' TERM INT; '
+    # on TERM it ends its `sleep` too (else orphaned: a real daemon leaves no child behind)
+    script = ('echo $$ > "$1"; trap \'kill $! 2>/dev/null; rm -f "$1"; exit 0\' TERM INT; '
               'while :; do sleep 3600 & wait $!; done')
     os.execv("/bin/sh", [f"/usr/bin/{name}", "-c", script, name, path])
     return 1
