@@ -13,7 +13,8 @@ echo "== ansible-lint (production profile)"
 # `wip` marks lab acceptance tests of issues still open (see the README); everything else runs.
 # Ctrl-C stops the script (pytest itself exits 2 on it, which would start the next run).
 trap 'echo "test.sh: interrupted" >&2; exit 130' INT
-# -n 2: as many workers as this machine's 2 cores; 3 or 4 were no faster there (README, Two commands).
+# -n 2: as many workers as this machine's 2 cores (3 were faster only on an otherwise quiet machine and,
+# under load, tripped the tests that time themselves: README, Two commands).
 echo "== pytest: unit tests (parallel: -n 2)"
 unit=0
 .venv/bin/pytest -q -p no:cacheprovider --durations=12 -m "not lab and not wip" -n 2 "$@" || unit=$?
