@@ -5,7 +5,8 @@ the cluster runs the one HealthCheckProgram slurm.conf names. node02 then misses
 administrator: slurmd's own health check drains node02 with ``Reason=clustercert: <ids>`` (gpu.count among them)
 and, once healed, resumes it; node04 keeps its administrator's drain, node01 and node03 are not touched.
 
-Marked wip until the owner has run it on the lab (it cannot run beside another session's lab)."""
+Marked wip: it passed on the lab when run by hand (2026-12-05), but its Slurm set-up (3.5 min) is not yet shared
+with test_drain_slurm_lab's, and CI has no room for a second one (README, Two commands)."""
 
 from __future__ import annotations
 
