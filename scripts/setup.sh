@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 need=()
 for pkg in python3 python3-venv python3-pip git ca-certificates openssh-client iproute2 iptables \
-           debootstrap systemd-container iperf3 gnupg dpkg-dev curl \
+           debootstrap systemd-container iperf3 fio gnupg dpkg-dev curl \
            chromium fonts-dejavu-core; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
