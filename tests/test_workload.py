@@ -73,6 +73,45 @@ def test_real_logs_plugin_p2p_init_lines_and_bare_lines():
         parse("nccl-info-transport", "# nThread 1 nGpus 8\n")
 
 
+H200_DDP = FIX / "1gpu-h200-nccl2.28.9-no-ib-socket-fallback-ddp-smoke.txt"  # own capture, SOURCES.md
+
+
+def test_real_log_ib_plugin_failed_socket_assigned_h200():
+    """NCCL 2.28.9 on a VM without InfiniBand: 'NET/IB : Using [RO]; OOB eth0:...' then 'Failed to initialize NET
+    plugin IB' and 'Assigned NET plugin Socket to comm'. IB is not a network the host uses."""
+    rec = parse("nccl-info-transport", H200_DDP.read_text())
+    assert rec["info_lines"] == 95
+    [(host, h)] = rec["hosts"].items()
+    assert host == "vm"
+    assert h["networks"] == ["Socket"] and h["net_plugin"] == "Socket" and h["failed_net_plugins"] == ["IB"]
+    assert h["net_devices"] == {} and h["connections"] == []  # one rank: 'Channel 00/64 : 0', no '->' line
+    # the DDP smoke script's own line in the same stdout
+    (rank,) = parse("ddp-smoke", H200_DDP.read_text())["ranks"]
+    assert (rank["backend"], rank["device"], rank["world_size"], rank["allreduce"]["ok"]) == ("nccl", "cuda:0", 1, True)
+
+
+def test_failed_plugin_is_judged_per_process_and_older_logs_have_no_plugin():
+    ok_ib = "n1:2:2 [1] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:<0>\n"
+    failed = ("n1:1:1 [0] NCCL INFO NET/IB : Using [RO]; OOB eth0:<0>\n"
+              "n1:1:1 [0] NCCL INFO Failed to initialize NET plugin IB\n"
+              "n1:1:1 [0] NCCL INFO Assigned NET plugin Socket to comm\n")
+    # another process of the host initialised IB: the host does use it
+    h = parse("nccl-info-transport", failed + ok_ib)["hosts"]["n1"]
+    assert h["networks"] == ["IB"] and h["failed_net_plugins"] == ["IB"] and h["net_devices"] == {"0": "mlx5_0"}
+    h = parse("nccl-info-transport", failed)["hosts"]["n1"]
+    assert h["networks"] == [] and h["net_plugin"] == "Socket"
+    old = parse("nccl-info-transport", (FIX / "2node-net-socket-and-ib-init-ncclt29.txt").read_text())
+    assert all(x["net_plugin"] is None and x["failed_net_plugins"] == [] for x in old["hosts"].values())
+
+
+def test_transport_single_node_log_is_an_error_not_a_pass():
+    """The H200 run is one rank on one node: no inter-node connection line, so probe.nccl_transport cannot judge
+    it (error), never a pass."""
+    m = workload.eval_nccl_transport("vm", "other", H100, res(H200_DDP.read_text()), 60)
+    assert m.status == "error"
+    assert m.observed == "no inter-node connection line (Channel ... via NET/...) in the output"
+
+
 def _transport(text: str, a: str = "node0", b: str = "node2", profile=LAB):
     return workload.eval_nccl_transport(a, b, profile, res(text), 60)
 

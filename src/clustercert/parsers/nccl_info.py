@@ -17,12 +17,21 @@ Accepted around the lines: launcher prefixes (``[1,0]<stdout>:``, ``[0] ``, ``0:
 anything else (ignored). Record::
 
     {"hosts": {host: {"net_devices": {"0": "mlx5_0", ...},      # from its NET/IB : Using line
-                      "networks": ["IB", "Socket"],             # NET/<name> : Using / Using network <name>
+                      "networks": ["IB", "Socket"],             # NET/<name> : Using / Using network <name>,
+                                                                # less those whose plugin failed to initialise
+                      "net_plugin": "Socket"|None,              # "Assigned NET plugin <name> to comm"
+                      "failed_net_plugins": ["IB"],             # "Failed to initialize NET plugin <name>"
                       "gdr_disabled": ["mlx5_5"],               # "GPU Direct RDMA Disabled for HCA N 'x'"
                       "connections": [{"channel": "00/0", "src": 0, "dst": 8, "direction": "send"|"receive"|None,
                                        "transport": "NET"|"P2P"|"SHM"|..., "net": "IB"|"Socket"|"IBext_v8"|None,
                                        "device": 0|None, "hca": "mlx5_0"|None, "gdr": bool, "line": str}]}},
      "info_lines": int}         # NCCL INFO lines seen
+
+NCCL 2.2x prints ``NET/IB : Using [RO]; OOB eth0:...`` on a host without an InfiniBand device, then
+``Failed to initialize NET plugin IB`` and falls back (``Assigned NET plugin Socket to comm``): a network is in
+``networks`` only when some process of the host named it and did not then fail to initialise its plugin.
+``net_plugin`` is the plugin NCCL assigned to the host's communicators (the first such line; None when the log
+has none, as before NCCL 2.2x).
 
 A connection line without a host prefix (quoted on its own) is filed under host ``"?"``. Text without any
 NCCL INFO line or connection line raises ParseError.
@@ -44,10 +53,13 @@ _USING_RE = re.compile(r"^NET/(?P<net>[A-Za-z0-9_]+) : Using (?P<list>.*)$")
 _NIC_RE = re.compile(r"\[(\d+)\]([A-Za-z0-9_]+):\d+/(?:IB|RoCE)")
 _NETWORK_RE = re.compile(r"^Using network (?P<net>\S+(?: \S+)?)")
 _GDR_OFF_RE = re.compile(r"GPU Direct RDMA Disabled for HCA \d+ '([^']+)'")
+_PLUGIN_FAILED_RE = re.compile(r"^Failed to initiali[sz]e NET plugin (?P<net>\S+)")
+_PLUGIN_ASSIGNED_RE = re.compile(r"^Assigned NET plugin (?P<net>\S+) to comm")
 
 
 def _host(rec: dict, name: str) -> dict:
-    return rec["hosts"].setdefault(name, {"net_devices": {}, "networks": [], "gdr_disabled": [], "connections": []})
+    return rec["hosts"].setdefault(name, {"net_devices": {}, "networks": [], "net_plugin": None,
+                                          "failed_net_plugins": [], "gdr_disabled": [], "connections": []})
 
 
 def _connection(m: re.Match, line: str) -> dict:
@@ -69,6 +81,9 @@ def _connection(m: re.Match, line: str) -> dict:
 def parse_transport(text: str) -> dict:
     kind = "nccl-info-transport"
     rec: dict = {"hosts": {}, "info_lines": 0}
+    # per (host, pid): the networks the process named and those whose plugin it failed to initialise
+    named: dict[tuple[str, str], list[str]] = {}
+    failed: dict[tuple[str, str], set[str]] = {}
     for raw in text_lines(kind, text, "NCCL_DEBUG=INFO output"):
         line = _PREFIX_RE.sub("", raw.strip(), count=1)
         m = _INFO_RE.match(line)
@@ -79,28 +94,39 @@ def parse_transport(text: str) -> dict:
             continue
         rec["info_lines"] += 1
         host, msg = _host(rec, m.group("host")), m.group("msg")
+        proc = (m.group("host"), m.group("pid"))
         c = _CONN_RE.match(msg)
         if c is not None and msg.startswith(("Channel", "Ring")):
             host["connections"].append(_connection(c, line))
             continue
-        u = _USING_RE.match(msg)
+        u = _USING_RE.match(msg) or _NETWORK_RE.match(msg)
         if u is not None:
             if u.group("net") not in host["networks"]:
                 host["networks"].append(u.group("net"))
-            for idx, nic in _NIC_RE.findall(u.group("list")):
+            named.setdefault(proc, []).append(u.group("net"))
+            for idx, nic in _NIC_RE.findall(u.groupdict().get("list") or ""):
                 host["net_devices"][idx] = nic
             continue
-        n = _NETWORK_RE.match(msg)
-        if n is not None:
-            if n.group("net") not in host["networks"]:
-                host["networks"].append(n.group("net"))
+        f = _PLUGIN_FAILED_RE.match(msg)
+        if f is not None:
+            failed.setdefault(proc, set()).add(f.group("net"))
+            if f.group("net") not in host["failed_net_plugins"]:
+                host["failed_net_plugins"].append(f.group("net"))
+            continue
+        a = _PLUGIN_ASSIGNED_RE.match(msg)
+        if a is not None:
+            host["net_plugin"] = host["net_plugin"] or a.group("net")
             continue
         g = _GDR_OFF_RE.search(msg)
         if g is not None and g.group(1) not in host["gdr_disabled"]:
             host["gdr_disabled"].append(g.group(1))
     if not rec["info_lines"] and not any(h["connections"] for h in rec["hosts"].values()):
         raise ParseError(kind, "no NCCL INFO line and no connection line (was NCCL_DEBUG=INFO set?)")
-    for h in rec["hosts"].values():
+    for name, h in rec["hosts"].items():
+        # a network stays when a process of the host named it and did not fail to initialise its plugin
+        h["networks"] = [net for net in h["networks"]
+                         if any(p[0] == name and net in nets and net not in failed.get(p, set())
+                                for p, nets in named.items())]
         for c in h["connections"]:
             if c["device"] is not None:
                 c["hca"] = h["net_devices"].get(str(c["device"]))
