@@ -169,6 +169,14 @@ def why_not(res: CommandResult | None, timeout: float | None = None) -> str | No
     return None
 
 
+def printed_nothing(res: CommandResult | None) -> str | None:
+    """For a command that exited 0 and printed nothing: evidence saying so (with its stderr, if any); else None."""
+    if res is None or not res.ok or res.stdout.strip():
+        return None
+    err = res.stderr.strip()
+    return f"{res.command}: exit status 0, no output" + (f"; stderr: {err[:200]}" if err else "")
+
+
 def error(check: str, reason: str, res: CommandResult | None = None, subject: str = "") -> Finding:
     return Finding(check, "error", subject, "", reason, res.excerpt() if res else "")
 

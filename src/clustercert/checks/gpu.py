@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from clustercert.checks import Evidence, Finding, HostContext, error, judge, ok, parsed, why_not
+from clustercert.checks import (
+    Evidence,
+    Finding,
+    HostContext,
+    error,
+    judge,
+    ok,
+    parsed,
+    printed_nothing,
+    why_not,
+)
 
 CHECK_IDS = (
     "gpu.count", "gpu.model", "gpu.memory", "gpu.ecc", "gpu.row_remap", "gpu.retired_pages", "gpu.xid",
@@ -64,7 +74,7 @@ def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
             out.append(judge("gpu.persistence", g.get("persistence_mode") is True, s, "Enabled",
                              {True: "Enabled", False: "Disabled"}.get(g.get("persistence_mode"), "not reported")))
     out += _xid(ev.get("kernel_log"), ctx)
-    out += _nvlink(ev.get("nvsmi_nvlink"), ctx)
+    out += _nvlink(ev.get("nvsmi_nvlink"), ctx, rec["gpus"] if rec is not None else None)
     out += _fabricmanager(ev.get("svc_fabricmanager"), ctx)
     return out
 
@@ -148,10 +158,25 @@ def _xid(res, ctx: HostContext) -> list[Finding]:
     return out
 
 
-def _nvlink(res, ctx: HostContext) -> list[Finding]:
+NVLINK_SILENT = "no NVLink link reported (nvidia-smi nvlink -s printed nothing)"
+
+
+def _nvlink(res, ctx: HostContext, gpus: list[dict] | None = None) -> list[Finding]:
+    """Per GPU: the profile's number of active NVLinks in ``nvidia-smi nvlink -s``. ``gpus``: the GPUs
+    ``nvidia-smi -q -x`` lists (None when it did not run or parse). An ``nvlink -s`` that exits 0 and prints
+    nothing (a GPU whose NVLinks the driver does not show, e.g. in a VM) is a measured answer: each listed GPU
+    fails with no link reported. Without the GPU list that answer is not judged (error), as a non-zero exit or a
+    timeout is not."""
     want = ctx.profile.gpu.nvlink_links_per_gpu
     if want == 0:
         return [Finding("gpu.nvlink", "skip", "node", "", "profile expects no NVLink (gpu.nvlink_links_per_gpu: 0)")]
+    if (evidence := printed_nothing(res)) is not None:
+        if not gpus:
+            return [Finding("gpu.nvlink", "error", "node", f"{want} active links per GPU",
+                            f"{NVLINK_SILENT}; nvidia-smi -q -x listed no GPU to judge", evidence)]
+        return [Finding("gpu.nvlink", "fail", f"GPU{g['index']}", f"{want} active links", NVLINK_SILENT,
+                        f"{evidence}; nvidia-smi -q -x lists {_gpu_subject(g)} {g.get('product_name') or ''}".rstrip())
+                for g in gpus]
     rec, errs = parsed("nvidia-smi-nvlink", res, ("gpu.nvlink",), ctx.timeout_s)
     if rec is None:
         return errs

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from clustercert.checks import Evidence, Finding, HostContext, error, judge, parsed
+from clustercert.checks import Evidence, Finding, HostContext, error, judge, parsed, printed_nothing
 
 CHECK_IDS = ("gpu.nvlink_errors", "gpu.nic_affinity", "hw.pcie_manifest", "gpu.fabric_state",
              "ib.firmware_uniform", "gpu.vbios_uniform")
@@ -89,7 +89,8 @@ def nvlink_errors(res, ctx: HostContext) -> list[Finding]:
     """Per GPU: its CRC, replay and recovery errors over all links at most the profile's ceilings -- since the
     counters were reset (driver load, GPU reset), or in drift since the baseline run (ctx.nvlink_baseline, by
     GPU UUID; a counter below its baseline value was reset meanwhile and is read whole). A GPU whose counters
-    are not readable or read N/A is an error."""
+    are not readable or read N/A is an error, and so is an ``nvlink -e`` that printed nothing (no counter to
+    read: what that means for the links is gpu.nvlink's to say)."""
     check = "gpu.nvlink_errors"
     p = ctx.profile
     if p.gpu.nvlink_links_per_gpu == 0:
@@ -98,10 +99,13 @@ def nvlink_errors(res, ctx: HostContext) -> list[Finding]:
     if not limits:
         return [_skip(check, "node", "profile sets no NVLink error threshold (thresholds.nvlink_crc_errors, "
                                      "nvlink_replay_errors, nvlink_recovery_errors)")]
+    expected = ", ".join(f"{name} <= {limits[name].max:g}" for name in limits)
+    if (silent := printed_nothing(res)) is not None:  # exit 0, nothing printed (NVLink not shown)
+        return [Finding(check, "error", "node", expected,
+                        "no NVLink counters to read (nvidia-smi nvlink -e printed nothing)", silent)]
     rec, errs = parsed("nvidia-smi-nvlink-errors", res, (check,), ctx.timeout_s)
     if rec is None:
         return errs
-    expected = ", ".join(f"{name} <= {limits[name].max:g}" for name in limits)
     out = []
     for g in rec["gpus"]:
         subject = f"GPU{g['index']}"

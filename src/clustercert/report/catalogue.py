@@ -116,8 +116,9 @@ CHECKS: tuple[Entry, ...] = (
           ("nvsmi_xml",), ("gpu.pcie_gen", "gpu.pcie_width"), proofs=(_v("gpu_pcie_degraded"),)),
     Entry("gpu.throttle", "gpu", "no hardware or thermal slowdown among the active clock event reasons",
           ("nvsmi_xml",), proofs=(_v("gpu_clock_throttle"),)),
-    Entry("gpu.nvlink", "gpu", "every GPU has the profile's number of active NVLinks (skip without NVLink)",
-          ("nvsmi_nvlink",), ("gpu.nvlink_links_per_gpu",), proofs=(_v("nvlink_down"),)),
+    Entry("gpu.nvlink", "gpu", "every GPU has the profile's number of active NVLinks; an nvlink -s that prints "
+          "nothing fails each GPU nvidia-smi -q -x lists (skip without NVLink)",
+          ("nvsmi_nvlink", "nvsmi_xml"), ("gpu.nvlink_links_per_gpu",), proofs=(_v("nvlink_down"),)),
     Entry("gpu.persistence", "gpu", "persistence mode is Enabled on every GPU", ("nvsmi_xml",),
           note="no lab fault kind turns persistence mode off"),
     Entry("gpu.fabricmanager", "gpu", "nvidia-fabricmanager is active (running) on NVSwitch systems (skip "
