@@ -29,7 +29,9 @@ from clustercert.probes import workload
 from clustercert.probes.plan import ProbeSettings, node_plan, pair_plan
 
 FIX = Path(__file__).parent / "fixtures" / "nccl-info"
-LAB = load_profile("lab")
+LAB = load_profile("lab")  # one DDP rank per node
+# the lab profile with two DDP ranks per node: the evaluation of local ranks 0 and 1 on each node
+LAB2 = LAB.model_copy(update={"ddp": LAB.ddp.model_copy(update={"ranks_per_node": 2})})
 H100 = load_profile("h100-sxm-8x-ndr")
 
 
@@ -468,7 +470,7 @@ def test_checkpoint_a_failed_fio_job_names_fios_message():
 
 def test_ddp_evaluation():
     good = "\n".join(ddp_line(rank=r, local_rank=r % 2, host=f"node0{1 + r // 2}") for r in range(4))
-    m = workload.eval_ddp("node01", "node02", LAB, 2, res(good), 240)
+    m = workload.eval_ddp("node01", "node02", LAB2, 2, res(good), 240)
     assert m.status == "pass" and m.value == 1.5 and m.unit == "ms" and m.lower_is_better
     assert m.observed.startswith("world size 4 from torch 1.13.1 (gloo): all_reduce of 4096 B gave 10")
     assert m.evidence.count("world 4 torch 1.13.1 gloo: all_reduce 10.0 (expected 10.0)") == 4
@@ -476,16 +478,16 @@ def test_ddp_evaluation():
         "world size 6 (torch.distributed.get_world_size), expected 2 nodes x 2 ranks = 4",
         f"3 processes on node0{1 + r // 3} (LOCAL_WORLD_SIZE, torchrun --nproc_per_node), the profile expects 2 per node"])
         for r in range(6))
-    m = workload.eval_ddp("node01", "node02", LAB, 3, res(wrong, rc=1), 240)
+    m = workload.eval_ddp("node01", "node02", LAB2, 3, res(wrong, rc=1), 240)
     assert m.status == "fail" and "3 processes on node01" in m.observed and "world size 6" in m.observed
-    m = workload.eval_ddp("node01", "node02", LAB, 2, res("torch.distributed.DistNetworkError: Connection refused\n",
+    m = workload.eval_ddp("node01", "node02", LAB2, 2, res("torch.distributed.DistNetworkError: Connection refused\n",
                                                           rc=1), 240)
     assert m.status == "fail" and "the rendezvous was not reached" in m.observed
-    m = workload.eval_ddp("node01", "node02", LAB, 2, res(good.split("\n")[0], rc=1), 240)
+    m = workload.eval_ddp("node01", "node02", LAB2, 2, res(good.split("\n")[0], rc=1), 240)
     assert m.status == "fail" and "1 of 4 ranks reported" in m.observed
-    m = workload.eval_ddp("node01", "node02", LAB, 2, res("", rc=None, timed_out=True), 240)
+    m = workload.eval_ddp("node01", "node02", LAB2, 2, res("", rc=None, timed_out=True), 240)
     assert m.status == "error" and "timed out" in m.observed
-    m = workload.eval_ddp("node01", "node02", LAB, 2, CommandResult(127, "", "sh: 1: torchrun: not found", False, 0.1,
+    m = workload.eval_ddp("node01", "node02", LAB2, 2, CommandResult(127, "", "sh: 1: torchrun: not found", False, 0.1,
                                                                     "x"), 240)
     assert m.status == "error" and "tool not found" in m.observed
 
@@ -524,7 +526,7 @@ def test_profile_sections_are_validated():
     from clustercert.model.profile import load_profile_data
 
     data, _ = load_profile_data("lab")
-    assert LAB.ddp_ranks == 2 and H100.ddp_ranks == 8 and LAB.storage.checkpoint_paths == ["/shared", "/scratch"]
+    assert LAB.ddp_ranks == 1 and LAB2.ddp_ranks == 2 and H100.ddp_ranks == 8 and LAB.storage.checkpoint_paths == ["/shared", "/scratch"]
     assert LAB.gpudirect.rails == ["mlx5_0", "mlx5_1"]
     for key, patch, reason in (
             ("gpudirect", {"pairs": [{"gpu": 0, "hca": "mlx5_9", "numa": 0}], "source": "x" * 5}, "not an HCA of ib.hcas"),
@@ -601,11 +603,11 @@ def test_ddp_evaluation_names_torchrun_stopping_before_any_rank():
     """Lab, issue 22: with torchrun itself failing, the fail said "0 of 4 ranks reported; AttributeError: ..." on
     one pair and, where one node's agent had died first, blamed the rendezvous ("Connection reset by peer") on the
     other. The reason now names what torchrun stopped with, then the rendezvous."""
-    m = workload.eval_ddp("node01", "node02", LAB, 2, res(TORCHRUN_113_CRASH, rc=1), 240)
+    m = workload.eval_ddp("node01", "node02", LAB2, 2, res(TORCHRUN_113_CRASH, rc=1), 240)
     assert m.status == "fail"
     assert m.observed == "torchrun stopped before any rank reported: AttributeError: 'NoneType' object has no attribute 'get'"
     reset = TORCHRUN_113_CRASH + "RuntimeError: Connection reset by peer\n"
-    m = workload.eval_ddp("node03", "node04", LAB, 2, res(reset, rc=1), 240)
+    m = workload.eval_ddp("node03", "node04", LAB2, 2, res(reset, rc=1), 240)
     assert m.status == "fail" and m.observed.startswith("torchrun stopped before any rank reported: AttributeError")
     assert "the rendezvous was not reached: RuntimeError: Connection reset by peer" in m.observed
     # torchrun --tee=2 prefixes a rank's stderr with its role and local rank; the lines still read
@@ -647,7 +649,7 @@ def test_ddp_smoke_script_under_real_torchrun():
     runs = _torchrun(2, 1, 1)
     assert all(r.returncode == 0 for r in runs), [r.stderr[-2000:] for r in runs]
     text = "".join(r.stdout for r in runs)
-    m = workload.eval_ddp("a", "b", LAB.model_copy(update={"ddp": LAB.ddp.model_copy(update={"ranks_per_node": 1})}),
+    m = workload.eval_ddp("a", "b", LAB,
                           1, res(text), 240)
     assert m.status == "pass", (m.observed, m.evidence)
     ranks = parse("ddp-smoke", text)["ranks"]
@@ -770,7 +772,7 @@ def test_reports_show_the_training_checks(tmp_path):
     ck = workload.eval_checkpoint(a, "/shared", 32, LAB.thresholds["checkpoint_write"], LAB.thresholds["checkpoint_read"],
                                   res(fio_json(2e6, 4e8, written=4 << 20)), 30)
     transport = _transport(_lab_lines(a, False) + _lab_lines(b, True), a, b)
-    ddp = workload.eval_ddp(a, b, LAB, 2, res("\n".join(ddp_line(rank=r, local_rank=r % 2, host=a if r < 2 else b)
+    ddp = workload.eval_ddp(a, b, LAB2, 2, res("\n".join(ddp_line(rank=r, local_rank=r % 2, host=a if r < 2 else b)
                                                         for r in range(4))), 60)
     pair_gdr = eval_perftest(Measurement("ib_write_bw_gdr", a, b, subject=f"GPU0-mlx5_0 {a}->{b}", fabric=0,
                                          threshold="ib_write_bw_gdr_pair"), H100.thresholds["ib_write_bw_gdr_pair"],
