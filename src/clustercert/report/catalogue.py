@@ -356,7 +356,7 @@ DRIFT_ITEM_IDS = {"node.reachable": "the node answered at the baseline and does 
                   "hardware.nvswitch": "fewer or more NVSwitches on the PCIe bus than at the baseline (kind hardware)"}
 # drift items a lab fault proves: item -> proofs (status: the item's kind)
 DRIFT_PROOFS = {"hardware.gpu": (Proof("gpu_swapped", {}, "hardware",
-                                       f"{DRIFT_LAB}::test_a_swapped_gpu_is_a_hardware_item_on_its_node_only"),)}
+                                       f"{DRIFT_LAB}::test_four_tamperings_classified_then_fixed"),)}
 
 
 def check_entries(disruptive: bool = True) -> list[Entry]:
