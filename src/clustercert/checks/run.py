@@ -24,6 +24,7 @@ from clustercert.checks import (
     disruptive_component,
     expand,
     node_verdict,
+    one_parse_per_output,
     parsed,
     registry,
     run_evaluations,
@@ -98,15 +99,16 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
             results[name] = NodeResult(name, "unreachable", [], ev.error, ev)
             return ev
         ctx = contexts[name]
-        findings = run_evaluations(ev.results, ctx, comps)
-        if "ib" in comp_names:
-            rec, _ = parsed("sysfs-infiniband", ev.results.get("ib_sysfs"), ())
-            if rec is not None:
-                sysfs[name] = rec
-        if "hardware" in comp_names:
-            parts[name] = cluster_checks.node_parts(ev.results, ctx)
-        results[name] = NodeResult(name, "pass", findings, "", ev,
-                                   hardware_checks.identity(ev.results, ctx.profile.ib.link_layer), True)
+        with one_parse_per_output():  # the node's outputs parsed once each, whichever checks read them
+            findings = run_evaluations(ev.results, ctx, comps)
+            if "ib" in comp_names:
+                rec, _ = parsed("sysfs-infiniband", ev.results.get("ib_sysfs"), ())
+                if rec is not None:
+                    sysfs[name] = rec
+            if "hardware" in comp_names:
+                parts[name] = cluster_checks.node_parts(ev.results, ctx)
+            hardware = hardware_checks.identity(ev.results, ctx.profile.ib.link_layer)
+        results[name] = NodeResult(name, "pass", findings, "", ev, hardware, True)
         if not keep_outputs:
             ev.results = {k: v for k, v in ev.results.items() if k in KEPT_OUTPUTS}
         return ev
