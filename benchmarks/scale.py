@@ -286,7 +286,7 @@ def pipeline(n: int, forks: int = 25, all_probes: bool = False, keep: dict | Non
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return {"nodes": n, "cpu_s": round(ru.ru_utime + ru.ru_stime, 2), "rss_mb": round(ru.ru_maxrss / 1024, 1),
             "certificate_bytes": cert_bytes, "html_bytes": html_path.stat().st_size, "junit_bytes": junit_bytes,
-            "store_bytes": store.size(), "peak_sessions": transport.peak, "forks": forks, "links": len(cert["links"]),
+            "store_bytes": store.size(), "fake_cpu_s": round(transport.cpu_s, 2), "peak_sessions": transport.peak, "forks": forks, "links": len(cert["links"]),
             "verdicts": {v: sum(1 for b in cert["nodes"].values() if b["verdict"] == v)
                          for v in sorted({b["verdict"] for b in cert["nodes"].values()})},
             "probe_checks": sorted({f["check"] for b in cert["nodes"].values() for f in b["findings"]
