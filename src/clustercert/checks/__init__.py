@@ -11,17 +11,15 @@ run's findings with a baseline's (``clustercert drift``).
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-from collections.abc import Callable, Iterator, Mapping
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from difflib import get_close_matches
 from typing import TYPE_CHECKING
 
 from clustercert.errors import InputError
 from clustercert.model.evidence import CommandResult
-from clustercert.parsers import ParseError, parse
+from clustercert.parsers import ParseError, parse_once
 
 if TYPE_CHECKING:  # node-check's zipapp has no pydantic: there the profile is clustercert.model.plain's
     from clustercert.model.profile import Profile
@@ -193,40 +191,6 @@ def error(check: str, reason: str, res: CommandResult | None = None, subject: st
     return Finding(check, "error", subject, "", reason, res.excerpt() if res else "")
 
 
-# One node's evaluation (``one_parse_per_output``): each of its outputs parsed once per kind, not once per
-# check that reads it ((kind, id(result)) -> (result, record or ParseError)); None outside one.
-_PARSED: ContextVar[dict | None] = ContextVar("clustercert_parsed", default=None)
-
-
-@contextlib.contextmanager
-def one_parse_per_output() -> Iterator[None]:
-    """Within: ``parsed`` parses a command result's output once per kind and gives every later caller the same
-    record (the evaluators read records, never change them). For one node's evaluation: the components and
-    the cluster-wide checks' parts read its nvidia-smi -q -x five times, its sysfs texts twice each. Every
-    node's outputs are still parsed, each once; nothing is kept past the block."""
-    token = _PARSED.set({})
-    try:
-        yield
-    finally:
-        _PARSED.reset(token)
-
-
-def _parse_once(kind: str, res: CommandResult) -> dict:
-    memo = _PARSED.get()
-    if memo is None:
-        return parse(kind, res.stdout)
-    hit = memo.get((kind, id(res)))
-    if hit is None or hit[0] is not res:
-        try:
-            hit = (res, parse(kind, res.stdout))
-        except ParseError as exc:
-            hit = (res, exc)
-        memo[(kind, id(res))] = hit
-    if isinstance(hit[1], ParseError):
-        raise hit[1]
-    return hit[1]
-
-
 def parsed(kind: str, res: CommandResult | None, checks: tuple[str, ...] | list[str], timeout: float | None = None,
            allow_rc: tuple[int, ...] = (0,)) -> tuple[dict | None, list[Finding]]:
     """Parse a command's output; on failure return error findings for every check that needed it."""
@@ -235,7 +199,7 @@ def parsed(kind: str, res: CommandResult | None, checks: tuple[str, ...] | list[
         reason = why_not(res, timeout)
     if reason is None:
         try:
-            return _parse_once(kind, res), []
+            return parse_once(kind, res.stdout), []
         except ParseError as exc:
             reason = f"unparseable {kind} output: {exc.reason}"
     return None, [error(c, reason, res) for c in checks]

@@ -24,7 +24,6 @@ from clustercert.checks import (
     disruptive_component,
     expand,
     node_verdict,
-    one_parse_per_output,
     parsed,
     registry,
     run_evaluations,
@@ -35,6 +34,7 @@ from clustercert.checks import ib as ib_checks
 from clustercert.collect.ssh import LOCAL, collect_in_turn, collect_many, collect_node
 from clustercert.errors import InputError
 from clustercert.model.evidence import NodeEvidence
+from clustercert.parsers import one_parse_per_output
 
 if TYPE_CHECKING:  # node-check's zipapp has no inventory (nor pydantic)
     from clustercert.model.inventory import HostView, Inventory
