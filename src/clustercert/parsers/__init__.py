@@ -50,7 +50,7 @@ def parse(kind: str, text: str) -> dict:
     return REGISTRY[kind].func(text)
 
 
-# Within ``one_parse_per_output``: (kind, id(text)) -> (text, its record or its ParseError); None outside one.
+# Within ``one_parse_per_output``: (kind, id(text)) -> (text, its record); None outside one.
 _ONCE: ContextVar[dict | None] = ContextVar("clustercert_parse_once", default=None)
 
 
@@ -68,19 +68,14 @@ def one_parse_per_output() -> Iterator[None]:
 
 
 def parse_once(kind: str, text: str) -> dict:
-    """``parse``, once per output and kind within ``one_parse_per_output`` (else every time)."""
+    """``parse``, once per output and kind within ``one_parse_per_output`` (else every time). An output that
+    does not parse is parsed again by each caller: no error is kept (nor its traceback, nor what that holds)."""
     memo = _ONCE.get()
     if memo is None:
         return parse(kind, text)
     hit = memo.get((kind, id(text)))
     if hit is None or hit[0] is not text:
-        try:
-            hit = (text, parse(kind, text))
-        except ParseError as exc:
-            hit = (text, exc)
-        memo[(kind, id(text))] = hit
-    if isinstance(hit[1], ParseError):
-        raise hit[1]
+        hit = memo[(kind, id(text))] = (text, parse(kind, text))
     return hit[1]
 
 
