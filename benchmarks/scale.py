@@ -33,6 +33,7 @@ render time of --repeat runs. With --out, the reports of each size are written t
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -229,6 +230,7 @@ def pipeline(n: int, forks: int = 25, all_probes: bool = False, keep: dict | Non
     from clustercert.checks import COMPONENT_ORDER
     from clustercert.checks import run as check_run
     from clustercert.collect import ssh
+    from clustercert.commands.certify import settle
     from clustercert.probes import run as probe_run
     from clustercert.probes.judge import ThresholdJudge
     from clustercert.probes.plan import ProbeSettings
@@ -253,16 +255,20 @@ def pipeline(n: int, forks: int = 25, all_probes: bool = False, keep: dict | Non
     transport = fleet.Fleet(inv, all_probes)
     ssh.collect_node = transport.collect_node  # collect_many's pool (--forks) calls it: the transport is faked below it
     started = datetime.now(UTC)
+    settle()  # as certify, after each stage below too
     t = mark("inventory", t)
     validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks, keep_outputs=False)  # as certify
+    settle()
     t = mark("validate", t)
     reachable = [x for x, r in sorted(validation.items()) if r.verdict != "unreachable"]
     settings = ProbeSettings(2, 20) if all_probes else ProbeSettings(2, 20, only=frozenset({"ib_write_bw", "iperf3"}))
     outcome = probe_run.run(inv, reachable, settings, ThresholdJudge.for_inventory(inv), forks, io=transport)
+    settle()
     t = mark("probes", t)
     body = certificate_body(inv, validation, outcome, started, 1.0, consume=True)  # as certify
     cert = certificate.sign(body, Ed25519PrivateKey.generate())
     del body
+    settle()
     cert_path = certificate.write_certificate(cert, home / "certificate.json")  # as certify
     cert_bytes = cert_path.stat().st_size
     t = mark("certificate", t)
@@ -277,6 +283,7 @@ def pipeline(n: int, forks: int = 25, all_probes: bool = False, keep: dict | Non
     store.start_run("bench", "certify", str(inv.source))
     store.finish_run("bench", cert["verdict"], cert["nodes"], cert["links"])
     t = mark("store", t)
+    gc.unfreeze()  # as certify at its end
     if keep is not None:
         keep.update(cert=cert, certificate=cert_path, html=html_path.read_bytes(), home=home)
     statuses: dict[str, int] = {}
