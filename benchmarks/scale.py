@@ -230,7 +230,7 @@ def pipeline(n: int, forks: int = 25, all_probes: bool = False, keep: dict | Non
     from clustercert.checks import COMPONENT_ORDER
     from clustercert.checks import run as check_run
     from clustercert.collect import ssh
-    from clustercert.commands.certify import settle
+    from clustercert.commands.certify import settle, settle_every
     from clustercert.probes import run as probe_run
     from clustercert.probes.judge import ThresholdJudge
     from clustercert.probes.plan import ProbeSettings
@@ -257,7 +257,8 @@ def pipeline(n: int, forks: int = 25, all_probes: bool = False, keep: dict | Non
     started = datetime.now(UTC)
     settle()  # as certify, after each stage below too
     t = mark("inventory", t)
-    validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks, keep_outputs=False)  # as certify
+    validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks, keep_outputs=False,  # as certify
+                                          after_node=settle_every())
     settle()
     t = mark("validate", t)
     reachable = [x for x, r in sorted(validation.items()) if r.verdict != "unreachable"]

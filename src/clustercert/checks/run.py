@@ -9,6 +9,7 @@ checks, its commands run here by the same node runner, no SSH, no inventory.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -73,7 +74,7 @@ def host_context(h: HostView) -> HostContext:
 def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disruptive: bool = False,
                    selected: set[str] | None = None,
                    nvlink_baseline: dict[str, dict[str, dict[str, int]]] | None = None,
-                   keep_outputs: bool = True) -> dict[str, NodeResult]:
+                   keep_outputs: bool = True, after_node: Callable[[], None] | None = None) -> dict[str, NodeResult]:
     """Collect and evaluate every node; then the cluster-wide checks over every reachable node's evidence;
     with ``disruptive``, then run the components' disruptive tests (the bond failover test) node by node.
     ``selected``: report only these check ids (the components still run whole: the failover test needs
@@ -81,7 +82,7 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
     error counters of the baseline run (clustercert.checks.hardware.nvlink_baseline). Each result's ``hardware``
     is taken from its evidence; without ``keep_outputs`` each node's raw command outputs are then dropped but
     for KEPT_OUTPUTS (certify: at fleet scale they were most of the controller's memory; validate --out keeps
-    them, it writes them)."""
+    them, it writes them). ``after_node``: called after each node's evaluation (certify settles its memory)."""
     comps = components(comp_names)
     contexts = {name: host_context(h) for name, h in inv.hosts.items()}
     for name, counters in (nvlink_baseline or {}).items():
@@ -111,6 +112,8 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
         results[name] = NodeResult(name, "pass", findings, "", ev, hardware, True)
         if not keep_outputs:
             ev.results = {k: v for k, v in ev.results.items() if k in KEPT_OUTPUTS}
+        if after_node is not None:
+            after_node()
         return ev
 
     evidence = collect_many({n: h.connection for n, h in inv.hosts.items()}, commands_for, forks=forks,

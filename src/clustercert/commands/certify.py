@@ -8,6 +8,7 @@ clustercert.record.certificate, the reports clustercert.report.
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import time
 from datetime import UTC, datetime
@@ -54,6 +55,20 @@ def settle() -> None:
     gc.freeze()
 
 
+SETTLE_NODES = 500  # the validators' results are settled every so many nodes as well
+
+
+def settle_every(n: int = SETTLE_NODES):
+    """A function that settles (``settle``) every ``n``-th time it is called: for the validators' ``after_node``
+    (each collection then traverses only the results of the last ``n`` nodes, not of every node so far)."""
+    count = itertools.count(1)
+
+    def tick() -> None:
+        if next(count) % n == 0:
+            settle()
+    return tick
+
+
 def _certify(args, inv, store: Store, out_dir: Path, signing_key, pub_path: Path) -> int:
     run_id = paths.new_run_id()
     started = datetime.now(UTC)
@@ -61,7 +76,8 @@ def _certify(args, inv, store: Store, out_dir: Path, signing_key, pub_path: Path
     forks = args.forks or 25
     settle()
     t_validate = time.monotonic()
-    validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks, keep_outputs=False)
+    validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks, keep_outputs=False,
+                                          after_node=settle_every())
     validate_s = round(time.monotonic() - t_validate, 2)
     settle()
     reachable = [n for n, r in sorted(validation.items()) if r.verdict != "unreachable"]
