@@ -10,7 +10,8 @@ node's own serials and UUIDs) through the validators (clustercert.checks.run, ev
 the probe round loop (clustercert.probes.run: ib_write_bw and iperf3 on both fabrics, loopback per rail),
 the certificate (clustercert.record.results, signed), report.html, junit.xml and the store; one process per
 size. --json prints one object: nodes, cpu_s (process CPU, user + system), rss_mb (peak), certificate_bytes,
-html_bytes, junit_bytes, store_bytes (the store after this one run), peak_sessions (sessions open at once),
+html_bytes, junit_bytes, store_bytes (the store after this one run), fake_cpu_s (the fake transport's own
+CPU rendering the nodes' outputs, part of cpu_s), peak_sessions (sessions open at once),
 and per-stage CPU seconds and the peak RSS reached by the end of each stage. --pipeline runs each size in its own process and prints each figure per node and
 as a ratio against 1,024 nodes.
 
