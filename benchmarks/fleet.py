@@ -14,6 +14,7 @@ import contextlib
 import json
 import sys
 import threading
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -93,7 +94,13 @@ class Fleet(FakeFabric):
                 self.ip[h.vars.clustercert_fabric_addresses[netdev].split("/")[0]] = (n, f)
         self.lock = threading.Lock()
         self.open = self.peak = 0
+        self.cpu_s = 0.0  # the fake's own CPU: rendering the nodes' outputs (each thread's, summed)
         self.runner_limit = ssh.runner_limit
+
+    def spent(self, t0: float) -> None:
+        dt = time.thread_time() - t0
+        with self.lock:
+            self.cpu_s += dt
 
     @contextlib.contextmanager
     def session(self, node: str):
@@ -177,8 +184,10 @@ class Fleet(FakeFabric):
     def probe_outputs(self, node: str, commands: dict) -> dict[str, str]:
         """The node probes the lab simulator renders (nvbandwidth, dcgmi diag, nvidia-smi topo) on this node's
         hardware, all_reduce_perf from a fixture with the utilisation samples of 8 busy GPUs."""
+        out: dict[str, str] = {}
+        if not any(k in commands for k in ("nvbandwidth", "dcgmi_diag", "topo", "nccl")):
+            return out  # the validators' collection, the probes' other phases
         hw = hardware.build(self.profile, node, self.index[node])
-        out = {}
         if "nvbandwidth" in commands:
             out["nvbandwidth"] = labsim_tool(nvbw.nvbandwidth, shlex.split(commands["nvbandwidth"][0])[1:], hw)
         if "dcgmi_diag" in commands:
@@ -192,6 +201,7 @@ class Fleet(FakeFabric):
 
     def collect_node(self, node, conn, commands, **_):
         with self.session(node):
+            t0 = time.thread_time()
             out = self.outputs(node) if any(k in commands for k in ("nvsmi_xml", "ib_sysfs")) else {}
             if self.all_probes:
                 out |= self.probe_outputs(node, commands)
@@ -205,6 +215,7 @@ class Fleet(FakeFabric):
                 else:
                     text = out.get(name, "KILLED=")
                 results[name] = CommandResult(0, text, "", False, 0.01, line)
+            self.spent(t0)
             return NodeEvidence(node, True, results=results, seconds=0.5)
 
     # -- the probes (collect_many, start_server and stop_server: the fake fabric's) ---------------------------

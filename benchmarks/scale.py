@@ -10,7 +10,8 @@ node's own serials and UUIDs) through the validators (clustercert.checks.run, ev
 the probe round loop (clustercert.probes.run: ib_write_bw and iperf3 on both fabrics, loopback per rail),
 the certificate (clustercert.record.results, signed), report.html, junit.xml and the store; one process per
 size. --json prints one object: nodes, cpu_s (process CPU, user + system), rss_mb (peak), certificate_bytes,
-html_bytes, junit_bytes, store_bytes (the store after this one run), peak_sessions (sessions open at once),
+html_bytes, junit_bytes, store_bytes (the store after this one run), fake_cpu_s (the fake transport's own
+CPU rendering the nodes' outputs, part of cpu_s), peak_sessions (sessions open at once),
 and per-stage CPU seconds and the peak RSS reached by the end of each stage. --pipeline runs each size in its own process and prints each figure per node and
 as a ratio against 1,024 nodes.
 
@@ -33,6 +34,7 @@ render time of --repeat runs. With --out, the reports of each size are written t
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -229,6 +231,7 @@ def pipeline(n: int, forks: int = 25, all_probes: bool = False, keep: dict | Non
     from clustercert.checks import COMPONENT_ORDER
     from clustercert.checks import run as check_run
     from clustercert.collect import ssh
+    from clustercert.commands.certify import settle, settle_every
     from clustercert.probes import run as probe_run
     from clustercert.probes.judge import ThresholdJudge
     from clustercert.probes.plan import ProbeSettings
@@ -253,16 +256,21 @@ def pipeline(n: int, forks: int = 25, all_probes: bool = False, keep: dict | Non
     transport = fleet.Fleet(inv, all_probes)
     ssh.collect_node = transport.collect_node  # collect_many's pool (--forks) calls it: the transport is faked below it
     started = datetime.now(UTC)
+    settle()  # as certify, after each stage below too
     t = mark("inventory", t)
-    validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks, keep_outputs=False)  # as certify
+    validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks, keep_outputs=False,  # as certify
+                                          after_node=settle_every())
+    settle()
     t = mark("validate", t)
     reachable = [x for x, r in sorted(validation.items()) if r.verdict != "unreachable"]
     settings = ProbeSettings(2, 20) if all_probes else ProbeSettings(2, 20, only=frozenset({"ib_write_bw", "iperf3"}))
     outcome = probe_run.run(inv, reachable, settings, ThresholdJudge.for_inventory(inv), forks, io=transport)
+    settle()
     t = mark("probes", t)
     body = certificate_body(inv, validation, outcome, started, 1.0, consume=True)  # as certify
     cert = certificate.sign(body, Ed25519PrivateKey.generate())
     del body
+    settle()
     cert_path = certificate.write_certificate(cert, home / "certificate.json")  # as certify
     cert_bytes = cert_path.stat().st_size
     t = mark("certificate", t)
@@ -277,6 +285,7 @@ def pipeline(n: int, forks: int = 25, all_probes: bool = False, keep: dict | Non
     store.start_run("bench", "certify", str(inv.source))
     store.finish_run("bench", cert["verdict"], cert["nodes"], cert["links"])
     t = mark("store", t)
+    gc.unfreeze()  # as certify at its end
     if keep is not None:
         keep.update(cert=cert, certificate=cert_path, html=html_path.read_bytes(), home=home)
     statuses: dict[str, int] = {}
@@ -286,7 +295,7 @@ def pipeline(n: int, forks: int = 25, all_probes: bool = False, keep: dict | Non
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return {"nodes": n, "cpu_s": round(ru.ru_utime + ru.ru_stime, 2), "rss_mb": round(ru.ru_maxrss / 1024, 1),
             "certificate_bytes": cert_bytes, "html_bytes": html_path.stat().st_size, "junit_bytes": junit_bytes,
-            "store_bytes": store.size(), "peak_sessions": transport.peak, "forks": forks, "links": len(cert["links"]),
+            "store_bytes": store.size(), "fake_cpu_s": round(transport.cpu_s, 2), "peak_sessions": transport.peak, "forks": forks, "links": len(cert["links"]),
             "verdicts": {v: sum(1 for b in cert["nodes"].values() if b["verdict"] == v)
                          for v in sorted({b["verdict"] for b in cert["nodes"].values()})},
             "probe_checks": sorted({f["check"] for b in cert["nodes"].values() for f in b["findings"]

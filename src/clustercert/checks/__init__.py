@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from clustercert.errors import InputError
 from clustercert.model.evidence import CommandResult
-from clustercert.parsers import ParseError, parse
+from clustercert.parsers import ParseError, parse_once
 
 if TYPE_CHECKING:  # node-check's zipapp has no pydantic: there the profile is clustercert.model.plain's
     from clustercert.model.profile import Profile
@@ -48,13 +48,23 @@ class Finding:
     threshold: str = ""  # the profile threshold's key that judged the value (probe findings)
 
     def to_json(self) -> dict:
-        d = asdict(self)
+        """The finding as a JSON object (asdict's members in their order; no value and unit where there is no
+        value, no threshold where there is none)."""
+        if type(self.value) not in _SCALARS or type(self.unit) not in _SCALARS:
+            d = asdict(self)  # a value that is not a scalar: asdict's own copy of it
+        else:
+            d = {"check": self.check, "status": self.status, "subject": self.subject, "expected": self.expected,
+                 "observed": self.observed, "evidence": self.evidence, "value": self.value, "unit": self.unit,
+                 "threshold": self.threshold}
         if d["value"] is None:
             d.pop("value")
             d.pop("unit")
         if not d["threshold"]:
             d.pop("threshold")
         return d
+
+
+_SCALARS = (float, int, str, bool, type(None))
 
 
 @dataclass
@@ -189,7 +199,7 @@ def parsed(kind: str, res: CommandResult | None, checks: tuple[str, ...] | list[
         reason = why_not(res, timeout)
     if reason is None:
         try:
-            return parse(kind, res.stdout), []
+            return parse_once(kind, res.stdout), []
         except ParseError as exc:
             reason = f"unparseable {kind} output: {exc.reason}"
     return None, [error(c, reason, res) for c in checks]

@@ -9,6 +9,7 @@ checks, its commands run here by the same node runner, no SSH, no inventory.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -34,6 +35,7 @@ from clustercert.checks import ib as ib_checks
 from clustercert.collect.ssh import LOCAL, collect_in_turn, collect_many, collect_node
 from clustercert.errors import InputError
 from clustercert.model.evidence import NodeEvidence
+from clustercert.parsers import one_parse_per_output
 
 if TYPE_CHECKING:  # node-check's zipapp has no inventory (nor pydantic)
     from clustercert.model.inventory import HostView, Inventory
@@ -72,7 +74,7 @@ def host_context(h: HostView) -> HostContext:
 def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disruptive: bool = False,
                    selected: set[str] | None = None,
                    nvlink_baseline: dict[str, dict[str, dict[str, int]]] | None = None,
-                   keep_outputs: bool = True) -> dict[str, NodeResult]:
+                   keep_outputs: bool = True, after_node: Callable[[], None] | None = None) -> dict[str, NodeResult]:
     """Collect and evaluate every node; then the cluster-wide checks over every reachable node's evidence;
     with ``disruptive``, then run the components' disruptive tests (the bond failover test) node by node.
     ``selected``: report only these check ids (the components still run whole: the failover test needs
@@ -80,7 +82,7 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
     error counters of the baseline run (clustercert.checks.hardware.nvlink_baseline). Each result's ``hardware``
     is taken from its evidence; without ``keep_outputs`` each node's raw command outputs are then dropped but
     for KEPT_OUTPUTS (certify: at fleet scale they were most of the controller's memory; validate --out keeps
-    them, it writes them)."""
+    them, it writes them). ``after_node``: called after each node's evaluation (certify settles its memory)."""
     comps = components(comp_names)
     contexts = {name: host_context(h) for name, h in inv.hosts.items()}
     for name, counters in (nvlink_baseline or {}).items():
@@ -98,17 +100,20 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
             results[name] = NodeResult(name, "unreachable", [], ev.error, ev)
             return ev
         ctx = contexts[name]
-        findings = run_evaluations(ev.results, ctx, comps)
-        if "ib" in comp_names:
-            rec, _ = parsed("sysfs-infiniband", ev.results.get("ib_sysfs"), ())
-            if rec is not None:
-                sysfs[name] = rec
-        if "hardware" in comp_names:
-            parts[name] = cluster_checks.node_parts(ev.results, ctx)
-        results[name] = NodeResult(name, "pass", findings, "", ev,
-                                   hardware_checks.identity(ev.results, ctx.profile.ib.link_layer), True)
+        with one_parse_per_output():  # the node's outputs parsed once each, whichever checks read them
+            findings = run_evaluations(ev.results, ctx, comps)
+            if "ib" in comp_names:
+                rec, _ = parsed("sysfs-infiniband", ev.results.get("ib_sysfs"), ())
+                if rec is not None:
+                    sysfs[name] = rec
+            if "hardware" in comp_names:
+                parts[name] = cluster_checks.node_parts(ev.results, ctx)
+            hardware = hardware_checks.identity(ev.results, ctx.profile.ib.link_layer)
+        results[name] = NodeResult(name, "pass", findings, "", ev, hardware, True)
         if not keep_outputs:
             ev.results = {k: v for k, v in ev.results.items() if k in KEPT_OUTPUTS}
+        if after_node is not None:
+            after_node()
         return ev
 
     evidence = collect_many({n: h.connection for n, h in inv.hosts.items()}, commands_for, forks=forks,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 
 from clustercert.parsers.base import REGISTRY, ParseError, ParserSpec, register
 
@@ -47,4 +50,33 @@ def parse(kind: str, text: str) -> dict:
     return REGISTRY[kind].func(text)
 
 
-__all__ = ["REGISTRY", "ParseError", "ParserSpec", "register", "get", "parse"]
+# Within ``one_parse_per_output``: (kind, id(text)) -> (text, its record); None outside one.
+_ONCE: ContextVar[dict | None] = ContextVar("clustercert_parse_once", default=None)
+
+
+@contextlib.contextmanager
+def one_parse_per_output() -> Iterator[None]:
+    """Within: ``parse_once`` parses an output (the same string object) once per kind and gives every later
+    caller the same record; the callers read records, never change them. For one node's evaluation: its
+    validators read its nvidia-smi -q -x in five places and its sysfs texts in two each, its node probes
+    nvbandwidth's output in two. Every node's outputs are still parsed, each once; nothing outlives the block."""
+    token = _ONCE.set({})
+    try:
+        yield
+    finally:
+        _ONCE.reset(token)
+
+
+def parse_once(kind: str, text: str) -> dict:
+    """``parse``, once per output and kind within ``one_parse_per_output`` (else every time). An output that
+    does not parse is parsed again by each caller: no error is kept (nor its traceback, nor what that holds)."""
+    memo = _ONCE.get()
+    if memo is None:
+        return parse(kind, text)
+    hit = memo.get((kind, id(text)))
+    if hit is None or hit[0] is not text:
+        hit = memo[(kind, id(text))] = (text, parse(kind, text))
+    return hit[1]
+
+
+__all__ = ["REGISTRY", "ParseError", "ParserSpec", "register", "get", "parse", "parse_once", "one_parse_per_output"]

@@ -1035,6 +1035,8 @@ _NUM_VALUE_RE = re.compile(r"^[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
 
 def _counter_value(raw: str) -> int | float | None:
     v = raw.strip()
+    if v.isdecimal():  # the common case: what the regular expressions below make an int
+        return int(v)
     if is_na(v) or not _NUM_VALUE_RE.match(v):
         return None
     return int(v) if re.match(r"^[-+]?\d+$", v) else float(v)
@@ -1070,7 +1072,23 @@ def parse_nvlink_errors(text: str) -> dict:
         gpus.append(entry)
         return entry
 
+    keys: dict[str, str] = {}  # a counter's name as printed -> norm_key's (a few names, on every link)
     for ln in text.split("\n"):
+        # a counter line first (most lines): neither GPU heading below begins with white space and 'Link n:'
+        lm = _LINK_COUNTER_RE.match(ln) if cur is not None else None
+        if lm:
+            name = lm.group("name")
+            key = keys.get(name)
+            if key is None:
+                key = keys[name] = norm_key(name)
+            names.setdefault(key, name)
+            link = int(lm.group("link"))
+            entry = links.get(link)
+            if entry is None:
+                entry = links[link] = {"link": link, "counters": {}}
+                cur["links"].append(entry)
+            entry["counters"][key] = _counter_value(lm.group("val"))
+            continue
         m = _GPU_LINE_RE.match(ln)
         if m:
             cur = start({"index": int(m.group("idx")), "bus_id": None, "name": m.group("name"), "uuid": m.group("uuid")})
@@ -1081,17 +1099,6 @@ def parse_nvlink_errors(text: str) -> dict:
             continue
         s = ln.strip()
         if cur is None or not s or s in ("[...]", "..."):
-            continue
-        lm = _LINK_COUNTER_RE.match(ln)
-        if lm:
-            key = norm_key(lm.group("name"))
-            names.setdefault(key, lm.group("name"))
-            link = int(lm.group("link"))
-            entry = links.get(link)
-            if entry is None:
-                entry = links[link] = {"link": link, "counters": {}}
-                cur["links"].append(entry)
-            entry["counters"][key] = _counter_value(lm.group("val"))
             continue
         if re.match(r"^\s*Link \d+:", ln):
             hint = " (nvlink -s output)" if re.search(r"GB/s|<inactive>", s) else ""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from clustercert.checks import Finding
 from clustercert.model.evidence import CommandResult
 from clustercert.model.profile import DcgmDiag, Profile, Threshold
-from clustercert.parsers import ParseError, parse
+from clustercert.parsers import ParseError, parse, parse_once
 from clustercert.probes.catalog import NVBW_TESTS, Channel
 from clustercert.probes.commands import UTIL_INTERVAL_MS, UTIL_MARK, dcgmi_diag_label
 
@@ -114,7 +114,7 @@ def _outcome(res: CommandResult | None, timeout: float, kind: str, label: str, t
         return None, why
     rec, unparsed = None, None
     try:
-        rec = parse(kind, res.stdout if text is None else text)
+        rec = parse_once(kind, res.stdout if text is None else text)
     except ParseError as exc:
         unparsed = f"unparseable {label} output: {exc.reason}"
     status = f" (exit status {res.rc})" if res.rc else ""

@@ -26,6 +26,7 @@ from pathlib import Path
 from clustercert import paths, remote
 from clustercert.collect import ssh
 from clustercert.collect.slurm import accepts_step, read_states, slurm_name
+from clustercert.parsers import one_parse_per_output
 from clustercert.probes import commands as cmd
 from clustercert.probes import evaluate, workload
 from clustercert.probes.evaluate import Measurement
@@ -74,7 +75,13 @@ def node_probes(h, cfg: ProbeSettings, cp: Path, down: set[str] | None = None, h
                 io=ssh, why_down: dict | None = None) -> list[Measurement]:
     """Probes on one node, in one connection (plan.node_plan). ``hcas_free(node)`` is called once the
     node's loopback tests have ended (its HCAs carry none of its own probes any more), while its other
-    probes may still run."""
+    probes may still run. Each of the node's outputs is parsed once (``one_parse_per_output``)."""
+    with one_parse_per_output():
+        return _node_probes(h, cfg, cp, down, hcas_free, io, why_down)
+
+
+def _node_probes(h, cfg: ProbeSettings, cp: Path, down: set[str] | None, hcas_free, io,
+                 why_down: dict | None) -> list[Measurement]:
     prof, out = h.profile, []
     np = node_plan(h, cfg)
     th, rails, cmds, stages = np.th, np.rails, np.commands, np.stages

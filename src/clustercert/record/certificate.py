@@ -382,11 +382,18 @@ def _table(items: list[dict], order: tuple[str, ...], key: str, repeatable: tupl
     keyed = all(isinstance(f.get(key), str) for f in items)
     repeat = ([key] if keyed else []) + [c for c in repeatable if keyed and all(f.get(c) is not None for f in items)]
     rows, last, prev = [], {}, None
+    at = cols.index(key) if key in cols else None
+    again = [(i, c) for i, c in enumerate(cols) if c != key and c in repeat]
     for f in items:
+        row = [f.get(c) for c in cols]
+        if at is not None and prev is not None and f[key] == prev[key]:
+            row[at] = None
         above = last.get(f.get(key))
-        row = [None if (c == key and prev is not None and f[c] == prev[c]) or (
-                   c != key and above is not None and c in repeat and f[c] == above[c] and type(f[c]) is type(above[c]))
-               else f.get(c) for c in cols]
+        if above is not None:
+            for i, c in again:
+                v, w = f[c], above[c]
+                if v == w and type(v) is type(w):
+                    row[i] = None
         prev = f
         while row and row[-1] is None:
             row.pop()

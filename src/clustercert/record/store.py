@@ -197,7 +197,10 @@ class Store:
                 rows = []
                 for f in body.get("findings", []):
                     text = finding_evidence(body, f)
-                    ref = evidence_ref(text) if text else None
+                    # the reference a packed finding carries is its text's (pack_evidence, node_findings): not
+                    # hashed again
+                    ref = (f["evidence_ref"] if f.get("evidence") is None and f.get("evidence_ref") else
+                           evidence_ref(text)) if text else None
                     if ref:
                         texts.setdefault(ref, text)
                     rows.append((run_id, node, f["check"], f["status"], f.get("subject", ""), str(f.get("expected", "")),

@@ -88,24 +88,37 @@ class _Suite:
         self.children.write(b"\n    " + ET.tostring(el, encoding="utf-8", xml_declaration=False))
 
     def case(self, classname: str, name: str, status: str, message: str, text: str, time: float | None) -> None:
-        tc = ET.Element("testcase", classname=clean(classname), name=clean(name), time=_time(time))
+        """A ``<testcase>``, written as ``_add`` writes its element (``_element``: the same bytes, without an
+        element tree per testcase: a fleet has one per node and check)."""
+        head = (("classname", clean(classname)), ("name", clean(name)), ("time", _time(time)))
         self.tally["tests"] += 1
         tag = _TAG.get(status)
+        child = None
         if tag:
-            el = ET.SubElement(tc, tag, message=clean(message)[:1000])
-            if tag != "skipped":
-                el.set("type", status)
-            el.text = clean(text)
+            attrs = (("message", clean(message)[:1000]),) + ((("type", status),) if tag != "skipped" else ())
+            child = _element(tag, attrs, clean(text))
             self.tally[_TALLY[tag]] += 1
         elif text:
-            ET.SubElement(tc, "system-out").text = clean(text)
-        self._add(tc)
+            child = _element("system-out", (), clean(text))
+        out = _element("testcase", head, None, child)
+        self.children.write(b"\n    " + out.encode("utf-8", "xmlcharrefreplace"))
 
     def close(self, wall: float | None) -> Counter:
         for k in ("tests", "failures", "errors", "skipped"):
             self.el.set(k, str(self.tally[k]))
         self.el.set("time", _time(wall))
         return self.tally
+
+
+def _element(tag: str, attrs: tuple, text: str | None, child: str | None = None) -> str:
+    """An element as ET.tostring writes it once ET.indent(level=2) has laid it out (its attributes in their
+    order, escaped as ElementTree escapes them; ``child``: its one child's text, on a line of its own)."""
+    head = f"<{tag}" + "".join(f' {k}="{ET._escape_attrib(v)}"' for k, v in attrs)  # noqa: SLF001 - ET's own
+    if child is not None:
+        return f"{head}>\n      {child}\n    </{tag}>"
+    if text:
+        return f"{head}>{ET._escape_cdata(text)}</{tag}>"  # noqa: SLF001 - ET's own escaping
+    return f"{head} />"
 
 
 class _Root:
