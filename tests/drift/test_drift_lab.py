@@ -87,7 +87,8 @@ def test_four_tamperings_classified_then_fixed(certified, tmp_path):
         per = {(s.labels["node"], s.labels["kind"]): s.value for s in fams["clustercert_drift_items"].samples}
         assert per[(n3, "state")] >= 1 and per[(n1, "state")] == 0
 
-        rc, doc = drift(lab, "--fix", "--probes", "none")  # what --fix repairs is configuration: no probe needed
+        # what --fix repairs is configuration: the two nodes that have it, no probe needed
+        rc, doc = drift(lab, "--fix", "--probes", "none", "--limit", f"{n1},{n2}")
         assert doc["fixed"]["nodes"] == sorted([n1, n2])
         lab.manager.fault(n1, "gpu_swapped", {"gpu": "3"})
         rc, doc = drift(lab)
