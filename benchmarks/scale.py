@@ -231,12 +231,12 @@ def pipeline(n: int, forks: int = 25, all_probes: bool = False, keep: dict | Non
     from clustercert.checks import COMPONENT_ORDER
     from clustercert.checks import run as check_run
     from clustercert.collect import ssh
-    from clustercert.commands.certify import settle, settle_every
     from clustercert.probes import run as probe_run
     from clustercert.probes.judge import ThresholdJudge
     from clustercert.probes.plan import ProbeSettings
     from clustercert.record import certificate
     from clustercert.record.results import certificate_body
+    from clustercert.record.settle import settle, settle_every
     from clustercert.record.store import Store
 
     home = Path(tempfile.mkdtemp(prefix="cc-scale-"))

@@ -1,15 +1,16 @@
-"""certify's settle(): between its stages what a stage made is collected once and set aside from the cyclic
-garbage collector (gc.freeze), and given back at the end of the run."""
+"""clustercert.record.settle as certify uses it: between its stages what a stage made is collected once and set
+aside from the cyclic garbage collector (gc.freeze), and given back at the end of the run."""
 
 import gc
 
 from clustercert.commands import certify
+from clustercert.record import settle as settling
 
 
 def test_settle_sets_aside_what_lives_on():
     keep = [{"node": i} for i in range(1000)]
     try:
-        certify.settle()
+        settling.settle()
         assert gc.get_freeze_count() >= len(keep)
     finally:
         gc.unfreeze()
@@ -18,8 +19,8 @@ def test_settle_sets_aside_what_lives_on():
 
 def test_settle_every_settles_every_nth_call(monkeypatch):
     calls = []
-    monkeypatch.setattr(certify, "settle", lambda: calls.append(1))
-    tick = certify.settle_every(3)
+    monkeypatch.setattr(settling, "settle", lambda: calls.append(1))
+    tick = settling.settle_every(3)
     for _ in range(7):
         tick()
     assert len(calls) == 2
@@ -30,7 +31,7 @@ def test_run_gives_back_what_was_set_aside(monkeypatch, tmp_path):
         drain, key, out = None, None, str(tmp_path)
 
     def fake(*_a, **_k):
-        certify.settle()
+        settling.settle()
         raise RuntimeError("stopped")
 
     monkeypatch.setattr(certify, "inventory", lambda args: type("Inv", (), {"source": tmp_path / "hosts.yml"})())

@@ -7,8 +7,6 @@ clustercert.record.certificate, the reports clustercert.report.
 
 from __future__ import annotations
 
-import gc
-import itertools
 import json
 import time
 from datetime import UTC, datetime
@@ -25,6 +23,7 @@ from clustercert.probes.plan import ProbeSettings
 from clustercert.record import certificate
 from clustercert.record.results import certificate_body
 from clustercert.record.runlock import inventory_lock
+from clustercert.record.settle import settle, settle_every, settling
 from clustercert.record.store import Store
 from clustercert.report import prom
 from clustercert.report.documents import certify_document
@@ -38,35 +37,8 @@ def run(args) -> int:
         slurm.check_inventory(inv)
     signing_key, pub_path = certificate.load_or_create_key(Path(args.key) if args.key else None, paths.state_dir())
     store = Store()
-    with inventory_lock(str(inv.source), "certify"):
-        try:
-            return _certify(args, inv, store, Path(args.out), signing_key, pub_path)
-        finally:
-            gc.unfreeze()  # what settle() set aside is the collector's again
-
-
-def settle() -> None:
-    """Between certify's stages: what a stage made (the validators' results, the probes' measurements, the
-    signed certificate) lives to the end of the run, so it is collected once now and then set aside from the
-    cyclic garbage collector (``gc.freeze``): each of the collector's later full collections traversed all of it
-    again, a fifth of the run's CPU at a few thousand nodes. Reference counting frees it as before; the
-    collection first leaves no cyclic garbage among what is set aside; ``run`` gives it back at the end."""
-    gc.collect()
-    gc.freeze()
-
-
-SETTLE_NODES = 500  # the validators' results are settled every so many nodes as well
-
-
-def settle_every(n: int = SETTLE_NODES):
-    """A function that settles (``settle``) every ``n``-th time it is called: for the validators' ``after_node``
-    (each collection then traverses only the results of the last ``n`` nodes, not of every node so far)."""
-    count = itertools.count(1)
-
-    def tick() -> None:
-        if next(count) % n == 0:
-            settle()
-    return tick
+    with inventory_lock(str(inv.source), "certify"), settling():
+        return _certify(args, inv, store, Path(args.out), signing_key, pub_path)
 
 
 def _certify(args, inv, store: Store, out_dir: Path, signing_key, pub_path: Path) -> int:
