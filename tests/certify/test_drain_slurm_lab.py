@@ -1,7 +1,12 @@
 """`certify --drain slurm` against a real Slurm: Debian's slurm-wlm and munge installed on the 4
 bootstrapped lab nodes (slurmctld on node01, slurmd on all), as a site runs them. node02 misses a GPU;
 node03 was drained by an earlier clustercert run; node04 by an administrator. Only node02 is drained,
-only node03 resumed; node04 keeps its administrator's reason, node01 is not touched."""
+only node03 resumed; node04 keeps its administrator's reason, node01 is not touched.
+
+The same Slurm then runs `clustercert node-check` as its HealthCheckProgram (issue 24.1): the node_check role
+(playbooks/node_check.yml, through clustercert's engine) installs it on the 4 nodes, slurmd's own health check
+drains node02 when it misses a GPU with ``Reason=clustercert: <ids>`` and resumes it once healed; node04 keeps its
+administrator's drain, node01 and node03 are not touched."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import yaml
 
+from clustercert.collect import engine
 from clustercert.collect.slurm import parse_show_node
 from clustercert.model.profile import load_profile
 from clustercert.record.certificate import expanded  # the file keeps findings and links as tables
@@ -27,6 +33,10 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 CONTROLLER = "node01"
 GPUS = load_profile("lab").gpu.count  # the lab inventory's profile: the GPUs each node has, as Slurm's GRES
 SLURM_UNITS = "slurmd slurmctld munge"
+# node-check as Slurm's HealthCheckProgram: the wrapper the node_check role installs, run every INTERVAL_S
+WRAPPER = "/usr/local/sbin/clustercert-node-check"
+INTERVAL_S = 10
+HEALTH_CHECK = f"HealthCheckProgram={WRAPPER}\nHealthCheckInterval={INTERVAL_S}\nHealthCheckNodeState=ANY\n"
 
 
 def _on_all(lab, command: str, timeout: float = 600) -> dict:
@@ -69,6 +79,17 @@ def slurm_conf(lab, hw: dict[str, str]) -> str:
 def node_state(lab, name: str) -> tuple[str, object]:
     raw = lab.ssh(CONTROLLER, f"scontrol show node {name} --oneliner").stdout
     return raw, parse_show_node(raw)
+
+
+def wait_for(lab, name: str, ok, what: str, timeout: float = 150):
+    """The node's (raw line, state) once ``ok(state)``; AssertionError with the last line after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    raw, st = node_state(lab, name)
+    while not ok(st) and time.monotonic() < deadline:
+        time.sleep(2)
+        raw, st = node_state(lab, name)
+    assert ok(st), f"{name}: not {what} after {timeout:.0f} s: {raw}"
+    return raw, st
 
 
 @pytest.fixture(scope="module")
@@ -222,3 +243,55 @@ def test_pair_nccl_runs_as_an_srun_step_on_idle_nodes(slurm_lab, tmp_path):
     # the step asked for, and was given, each node's GPUs (the inventory's default clustercert_slurm_gres:
     # gpu): Slurm would have refused a request the nodes cannot meet
     assert f" TresPerNode=gres:gpu:{GPUS}" in mine[0], mine
+
+
+@pytest.fixture
+def health_checked(slurm_lab, tmp_path):
+    """node-check installed by its role and named in slurm.conf; every node back in service first (the tests
+    above leave drains behind), and nothing of it left after."""
+    lab = slurm_lab
+    lab.ssh(CONTROLLER, "systemctl start slurmctld; for n in $(sinfo -h -N -o %N); do "
+                        "scontrol update NodeName=$n State=RESUME 2>/dev/null; done; true")
+    state = tmp_path / "node-check-role-state"
+    result = engine.run_playbook("node_check.yml", lab.inventory, state=state, envvars=engine.strategy_env(),
+                                 extra_vars={"node_check_drain": True, "node_check_checks": "gpu"})
+    assert result.ok and not result.failures, (result.status, result.failures)
+    conf = base64.b64encode(HEALTH_CHECK.encode()).decode()
+    _on_all(lab, f"test -x {WRAPPER} && echo {conf} | base64 -d >> /etc/slurm/slurm.conf")
+    lab.ssh(CONTROLLER, "systemctl restart slurmctld")
+    _on_all(lab, "systemctl restart slurmd")
+    try:
+        yield lab
+    finally:
+        _on_all(lab, "sed -i '/^HealthCheck/d' /etc/slurm/slurm.conf; rm -rf /usr/local/lib/clustercert "
+                     f"{WRAPPER}; true")
+
+
+# wip: passes on the lab (2026-12-05 night: 43 s, on this module's Slurm), kept out of CI for its 25 minutes
+# (issue 25) until issue 24's `--backend slurm` lands beside it (README, Two commands)
+@pytest.mark.wip
+def test_health_check_program_drains_a_faulty_node_and_resumes_it_healed(health_checked):
+    lab = health_checked
+    for n in lab.nodes:  # a first health check ran at slurmd's start: every node healthy, idle
+        wait_for(lab, n, lambda st: st.state == "IDLE" and st.reason is None, "idle")
+    lab.ssh(CONTROLLER, "scontrol update NodeName=node04 State=DRAIN Reason='admin: maintenance'")
+    lab.manager.fault("node02", "gpu_missing", {})
+    try:
+        raw, st = wait_for(lab, "node02", lambda st: st.drained, "drained", timeout=INTERVAL_S * 6 + 60)
+        assert st.reason.startswith("clustercert: ") and "gpu.count" in st.reason.removeprefix("clustercert: ").split(","), raw
+        # the wrapper, run by hand as slurmd runs it, says the same and finds it drained for this reason
+        p = lab.ssh("node02", f"{WRAPPER} --format json", check=False)
+        assert p.returncode == 1 and '"action": "none"' in p.stdout and "already drained" in p.stdout, p.stdout[-2000:]
+    finally:
+        lab.manager.heal("node02")
+    raw, st = wait_for(lab, "node02", lambda st: not st.drained, "resumed", timeout=INTERVAL_S * 6 + 60)
+    assert st.reason is None, raw
+    wait_for(lab, "node02", lambda st: st.state == "IDLE", "idle again", timeout=90)
+    # the administrator's drain stays theirs through every health check; the others were never touched
+    time.sleep(INTERVAL_S * 2)
+    raw, st = node_state(lab, "node04")
+    assert st.drained and st.reason == "admin: maintenance", raw
+    for n in ("node01", "node03"):
+        raw, st = node_state(lab, n)
+        assert (st.state, st.reason) == ("IDLE", None), raw
+    lab.ssh(CONTROLLER, "scontrol update NodeName=node04 State=RESUME")
