@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from provisioning_helpers import BIN, ansible_env
 
+from clustercert.collect import engine
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from test_node_check import A5000, FAULTY_XML, HEALTHY_XML, fake_scontrol, fake_tool  # noqa: E402
 
@@ -52,7 +54,7 @@ def installed(tmp_path_factory) -> dict:
     def play(*args: str) -> subprocess.CompletedProcess:
         p = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(tmp / "play.yml"),
                             "-e", f"@{tmp / 'vars.json'}", *args], capture_output=True, text=True, timeout=300,
-                           env=ansible_env(ANSIBLE_CACHE_PLUGIN="memory"), cwd=str(tmp))
+                           env=ansible_env(ANSIBLE_CACHE_PLUGIN="memory", **engine.strategy_env()), cwd=str(tmp))
         assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
         return p
 
