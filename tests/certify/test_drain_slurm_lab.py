@@ -86,7 +86,7 @@ def wait_for(lab, name: str, ok, what: str, timeout: float = 150):
     deadline = time.monotonic() + timeout
     raw, st = node_state(lab, name)
     while not ok(st) and time.monotonic() < deadline:
-        time.sleep(2)
+        time.sleep(1)
         raw, st = node_state(lab, name)
     assert ok(st), f"{name}: not {what} after {timeout:.0f} s: {raw}"
     return raw, st
@@ -169,11 +169,7 @@ def test_drain_failing_resume_own_leave_others(slurm_lab, tmp_path):
     raw, st = after["node03"]
     assert not st.drained and st.reason is None, raw
     # back in service: slurmctld pings a resumed node (NOT_RESPONDING meanwhile), then it is IDLE
-    deadline = time.monotonic() + 60
-    while st.state != "IDLE" and time.monotonic() < deadline:
-        time.sleep(1)
-        raw, st = node_state(lab, "node03")
-    assert st.state == "IDLE", raw
+    wait_for(lab, "node03", lambda st: st.state == "IDLE", "idle", timeout=60)
     raw, st = after["node04"]
     assert st.drained and st.reason == "admin: maintenance" and "Reason=admin: maintenance [root@" in raw, raw
     raw, st = after["node01"]
@@ -218,13 +214,8 @@ def test_pair_nccl_runs_as_an_srun_step_on_idle_nodes(slurm_lab, tmp_path):
         f.write("clustercert_slurm: true\n")
     lab.ssh(CONTROLLER, "systemctl start slurmctld; for n in node01 node02; do "
                         "scontrol update NodeName=$n State=RESUME 2>/dev/null; done; true")
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        states = {n: node_state(lab, n)[1].state for n in ("node01", "node02")}
-        if set(states.values()) == {"IDLE"}:
-            break
-        time.sleep(1)
-    assert set(states.values()) == {"IDLE"}, states
+    for n in ("node01", "node02"):
+        wait_for(lab, n, lambda st: st.state == "IDLE", "idle", timeout=90)
     def probe_jobs() -> list[str]:
         jobs = lab.ssh(CONTROLLER, "scontrol show job --oneliner", check=False).stdout
         return [j for j in jobs.splitlines() if "JobName=clustercert-nccl-" in j]
