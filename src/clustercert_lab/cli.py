@@ -1,4 +1,4 @@
-"""The lab's program: `clustercert lab up|down|status|fault|heal|inventory` (the product's `lab` verb runs it
+"""The lab's program: `clustercert lab up|down|status|fault|heal|inventory|slurm` (the product's `lab` verb runs it
 with the words after ``lab``), also ``python3 -m clustercert_lab ...`` and the ``clustercert-lab`` script.
 
 It speaks as `clustercert lab` whichever way it starts: the same help, one-line errors
@@ -15,7 +15,11 @@ from clustercert.cli import PROG, Parser, help_format, parse, run_program
 from clustercert.errors import EXIT_OK, InputError
 
 NODES = opt.option("--nodes", type=opt.positive_int, metavar="N", help="how many nodes (default: the spec's, else 4)")
-SPEC = opt.option("--spec", metavar="FILE", help="lab spec YAML: nodes, profile, link_mbit, faults")
+SPEC = opt.option("--spec", metavar="FILE", help="lab spec YAML: nodes, profile, link_mbit, faults, slurm")
+SLURM = opt.option("--slurm", action="store_true",
+                   help="with Slurm on the nodes (slurmctld on the first, slurmd on all), as the spec's `slurm: true`")
+SLURM_ACTION = opt.option("action", choices=("up", "down"),
+                          help="up: install and start Slurm, wait until every node is idle; down: stop and disable it")
 FAULT_NODE = opt.option("node", help="the lab node (node01, ...)")
 FAULT_KIND = opt.option("kind", help="the fault kind (docs/lab-faults.md; `clustercert checks` names the check each "
                                      "fails)")
@@ -42,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         opt.add(p, *options)
 
     command("up", "start the lab (idempotent)", "Build the image once (cached), start the nodes, write the inventory.",
-            "clustercert lab up --nodes 4 --spec lab.yml", NODES, SPEC)
+            "clustercert lab up --nodes 4 --spec lab.yml", NODES, SPEC, SLURM)
     command("down", "stop the lab and remove every trace",
             "Stop every node and remove the lab's links, bridges, mounts and processes.", "clustercert lab down")
     command("status", "nodes, their state and faults", "Show the lab's nodes, addresses and active faults.",
@@ -52,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
             "clustercert lab fault node03 link_slow fabric=1 factor=0.3", FAULT_NODE, FAULT_KIND, FAULT_PARAMS)
     command("heal", "remove a node's faults (all, or one kind)", "Heal a node.", "clustercert lab heal node03 link_slow",
             HEAL_NODE, HEAL_KIND)
+    command("slurm", "bring the running lab's Slurm up or down",
+            "Slurm on the running lab (slurmctld on the first node, slurmd on all), or stopped and disabled.",
+            "clustercert lab slurm up", SLURM_ACTION)
     command("inventory", "print the path of the lab's Ansible inventory",
             "Print the inventory path the lab wrote (`-i lab` on every verb means this).",
             "ansible all -i $(clustercert lab inventory) -m ping")
@@ -80,6 +87,8 @@ def print_status(status: dict) -> None:
     running = status.get("running")
     con.print(f"lab: {'running' if running else 'not running'}"
               + (f" — inventory {status.get('inventory')}" if status.get("inventory") else ""))
+    if running and status.get("slurm"):
+        con.print(slurm_line(status["slurm"]))
     nodes = status.get("nodes") or {}
     if not nodes:
         return
@@ -93,12 +102,22 @@ def print_status(status: dict) -> None:
     con.print("hardware in the lab is simulated (GPUs, HCAs, perftest/NCCL output); network, systemd, sshd and apt are real")
 
 
+def slurm_line(slurm: dict) -> str:
+    """`lab status`'s line on the lab's Slurm."""
+    state, controller = slurm.get("state", "off"), slurm.get("controller")
+    if state == "up":
+        return f"slurm: up — slurmctld on {controller}, slurmd on every node"
+    if state == "off":
+        return "slurm: off (`clustercert lab slurm up` starts it)"
+    return f"slurm: {state} — slurmctld on {controller} is not active"
+
+
 def run(args: argparse.Namespace) -> int:
     from clustercert_lab import manager  # after the parse: --help and a usage error need none of the lab
 
     params = key_values(args.params) if args.lab_cmd == "fault" else {}
     if args.lab_cmd == "up":
-        print_status(manager.up(nodes=args.nodes, spec_path=args.spec))
+        print_status(manager.up(nodes=args.nodes, spec_path=args.spec, slurm=args.slurm))
     elif args.lab_cmd == "down":
         manager.down()
         print("lab is down")
@@ -114,6 +133,14 @@ def run(args: argparse.Namespace) -> int:
     elif args.lab_cmd == "heal":
         manager.heal(args.node, args.kind)
         print(f"{args.node}: healed{' ' + args.kind if args.kind else ''}")
+    elif args.lab_cmd == "slurm" and args.action == "up":
+        done = manager.slurm_up()
+        installed = f", installed on {', '.join(done['installed'])}" if done["installed"] else ""
+        print(f"slurm is up{installed} ({'started' if done['restarted'] else 'already running'}, "
+              f"{done['seconds']:.0f} s)")
+    elif args.lab_cmd == "slurm":
+        manager.slurm_down()
+        print("slurm is down")
     elif args.lab_cmd == "inventory":
         print(manager.inventory_path())
     else:

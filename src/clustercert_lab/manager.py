@@ -1,4 +1,4 @@
-"""`clustercert lab up|down|status|fault|heal|inventory`: the lab's life cycle.
+"""`clustercert lab up|down|status|fault|heal|inventory|slurm`: the lab's life cycle.
 
 State lives in ``$CLUSTERCERT_LAB_DIR`` (default /var/lib/clustercert/lab):
 
@@ -13,6 +13,10 @@ State lives in ``$CLUSTERCERT_LAB_DIR`` (default /var/lib/clustercert/lab):
 `up` twice with the same spec is a no-op (it only restarts nodes whose supervisor died). With another
 node count (same profile and link_mbit) it adds or removes nodes at the end; anything else asks the
 user to run `down` first.
+
+The lab's Slurm (clustercert_lab.slurm: the spec's ``slurm: true``, `up --slurm`, `slurm up|down` on a
+running lab) is recorded in spec.json ("slurm"); while it is up the inventory's group_vars carry
+``clustercert_slurm: true``.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import yaml
 
 from clustercert.errors import InputError
 from clustercert.model.profile import load_profile
-from clustercert_lab import faults, hardware, image, network, node, proxy, sim
+from clustercert_lab import faults, hardware, image, network, node, proxy, sim, slurm
 from clustercert_lab import spec as spec_mod
 from clustercert_lab.errors import LabError
 from clustercert_lab.paths import inventory_path, lab_dir, ssh_dir, user_inventory_path
@@ -106,7 +110,7 @@ def _profile(name: str) -> dict:
 
 
 def _public_spec(sp: dict) -> dict:
-    return {k: sp[k] for k in ("nodes", "profile", "link_mbit", "faults", "source") if k in sp}
+    return {k: sp[k] for k in ("nodes", "profile", "link_mbit", "faults", "slurm", "source") if k in sp}
 
 
 # ---------------------------------------------------------------------------------------------- ssh
@@ -192,6 +196,9 @@ def _write_inventory(handles: list[node.NodeHandle], sp: dict) -> None:
         # place: bootstrap and drift then use the same key whatever CLUSTERCERT_HOME each runs with
         "cluster_ssh_key_dir": str(ssh_dir() / "cluster_ssh"),
     }
+    if sp.get("slurm"):
+        # the lab's Slurm is up (clustercert_lab.slurm): the nodes are Slurm nodes, named as the hosts
+        gv["clustercert_slurm"] = True
     if int(sp.get("link_mbit", 1000)) != 1000:
         # the IPoIB floor follows the fabric links' shaped rate, overridden as a site overrides a profile
         gv["clustercert_profile_overrides"] = {"thresholds": {"iperf3_ipoib": {"rated": int(sp["link_mbit"]) / 1000}}}
@@ -313,9 +320,10 @@ def _faults_of(h: node.NodeHandle) -> list[dict]:
 # ------------------------------------------------------------------------------------------------ up
 
 
-def up(nodes: int | None = None, spec_path: str | None = None) -> dict:
-    """Bring the lab up (idempotent) and return its status."""
-    sp = spec_mod.load(spec_path, nodes)  # bad input is reported first, root or not
+def up(nodes: int | None = None, spec_path: str | None = None, slurm: bool = False) -> dict:
+    """Bring the lab up (idempotent) and return its status; ``slurm`` (or the spec's ``slurm: true``): with
+    Slurm on the nodes once they answer SSH."""
+    sp = spec_mod.load(spec_path, nodes, slurm)  # bad input is reported first, root or not
     _require_root()
     with _lock():
         _up_locked(sp)
@@ -360,22 +368,75 @@ def _up_locked(sp: dict) -> None:
     handles = []
     for i, name in enumerate(sp["nodes"], start=1):
         handles.append(existing.get(name) or _create_node(name, i, sp, profile))
+    # Slurm stays as it is (up, or not) until it is brought up below
+    slurm_was_up = bool(current and current.get("slurm"))
+    public = {**_public_spec(sp), "slurm": slurm_was_up}
     _personalise_all(handles)
     _write_ssh_files(handles)
-    _write_inventory(handles, sp)
+    _write_inventory(handles, public)
     try:
         _power_on_all(handles)
         wait_ssh([h for h in handles if not any(f["kind"] == "node_down" for f in _faults_of(h))])
     except RuntimeError as exc:
         raise LabError(str(exc)) from None
     first_up = not current
-    public = _public_spec(sp)
     _write_json(d / "spec.json", public)
+    # asked for (slurm.up does nothing costly where it is up already), or up on another set of nodes
+    # (slurm.conf names them all)
+    if sp["slurm"] or (slurm_was_up and set(existing) != set(sp["nodes"])):
+        _slurm_up(handles, public)
     if first_up or current.get("faults") != public["faults"]:
         for f in sp["faults"]:
             h = next(x for x in handles if x.name == f["node"])
             if not any(a["kind"] == f["kind"] and a["params"] == f["params"] for a in _faults_of(h)):
                 _apply_fault(h, f["kind"], f["params"])
+
+
+# --------------------------------------------------------------------------------------------- slurm
+
+
+def _slurm_up(handles: list[node.NodeHandle], sp: dict) -> dict:
+    """slurm.up on the lab's nodes, then recorded: spec.json's "slurm", the inventory's clustercert_slurm."""
+    result = slurm.up(handles, load_profile(sp["profile"]).gpu.count)
+    sp["slurm"] = True
+    _write_json(lab_dir() / "spec.json", sp)
+    _write_inventory(handles, sp)
+    return result
+
+
+def _running_spec(command: str) -> dict:
+    sp = _read_json(lab_dir() / "spec.json")
+    if not sp or not _handles():
+        raise InputError(command, None, "the lab is not up: start it with `clustercert lab up`")
+    return sp
+
+
+def slurm_up() -> dict:
+    """Slurm on the running lab (idempotent: what is in place already is left as it is): slurmctld on the
+    first node, slurmd on every node, every node idle. Returns slurm.up's summary."""
+    _require_root()
+    with _lock():
+        return _slurm_up(_handles(), _running_spec("clustercert lab slurm up"))
+
+
+def slurm_down() -> None:
+    """Slurm stopped and disabled on the running lab's nodes (slurm.down); the inventory without
+    clustercert_slurm."""
+    _require_root()
+    with _lock():
+        sp = _running_spec("clustercert lab slurm down")
+        handles = _handles()
+        slurm.down([h for h in handles if h.is_running()])
+        sp["slurm"] = False
+        _write_json(lab_dir() / "spec.json", sp)
+        _write_inventory(handles, sp)
+
+
+def _slurm_status(sp: dict, handles: list[node.NodeHandle]) -> dict:
+    """{"state": "up" | "not running" (brought up, slurmctld not active now) | "off", "controller": node}"""
+    if not sp.get("slurm") or not handles:
+        return {"state": "off", "controller": None}
+    return {"state": "up" if slurm.is_up(handles[0]) else "not running", "controller": handles[0].name}
 
 
 # ---------------------------------------------------------------------------------------------- down
@@ -434,7 +495,8 @@ def status() -> dict:
     d = lab_dir()
     sp = _read_json(d / "spec.json")
     nodes = {}
-    for h in _handles():
+    handles = _handles()
+    for h in handles:
         nodes[h.name] = {
             "state": h.state(),
             "mgmt_ip": h.mgmt_ip,
@@ -448,6 +510,7 @@ def status() -> dict:
         "user_inventory": str(user_inventory_path()) if user_inventory_path().exists() else None,
         "ssh_config": str(ssh_dir() / "config") if (ssh_dir() / "config").exists() else None,
         "spec": sp or {},
+        "slurm": _slurm_status(sp or {}, handles),
     }
 
 

@@ -6,6 +6,7 @@ one line naming the file, the key and the reason (InputError, exit 2).
     link_mbit: 1000          # fabric link rate, 10..10000 Mbit/s
     faults:                  # applied once the nodes are up
       - {node: node02, kind: gpu_missing, gpu: 3}
+    slurm: false             # true: Slurm on the nodes once they answer SSH (clustercert_lab.slurm)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ DEFAULT_NODES = 4
 DEFAULT_PROFILE = "lab"
 DEFAULT_LINK_MBIT = 1000
 MAX_NODES = 64
-KEYS = ("nodes", "profile", "link_mbit", "faults")
+KEYS = ("nodes", "profile", "link_mbit", "faults", "slurm")
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 EMBEDDED = "<embedded default spec>"
 
@@ -35,6 +36,12 @@ def _int(value, source: str, key: str, lo: int, hi: int) -> int:
         raise InputError(source, key, f"must be an integer {lo}..{hi}, not {type(value).__name__} {value!r}")
     if not lo <= value <= hi:
         raise InputError(source, key, f"must be {lo}..{hi}, not {value}")
+    return value
+
+
+def _bool(value, source: str, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(source, key, f"must be true or false, not {type(value).__name__} {value!r}")
     return value
 
 
@@ -103,9 +110,10 @@ def _faults(value, source: str, names: list[str], profile: dict, link_mbit: int)
     return out
 
 
-def normalise(raw, source: str = EMBEDDED, nodes_override: int | None = None) -> dict:
+def normalise(raw, source: str = EMBEDDED, nodes_override: int | None = None, slurm: bool = False) -> dict:
     """Validate a parsed spec (None = the embedded default) and return it normalised:
-    {"nodes": [names], "profile": name, "link_mbit": int, "faults": [{node, kind, params}]}."""
+    {"nodes": [names], "profile": name, "link_mbit": int, "faults": [{node, kind, params}], "slurm": bool}.
+    ``slurm`` (`lab up --slurm`) turns the spec's slurm on."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -119,7 +127,9 @@ def normalise(raw, source: str = EMBEDDED, nodes_override: int | None = None) ->
     profile_name, profile = _profile(raw.get("profile", DEFAULT_PROFILE), source)
     link_mbit = _int(raw.get("link_mbit", DEFAULT_LINK_MBIT), source, "link_mbit", 10, 10000)
     injected = _faults(raw.get("faults"), source, names, profile, link_mbit)
-    return {"nodes": names, "profile": profile_name, "link_mbit": link_mbit, "faults": injected, "source": source}
+    with_slurm = _bool(raw.get("slurm", False), source, "slurm") or slurm
+    return {"nodes": names, "profile": profile_name, "link_mbit": link_mbit, "faults": injected, "slurm": with_slurm,
+            "source": source}
 
 
 def _nodes_flag(value) -> int:
@@ -128,7 +138,7 @@ def _nodes_flag(value) -> int:
     return value
 
 
-def load(spec_path: str | None = None, nodes: int | None = None) -> dict:
+def load(spec_path: str | None = None, nodes: int | None = None, slurm: bool = False) -> dict:
     if spec_path is None:
-        return normalise(None, EMBEDDED, nodes)
-    return normalise(load_yaml_file(spec_path), str(spec_path), nodes)
+        return normalise(None, EMBEDDED, nodes, slurm)
+    return normalise(load_yaml_file(spec_path), str(spec_path), nodes, slurm)

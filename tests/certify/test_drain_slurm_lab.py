@@ -1,5 +1,5 @@
-"""`certify --drain slurm` against a real Slurm: Debian's slurm-wlm and munge installed on the 4
-bootstrapped lab nodes (slurmctld on node01, slurmd on all), as a site runs them. node02 misses a GPU;
+"""`certify --drain slurm` against a real Slurm: the lab's own (`clustercert lab slurm up`: Debian's slurm-wlm and
+munge on the 4 bootstrapped lab nodes, slurmctld on node01, slurmd on all), as a site runs them. node02 misses a GPU;
 node03 was drained by an earlier clustercert run; node04 by an administrator. Only node02 is drained,
 only node03 resumed; node04 keeps its administrator's reason, node01 is not touched.
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import secrets
 import shutil
 import subprocess
 import sys
@@ -21,7 +20,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-import yaml
 
 from clustercert.collect import engine
 from clustercert.collect.slurm import parse_show_node
@@ -32,7 +30,6 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 CONTROLLER = "node01"
 GPUS = load_profile("lab").gpu.count  # the lab inventory's profile: the GPUs each node has, as Slurm's GRES
-SLURM_UNITS = "slurmd slurmctld munge"
 # node-check as Slurm's HealthCheckProgram: the wrapper the node_check role installs, run every INTERVAL_S
 WRAPPER = "/usr/local/sbin/clustercert-node-check"
 INTERVAL_S = 10
@@ -42,38 +39,6 @@ HEALTH_CHECK = f"HealthCheckProgram={WRAPPER}\nHealthCheckInterval={INTERVAL_S}\
 def _on_all(lab, command: str, timeout: float = 600) -> dict:
     with ThreadPoolExecutor(max_workers=len(lab.nodes)) as ex:
         return dict(zip(lab.nodes, ex.map(lambda n: lab.ssh(n, command, timeout=timeout), lab.nodes), strict=True))
-
-
-def slurm_conf(lab, hw: dict[str, str]) -> str:
-    hosts = yaml.safe_load(lab.inventory.read_text())["all"]["children"]["lab"]["hosts"]
-    lines = [
-        "# clustercert lab test: a minimal Slurm for `certify --drain slurm`",
-        "ClusterName=clustercert-lab",
-        f"SlurmctldHost={CONTROLLER}({hosts[CONTROLLER]['ansible_host']})",
-        "AuthType=auth/munge",
-        "SlurmUser=slurm",
-        "StateSaveLocation=/var/lib/slurm/slurmctld",
-        "SlurmdSpoolDir=/var/lib/slurm/slurmd",
-        "SlurmctldLogFile=/var/log/slurm/slurmctld.log",
-        "SlurmdLogFile=/var/log/slurm/slurmd.log",
-        "MpiDefault=none",
-        # containers: no cgroup plugins
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
-        "JobAcctGatherType=jobacct_gather/none",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_Core",
-        # GPUs as a GRES (gres.conf: one device file per GPU)
-        "GresTypes=gpu",
-        "ReturnToService=2",
-        # the containers see the host's 2 CPUs; a real 8-GPU node has far more cores: the probes' NCCL
-        # step (one task per GPU) needs 8 CPUs per node, so the configured count stands
-        "SlurmdParameters=config_overrides",
-    ]
-    for n in lab.nodes:
-        lines.append(f"NodeName={n} NodeAddr={hosts[n]['ansible_host']} {hw[n]} Gres=gpu:{GPUS} State=UNKNOWN")
-    lines.append(f"PartitionName=lab Nodes={','.join(lab.nodes)} Default=YES MaxTime=INFINITE State=UP")
-    return "\n".join(lines) + "\n"
 
 
 def node_state(lab, name: str) -> tuple[str, object]:
@@ -94,44 +59,19 @@ def wait_for(lab, name: str, ok, what: str, timeout: float = 150):
 
 @pytest.fixture(scope="module")
 def slurm_lab(bootstrapped_lab):
+    """The lab's own Slurm (`clustercert lab slurm up`: slurmctld on node01, slurmd on all, every node idle;
+    the lab's inventory then says clustercert_slurm: true), and nothing of it left after."""
     lab = bootstrapped_lab
     t0 = time.monotonic()
-    _on_all(lab, "DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge >/tmp/slurm-install.log 2>&1 "
-                 "|| { tail -30 /tmp/slurm-install.log; exit 1; }", timeout=900)
-    # hardware as slurmd sees it (CPUs, sockets, cores, threads, memory), so that no node is downed for it
-    hw = {}
-    for n, p in _on_all(lab, "slurmd -C | head -1").items():
-        fields = dict(f.split("=", 1) for f in p.stdout.split() if "=" in f)
-        hw[n] = f"CPUs=16 Boards=1 SocketsPerBoard=2 CoresPerSocket=8 ThreadsPerCore=1 RealMemory={fields['RealMemory']}"
-    key = base64.b64encode(secrets.token_bytes(1024)).decode()
-    conf = base64.b64encode(slurm_conf(lab, hw).encode()).decode()
-    _on_all(lab, f"echo {key} | base64 -d > /etc/munge/munge.key && chown munge:munge /etc/munge/munge.key "
-                 f"&& chmod 400 /etc/munge/munge.key && echo {conf} | base64 -d > /etc/slurm/slurm.conf "
-                 "&& mkdir -p /var/lib/slurm/slurmctld /var/lib/slurm/slurmd /var/log/slurm "
-                 "&& chown slurm:slurm /var/lib/slurm/slurmctld /var/log/slurm && systemctl restart munge")
-    # slurmd's gpu plugin counts a GPU per device file; the lab simulates GPUs without device nodes, so
-    # empty files stand in for them (no cgroup device constraint here: nothing opens them)
-    _on_all(lab, f"for i in $(seq 0 {GPUS - 1}); do touch /dev/nvidia$i; done && "
-                 f"echo 'Name=gpu File=/dev/nvidia[0-{GPUS - 1}]' > /etc/slurm/gres.conf")
-    lab.ssh(CONTROLLER, "systemctl enable slurmctld && systemctl restart slurmctld")
-    _on_all(lab, "systemctl restart slurmd")
-    deadline, seen = time.monotonic() + 120, ""
-    while time.monotonic() < deadline:
-        p = lab.ssh(CONTROLLER, "sinfo -h -N -o '%N %T'", check=False)
-        seen = p.stdout + p.stderr
-        states = dict(x.split() for x in p.stdout.splitlines() if len(x.split()) == 2)
-        if p.returncode == 0 and sorted(states) == lab.nodes and set(states.values()) == {"idle"}:
-            break
-        time.sleep(1)
-    else:
-        logs = lab.ssh(CONTROLLER, "tail -20 /var/log/slurm/slurmctld.log; tail -20 /var/log/slurm/slurmd.log", check=False).stdout
-        raise AssertionError(f"Slurm nodes not idle after 120 s: {seen}\n{logs}")
+    lab.manager.slurm_up()
+    lab.refresh()
     print(f"slurm up in {time.monotonic() - t0:.0f} s")
     try:
         yield lab
     finally:
         # other modules reuse the nodes: nothing of Slurm keeps running, nor starts on a reboot
-        _on_all(lab, f"systemctl disable --now {SLURM_UNITS} >/dev/null 2>&1; rm -f /dev/nvidia[0-9]*; true")
+        lab.manager.slurm_down()
+        lab.refresh()
 
 
 def certify(lab, inventory, out, *args: str) -> tuple[int, dict, subprocess.CompletedProcess]:
@@ -146,9 +86,7 @@ def certify(lab, inventory, out, *args: str) -> tuple[int, dict, subprocess.Comp
 def test_drain_failing_resume_own_leave_others(slurm_lab, tmp_path):
     lab = slurm_lab
     inv_dir = tmp_path / "inventory"
-    shutil.copytree(lab.inventory.parent, inv_dir)
-    with open(inv_dir / "group_vars" / "all.yml", "a") as f:
-        f.write("clustercert_slurm: true\n")
+    shutil.copytree(lab.inventory.parent, inv_dir)  # with the lab's clustercert_slurm: true
     inventory = inv_dir / lab.inventory.name
     lab.ssh(CONTROLLER, "scontrol update NodeName=node03 State=DRAIN Reason='clustercert: gpu.count' && "
                         "scontrol update NodeName=node04 State=DRAIN Reason='admin: maintenance'")
@@ -209,9 +147,7 @@ def test_pair_nccl_runs_as_an_srun_step_on_idle_nodes(slurm_lab, tmp_path):
     records the job, named after the probe's tag, completed on both nodes."""
     lab = slurm_lab
     inv_dir = tmp_path / "inventory"
-    shutil.copytree(lab.inventory.parent, inv_dir)
-    with open(inv_dir / "group_vars" / "all.yml", "a") as f:
-        f.write("clustercert_slurm: true\n")
+    shutil.copytree(lab.inventory.parent, inv_dir)  # with the lab's clustercert_slurm: true
     lab.ssh(CONTROLLER, "systemctl start slurmctld; for n in node01 node02; do "
                         "scontrol update NodeName=$n State=RESUME 2>/dev/null; done; true")
     for n in ("node01", "node02"):

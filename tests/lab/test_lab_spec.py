@@ -44,7 +44,7 @@ BAD_SPECS = [
     ("malformed", "nodes: [1, 2\nprofile: lab\n", "line 2", "malformed YAML: expected ',' or ']'"),
     ("duplicate-key", "nodes: 2\nnodes: 3\n", "line 2", "duplicate key 'nodes'"),
     ("not-a-mapping", "- nodes\n- 4\n", None, "must be a YAML mapping, not list"),
-    ("unknown-key", "nodes: 2\nnode_count: 3\n", "node_count", "unknown key (known: nodes, profile, link_mbit, faults)"),
+    ("unknown-key", "nodes: 2\nnode_count: 3\n", "node_count", "unknown key (known: nodes, profile, link_mbit, faults, slurm)"),
     ("zero-nodes", "nodes: 0\n", "nodes", "must be 1..64, not 0"),
     ("too-many-nodes", "nodes: 65\n", "nodes", "must be 1..64, not 65"),
     ("nodes-string", "nodes: four\n", "nodes", "must be an integer 1..64 or a list of node names, not str"),
@@ -56,6 +56,8 @@ BAD_SPECS = [
     ("link-too-slow", "link_mbit: 5\n", "link_mbit", "must be 10..10000, not 5"),
     ("link-string", "link_mbit: fast\n", "link_mbit", "must be an integer 10..10000, not str 'fast'"),
     ("faults-not-list", "faults: gpu_missing\n", "faults", "must be a list of {node, kind, ...params}, not str"),
+    ("slurm-string", "slurm: 'true'\n", "slurm", "must be true or false, not str 'true'"),
+    ("slurm-int", "nodes: 2\nslurm: 1\n", "slurm", "must be true or false, not int 1"),
     ("fault-node-missing", "nodes: 2\nfaults:\n  - {kind: gpu_missing}\n", "faults[0].node", "required key is missing"),
     ("fault-unknown-node", "nodes: 2\nfaults:\n  - {node: node03, kind: gpu_missing}\n", "faults[0].node",
      "no node 'node03' in this lab (nodes: node01, node02)"),
@@ -109,7 +111,22 @@ def test_embedded_default_spec():
     assert sp["profile"] == "lab"
     assert sp["link_mbit"] == 1000
     assert sp["faults"] == []
+    assert sp["slurm"] is False
     assert spec.load(None, 12)["nodes"][-1] == "node12"
+    assert spec.load(None, None, slurm=True)["slurm"] is True  # `lab up --slurm`
+
+
+def test_slurm_key(tmp_path):
+    f = tmp_path / "lab.yml"
+    f.write_text("nodes: 2\nslurm: true\n")
+    assert spec.load(str(f))["slurm"] is True
+    assert spec.load(str(f), None, slurm=False)["slurm"] is True  # the flag only turns it on
+    f.write_text("slurm: false\n")
+    assert spec.load(str(f))["slurm"] is False and spec.load(str(f), None, slurm=True)["slurm"] is True
+    f.write_text("slurm: null\n")
+    with pytest.raises(InputError) as exc:
+        spec.load(str(f))
+    assert exc.value.one_line() == f"{f}: slurm: must be true or false, not NoneType None"
 
 
 def test_good_spec_is_normalised(tmp_path):
