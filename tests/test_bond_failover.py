@@ -232,8 +232,8 @@ def test_validate_runs_the_failover_node_by_node_after_the_normal_checks(monkeyp
         calls.append(("in_turn", list(nodes), {n: commands_for[n]["bond_failover"][0].split()[-4] for n in nodes}))
         return {n: NodeEvidence(n, True, "", {"bond_failover": res(BACKUP_DOWN if n == "n2" else TESTED)}) for n in nodes}
 
-    monkeypatch.setattr(check_run, "collect_many", fake_many)
-    monkeypatch.setattr(check_run, "collect_in_turn", fake_in_turn)
+    monkeypatch.setattr(check_run.ssh, "collect_many", fake_many)
+    monkeypatch.setattr(check_run.ssh, "collect_in_turn", fake_in_turn)
     results = check_run.validate_nodes(inv, ["bond"], disruptive=True)
     # normal checks first (all nodes at once), then the failover on the reachable nodes one by one, in order;
     # each pings the next reachable node whose ib.bond passed (n2's backup slave is down, n4 does not answer)

@@ -319,7 +319,7 @@ def test_bad_check_selection_is_one_line_before_anything_runs(argv, fragment, ca
     def nothing(*a, **k):
         raise AssertionError("a connection was attempted")
 
-    monkeypatch.setattr(clustercert.checks.run, "collect_many", nothing)
+    monkeypatch.setattr(clustercert.checks.run.ssh, "collect_many", nothing)
     rc = main(["validate", "-i", "sample:h100", *argv])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and fragment in err, err

@@ -28,7 +28,7 @@ def test_settle_every_settles_every_nth_call(monkeypatch):
 
 def test_run_gives_back_what_was_set_aside(monkeypatch, tmp_path):
     class Args:
-        drain, key, out = None, None, str(tmp_path)
+        drain, key, out, backend = None, None, str(tmp_path), "ssh"
 
     def fake(*_a, **_k):
         settling.settle()

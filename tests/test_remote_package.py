@@ -13,7 +13,7 @@ import pytest
 from clustercert import remote
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "clustercert"
-NODE_PROGRAMS = ("runner", "bond_failover", "ddp_smoke")  # run by the node's python3 (3.6 or later)
+NODE_PROGRAMS = ("runner", "bond_failover", "ddp_smoke", "slurm_agent")  # run by the node's python3 (3.6 or later)
 
 
 @pytest.mark.parametrize("name", remote.PROGRAMS)

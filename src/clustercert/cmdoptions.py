@@ -142,6 +142,11 @@ PROBES = option("--probes", metavar="LIST", help="comma-separated: ib_write_bw, 
                 "nvbandwidth, dcgmi, gdr, nvlink, storage, ddp (default: every probe the profile sets a threshold "
                 "or a section for)")
 
+BACKEND = option("--backend", choices=("ssh", "slurm"), default="ssh",
+                 help="how the nodes' work reaches them: ssh (default: one connection per node from here) or slurm "
+                      "(Slurm job steps started from one Slurm node, the controller holding one session; every "
+                      "host clustercert_slurm: true, and accepting jobs)")
+
 # certify
 CERTIFY_OUT = option("--out", metavar="DIR", help="where certificate.json, signing.pub and the reports go (required)")
 DRAIN = option("--drain", choices=("slurm",), help="after the verdicts, drain the failing nodes in Slurm "

@@ -50,12 +50,14 @@ def refused(tmp_path, monkeypatch, capsys):
     def no_process(*a, **k):
         raise AssertionError(f"a connection was attempted: {a[:1]}")
 
-    import clustercert.checks.run
+    import clustercert.collect.srun
     import clustercert.collect.ssh
 
-    # every connection goes through ssh_argv / collect_node (collect_many and collect_in_turn use them)
+    # every connection goes through ssh_argv / collect_node (collect_many and collect_in_turn use them), or
+    # --backend slurm's agent on its launch node
     for mod, name in ((clustercert.collect.ssh, "ssh_argv"), (clustercert.collect.ssh, "collect_node"),
-                      (clustercert.checks.run, "collect_many"), (clustercert.checks.run, "collect_in_turn")):
+                      (clustercert.collect.ssh, "collect_many"), (clustercert.collect.ssh, "collect_in_turn"),
+                      (clustercert.collect.srun, "Agent")):
         monkeypatch.setattr(mod, name, no_process)
 
     def run(*argv: str, store_expected: bool = False) -> str:

@@ -32,7 +32,8 @@ from clustercert.checks import (
 from clustercert.checks import cluster as cluster_checks
 from clustercert.checks import hardware as hardware_checks
 from clustercert.checks import ib as ib_checks
-from clustercert.collect.ssh import LOCAL, collect_in_turn, collect_many, collect_node
+from clustercert.collect import ssh
+from clustercert.collect.ssh import LOCAL, collect_node
 from clustercert.errors import InputError
 from clustercert.model.evidence import NodeEvidence
 from clustercert.parsers import one_parse_per_output
@@ -74,7 +75,8 @@ def host_context(h: HostView) -> HostContext:
 def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disruptive: bool = False,
                    selected: set[str] | None = None,
                    nvlink_baseline: dict[str, dict[str, dict[str, int]]] | None = None,
-                   keep_outputs: bool = True, after_node: Callable[[], None] | None = None) -> dict[str, NodeResult]:
+                   keep_outputs: bool = True, after_node: Callable[[], None] | None = None,
+                   io=ssh) -> dict[str, NodeResult]:
     """Collect and evaluate every node; then the cluster-wide checks over every reachable node's evidence;
     with ``disruptive``, then run the components' disruptive tests (the bond failover test) node by node.
     ``selected``: report only these check ids (the components still run whole: the failover test needs
@@ -82,7 +84,8 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
     error counters of the baseline run (clustercert.checks.hardware.nvlink_baseline). Each result's ``hardware``
     is taken from its evidence; without ``keep_outputs`` each node's raw command outputs are then dropped but
     for KEPT_OUTPUTS (certify: at fleet scale they were most of the controller's memory; validate --out keeps
-    them, it writes them). ``after_node``: called after each node's evaluation (certify settles its memory)."""
+    them, it writes them). ``after_node``: called after each node's evaluation (certify settles its memory).
+    ``io``: the collect layer (the collect.ssh module, or --backend slurm's collect.srun.SlurmBackend)."""
     comps = components(comp_names)
     contexts = {name: host_context(h) for name, h in inv.hosts.items()}
     for name, counters in (nvlink_baseline or {}).items():
@@ -116,7 +119,7 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
             after_node()
         return ev
 
-    evidence = collect_many({n: h.connection for n, h in inv.hosts.items()}, commands_for, forks=forks,
+    evidence = io.collect_many({n: h.connection for n, h in inv.hosts.items()}, commands_for, forks=forks,
                             control_dir=paths.state_dir() / "cp", each=take)
     for name, ev in evidence.items():  # a collect_many that did not call ``each`` (tests' fakes)
         if name not in results:
@@ -133,7 +136,7 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
         for name, fs in cluster_checks.parts_findings(reachable, contexts).items():
             results[name].findings.extend(fs)
     if disruptive and "bond" in comp_names:
-        run_bond_failover(inv, contexts, results)
+        run_bond_failover(inv, contexts, results, io)
     for r in results.values():
         if selected is not None:
             r.findings = [f for f in r.findings if f.check in selected]
@@ -192,7 +195,8 @@ def validate_here(ctx: HostContext, comp_names: list[str], selected: set[str], t
     return NodeResult(ctx.name, node_verdict(findings), findings, "", ev)
 
 
-def run_bond_failover(inv: Inventory, contexts: dict[str, HostContext], results: dict[str, NodeResult]) -> None:
+def run_bond_failover(inv: Inventory, contexts: dict[str, HostContext], results: dict[str, NodeResult],
+                      io=ssh) -> None:
     """--disruptive: the bond failover test on every reachable node, ONE NODE AT A TIME in inventory order,
     after the normal checks. Each node pings the bond address of the next node (in order) that answered
     and whose ib.bond passed: that peer is never failing over at the same moment."""
@@ -212,7 +216,7 @@ def run_bond_failover(inv: Inventory, contexts: dict[str, HostContext], results:
             todo[name] = cmds
         else:  # nothing to run on the node (no bond in its profile): the evaluator says why
             results[name].findings.extend(run_evaluations({}, ctx, [comp]))
-    evidence = collect_in_turn({n: inv.hosts[n].connection for n in todo}, todo, control_dir=paths.state_dir() / "cp")
+    evidence = io.collect_in_turn({n: inv.hosts[n].connection for n in todo}, todo, control_dir=paths.state_dir() / "cp")
     for name, ev in evidence.items():
         r = results[name]
         if r.evidence is not None:  # the node's checking time includes its failover test

@@ -175,7 +175,7 @@ def describe_failure(stderr: str, rc: int | None, conn: dict | None = None) -> s
     return (lines[-1] if lines else f"exit status {rc}")[:300]
 
 
-def _interpreter(conn: dict) -> str:
+def interpreter(conn: dict) -> str:
     interp = str(conn.get("ansible_python_interpreter") or "python3")
     return "python3" if "{{" in interp or interp.startswith("auto") else interp
 
@@ -223,10 +223,9 @@ def collect_node(
     stages run one after another, each stage's commands at once; without, ``parallel`` at a time.
     ``on_done(name)`` is called as the node reports each command ended, while the others run. ``path``:
     directories the commands' tools are looked for in before the runner's fixed PATH."""
-    request = json.dumps({"commands": {k: list(v) for k, v in commands.items()}, "parallel": parallel,
-                          "stages": stages, "marks": on_done is not None} | ({"path": path} if path else {}))
+    request = json.dumps(runner_request(commands, parallel, stages, on_done is not None, path))
     overall = runner_limit(commands, stages, parallel)
-    interp = _interpreter(conn)
+    interp = interpreter(conn)
     try:
         become, first = become_argv(conn)
     except ValueError as exc:
@@ -254,14 +253,26 @@ def collect_node(
     seconds = round(time.monotonic() - t0, 3)
     if rc == 255 or not stdout.strip():
         return NodeEvidence(node, False, describe_failure(stderr, rc, conn), seconds=seconds)
+    return runner_evidence(node, commands, stdout, seconds)
+
+
+def runner_request(commands: dict[str, tuple], parallel: int = 8, stages: list[list[str]] | None = None,
+                   marks: bool = False, path: str = "") -> dict:
+    """The node runner's request (clustercert.remote.runner) for ``commands`` (see collect_node)."""
+    return ({"commands": {k: list(v) for k, v in commands.items()}, "parallel": parallel, "stages": stages,
+             "marks": marks} | ({"path": path} if path else {}))
+
+
+def runner_evidence(node: str, commands: dict[str, tuple], text: str, seconds: float) -> NodeEvidence:
+    """The node's evidence from the runner's JSON document ``text`` (unreachable where it is unreadable)."""
     try:
-        doc = json.loads(stdout)
-    except json.JSONDecodeError:
+        doc = json.loads(text)
+        results = {
+            name: CommandResult(command=commands[name][0], **{k: r[k] for k in ("rc", "stdout", "stderr", "timed_out", "seconds")})
+            for name, r in doc["results"].items()
+        }
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
         return NodeEvidence(node, False, "the node's collector returned unreadable output", seconds=seconds)
-    results = {
-        name: CommandResult(command=commands[name][0], **{k: r[k] for k in ("rc", "stdout", "stderr", "timed_out", "seconds")})
-        for name, r in doc["results"].items()
-    }
     return NodeEvidence(node, True, "", results, seconds)
 
 
@@ -372,7 +383,7 @@ def listen_poll_script(port: int, bound: float = LISTEN_POLL_S) -> str:
     return f"[ -r /proc/net/tcp ] || exit 3; exec timeout --foreground {bound:g} /bin/sh -c {shlex.quote(loop)}"
 
 
-def _bounded(cmd: str, timeout: int, listen_port: int | None = None) -> str:
+def bounded(cmd: str, timeout: int, listen_port: int | None = None) -> str:
     """CMD in its own process group under a hard timeout. The group id is printed first, so the
     controller can kill the whole group (server and anything it spawned) when the session does not
     end normally. When CMD ends (or is killed at the timeout) the wrapper kills what is left of its
@@ -413,7 +424,7 @@ def _kill_group(conn: dict, node: str, pgid: str | None, control_dir: Path | Non
         pass
 
 
-def _pgid_and_output(text: str) -> tuple[str | None, str]:
+def pgid_and_output(text: str) -> tuple[str | None, str]:
     first, _, rest = text.partition("\n")
     if first.startswith("PGID="):
         return first[5:].strip(), rest
@@ -423,7 +434,7 @@ def _pgid_and_output(text: str) -> tuple[str | None, str]:
 _END_LINE = re.compile(r"^" + END_MARK + r"(\d+)\r?\n?\Z", re.M)
 
 
-def _ended(text: str) -> tuple[bool, str]:
+def ended(text: str) -> tuple[bool, str]:
     """(whether the wrapper reaped its group and said so, the output without its END_MARK line)."""
     m = _END_LINE.search(text)
     return (True, text[:m.start()]) if m else (False, text)
@@ -501,7 +512,7 @@ def start_server(server: tuple[str, dict, str], timeout: float, *, control_dir: 
     (polled there in the server's own session, for up to LISTEN_POLL_S); without it, or where that
     cannot be told, after ``server_start_delay``. End it with finish_probe or stop_server."""
     node, conn, cmd = server
-    script = _bounded(cmd, int(max(1, timeout)), server_port)
+    script = bounded(cmd, int(max(1, timeout)), server_port)
     slot = SESSIONS.slot(node)
     slot.acquire()  # held until stop_server has seen it end
     try:
@@ -532,7 +543,7 @@ def _stop_server(srv: Server, wait: float) -> CommandResult:
         out, err = srv.proc.communicate(timeout=wait)
     except subprocess.TimeoutExpired:
         out = None
-    reaped, text = _ended(_MARK_LINE.sub(b"", srv.head + (out or b"")).decode(errors="replace"))
+    reaped, text = ended(_MARK_LINE.sub(b"", srv.head + (out or b"")).decode(errors="replace"))
     if not reaped:
         _kill_group(srv.conn, srv.node, srv.pgid, srv.control_dir)
         if out is None:
@@ -555,14 +566,14 @@ def finish_probe(srv: Server | None, client: tuple[str, dict, str], timeout: flo
     caller's next probe need not wait; the caller waits for ``background`` before it is done."""
     t_int = int(max(1, timeout))
     cli_node, cli_conn, cli_cmd = client
-    script = _bounded(cli_cmd, t_int)
+    script = bounded(cli_cmd, t_int)
     t0 = time.monotonic()
     try:
         with node_session(cli_node):
             p = subprocess.run(_remote(cli_conn, cli_node, script, control_dir), capture_output=True, text=True,
                                timeout=t_int + 15)
-        cli_pgid, cli_out = _pgid_and_output(p.stdout)
-        reaped, cli_out = _ended(cli_out)
+        cli_pgid, cli_out = pgid_and_output(p.stdout)
+        reaped, cli_out = ended(cli_out)
         elapsed = time.monotonic() - t0
         timed_out = p.returncode in (124, 137) or elapsed >= t_int
         client_res = CommandResult(None if timed_out else p.returncode, cli_out, p.stderr, timed_out, round(elapsed, 3), cli_cmd)

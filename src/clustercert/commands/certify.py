@@ -15,7 +15,7 @@ from pathlib import Path
 from clustercert import paths
 from clustercert.checks import COMPONENT_ORDER
 from clustercert.checks import run as check_run
-from clustercert.collect import slurm
+from clustercert.collect import backend, slurm
 from clustercert.commands.common import inventory
 from clustercert.probes import run as probe_run
 from clustercert.probes.judge import ThresholdJudge
@@ -35,6 +35,7 @@ def run(args) -> int:
     inv = inventory(args)
     if args.drain == "slurm":
         slurm.check_inventory(inv)
+    backend.check(inv, args.backend)
     signing_key, pub_path = certificate.load_or_create_key(Path(args.key) if args.key else None, paths.state_dir())
     store = Store()
     with inventory_lock(str(inv.source), "certify"), settling():
@@ -44,17 +45,19 @@ def run(args) -> int:
 def _certify(args, inv, store: Store, out_dir: Path, signing_key, pub_path: Path) -> int:
     run_id = paths.new_run_id()
     started = datetime.now(UTC)
-    store.start_run(run_id, "certify", str(inv.source), {"limit": args.limit, "all_pairs": args.all_pairs})
+    store.start_run(run_id, "certify", str(inv.source), {"limit": args.limit, "all_pairs": args.all_pairs,
+                                                               "backend": args.backend})
     forks = args.forks or 25
     settle()
-    t_validate = time.monotonic()
-    validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks, keep_outputs=False,
-                                          after_node=settle_every())
-    validate_s = round(time.monotonic() - t_validate, 2)
-    settle()
-    reachable = [n for n, r in sorted(validation.items()) if r.verdict != "unreachable"]
-    outcome = probe_run.run(inv, reachable, ProbeSettings(args.probe_seconds, args.probe_timeout),
-                            ThresholdJudge.for_inventory(inv), forks, args.all_pairs)
+    with backend.opened(inv, args.backend) as io:
+        t_validate = time.monotonic()
+        validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks, keep_outputs=False,
+                                              after_node=settle_every(), io=io)
+        validate_s = round(time.monotonic() - t_validate, 2)
+        settle()
+        reachable = [n for n, r in sorted(validation.items()) if r.verdict != "unreachable"]
+        outcome = probe_run.run(inv, reachable, ProbeSettings(args.probe_seconds, args.probe_timeout),
+                                ThresholdJudge.for_inventory(inv), forks, args.all_pairs, io=io)
     settle()
     cert = certificate_body(inv, validation, outcome, started, validate_s, consume=True)  # empties validation
     if args.drain == "slurm":  # after the verdicts, before signing: what was done is part of the certificate

@@ -24,7 +24,7 @@ from clustercert.checks.drift import (
     state_items,
 )
 from clustercert.checks.hardware import nvlink_baseline
-from clustercert.collect import engine
+from clustercert.collect import backend, engine, ssh
 from clustercert.commands.common import inventory
 from clustercert.errors import InputError
 from clustercert.model.inventory import load_inventory
@@ -42,6 +42,7 @@ from clustercert.report.terminal import print_drift
 
 def run(args) -> int:
     inv = inventory(args)
+    backend.check(inv, args.backend)
     if not default_path().exists():
         raise InputError(str(default_path()), None, "no store yet: run `clustercert certify` first to set a baseline")
     store = Store()
@@ -51,26 +52,29 @@ def run(args) -> int:
         run_id = paths.new_run_id()
         started = time.time()
         perf_links: list = []
-        store.start_run(run_id, "drift", str(inv.source), {"baseline": base["id"], "probes": args.probes})
+        store.start_run(run_id, "drift", str(inv.source), {"baseline": base["id"], "probes": args.probes,
+                                                             "backend": args.backend})
         with PlaybookProgress("drift: configuration (check mode)", enabled=args.format != "json") as progress:
             cfg_result = engine.run_playbook(paths.playbooks_dir() / engine.BOOTSTRAP_PLAYBOOK, inv.source,
                                              limit=args.limit, check=True, diff=True, forks=forks, progress=progress,
                                              envvars=engine.strategy_env())
         items = configuration_items(cfg_result)
         base_findings = store.findings(base["id"])
-        current = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks,
-                                           nvlink_baseline=nvlink_baseline(base_findings))
+        with backend.opened(inv, args.backend) as io:
+            current = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks,
+                                               nvlink_baseline=nvlink_baseline(base_findings), io=io)
+            if args.probes != "none":
+                reachable = [n for n, r in sorted(current.items()) if r.verdict != "unreachable"]
+                perf, measured = performance(inv, reachable, store.links(base["id"]),
+                                             lambda n: inv.hosts[n].profile.drift_tolerance,
+                                             2 if args.probes == "quick" else 5, forks, io)
+                perf_links = [m.link_record() for m in measured]
         items += state_items(current, base_findings)
         items = fold_symptoms(items)
         items += hardware_items({n: node_hardware(r, inv.hosts[n].profile.ib.link_layer) for n, r in current.items()},
                                 store.hardware(base["id"]))
         if args.probes != "none":
-            reachable = [n for n, r in sorted(current.items()) if r.verdict != "unreachable"]
-            perf, measured = performance(inv, reachable, store.links(base["id"]),
-                                         lambda n: inv.hosts[n].profile.drift_tolerance,
-                                         2 if args.probes == "quick" else 5, forks)
             items += perf
-            perf_links = [m.link_record() for m in measured]
         fixed = fix(inv, items, forks) if args.fix else None
         nodes = {n: r.to_json() | {"detail": r.detail} for n, r in current.items()}
         verdict = "drift" if items else "clean"
@@ -103,11 +107,11 @@ def baseline_run(store: Store, inv, baseline: str) -> dict:
 
 
 def performance(inv, nodes: list[str], baseline_links: list[dict], tolerance_of, seconds: int,
-                forks: int = 25) -> tuple[list[Item], list]:
+                forks: int = 25, io=ssh) -> tuple[list[Item], list]:
     """``--probes quick|full``: the pair probes through the same round loop certify uses, judged against the
     baseline (clustercert.probes.judge.BaselineJudge); (their drift items, the measurements)."""
     judge = BaselineJudge(baseline_links, tolerance_of)
-    outcome = probe_run.run(inv, nodes, ProbeSettings(seconds, 60, node_probes=False, training=False), judge, forks)
+    outcome = probe_run.run(inv, nodes, ProbeSettings(seconds, 60, node_probes=False, training=False), judge, forks, io=io)
     return performance_items(outcome, judge), outcome.pairs
 
 

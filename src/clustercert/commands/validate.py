@@ -12,6 +12,7 @@ from pathlib import Path
 
 from clustercert import paths
 from clustercert.checks import run as check_run
+from clustercert.collect import backend
 from clustercert.commands.common import inventory
 from clustercert.record.store import Store
 from clustercert.report import catalogue, prom
@@ -25,13 +26,16 @@ def run(args) -> int:
     a moment)."""
     comp_names, ids = catalogue.select(args.checks, args.skip, args.disruptive)  # bad input first: nothing runs
     inv = inventory(args)
+    backend.check(inv, args.backend)
     store = Store()
     run_id = paths.new_run_id()
     started = time.time()
     store.start_run(run_id, "validate", str(inv.source), {"components": comp_names, "checks": sorted(ids),
-                                                           "limit": args.limit, "disruptive": args.disruptive})
+                                                           "limit": args.limit, "disruptive": args.disruptive,
+                                                           "backend": args.backend})
     t0 = time.monotonic()
-    results = check_run.validate_nodes(inv, comp_names, args.forks or 25, args.disruptive, ids)
+    with backend.opened(inv, args.backend) as io:
+        results = check_run.validate_nodes(inv, comp_names, args.forks or 25, args.disruptive, ids, io=io)
     wall_s = time.monotonic() - t0
     verdict = "pass" if all(r.verdict == "pass" for r in results.values()) else "fail"
     store.finish_run(run_id, verdict, {n: r.to_json() | {"detail": r.detail} for n, r in results.items()})

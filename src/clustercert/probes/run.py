@@ -243,8 +243,11 @@ def pair_probes(a, b, rnd: int, cfg: ProbeSettings, cp: Path, slurm_states: dict
     return out, down
 
 
-def _slurm_launch(a, b, slurm_states: dict | None) -> tuple[bool, str]:
-    """(launch with srun, how it was launched in words ("" for plain mpirun/ssh without Slurm))."""
+def _slurm_launch(a, b, slurm_states: dict | None, io=ssh) -> tuple[bool, str]:
+    """(launch with srun, how it was launched in words ("" for plain mpirun/ssh without Slurm)). Over --backend
+    slurm (an ``io`` with the run's job) always srun: a step of that job, started from a's step."""
+    if getattr(io, "job_id", None):
+        return True, f"srun (a step of the run's Slurm job {io.job_id})"
     slurm, launch = bool(getattr(a.vars, "clustercert_slurm", False)), ""
     if slurm:
         blocked = []
@@ -274,7 +277,7 @@ def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str], s
                                          relative=False).error(why))
         return m.error(why, t)
     tag = uuid.uuid4().hex[:12]
-    slurm, launch = _slurm_launch(a, b, slurm_states)
+    slurm, launch = _slurm_launch(a, b, slurm_states, io)
     if launch.startswith("ssh: "):
         launch = "mpirun over " + launch
     debug = transport is not None
@@ -322,7 +325,7 @@ def ddp_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, down: set[str], slurm
         return m.error(f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the other "
                        "probes")
     tag = uuid.uuid4().hex[:12]
-    slurm, launch = _slurm_launch(a, b, slurm_states)
+    slurm, launch = _slurm_launch(a, b, slurm_states, io)
     launch = launch or "torchrun over ssh"
     gpus = prof.gpu.count if ddp.backend == "nccl" else 0
     numel = max(1, int(ddp.tensor_mib * 1048576 // 4))
@@ -412,7 +415,7 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
     try:
         # before any probe: once round 1's servers start early they may hold every session a node allows
         # (MaxSessions - 2) until their clients come, and reading Slurm needs one of them
-        slurm_states = slurm_launch_states(inv, list(nodes), cfg, cp)
+        slurm_states = None if getattr(io, "job_id", None) else slurm_launch_states(inv, list(nodes), cfg, cp)
         if cfg.node_probes:
             with ThreadPoolExecutor(max_workers=min(forks, len(nodes) or 1)) as ex:
                 per_node = dict(zip(nodes, ex.map(lambda n: node_probes(hosts[n], cfg, cp, down, hcas_free, io=io,

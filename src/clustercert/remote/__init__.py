@@ -8,6 +8,8 @@
 * ``ddp_smoke``: the DDP smoke test each rank of ``torchrun`` runs (``torchrun --no_python python3 -c <its
   source> ARGS``; clustercert.probes.commands.ddp_launch_cmd, probe.ddp_allreduce): torch.distributed's
   all_reduce across two nodes, one line of JSON per rank.
+* ``slurm_agent``: on the launch node of ``--backend slurm`` (clustercert.collect.srun): sent over SSH as
+  ``python3 -c <its source>``; starts the srun commands the controller asks for and sends back their output.
 * ``tether``: the wrapper placed as ``<run_dir>/bin/ansible-playbook`` by clustercert.collect.engine.
 
 The first two and ddp_smoke run on a node (ddp_smoke also needs torch): python3 >= 3.6, stdlib only, no file of clustercert's needed there. Their
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-PROGRAMS = ("runner", "bond_failover", "tether", "ddp_smoke")
+PROGRAMS = ("runner", "bond_failover", "tether", "ddp_smoke", "slurm_agent")
 
 
 def source(name: str) -> str:

@@ -19,10 +19,15 @@ client failed: nobody will come), and its group is killed -- its traffic ended w
 "stages", the stages run one after another, each stage's commands at once; without, ``parallel`` at a
 time. With "marks", a line DONE_MARK<name> is written as each command ends, before the JSON document.
 
+With "nodes" instead (``{"nodes": {Slurm NodeName: request}}``), the request is one srun step's, the same stdin
+for every task (srun --input=all): each node runs its own (SLURMD_NODENAME) and writes its document framed,
+in short lines (PART_MARK, base64 of zlib) that srun --label keeps whole (clustercert.collect.srun).
+
 The output, on stdout: ``{"results": {name: {"rc", "stdout", "stderr", "timed_out", "seconds"[, "server":
 {"rc", "stdout", "stderr"}]}}, "hostname": ...}`` (rc null when the command timed out or did not start).
 """
 
+import base64
 import json
 import os
 import signal
@@ -30,12 +35,15 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 REQUEST_MARK = "\nCLUSTERCERT_REQUEST\n"  # the request follows it (before it: what sudo -S did not read)
 DONE_MARK = "CLUSTERCERT_DONE="  # DONE_MARK<name>: the command <name> has ended
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-SERVER_WAIT_S = 2.0  # how long a client waits for its server's port to listen
+SERVER_WAIT_S = 2.0
+PART_MARK = "CLUSTERCERT_PART="  # PART_MARK<node> <i> <n> <piece>: piece i of n of a node's framed document
+FRAME_CHARS = 800  # base64 characters per framed line (srun's I/O messages are 1 KiB)  # how long a client waits for its server's port to listen
 
 
 def read_request(data):
@@ -160,13 +168,40 @@ def run_request(req, out=None):
     return {"results": results, "hostname": os.uname()[1]}
 
 
+def own_request(req, env=None):
+    """(this node's name, its request): a request with "nodes" ({Slurm NodeName: request}: one srun step
+    across nodes, the same stdin to every task) holds each node's own, picked by SLURMD_NODENAME."""
+    if "nodes" not in req:
+        return "", req
+    env = os.environ if env is None else env
+    name = env.get("SLURMD_NODENAME") or os.uname()[1].split(".")[0]
+    mine = req["nodes"].get(name)
+    if mine is None:
+        raise KeyError(f"no request for Slurm node {name!r} in this step")
+    return name, mine
+
+
+def framed(name, text, size=FRAME_CHARS):
+    """``text`` as lines ``PART_MARK<name> <i> <n> <base64 piece>``, each under srun's line buffer: a step's
+    tasks write through srun --label, which keeps a short line whole and breaks a long one."""
+    data = base64.b64encode(zlib.compress(text.encode("utf-8"), 6)).decode("ascii")
+    pieces = [data[i:i + size] for i in range(0, len(data), size)] or [""]
+    return "".join(f"{PART_MARK}{name} {i} {len(pieces)} {piece}\n" for i, piece in enumerate(pieces))
+
+
 def main(stdin=None, stdout=None):
     """Reads the request from ``stdin``, runs it, writes the marks and then the JSON document to ``stdout``
-    (default: the process's own). Returns the exit status, 0."""
+    (default: the process's own); a request with "nodes" runs this node's own and writes the document framed
+    (framed()). Returns the exit status, 0 (2 where a step's request holds nothing for this node)."""
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
-    doc = run_request(read_request(stdin.read()), stdout)
-    stdout.write(json.dumps(doc))
+    try:
+        name, req = own_request(read_request(stdin.read()))
+    except KeyError as exc:
+        sys.stderr.write(f"clustercert runner: {exc.args[0]}\n")
+        return 2
+    doc = run_request(req, stdout)
+    stdout.write(framed(name, json.dumps(doc)) if name else json.dumps(doc))
     return 0
 
 

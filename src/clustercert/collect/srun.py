@@ -1,0 +1,534 @@
+"""``--backend slurm``: every node's work is a step of ONE Slurm job, started from one node of the cluster.
+
+The controller holds ONE SSH session for the run: to the launch node, the first Slurm node of the inventory
+(``clustercert_slurm: true``, in its order) that answers and has srun, where clustercert/remote/slurm_agent.py
+runs. There the run first takes its nodes in one job (``salloc --no-shell --exclusive``: no user job shares a node
+while it is measured; the nodes' GPUs as GRES where they all have the same); every command for a node is then a
+step of that job (``srun --jobid=J --overlap``), never a connection of the controller's own:
+
+* many nodes' commands at once (collect_many: validate's checks, certify's, drift's): ONE step across them, one
+  task per node; every task gets the same stdin (``--input=all``), the node runner's "nodes" request, runs its own
+  node's part and writes its document framed in short lines (remote/runner.py: framed) that ``--label`` keeps whole;
+* one node's commands (collect_node: a node's own probes, a pair's reachability pass): the runner in a step on it;
+* a probe's server and its client: a step each, bounded as over SSH (collect.ssh.bounded): the server's step says
+  when its port listens, the client's ends with its result; a step that does not end by itself is ended (its srun
+  signalled), and Slurm ends every process of it. A pair's NCCL and DDP launches are steps of the same job
+  (probes.run: the srun inside the client's step joins the job, ``SLURM_OVERLAP``).
+
+SlurmBackend offers the interface of the collect.ssh module (collect_node, collect_many, collect_in_turn,
+start_server, stop_server, finish_probe, run_server_client, runner_limit): checks.run and probes.run run over
+either, so the findings and the localisation come from the same evaluators over the same tools' output.
+
+Slurm gives no node it keeps jobs off (drained, down, reserved, not responding, busy) to the job: such a node is not
+reached, and the reason is Slurm's state, read when the backend opens -- the job is asked for with
+``--immediate``, so nothing waits in the queue. ``close`` cancels the job; the agent cancels it too when its
+session ends (the controller gone).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import queue
+import re
+import select
+import shlex
+import subprocess
+import threading
+import time
+import uuid
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from clustercert import remote
+from clustercert.collect import ssh
+from clustercert.collect.slurm import NodeState, parse_show_node, slurm_hosts, slurm_name
+from clustercert.errors import InputError
+from clustercert.model.evidence import CommandResult, NodeEvidence
+from clustercert.remote.runner import DONE_MARK, PART_MARK, REQUEST_MARK
+
+if TYPE_CHECKING:
+    from clustercert.model.inventory import Inventory
+
+IMMEDIATE_S = 20   # salloc --immediate: the job's nodes now, or the run's nodes are not reached (no queueing)
+SLACK_S = 15       # beyond a command's own bound: a step's start and end
+HELLO_S = 30       # how long the launch node's agent may take to say hello
+STATES_S = 20      # scontrol show node, on the launch node
+JOB_PREFIX = "clustercert-"
+# a probe step's commands keep only the job's id of the step's SLURM_* variables, and SLURM_OVERLAP: an srun
+# inside them (the pair NCCL and DDP launches) is then a step of the run's job, across the nodes it names,
+# sharing them with the steps running there (not the task count and node list of the step it started from)
+STEP_ENV = ("for v in $(env | sed -n 's/^\\(SLURM[A-Za-z0-9_]*\\)=.*/\\1/p'); do case $v in SLURM_JOB_ID|SLURM_JOBID) ;; "
+            "*) unset \"$v\";; esac; done; export SLURM_OVERLAP=1; ")
+_GRANTED = re.compile(r"Granted job allocation (\d+)")
+_LABEL = re.compile(r"^\s*\d+: ")
+# flags that keep Slurm from starting a job on a node (scontrol prints them after the base state)
+_NO_JOBS = ("DRAIN", "DRAINED", "DRAINING", "DOWN", "FAIL", "FAILING", "MAINT", "RESERVED", "NOT_RESPONDING",
+            "POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN", "POWERING_UP", "REBOOT_REQUESTED", "REBOOT_ISSUED",
+            "INVALID_REG", "PLANNED", "UNKNOWN", "FUTURE")
+
+
+def check_inventory(inv: Inventory) -> None:
+    """Before anything runs: --backend slurm reaches only Slurm nodes (clustercert_slurm: true)."""
+    others = sorted(set(inv.hosts) - set(slurm_hosts(inv)))
+    if others:
+        raise InputError(str(inv.source), "clustercert_slurm", f"--backend slurm: {', '.join(others[:5])}"
+                         f"{' and more' if len(others) > 5 else ''} not a Slurm node (clustercert_slurm: true): "
+                         "select Slurm nodes (--limit), or use --backend ssh")
+
+
+def takes_jobs(st: NodeState) -> str | None:
+    """Why Slurm would start no job on the node now, or None where it would (IDLE or MIXED, nothing keeping jobs
+    off). ALLOCATED: every core is some job's; a step would wait for one."""
+    base, *flags = st.state.upper().split("+")
+    base = base.rstrip("*~#%$@!^-")
+    blocking = [f for f in (base, *(x.rstrip("*~#%$@!^-") for x in flags)) if f in _NO_JOBS]
+    if base not in ("IDLE", "MIXED") or blocking or st.state.endswith("*"):
+        reason = f" (Reason={st.reason})" if st.reason else ""
+        return f"Slurm starts no job on {st.node} now: it is {st.state}{reason}"
+    return None
+
+
+def salloc_argv(nodes: list[str], job: str, gres: str | None) -> list[str]:
+    """The run's job: ``nodes`` (Slurm NodeNames) whole (--exclusive), now or not at all (--immediate), no shell
+    (the steps are started beside it); ``gres`` (e.g. gpu:8) per node where every node has it."""
+    return ["salloc", "--no-shell", "--exclusive", f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}",
+            f"--job-name={job}", f"--immediate={IMMEDIATE_S}", *([f"--gres={gres}"] if gres else [])]
+
+
+def srun_argv(job_id: str, nodes: list[str], *, label: bool = False, input_all: bool = False) -> list[str]:
+    """srun for one step of job ``job_id``: one task on each of ``nodes`` (Slurm NodeNames), sharing the nodes with
+    the job's other steps (--overlap); a task that fails ends no other node's (--kill-on-bad-exit=0)."""
+    argv = ["srun", f"--jobid={job_id}", "--overlap", f"--nodes={len(nodes)}", "--ntasks-per-node=1",
+            f"--nodelist={','.join(nodes)}", "--kill-on-bad-exit=0", "--quiet"]
+    if label:
+        argv.append("--label")
+    if input_all:
+        argv.append("--input=all")
+    return argv
+
+
+def job_gres(hosts) -> str | None:
+    """The GRES every node of the job asks for (clustercert_slurm_gres and the profile's GPU count), where all have
+    the same; None otherwise (the steps then see what Slurm gives an exclusive job)."""
+    want = {(h.vars.clustercert_slurm_gres, h.profile.gpu.count) for h in hosts}
+    if len(want) != 1:
+        return None
+    (gres, count), = want
+    return f"{gres}:{count}" if gres and count else None
+
+
+class Frames:
+    """Reassembles the framed documents of a step's tasks (remote/runner.py: framed) as their lines come."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, dict[int, str]] = {}
+
+    def add(self, line: str) -> tuple[str, str] | None:
+        """Take one line of the step's output (with or without srun's label); (Slurm NodeName, document) once
+        that node's every piece has come; None otherwise, and for a line that is no piece."""
+        text = _LABEL.sub("", line, count=1).rstrip("\r\n")
+        if not text.startswith(PART_MARK):
+            return None
+        try:
+            name, i, n, piece = text[len(PART_MARK):].split(" ", 3)
+            i, n = int(i), int(n)
+        except ValueError:
+            return None
+        got = self.parts.setdefault(name, {})
+        got[i] = piece
+        if len(got) < n or set(got) != set(range(n)):
+            return None
+        del self.parts[name]
+        try:
+            return name, zlib.decompress(base64.b64decode("".join(got[k] for k in range(n)))).decode()
+        except (ValueError, zlib.error, UnicodeDecodeError):
+            return None
+
+
+def unframe(lines: list[str]) -> dict[str, str]:
+    """The documents of a step's framed output ({Slurm NodeName: text}): only nodes whose every piece came."""
+    frames, out = Frames(), {}
+    for line in lines:
+        if (got := frames.add(line)) is not None:
+            out[got[0]] = got[1]
+    return out
+
+
+# ---- the session with the launch node's agent -------------------------------------------------------
+
+@dataclass
+class Call:
+    """One srun the agent runs: its streamed lines, and its end."""
+
+    id: int = -1
+    lines: queue.Queue = field(default_factory=queue.Queue)
+    done: threading.Event = field(default_factory=threading.Event)
+    result: dict = field(default_factory=dict)
+
+    def wait(self, timeout: float) -> dict:
+        if not self.done.wait(timeout):
+            return {}
+        return self.result
+
+    def next_line(self, timeout: float) -> str | None:
+        """The next streamed line within ``timeout`` s; None at its end or past the time."""
+        try:
+            return self.lines.get(timeout=max(0.0, timeout))
+        except queue.Empty:
+            return None
+
+
+class Agent:
+    """The agent on the launch node, over one SSH session (or a local process for a local connection)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.calls: dict[int, Call] = {}
+        self.lock = threading.Lock()
+        self.next_id = 0
+        self.hello: dict = {}
+        self.gone = ""
+        ready, _, _ = select.select([self.proc.stdout], [], [], HELLO_S)
+        first = self.proc.stdout.readline() if ready else b""
+        try:
+            self.hello = json.loads(first)
+        except ValueError:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            err = self.proc.stderr.read().decode(errors="replace")
+            self.gone = (ssh.describe_failure(err, self.proc.returncode) if err.strip()
+                         else f"the agent did not start within {HELLO_S} s")
+            return
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for raw in self.proc.stdout:
+            try:
+                doc = json.loads(raw)
+            except ValueError:
+                continue
+            call = self.calls.get(doc.get("id"))
+            if call is None:
+                continue
+            if "line" in doc:
+                call.lines.put(doc["line"])
+            else:
+                call.result = doc
+                self.calls.pop(doc["id"], None)
+                call.done.set()
+                call.lines.put(None)
+        err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+        self.gone = "the Slurm launch node's session ended" + (f": {err.strip().splitlines()[-1][:200]}" if err.strip() else "")
+        for call in list(self.calls.values()):
+            call.result = {"rc": None, "stdout": "", "stderr": self.gone, "timed_out": False, "seconds": 0.0, "lost": True}
+            call.done.set()
+            call.lines.put(None)
+        self.calls.clear()
+
+    def _send(self, doc: dict) -> bool:
+        try:
+            with self.lock:
+                self.proc.stdin.write((json.dumps(doc) + "\n").encode())
+                self.proc.stdin.flush()
+            return True
+        except (OSError, ValueError):
+            return False
+
+    def call(self, argv: list[str], stdin: str | None, timeout: float, *, stream: bool = False) -> Call:
+        call = Call()
+        with self.lock:
+            rid, self.next_id = self.next_id, self.next_id + 1
+        self.calls[rid] = call
+        call.id = rid
+        if self.gone or not self._send({"op": "run", "id": rid, "argv": argv, "stdin": stdin, "timeout": timeout,
+                                        "stream": stream}):
+            self.calls.pop(rid, None)
+            call.result = {"rc": None, "stdout": "", "stderr": self.gone or "the Slurm launch node's session ended",
+                           "timed_out": False, "seconds": 0.0, "lost": True}
+            call.done.set()
+            call.lines.put(None)
+        return call
+
+    def cancel(self, call: Call) -> None:
+        if not call.done.is_set():
+            self._send({"op": "cancel", "id": call.id})
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _why(res: dict, limit: float) -> str:
+    if res.get("lost"):
+        return res.get("stderr") or "the Slurm launch node's session ended"
+    if not res or res.get("timed_out"):
+        return f"no answer within {limit:.0f} s (the step was ended)"
+    lines = [_LABEL.sub("", ln) for ln in (res.get("stderr") or "").strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else f"exit status {res.get('rc')} and no output"
+
+
+# ---- the backend -------------------------------------------------------------------------------------
+
+@dataclass
+class SlurmServer:
+    """A probe's server started as a step (start_server)."""
+
+    node: str
+    cmd: str
+    call: Call | None
+    pgid: str | None
+    head: list[str]
+    error: str = ""
+
+
+class SlurmBackend:
+    """The collect.ssh interface over the steps of one Slurm job (see the module's text). ``open`` takes the job,
+    ``close`` ends it."""
+
+    def __init__(self, inv: Inventory, agent: Agent | None, launch: str, blocked: dict[str, str]) -> None:
+        self.names = {n: slurm_name(h) for n, h in inv.hosts.items()}
+        self.conns = {n: h.connection for n, h in inv.hosts.items()}
+        self.agent, self.launch, self.blocked = agent, launch, blocked
+        self.job_id: str | None = None
+
+    # -- opening and closing
+
+    @classmethod
+    def open(cls, inv: Inventory, control_dir: Path | None = None) -> SlurmBackend:
+        """The agent on the first Slurm node that answers and has srun; there, the states of every node, and the
+        job of those Slurm would give one."""
+        tried = []
+        for name, h in slurm_hosts(inv).items():
+            conn = h.connection
+            line = " ".join(shlex.quote(w) for w in (ssh.interpreter(conn), "-c", remote.source("slurm_agent")))
+            argv = (["/bin/sh", "-c", line] if conn.get("ansible_connection") == "local"
+                    else ssh.ssh_argv(conn, name, control_dir) + [line])
+            agent = Agent(argv)
+            if agent.gone or not agent.hello.get("srun"):
+                tried.append(f"{name}: {agent.gone or 'no srun there'}")
+                agent.close()
+                continue
+            backend = cls(inv, agent, name, {})
+            backend.blocked = backend._states()
+            backend._allocate(job_gres([h for n, h in inv.hosts.items() if n not in backend.blocked]))
+            return backend
+        why = "no Slurm node could start srun (" + ("; ".join(tried) or "none in the inventory") + ")"
+        return cls(inv, None, "", {n: why for n in inv.hosts})
+
+    def _allocate(self, gres: str | None) -> None:
+        """The run's job, on every node not blocked; where Slurm does not give it, every node says why."""
+        nodes = sorted(sn for n, sn in self.names.items() if n not in self.blocked)
+        if not nodes:
+            return
+        job = f"{JOB_PREFIX}{uuid.uuid4().hex[:12]}"
+        res = self.agent.call(salloc_argv(nodes, job, gres), None, IMMEDIATE_S + 30).wait(IMMEDIATE_S + 40)
+        granted = _GRANTED.search((res.get("stderr") or "") + (res.get("stdout") or ""))
+        if res.get("rc") == 0 and granted:
+            self.job_id = granted.group(1)
+            return
+        why = f"Slurm did not give the run's job ({' '.join(salloc_argv(nodes, job, gres)[1:])}): {_why(res, IMMEDIATE_S + 30)}"
+        self.blocked.update({n: why for n in self.names if n not in self.blocked})
+
+    def _states(self) -> dict[str, str]:
+        """{inventory name: why Slurm gives the node no job now} from ``scontrol show node --oneliner`` there."""
+        res = self.agent.call(["scontrol", "show", "node", "--oneliner"], None, STATES_S).wait(STATES_S + 10)
+        if not res or res.get("rc") != 0:
+            return {n: f"Slurm's node states could not be read on {self.launch}: {_why(res, STATES_S)}" for n in self.names}
+        states = {}
+        for line in res["stdout"].splitlines():
+            if line.startswith("NodeName="):
+                try:
+                    st = parse_show_node(line)
+                except ValueError:
+                    continue
+                states[st.node] = st
+        out = {}
+        for n, sn in self.names.items():
+            st = states.get(sn)
+            why = f"Slurm does not know a node {sn}" if st is None else takes_jobs(st)
+            if why:
+                out[n] = why
+        return out
+
+    def close(self) -> None:
+        """Cancel the run's job (every step of it ends), then end the agent's session."""
+        if self.agent is not None:
+            if self.job_id is not None:
+                self.agent.call(["scancel", self.job_id], None, STATES_S).wait(STATES_S + 10)
+            self.agent.close()
+
+    def __enter__(self) -> SlurmBackend:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def describe(self) -> str:
+        return f"slurm (job {self.job_id}, from {self.launch})" if self.job_id else "slurm (no job)"
+
+    # -- the collect.ssh interface: the node runner
+
+    @staticmethod
+    def runner_limit(commands: dict[str, tuple], stages: list[list[str]] | None = None, parallel: int = 8) -> float:
+        return ssh.runner_limit(commands, stages, parallel) + SLACK_S
+
+    def collect_node(self, node: str, conn: dict, commands: dict[str, tuple], *, control_dir: Path | None = None,
+                     parallel: int = 8, stages: list[list[str]] | None = None, on_done=None, path: str = "") -> NodeEvidence:
+        req = ssh.runner_request(commands, parallel, stages, on_done is not None, path)
+        return self._runner_step({node: (commands, req)}, self.runner_limit(commands, stages, parallel), None, on_done)[node]
+
+    def collect_many(self, nodes: dict[str, dict], commands_for: dict[str, dict[str, tuple]], *, forks: int = 25,
+                     control_dir: Path | None = None, each=None) -> dict[str, NodeEvidence]:
+        """Every node's commands in ONE srun step (a task per node); ``each`` as each node's document is complete.
+        ``forks`` does not apply: Slurm starts the step's tasks, the controller holds one session."""
+        requests = {n: (commands_for[n], ssh.runner_request(commands_for[n])) for n in nodes}
+        limit = max((self.runner_limit(c) for c, _ in requests.values()), default=SLACK_S)
+        return self._runner_step(requests, limit, each)
+
+    def collect_in_turn(self, nodes: dict[str, dict], commands_for: dict[str, dict[str, tuple]], *,
+                        control_dir: Path | None = None) -> dict[str, NodeEvidence]:
+        return {n: self.collect_node(n, conn, commands_for[n], parallel=1) for n, conn in nodes.items()}
+
+    def _runner_step(self, requests: dict[str, tuple[dict, dict]], limit: float, each=None,
+                     on_done=None) -> dict[str, NodeEvidence]:
+        out: dict[str, NodeEvidence] = {}
+
+        def done(name: str, ev: NodeEvidence) -> None:
+            out[name] = each(name, ev) if each is not None else ev
+
+        groups: dict[tuple, list[str]] = {}
+        for n in requests:
+            if n in self.blocked:
+                done(n, NodeEvidence(n, False, self.blocked[n], seconds=0.0))
+                continue
+            try:
+                become, first = ssh.become_argv(self.conns[n])
+            except ValueError as exc:
+                done(n, NodeEvidence(n, False, str(exc), seconds=0.0))
+                continue
+            groups.setdefault((tuple(become), first, ssh.interpreter(self.conns[n])), []).append(n)
+        lock = threading.Lock()
+
+        def run(key: tuple, names: list[str]) -> None:
+            become, first, interp = key
+            by_sn = {self.names[n]: n for n in names}
+            body = json.dumps({"nodes": {self.names[n]: requests[n][1] for n in names}})
+            stdin = (first.decode() + REQUEST_MARK + body) if first else body
+            argv = srun_argv(self.job_id, sorted(by_sn), label=True, input_all=True) + [
+                *become, interp, "-c", remote.source("runner")]
+            t0 = time.monotonic()
+            deadline = t0 + limit + 30
+            call = self.agent.call(argv, stdin, limit, stream=True)
+            frames, pending = Frames(), dict(by_sn)
+            while (line := call.next_line(deadline - time.monotonic())) is not None:
+                text = _LABEL.sub("", line, count=1)
+                if text.startswith(DONE_MARK):
+                    if on_done is not None:
+                        on_done(text[len(DONE_MARK):].strip())
+                elif (got := frames.add(text)) is not None and got[0] in pending:
+                    n = pending.pop(got[0])
+                    ev = ssh.runner_evidence(n, requests[n][0], got[1], round(time.monotonic() - t0, 3))
+                    with lock:
+                        done(n, ev)
+            if not call.done.is_set():
+                self.agent.cancel(call)
+            why = _why(call.wait(IMMEDIATE_S + 30), limit)
+            for n in pending.values():
+                with lock:
+                    done(n, NodeEvidence(n, False, why, seconds=round(time.monotonic() - t0, 3)))
+
+        if groups:
+            with ThreadPoolExecutor(max_workers=len(groups)) as ex:
+                list(ex.map(lambda kv: run(*kv), groups.items()))
+        return {n: out[n] for n in requests}
+
+    # -- the collect.ssh interface: a probe's server and client
+
+    def _probe_argv(self, node: str, script: str) -> list[str]:
+        return srun_argv(self.job_id, [self.names[node]]) + ["/bin/sh", "-c", STEP_ENV + script]
+
+    def start_server(self, server: tuple[str, dict, str], timeout: float, *, control_dir: Path | None = None,
+                     server_start_delay: float = 0.5, server_port: int | None = None) -> SlurmServer:
+        node, _conn, cmd = server
+        if node in self.blocked:
+            return SlurmServer(node, cmd, None, None, [], self.blocked[node])
+        argv = self._probe_argv(node, ssh.bounded(cmd, int(max(1, timeout)), server_port))
+        call = self.agent.call(argv, None, timeout + SLACK_S, stream=True)
+        head: list[str] = []
+        pgid = listening = None
+        line = call.next_line(SLACK_S)
+        if line is not None and line.startswith("PGID="):
+            pgid = line[5:].strip()
+            if server_port is not None:
+                deadline = time.monotonic() + ssh.LISTEN_POLL_S + 3
+                while (line := call.next_line(deadline - time.monotonic())) is not None:
+                    if line.startswith(ssh.LISTEN_MARK):
+                        listening = int(line[len(ssh.LISTEN_MARK):].strip() or -1)
+                        break
+                    head.append(line)
+        elif line is not None:
+            head.append(line)
+        if pgid is None or listening not in (0, 124):
+            time.sleep(server_start_delay)
+        return SlurmServer(node, cmd, call, pgid, head)
+
+    def stop_server(self, srv: SlurmServer, wait: float = 0.0) -> CommandResult:
+        if srv.call is None:
+            return CommandResult(None, "", srv.error, False, 0.0, srv.cmd)
+        res = srv.call.wait(wait)
+        if not res:
+            self.agent.cancel(srv.call)
+            res = srv.call.wait(IMMEDIATE_S + 30) or {"rc": None, "stderr": "", "timed_out": True}
+        lines = srv.head[:]
+        while (line := srv.call.next_line(0)) is not None:
+            if not line.startswith(ssh.LISTEN_MARK):
+                lines.append(line)
+        _reaped, text = ssh.ended("".join(lines))
+        return CommandResult(res.get("rc"), text, res.get("stderr") or "", bool(res.get("timed_out")),
+                             float(res.get("seconds") or 0.0), srv.cmd)
+
+    def finish_probe(self, srv: SlurmServer | None, client: tuple[str, dict, str], timeout: float, *,
+                     control_dir: Path | None = None, background: ThreadPoolExecutor | None = None) -> ssh.ProbeRun:
+        t_int = int(max(1, timeout))
+        node, _conn, cmd = client
+        if node in self.blocked:
+            res, pgid, out = {"rc": None, "stderr": self.blocked[node], "lost": True}, None, ""
+        else:
+            call = self.agent.call(self._probe_argv(node, ssh.bounded(cmd, t_int)), None, t_int + SLACK_S)
+            res = call.wait(t_int + SLACK_S + 30) or {"rc": None, "stderr": "", "timed_out": True, "seconds": t_int}
+            pgid, out = ssh.pgid_and_output(res.get("stdout") or "")
+            _reaped, out = ssh.ended(out)
+        started = pgid is not None
+        seconds = float(res.get("seconds") or 0.0)
+        timed_out = started and (bool(res.get("timed_out")) or res.get("rc") in (124, 137))
+        client_res = CommandResult(None if timed_out or not started else res.get("rc"), out,
+                                   res.get("stderr") or "", timed_out, round(seconds, 3), cmd)
+        wait = 3 if client_res.ok else 0.5
+        server_res = None
+        if srv is not None:
+            if background is not None and srv.pgid is not None:
+                background.submit(self.stop_server, srv, wait)
+            else:
+                server_res = self.stop_server(srv, wait)
+        error = "" if started else (self.blocked.get(node) or _why(res, t_int))
+        return ssh.ProbeRun(server_res, client_res, started, error, srv is None or srv.pgid is not None)
+
+    def run_server_client(self, server: tuple[str, dict, str] | None, client: tuple[str, dict, str], timeout: float,
+                          *, control_dir: Path | None = None, server_start_delay: float = 0.5,
+                          server_port: int | None = None) -> ssh.ProbeRun:
+        srv = (self.start_server(server, timeout, server_start_delay=server_start_delay, server_port=server_port)
+               if server is not None else None)
+        return self.finish_probe(srv, client, timeout)

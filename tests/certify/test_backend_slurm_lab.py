@@ -1,0 +1,83 @@
+"""`certify --backend slurm` beside `--backend ssh` (issue 24.2), on the lab's own Slurm (`clustercert lab slurm up`:
+slurmctld on node01, slurmd on the 4 bootstrapped nodes, every node idle).
+
+One fault (node02's fabric 0 at 30 %): the two backends give the same node verdicts, the same failing checks
+and links, and the same localisation. Over Slurm the run is one job of Slurm's (its steps: every node's checks in
+one step, each probe's server and client, the pair NCCL launched from inside it), the controller's only SSH
+connection is to the launch node, and the job is gone once certify is."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from clustercert.collect.slurm import parse_show_node
+from clustercert.record.certificate import expanded  # the file keeps findings and links as tables
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+CONTROLLER = "node01"
+SLOW = "node02"
+
+
+# slurm_lab (the lab's Slurm, up for this module): tests/certify/conftest.py
+
+
+def certify(lab, inventory, out, home, *args: str) -> tuple[int, dict, subprocess.CompletedProcess, float]:
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "clustercert", "certify", "-i", str(inventory), "--out", str(out),
+                        "--probe-seconds", "2", "--probe-timeout", "20", *args],
+                       capture_output=True, text=True, timeout=900, env=dict(os.environ, CLUSTERCERT_HOME=str(home)))
+    assert p.returncode in (0, 1), p.stdout[-2000:] + p.stderr[-3000:]
+    return p.returncode, expanded(json.loads((out / "certificate.json").read_text())), p, time.monotonic() - t0
+
+
+def outcome(cert: dict) -> dict:
+    """What a user reads of a certificate: each node's verdict and failing checks, the failing links, the blame."""
+    return {
+        "verdict": cert["verdict"],
+        "nodes": {n: (v["verdict"], sorted({f["check"] for f in v["findings"] if f["status"] in ("fail", "error")}))
+                  for n, v in cert["nodes"].items()},
+        "failing_links": sorted({(lk["probe"], lk.get("a"), lk.get("b")) for lk in cert["links"]
+                                 if lk["status"] in ("fail", "error")}),
+        "localisation": sorted((x.get("node") or x.get("link"), x["kind"], x.get("fabric")) for x in cert["localisation"]),
+    }
+
+
+def test_certify_over_slurm_agrees_with_ssh_on_one_fault(slurm_lab, tmp_path):
+    lab = slurm_lab
+    inv_dir = tmp_path / "inventory"
+    shutil.copytree(lab.inventory.parent, inv_dir)  # the lab's, with clustercert_slurm: true
+    inventory = inv_dir / lab.inventory.name
+    lab.manager.fault(SLOW, "link_slow", {"fabric": "0", "factor": "0.3"})
+    try:
+        _, over_ssh, _, ssh_s = certify(lab, inventory, tmp_path / "ssh", tmp_path / "ssh-home")
+        rc, over_slurm, p, slurm_s = certify(lab, inventory, tmp_path / "slurm", tmp_path / "slurm-home",
+                                             "--backend", "slurm")
+        # the job ended with certify: no step, no job of it left
+        jobs = lab.ssh(CONTROLLER, "squeue -h -o '%i %j %T'", check=False).stdout
+    finally:
+        lab.manager.heal(SLOW)
+    print(f"certify: --backend ssh {ssh_s:.0f} s, --backend slurm {slurm_s:.0f} s")
+    assert rc == 1 and outcome(over_slurm) == outcome(over_ssh), (outcome(over_slurm), outcome(over_ssh))
+    assert outcome(over_slurm)["localisation"] == [(SLOW, "bad_node", 0)], over_slurm["localisation"]
+    assert not [j for j in jobs.splitlines() if " clustercert-" in j], jobs
+    # Slurm ran it: the run's job, on the 4 nodes, ended (cancelled by certify once done)
+    shown = lab.ssh(CONTROLLER, "scontrol show job --oneliner", check=False).stdout
+    job = [j for j in shown.splitlines() if "JobName=clustercert-" in j and "NodeList=node[01-04]" in j]
+    assert job and ("JobState=CANCELLED" in job[-1] or "JobState=COMPLETED" in job[-1]), shown[-2000:]
+    job_id = job[-1].split()[0].removeprefix("JobId=")
+    nccl = [lk for lk in over_slurm["links"] if lk["probe"] == "nccl_allreduce"]
+    assert nccl and all(lk["evidence"].startswith(f"launched with srun (a step of the run's Slurm job {job_id})\n")
+                        for lk in nccl), nccl
+    # the controller's one connection: the launch node's (its multiplexed master is the only one in the state dir)
+    masters = sorted(x.name for x in (tmp_path / "slurm-home" / "cp").iterdir())
+    assert len(masters) == 1, masters
+    states = {n: parse_show_node(lab.ssh(CONTROLLER, f"scontrol show node {n} --oneliner").stdout) for n in lab.nodes}
+    assert {n: st.state for n, st in states.items()} == dict.fromkeys(lab.nodes, "IDLE"), states

@@ -1,0 +1,252 @@
+"""--backend slurm without a cluster: collect.srun's backend and remote/slurm_agent.py, over a stand-in srun.
+
+The stand-in (FAKE_SRUN below, put on PATH as ``srun`` with ``scontrol`` and ``scancel``) does what the backend
+relies on of the real one: one task per node of --nodelist with SLURMD_NODENAME set, stdin to every task with
+--input=all (else to the first), each line of a task's output prefixed ``<task>: `` with --label, its exit
+status the worst task's. It logs each invocation, so a test sees how many steps ran. The real srun runs in
+the lab test (tests/certify/test_drain_slurm_lab.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from clustercert.checks import run as check_run
+from clustercert.collect import srun, ssh
+from clustercert.collect.slurm import NodeState
+from clustercert.errors import InputError
+from clustercert.remote import runner
+
+FAKE_SRUN = textwrap.dedent("""\
+    #!{python}
+    import json, os, signal, subprocess, sys, threading
+    args, opts, i = sys.argv[1:], {{}}, 0
+    while i < len(args) and args[i].startswith("-"):
+        k, _, v = args[i].partition("=")
+        opts[k] = v
+        i += 1
+    cmd = args[i:]
+    with open(os.environ["FAKE_SRUN_LOG"], "a") as f:
+        f.write(json.dumps({{"opts": opts, "cmd": cmd[0]}}) + "\\n")
+    nodes = opts["--nodelist"].split(",")
+    data = sys.stdin.buffer.read()
+    lock, procs, rcs = threading.Lock(), [], []
+    def stop(*_):
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        sys.exit(143)
+    signal.signal(signal.SIGTERM, stop)
+    def task(idx, node):
+        env = dict(os.environ, SLURMD_NODENAME=node, SLURM_JOB_ID="42", SLURM_PROCID=str(idx))
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                             start_new_session=True)
+        procs.append(p)
+        p.stdin.write(data if idx == 0 or opts.get("--input") == "all" else b"")
+        p.stdin.close()
+        label = ("%d: " % idx).encode() if "--label" in opts else b""
+        for line in p.stdout:
+            with lock:
+                sys.stdout.buffer.write(label + line)
+                sys.stdout.flush()
+        err = p.stderr.read()
+        with lock:
+            sys.stderr.buffer.write(b"".join(label + ln for ln in err.splitlines(True)))
+        rcs.append(p.wait())
+    ts = [threading.Thread(target=task, args=(i, n)) for i, n in enumerate(nodes)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    sys.exit(max(rcs))
+    """)
+FAKE_SCONTROL = textwrap.dedent("""\
+    #!/bin/sh
+    for kv in $(echo "$FAKE_SLURM_STATES" | tr ',' ' '); do
+      echo "NodeName=${kv%%=*} Arch=x86_64 CPUTot=16 State=${kv#*=} Partitions=lab"
+    done
+    """)
+FAKE_SALLOC = textwrap.dedent("""\
+    #!/bin/sh
+    echo "$@" >> "$FAKE_SRUN_LOG.salloc"
+    [ -n "$FAKE_SALLOC_REFUSE" ] && { echo "salloc: error: $FAKE_SALLOC_REFUSE" >&2; exit 1; }
+    echo "salloc: Granted job allocation 42" >&2
+    """)
+FAKE_SCANCEL = "#!/bin/sh\necho \"$@\" >> \"$FAKE_SRUN_LOG.scancel\"\n"
+
+
+@pytest.fixture
+def slurm(tmp_path, monkeypatch):
+    """A stand-in Slurm on PATH; returns the log of its srun invocations (a function)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("srun", FAKE_SRUN.format(python=sys.executable)), ("scontrol", FAKE_SCONTROL),
+                       ("salloc", FAKE_SALLOC), ("scancel", FAKE_SCANCEL)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    log = tmp_path / "srun.log"
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SRUN_LOG", str(log))
+    monkeypatch.setenv("FAKE_SLURM_STATES", "node01=IDLE,node02=MIXED,node03=IDLE+DRAIN")
+    return lambda: [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+
+
+def inventory(tmp_path, hosts=("node01", "node02", "node03"), slurm_hosts=None):
+    from clustercert.model.inventory import load_inventory
+
+    slurm_hosts = hosts if slurm_hosts is None else slurm_hosts
+    d = tmp_path / "inv"
+    (d / "group_vars").mkdir(parents=True, exist_ok=True)
+    lines = "".join(f"    {n}: {{ansible_connection: local{', clustercert_slurm: true' if n in slurm_hosts else ''}}}\n"
+                    for n in hosts)
+    (d / "hosts.yml").write_text("all:\n  hosts:\n" + lines)
+    (d / "group_vars" / "all.yml").write_text("clustercert_profile: lab\nclustercert_command_timeout_s: 20\n")
+    return load_inventory(str(d))
+
+
+@pytest.mark.parametrize(("state", "takes"), [
+    ("IDLE", True), ("MIXED", True), ("ALLOCATED", False), ("IDLE+DRAIN", False), ("MIXED+DRAIN", False),
+    ("IDLE*", False), ("DOWN+NOT_RESPONDING", False), ("IDLE+RESERVED", False), ("IDLE+COMPLETING", True),
+])
+def test_takes_jobs(state, takes):
+    why = srun.takes_jobs(NodeState("gpu01", state, "admin: fan" if "DRAIN" in state else None))
+    assert (why is None) is takes
+    if not takes:
+        assert why.startswith(f"Slurm starts no job on gpu01 now: it is {state}")
+
+
+def test_framed_documents_survive_labels_and_interleaving():
+    docs = {"node01": json.dumps({"x": "a" * 5000}), "node02": json.dumps({"y": list(range(3000))})}
+    lines = {n: runner.framed(n, d).splitlines() for n, d in docs.items()}
+    assert all(len(ln) < 1000 for ls in lines.values() for ln in ls)  # under srun's 1 KiB I/O messages
+    mixed = [f"{i}: {ln}" for pair in zip(*(lines[n] for n in docs), strict=False) for i, ln in enumerate(pair)]
+    mixed += [f"1: {ln}" for ln in lines["node02"][len(lines["node01"]):]]
+    assert srun.unframe(mixed) == docs
+    assert srun.unframe(mixed[:-1]) == {"node01": docs["node01"]}  # a node whose last piece is missing: none
+
+
+def test_one_job_now_or_never_and_its_steps():
+    argv = srun.salloc_argv(["node01", "node02"], "clustercert-x", "gpu:8")
+    assert argv[:3] == ["salloc", "--no-shell", "--exclusive"] and "--nodelist=node01,node02" in argv
+    assert f"--immediate={srun.IMMEDIATE_S}" in argv and argv[-1] == "--gres=gpu:8"
+    argv = srun.srun_argv("42", ["node01", "node02"], label=True, input_all=True)
+    assert argv[:6] == ["srun", "--jobid=42", "--overlap", "--nodes=2", "--ntasks-per-node=1", "--nodelist=node01,node02"]
+    assert "--kill-on-bad-exit=0" in argv and "--label" in argv and "--input=all" in argv
+
+
+def test_a_non_slurm_host_is_refused_before_anything_runs(tmp_path):
+    inv = inventory(tmp_path, slurm_hosts=("node01",))
+    with pytest.raises(InputError) as exc:
+        srun.check_inventory(inv)
+    assert exc.value.key == "clustercert_slurm" and "node02, node03 not a Slurm node" in exc.value.reason
+
+
+def test_every_node_in_one_step_each_running_its_own_commands(slurm, tmp_path):
+    inv = inventory(tmp_path)
+    with srun.SlurmBackend.open(inv) as io:
+        assert io.launch == "node01" and set(io.blocked) == {"node03"} and io.job_id == "42"
+        assert io.blocked["node03"] == "Slurm starts no job on node03 now: it is IDLE+DRAIN"
+        t0 = time.monotonic()
+        cmds = {n: {"who": (f"echo {n} on $SLURMD_NODENAME", 10), "big": ("head -c 300000 /dev/zero | tr '\\0' x", 10)}
+                for n in inv.hosts}
+        seen = []
+        ev = io.collect_many({n: {} for n in inv.hosts}, cmds, each=lambda n, e: seen.append(n) or e)
+        assert time.monotonic() - t0 < 15
+    steps = [s for s in slurm() if s["cmd"] != "/bin/sh"]
+    assert len(steps) == 1 and steps[0]["opts"]["--nodelist"] == "node01,node02"  # one step; node03 not asked
+    assert steps[0]["opts"]["--jobid"] == "42"
+    # the job: node03 not asked for, the lab profile's 8 GPUs per node as GRES; cancelled at the end
+    salloc = (tmp_path / "srun.log.salloc").read_text()
+    assert "--nodes=2 --nodelist=node01,node02" in salloc and "--gres=gpu:8" in salloc, salloc
+    assert (tmp_path / "srun.log.scancel").read_text().split("\n")[0] == "42"
+    for n in ("node01", "node02"):
+        assert ev[n].reachable and ev[n].results["who"].stdout == f"{n} on {n}\n", ev[n]
+        assert len(ev[n].results["big"].stdout) == 300000
+    assert not ev["node03"].reachable and "IDLE+DRAIN" in ev["node03"].error
+    assert sorted(seen) == ["node01", "node02", "node03"]
+
+
+def test_a_probe_server_and_client_run_as_steps(slurm, tmp_path):
+    inv = inventory(tmp_path, hosts=("node01", "node02"))
+    port = 20000 + os.getpid() % 20000
+    server = (f"{sys.executable} -c \"import socket; s = socket.socket(); "
+              f"s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', {port})); s.listen(1); "
+              "c, _ = s.accept(); print('got', c.recv(16).decode())\"")
+    client = (f"{sys.executable} -c \"import socket; c = socket.create_connection(('127.0.0.1', {port})); "
+              "c.sendall(b'hello'); e = __import__('os').environ; "
+              "print('sent', e.get('SLURM_JOB_ID') == '42' and e.get('SLURM_OVERLAP') == '1' and 'SLURM_PROCID' not in e)\"")
+    with srun.SlurmBackend.open(inv) as io:
+        r = io.run_server_client(("node02", {}, server), ("node01", {}, client), 20, server_port=port)
+        assert r.reachable and r.server_reachable and r.client.ok, r
+        # of the step's SLURM_* only the job's id stays (with SLURM_OVERLAP): an srun inside it is a step of the job
+        assert r.client.stdout == "sent True\n"
+        assert r.server.stdout.strip() == "got hello", r.server
+        t0 = time.monotonic()
+        hung = io.run_server_client(None, ("node01", {}, "sleep 60"), 2)
+        assert hung.reachable and hung.client.timed_out and not hung.client.ok
+        assert time.monotonic() - t0 < 10
+    nodes = [s["opts"]["--nodelist"] for s in slurm() if s["cmd"] == "/bin/sh"]
+    assert nodes == ["node02", "node01", "node01"]
+
+
+def test_a_node_slurm_keeps_jobs_off_fails_at_once(slurm, tmp_path):
+    inv = inventory(tmp_path)
+    with srun.SlurmBackend.open(inv) as io:
+        t0 = time.monotonic()
+        r = io.run_server_client(("node03", {}, "sleep 30"), ("node01", {}, "true"), 30)
+        assert not r.server_reachable and "IDLE+DRAIN" in r.server.stderr
+        c = io.finish_probe(None, ("node03", {}, "true"), 30)
+        assert not c.reachable and "IDLE+DRAIN" in c.error
+        assert time.monotonic() - t0 < 5  # not the probes' 30 s, nor srun's --immediate
+
+
+def test_no_launch_node_makes_every_node_unreachable_with_the_reason(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no srun anywhere
+    inv = inventory(tmp_path, hosts=("node01", "node02"))
+    with srun.SlurmBackend.open(inv) as io:
+        ev = io.collect_many({n: {} for n in inv.hosts}, {n: {"x": ("true", 5)} for n in inv.hosts})
+    assert {n: e.reachable for n, e in ev.items()} == {"node01": False, "node02": False}
+    assert ev["node01"].error == "no Slurm node could start srun (node01: no srun there; node02: no srun there)"
+
+
+def test_a_job_slurm_does_not_give_makes_every_node_say_why(slurm, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_SALLOC_REFUSE", "Unable to allocate resources: Requested node configuration is not available")
+    inv = inventory(tmp_path)
+    with srun.SlurmBackend.open(inv) as io:
+        assert io.job_id is None
+        ev = io.collect_many({n: {} for n in inv.hosts}, {n: {"x": ("true", 5)} for n in inv.hosts})
+    assert not any(e.reachable for e in ev.values()) and slurm() == []
+    assert ev["node01"].error.startswith("Slurm did not give the run's job (--no-shell --exclusive --nodes=2 ")
+    assert ev["node01"].error.endswith("salloc: error: Unable to allocate resources: Requested node "
+                                       "configuration is not available")
+    assert "IDLE+DRAIN" in ev["node03"].error
+
+
+def test_validators_over_slurm_find_what_they_find_over_ssh(slurm, tmp_path, monkeypatch):
+    """The same checks on the same machine: the findings agree, check by check."""
+    monkeypatch.setenv("FAKE_SLURM_STATES", "node01=IDLE,node02=IDLE")
+    inv = inventory(tmp_path, hosts=("node01", "node02"))
+    comps = ["gpu", "time", "tuning"]
+    over_ssh = check_run.validate_nodes(inv, comps, io=ssh)
+    with srun.SlurmBackend.open(inv) as io:
+        over_slurm = check_run.validate_nodes(inv, comps, io=io)
+
+    def table(results):
+        return {n: (r.verdict, sorted((f.check, f.subject, f.status) for f in r.findings)) for n, r in results.items()}
+
+    assert table(over_slurm) == table(over_ssh)
+    assert len([s for s in slurm() if s["cmd"] != "/bin/sh"]) == 1
+
+
+def test_cli_refuses_backend_slurm_for_non_slurm_hosts(tmp_path):
+    inv = inventory(tmp_path, slurm_hosts=("node01",))
+    p = subprocess.run([sys.executable, "-m", "clustercert", "validate", "-i", str(inv.source), "--backend", "slurm",
+                        "--checks", "time"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "clustercert_slurm" in p.stderr and "node02, node03 not a Slurm node" in p.stderr
