@@ -13,11 +13,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
 from clustercert.collect.slurm import parse_show_node
+from clustercert.record import certificate
 from clustercert.record.certificate import expanded  # the file keeps findings and links as tables
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -30,9 +33,12 @@ SLOW = "node02"
 
 
 def certify(lab, inventory, out, home, *args: str) -> tuple[int, dict, subprocess.CompletedProcess, float]:
+    """certify with its own state directory ``home`` (what it connected to stays apart), signed with the key of
+    the lab's certify state directory."""
+    key = certificate.key_paths(lab.dir.parent / "certify-test-state")[0]
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, "-m", "clustercert", "certify", "-i", str(inventory), "--out", str(out),
-                        "--probe-seconds", "2", "--probe-timeout", "20", *args],
+                        "--probe-seconds", "2", "--probe-timeout", "20", "--key", str(key), *args],
                        capture_output=True, text=True, timeout=900, env=dict(os.environ, CLUSTERCERT_HOME=str(home)))
     assert p.returncode in (0, 1), p.stdout[-2000:] + p.stderr[-3000:]
     return p.returncode, expanded(json.loads((out / "certificate.json").read_text())), p, time.monotonic() - t0
@@ -55,18 +61,19 @@ def test_certify_over_slurm_agrees_with_ssh_on_one_fault(slurm_lab, tmp_path):
     inv_dir = tmp_path / "inventory"
     shutil.copytree(lab.inventory.parent, inv_dir)  # the lab's, with clustercert_slurm: true
     inventory = inv_dir / lab.inventory.name
+    # short state directories: ssh's control sockets live there (a Unix socket's path has 108 bytes at most)
+    homes = {k: Path(tempfile.mkdtemp(prefix=f"cc-{k}-", dir="/tmp")) for k in ("ssh", "slurm")}
     lab.manager.fault(SLOW, "link_slow", {"fabric": "0", "factor": "0.3"})
     try:
-        _, over_ssh, _, ssh_s = certify(lab, inventory, tmp_path / "ssh", tmp_path / "ssh-home")
-        rc, over_slurm, p, slurm_s = certify(lab, inventory, tmp_path / "slurm", tmp_path / "slurm-home",
-                                             "--backend", "slurm")
+        _, over_ssh, _, ssh_s = certify(lab, inventory, tmp_path / "ssh", homes["ssh"])
+        rc, over_slurm, p, slurm_s = certify(lab, inventory, tmp_path / "slurm", homes["slurm"], "--backend", "slurm")
         # the job ended with certify: no step, no job of it left
         jobs = lab.ssh(CONTROLLER, "squeue -h -o '%i %j %T'", check=False).stdout
     finally:
         lab.manager.heal(SLOW)
     print(f"certify: --backend ssh {ssh_s:.0f} s, --backend slurm {slurm_s:.0f} s")
+    assert outcome(over_ssh)["localisation"] == [(SLOW, "bad_node", 0)], over_ssh["localisation"]
     assert rc == 1 and outcome(over_slurm) == outcome(over_ssh), (outcome(over_slurm), outcome(over_ssh))
-    assert outcome(over_slurm)["localisation"] == [(SLOW, "bad_node", 0)], over_slurm["localisation"]
     assert not [j for j in jobs.splitlines() if " clustercert-" in j], jobs
     # Slurm ran it: the run's job, on the 4 nodes, ended (cancelled by certify once done)
     shown = lab.ssh(CONTROLLER, "scontrol show job --oneliner", check=False).stdout
@@ -77,7 +84,9 @@ def test_certify_over_slurm_agrees_with_ssh_on_one_fault(slurm_lab, tmp_path):
     assert nccl and all(lk["evidence"].startswith(f"launched with srun (a step of the run's Slurm job {job_id})\n")
                         for lk in nccl), nccl
     # the controller's one connection: the launch node's (its multiplexed master is the only one in the state dir)
-    masters = sorted(x.name for x in (tmp_path / "slurm-home" / "cp").iterdir())
+    masters = sorted(x.name for x in (homes["slurm"] / "cp").iterdir())
     assert len(masters) == 1, masters
+    for home in homes.values():
+        shutil.rmtree(home, ignore_errors=True)
     states = {n: parse_show_node(lab.ssh(CONTROLLER, f"scontrol show node {n} --oneliner").stdout) for n in lab.nodes}
     assert {n: st.state for n, st in states.items()} == dict.fromkeys(lab.nodes, "IDLE"), states
