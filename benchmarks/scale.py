@@ -39,6 +39,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -216,11 +217,12 @@ def measure(cert: dict, repeat: int) -> dict[str, tuple[int, float]]:
     return out
 
 
-def pipeline(n: int, forks: int = 25, all_probes: bool = False, keep: dict | None = None) -> dict:
+def pipeline(n: int, forks: int = 25, all_probes: bool = False, keep: dict | None = None, home: Path | None = None) -> dict:
     """One size through the real pipeline (see the module docstring); the figures --json prints. ``all_probes``:
     every probe the lab profile plans (the fleet answers nvbandwidth, dcgmi diag and topo with the lab
     simulator's renderings, all_reduce_perf and ib_write_lat from fixtures; fio and the DDP smoke test get no
-    output and are errors). ``keep``: filled with the signed certificate and the paths written."""
+    output and are errors). ``keep``: filled with the signed certificate and the paths written, under ``home``
+    (default: a temporary directory, removed at the end)."""
     from datetime import UTC, datetime
 
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -239,7 +241,13 @@ def pipeline(n: int, forks: int = 25, all_probes: bool = False, keep: dict | Non
     from clustercert.record.settle import settle, settle_every
     from clustercert.record.store import Store
 
-    home = Path(tempfile.mkdtemp(prefix="cc-scale-"))
+    if home is None:
+        home = Path(tempfile.mkdtemp(prefix="cc-scale-"))
+        try:
+            return pipeline(n, forks, all_probes, keep, home)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True, exist_ok=True)
     os.environ["CLUSTERCERT_HOME"] = str(home)
     stages: dict[str, float] = {}
 

@@ -411,7 +411,7 @@ def test_a_certificate_with_every_probe_of_the_lab_profile_is_at_most_32_kb_per_
     import scale
 
     keep: dict = {}
-    doc = scale.pipeline(16, forks=4, all_probes=True, keep=keep)
+    doc = scale.pipeline(16, forks=4, all_probes=True, keep=keep, home=tmp_path / "pipeline")
     assert doc["certificate_bytes"] / 16 <= 32 * 1024, doc
     kinds = {"probe.ib_write_bw_loopback", "probe.nccl_allreduce", "probe.gpu_util_under_load",
              "probe.nvbandwidth_h2d", "probe.nvbandwidth_d2h", "probe.nvbandwidth_d2d",

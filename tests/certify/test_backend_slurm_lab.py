@@ -4,7 +4,8 @@ slurmctld on node01, slurmd on the 4 bootstrapped nodes, every node idle).
 One fault (node02's fabric 0 at 30 %): the two backends give the same node verdicts, the same failing checks
 and links, and the same localisation. Over Slurm the run is one job of Slurm's (its steps: every node's checks in
 one step, each probe's server and client, the pair NCCL launched from inside it), the controller's only SSH
-connection is to the launch node, and the job is gone once certify is."""
+connection is to the launch node, and the job is gone once certify is. validate both ways, a GPU missing on
+node03: the same findings."""
 
 from __future__ import annotations
 
@@ -42,6 +43,15 @@ def certify(lab, inventory, out, home, *args: str) -> tuple[int, dict, subproces
                        capture_output=True, text=True, timeout=900, env=dict(os.environ, CLUSTERCERT_HOME=str(home)))
     assert p.returncode in (0, 1), p.stdout[-2000:] + p.stderr[-3000:]
     return p.returncode, expanded(json.loads((out / "certificate.json").read_text())), p, time.monotonic() - t0
+
+
+def validate(inventory, home, *args: str) -> dict:
+    p = subprocess.run([sys.executable, "-m", "clustercert", "validate", "-i", str(inventory), "--checks", "gpu,time",
+                        "--format", "json", *args], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, CLUSTERCERT_HOME=str(home)))
+    assert p.returncode in (0, 1), p.stdout[-2000:] + p.stderr[-3000:]
+    return {n: (v["verdict"], sorted(f["check"] for f in v["findings"] if f["status"] in ("fail", "error")))
+            for n, v in json.loads(p.stdout)["nodes"].items()}
 
 
 def outcome(cert: dict) -> dict:
@@ -86,6 +96,15 @@ def test_certify_over_slurm_agrees_with_ssh_on_one_fault(slurm_lab, tmp_path):
     # the controller's one connection: the launch node's (its multiplexed master is the only one in the state dir)
     masters = sorted(x.name for x in (homes["slurm"] / "cp").iterdir())
     assert len(masters) == 1, masters
+
+    # validate both ways, a GPU missing on node03: the same findings
+    lab.manager.fault("node03", "gpu_missing", {})
+    try:
+        found = {b: validate(inventory, homes[b], "--backend", b) for b in ("ssh", "slurm")}
+    finally:
+        lab.manager.heal("node03")
+    assert found["slurm"] == found["ssh"], found
+    assert found["slurm"]["node03"][0] == "fail" and "gpu.count" in found["slurm"]["node03"][1], found
     for home in homes.values():
         shutil.rmtree(home, ignore_errors=True)
     states = {n: parse_show_node(lab.ssh(CONTROLLER, f"scontrol show node {n} --oneliner").stdout) for n in lab.nodes}
