@@ -180,9 +180,6 @@ def health_checked(slurm_lab, tmp_path):
                      f"{WRAPPER}; true")
 
 
-# wip: passes on the lab (2026-12-05 night: 43 s, on this module's Slurm), kept out of CI for its 25 minutes
-# (issue 25) until issue 24's `--backend slurm` lands beside it (README, Two commands)
-@pytest.mark.wip
 def test_health_check_program_drains_a_faulty_node_and_resumes_it_healed(health_checked):
     lab = health_checked
     for n in lab.nodes:  # a first health check ran at slurmd's start: every node healthy, idle

@@ -139,6 +139,11 @@ def test_forged_host_key_is_refused_by_every_verb(bootstrapped_lab, tmp_path, sh
         names = line.split()[0].split(",")
         lines.append(f"{line.split()[0]} {forged_pub[0]} {forged_pub[1]}" if "node01" in names else line)
     kh.write_text("\n".join(lines) + "\n")
+    # --backend slurm's one connection, to its launch node (the first Slurm host: node01), is refused the same way
+    slurm_inv = _inventory_copy(lab.inventory, tmp_path / "inv-slurm", tuple(lab.nodes), kh)
+    gv = slurm_inv.parent / "group_vars" / "all.yml"
+    if "clustercert_slurm:" not in gv.read_text():
+        gv.write_text(gv.read_text() + "clustercert_slurm: true\n")
     bindir, log = _ssh_wrapper(tmp_path)
     fenv = {**env, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
     since = time.time() - 1
@@ -151,6 +156,8 @@ def test_forged_host_key_is_refused_by_every_verb(bootstrapped_lab, tmp_path, sh
         "certify": cc(fenv, "certify", "-i", str(forged), "--limit", ",".join(PAIR), "--out", str(tmp_path / "cert-forged"),
                       *PROBE),
         "drift": cc(fenv, "drift", "-i", str(forged), "--limit", ",".join(PAIR)),
+        "validate --backend slurm": cc(fenv, "validate", "-i", str(slurm_inv), "--limit", ",".join(PAIR),
+                                       "--backend", "slurm", "--checks", "time"),
     }
     for verb, p in runs.items():
         try:

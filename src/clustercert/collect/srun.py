@@ -34,6 +34,7 @@ import re
 import select
 import shlex
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -319,6 +320,8 @@ class SlurmBackend:
             agent = Agent(argv)
             if agent.gone or not agent.hello.get("srun"):
                 tried.append(f"{name}: {agent.gone or 'no srun there'}")
+                print(f"clustercert: slurm: {name} is not the launch node: {tried[-1].split(': ', 1)[1]}",
+                      file=sys.stderr)
                 agent.close()
                 continue
             backend = cls(inv, agent, name, {})
