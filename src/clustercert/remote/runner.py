@@ -170,7 +170,10 @@ def run_request(req, out=None):
 
 def own_request(req, env=None):
     """(this node's name, its request): a request with "nodes" ({Slurm NodeName: request}: one srun step
-    across nodes, the same stdin to every task) holds each node's own, picked by SLURMD_NODENAME."""
+    across nodes, the same stdin to every task) holds each node's own, picked by SLURMD_NODENAME; "nodes_z" is
+    that mapping's JSON compressed (zlib, then base64)."""
+    if "nodes_z" in req:  # the same, zlib-compressed and base64-encoded: the nodes' requests are nearly alike
+        req = {"nodes": json.loads(zlib.decompress(base64.b64decode(req["nodes_z"])).decode("utf-8"))}
     if "nodes" not in req:
         return "", req
     env = os.environ if env is None else env
