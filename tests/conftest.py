@@ -170,6 +170,7 @@ LAB_MODULE_ORDER = (
     "tests/drift/test_drift_lab.py",
     "tests/certify/test_nccl_pair_lab.py",
     "tests/certify/test_drain_slurm_lab.py",
+    "tests/certify/test_backend_slurm_lab.py",    # right after: the lab's Slurm again (its packages are there)
     "tests/certify/test_certify_lab.py",          # grows the lab to 8 nodes
     "tests/provisioning/test_rolling_reboot_lab.py",  # reboots 4 of the 8 into another driver: nothing undoes it
 )

@@ -234,8 +234,13 @@ def test_validators_over_slurm_find_what_they_find_over_ssh(slurm, tmp_path, mon
     inv = inventory(tmp_path, hosts=("node01", "node02"))
     comps = ["gpu", "time", "tuning"]
     over_ssh = check_run.validate_nodes(inv, comps, io=ssh)
+    sessions = []
+    real_agent = srun.Agent
+    monkeypatch.setattr(srun, "Agent", lambda argv: sessions.append(argv) or real_agent(argv))
+    monkeypatch.setattr(ssh, "collect_node", lambda *a, **k: pytest.fail("a node reached without Slurm"))
     with srun.SlurmBackend.open(inv) as io:
         over_slurm = check_run.validate_nodes(inv, comps, io=io)
+    assert len(sessions) == 1  # the controller's one session: the launch node's agent
 
     def table(results):
         return {n: (r.verdict, sorted((f.check, f.subject, f.status) for f in r.findings)) for n, r in results.items()}

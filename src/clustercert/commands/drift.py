@@ -75,7 +75,7 @@ def run(args) -> int:
                                 store.hardware(base["id"]))
         if args.probes != "none":
             items += perf
-        fixed = fix(inv, items, forks) if args.fix else None
+        fixed = fix(inv, items, forks, args.backend) if args.fix else None
         nodes = {n: r.to_json() | {"detail": r.detail} for n, r in current.items()}
         verdict = "drift" if items else "clean"
         store.finish_run(run_id, verdict, nodes)
@@ -115,14 +115,16 @@ def performance(inv, nodes: list[str], baseline_links: list[dict], tolerance_of,
     return performance_items(outcome, judge), outcome.pairs
 
 
-def fix(inv, items: list[Item], forks: int = 25) -> dict:
-    """``--fix``: bootstrap only the drifted nodes and the roles (tags) that drifted, then re-validate them."""
+def fix(inv, items: list[Item], forks: int = 25, through: str = "ssh") -> dict:
+    """``--fix``: bootstrap only the drifted nodes and the roles (tags) that drifted, then re-validate them (over
+    ``through``, the run's --backend)."""
     nodes, tags = fix_scope(items)
     if not nodes:
         return {"nodes": [], "tags": [], "ok": True, "revalidated": {}}
     result = engine.run_playbook(paths.playbooks_dir() / engine.BOOTSTRAP_PLAYBOOK, inv.source, limit=",".join(nodes),
                                  tags=",".join(tags) or None, forks=forks, envvars=engine.strategy_env())
     sub = load_inventory(str(inv.source), ",".join(nodes))
-    again = check_run.validate_nodes(sub, list(COMPONENT_ORDER), forks)
+    with backend.opened(sub, through) as io:
+        again = check_run.validate_nodes(sub, list(COMPONENT_ORDER), forks, io=io)
     return {"nodes": nodes, "tags": tags, "ok": result.ok, "run": result.run_id,
             "revalidated": {n: r.verdict for n, r in again.items()}}
