@@ -379,9 +379,6 @@ class SlurmBackend:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def describe(self) -> str:
-        return f"slurm (job {self.job_id}, from {self.launch})" if self.job_id else "slurm (no job)"
-
     # -- the collect.ssh interface: the node runner
 
     @staticmethod
@@ -450,7 +447,12 @@ class SlurmBackend:
                         done(n, ev)
             if not call.done.is_set():
                 self.agent.cancel(call)
-            why = _why(call.wait(IMMEDIATE_S + 30), limit)
+            res = call.wait(IMMEDIATE_S + 30)
+            why = _why(res, limit)
+            if res and not res.get("lost") and not res.get("timed_out") and (res.get("stderr") or "").strip():
+                # sudo's refusals in words of their own, as over ssh (collect.ssh.describe_failure)
+                err = "\n".join(_LABEL.sub("", ln, count=1) for ln in res["stderr"].splitlines())
+                why = ssh.describe_failure(err, res.get("rc"), self.conns[names[0]])
             for n in pending.values():
                 with lock:
                     done(n, NodeEvidence(n, False, why, seconds=round(time.monotonic() - t0, 3)))
