@@ -19,7 +19,7 @@ import pytest
 
 from clustercert.checks import run as check_run
 from clustercert.collect import srun, ssh
-from clustercert.collect.slurm import NodeState
+from clustercert.collect.slurm import NodeState, takes_jobs
 from clustercert.errors import InputError
 from clustercert.remote import runner
 
@@ -115,7 +115,7 @@ def inventory(tmp_path, hosts=("node01", "node02", "node03"), slurm_hosts=None):
     ("IDLE*", False), ("DOWN+NOT_RESPONDING", False), ("IDLE+RESERVED", False), ("IDLE+COMPLETING", True),
 ])
 def test_takes_jobs(state, takes):
-    why = srun.takes_jobs(NodeState("gpu01", state, "admin: fan" if "DRAIN" in state else None))
+    why = takes_jobs(NodeState("gpu01", state, "admin: fan" if "DRAIN" in state else None))
     assert (why is None) is takes
     if not takes:
         assert why.startswith(f"Slurm starts no job on gpu01 now: it is {state}")

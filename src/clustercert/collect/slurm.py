@@ -234,14 +234,32 @@ _BLOCKING = ("DRAIN", "DRAINED", "DRAINING", "DOWN", "FAIL", "FAILING", "MAINT",
              "INVALID_REG", "COMPLETING", "PLANNED")
 
 
+def _blocking_flags(st: NodeState) -> tuple[str, list[str]]:
+    """(the base state as scontrol prints it, its flags of _BLOCKING): ``IDLE+DRAIN`` -> ("IDLE", ["DRAIN"])."""
+    base, *flags = st.state.upper().split("+")
+    return base, [f.rstrip("*~#%$@!^-") for f in flags if f.rstrip("*~#%$@!^-") in _BLOCKING]
+
+
 def accepts_step(st: NodeState | str) -> bool:
     """True where srun can start a probe step on the node now without waiting or sharing it: IDLE
     and nothing that keeps jobs off it. A node being certified is usually drained: srun cannot
     place a step there (the probes then launch over ssh)."""
     if isinstance(st, str):
         return False
-    base, *flags = st.state.upper().split("+")
-    return base == "IDLE" and not any(f.rstrip("*~#%$@!^-") in _BLOCKING for f in flags)
+    base, blocking = _blocking_flags(st)
+    return base == "IDLE" and not blocking
+
+
+def takes_jobs(st: NodeState) -> str | None:
+    """--backend slurm's test of a node for the run's job: why Slurm would give it no job now, or None where it
+    would -- IDLE or MIXED (a user job beside it: salloc --exclusive then fails at once and says so), nothing of
+    _BLOCKING but COMPLETING (an epilog ending within salloc's --immediate wait). ALLOCATED: every core is some
+    job's; a '*' after the base state: not responding."""
+    base, blocking = _blocking_flags(st)
+    if base in ("IDLE", "MIXED") and not [f for f in blocking if f != "COMPLETING"]:
+        return None
+    reason = f" (Reason={st.reason})" if st.reason else ""
+    return f"Slurm starts no job on {st.node} now: it is {st.state}{reason}"
 
 
 def apply(inv: Inventory, nodes: dict[str, dict], control_dir: Path | None = None) -> list[dict]:

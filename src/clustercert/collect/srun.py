@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 
 from clustercert import remote
 from clustercert.collect import ssh
-from clustercert.collect.slurm import NodeState, parse_show_node, slurm_hosts, slurm_name
+from clustercert.collect.slurm import parse_show_node, slurm_hosts, slurm_name, takes_jobs
 from clustercert.errors import InputError
 from clustercert.model.evidence import CommandResult, NodeEvidence
 from clustercert.remote.runner import DONE_MARK, PART_MARK, REQUEST_MARK
@@ -66,12 +66,6 @@ STEP_ENV = ("for v in $(env | sed -n 's/^\\(SLURM[A-Za-z0-9_]*\\)=.*/\\1/p'); do
             "*) unset \"$v\";; esac; done; export SLURM_OVERLAP=1; ")
 _GRANTED = re.compile(r"Granted job allocation (\d+)")
 _LABEL = re.compile(r"^\s*\d+: ")
-# flags that keep Slurm from starting a job on a node (scontrol prints them after the base state)
-_NO_JOBS = ("DRAIN", "DRAINED", "DRAINING", "DOWN", "FAIL", "FAILING", "MAINT", "RESERVED", "NOT_RESPONDING",
-            "POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN", "POWERING_UP", "REBOOT_REQUESTED", "REBOOT_ISSUED",
-            "INVALID_REG", "PLANNED", "UNKNOWN", "FUTURE")
-
-
 def check_inventory(inv: Inventory) -> None:
     """Before anything runs: --backend slurm reaches only Slurm nodes (clustercert_slurm: true)."""
     others = sorted(set(inv.hosts) - set(slurm_hosts(inv)))
@@ -79,18 +73,6 @@ def check_inventory(inv: Inventory) -> None:
         raise InputError(str(inv.source), "clustercert_slurm", f"--backend slurm: {', '.join(others[:5])}"
                          f"{' and more' if len(others) > 5 else ''} not a Slurm node (clustercert_slurm: true): "
                          "select Slurm nodes (--limit), or use --backend ssh")
-
-
-def takes_jobs(st: NodeState) -> str | None:
-    """Why Slurm would start no job on the node now, or None where it would (IDLE or MIXED, nothing keeping jobs
-    off). ALLOCATED: every core is some job's; a step would wait for one."""
-    base, *flags = st.state.upper().split("+")
-    base = base.rstrip("*~#%$@!^-")
-    blocking = [f for f in (base, *(x.rstrip("*~#%$@!^-") for x in flags)) if f in _NO_JOBS]
-    if base not in ("IDLE", "MIXED") or blocking or st.state.endswith("*"):
-        reason = f" (Reason={st.reason})" if st.reason else ""
-        return f"Slurm starts no job on {st.node} now: it is {st.state}{reason}"
-    return None
 
 
 def salloc_argv(nodes: list[str], job: str, gres: str | None) -> list[str]:
