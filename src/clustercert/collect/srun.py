@@ -64,7 +64,6 @@ JOB_PREFIX = "clustercert-"
 # sharing them with the steps running there (not the task count and node list of the step it started from)
 STEP_ENV = ("for v in $(env | sed -n 's/^\\(SLURM[A-Za-z0-9_]*\\)=.*/\\1/p'); do case $v in SLURM_JOB_ID|SLURM_JOBID) ;; "
             "*) unset \"$v\";; esac; done; export SLURM_OVERLAP=1; ")
-_GRANTED = re.compile(r"Granted job allocation (\d+)")
 _LABEL = re.compile(r"^\s*\d+: ")
 def check_inventory(inv: Inventory) -> None:
     """Before anything runs: --backend slurm reaches only Slurm nodes (clustercert_slurm: true)."""
@@ -320,9 +319,8 @@ class SlurmBackend:
             return
         job = f"{JOB_PREFIX}{uuid.uuid4().hex[:12]}"
         res = self.agent.call(salloc_argv(nodes, job, gres), None, IMMEDIATE_S + 30).wait(IMMEDIATE_S + 40)
-        granted = _GRANTED.search((res.get("stderr") or "") + (res.get("stdout") or ""))
-        if res.get("rc") == 0 and granted:
-            self.job_id = granted.group(1)
+        if res.get("rc") == 0 and res.get("job"):  # the agent read it from salloc's "Granted job allocation N"
+            self.job_id = str(res["job"])
             return
         why = f"Slurm did not give the run's job ({' '.join(salloc_argv(nodes, job, gres)[1:])}): {_why(res, IMMEDIATE_S + 30)}"
         self.blocked.update({n: why for n in self.names if n not in self.blocked})

@@ -16,7 +16,8 @@ On stdin, one JSON object per line:
 
 On stdout, one JSON object per line: first ``{"hello": HOSTNAME, "srun": PATH or null}``; then ``{"id": N, "line":
 TEXT}`` (stream) and, once it has ended, ``{"id": N, "rc": INT or null, "stdout": TEXT, "stderr": TEXT,
-"timed_out": BOOL, "seconds": S}`` (``stdout`` empty where it was streamed). A request past its timeout is
+"timed_out": BOOL, "seconds": S[, "job": ID]}`` (``stdout`` empty where it was streamed; ``job``: the job a
+salloc was granted). A request past its timeout is
 ended and ends with timed_out true. At the end of stdin (the controller is done, or gone) every request still
 running is ended, every job a salloc of it was granted is cancelled (scancel), and the agent exits.
 """
@@ -108,8 +109,9 @@ class Agent:
         granted = GRANTED.search(errors) if os.path.basename(req["argv"][0]) == "salloc" else None
         if granted:
             self.jobs.append(granted.group(1))
+        extra = {"job": granted.group(1)} if granted else {}
         self.send({"id": rid, "rc": None if expired.is_set() else proc.returncode,
-                   "stdout": out.decode("utf-8", "replace"), "stderr": errors[-20000:],
+                   "stdout": out.decode("utf-8", "replace"), "stderr": errors[-20000:], **extra,
                    "timed_out": expired.is_set(), "seconds": round(time.time() - t0, 3)})
 
 
