@@ -611,7 +611,7 @@ def test_round1_servers_start_once_their_node_loopback_tests_end(monkeypatch, tm
             events.append(("node done", h.name))
         return []
 
-    def start(server, timeout, *, control_dir=None, server_port=None):
+    def start(server, timeout, *, control_dir=None, server_port=None, peer=None):
         with lock:
             events.append(("server", server[0]))
         return SimpleNamespace(server=server, timeout=timeout)

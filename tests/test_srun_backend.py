@@ -2,7 +2,7 @@
 
 The stand-in (FAKE_SRUN below, put on PATH as ``srun`` with ``scontrol`` and ``scancel``) does what the backend
 relies on of the real one: one task per node of --nodelist with SLURMD_NODENAME set, stdin to every task with
---input=all (else to the first), each line of a task's output prefixed ``<task>: `` with --label, its exit
+--input=all (else to the first) as it comes, each line of a task's output prefixed ``<task>: `` with --label, its exit
 status the worst task's. It logs each invocation, so a test sees how many steps ran. The real srun runs in
 the lab test (tests/certify/test_drain_slurm_lab.py)."""
 
@@ -25,17 +25,21 @@ from clustercert.remote import runner
 
 FAKE_SRUN = textwrap.dedent("""\
     #!{python}
-    import json, os, signal, subprocess, sys, threading
+    import json, os, signal, subprocess, sys, threading, time
     args, opts, i = sys.argv[1:], {{}}, 0
     while i < len(args) and args[i].startswith("-"):
         k, _, v = args[i].partition("=")
         opts[k] = v
         i += 1
     cmd = args[i:]
-    with open(os.environ["FAKE_SRUN_LOG"], "a") as f:
+    with open(os.environ["FAKE_SRUN_LOG"], "a+") as f:
         f.write(json.dumps({{"opts": opts, "cmd": cmd[0]}}) + "\\n")
+        f.seek(0)
+        step_id = str(len(f.readlines()) - 1)  # the steps of job 42, numbered from 0
+    if os.environ.get("FAKE_SRUN_FAIL"):
+        sys.stderr.write(os.environ["FAKE_SRUN_FAIL"] + "\\n")
+        sys.exit(1)
     nodes = opts["--nodelist"].split(",")
-    data = sys.stdin.buffer.read()
     lock, procs, rcs = threading.Lock(), [], []
     def stop(*_):
         for p in procs:
@@ -46,12 +50,12 @@ FAKE_SRUN = textwrap.dedent("""\
         sys.exit(143)
     signal.signal(signal.SIGTERM, stop)
     def task(idx, node):
-        env = dict(os.environ, SLURMD_NODENAME=node, SLURM_JOB_ID="42", SLURM_PROCID=str(idx))
+        env = dict(os.environ, SLURMD_NODENAME=node, SLURM_JOB_ID="42", SLURM_STEP_ID=step_id, SLURM_PROCID=str(idx))
         p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                              start_new_session=True)
         procs.append(p)
-        p.stdin.write(data if idx == 0 or opts.get("--input") == "all" else b"")
-        p.stdin.close()
+        if idx != 0 and opts.get("--input") != "all":
+            p.stdin.close()
         label = ("%d: " % idx).encode() if "--label" in opts else b""
         for line in p.stdout:
             with lock:
@@ -63,6 +67,21 @@ FAKE_SRUN = textwrap.dedent("""\
         rcs.append(p.wait())
     ts = [threading.Thread(target=task, args=(i, n)) for i, n in enumerate(nodes)]
     [t.start() for t in ts]
+    while len(procs) < len(nodes):
+        time.sleep(0.01)
+    for line in iter(sys.stdin.buffer.readline, b""):  # as it comes, as srun forwards it
+        for p in procs:
+            try:
+                if not p.stdin.closed:
+                    p.stdin.write(line)
+                    p.stdin.flush()
+            except OSError:
+                pass
+    for p in procs:
+        try:
+            p.stdin.close()
+        except OSError:
+            pass
     [t.join() for t in ts]
     sys.exit(max(rcs))
     """)
@@ -172,27 +191,72 @@ def test_every_node_in_one_step_each_running_its_own_commands(slurm, tmp_path):
     assert sorted(seen) == ["node01", "node02", "node03"]
 
 
-def test_a_probe_server_and_client_run_as_steps(slurm, tmp_path):
+def _echo_server(port: int, tag: str = "") -> str:
+    return (f"{sys.executable} -c \"import socket; s = socket.socket(); "
+            f"s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', {port})); s.listen(1); "
+            f"c, _ = s.accept(); print('{tag}got', c.recv(16).decode())\"")
+
+
+def test_a_pairs_probes_run_in_one_step_server_first(slurm, tmp_path):
+    """A pair's servers and clients are processes of ONE step across its two nodes, each client sent once its
+    server listens (a client sent before would find the port closed); a client alone is a step of its own."""
     inv = inventory(tmp_path, hosts=("node01", "node02"))
     port = 20000 + os.getpid() % 20000
-    server = (f"{sys.executable} -c \"import socket; s = socket.socket(); "
-              f"s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', {port})); s.listen(1); "
-              "c, _ = s.accept(); print('got', c.recv(16).decode())\"")
-    client = (f"{sys.executable} -c \"import socket; c = socket.create_connection(('127.0.0.1', {port})); "
+    client = (f"{sys.executable} -c \"import socket; c = socket.create_connection(('127.0.0.1', {{port}})); "
               "c.sendall(b'hello'); e = __import__('os').environ; "
               "print('sent', e.get('SLURM_JOB_ID') == '42' and e.get('SLURM_OVERLAP') == '1' and 'SLURM_PROCID' not in e)\"")
     with srun.SlurmBackend.open(inv) as io:
-        r = io.run_server_client(("node02", {}, server), ("node01", {}, client), 20, server_port=port)
+        r = io.run_server_client(("node02", {}, _echo_server(port)), ("node01", {}, client.format(port=port)), 20,
+                                 server_port=port)
         assert r.reachable and r.server_reachable and r.client.ok, r
         # of the step's SLURM_* only the job's id stays (with SLURM_OVERLAP): an srun inside it is a step of the job
         assert r.client.stdout == "sent True\n"
         assert r.server.stdout.strip() == "got hello", r.server
+        assert r.where == "the pair's Slurm step 42.0"  # what the measurement's evidence says (probes.run)
+        # two probes of one pair at once (two rails): still the one step, each server with its own client
+        srvs = [io.start_server(("node02", {}, _echo_server(port + k, f"rail{k} ")), 20, server_port=port + k,
+                                peer="node01") for k in (1, 2)]
+        assert len(io.pairs) == 1
+        runs = [io.finish_probe(srv, ("node01", {}, client.format(port=port + k)), 20) for k, srv in zip((1, 2), srvs, strict=True)]
+        assert [x.server.stdout.strip() for x in runs] == ["rail1 got hello", "rail2 got hello"]
+        assert {x.where for x in runs} == {"the pair's Slurm step 42.1"}
+        assert io.pairs == {}  # the last of the pair waited for: its step has ended
         t0 = time.monotonic()
         hung = io.run_server_client(None, ("node01", {}, "sleep 60"), 2)
-        assert hung.reachable and hung.client.timed_out and not hung.client.ok
+        assert hung.reachable and hung.client.timed_out and not hung.client.ok and hung.where == ""
         assert time.monotonic() - t0 < 10
-    nodes = [s["opts"]["--nodelist"] for s in slurm() if s["cmd"] == "/bin/sh"]
-    assert nodes == ["node02", "node01", "node01"]
+    steps = [(s["cmd"], s["opts"]["--nodelist"]) for s in slurm()]
+    assert steps == [("python3", "node01,node02"), ("python3", "node01,node02"), ("/bin/sh", "node01")]
+
+
+def test_a_server_its_client_leaves_hanging_is_killed_with_its_step(slurm, tmp_path):
+    """A server that does not end when its client has is killed in the pair's step within seconds, and nothing
+    of the pair runs on after it; a client that outlives its bound is ended at it."""
+    inv = inventory(tmp_path, hosts=("node01", "node02"))
+    tag = f"cc-hang-{os.getpid()}"
+    with srun.SlurmBackend.open(inv) as io:
+        t0 = time.monotonic()
+        srv = io.start_server(("node02", {}, f"sleep 300 # {tag}"), 120, peer="node01")
+        r = io.finish_probe(srv, ("node01", {}, f"sleep 300 # {tag}-client"), 2)
+        assert r.client.timed_out and r.server_reachable and r.server is not None
+        assert time.monotonic() - t0 < 12, time.monotonic() - t0
+        assert io.pairs == {}
+    time.sleep(0.5)
+    left = subprocess.run(["pgrep", "-f", tag], capture_output=True, text=True).stdout
+    assert left == "", left
+
+
+def test_a_pairs_step_that_cannot_start_fails_its_probes_at_once(slurm, tmp_path, monkeypatch):
+    """srun refusing the pair's step (a node gone since the job began): the server and the client say why
+    in seconds, not at their bound."""
+    inv = inventory(tmp_path, hosts=("node01", "node02"))
+    monkeypatch.setenv("FAKE_SRUN_FAIL", "srun: error: Unable to create step for job 42: Invalid node name specified")
+    with srun.SlurmBackend.open(inv) as io:
+        t0 = time.monotonic()
+        r = io.run_server_client(("node02", {}, "sleep 30"), ("node01", {}, "true"), 30, server_port=40000)
+        assert not r.server_reachable and not r.reachable
+        assert "Unable to create step for job 42" in r.error, r.error
+        assert time.monotonic() - t0 < 20
 
 
 def test_a_node_slurm_keeps_jobs_off_fails_at_once(slurm, tmp_path):

@@ -3,8 +3,8 @@ slurmctld on node01, slurmd on the 4 bootstrapped nodes, every node idle).
 
 One fault (node02's fabric 0 at 30 %): the two backends give the same node verdicts, the same failing checks
 and links, and the same localisation. Over Slurm the run is one job of Slurm's (its steps: every node's checks in
-one step, each probe's server and client, the pair NCCL launched from inside it), the controller's only SSH
-connection is to the launch node, and the job is gone once certify is. validate both ways, a GPU missing on
+one step, each pair's servers and clients in one step per round, the pair NCCL launched from inside a step), the
+controller's only SSH connection is to the launch node, and the job is gone once certify is. validate both ways, a GPU missing on
 node03: the same findings."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 CONTROLLER = "node01"
 SLOW = "node02"
+PAIR_STEP_PROBES = ("ib_write_bw", "ib_write_lat", "iperf3", "ib_write_bw_gdr")  # a server and its client each
 
 
 # slurm_lab (the lab's Slurm, up for this module): tests/certify/conftest.py
@@ -90,6 +91,16 @@ def test_certify_over_slurm_agrees_with_ssh_on_one_fault(slurm_lab, tmp_path):
     job = [j for j in shown.splitlines() if "JobName=clustercert-" in j and "NodeList=node[01-04]" in j]
     assert job and ("JobState=CANCELLED" in job[-1] or "JobState=COMPLETED" in job[-1]), shown[-2000:]
     job_id = job[-1].split()[0].removeprefix("JobId=")
+    # each pair's servers and clients ran in ONE step of that job across its two nodes, a step of the pair's own
+    # for each round (probes.run puts the step in the evidence, as the site's Slurm logs name it)
+    steps: dict[str, set] = {}
+    for lk in (lk for lk in over_slurm["links"] if lk["probe"] in PAIR_STEP_PROBES):
+        first = lk["evidence"].split("\n", 1)[0]
+        assert first.startswith(f"ran in the pair's Slurm step {job_id}."), lk
+        steps.setdefault(first, set()).add((lk["a"], lk["b"], lk["round"]))
+    assert steps and all(len(pairs) == 1 for pairs in steps.values()), steps
+    assert len(steps) == len({(lk["a"], lk["b"], lk["round"]) for lk in over_slurm["links"]
+                              if lk["probe"] in PAIR_STEP_PROBES}), steps
     nccl = [lk for lk in over_slurm["links"] if lk["probe"] == "nccl_allreduce"]
     assert nccl and all(lk["evidence"].startswith(f"launched with srun (a step of the run's Slurm job {job_id})\n")
                         for lk in nccl), nccl

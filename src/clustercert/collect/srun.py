@@ -10,9 +10,12 @@ step of that job (``srun --jobid=J --overlap``), never a connection of the contr
   task per node; every task gets the same stdin (``--input=all``), the node runner's "nodes" request, runs its own
   node's part and writes its document framed in short lines (remote/runner.py: framed) that ``--label`` keeps whole;
 * one node's commands (collect_node: a node's own probes, a pair's reachability pass): the runner in a step on it;
-* a probe's server and its client: a step each, bounded as over SSH (collect.ssh.bounded): the server's step says
-  when its port listens, the client's ends with its result; a step that does not end by itself is ended (its srun
-  signalled), and Slurm ends every process of it. A pair's NCCL and DDP launches are steps of the same job
+* a pair's probes: ONE step across the two nodes (PairStep, remote/pair_step.py), started with the pair's first
+  server and ended once its last process has been waited for. Its stdin stays open: each server and each client
+  is a line sent there, so they start in the order they do over SSH -- the server's output (its port listening)
+  comes back through srun before its client is sent --, each bounded as over SSH (collect.ssh.bounded). A process
+  that does not end by itself is killed there, and cancelling the job ends every process of every step. A probe
+  with no pair (a client alone) is a step of its own; a pair's NCCL and DDP launches are steps of the same job
   (probes.run: the srun inside the client's step joins the job, ``SLURM_OVERLAP``).
 
 SlurmBackend offers the interface of the collect.ssh module (collect_node, collect_many, collect_in_turn,
@@ -49,6 +52,7 @@ from clustercert.collect import ssh
 from clustercert.collect.slurm import parse_show_node, slurm_hosts, slurm_name, takes_jobs
 from clustercert.errors import InputError
 from clustercert.model.evidence import CommandResult, NodeEvidence
+from clustercert.remote.pair_step import MARK as PAIR_MARK
 from clustercert.remote.runner import DONE_MARK, PART_MARK, REQUEST_MARK
 
 if TYPE_CHECKING:
@@ -222,14 +226,16 @@ class Agent:
         except (OSError, ValueError):
             return False
 
-    def call(self, argv: list[str], stdin: str | None, timeout: float, *, stream: bool = False) -> Call:
+    def call(self, argv: list[str], stdin: str | None, timeout: float, *, stream: bool = False,
+             hold: bool = False) -> Call:
+        """Start ``argv`` there; with ``hold`` its stdin stays open for ``write``."""
         call = Call()
         with self.lock:
             rid, self.next_id = self.next_id, self.next_id + 1
         self.calls[rid] = call
         call.id = rid
         if self.gone or not self._send({"op": "run", "id": rid, "argv": argv, "stdin": stdin, "timeout": timeout,
-                                        "stream": stream}):
+                                        "stream": stream, "hold": hold}):
             self.calls.pop(rid, None)
             call.result = {"rc": None, "stdout": "", "stderr": self.gone or "the Slurm launch node's session ended",
                            "timed_out": False, "seconds": 0.0, "lost": True}
@@ -240,6 +246,12 @@ class Agent:
     def cancel(self, call: Call) -> None:
         if not call.done.is_set():
             self._send({"op": "cancel", "id": call.id})
+
+    def write(self, call: Call, text: str, *, eof: bool = False) -> bool:
+        """``text`` to the stdin of a held call; with ``eof``, then close it. False where the session has ended."""
+        if call.done.is_set():
+            return False
+        return self._send({"op": "eof" if eof else "input", "id": call.id, "data": text})
 
     def close(self) -> None:
         try:
@@ -262,6 +274,105 @@ def _why(res: dict, limit: float) -> str:
     return lines[-1][:300] if lines else f"exit status {res.get('rc')} and no output"
 
 
+# ---- a pair's step ----------------------------------------------------------------------------------
+
+@dataclass
+class StepProc:
+    """A server or client run in a pair's step: its output lines as they come (``next_line``, as a streamed Call),
+    and its end (``wait``: rc, stdout, stderr, timed_out, seconds, as the agent's answer)."""
+
+    id: int
+    node: str
+    lines: queue.Queue = field(default_factory=queue.Queue)
+    done: threading.Event = field(default_factory=threading.Event)
+    result: dict = field(default_factory=dict)
+    out: bytearray = field(default_factory=bytearray)
+    err: bytearray = field(default_factory=bytearray)
+    partial: bytes = b""
+
+    def add(self, kind: str, data: bytes) -> None:
+        if kind == "e":
+            self.err += data
+            return
+        self.out += data
+        *whole, self.partial = (self.partial + data).split(b"\n")
+        for line in whole:
+            self.lines.put(line.decode(errors="replace") + "\n")
+
+    def end(self, rc: int | None, seconds: float, why: str = "") -> None:
+        if self.done.is_set():
+            return
+        if self.partial:
+            self.lines.put(self.partial.decode(errors="replace"))
+        self.result = {"rc": rc, "stdout": self.out.decode(errors="replace"),
+                       "stderr": why or self.err.decode(errors="replace"), "timed_out": False,
+                       "seconds": seconds, **({"lost": True} if why else {})}
+        self.done.set()
+        self.lines.put(None)
+
+    next_line = Call.next_line
+    wait = Call.wait
+
+
+class PairStep:
+    """The probes between two nodes as processes of ONE step across both (remote/pair_step.py; the module's text).
+    ``users``: the servers and clients that still need it; the last ``release`` closes its stdin, which ends it."""
+
+    def __init__(self, agent: Agent, argv: list[str], limit: float) -> None:
+        self.agent, self.limit = agent, limit
+        self.call = agent.call(argv, None, limit, stream=True, hold=True)
+        self.procs: dict[int, StepProc] = {}
+        self.lock = threading.Lock()
+        self.next_id, self.users, self.ended = 0, 0, False
+        self.step_id = ""  # <job>.<step>, as its tasks say
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        while (line := self.call.next_line(self.limit + 60)) is not None:
+            text = _LABEL.sub("", line, count=1).rstrip("\r\n")
+            if not text.startswith(PAIR_MARK):
+                continue
+            try:
+                rid, kind, *rest = text[len(PAIR_MARK):].split(" ")
+                if rid == "-" and kind == "step":
+                    self.step_id = self.step_id or rest[0]
+                    continue
+                proc = self.procs.get(int(rid))
+                if proc is None:
+                    continue
+                if kind in ("o", "e"):
+                    proc.add(kind, base64.b64decode(rest[0]))
+                elif kind == "rc":
+                    proc.end(None if rest[0] == "-" else int(rest[0]), float(rest[1]))
+            except (ValueError, IndexError):  # a line broken on its way: its process ends unread (an error)
+                continue
+        res = self.call.wait(IMMEDIATE_S + 30)
+        why = "the pair's step ended: " + _why(res, self.limit)
+        with self.lock:
+            self.ended = True
+            left = list(self.procs.values())
+        for proc in left:
+            proc.end(None, 0.0, why)
+
+    def start(self, node: str, script: str) -> StepProc:
+        """Run shell ``script`` on ``node`` (its Slurm NodeName) in the step."""
+        with self.lock:
+            proc = StepProc(self.next_id, node)
+            self.procs[proc.id] = proc
+            self.next_id += 1
+            ended = self.ended
+        if ended or not self.agent.write(self.call, json.dumps({"node": node, "id": proc.id, "run": script}) + "\n"):
+            proc.end(None, 0.0, "the pair's step had ended: " + _why(self.call.wait(0), self.limit))
+        return proc
+
+    def kill(self, proc: StepProc) -> None:
+        if not proc.done.is_set():
+            self.agent.write(self.call, json.dumps({"node": proc.node, "id": proc.id, "kill": True}) + "\n")
+
+    def close(self) -> None:
+        self.agent.write(self.call, "", eof=True)
+
+
 # ---- the backend -------------------------------------------------------------------------------------
 
 @dataclass
@@ -270,10 +381,11 @@ class SlurmServer:
 
     node: str
     cmd: str
-    call: Call | None
+    call: Call | StepProc | None
     pgid: str | None
     head: list[str]
     error: str = ""
+    step: PairStep | None = None  # the pair's step it runs in (else a step of its own)
 
 
 class SlurmBackend:
@@ -285,6 +397,8 @@ class SlurmBackend:
         self.conns = {n: h.connection for n, h in inv.hosts.items()}
         self.agent, self.launch, self.blocked = agent, launch, blocked
         self.job_id: str | None = None
+        self.pairs: dict[frozenset, PairStep] = {}  # the pairs' steps open now
+        self.pairs_lock = threading.Lock()
 
     # -- opening and closing
 
@@ -349,6 +463,8 @@ class SlurmBackend:
     def close(self) -> None:
         """Cancel the run's job (every step of it ends), then end the agent's session."""
         if self.agent is not None:
+            for step in list(self.pairs.values()):
+                step.close()
             if self.job_id is not None:
                 self.agent.call(["scancel", self.job_id], None, STATES_S).wait(STATES_S + 10)
             self.agent.close()
@@ -447,13 +563,42 @@ class SlurmBackend:
     def _probe_argv(self, node: str, script: str) -> list[str]:
         return srun_argv(self.job_id, [self.names[node]]) + ["/bin/sh", "-c", STEP_ENV + script]
 
+    def _pair_step(self, node: str, peer: str, limit: float) -> PairStep:
+        """The step of the pair (node, peer), started with its first server; one user more."""
+        key = frozenset((node, peer))
+        with self.pairs_lock:
+            step = self.pairs.get(key)
+            if step is None or step.ended:
+                argv = srun_argv(self.job_id, sorted(self.names[n] for n in key), label=True, input_all=True) + [
+                    ssh.interpreter(self.conns[node]), "-c", remote.source("pair_step")]
+                step = self.pairs[key] = PairStep(self.agent, argv, limit + SLACK_S)
+            step.users += 1
+            return step
+
+    def _release(self, step: PairStep) -> None:
+        """One user fewer; the last one ends the step."""
+        with self.pairs_lock:
+            step.users -= 1
+            if step.users > 0:
+                return
+            for key in [k for k, v in self.pairs.items() if v is step]:
+                del self.pairs[key]
+        step.close()
+
     def start_server(self, server: tuple[str, dict, str], timeout: float, *, control_dir: Path | None = None,
-                     server_start_delay: float = 0.5, server_port: int | None = None) -> SlurmServer:
+                     server_start_delay: float = 0.5, server_port: int | None = None,
+                     peer: str | None = None) -> SlurmServer:
+        """As collect.ssh.start_server; with ``peer`` (the node its client will run on) in the pair's step."""
         node, _conn, cmd = server
         if node in self.blocked:
             return SlurmServer(node, cmd, None, None, [], self.blocked[node])
-        argv = self._probe_argv(node, ssh.bounded(cmd, int(max(1, timeout)), server_port))
-        call = self.agent.call(argv, None, timeout + SLACK_S, stream=True)
+        script = ssh.bounded(cmd, int(max(1, timeout)), server_port)
+        step = None
+        if peer is not None and peer != node and peer in self.names and peer not in self.blocked:
+            step = self._pair_step(node, peer, timeout)
+            call: Call | StepProc = step.start(self.names[node], STEP_ENV + script)
+        else:
+            call = self.agent.call(self._probe_argv(node, script), None, timeout + SLACK_S, stream=True)
         head: list[str] = []
         pgid = listening = None
         line = call.next_line(SLACK_S)
@@ -470,15 +615,22 @@ class SlurmBackend:
             head.append(line)
         if pgid is None or listening not in (0, 124):
             time.sleep(server_start_delay)
-        return SlurmServer(node, cmd, call, pgid, head)
+        return SlurmServer(node, cmd, call, pgid, head, step=step)
 
     def stop_server(self, srv: SlurmServer, wait: float = 0.0) -> CommandResult:
         if srv.call is None:
             return CommandResult(None, "", srv.error, False, 0.0, srv.cmd)
-        res = srv.call.wait(wait)
-        if not res:
-            self.agent.cancel(srv.call)
-            res = srv.call.wait(IMMEDIATE_S + 30) or {"rc": None, "stderr": "", "timed_out": True}
+        try:
+            res = srv.call.wait(wait)
+            if not res:
+                if srv.step is not None:
+                    srv.step.kill(srv.call)
+                else:
+                    self.agent.cancel(srv.call)
+                res = srv.call.wait(IMMEDIATE_S + 30) or {"rc": None, "stderr": "", "timed_out": True}
+        finally:
+            if srv.step is not None:
+                self._release(srv.step)
         lines = srv.head[:]
         while (line := srv.call.next_line(0)) is not None:
             if not line.startswith(ssh.LISTEN_MARK):
@@ -487,15 +639,34 @@ class SlurmBackend:
         return CommandResult(res.get("rc"), text, res.get("stderr") or "", bool(res.get("timed_out")),
                              float(res.get("seconds") or 0.0), srv.cmd)
 
+    def _run_client(self, srv: SlurmServer | None, node: str, script: str, t_int: int) -> tuple[dict, str]:
+        """The client's answer, and where it ran: in its server's pair step where it has one, else in a step of
+        its own."""
+        step = srv.step if srv is not None and srv.step is not None and not srv.step.ended else None
+        if step is None:
+            call = self.agent.call(self._probe_argv(node, script), None, t_int + SLACK_S)
+            return call.wait(t_int + SLACK_S + 30) or {"rc": None, "stderr": "", "timed_out": True, "seconds": t_int}, ""
+        with self.pairs_lock:
+            step.users += 1
+        try:
+            proc = step.start(self.names[node], STEP_ENV + script)
+            res = proc.wait(t_int + SLACK_S)
+            if not res:  # the script bounds itself: a process past that is killed there
+                step.kill(proc)
+                res = proc.wait(SLACK_S) or {"rc": None, "stderr": "", "timed_out": True, "seconds": t_int}
+            return res, f"the pair's Slurm step {step.step_id}" if step.step_id else ""
+        finally:
+            self._release(step)
+
     def finish_probe(self, srv: SlurmServer | None, client: tuple[str, dict, str], timeout: float, *,
                      control_dir: Path | None = None, background: ThreadPoolExecutor | None = None) -> ssh.ProbeRun:
         t_int = int(max(1, timeout))
         node, _conn, cmd = client
+        where = ""
         if node in self.blocked:
             res, pgid, out = {"rc": None, "stderr": self.blocked[node], "lost": True}, None, ""
         else:
-            call = self.agent.call(self._probe_argv(node, ssh.bounded(cmd, t_int)), None, t_int + SLACK_S)
-            res = call.wait(t_int + SLACK_S + 30) or {"rc": None, "stderr": "", "timed_out": True, "seconds": t_int}
+            res, where = self._run_client(srv, node, ssh.bounded(cmd, t_int), t_int)
             pgid, out = ssh.pgid_and_output(res.get("stdout") or "")
             _reaped, out = ssh.ended(out)
         started = pgid is not None
@@ -511,11 +682,11 @@ class SlurmBackend:
             else:
                 server_res = self.stop_server(srv, wait)
         error = "" if started else (self.blocked.get(node) or _why(res, t_int))
-        return ssh.ProbeRun(server_res, client_res, started, error, srv is None or srv.pgid is not None)
+        return ssh.ProbeRun(server_res, client_res, started, error, srv is None or srv.pgid is not None, where)
 
     def run_server_client(self, server: tuple[str, dict, str] | None, client: tuple[str, dict, str], timeout: float,
                           *, control_dir: Path | None = None, server_start_delay: float = 0.5,
                           server_port: int | None = None) -> ssh.ProbeRun:
-        srv = (self.start_server(server, timeout, server_start_delay=server_start_delay, server_port=server_port)
-               if server is not None else None)
+        srv = (self.start_server(server, timeout, server_start_delay=server_start_delay, server_port=server_port,
+                                 peer=client[0]) if server is not None else None)
         return self.finish_probe(srv, client, timeout)

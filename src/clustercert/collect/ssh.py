@@ -447,6 +447,7 @@ class ProbeRun:
     reachable: bool = True          # the client's node answered
     error: str = ""
     server_reachable: bool = True   # the server's node answered
+    where: str = ""                 # where a backend ran it, when it is more than the nodes (--backend slurm: its step)
 
 
 _MARK_LINE = re.compile(rb"^" + LISTEN_MARK.encode() + rb"(\d*)\r?\n", re.M)
@@ -506,11 +507,12 @@ class Server:
 
 
 def start_server(server: tuple[str, dict, str], timeout: float, *, control_dir: Path | None = None,
-                 server_start_delay: float = 0.5, server_port: int | None = None) -> Server:
+                 server_start_delay: float = 0.5, server_port: int | None = None, peer: str | None = None) -> Server:
     """Start ``server`` = (node, conn, cmd) in its own process group under ``timeout``, and return once
     a client may connect: with ``server_port``, as soon as the node shows that TCP port listening
     (polled there in the server's own session, for up to LISTEN_POLL_S); without it, or where that
-    cannot be told, after ``server_start_delay``. End it with finish_probe or stop_server."""
+    cannot be told, after ``server_start_delay``. End it with finish_probe or stop_server. ``peer``, the node
+    its client will run on, is for --backend slurm (one step per pair: collect.srun); a session here is per node."""
     node, conn, cmd = server
     script = bounded(cmd, int(max(1, timeout)), server_port)
     slot = SESSIONS.slot(node)

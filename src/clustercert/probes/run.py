@@ -163,8 +163,8 @@ def node_phase_limit(h, cfg: ProbeSettings) -> float:
 
 def start_servers(plan: PairPlan, ex: ThreadPoolExecutor, cp: Path, ahead: float = 0.0, io=ssh) -> None:
     """Start every server of ``plan`` in ``ex``; ``ahead``: seconds more than its bound it may wait."""
-    plan.servers = [[ex.submit(io.start_server, job.server, plan.bound + ahead, control_dir=cp, server_port=job.port)
-                     for job in jobs] for jobs, _ in plan.stages]
+    plan.servers = [[ex.submit(io.start_server, job.server, plan.bound + ahead, control_dir=cp, server_port=job.port,
+                               peer=job.client[0]) for job in jobs] for jobs, _ in plan.stages]
 
 
 def _unreachable(plan: PairPlan, ev) -> dict[int, str]:
@@ -204,6 +204,8 @@ def pair_probes(a, b, rnd: int, cfg: ProbeSettings, cp: Path, slurm_states: dict
             down.add(b.name)
         m = job.evaluate(job.m, r)
         m.elapsed = r.client.seconds
+        if r.where:  # --backend slurm: the step, which the site's Slurm logs name
+            m.evidence = f"ran in {r.where}\n{m.evidence}"
         if not r.reachable:  # why, in the node's own words (host key, refused, no route)
             m.observed = f"{a.name} did not answer: {r.error or m.observed}"
         return m

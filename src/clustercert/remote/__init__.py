@@ -10,6 +10,9 @@
   all_reduce across two nodes, one line of JSON per rank.
 * ``slurm_agent``: on the launch node of ``--backend slurm`` (clustercert.collect.srun): sent over SSH as
   ``python3 -c <its source>``; starts the srun commands the controller asks for and sends back their output.
+* ``pair_step``: the task on each of a pair's two nodes of the step its probes run in (``--backend slurm``:
+  clustercert.collect.srun.PairStep), ``srun ... python3 -c <its source>``; starts each server and client the
+  controller sends on the step's stdin.
 * ``tether``: the wrapper placed as ``<run_dir>/bin/ansible-playbook`` by clustercert.collect.engine.
 
 The first two and ddp_smoke run on a node (ddp_smoke also needs torch): python3 >= 3.6, stdlib only, no file of clustercert's needed there. Their
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-PROGRAMS = ("runner", "bond_failover", "tether", "ddp_smoke", "slurm_agent")
+PROGRAMS = ("runner", "bond_failover", "tether", "ddp_smoke", "slurm_agent", "pair_step")
 
 
 def source(name: str) -> str:

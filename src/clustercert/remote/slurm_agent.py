@@ -8,9 +8,11 @@ python3 >= 3.6, stdlib only, no file of clustercert's there (as clustercert/remo
 
 On stdin, one JSON object per line:
 
-* ``{"op": "run", "id": N, "argv": [...], "stdin": TEXT or null, "timeout": S, "stream": BOOL}``: start ``argv``
-  (salloc, srun, scontrol, scancel: no shell) with TEXT on its stdin. With ``stream``, each line it prints is sent
-  as it comes.
+* ``{"op": "run", "id": N, "argv": [...], "stdin": TEXT or null, "timeout": S, "stream": BOOL, "hold": BOOL}``:
+  start ``argv`` (salloc, srun, scontrol, scancel: no shell) with TEXT on its stdin. With ``stream``, each line it
+  prints is sent as it comes. With ``hold``, its stdin stays open for ``input`` (a pair step:
+  clustercert/remote/pair_step.py).
+* ``{"op": "input", "id": N, "data": TEXT}``: TEXT to the stdin of N (held); ``{"op": "eof", "id": N}``: close it.
 * ``{"op": "cancel", "id": N}``: end it: SIGTERM (srun passes it to the step's tasks, and Slurm ends every process
   of the step once they have ended), SIGKILL after GRACE_S.
 
@@ -59,6 +61,19 @@ class Agent:
         except OSError:
             pass
 
+    def write(self, rid, text, close=False):
+        proc = self.running.get(rid)
+        if proc is None:
+            return
+        try:
+            if text:
+                proc.stdin.write(text.encode("utf-8"))
+                proc.stdin.flush()
+            if close:
+                proc.stdin.close()
+        except (OSError, ValueError):  # it ended without reading: its status and stderr say why
+            pass
+
     def end_jobs(self):
         for job in self.jobs:
             try:
@@ -66,16 +81,22 @@ class Agent:
             except (OSError, subprocess.TimeoutExpired):
                 pass
 
-    def run(self, req):
-        rid, t0 = req["id"], time.time()
+    def start(self, req):
+        """Start the request's process (before the next request is read: an ``input`` for it finds it there);
+        None where it could not start (its answer sent)."""
+        rid = req["id"]
         try:
             proc = subprocess.Popen(req["argv"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             self.send({"id": rid, "rc": None, "stdout": "", "stderr": f"cannot start {req['argv'][0]}: {exc}",
                        "timed_out": False, "seconds": 0.0})
-            return
+            return None
         self.running[rid] = proc
+        return proc
+
+    def run(self, req, proc, t0):
+        rid = req["id"]
         expired = threading.Event()
 
         def expire():
@@ -89,12 +110,7 @@ class Agent:
         reader = threading.Thread(target=lambda: err.append(proc.stderr.read()))
         reader.daemon = True
         reader.start()
-        try:
-            if req.get("stdin"):
-                proc.stdin.write(req["stdin"].encode("utf-8"))
-            proc.stdin.close()
-        except OSError:  # it ended without reading: its status and stderr say why
-            pass
+        self.write(rid, req.get("stdin") or "", close=not req.get("hold"))
         out = b""
         if req.get("stream"):
             for line in proc.stdout:
@@ -126,8 +142,13 @@ def main(stdin=None, stdout=None):
         req = json.loads(line)
         if req.get("op") == "cancel":
             threading.Thread(target=agent.cancel, args=(req["id"],), daemon=True).start()
+        elif req.get("op") in ("input", "eof"):
+            agent.write(req["id"], req.get("data") or "", close=req["op"] == "eof")
         elif req.get("op") == "run":
-            t = threading.Thread(target=agent.run, args=(req,), daemon=True)
+            proc = agent.start(req)
+            if proc is None:
+                continue
+            t = threading.Thread(target=agent.run, args=(req, proc, time.time()), daemon=True)
             t.start()
             threads.append(t)
     for rid in list(agent.running):  # the controller is done, or gone: nothing it started keeps running
