@@ -120,3 +120,73 @@ def test_ask_become_pass_prompts_once_and_sets_only_the_environment(tmp_path):
     assert seen["pass"] == "s3cret" and len(prompts) == 1
     for verb in ("bootstrap", "probe", "certify", "drift"):
         assert "--ask-become-pass" in run_cli(verb, "--help").stdout
+
+
+def _binds(directory) -> bool:
+    """Whether ssh could make its master's socket there: it binds <dir>/<%C: 40 hex>.<16 random characters>."""
+    import socket
+
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.bind(os.path.join(str(directory), "c" * 40 + "." + "r" * 16))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def test_control_sockets_go_where_a_unix_socket_fits(tmp_path, monkeypatch):
+    """ssh's control sockets: in the state directory where the path fits a Unix socket; for a deep state
+    directory (which made every connection fail with "too long for Unix domain socket") a private directory
+    of this user's named after it, the same one every run."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from clustercert import paths
+
+    short = Path(tempfile.mkdtemp(prefix="cc-", dir="/tmp"))
+    try:
+        monkeypatch.setenv("CLUSTERCERT_HOME", str(short))
+        assert paths.control_dir() == short / "cp"
+    finally:
+        shutil.rmtree(short)
+    deep = tmp_path / ("deep-" * 16) / "state"  # (pytest's tmp_path alone is already too deep for ssh's sockets)
+    monkeypatch.setenv("CLUSTERCERT_HOME", str(deep))
+    (deep / "cp").mkdir(parents=True)
+    assert not _binds(deep / "cp")  # the socket ssh would make there cannot be made
+    run = Path(tempfile.mkdtemp(prefix="run-", dir="/tmp"))  # as /run/user/UID
+    try:
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+        cp = paths.control_dir()
+        assert cp.parent == run and cp.name.startswith(f"clustercert-cp-{os.geteuid()}-")
+        assert stat.S_IMODE(cp.stat().st_mode) == 0o700 and _binds(cp)
+        assert paths.control_dir() == cp  # the same for every run of this state directory
+        monkeypatch.setenv("CLUSTERCERT_HOME", str(deep) + "2")
+        assert paths.control_dir() != cp  # another state directory, other sockets
+    finally:
+        shutil.rmtree(run)
+
+
+def test_a_control_directory_others_could_write_is_refused(tmp_path):
+    """The short directory must be this user's own, 0700 (someone else's could hold a socket that answers for a
+    node): otherwise exit 2 and one line naming it, before anything runs."""
+    import shutil
+    import tempfile
+
+    run = tempfile.mkdtemp(prefix="run-", dir="/tmp")
+    env = {"CLUSTERCERT_HOME": str(tmp_path / ("deep-" * 16) / "state"), "XDG_RUNTIME_DIR": run}
+    try:
+        cp = os.path.join(run, "clustercert-cp-")
+        inv = tmp_path / "hosts.yml"
+        inv.write_text("all:\n  hosts:\n    node01: {ansible_host: 192.0.2.1}\n  vars: {clustercert_profile: lab}\n")
+        first = run_cli("validate", "-i", str(inv), "--checks", "time", "--format", "json", env=env, timeout=60)
+        assert first.returncode == 1, first.stderr  # node01 does not answer; the directory is made, 0700
+        (made,) = [os.path.join(run, d) for d in os.listdir(run) if os.path.join(run, d).startswith(cp)]
+        os.chmod(made, 0o777)
+        p = run_cli("validate", "-i", str(inv), "--checks", "time", env=env, timeout=60)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert made in p.stderr and "0700 directory of this user's" in p.stderr
+    finally:
+        shutil.rmtree(run)

@@ -323,6 +323,7 @@ def prepare(args) -> None:
         from clustercert.collect.ssh import check_open_files  # not with the parser: it is what runs the verbs
 
         check_open_files(args.forks or 25)
+        paths.control_dir()  # where ssh's control sockets go (a deep state directory's own path cannot hold one)
     if getattr(args, "ask_become_pass", False):
         ask_become_pass()
 

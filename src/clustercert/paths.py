@@ -7,6 +7,7 @@ them inside the package as ``clustercert/_data/`` (hatchling force-include).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import time
@@ -94,6 +95,37 @@ def ensure_state_dir() -> Path:
         raise InputError(str(path), where, f"mode {stat.S_IMODE(st.st_mode):04o} is writable by group or others; "
                          f"run `chmod 700 {path}` (or choose another CLUSTERCERT_HOME)")
     return path
+
+
+# A Unix socket's path holds 107 bytes (sun_path less its NUL). ssh names a control socket <dir>/%C (40 hex
+# characters) and, while it makes the master, binds <dir>/%C.<16 random characters> first.
+SOCKET_PATH_MAX = 107
+_CONTROL_NAME = 1 + 40 + 17
+
+
+def control_dir() -> Path:
+    """Where the control sockets of clustercert's own multiplexed ssh connections go: ``<state dir>/cp``; where
+    that path is too long for a Unix socket (every connection would fail with "too long for Unix domain
+    socket"), a private directory of this user's named by the state directory's hash, under $XDG_RUNTIME_DIR
+    (else /tmp). InputError (exit 2) when that directory is not this user's own, 0700."""
+    cp = state_dir() / "cp"
+    if len(os.fsencode(cp)) + _CONTROL_NAME <= SOCKET_PATH_MAX:
+        return cp
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    base = Path(runtime) if runtime and Path(runtime).is_absolute() else Path("/tmp")
+    short = base / f"clustercert-cp-{os.geteuid()}-{hashlib.sha256(os.fsencode(state_dir())).hexdigest()[:12]}"
+    if len(os.fsencode(short)) + _CONTROL_NAME > SOCKET_PATH_MAX:
+        base = Path("/tmp")
+        short = base / short.name
+    try:
+        short.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(short)
+    except OSError as e:
+        raise InputError(str(short), "state directory", f"ssh's control sockets: {e.strerror or e}") from None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise InputError(str(short), "state directory", "ssh's control sockets would go here (the state directory's "
+                         f"{cp} is too long for a Unix socket), but it is not a 0700 directory of this user's")
+    return short
 
 
 def new_run_id() -> str:

@@ -120,7 +120,7 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
         return ev
 
     evidence = io.collect_many({n: h.connection for n, h in inv.hosts.items()}, commands_for, forks=forks,
-                            control_dir=paths.state_dir() / "cp", each=take)
+                            control_dir=paths.control_dir(), each=take)
     for name, ev in evidence.items():  # a collect_many that did not call ``each`` (tests' fakes)
         if name not in results:
             take(name, ev)
@@ -216,7 +216,7 @@ def run_bond_failover(inv: Inventory, contexts: dict[str, HostContext], results:
             todo[name] = cmds
         else:  # nothing to run on the node (no bond in its profile): the evaluator says why
             results[name].findings.extend(run_evaluations({}, ctx, [comp]))
-    evidence = io.collect_in_turn({n: inv.hosts[n].connection for n in todo}, todo, control_dir=paths.state_dir() / "cp")
+    evidence = io.collect_in_turn({n: inv.hosts[n].connection for n in todo}, todo, control_dir=paths.control_dir())
     for name, ev in evidence.items():
         r = results[name]
         if r.evidence is not None:  # the node's checking time includes its failover test

@@ -27,7 +27,7 @@ def check(inv: Inventory, name: str) -> None:
 @contextmanager
 def opened(inv: Inventory, name: str) -> Iterator:
     if name == "slurm":
-        with srun.SlurmBackend.open(inv, paths.state_dir() / "cp") as io:
+        with srun.SlurmBackend.open(inv, paths.control_dir()) as io:
             yield io
     else:
         yield ssh

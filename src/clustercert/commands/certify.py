@@ -61,7 +61,7 @@ def _certify(args, inv, store: Store, out_dir: Path, signing_key, pub_path: Path
     settle()
     cert = certificate_body(inv, validation, outcome, started, validate_s, consume=True)  # empties validation
     if args.drain == "slurm":  # after the verdicts, before signing: what was done is part of the certificate
-        cert["slurm"] = slurm.apply(inv, cert["nodes"], paths.state_dir() / "cp")
+        cert["slurm"] = slurm.apply(inv, cert["nodes"], paths.control_dir())
     cert = certificate.sign(cert, signing_key)
     settle()
     out_dir.mkdir(parents=True, exist_ok=True)

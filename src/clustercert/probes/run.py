@@ -381,7 +381,7 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
         io=ssh) -> ProbeOutcome:
     """Every probe on ``nodes`` (their own, then the pair rounds), judged by ``judge``; concurrency
     bounded by ``forks`` throughout. ``io``: the collect layer (a fake in the tests)."""
-    cp = paths.state_dir() / "cp"
+    cp = paths.control_dir()
     hosts = inv.hosts
     t0 = time.monotonic()
     down: set[str] = set()
