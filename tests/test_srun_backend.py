@@ -229,6 +229,19 @@ def test_a_pairs_probes_run_in_one_step_server_first(slurm, tmp_path):
     assert steps == [("python3", "node01,node02"), ("python3", "node01,node02"), ("/bin/sh", "node01")]
 
 
+def test_a_client_outside_its_servers_pair_runs_in_a_step_of_its_own(slurm, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_SLURM_STATES", "node01=IDLE,node02=IDLE,node03=IDLE")
+    inv = inventory(tmp_path)
+    port = 21000 + os.getpid() % 20000
+    client = (f"{sys.executable} -c \"import socket; socket.create_connection(('127.0.0.1', {port})).sendall(b'hi')\"")
+    with srun.SlurmBackend.open(inv) as io:
+        srv = io.start_server(("node02", {}, _echo_server(port)), 20, server_port=port, peer="node01")
+        r = io.finish_probe(srv, ("node03", {}, client), 20)
+        assert r.client.ok and r.where == "" and r.server.stdout.strip() == "got hi", r
+    steps = [(s["cmd"], s["opts"]["--nodelist"]) for s in slurm()]
+    assert steps == [("python3", "node01,node02"), ("/bin/sh", "node03")]
+
+
 def test_a_server_its_client_leaves_hanging_is_killed_with_its_step(slurm, tmp_path):
     """A server that does not end when its client has is killed in the pair's step within seconds, and nothing
     of the pair runs on after it; a client that outlives its bound is ended at it."""

@@ -318,8 +318,8 @@ class PairStep:
     """The probes between two nodes as processes of ONE step across both (remote/pair_step.py; the module's text).
     ``users``: the servers and clients that still need it; the last ``release`` closes its stdin, which ends it."""
 
-    def __init__(self, agent: Agent, argv: list[str], limit: float) -> None:
-        self.agent, self.limit = agent, limit
+    def __init__(self, agent: Agent, argv: list[str], limit: float, nodes: set[str]) -> None:
+        self.agent, self.limit, self.nodes = agent, limit, nodes  # nodes: the two Slurm NodeNames
         self.call = agent.call(argv, None, limit, stream=True, hold=True)
         self.procs: dict[int, StepProc] = {}
         self.lock = threading.Lock()
@@ -569,9 +569,10 @@ class SlurmBackend:
         with self.pairs_lock:
             step = self.pairs.get(key)
             if step is None or step.ended:
-                argv = srun_argv(self.job_id, sorted(self.names[n] for n in key), label=True, input_all=True) + [
+                names = {self.names[n] for n in key}
+                argv = srun_argv(self.job_id, sorted(names), label=True, input_all=True) + [
                     ssh.interpreter(self.conns[node]), "-c", remote.source("pair_step")]
-                step = self.pairs[key] = PairStep(self.agent, argv, limit + SLACK_S)
+                step = self.pairs[key] = PairStep(self.agent, argv, limit + SLACK_S, names)
             step.users += 1
             return step
 
@@ -643,7 +644,7 @@ class SlurmBackend:
         """The client's answer, and where it ran: in its server's pair step where it has one, else in a step of
         its own."""
         step = srv.step if srv is not None and srv.step is not None and not srv.step.ended else None
-        if step is None:
+        if step is None or self.names[node] not in step.nodes:  # (a client elsewhere than its server's pair)
             call = self.agent.call(self._probe_argv(node, script), None, t_int + SLACK_S)
             return call.wait(t_int + SLACK_S + 30) or {"rc": None, "stderr": "", "timed_out": True, "seconds": t_int}, ""
         with self.pairs_lock:
