@@ -169,24 +169,29 @@ def test_control_sockets_go_where_a_unix_socket_fits(tmp_path, monkeypatch):
         shutil.rmtree(run)
 
 
-def test_a_control_directory_others_could_write_is_refused(tmp_path):
+def test_a_control_directory_others_could_write_is_refused(tmp_path, monkeypatch):
     """The short directory must be this user's own, 0700 (someone else's could hold a socket that answers for a
-    node): otherwise exit 2 and one line naming it, before anything runs."""
+    node): otherwise exit 2 and one line naming it, before anything runs. One a run made and left empty (no master
+    connection persists in it) is gone after the run."""
     import shutil
     import tempfile
+
+    from clustercert import paths
 
     run = tempfile.mkdtemp(prefix="run-", dir="/tmp")
     env = {"CLUSTERCERT_HOME": str(tmp_path / ("deep-" * 16) / "state"), "XDG_RUNTIME_DIR": run}
     try:
-        cp = os.path.join(run, "clustercert-cp-")
         inv = tmp_path / "hosts.yml"
         inv.write_text("all:\n  hosts:\n    node01: {ansible_host: 192.0.2.1}\n  vars: {clustercert_profile: lab}\n")
         first = run_cli("validate", "-i", str(inv), "--checks", "time", "--format", "json", env=env, timeout=60)
-        assert first.returncode == 1, first.stderr  # node01 does not answer; the directory is made, 0700
-        (made,) = [os.path.join(run, d) for d in os.listdir(run) if os.path.join(run, d).startswith(cp)]
+        assert first.returncode == 1, first.stderr  # node01 does not answer
+        assert os.listdir(run) == []  # the directory it made for its sockets, empty, is gone with it
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        made = paths.control_dir()  # as a run makes it; then opened to others
         os.chmod(made, 0o777)
         p = run_cli("validate", "-i", str(inv), "--checks", "time", env=env, timeout=60)
         assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
-        assert made in p.stderr and "0700 directory of this user's" in p.stderr
+        assert str(made) in p.stderr and "0700 directory of this user's" in p.stderr
     finally:
         shutil.rmtree(run)

@@ -7,6 +7,7 @@ them inside the package as ``clustercert/_data/`` (hatchling force-include).
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import stat
@@ -118,7 +119,13 @@ def control_dir() -> Path:
         base = Path("/tmp")
         short = base / short.name
     try:
-        short.mkdir(mode=0o700, exist_ok=True)
+        try:
+            short.mkdir(mode=0o700)
+            # made here: gone again at exit where no master connection keeps a socket in it (most runs on
+            # local connections, the test suite's deep temporary state directories)
+            atexit.register(_remove_if_empty, short)
+        except FileExistsError:
+            pass
         st = os.lstat(short)
     except OSError as e:
         raise InputError(str(short), "state directory", f"ssh's control sockets: {e.strerror or e}") from None
@@ -126,6 +133,13 @@ def control_dir() -> Path:
         raise InputError(str(short), "state directory", "ssh's control sockets would go here (the state directory's "
                          f"{cp} is too long for a Unix socket), but it is not a 0700 directory of this user's")
     return short
+
+
+def _remove_if_empty(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:  # a persisting master's socket is there: the next run uses it
+        pass
 
 
 def new_run_id() -> str:
