@@ -277,15 +277,11 @@ def _why(res: dict, limit: float) -> str:
 # ---- a pair's step ----------------------------------------------------------------------------------
 
 @dataclass
-class StepProc:
-    """A server or client run in a pair's step: its output lines as they come (``next_line``, as a streamed Call),
-    and its end (``wait``: rc, stdout, stderr, timed_out, seconds, as the agent's answer)."""
+class StepProc(Call):
+    """A server or client run in a pair's step, read as a streamed Call: its output lines as they come
+    (``next_line``), and its end (``wait``: rc, stdout, stderr, timed_out, seconds, as the agent's answer)."""
 
-    id: int
-    node: str
-    lines: queue.Queue = field(default_factory=queue.Queue)
-    done: threading.Event = field(default_factory=threading.Event)
-    result: dict = field(default_factory=dict)
+    node: str = ""
     out: bytearray = field(default_factory=bytearray)
     err: bytearray = field(default_factory=bytearray)
     partial: bytes = b""
@@ -309,9 +305,6 @@ class StepProc:
                        "seconds": seconds, **({"lost": True} if why else {})}
         self.done.set()
         self.lines.put(None)
-
-    next_line = Call.next_line
-    wait = Call.wait
 
 
 class PairStep:
@@ -357,7 +350,7 @@ class PairStep:
     def start(self, node: str, script: str) -> StepProc:
         """Run shell ``script`` on ``node`` (its Slurm NodeName) in the step."""
         with self.lock:
-            proc = StepProc(self.next_id, node)
+            proc = StepProc(id=self.next_id, node=node)
             self.procs[proc.id] = proc
             self.next_id += 1
             ended = self.ended
@@ -573,8 +566,13 @@ class SlurmBackend:
                 argv = srun_argv(self.job_id, sorted(names), label=True, input_all=True) + [
                     ssh.interpreter(self.conns[node]), "-c", remote.source("pair_step")]
                 step = self.pairs[key] = PairStep(self.agent, argv, limit + SLACK_S, names)
-            step.users += 1
+            step.users += 1  # (_use, under the lock already held)
             return step
+
+    def _use(self, step: PairStep) -> None:
+        """One user more of a step that has one already (a client beside its server)."""
+        with self.pairs_lock:
+            step.users += 1
 
     def _release(self, step: PairStep) -> None:
         """One user fewer; the last one ends the step."""
@@ -647,8 +645,7 @@ class SlurmBackend:
         if step is None or self.names[node] not in step.nodes:  # (a client elsewhere than its server's pair)
             call = self.agent.call(self._probe_argv(node, script), None, t_int + SLACK_S)
             return call.wait(t_int + SLACK_S + 30) or {"rc": None, "stderr": "", "timed_out": True, "seconds": t_int}, ""
-        with self.pairs_lock:
-            step.users += 1
+        self._use(step)
         try:
             proc = step.start(self.names[node], STEP_ENV + script)
             res = proc.wait(t_int + SLACK_S)
