@@ -16,7 +16,7 @@ from pathlib import Path
 from clustercert import cmdoptions as opt
 from clustercert import paths
 from clustercert.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, ClustercertError, InputError
-from clustercert.model import names, vault
+from clustercert.model import names
 
 PROG = "clustercert"
 
@@ -396,7 +396,10 @@ def main(argv: list[str] | None = None) -> int:
         return run_program(lambda: parse(parser, argv), run)
     finally:
         os.umask(umask)  # in-process callers (tests) keep theirs
-        vault.reset()  # the vault secrets and what they decrypted live as long as the verb
+        # the vault secrets and what they decrypted live as long as the verb (the module is loaded only where a
+        # verb read an inventory: node-check's zipapp carries no vault)
+        if "clustercert.model.vault" in sys.modules:
+            sys.modules["clustercert.model.vault"].reset()
         for k, v in saved_env.items():
             if v is None:
                 os.environ.pop(k, None)
