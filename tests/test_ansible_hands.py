@@ -158,3 +158,34 @@ def test_bootstrap_table_for_1000_hosts_fits_the_screen_and_counts():
     assert len(out.splitlines()) <= 40
     assert "hosts 990/1000 done" in out and "10 failed" in out and "3 unreachable" in out
     assert "10 running" in out and "node0097" in out and "node0331" in out
+
+
+def test_a_real_check_diff_run_gives_ansibles_diff_and_output(tmp_path):
+    """ansible-playbook in check mode on localhost (a copy to a temp file): the runner events' diff renders as
+    Ansible's, and the output callback gets Ansible's own text at -v."""
+    from clustercert.collect import engine
+    from clustercert.report.diffs import render_changes
+
+    target = tmp_path / "motd"
+    target.write_text("old line\n")
+    play = tmp_path / "play.yml"
+    play.write_text(textwrap.dedent(f"""\
+        - hosts: all
+          gather_facts: false
+          tasks:
+            - name: write the motd
+              ansible.builtin.copy:
+                dest: {target}
+                content: "new line\\n"
+        """))
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    lines: list[str] = []
+    result = engine.run_playbook(play, inv, check=True, diff=True, verbosity=1, output=lines.append,
+                                 state=tmp_path / "state", timeout=120)
+    assert result.rc == 0, "\n".join(lines)
+    text = render_changes(result.changes, True)
+    assert f"--- before: {target}" in text and f"+++ after: {target}" in text
+    assert "-old line" in text and "+new line" in text and "changed: [localhost]" in text
+    assert any("TASK [write the motd]" in x for x in lines)
+    assert target.read_text() == "old line\n"  # check mode changed nothing
