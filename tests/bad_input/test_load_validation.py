@@ -385,7 +385,27 @@ def _corrupt(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def _foreign_runs(path: Path) -> None:
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, recipe TEXT, cooked_at REAL)")
+    db.commit()
+    db.close()
+
+
+def _newer(path: Path) -> None:
+    from clustercert.record.store import SCHEMA_VERSION, Store
+
+    Store(path)
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    db.execute("PRAGMA journal_mode=DELETE")
+    db.commit()
+    db.close()
+
+
 STORES = {
+    "foreign-runs-table": (_foreign_runs, "another program's SQLite file (table runs has columns cooked_at, recipe)"),
+    "newer-version": (_newer, "store of a newer clustercert (schema version 2"),
     "garbage": (lambda p: p.write_bytes(os.urandom(4096)), "not an SQLite file"),
     "text": (lambda p: p.write_text("runs: []\n"), "not an SQLite file"),
     "truncated-header": (lambda p: p.write_bytes(b"SQLite format 3\x00\x10"), "not an SQLite file"),
@@ -403,16 +423,33 @@ def test_store_that_is_not_ours_is_refused_untouched(kind, verb, tmp_path, refus
     state.mkdir()
     store = state / "store.sqlite"
     make(store)
-    before, listing = _digest(store), sorted(os.listdir(state))
+    before, listing, mtime = _digest(store), sorted(os.listdir(state)), store.stat().st_mtime_ns
     argv = ["validate", "-i", str(inventory(tmp_path))] if verb == "validate" else ["report", "runs"]
     _expect(refused(*argv, store_expected=True), str(store), fragment)
-    assert _digest(store) == before
+    assert _digest(store) == before and store.stat().st_mtime_ns == mtime
     assert sorted(os.listdir(state)) == listing  # no -journal, -wal or -shm beside it
 
 
 def test_store_that_is_a_directory(tmp_path, refused):
     (tmp_path / "state" / "store.sqlite").mkdir(parents=True)
     _expect(refused("validate", "-i", str(inventory(tmp_path)), store_expected=True), "store.sqlite", "is a directory")
+
+
+def test_store_of_an_older_clustercert_is_migrated_in_place(tmp_path):
+    """A store made before application_id/user_version (and before findings.evidence_ref) keeps its runs."""
+    from clustercert.record.store import APPLICATION_ID, SCHEMA, SCHEMA_VERSION, Store
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA.replace("evidence_ref TEXT,", "").replace("evidence_ref TEXT", ""))
+    db.execute("INSERT INTO runs (id, kind, inventory, started, status) VALUES ('old1', 'validate', 'i', 1, 'done')")
+    db.commit()
+    db.close()
+    assert [r["id"] for r in Store(path).runs()] == ["old1"]
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    db.close()
 
 
 def test_store_created_0600_and_reopened(tmp_path):

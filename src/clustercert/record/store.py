@@ -23,6 +23,7 @@ from clustercert.record.certificate import evidence_ref, finding_evidence
 SQLITE_MAGIC = b"SQLite format 3\x00"
 APPLICATION_ID = 0x63634331  # "ccC1": PRAGMA application_id of a clustercert store
 TABLES = {"runs", "nodes", "findings", "links", "actions", "hardware", "evidence"}
+SCHEMA_VERSION = 1  # PRAGMA user_version of a store this clustercert writes; 0: made before it was set
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -131,6 +132,8 @@ def check_store_file(path: Path) -> bool:
         with closing(sqlite3.connect(f"file:{quote(str(path.resolve()))}?{mode}", uri=True)) as db:
             app_id = db.execute("PRAGMA application_id").fetchone()[0]
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            columns = {t: {r[1] for r in db.execute(f"PRAGMA table_info({t})")} for t in tables & TABLES}
             ok = db.execute("PRAGMA quick_check").fetchone()[0]
     except sqlite3.Error as exc:
         raise InputError(str(path), None, f"corrupt SQLite file ({exc}): not touched") from None
@@ -139,7 +142,29 @@ def check_store_file(path: Path) -> bool:
     if app_id not in (0, APPLICATION_ID) or (tables and "runs" not in tables) or not tables <= TABLES:
         other = ", ".join(sorted(tables - TABLES)[:3]) or f"application_id {app_id:#x}"
         raise InputError(str(path), None, f"another program's SQLite file ({other}), not a clustercert store: not touched")
+    if version > SCHEMA_VERSION:
+        raise InputError(str(path), None, f"store of a newer clustercert (schema version {version}, this one "
+                         f"reads up to {SCHEMA_VERSION}): not touched")
+    for table, have in columns.items():
+        if unknown := have - _known_columns()[table]:
+            raise InputError(str(path), None, f"another program's SQLite file (table {table} has columns "
+                             f"{', '.join(sorted(unknown)[:3])}), not a clustercert store: not touched")
     return True
+
+
+def _known_columns() -> dict[str, set[str]]:
+    """Each table's columns in this version's schema (with its migrations): an older store's are a subset."""
+    global _KNOWN
+    if _KNOWN is None:
+        with closing(sqlite3.connect(":memory:")) as db:
+            db.executescript(SCHEMA)
+            _KNOWN = {t: {r[1] for r in db.execute(f"PRAGMA table_info({t})")} for t in TABLES}
+        for table, column, _decl in MIGRATIONS:
+            _KNOWN[table].add(column)
+    return _KNOWN
+
+
+_KNOWN: dict[str, set[str]] | None = None
 
 
 class Store:
@@ -154,12 +179,19 @@ class Store:
                 check_store_file(self.path)
         elif self.path.stat().st_mode & 0o077:
             os.chmod(self.path, 0o600)  # our own store: run results are the operator's alone
-        with closing(self._connect()) as db, db:
-            db.executescript(SCHEMA)
-            for table, column, decl in MIGRATIONS:
-                if column not in {r["name"] for r in db.execute(f"PRAGMA table_info({table})")}:
-                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
-            db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+        with closing(self._connect()) as db:
+            # creation or an older store's migration: one transaction, so a kill leaves it as it was
+            try:
+                db.executescript("BEGIN IMMEDIATE;\n" + SCHEMA)  # left open: the rest joins it
+                for table, column, decl in MIGRATIONS:
+                    if column not in {r["name"] for r in db.execute(f"PRAGMA table_info({table})")}:
+                        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+                db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                db.commit()
+            except BaseException:
+                db.rollback()
+                raise
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=30, isolation_level="DEFERRED")
