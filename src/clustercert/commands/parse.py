@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import yaml
 
 from clustercert import parsers
 from clustercert.errors import EXIT_OK, InputError
+from clustercert.model.bounded import MAX_OUTPUT_BYTES, check_json_depth, check_text_size, read_text_bounded
 
 
 def run(args) -> int:
@@ -22,6 +22,9 @@ def run(args) -> int:
     if args.kind not in parsers.REGISTRY:
         raise InputError("parse", "KIND", f"unknown kind {args.kind!r} (see `clustercert parse --list`)")
     text, source = _read(args.file)
+    check_text_size(text, source, MAX_OUTPUT_BYTES, "tool output")
+    if text.lstrip()[:1] in ("{", "["):
+        check_json_depth(text, source)
     try:
         record = parsers.parse(args.kind, text)
     except parsers.ParseError as exc:
@@ -36,12 +39,5 @@ def run(args) -> int:
 def _read(file: str) -> tuple[str, str]:
     """(the text, where it came from): ``-`` is stdin."""
     if file == "-":
-        return sys.stdin.read(), "<stdin>"
-    try:
-        return Path(file).read_text(encoding="utf-8", errors="replace"), file
-    except FileNotFoundError:
-        raise InputError(file, None, "file not found") from None
-    except IsADirectoryError:
-        raise InputError(file, None, "is a directory, expected a file") from None
-    except OSError as exc:
-        raise InputError(file, None, f"cannot read: {exc.strerror}") from None
+        return sys.stdin.read(MAX_OUTPUT_BYTES + 1), "<stdin>"
+    return read_text_bounded(file, MAX_OUTPUT_BYTES, "tool output", errors="replace"), file

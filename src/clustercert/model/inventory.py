@@ -33,6 +33,7 @@ from pydantic import (
 from clustercert import paths
 from clustercert.errors import InputError
 from clustercert.model import names, vault
+from clustercert.model.bounded import MAX_CONFIG_BYTES, read_text_bounded
 from clustercert.model.profile import (
     Profile,
     builtin_profiles,
@@ -319,14 +320,7 @@ def _check_ini_inventory(path: Path, text: str) -> None:
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except PermissionError:
-        raise InputError(str(path), None, "file is not readable (permission denied)") from None
-    except UnicodeDecodeError:
-        raise InputError(str(path), None, "not UTF-8 text") from None
-    except OSError as exc:
-        raise InputError(str(path), None, f"cannot read: {exc.strerror}") from None
+    return read_text_bounded(path, MAX_CONFIG_BYTES, "inventory file")
 
 
 def precheck_files(path: Path) -> list[Path]:

@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from clustercert.errors import InputError
+from clustercert.model.bounded import MAX_CONFIG_BYTES, check_text_size, read_text_bounded
 from clustercert.model.vault import Vaulted
 
 
@@ -89,6 +90,7 @@ def _bounded(text: str, source: str) -> None:
 
 
 def loads(text: str, source: str):
+    check_text_size(text, source, MAX_CONFIG_BYTES, "YAML document")
     try:
         _bounded(text, source)
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - SafeLoader subclass
@@ -103,16 +105,4 @@ def loads(text: str, source: str):
 
 def load_yaml_file(path: Path | str):
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(str(path), None, "file not found") from None
-    except PermissionError:
-        raise InputError(str(path), None, "file is not readable (permission denied)") from None
-    except IsADirectoryError:
-        raise InputError(str(path), None, "is a directory, expected a file") from None
-    except UnicodeDecodeError:
-        raise InputError(str(path), None, "not UTF-8 text") from None
-    except OSError as exc:
-        raise InputError(str(path), None, f"cannot read: {exc.strerror}") from None
-    return loads(text, str(path))
+    return loads(read_text_bounded(path, MAX_CONFIG_BYTES), str(path))

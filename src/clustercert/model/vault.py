@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clustercert.errors import InputError
+from clustercert.model.bounded import MAX_SECRET_BYTES, MIB
 
 VAULT_HEADER = "$ANSIBLE_VAULT;"
 DEFAULT_LABEL = "default"
@@ -81,6 +82,10 @@ def _from_source(label: str, source: str, flag: str) -> bytes:
         raise InputError(flag, source, "is a directory, expected a vault password file")
     if not os.access(path, os.R_OK):
         raise InputError(flag, source, "vault password file is not readable (permission denied)")
+    size = path.stat().st_size
+    if not os.access(path, os.X_OK) and size > MAX_SECRET_BYTES:
+        raise InputError(flag, source, f"vault password file is {size / MIB:.1f} MiB, over the "
+                         f"{MAX_SECRET_BYTES // MIB} MiB limit: refused before reading it")
     try:
         secret = get_file_vault_secret(filename=str(path), vault_id=label, loader=DataLoader())
         secret.load()

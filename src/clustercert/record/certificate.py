@@ -39,6 +39,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from clustercert.errors import InputError
+from clustercert.model.bounded import MAX_OUTPUT_BYTES, check_json_depth, read_bounded
 
 SCHEMA = "clustercert.certificate/v1"
 ALGORITHM = "ed25519"
@@ -696,15 +697,15 @@ def load_certificate(cert_path: Path) -> dict:
     cert_path = Path(cert_path)
     src = str(cert_path)
     try:
-        raw = cert_path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(src, None, "certificate file not found") from None
-    except OSError as e:
-        raise InputError(src, None, f"cannot read certificate: {e.strerror or e}") from None
+        raw = read_bounded(cert_path, MAX_OUTPUT_BYTES, "certificate")
+    except InputError as e:
+        raise InputError(src, None, "certificate file not found" if e.reason == "file not found"
+                         else e.reason) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(src, None, f"not UTF-8 (byte {e.start})") from None
+    check_json_depth(text, src)
     try:
         cert = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_bad_constant)
     except _Duplicate as e:
