@@ -372,3 +372,42 @@ def test_rdma_link():
     ]
     with pytest.raises(ParseError, match="link <hca>"):
         parse("rdma-link", "mlx5_0 port 1 ==> ib0 (Up)\n")
+
+
+def _link(hca, port, state, phys, netdev=None):
+    return {"hca": hca, "port": port, "state": state, "physical_state": phys, "netdev": netdev}
+
+
+def test_rdma_link_ib_port_with_subnet_prefix_and_lid_before_state():
+    # ROCm/rccl#1423: IB ports print subnet_prefix/lid/sm_lid/lmc between the port and the state.
+    down = (FIXTURES / "rdma/rdma-link-ib-subnet-prefix-lid-polling-rccl-1423.txt").read_text()
+    up = (FIXTURES / "rdma/rdma-link-ib-subnet-prefix-lid-active-rccl-1423.txt").read_text()
+    assert parse("rdma-link", down)["links"] == [_link("mlx5_7", 1, "DOWN", "POLLING")]
+    assert parse("rdma-link", up)["links"] == [_link("mlx5_7", 1, "ACTIVE", "LINK_UP")]
+
+
+def test_rdma_link_trailing_spaces_real_sample():
+    text = (FIXTURES / "rdma/rdma-link-show-cx6dx-trailing-space-3fs-283.txt").read_text()
+    assert parse("rdma-link", text)["links"] == [
+        _link("mlx5_0", 1, "ACTIVE", "LINK_UP", "p1p1"), _link("mlx5_1", 1, "ACTIVE", "LINK_UP", "p1p2")]
+
+
+@pytest.mark.parametrize("line, expected", [
+    # old iproute2 layout (issue 36): index prefix, no 'link' word, colon after the port
+    ("0/1: i40iw0/1: state ACTIVE physical_state LINK_UP", _link("i40iw0", 1, "ACTIVE", "LINK_UP")),
+    ("1/1: mlx5_0/1: state DOWN physical_state NOP", _link("mlx5_0", 1, "DOWN", "NOP")),
+    ("  0/1:   i40iw0/1:\tstate ACTIVE   physical_state LINK_UP  ", _link("i40iw0", 1, "ACTIVE", "LINK_UP")),
+    ("0/1: mlx5_0/1: state ACTIVE physical_state LINK_UP netdev ib0", _link("mlx5_0", 1, "ACTIVE", "LINK_UP", "ib0")),
+    # fields in another order, extra fields
+    ("link mlx5_0/1 physical_state LINK_UP netdev ib0 state ACTIVE", _link("mlx5_0", 1, "ACTIVE", "LINK_UP", "ib0")),
+    ("link mlx5_0/2 state ACTIVE physical_state LINK_UP netdev ib1 netdev_index 5",
+     _link("mlx5_0", 2, "ACTIVE", "LINK_UP", "ib1")),
+    ("link rxe0/1 lmc 0 detached state ACTIVE physical_state LINK_UP", _link("rxe0", 1, "ACTIVE", "LINK_UP")),
+])
+def test_rdma_link_near_variants(line, expected):
+    assert parse("rdma-link", line + "\n")["links"] == [expected]
+
+
+def test_rdma_link_line_without_physical_state_is_not_a_link():
+    with pytest.raises(ParseError, match="link <hca>"):
+        parse("rdma-link", "0/1: i40iw0/1: state ACTIVE\n")

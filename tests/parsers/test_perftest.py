@@ -206,3 +206,25 @@ def test_out_json_text_value_and_refusals(fixture_text):
         parse("perftest-json", old[:300])
     with pytest.raises(ParseError, match="--out_json"):
         parse("perftest-json", fixture_text("perftest/ib_write_bw-server-waiting-banner.txt"))
+
+
+def _without_banner_and_tx_depth(name: str) -> str:
+    """A real client capture turned into what the server prints when its 'Waiting for client' banner is
+    missing: perftest prints 'TX depth' only on the client (perftest_parameters.c, ctx_print_test_info:
+    `if (machine == CLIENT || duplex)`), the rest of the header (local/remote address) on both."""
+    text = (FIXTURES / "perftest" / name).read_text()
+    return "".join(ln for ln in text.splitlines(keepends=True) if "TX depth" not in ln)
+
+
+def test_server_result_without_waiting_banner_is_server():
+    text = _without_banner_and_tx_depth("ib_write_bw-a-report_gbits-use_cuda-roce-client.txt")
+    assert "Waiting for client" not in text and "remote address" in text
+    rec = parse("perftest", text)
+    assert rec["role"] == "server" and rec["rows"]
+
+
+def test_client_capture_stays_client():
+    text = (FIXTURES / "perftest" / "ib_write_bw-a-report_gbits-use_cuda-roce-client.txt").read_text()
+    assert parse("perftest", text)["role"] == "client"
+    # near-variant: extra spaces/tabs around the header's key/value separator
+    assert parse("perftest", text.replace(" TX depth        : 128", "\tTX depth   :\t128 "))["role"] == "client"

@@ -511,10 +511,21 @@ def parse_sysfs_infiniband(text: str) -> dict:
 
 # --------------------------------------------------------------------------- rdma link
 
-_RDMA_RE = re.compile(
-    r"^(?:\d+/\d+:\s*)?link\s+(?P<hca>[^/\s]+)/(?P<port>\d+)\s+state\s+(?P<state>\S+)\s+"
-    r"physical_state\s+(?P<phys>\S+)(?:\s+netdev\s+(?P<netdev>\S+))?"
-)
+# Current iproute2: ``link mlx5_0/1 state ACTIVE physical_state LINK_UP netdev ib0``, optionally with
+# ``subnet_prefix ... lid ... sm_lid ... lmc ...`` between the port and ``state`` (IB ports).
+# Old iproute2 (4.x): ``0/1: i40iw0/1: state ACTIVE physical_state LINK_UP`` (no ``link`` word, an
+# index prefix, a colon after the port), where ``physical_state`` may read ``NOP``.
+_RDMA_HEAD_RE = re.compile(r"^(?:\d+/\d+:\s*)?(?:link\s+)?(?P<hca>[^/\s:]+)/(?P<port>\d+):?\s+(?P<rest>.*)$")
+
+
+def _rdma_fields(rest: str) -> dict:
+    """``key value`` of one ``rdma link`` line, in any order: each word followed by the next one (a
+    valueless flag among them does not shift the pairs after it)."""
+    tokens = rest.split()
+    fields: dict[str, str] = {}
+    for key, value in zip(tokens, tokens[1:], strict=False):
+        fields.setdefault(key, value)
+    return fields
 
 
 @register("rdma-link", "rdma link [show]: per HCA port state, physical state and netdev")
@@ -522,11 +533,14 @@ def parse_rdma_link(text: str) -> dict:
     kind = "rdma-link"
     links = []
     for ln in text_lines(kind, text, "'link <hca>/<port> state ... physical_state ...' lines"):
-        m = _RDMA_RE.match(ln.strip())
-        if m:
+        m = _RDMA_HEAD_RE.match(ln.strip())
+        if not m:
+            continue
+        fields = _rdma_fields(m.group("rest"))
+        if "state" in fields and "physical_state" in fields:
             links.append(
-                {"hca": m.group("hca"), "port": int(m.group("port")), "state": m.group("state"),
-                 "physical_state": m.group("phys"), "netdev": m.group("netdev")}
+                {"hca": m.group("hca"), "port": int(m.group("port")), "state": fields["state"],
+                 "physical_state": fields["physical_state"], "netdev": fields.get("netdev")}
             )
     if not links:
         raise ParseError(kind, "expected 'link <hca>/<port> state <S> physical_state <P>' lines")

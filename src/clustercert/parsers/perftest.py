@@ -229,6 +229,10 @@ def parse_perftest(text: str) -> dict:
     if waiting:
         errors.append("server waiting for client to connect; no result table")
     role = "server" if banner else ("client" if title or pp_tool else None)
+    if role == "client" and not bidir and "Connection type" in settings and "TX depth" not in settings:
+        # perftest prints "TX depth" only on the client (or with -b); a server whose "Waiting for
+        # client" banner was cut off still prints the rest of the header (local/remote address too).
+        role = "server"
     if test == "pingpong":
         tool = pp_tool or "ibv_rc_pingpong"
     elif verb and test:
