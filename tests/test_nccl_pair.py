@@ -22,8 +22,22 @@ from clustercert.probes import run as certify
 from clustercert.probes.plan import ProbeSettings
 
 FIX = Path(__file__).parent / "fixtures" / "nccl-tests"
-GOOD = (FIX / "all_reduce_perf-old-format-2x-dgx-a100-k8s.txt").read_text()      # busbw 188.53 GB/s
-SLOW = (FIX / "all_reduce_perf-wrong-NA-ipoib-tcp-slow.txt").read_text()          # busbw 3.15 GB/s
+# a real rank line (NVIDIA/nccl-tests#369's 2 x GH200 run), its host and rank set per GPU below
+RANK_LINE = next(ln for ln in (FIX / "all_reduce_perf-2node-GH200-slingshot-wrong-96-32-FAILED.txt").read_text()
+                 .splitlines() if ln.startswith("#  Rank  0 "))
+
+
+def with_ranks(text: str, hosts: list[str], gpus: int) -> str:
+    """A real table whose excerpt left out its "# Rank" lines, with the lines the run printed: ``gpus``
+    ranks on each of ``hosts``, numbered across them."""
+    lines = [RANK_LINE.replace("Rank  0 ", f"Rank {n * gpus + g:>2} ").replace("gpu-1-1", host)
+             .replace("device  0", f"device {g:>2}") for n, host in enumerate(hosts) for g in range(gpus)]
+    return "# Using devices\n" + "\n".join(lines) + "\n" + text
+
+
+SINGLE = (FIX / "all_reduce_perf-old-error-NA-8xa100-superbench.txt").read_text()  # 8 ranks on localhost
+GOOD = with_ranks((FIX / "all_reduce_perf-old-format-2x-dgx-a100-k8s.txt").read_text(), ["node1", "node2"], 8)
+SLOW = with_ranks((FIX / "all_reduce_perf-wrong-NA-ipoib-tcp-slow.txt").read_text(), ["node1.lab", "10.0.0.2"], 8)
 
 
 def _host(name: str, slurm: bool = False, slurm_name: str | None = None, gres: str | None = "gpu"):
@@ -137,6 +151,27 @@ def test_nccl_pair_judged_against_the_pair_threshold_and_cleaned_up_on_both_node
     calls = _fake(monkeypatch, CommandResult(0, SLOW, "", False, 3.0, "mpirun"))
     m = certify.nccl_pair(_host("node1"), _host("node2"), 1, cfg, tmp_path, th, set())
     assert m.status == "fail" and m.value == 3.15
+
+
+@pytest.mark.parametrize("text, why", [
+    # nccl-tests built without MPI, or a launcher that put both processes on the first host
+    (with_ranks((FIX / "all_reduce_perf-old-format-2x-dgx-a100-k8s.txt").read_text(), ["node1", "node1"], 8),
+     "16 ranks on node1, none on node2"),
+    (with_ranks((FIX / "all_reduce_perf-old-format-2x-dgx-a100-k8s.txt").read_text(), ["node1"], 8),
+     "8 of the 2 nodes x 8 GPUs = 16 ranks asked for: 8 ranks on node1, none on node2"),
+    # two single-node runs' outputs joined (a real 8-GPU run, once on each node): 235 GB/s passed before
+    (SINGLE.replace("localhost", "node1") + SINGLE.replace("localhost", "node2"),
+     "ranks 0-7 printed more than once (more than one run's output)"),
+    (with_ranks((FIX / "all_reduce_perf-old-format-2x-dgx-a100-k8s.txt").read_text(), ["node1", "gpu-9"], 8),
+     "none on node2, 8 on gpu-9 (not a node asked for)"),
+    ((FIX / "all_reduce_perf-old-format-2x-dgx-a100-k8s.txt").read_text(), "ran 0 of the 2 nodes"),
+])
+def test_a_pair_run_that_did_not_cover_both_nodes_is_an_error_whatever_its_figure(monkeypatch, tmp_path, text, why):
+    th = load_profile("lab").thresholds["nccl_allreduce_pair"]
+    _fake(monkeypatch, CommandResult(0, text, "", False, 3.0, "mpirun"))
+    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path, th, set())
+    assert m.status == "error" and why in m.observed, m.observed
+    assert m.value is None
 
 
 def test_a_timed_out_launch_is_an_error_and_both_nodes_are_still_cleaned(monkeypatch, tmp_path):

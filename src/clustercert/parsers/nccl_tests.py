@@ -3,7 +3,8 @@
 Accepts plain output and launcher-prefixed output (``mpirun --tag-output`` ``[1,0]<stdout>:``,
 ``srun -l`` ``0: ``), CRLF, elided rows (``...``), NCCL_DEBUG INFO/WARN lines interleaved anywhere
 (INFO ignored, WARN collected in ``warnings``), the current table (``redop root ... #wrong``) and the
-old one (``error`` column with floats, with or without ``redop``).
+old one (``error`` column with floats, with or without ``redop``), and rows without a redop (alltoall,
+sendrecv) under either header.
 
 Record::
 
@@ -99,28 +100,31 @@ def _placement(values: list[str], style: str) -> dict:
 
 
 def _row(tokens: list[str], columns: list[str] | None) -> tuple[dict, str] | None:
+    """One result row. Its layout is read from the row itself: the last 8 fields are the out-of-place
+    and in-place (time, algbw, busbw, check) cells; between the type and them, a redop (a name) and a
+    root (an integer), either or both absent. alltoall, sendrecv and the old tests print no redop, and
+    some releases' alltoall rows leave it out under a table header that names one."""
     n = len(tokens)
-    if n < 11 or not (_INT_RE.match(tokens[0]) and _INT_RE.match(tokens[1])):
+    lead = n - 8
+    if lead not in (3, 4, 5) or not (_INT_RE.match(tokens[0]) and _INT_RE.match(tokens[1])):
         return None
-    if columns is not None:
-        has_redop = "redop" in columns
-        has_root = "root" in columns
+    mid = tokens[3:lead]
+    names = [t for t in mid if not _INT_RE.match(t)]
+    roots = [t for t in mid if _INT_RE.match(t)]
+    if len(names) > 1 or len(roots) > 1 or (names and mid[0] != names[0]):
+        return None
+    checks = (tokens[lead + 3], tokens[lead + 7])
+    if columns is not None and ("#wrong" in columns or "error" in columns):
         style = "wrong" if "#wrong" in columns else "error"
-    else:  # no header seen (excerpt): infer from the field count
-        has_redop, has_root = n >= 12, n >= 13
-        style = "wrong" if n == 13 else "error"
-    lead = 3 + int(has_redop) + int(has_root)
-    if n != lead + 8:
-        return None
-    redop = tokens[3] if has_redop else None
-    root = int(tokens[lead - 1]) if has_root else None
+    else:  # no header seen (excerpt): integer / N/A cells are #wrong, floats the old error column
+        style = "wrong" if all(_INT_RE.match(c) or c == "N/A" for c in checks) else "error"
     try:
         row = {
             "size_bytes": int(tokens[0]),
             "count": int(tokens[1]),
             "type": tokens[2],
-            "redop": redop,
-            "root": root,
+            "redop": names[0] if names else None,
+            "root": int(roots[0]) if roots else None,
             "out_of_place": _placement(tokens[lead:lead + 4], style),
             "in_place": _placement(tokens[lead + 4:lead + 8], style),
         }

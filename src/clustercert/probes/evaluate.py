@@ -224,10 +224,63 @@ def eval_iperf3(m: Measurement, t: Threshold, client: CommandResult | None, time
 # ---- NCCL, nvbandwidth -------------------------------------------------------------------------
 
 
-def eval_nccl(m: Measurement, t: Threshold, res: CommandResult | None, timeout: float) -> Measurement:
+def host_of(host: str, nodes: dict[str, str]) -> str | None:
+    """The node a tool's host name is: its inventory name, short name or address (``nodes``: name -> address)."""
+    for name, address in nodes.items():
+        if host in (name, address) or host.split(".")[0] == name.split(".")[0]:
+            return name
+    return None
+
+
+def _rank_span(ranks: list[int]) -> str:
+    ranks = sorted(set(ranks))
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {ranks[0]}-{ranks[-1]}" \
+        if ranks == list(range(ranks[0], ranks[-1] + 1)) else "ranks " + ",".join(map(str, ranks))
+
+
+def nccl_rank_problem(rec: dict, nodes: dict[str, str], gpus: int) -> str | None:
+    """Why a parsed nccl-tests run did not run where it was launched (None when it did): its "# Rank ..
+    on HOST" lines must number ``len(nodes) x gpus`` ranks 0..N-1, each once, ``gpus`` on each node asked
+    for (``nodes``: inventory name -> address; a host is matched by name, short name or address). An
+    nccl-tests built without MPI, or a launcher that put every rank on one host, prints fewer ranks or
+    one host only; two runs' outputs joined print the same ranks twice."""
+    want = len(nodes) * gpus
+    devices = rec.get("devices") or []
+    ranks = [d["rank"] for d in devices]
+    twice = sorted({r for r in ranks if ranks.count(r) > 1})
+    per_node = {name: 0 for name in nodes}
+    strangers: dict[str, int] = {}
+    alone = next(iter(nodes)) if len(nodes) == 1 and len({d["host"] for d in devices}) == 1 else None
+    for d in devices:  # one node's own run can only be on that node, whatever its host name
+        name = alone or host_of(d["host"], nodes)
+        if name is None:
+            strangers[d["host"]] = strangers.get(d["host"], 0) + 1
+        else:
+            per_node[name] += 1
+    if not twice and sorted(ranks) == list(range(want)) and not strangers and \
+            all(n == gpus for n in per_node.values()):
+        return None
+    parts = [f"{n} rank{'s' if n != 1 else ''} on {name}" if n else f"none on {name}" for name, n in per_node.items()]
+    parts += [f"{n} on {host} (not a node asked for)" for host, n in strangers.items()]
+    if twice:
+        parts.append(f"{_rank_span(twice)} printed more than once (more than one run's output)")
+    where = f"{len(nodes)} node{'s' if len(nodes) > 1 else ''} x {gpus} GPUs = {want} ranks"
+    return f"nccl-tests ran {len(set(ranks))} of the {where} asked for: {', '.join(parts)}"
+
+
+def eval_nccl(m: Measurement, t: Threshold, res: CommandResult | None, timeout: float,
+              nodes: dict[str, str] | None = None, gpus: int | None = None) -> Measurement:
+    """nccl-tests' bus bandwidth at its largest size against ``t``; where ``nodes`` (inventory name ->
+    address) and ``gpus`` (per node) are given, first its rank lines against them (nccl_rank_problem):
+    a run that did not cover them is an error, whatever its figure."""
     rec = _parsed(m, t, res, timeout, "nccl-tests", "nccl-tests")
     if rec is None:
         return m
+    if nodes is not None and gpus is not None:
+        why = nccl_rank_problem(rec, nodes, gpus)
+        if why:
+            m.status, m.observed, m.evidence, m.expected = "error", why, _excerpt(res), bound_text(t)
+            return m
     return judge_value(m, t, rec.get("busbw_at_max_size_gbyte_per_s"), "gbyte_per_s", res)
 
 

@@ -119,7 +119,8 @@ def _node_probes(h, cfg: ProbeSettings, cp: Path, down: set[str] | None, hcas_fr
         res, samples = (evaluate.split_util(results.get("nccl"), nccl) if sample_util else (results.get("nccl"), None))
         if "nccl_allreduce_1node" in th:
             m = Measurement("nccl_allreduce", h.name, subject=f"1 node, {prof.gpu.count} GPUs", threshold="nccl_allreduce_1node")
-            out.append(evaluate.eval_nccl(m, th["nccl_allreduce_1node"], res, cfg.limit))
+            out.append(evaluate.eval_nccl(m, th["nccl_allreduce_1node"], res, cfg.limit, {h.name: addr(h)},
+                                          prof.gpu.count))
         if sample_util:
             out += evaluate.eval_gpu_util(h.name, th["gpu_util_under_load"], prof.gpu.count, res, samples, cfg.limit)
         _charge(out[first:], results.get("nccl"), stage_of["nccl"])
@@ -296,7 +297,7 @@ def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str], s
     # the bandwidth's evidence is the nccl-tests table: the INFO lines are the transport check's
     table = r.client if not debug else dataclasses.replace(r.client, stdout="".join(
         ln for ln in r.client.stdout.splitlines(keepends=True) if " NCCL INFO " not in ln))
-    m = evaluate.eval_nccl(m, t, table, cfg.limit)
+    m = evaluate.eval_nccl(m, t, table, cfg.limit, {a.name: addr(a), b.name: addr(b)}, gpus)
     m.elapsed = r.client.seconds
     if not r.reachable:
         m.observed = f"{a.name} did not answer: {r.error or m.observed}"

@@ -13,7 +13,7 @@ from clustercert.model.evidence import CommandResult
 from clustercert.model.profile import Profile, Threshold
 from clustercert.parsers import ParseError, parse
 from clustercert.probes.commands import NVLINK_TESTS
-from clustercert.probes.evaluate import Measurement, _excerpt, _outcome, _why, bound_text, judge_value
+from clustercert.probes.evaluate import Measurement, _excerpt, _outcome, _why, bound_text, host_of, judge_value
 
 # nvidia-smi topo -m link types from nearest to farthest (NV# is GPU-GPU only)
 TOPO_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
@@ -68,14 +68,6 @@ def eval_gdr_topology(node: str, profile: Profile, res: CommandResult | None, ti
 
 # ---- NCCL's transport across a pair ----------------------------------------------------------------
 
-def _host_of(host: str, nodes: dict[str, str]) -> str | None:
-    """The node a log line's host is: its inventory name, short name or address (``nodes``: name -> address)."""
-    for name, address in nodes.items():
-        if host in (name, address) or host.split(".")[0] == name.split(".")[0]:
-            return name
-    return None
-
-
 def eval_nccl_transport(a: str, b: str, profile: Profile, res: CommandResult | None, timeout: float,
                         addresses: dict[str, str] | None = None, note: str = "") -> Measurement:
     """The pair NCCL run's NCCL_DEBUG=INFO lines, per end: every inter-node connection uses NCCL's
@@ -98,7 +90,7 @@ def eval_nccl_transport(a: str, b: str, profile: Profile, res: CommandResult | N
     nodes = addresses or {a: a, b: b}
     per_node: dict[str, list[dict]] = {}
     for host, h in rec["hosts"].items():
-        name = _host_of(host, nodes) or host
+        name = host_of(host, nodes) or host
         per_node.setdefault(name, []).append(h)
     problems, shown, count = [], [], 0
     for name in sorted(per_node):
