@@ -219,6 +219,11 @@ def ddp_script_args(backend: str, ranks_per_node: int, gpus: int, steps: int, nu
             "--steps", str(steps), "--numel", str(numel), "--timeout", f"{timeout_s:g}"]
 
 
+def ddp_train_args(steps: int, width: int, depth: int, batch: int) -> list[str]:
+    """probe.ddp_step's part of the arguments: DDP training steps on a width x depth MLP, ``batch`` rows a rank."""
+    return ["--train-steps", str(steps), "--width", str(width), "--depth", str(depth), "--batch", str(batch)]
+
+
 def ddp_launch_cmd(hosts: list[str], launcher: tuple[str, ...], python: str, text: str, script_args: list[str],
                    nproc: int, env: dict[str, str], tag: str) -> str:
     """torchrun on both nodes over ssh, launched from the first (its address ``hosts[0]`` is the rendezvous:
