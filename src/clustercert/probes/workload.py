@@ -346,8 +346,9 @@ def eval_ddp_step(a: str, b: str, profile: Profile, nproc: int, res: CommandResu
     median forward pass (the rank's own work: backward waits for every rank's gradients, so whole steps
     take the same time everywhere) over the median of the OTHER node's ranks: in a pair half the ranks are
     the slow node's own, and the median of all would be pulled halfway to them. A ratio above the profile's
-    ddp.straggler_ratio is a straggler, blamed on its node only. A node whose ranks did not all report
-    their steps (missing output, a rank that never finished, the launch's timeout) is an error."""
+    ddp.straggler_ratio is a straggler, blamed on its node only. Where the ranks did not all report their
+    steps (missing output, a rank that never finished, the launch's timeout) both nodes are errors: the one
+    cannot be judged, the other has nothing whole to be judged against."""
     ddp, nodes = profile.ddp, (a, b)
     k = ddp.straggler_ratio
     expected = (f"every rank's median forward pass <= {k:g} x the median of the other node's ranks "
@@ -374,7 +375,7 @@ def eval_ddp_step(a: str, b: str, profile: Profile, nproc: int, res: CommandResu
             f"rank {r.get('rank')} {r.get('host')} ({n}): forward median {r['_fwd']:g} ms, steps "
             f"{r['ddp'].get('step_ms')}, {r['ddp'].get('dtype')} on {r['ddp'].get('device')}, loss "
             f"{r['ddp'].get('loss_first'):g} -> {r['ddp'].get('loss_last'):g}" for r in mine)[:2000] or _excerpt(res)
-        if why or len(mine) < nproc or not other:
+        if why or len(mine) < nproc or len(other) < nproc:  # judged only against a partner whose ranks all reported
             short = ", ".join(f"{x}: {len(per[x])} of {nproc} ranks" for x in nodes if len(per[x]) < nproc)
             m.status = "error"
             m.observed = "; ".join(x for x in (why, f"DDP steps not reported ({short})" if short else "") if x) \
