@@ -335,7 +335,9 @@ def _host(name: str, profile=LAB, **extra):
 
 def test_node_plan_runs_gdr_after_the_host_loopbacks_then_nvlink_and_checkpoints():
     np = node_plan(_host("node01"), ProbeSettings(2, 20))
-    assert np.stages[0] == ["loopback0", "loopback1", "nccl"]
+    # the GPUDirect preflight (ib_write_bw --help) beside the host-memory loopbacks, before the GDR ones
+    assert np.stages[0] == ["loopback0", "loopback1", "nccl", "gdr_help"]
+    assert np.commands["gdr_help"][0] == "ib_write_bw --help"
     assert np.stages[1] == ["gdr0", "gdr1", "topo"]
     assert "--use_cuda=0" in np.commands["gdr0"][0] and "--cpunodebind=1" in np.commands["gdr1"][0]
     assert np.commands["gdr1"][2]["cmd"].endswith("--use_cuda=4")
@@ -349,7 +351,7 @@ def test_node_plan_runs_gdr_after_the_host_loopbacks_then_nvlink_and_checkpoints
     prof = H100.model_copy(update={"gpudirect": H100.gpudirect.model_copy(update={"pairs": (
         H100.gpudirect.pairs[0], H100.gpudirect.pairs[0].model_copy(update={"gpu": 1}))})})
     np = node_plan(_host("n", prof), ProbeSettings(2, 20, only=frozenset({"gdr"})))
-    assert np.stages == [["gdr0", "topo"], ["gdr1"]]
+    assert np.stages == [["gdr_help"], ["gdr0", "topo"], ["gdr1"]]
 
 
 def test_pair_plan_adds_gdr_transport_and_ddp_where_asked():
@@ -870,3 +872,54 @@ def test_reports_show_the_training_checks(tmp_path):
         assert f'data-probe="{probe}"' in html_text and f".{probe}\"" in junit and f"| {probe} |" in summary, probe
     assert "mlx5_0 without GDRDMA" in html_text and "mlx5_0 without GDRDMA" in junit
     assert "no threshold recorded" not in html_text.split("ib_write_bw --use_cuda (GPUDirect RDMA bandwidth)")[1][:300]
+
+
+# ---- the GPUDirect preflight (issue 33) ------------------------------------------------------------------
+
+PERFTEST_FIX = Path(__file__).parent / "fixtures" / "perftest"
+
+
+def test_gdr_preflight_reads_perftest_usage_text_and_names_the_fix():
+    """ib_write_bw --help of a perftest built with CUDA lists --use_cuda: the GDR probe may run. The stock
+    build's usage has no --use_cuda: an error saying so and naming the fix (the role's CUDA perftest
+    setting). A missing tool, a timeout or text that is not perftest's usage are errors too."""
+    cuda = (PERFTEST_FIX / "ib_write_bw-help-cuda-usage-rendering.txt").read_text()
+    stock = (PERFTEST_FIX / "ib_write_bw-help-nocuda-usage-rendering.txt").read_text()
+    rec = parse("perftest-help", cuda)
+    assert rec["use_cuda"] and "--use_cuda_bus_id" in rec["options"] and "--report_gbits" in rec["options"]
+    assert workload.gdr_preflight(res(cuda, rc=1), 15) is None  # perftest's --help exit status is not read
+    why = workload.gdr_preflight(res(stock), 15)
+    assert why.startswith("this node's perftest was built without CUDA: ib_write_bw --help lists no --use_cuda")
+    assert "nccl_tools_perftest_cuda: true" in why and "docs/provisioning.md" in why
+    assert "tool not found" in workload.gdr_preflight(CommandResult(127, "", "sh: 1: ib_write_bw: not found",
+                                                                    False, 0.1, "ib_write_bw --help"), 15)
+    assert "timed out" in workload.gdr_preflight(res("", rc=None, timed_out=True), 15)
+    assert "printed no usage text" in workload.gdr_preflight(res("ib_write_bw: invalid option -- 'h'\n"), 15)
+    with pytest.raises(ParseError):
+        parse("perftest-help", "hello\n")
+
+
+def test_gdr_loopbacks_are_errors_with_the_fix_where_perftest_lacks_cuda():
+    """The node's probes with a stock perftest: ib_write_bw --help lists no --use_cuda, so each GPUDirect
+    loopback is an error naming the fix, whatever its run printed (here a healthy-looking --use_cuda run);
+    with the CUDA build's usage text the same output is judged."""
+    from clustercert.model.evidence import NodeEvidence
+    from clustercert.probes import run as probe_run
+
+    gdr_out = (PERFTEST_FIX / "ib_write_bw-a-report_gbits-use_cuda-roce-client.txt").read_text()
+
+    def io_with(help_text: str):
+        def collect_node(node, conn, commands, **_):
+            out = {n: res(help_text if n == "gdr_help" else gdr_out if n.startswith("gdr") else "") for n in commands}
+            return NodeEvidence(node, True, results=out)
+        return SimpleNamespace(collect_node=collect_node)
+
+    cfg = ProbeSettings(2, 20, only=frozenset({"gdr"}))
+    stock = (PERFTEST_FIX / "ib_write_bw-help-nocuda-usage-rendering.txt").read_text()
+    ms = [m for m in probe_run._node_probes(_host("node01"), cfg, Path("/tmp"), None, None, io_with(stock), None)
+          if m.probe == "ib_write_bw_gdr" and m.subject.endswith("loopback")]
+    assert len(ms) == 2 and all(m.status == "error" and "built without CUDA" in m.observed for m in ms), ms
+    cuda = (PERFTEST_FIX / "ib_write_bw-help-cuda-usage-rendering.txt").read_text()
+    ms = [m for m in probe_run._node_probes(_host("node01"), cfg, Path("/tmp"), None, None, io_with(cuda), None)
+          if m.probe == "ib_write_bw_gdr" and m.subject.endswith("loopback")]
+    assert ms and not any("built without CUDA" in m.observed for m in ms) and all(m.value for m in ms), ms

@@ -170,6 +170,11 @@ def gdr_perftest_cmd(hca: str, port: int, tcp_port: int, duration: int, gpu: int
                 " -F", f" -F --use_cuda={q(gpu)}", 1))
 
 
+def perftest_help_cmd() -> str:
+    """The GPUDirect preflight: perftest's usage text, which lists --use_cuda only in a build made with CUDA."""
+    return "ib_write_bw --help"
+
+
 def topo_cmd() -> str:
     return "nvidia-smi topo -m"
 

@@ -124,11 +124,14 @@ def _node_probes(h, cfg: ProbeSettings, cp: Path, down: set[str] | None, hcas_fr
             out += evaluate.eval_gpu_util(h.name, th["gpu_util_under_load"], prof.gpu.count, res, samples, cfg.limit)
         _charge(out[first:], results.get("nccl"), stage_of["nccl"])
     gdr = gdr_pairs(prof) if "ib_write_bw_gdr_loopback" in th else []
+    no_gdr = workload.gdr_preflight(results.get("gdr_help"), cfg.limit) if gdr else None
     for i, p in enumerate(gdr):
         hca = next(x for x in prof.ib.hcas if x.name == p.hca)
         m = Measurement("ib_write_bw_gdr", h.name, subject=f"GPU{p.gpu}-{p.hca} loopback", fabric=hca.fabric,
                         threshold="ib_write_bw_gdr_loopback")
         m = evaluate.eval_perftest(m, th["ib_write_bw_gdr_loopback"], results.get(f"gdr{i}"), cfg.limit)
+        if no_gdr:  # its perftest cannot put a buffer on a GPU: whatever the run printed, an error with the fix
+            m.error(no_gdr, th["ib_write_bw_gdr_loopback"])
         _charge([m], results.get(f"gdr{i}"), stage_of.get(f"gdr{i}"))
         out.append(m)
     if gdr:

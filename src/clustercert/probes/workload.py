@@ -142,6 +142,29 @@ def eval_nccl_transport(a: str, b: str, profile: Profile, res: CommandResult | N
     return m
 
 
+# ---- GPUDirect preflight: does this node's perftest take --use_cuda ------------------------------------
+
+GDR_FIX = ("install a perftest built with CUDA (the nccl_tools role: nccl_tools_perftest_version set to the "
+           "site mirror's CUDA build, nccl_tools_perftest_cuda: true; docs/provisioning.md)")
+
+
+def gdr_preflight(res: CommandResult | None, timeout: float) -> str | None:
+    """Why ib_write_bw --use_cuda cannot be judged on this node (None: its perftest takes --use_cuda):
+    ``ib_write_bw --help`` did not run or printed no usage text, or its usage lists no --use_cuda (a
+    perftest built without CUDA, as the distributions ship it), with the fix."""
+    why = _why(res, timeout)
+    if why:
+        return f"GPUDirect preflight (ib_write_bw --help): {why}"
+    try:
+        rec = parse("perftest-help", res.stdout + "\n" + res.stderr)
+    except ParseError as exc:
+        return f"GPUDirect preflight: ib_write_bw --help printed no usage text ({exc})"
+    if not rec["use_cuda"]:
+        return ("this node's perftest was built without CUDA: ib_write_bw --help lists no --use_cuda, so "
+                f"GPUDirect RDMA cannot be measured; {GDR_FIX}")
+    return None
+
+
 # ---- NVLink: per GPU, both directions --------------------------------------------------------------
 
 def _per_gpu_total(tc: dict, into: bool) -> dict[str, float]:
