@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
           "Validate the inventory (profiles, overrides, clustercert_* variables) and print hosts, profiles and effective "
           "thresholds.",
           "clustercert inventory -i sample:h100 --format json",
-          opt.INVENTORY, opt.LIMIT, opt.LIST_HOSTS, opt.output_format("table", "json"))
+          opt.INVENTORY, opt.LIMIT, opt.LIST_HOSTS, *opt.VAULT, opt.output_format("table", "json"))
 
     _verb(sub, "checks", "every check id and probe id: what it reads, its thresholds, the lab fault that fails it",
           """List every check id (validate --checks/--skip take them) and probe id: the command it reads, what it
@@ -301,6 +301,8 @@ def connection_flags(args) -> dict[str, str]:
         if not os.access(path, os.R_OK):
             raise InputError("--private-key", key, "file is not readable (permission denied)")
         env["ANSIBLE_PRIVATE_KEY_FILE"] = str(path.absolute())
+    if getattr(args, "become", False):
+        env["ANSIBLE_BECOME"] = "True"
     return env
 
 
@@ -329,7 +331,7 @@ def prepare(args) -> None:
 
 
 # the environment main() puts back when a verb returns (in-process callers, tests, keep theirs)
-RESTORED_ENV = ("ANSIBLE_REMOTE_USER", "ANSIBLE_PRIVATE_KEY_FILE")
+RESTORED_ENV = ("ANSIBLE_REMOTE_USER", "ANSIBLE_PRIVATE_KEY_FILE", "ANSIBLE_BECOME")
 
 
 def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
@@ -394,6 +396,10 @@ def main(argv: list[str] | None = None) -> int:
         return run_program(lambda: parse(parser, argv), run)
     finally:
         os.umask(umask)  # in-process callers (tests) keep theirs
+        # the vault secrets and what they decrypted live as long as the verb (the module is loaded only where a
+        # verb read an inventory: node-check's zipapp carries no vault)
+        if "clustercert.model.vault" in sys.modules:
+            sys.modules["clustercert.model.vault"].reset()
         for k, v in saved_env.items():
             if v is None:
                 os.environ.pop(k, None)

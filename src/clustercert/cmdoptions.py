@@ -38,14 +38,50 @@ def positive_int(text: str) -> int:
     return value
 
 
+class Refused(argparse.Action):
+    """An ansible-playbook flag clustercert does not take: using it is a usage error (exit 2) whose one line
+    says what to use instead (``help`` says it too)."""
+
+    def __init__(self, option_strings, dest, instead: str = "", **kwargs):
+        self.instead = instead
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise argparse.ArgumentError(self, f"not taken by clustercert: {self.instead}")
+
+
+def limit_pattern(text: str) -> str:
+    """``-l``'s value; ``@FILE`` (as ansible-playbook's) reads the hosts from FILE, one a line (blank lines
+    and # comments left out), into one pattern ``a,b,c``."""
+    if not text.startswith("@"):
+        return text
+    name = text[1:]
+    if not name:
+        raise argparse.ArgumentTypeError("@ names no file")
+    try:
+        with open(name, encoding="utf-8") as fh:
+            lines = [ln.strip() for ln in fh]
+    except FileNotFoundError:
+        raise argparse.ArgumentTypeError(f"{name}: file not found") from None
+    except IsADirectoryError:
+        raise argparse.ArgumentTypeError(f"{name}: is a directory, expected a file of host names") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise argparse.ArgumentTypeError(f"{name}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    hosts = [ln for ln in lines if ln and not ln.startswith("#")]
+    if not hosts:
+        raise argparse.ArgumentTypeError(f"{name}: names no host")
+    return ",".join(hosts)
+
+
 # ---- where and whom ------------------------------------------------------------------------------
 
 INVENTORY = option(
     "-i", "--inventory", metavar="INV", required=True,
     help="Ansible inventory (file or directory); `lab` is the running lab's inventory, `sample:h100` the "
          "bundled sample (found wherever clustercert is installed)")
-LIMIT = option("-l", "--limit", metavar="PATTERN",
-               help="only the hosts matching this Ansible pattern (gpu01:gpu02, 'gpu*', '!gpu03'); never widens")
+LIMIT = option("-l", "--limit", metavar="PATTERN", type=limit_pattern,
+               help="only the hosts matching this Ansible pattern (gpu01:gpu02, 'gpu*', '!gpu03'), or @FILE: the "
+                    "hosts named in FILE, one a line; never widens")
 LIST_HOSTS = option("--list-hosts", action="store_true",
                     help="print the hosts the inventory and --limit select, then stop (nothing runs)")
 USER = option("-u", "--user", metavar="USER",
@@ -58,13 +94,34 @@ ASK_BECOME_PASS = option(
     "-K", "--ask-become-pass", action="store_true",
     help="ask once for the sudo password (hosts with ansible_become: true); it is kept in this process's "
          "environment as ANSIBLE_BECOME_PASS, never printed or written")
+BECOME = option("-b", "--become", action="store_true",
+                help="become root for the tasks (as ansible-playbook's -b; sets ANSIBLE_BECOME for this run: the "
+                     "hosts' ansible_become still wins)")
+ASK_PASS = option("-k", "--ask-pass", action=Refused,
+                  instead="clustercert logs in with SSH keys only (validate and probe run ssh in batch mode): use "
+                          "--private-key FILE or an ssh-agent; a sudo password is -K",
+                  help="not taken: clustercert logs in with SSH keys (--private-key, ssh-agent)")
+VAULT_ID = option("--vault-id", action="append", default=[], metavar="[LABEL@]SOURCE",
+                  help="a vault identity, as ansible-playbook's: SOURCE a password file, an executable printing "
+                       "the password, or `prompt`; repeatable")
+VAULT_PASSWORD_FILE = option("--vault-password-file", "--vault-pass-file", dest="vault_password_file",
+                             action="append", default=[], metavar="FILE",
+                             help="the vault password from FILE (or from its output when executable)")
+ASK_VAULT_PASS = option("-J", "--ask-vault-pass", "--ask-vault-password", dest="ask_vault_pass", action="store_true",
+                        help="ask once for the vault password (on the terminal, never echoed nor written)")
 FORKS = option("-f", "--forks", type=positive_int, metavar="N",
                help="how many hosts at once (default 25, as ansible.cfg's forks)")
 
 # ---- playbook runs -------------------------------------------------------------------------------
 
-CHECK = option("--check", action="store_true", help="dry run: report what would change, change nothing")
-DIFF = option("--diff", action="store_true", help="show the differences of changed files and templates")
+CHECK = option("-C", "--check", action="store_true", help="dry run: report what would change, change nothing")
+DIFF = option("-D", "--diff", action="store_true",
+              help="print the differences of changed files and templates (as ansible-playbook prints them, "
+                   "---before/+++after, under the host table)")
+START_AT_TASK = option("--start-at-task", metavar="TASK", help="start the playbook at the task of this name")
+LIST_TASKS = option("--list-tasks", action="store_true", help="print the playbook's tasks, then stop")
+LIST_TAGS = option("--list-tags", action="store_true", help="print the playbook's tags, then stop")
+SYNTAX_CHECK = option("--syntax-check", action="store_true", help="check the playbook's syntax, then stop")
 EXTRA_VARS = option(
     "-e", "--extra-vars", action="append", default=[], metavar="VARS",
     help="extra variables, as ansible-playbook's: key=value pairs (quote values with spaces), a JSON/YAML "
@@ -92,8 +149,9 @@ JUNIT = option("--junit", metavar="FILE",
                help="also write the findings as JUnit XML to FILE (one testcase per node x check, failures with "
                     "their expected and observed values, each node's measured seconds; written atomically)")
 VERBOSE = option("-v", "--verbose", action="count", default=0,
-                 help="more output, repeatable (-vvv); anywhere on the line; -v shows the traceback of an "
-                      "internal error, bootstrap passes it to ansible-playbook")
+                 help="more output, repeatable (-vvvv); anywhere on the line; -v shows the traceback of an "
+                      "internal error; bootstrap passes it to ansible-playbook and prints Ansible's own output at "
+                      "that verbosity on stderr")
 
 
 def output_format(*choices: str, default: str = "table") -> Option:
@@ -106,8 +164,9 @@ def output_format(*choices: str, default: str = "table") -> Option:
 
 # ---- the groups verbs share ----------------------------------------------------------------------
 
-CONNECTION = (INVENTORY, LIMIT, LIST_HOSTS, USER, PRIVATE_KEY, ASK_BECOME_PASS, FORKS)
-PLAYBOOK = (CHECK, DIFF, EXTRA_VARS, TAGS, SKIP_TAGS)
+VAULT = (VAULT_ID, VAULT_PASSWORD_FILE, ASK_VAULT_PASS)
+CONNECTION = (INVENTORY, LIMIT, LIST_HOSTS, USER, PRIVATE_KEY, ASK_BECOME_PASS, ASK_PASS, FORKS, *VAULT)
+PLAYBOOK = (BECOME, CHECK, DIFF, EXTRA_VARS, TAGS, SKIP_TAGS, START_AT_TASK, LIST_TASKS, LIST_TAGS, SYNTAX_CHECK)
 PROBE_RUN = (ALL_PAIRS, PROBE_SECONDS, PROBE_TIMEOUT)
 
 

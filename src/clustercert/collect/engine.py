@@ -15,6 +15,12 @@ environment ansible-runner sees; the tether (clustercert/remote/tether.py) recei
 in the run directory (never on disk) and puts them back into ansible-playbook's environment, so
 ANSIBLE_BECOME_PASS still reaches the become plugin. After the run every file in the run directory is
 scrubbed of those values.
+
+Vault: the secrets of --vault-id / --vault-password-file / --ask-vault-pass (clustercert.model.vault) reach
+ansible-playbook the same way: each is a secret variable (CLUSTERCERT_VAULT_PASS_<n>, through the FIFO)
+that a password script in the run directory prints (``--vault-id LABEL@<run>/bin/vault-pass-<n>``); no
+password is ever written to a file. Every value the inventory's vault decrypted is scrubbed from the run's
+files too, and from the Ansible output passed through (``output``).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from ansible.parsing.splitter import parse_kv
 from clustercert import paths, remote
 from clustercert.collect.ssh import HOST_KEY_FAILURE, describe_failure
 from clustercert.errors import InputError
+from clustercert.model import vault
 from clustercert.model.strict_yaml import load_yaml_file, loads
 
 STAT_KEYS = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
@@ -152,7 +159,13 @@ def run_playbook(
     progress: ProgressCallback | None = None,
     state: Path | None = None,
     envvars: dict | None = None,
+    start_at_task: str | None = None,
+    listing: str | None = None,
+    output: Callable[[str], None] | None = None,
 ) -> RunResult:
+    """``listing``: "list-tasks", "list-tags" or "syntax-check" (ansible-playbook's, nothing runs on the hosts).
+    ``output``: called with Ansible's own output of each event (its stdout at ``verbosity``), secrets and
+    vaulted values replaced."""
     state = state or paths.state_dir()
     run_id = paths.new_run_id()
     run_dir = state / "runs" / run_id
@@ -171,6 +184,12 @@ def run_playbook(
         cmdline += ["--tags", tags]
     if skip_tags:
         cmdline += ["--skip-tags", skip_tags]
+    if start_at_task:
+        cmdline += ["--start-at-task", start_at_task]
+    if listing:
+        if listing not in LISTINGS:
+            raise ValueError(f"listing {listing!r} is none of {LISTINGS}")
+        cmdline.append(f"--{listing}")
 
     # ansible-runner starts ansible-playbook from PATH: make sure it is the one next to this Python.
     bindir = os.path.dirname(sys.executable)
@@ -192,6 +211,11 @@ def run_playbook(
     secrets = secret_env({**os.environ, **env})
     for k in secrets:
         env.pop(k, None)
+    for n, sec in enumerate(vault.secrets()):
+        name = f"{VAULT_PASS_ENV}{n}"
+        secrets[name] = sec.password.decode("utf-8", "surrogateescape")
+        cmdline += ["--vault-id", f"{sec.label}@{_vault_pass_script(run_dir, name)}"]
+    needles = _needles([*secrets.values(), *vault.plaintexts()])
 
     changes: list[dict] = []
     failures: list[dict] = []
@@ -199,6 +223,8 @@ def run_playbook(
     final_stats: dict = {}
 
     def handler(event: dict) -> bool:
+        if output is not None and event.get("stdout"):
+            output(scrub_text(event["stdout"], needles))
         s = _summarise(event)
         if s is None:
             return True
@@ -246,12 +272,27 @@ def run_playbook(
             _close_fifo(fifo)
         # extra-vars may hold secrets: do not keep them next to the artifacts.
         shutil.rmtree(run_dir / "env", ignore_errors=True)
-        scrub_tree(run_dir, secrets.values())
+        scrub_tree(run_dir, needles)
     stats = _stats_from(final_stats or (runner.stats or {}))
     status = "timeout" if (run_dir / TIMED_OUT_MARK).exists() else str(runner.status)
     result = RunResult(run_id, run_dir, int(runner.rc or 0), status, stats, changes, failures, events)
     (run_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
     return result
+
+
+LISTINGS = ("list-tasks", "list-tags", "syntax-check")
+VAULT_PASS_ENV = "CLUSTERCERT_VAULT_PASS_"
+
+
+def _vault_pass_script(run_dir: Path, name: str) -> Path:
+    """A vault password script (ansible-playbook runs it, and uses what it prints) that prints the secret
+    variable ``name``: the password is in ansible-playbook's environment only, never in a file."""
+    bindir = run_dir / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    script = bindir / f"vault-pass-{name.removeprefix(VAULT_PASS_ENV)}"
+    script.write_text(f'#!/bin/sh\nprintf \'%s\' "${name}"\n')
+    script.chmod(0o700)
+    return script
 
 
 # The tether (clustercert/remote/tether.py) runs in ansible-playbook's place: it kills the whole run when this
@@ -282,9 +323,20 @@ def secret_env(env: dict) -> dict[str, str]:
     return out
 
 
+def _needles(values) -> list[str]:
+    """The secret values worth replacing (4 characters or more), longest first."""
+    return sorted({v for v in values if len(v) >= 4}, key=len, reverse=True)
+
+
+def scrub_text(text: str, values) -> str:
+    for v in _needles(values):
+        text = text.replace(v, REDACTED)
+    return text
+
+
 def scrub_tree(root: Path, values) -> None:
     """Replace every occurrence of each secret value (4 characters or more) in the files under ``root``."""
-    needles = sorted({v for v in values if len(v) >= 4}, key=len, reverse=True)
+    needles = _needles(values)
     if not needles:
         return
     enc = [(n.encode(), json.dumps(n)[1:-1].encode()) for n in needles]

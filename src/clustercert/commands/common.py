@@ -6,6 +6,7 @@ from pathlib import Path
 
 from clustercert import paths
 from clustercert.errors import InputError
+from clustercert.model import vault
 from clustercert.model.inventory import Inventory, load_inventory
 
 LAB = "lab"
@@ -24,5 +25,8 @@ def inventory_path(arg: str) -> str:
 
 
 def inventory(args) -> Inventory:
-    """The inventory ``-i`` names, limited by ``-l`` (fully checked: bad input is exit 2 here)."""
+    """The inventory ``-i`` names, limited by ``-l`` (fully checked: bad input is exit 2 here), its vaulted
+    values decrypted with the secrets of --vault-id, --vault-password-file and --ask-vault-pass."""
+    vault.load_secrets(getattr(args, "vault_password_file", None), getattr(args, "vault_id", None),
+                       getattr(args, "ask_vault_pass", False))
     return load_inventory(inventory_path(args.inventory), args.limit)

@@ -32,7 +32,7 @@ from pydantic import (
 
 from clustercert import paths
 from clustercert.errors import InputError
-from clustercert.model import names
+from clustercert.model import names, vault
 from clustercert.model.profile import (
     Profile,
     builtin_profiles,
@@ -40,7 +40,7 @@ from clustercert.model.profile import (
     load_profile,
     profile_source,
 )
-from clustercert.model.strict_yaml import load_yaml_file, loads
+from clustercert.model.strict_yaml import loads
 
 PREFIX = "clustercert_"
 YAML_SUFFIXES = (".yml", ".yaml")
@@ -118,6 +118,8 @@ class HostView:
     profile: Profile
     connection: dict = field(default_factory=dict)  # ansible_* variables, for display and testinfra
     bond_address: str | None = None  # the bond's address/prefix (see bond_address()); None: unknown or none
+    # where clustercert_profile came from: "host var", "group NAME" or "all" (Ansible's precedence decided it)
+    profile_origin: str = "all"
 
 
 @dataclass
@@ -336,14 +338,23 @@ def precheck_files(path: Path) -> list[Path]:
         if not text.strip():
             raise InputError(str(src), None, "inventory is empty")
         if _looks_yaml(src, text):
-            _check_yaml_inventory(src, loads(text, str(src)))
+            _check_yaml_inventory(src, vault.reveal(loads(text, str(src)), str(src)))
         else:
             _check_ini_inventory(src, text)
     for vf in var_files:
-        data = load_yaml_file(vf)
+        data = _load_vars(vf)
         if data is not None and not isinstance(data, dict):
             raise InputError(str(vf), None, "variables file must be a YAML mapping")
     return sources + var_files
+
+
+def _load_vars(path: Path):
+    """A group_vars/host_vars file strictly read, a vaulted file or inline ``!vault`` values decrypted
+    (InputError naming the file and the key where no vault password given decrypts them)."""
+    text = _read_text(path)
+    if vault.is_vaulted_text(text):
+        text = vault.decrypt(text, str(path), None)
+    return vault.reveal(loads(text, str(path)), str(path))
 
 
 def _locate(files: list[Path], key: str, default: Path) -> str:
@@ -368,41 +379,60 @@ def _var_file_values(files: list[Path], kind: str, key: str) -> dict[str, tuple[
             continue
         rel = parts[parts.index(kind) + 1:]
         owner = rel[0] if len(rel) > 1 else (f.stem if f.suffix in YAML_SUFFIXES + (".json",) else f.name)
-        data = load_yaml_file(f)
+        data = _load_vars(f)
         if isinstance(data, dict) and key in data:
             out[owner] = (data[key], f)
     return out
 
 
-def _profile_conflict(path: Path, files: list[Path], inv) -> None:
-    """The same host in two groups (neither a child of the other) that set different clustercert_profile:
-    Ansible would pick one by group name order, silently. Refuse unless the host itself sets it."""
-    key = "clustercert_profile"
-    gfiles = _var_file_values(files, "group_vars", key)
-    hfiles = _var_file_values(files, "host_vars", key)
+# What a host's groups must not set differently (Ansible would pick one by group depth and name, silently)
+CONFLICT_KEYS = {"clustercert_profile": "profiles", "clustercert_profile_overrides": "threshold overrides"}
+
+
+def _profile_conflict(path: Path, files: list[Path], inv) -> dict[str, str]:
+    """The same host in two groups (neither a child of the other) that set a different clustercert_profile
+    (or clustercert_profile_overrides): refused unless the host itself sets it. Returns where each host's
+    clustercert_profile comes from: "host var", "group NAME" (the group Ansible's precedence takes: the
+    deepest, then the highest ansible_group_priority, then the last by name) or "all"."""
     sources = [f for f in files if "group_vars" not in f.parts and "host_vars" not in f.parts]
-    for h in inv.get_hosts(pattern="all"):
-        if key in h.get_vars() or h.name in hfiles:
-            continue
-        setters = []
-        for g in h.get_groups():
-            if g.name == "all":
+    origins: dict[str, str] = {}
+    for key, what in CONFLICT_KEYS.items():
+        gfiles = _var_file_values(files, "group_vars", key)
+        hfiles = _var_file_values(files, "host_vars", key)
+        for h in inv.get_hosts(pattern="all"):
+            if key in h.get_vars() or h.name in hfiles:
+                if key == "clustercert_profile":
+                    origins[h.name] = "host var"
                 continue
-            if key in g.get_vars():
-                setters.append((g, g.get_vars()[key], _locate(sources, key, path)))
-            elif g.name in gfiles:
-                setters.append((g, gfiles[g.name][0], str(gfiles[g.name][1])))
-        for i, (g1, v1, _f1) in enumerate(setters):
-            for g2, v2, f2 in setters[i + 1:]:
-                related = g1 in g2.get_ancestors() or g2 in g1.get_ancestors()
-                if v1 != v2 and not related:
-                    raise InputError(f2, key, f"host {h.name} is in groups {g1.name} ({v1}) and {g2.name} ({v2}) "
-                                              "with different profiles: set it once for the host, or in one group")
+            setters, in_all = [], False
+            for g in h.get_groups():
+                if g.name == "all":
+                    in_all = key in g.get_vars() or "all" in gfiles
+                    continue
+                if key in g.get_vars():
+                    setters.append((g, vault.plain(g.get_vars()[key]), _locate(sources, key, path)))
+                elif g.name in gfiles:
+                    setters.append((g, gfiles[g.name][0], str(gfiles[g.name][1])))
+            for i, (g1, v1, _f1) in enumerate(setters):
+                for g2, v2, f2 in setters[i + 1:]:
+                    related = g1 in g2.get_ancestors() or g2 in g1.get_ancestors()
+                    if v1 != v2 and not related:
+                        raise InputError(f2, key, f"host {h.name} is in groups {g1.name} ({v1}) and {g2.name} "
+                                                  f"({v2}) with different {what}: set it once for the host "
+                                                  "(host_vars), or in one group")
+            if key == "clustercert_profile":
+                if setters:
+                    win = max(setters, key=lambda s: (s[0].depth, s[0].priority, s[0].name))[0]
+                    origins[h.name] = f"group {win.name}"
+                else:
+                    origins[h.name] = "all" if in_all else "default"
+    return origins
 
 
 def _ansible_hosts(path: Path, limit: str | None, files: list[Path] | None = None
-                   ) -> tuple[list[tuple[str, list[str], dict]], set[str] | None]:
-    """(every host as (name, groups, variables), the names ``limit`` selects or None without a limit).
+                   ) -> tuple[list[tuple[str, list[str], dict]], set[str] | None, dict[str, str]]:
+    """(every host as (name, groups, variables), the names ``limit`` selects or None without a limit, where
+    each host's clustercert_profile comes from).
     A limit never widens: an empty pattern, a part that matches no host, or one Ansible cannot parse is an error."""
     os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_WARNING", "False")
     os.environ.setdefault("ANSIBLE_LOCALHOST_WARNING", "False")
@@ -415,6 +445,7 @@ def _ansible_hosts(path: Path, limit: str | None, files: list[Path] | None = Non
 
     C.INVENTORY_UNPARSED_IS_FAILED = True
     loader = DataLoader()
+    vault.install_in_ansible(loader)
     # Ansible's own warnings (e.g. an unmatched --limit pattern) would add lines to our one-line errors.
     try:
         from ansible.utils.display import Display
@@ -429,8 +460,7 @@ def _ansible_hosts(path: Path, limit: str | None, files: list[Path] | None = Non
     except AnsibleError as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(str(path), None, f"Ansible cannot parse the inventory: {msg}") from None
-    if files is not None:
-        _profile_conflict(path, files, inv)
+    origins = _profile_conflict(path, files, inv) if files is not None else {}
     limited: set[str] | None = None
     if limit is not None:
         limited = _limit(inv, path, limit, split_host_pattern, AnsibleError)
@@ -438,9 +468,9 @@ def _ansible_hosts(path: Path, limit: str | None, files: list[Path] | None = Non
         vm = VariableManager(loader=loader, inventory=inv)
         out = []
         for h in inv.get_hosts(pattern="all"):
-            hv = vm.get_vars(host=h, include_hostvars=False)
-            out.append((h.name, sorted(g.name for g in h.get_groups() if g.name != "all"), dict(hv)))
-        return out, limited
+            hv = vault.plain(dict(vm.get_vars(host=h, include_hostvars=False)))
+            out.append((h.name, sorted(g.name for g in h.get_groups() if g.name != "all"), hv))
+        return out, limited, origins
     except AnsibleError as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(str(path), None, f"Ansible cannot parse the inventory: {msg}") from None
@@ -499,7 +529,7 @@ def _check_connection(name: str, hv: dict, where: Callable[[str], str]) -> None:
 def load_inventory(arg: str | None, limit: str | None = None) -> Inventory:
     path = resolve_inventory_arg(arg)
     files = precheck_files(path)
-    entries, limited = _ansible_hosts(path, limit, files)
+    entries, limited, origins = _ansible_hosts(path, limit, files)
     if not entries:
         raise InputError(str(path), None, "inventory defines no hosts")
     if limited is not None:
@@ -543,7 +573,8 @@ def load_inventory(arg: str | None, limit: str | None = None) -> Inventory:
         connection = {k: v for k, v in hv.items() if k.startswith("ansible_") and "pass" not in k and k in _CONN_KEYS}
         connection.update(connection_defaults(connection))
         baddr = bond_address(hv, ivars, profiles_cache[cache_key], name, lambda: _locate(files, BOND_ADDRESS_VAR, path))
-        hosts[name] = HostView(name, groups, ivars, profiles_cache[cache_key], connection, baddr)
+        hosts[name] = HostView(name, groups, ivars, profiles_cache[cache_key], connection, baddr,
+                               origins.get(name, "all"))
     return Inventory(path.resolve(), hosts, files)
 
 
@@ -614,6 +645,7 @@ def resolved_view(inv: Inventory) -> dict:
         out["hosts"][name] = {
             "groups": h.groups,
             "profile": h.profile.name,
+            "profile_from": h.profile_origin,
             "overrides": h.vars.clustercert_profile_overrides,
             "address": h.connection.get("ansible_host", name),
             "bond_address": h.bond_address,

@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from clustercert.errors import InputError
+from clustercert.model.vault import Vaulted
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -30,6 +31,19 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _construct_vault(loader: _StrictLoader, node: yaml.Node) -> Vaulted:
+    """An inline ``!vault |`` value, kept encrypted (clustercert.model.vault.reveal decrypts it)."""
+    if not isinstance(node, yaml.ScalarNode):
+        raise yaml.constructor.ConstructorError(None, None, "a !vault value must be a string (the vaulted text)",
+                                                node.start_mark)
+    return Vaulted(loader.construct_scalar(node), node.start_mark.line + 1)
+
+
+_StrictLoader.add_constructor("!vault", _construct_vault)
+# Ansible's other tag in inventories: the value as it is, never templated (a plain string here)
+_StrictLoader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
 
 
 MAX_DEPTH = 64  # mappings/sequences inside each other; inventories and profiles use fewer than 10

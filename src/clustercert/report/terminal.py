@@ -26,10 +26,11 @@ def print_inventory(view: dict) -> None:
     con = console()
     con.print(f"inventory: {view['inventory']}")
     t = Table(title="hosts", title_justify="left")
-    for col in ("host", "address", "profile", "groups", "overrides"):
+    for col in ("host", "address", "profile", "profile from", "groups", "overrides"):
         t.add_column(col)
     for name, h in sorted(view["hosts"].items()):
-        t.add_row(name, str(h["address"]), h["profile"], ",".join(h["groups"]), "yes" if h["overrides"] else "")
+        t.add_row(name, str(h["address"]), h["profile"], h.get("profile_from", ""), ",".join(h["groups"]),
+                  "yes" if h["overrides"] else "")
     con.print(t)
     for label, p in view["profiles"].items():
         t = Table(title=f"profile {label}: effective thresholds", title_justify="left")
