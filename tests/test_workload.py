@@ -335,7 +335,9 @@ def _host(name: str, profile=LAB, **extra):
 
 def test_node_plan_runs_gdr_after_the_host_loopbacks_then_nvlink_and_checkpoints():
     np = node_plan(_host("node01"), ProbeSettings(2, 20))
-    assert np.stages[0] == ["loopback0", "loopback1", "nccl"]
+    # the GPUDirect preflight (ib_write_bw --help) beside the host-memory loopbacks, before the GDR ones
+    assert np.stages[0] == ["loopback0", "loopback1", "nccl", "gdr_help"]
+    assert np.commands["gdr_help"][0] == "ib_write_bw --help"
     assert np.stages[1] == ["gdr0", "gdr1", "topo"]
     assert "--use_cuda=0" in np.commands["gdr0"][0] and "--cpunodebind=1" in np.commands["gdr1"][0]
     assert np.commands["gdr1"][2]["cmd"].endswith("--use_cuda=4")
@@ -349,7 +351,7 @@ def test_node_plan_runs_gdr_after_the_host_loopbacks_then_nvlink_and_checkpoints
     prof = H100.model_copy(update={"gpudirect": H100.gpudirect.model_copy(update={"pairs": (
         H100.gpudirect.pairs[0], H100.gpudirect.pairs[0].model_copy(update={"gpu": 1}))})})
     np = node_plan(_host("n", prof), ProbeSettings(2, 20, only=frozenset({"gdr"})))
-    assert np.stages == [["gdr0", "topo"], ["gdr1"]]
+    assert np.stages == [["gdr_help"], ["gdr0", "topo"], ["gdr1"]]
 
 
 def test_pair_plan_adds_gdr_transport_and_ddp_where_asked():
@@ -492,6 +494,64 @@ def test_ddp_evaluation():
     assert m.status == "error" and "tool not found" in m.observed
 
 
+def step_line(rank: int, node_rank: int, fwd: list[float], **kw) -> str:
+    """A rank's line with its DDP steps (clustercert.remote.ddp_smoke --train-steps): torchrun's GROUP_RANK says
+    which node of the launch it ran on."""
+    ddp = {"steps": len(fwd), "forward_ms": fwd, "step_ms": [3 * x for x in fwd], "loss_first": 1.2,
+           "loss_last": 0.9, "dtype": "float32", "device": "cpu", "params": 1000, "checksum_min": 1.5,
+           "checksum_max": 1.5, "replicas_in_sync": True}
+    return ddp_line(rank=rank, local_rank=rank % 2, host=f"node0{1 + node_rank}",
+                    env={"GROUP_RANK": str(node_rank)}, ddp=ddp, **kw)
+
+
+def test_ddp_step_straggler_is_blamed_on_its_node_only():
+    """Issue 33: the DDP steps of a launch across node01 and node02, two ranks each: healthy ranks pass;
+    a rank of node02 whose median forward pass is 3x node01's median (above the lab's ddp.straggler_ratio,
+    2) fails probe.ddp_step on node02 and on no other node, value the ratio."""
+    healthy = "\n".join(step_line(r, r // 2, [10.0, 11.0, 10.5]) for r in range(4))
+    ms = workload.eval_ddp_step("node01", "node02", LAB2, 2, res(healthy), 240)
+    assert [(m.probe, m.a, m.b, m.status) for m in ms] == [("ddp_step", "node01", "", "pass"),
+                                                          ("ddp_step", "node02", "", "pass")]
+    assert ms[0].value == 1.0 and ms[0].unit == "ratio" and "2 x the median of the other node" in ms[0].expected
+    slow = "\n".join(step_line(r, r // 2, [31.0, 30.0, 33.0] if r == 3 else [10.0, 11.0, 10.5]) for r in range(4))
+    ms = workload.eval_ddp_step("node01", "node02", LAB2, 2, res(slow), 240)
+    by = {m.a: m for m in ms}
+    assert by["node02"].status == "fail" and by["node02"].value == round(31.0 / 10.5, 3)
+    assert by["node02"].observed.startswith("slowest rank 3: forward 31 ms median over 3 steps, 2.95 x")
+    assert "a straggler" in by["node02"].observed and "rank 3 node02 (node02): forward median 31" in by["node02"].evidence
+    # the healthy node is compared with the straggler's node median (pulled up by it): it passes, not blamed
+    assert by["node01"].status == "pass" and by["node01"].value < 1
+    assert by["node02"].finding().check == "probe.ddp_step" and by["node02"].finding().subject.startswith("node02")
+
+
+def test_ddp_step_missing_unfinished_or_timed_out_ranks_are_errors():
+    """A rank that printed nothing (it never finished), a rank without its DDP steps, and a launch that ran out
+    its timeout are errors on the node concerned, never a pass."""
+    three = "\n".join(step_line(r, r // 2, [10.0, 10.0]) for r in range(3))  # rank 3 of node02 never reported
+    ms = workload.eval_ddp_step("node01", "node02", LAB2, 2, res(three, rc=1), 240)
+    assert [m.status for m in ms] == ["error", "error"]  # node01's partner cannot be compared either
+    assert all("DDP steps not reported (node02: 1 of 2 ranks)" in m.observed for m in ms), [m.observed for m in ms]
+    no_steps = "\n".join(ddp_line(rank=r, env={"GROUP_RANK": str(r // 2)}) for r in range(4))
+    ms = workload.eval_ddp_step("node01", "node02", LAB2, 2, res(no_steps), 240)
+    assert [m.status for m in ms] == ["error", "error"] and "node01: 0 of 2 ranks" in ms[0].observed
+    healthy = "\n".join(step_line(r, r // 2, [10.0]) for r in range(4))
+    ms = workload.eval_ddp_step("node01", "node02", LAB2, 2, res(healthy, rc=None, timed_out=True), 240)
+    assert [m.status for m in ms] == ["error", "error"] and all("timed out after 240 s" in m.observed for m in ms)
+    ms = workload.eval_ddp_step("node01", "node02", LAB2, 2, None, 240)
+    assert [m.status for m in ms] == ["error", "error"] and ms[0].observed.startswith("did not run")
+
+
+def test_ddp_step_measurements_are_node_findings_not_pair_channels():
+    """probe.ddp_step from a pair's run is its node's finding: the pair's channels (what localisation reasons
+    over) leave it out, so a straggler is not spread over its partner."""
+    from clustercert.probes.run import pair_result
+
+    slow = "\n".join(step_line(r, r // 2, [40.0] if r >= 2 else [10.0]) for r in range(4))
+    ms = workload.eval_ddp_step("node01", "node02", LAB2, 2, res(slow), 240)
+    judge = SimpleNamespace(ok=lambda m: m.status == "pass", note=lambda m: "")
+    assert pair_result("node01", "node02", 1, ms, judge).passed == {}
+
+
 # ---- storage checks ---------------------------------------------------------------------------------------
 
 def _storage_ev(mounts: list[dict], devices: list[dict]) -> dict:
@@ -625,7 +685,7 @@ def _free_port() -> int:
 
 def _torchrun(nnodes: int, nproc: int, ranks_per_node: int, timeout: float = 240) -> list[subprocess.CompletedProcess]:
     port = str(_free_port())
-    args = cmd.ddp_script_args("gloo", ranks_per_node, 0, 3, 1024, 60, nnodes)
+    args = cmd.ddp_script_args("gloo", ranks_per_node, 0, 3, 1024, 60, nnodes) + cmd.ddp_train_args(3, 64, 2, 16)
     text = remote.source("ddp_smoke")
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
     procs = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", f"--nnodes={nnodes}",
@@ -658,6 +718,12 @@ def test_ddp_smoke_script_under_real_torchrun():
     import torch
 
     assert {r["torch"] for r in ranks} == {torch.__version__} and len(ranks[0]["allreduce"]["step_ms"]) == 3
+    # probe.ddp_step: real DistributedDataParallel steps on every rank, the replicas equal after them
+    assert all(len(r["ddp"]["forward_ms"]) == 3 and r["ddp"]["replicas_in_sync"] for r in ranks), ranks
+    assert {r["ddp"]["dtype"] for r in ranks} == {"float32"} and {r["ddp"]["checksum_min"] for r in ranks} == \
+        {ranks[0]["ddp"]["checksum_max"]}
+    steps = workload.eval_ddp_step("a", "b", LAB, 1, res(text), 240)
+    assert [m.status for m in steps] == ["pass", "pass"], [m.observed for m in steps]
     runs = _torchrun(1, 2, 1)  # one node, two processes where the profile says one
     text = "".join(r.stdout for r in runs)
     assert runs[0].returncode != 0
@@ -806,3 +872,54 @@ def test_reports_show_the_training_checks(tmp_path):
         assert f'data-probe="{probe}"' in html_text and f".{probe}\"" in junit and f"| {probe} |" in summary, probe
     assert "mlx5_0 without GDRDMA" in html_text and "mlx5_0 without GDRDMA" in junit
     assert "no threshold recorded" not in html_text.split("ib_write_bw --use_cuda (GPUDirect RDMA bandwidth)")[1][:300]
+
+
+# ---- the GPUDirect preflight (issue 33) ------------------------------------------------------------------
+
+PERFTEST_FIX = Path(__file__).parent / "fixtures" / "perftest"
+
+
+def test_gdr_preflight_reads_perftest_usage_text_and_names_the_fix():
+    """ib_write_bw --help of a perftest built with CUDA lists --use_cuda: the GDR probe may run. The stock
+    build's usage has no --use_cuda: an error saying so and naming the fix (the role's CUDA perftest
+    setting). A missing tool, a timeout or text that is not perftest's usage are errors too."""
+    cuda = (PERFTEST_FIX / "ib_write_bw-help-cuda-usage-rendering.txt").read_text()
+    stock = (PERFTEST_FIX / "ib_write_bw-help-nocuda-usage-rendering.txt").read_text()
+    rec = parse("perftest-help", cuda)
+    assert rec["use_cuda"] and "--use_cuda_bus_id" in rec["options"] and "--report_gbits" in rec["options"]
+    assert workload.gdr_preflight(res(cuda, rc=1), 15) is None  # perftest's --help exit status is not read
+    why = workload.gdr_preflight(res(stock), 15)
+    assert why.startswith("this node's perftest was built without CUDA: ib_write_bw --help lists no --use_cuda")
+    assert "nccl_tools_perftest_cuda: true" in why and "docs/provisioning.md" in why
+    assert "tool not found" in workload.gdr_preflight(CommandResult(127, "", "sh: 1: ib_write_bw: not found",
+                                                                    False, 0.1, "ib_write_bw --help"), 15)
+    assert "timed out" in workload.gdr_preflight(res("", rc=None, timed_out=True), 15)
+    assert "printed no usage text" in workload.gdr_preflight(res("ib_write_bw: invalid option -- 'h'\n"), 15)
+    with pytest.raises(ParseError):
+        parse("perftest-help", "hello\n")
+
+
+def test_gdr_loopbacks_are_errors_with_the_fix_where_perftest_lacks_cuda():
+    """The node's probes with a stock perftest: ib_write_bw --help lists no --use_cuda, so each GPUDirect
+    loopback is an error naming the fix, whatever its run printed (here a healthy-looking --use_cuda run);
+    with the CUDA build's usage text the same output is judged."""
+    from clustercert.model.evidence import NodeEvidence
+    from clustercert.probes import run as probe_run
+
+    gdr_out = (PERFTEST_FIX / "ib_write_bw-a-report_gbits-use_cuda-roce-client.txt").read_text()
+
+    def io_with(help_text: str):
+        def collect_node(node, conn, commands, **_):
+            out = {n: res(help_text if n == "gdr_help" else gdr_out if n.startswith("gdr") else "") for n in commands}
+            return NodeEvidence(node, True, results=out)
+        return SimpleNamespace(collect_node=collect_node)
+
+    cfg = ProbeSettings(2, 20, only=frozenset({"gdr"}))
+    stock = (PERFTEST_FIX / "ib_write_bw-help-nocuda-usage-rendering.txt").read_text()
+    ms = [m for m in probe_run._node_probes(_host("node01"), cfg, Path("/tmp"), None, None, io_with(stock), None)
+          if m.probe == "ib_write_bw_gdr" and m.subject.endswith("loopback")]
+    assert len(ms) == 2 and all(m.status == "error" and "built without CUDA" in m.observed for m in ms), ms
+    cuda = (PERFTEST_FIX / "ib_write_bw-help-cuda-usage-rendering.txt").read_text()
+    ms = [m for m in probe_run._node_probes(_host("node01"), cfg, Path("/tmp"), None, None, io_with(cuda), None)
+          if m.probe == "ib_write_bw_gdr" and m.subject.endswith("loopback")]
+    assert ms and not any("built without CUDA" in m.observed for m in ms) and all(m.value for m in ms), ms

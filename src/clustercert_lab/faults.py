@@ -152,6 +152,11 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in [
     FaultKind("storage_slow", _p(Param("mbyte_per_s", float, 2.0)), "probe.checkpoint_write", True,
               "the node's writes to the lab's disk are throttled to MBYTE_PER_S (its cgroup's blkio/io write limit): "
               "a checkpoint to /shared or /scratch writes that slowly"),
+    # issue 33
+    FaultKind("rank_slow", _p(Param("factor", float, 4.0)), "probe.ddp_step", True,
+              "the node's CPU time is capped at 1/FACTOR of one CPU (its cgroup's cpu.cfs_quota_us over a 10 ms "
+              "cpu.cfs_period_us, or cpu.max on cgroup v2): everything on the node, its DDP ranks too, runs at "
+              "least FACTOR times slower"),
 ]}
 
 
@@ -240,7 +245,10 @@ def validate(kind: str, params: dict, hw: dict, healing: bool = False) -> dict:
         fabrics = sorted({pt.get("fabric", 0) for h in hcas for pt in h["ports"]})
         if out["fabric"] not in fabrics:
             raise ValueError(f"fabric: {out['fabric']} is not a fabric of this node (choices: {fabrics})")
-    if "factor" in out and not 0 < out["factor"] <= 1:
+    if kind == "rank_slow":
+        if not 1 < out["factor"] <= 100:
+            raise ValueError(f"factor: {out['factor']} must be in (1, 100] (how many times slower the node runs)")
+    elif "factor" in out and not 0 < out["factor"] <= 1:
         raise ValueError(f"factor: {out['factor']} must be in (0, 1]")
     if kind == "storage_slow" and not 0 < out["mbyte_per_s"] <= 100000:
         raise ValueError(f"mbyte_per_s: {out['mbyte_per_s']} must be in (0, 100000]")
@@ -353,6 +361,8 @@ def _apply_hw(hw: dict, kind: str, p: dict, key: str) -> None:
         hw["health"]["gdr"] = False
     elif kind == "storage_slow":
         hw["health"]["io_write_bps"] = int(p["mbyte_per_s"] * 1e6)
+    elif kind == "rank_slow":
+        hw["health"]["cpu_slow_factor"] = p["factor"]  # a record of the fault; the node's cgroup slows it
     else:
         _apply_evidence_fault(hw, kind, p, saved, key)
 
@@ -454,6 +464,8 @@ def _heal_hw(hw: dict, kind: str, p: dict, key: str) -> None:
         hw["health"].pop("gdr", None)
     elif kind == "storage_slow":
         hw["health"].pop("io_write_bps", None)
+    elif kind == "rank_slow":
+        hw["health"].pop("cpu_slow_factor", None)
     else:
         _heal_evidence_fault(hw, kind, p, saved)
 
@@ -522,6 +534,8 @@ def apply(node, kind: str, params: dict) -> None:
         node.set_link_rate(p["fabric"], hw.get("link_mbit", 1000) * p["factor"])
     if kind == "storage_slow":
         node.set_io_limit(int(p["mbyte_per_s"] * 1e6))
+    if kind == "rank_slow":
+        node.set_cpu_limit(p["factor"])
     if FAULTS[kind].hardware:
         _apply_hw(hw, kind, p, key)
         _record(hw, kind, p, True)
@@ -545,6 +559,8 @@ def heal(node, kind: str, params: dict) -> None:
         node.set_link_rate(p["fabric"], float(hw.get("link_mbit", 1000)))
     if kind == "storage_slow":
         node.set_io_limit(None)
+    if kind == "rank_slow":
+        node.set_cpu_limit(None)
     if FAULTS[kind].hardware:
         _heal_hw(hw, kind, p, key)
         _record(hw, kind, p, False)

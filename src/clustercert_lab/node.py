@@ -220,6 +220,28 @@ def apply_io_limit(name: str, device: str, write_bps: int | None) -> int:
     return took
 
 
+CPU_PERIOD_US = 10000  # a short CFS period: a throttled node is slow in every 10 ms, not in bursts of 100 ms
+
+
+def apply_cpu_limit(name: str, factor: float | None) -> int:
+    """Cap node ``name``'s cgroup at 1/``factor`` of one CPU (cgroup v1 cpu.cfs_quota_us/cfs_period_us,
+    or v2 cpu.max; hierarchical: everything below it shares the cap); None lifts it. Returns how many
+    cgroups took it."""
+    took = 0
+    for d in cgroup_dirs(name):
+        quota = int(CPU_PERIOD_US / factor) if factor else None
+        writes = []
+        if (d / "cpu.cfs_quota_us").exists():
+            writes = [(d / "cpu.cfs_period_us", str(CPU_PERIOD_US)), (d / "cpu.cfs_quota_us", str(quota or -1))]
+        elif (d / "cpu.max").exists():
+            writes = [(d / "cpu.max", f"{quota or 'max'} {CPU_PERIOD_US}")]
+        for target, value in writes:
+            with contextlib.suppress(OSError):
+                target.write_text(value)
+                took += 1
+    return took
+
+
 def cgroup_memory_bytes(name: str) -> int | None:
     """Memory charged to the node (v1 memory controller: rss + cache - inactive_file; or cgroup2 memory.current)."""
     for d in cgroup_dirs(name):
@@ -349,6 +371,24 @@ class NodeHandle:
 
             raise LabError(f"{self.name}: no blkio/io cgroup of the node took a write limit on {device} "
                            "(the lab's storage must be on a block device the host's cgroups can throttle)")
+
+    def cpu_limit(self) -> float | None:
+        """The slow-down factor set_cpu_limit last set (None: none)."""
+        with contextlib.suppress(OSError, ValueError):
+            v = json.loads((self.state_dir / "cpu.json").read_text()).get("factor")
+            return float(v) if v else None
+        return None
+
+    def set_cpu_limit(self, factor: float | None) -> None:
+        """Cap (or, with None, release) the node's CPU at 1/``factor`` of one CPU (apply_cpu_limit).
+        Remembered across reboots (prestart applies it again)."""
+        tmp = self.state_dir / "cpu.json.tmp"
+        tmp.write_text(json.dumps({"factor": factor}))
+        tmp.replace(self.state_dir / "cpu.json")
+        if not apply_cpu_limit(self.name, factor) and factor:
+            from clustercert_lab.errors import LabError
+
+            raise LabError(f"{self.name}: no cpu cgroup of the node took a CPU cap (cpu.cfs_quota_us or cpu.max)")
 
     def set_link_rate(self, fabric: int, mbit: float) -> None:
         """Re-shape the node's fabric link (both directions); remembered across reboots."""
@@ -677,6 +717,8 @@ def prestart(h: NodeHandle) -> int:
         d.chmod(0o1777)
     if h.io_limit():
         apply_io_limit(h.name, storage_device(h.lab_dir), h.io_limit())
+    if h.cpu_limit():
+        apply_cpu_limit(h.name, h.cpu_limit())
     mount_root(h, h.config["lowerdirs"])
     nspawn_runtime_cleanup(h, locks=False)
     boots = read_pid(h.state_dir / "boots") or 0

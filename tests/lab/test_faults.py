@@ -101,6 +101,10 @@ CASES = {
     "storage_slow": ({}, "s=$(date +%s%N); dd if=/dev/zero of=/scratch/.cc-dd bs=1M count=8 oflag=direct status=none; "
                          "e=$(date +%s%N); rm -f /scratch/.cc-dd; [ $((e - s)) -gt 2000000000 ] && echo slow || echo fast",
                      "slow", "fast"),
+    # wall time against CPU time of a busy loop: capped at 1/4 of a CPU it waits at least 3/4 of the time
+    "rank_slow": ({}, "python3 -c 'import time; w, c = time.time(), time.process_time(); sum(range(3 * 10 ** 6)); "
+                      "print(\"slow\" if time.time() - w > 2.5 * (time.process_time() - c) else \"fast\")'",
+                  "slow", "fast"),
 }
 
 
@@ -121,7 +125,7 @@ def provisioned(lab, fresh_lab):
 def _read(lab, name: str, kind: str, command: str) -> str:
     if kind == "memlock_limited":  # limits apply to new login sessions (pam_limits): a fresh ssh session
         return lab.ssh(name, command, fresh=True).stdout.strip()
-    if kind == "storage_slow":  # the throttle is the node's cgroup: a login (what a probe uses), not a host-side exec
+    if kind in ("storage_slow", "rank_slow"):  # the throttle is the node's cgroup: a login (what a probe uses), not a host-side exec
         return lab.ssh(name, command, timeout=120).stdout.strip()
     r = lab.handle(name).exec(["bash", "-c", command], timeout=120)
     assert r.returncode == 0, f"{name}: {command}: {r.stderr}"

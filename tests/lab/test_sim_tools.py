@@ -263,6 +263,18 @@ def test_perftest_client_server_over_tcp(sim):
     assert c["rows"][0]["bw_avg_gbit_per_s"] == pytest.approx(196.15, abs=0.006)
 
 
+def test_perftest_help_lists_use_cuda_on_a_gpu_node(sim):
+    """Issue 33: the GPUDirect preflight reads `ib_write_bw --help`; the lab's perftest answers with perftest's
+    usage text, --use_cuda in it (a CUDA build on a node with GPUs), and the preflight lets the GDR probe run."""
+    from clustercert.model.evidence import CommandResult
+    from clustercert.probes import workload
+
+    out = sim.ok("ib_write_bw", "--help")
+    rec = parse("perftest-help", out)
+    assert rec["use_cuda"] and "--report_gbits" in rec["options"], out
+    assert workload.gdr_preflight(CommandResult(0, out, "", False, 0.1, "ib_write_bw --help"), 15) is None
+
+
 def test_perftest_client_without_server_fails_like_perftest(sim):
     r = sim.run("ib_write_bw", "-p", str(_free_port()), "127.0.0.1")
     assert r.returncode == 1

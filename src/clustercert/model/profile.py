@@ -264,6 +264,15 @@ class Ddp(_Strict):
         Field(default_factory=dict)
     timeout_s: Num = Field(default=300, gt=0, le=7200)
     source: str = Field(min_length=5)
+    # probe.ddp_step: the DistributedDataParallel steps' model (an MLP the probe builds: width x depth, batch
+    # rows per rank) and the straggler rule, a rank whose median forward pass takes more than
+    # straggler_ratio x the median of the other node's ranks
+    width: StrictInt = Field(default=1024, ge=8, le=16384)
+    depth: StrictInt = Field(default=4, ge=1, le=64)
+    batch: StrictInt = Field(default=256, ge=1, le=65536)
+    straggler_ratio: Num = Field(default=1.5, gt=1, le=100)
+    straggler_source: str = Field(default="clustercert default: a rank 1.5x slower than its partner node's "
+                                  "median (profile ddp.straggler_ratio)", min_length=5)
 
 
 FsTypes = tuple[Annotated[str, Field(pattern=FSTYPE_RE)], ...]

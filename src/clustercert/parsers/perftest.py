@@ -450,3 +450,24 @@ def parse_perftest_json(text: str) -> dict:
         "cpu_util_percent": _json_num(results.get("CPU_util")),
         "standard_json": standard,
     }
+
+
+_LONG_OPT_RE = re.compile(r"(?:^|\s|,)(--[A-Za-z][\w-]*)")
+
+
+@register("perftest-help", "perftest's usage text (ib_write_bw --help): the long options this build takes")
+def parse_perftest_help(text: str) -> dict:
+    """``ib_write_bw --help``: perftest prints ``Usage:`` then its options, the GPU ones only where it was
+    built with them (``--use_cuda=<cuda device id>`` where cuda_memory_supported(): a build configured
+    with CUDA). Record: ``{"options": [--long, ...], "use_cuda": bool}``. Text without ``Usage:`` and
+    ``Options:`` raises ParseError."""
+    kind = "perftest-help"
+    lines = list(text_lines(kind, text, "perftest's --help output"))
+    if not any(ln.strip() == "Usage:" for ln in lines) or not any(ln.strip() == "Options:" for ln in lines):
+        raise ParseError(kind, "no 'Usage:' and 'Options:' lines (not perftest's usage text)")
+    opts = []
+    for ln in lines:
+        m = _LONG_OPT_RE.search(ln)
+        if m and ln.lstrip().startswith(("-", m.group(1))) and m.group(1) not in opts:
+            opts.append(m.group(1))
+    return {"options": opts, "use_cuda": "--use_cuda" in opts}

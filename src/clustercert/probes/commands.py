@@ -170,6 +170,11 @@ def gdr_perftest_cmd(hca: str, port: int, tcp_port: int, duration: int, gpu: int
                 " -F", f" -F --use_cuda={q(gpu)}", 1))
 
 
+def perftest_help_cmd() -> str:
+    """The GPUDirect preflight: perftest's usage text, which lists --use_cuda only in a build made with CUDA."""
+    return "ib_write_bw --help"
+
+
 def topo_cmd() -> str:
     return "nvidia-smi topo -m"
 
@@ -217,6 +222,11 @@ def ddp_script_args(backend: str, ranks_per_node: int, gpus: int, steps: int, nu
     """The DDP smoke test's arguments: what it checks the launch against (clustercert.remote.ddp_smoke)."""
     return ["--backend", backend, "--nnodes", str(nnodes), "--ranks-per-node", str(ranks_per_node), "--gpus", str(gpus),
             "--steps", str(steps), "--numel", str(numel), "--timeout", f"{timeout_s:g}"]
+
+
+def ddp_train_args(steps: int, width: int, depth: int, batch: int) -> list[str]:
+    """probe.ddp_step's part of the arguments: DDP training steps on a width x depth MLP, ``batch`` rows a rank."""
+    return ["--train-steps", str(steps), "--width", str(width), "--depth", str(depth), "--batch", str(batch)]
 
 
 def ddp_launch_cmd(hosts: list[str], launcher: tuple[str, ...], python: str, text: str, script_args: list[str],

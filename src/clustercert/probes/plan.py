@@ -109,6 +109,7 @@ def node_plan(h, cfg: ProbeSettings) -> NodePlan:
                            cfg.limit, server)
     if gdr:
         cmds["topo"] = (cmd.topo_cmd(), cfg.limit)
+        cmds["gdr_help"] = (cmd.perftest_help_cmd(), min(cfg.limit, 15.0))  # the GPUDirect preflight
     nvlink = cmd.NVLINK_TESTS if "nvlink_aggregate" in th else ()
     if any(k in th for k in NVBW_TESTS) or nvlink:
         cmds["nvbandwidth"] = (cmd.nvbandwidth_cmd(nvlink, any(k in th for k in NVBW_TESTS)), cfg.limit)
@@ -129,6 +130,7 @@ def node_plan(h, cfg: ProbeSettings) -> NodePlan:
         gdr_stages[k].append(f"gdr{i}")
     if gdr_stages:
         gdr_stages[0].append("topo")
+        stage0.append("gdr_help")  # before the GPUDirect loopbacks, beside the host-memory ones
     staged = set(stage0) | {n for st in gdr_stages for n in st}
     stages = ([stage0] if stage0 else []) + gdr_stages + [[n] for n in cmds if n not in staged]
     return NodePlan(th, rails, cmds, stages)

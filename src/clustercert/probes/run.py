@@ -125,11 +125,14 @@ def _node_probes(h, cfg: ProbeSettings, cp: Path, down: set[str] | None, hcas_fr
             out += evaluate.eval_gpu_util(h.name, th["gpu_util_under_load"], prof.gpu.count, res, samples, cfg.limit)
         _charge(out[first:], results.get("nccl"), stage_of["nccl"])
     gdr = gdr_pairs(prof) if "ib_write_bw_gdr_loopback" in th else []
+    no_gdr = workload.gdr_preflight(results.get("gdr_help"), cfg.limit) if gdr else None
     for i, p in enumerate(gdr):
         hca = next(x for x in prof.ib.hcas if x.name == p.hca)
         m = Measurement("ib_write_bw_gdr", h.name, subject=f"GPU{p.gpu}-{p.hca} loopback", fabric=hca.fabric,
                         threshold="ib_write_bw_gdr_loopback")
         m = evaluate.eval_perftest(m, th["ib_write_bw_gdr_loopback"], results.get(f"gdr{i}"), cfg.limit)
+        if no_gdr:  # its perftest cannot put a buffer on a GPU: whatever the run printed, an error with the fix
+            m.error(no_gdr, th["ib_write_bw_gdr_loopback"])
         _charge([m], results.get(f"gdr{i}"), stage_of.get(f"gdr{i}"))
         out.append(m)
     if gdr:
@@ -242,7 +245,7 @@ def pair_probes(a, b, rnd: int, cfg: ProbeSettings, cp: Path, slurm_states: dict
                                  transport=transport))
             out += transport or []
         if plan.ddp:  # last: the job users run, on every rail and GPU as well
-            out.append(ddp_pair(a, b, rnd, cfg, cp, down, slurm_states, io=io))
+            out += ddp_pair(a, b, rnd, cfg, cp, down, slurm_states, io=io)
     return out, down
 
 
@@ -314,8 +317,10 @@ def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str], s
 
 
 def ddp_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, down: set[str], slurm_states: dict | None = None,
-             io=ssh) -> Measurement:
-    """The DDP smoke test across a and b (clustercert.remote.ddp_smoke under torchrun, rendezvous on a):
+             io=ssh) -> list[Measurement]:
+    """The DDP test across a and b (clustercert.remote.ddp_smoke under torchrun, rendezvous on a): the launch
+    and its all_reduce (probe.ddp_allreduce, of the pair) and each node's DDP steps (probe.ddp_step, of the
+    node, its stragglers blamed on it alone);
     an srun step where the inventory says Slurm and Slurm can start one on both nodes now, else torchrun
     over ssh from a. Bounded by the profile's ddp.timeout_s; then whatever the launch left on either node
     (tagged processes, the step) is killed."""
@@ -325,14 +330,15 @@ def ddp_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, down: set[str], slurm
     m = Measurement("ddp_allreduce", a.name, b.name, subject=f"{a.name}+{b.name}, {2 * nproc} ranks", round=rnd,
                     lower_is_better=True, relative=False)
     if down & {a.name, b.name}:
-        return m.error(f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the other "
-                       "probes")
+        return [m.error(f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the other "
+                        "probes")]
     tag = uuid.uuid4().hex[:12]
     slurm, launch = _slurm_launch(a, b, slurm_states, io)
     launch = launch or "torchrun over ssh"
     gpus = prof.gpu.count if ddp.backend == "nccl" else 0
     numel = max(1, int(ddp.tensor_mib * 1048576 // 4))
-    args = cmd.ddp_script_args(ddp.backend, want, gpus, ddp.steps, numel, ddp.timeout_s)
+    args = cmd.ddp_script_args(ddp.backend, want, gpus, ddp.steps, numel, ddp.timeout_s) + cmd.ddp_train_args(
+        ddp.steps, ddp.width, ddp.depth, ddp.batch)
     text = remote.source("ddp_smoke")
     if slurm:
         line = cmd.ddp_srun_cmd([slurm_name(h) for h in (a, b)], addr(a), ddp.launcher, ddp.python, text, args, nproc,
@@ -346,9 +352,14 @@ def ddp_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, down: set[str], slurm
     io.collect_many({h.name: h.connection for h in (a, b)}, {a.name: cleanup, b.name: cleanup}, control_dir=cp)
     m = workload.eval_ddp(a.name, b.name, prof, nproc, r.client, ddp.timeout_s, f"launched with {launch}\n")
     m.round, m.elapsed = rnd, r.client.seconds
+    steps = workload.eval_ddp_step(a.name, b.name, prof, nproc, r.client, ddp.timeout_s)
+    for s in steps:
+        s.round = rnd
     if not r.reachable:
         m.error(f"{a.name} did not answer: {r.error}")
-    return m
+        for s in steps:
+            s.status, s.observed = "error", f"{a.name} did not answer: {r.error}"
+    return [m, *steps]
 
 
 def slurm_launch_states(inv, nodes: list[str], cfg: ProbeSettings, cp: Path) -> dict | None:
@@ -364,11 +375,16 @@ def slurm_launch_states(inv, nodes: list[str], cfg: ProbeSettings, cp: Path) -> 
     return {n: states.get(sn, f"scontrol could not read it ({why})") for n, sn in names.items()}
 
 
+NODE_OWN = frozenset({"ddp_step"})  # measurements of a pair's run that judge one node of it
+
+
 def pair_result(a: str, b: str, rnd: int, ms: list[Measurement], judge) -> PairResult:
     """What a pair's measurements say per channel, as the judge sees them (an error fails its channel)."""
     passed: dict = {}
     detail: dict = {}
     for m in ms:
+        if m.probe in NODE_OWN:  # a node's own finding from the pair's run (its straggler): not the pair's
+            continue
         ok = judge.ok(m)
         passed[m.channel] = passed.get(m.channel, True) and ok
         if not ok and m.channel not in detail:
@@ -440,7 +456,8 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
                                 "tool_s": pair_round_tool_seconds([m for ms, _ in results for m in ms])})
             verdicts = []
             for p, (ms, d) in zip(pairs, results, strict=True):
-                pair_ms.extend(ms)
+                for m in ms:  # a node's own measurement from the pair's run (probe.ddp_step) is the node's finding
+                    (per_node.setdefault(m.a, []) if m.probe in NODE_OWN else pair_ms).append(m)
                 down.update(d)
                 verdicts.append(pair_result(p[0], p[1], rnd.number, ms, judge))
             loop.record(rnd, verdicts, down)

@@ -134,6 +134,29 @@ def eval_nccl_transport(a: str, b: str, profile: Profile, res: CommandResult | N
     return m
 
 
+# ---- GPUDirect preflight: does this node's perftest take --use_cuda ------------------------------------
+
+GDR_FIX = ("install a perftest built with CUDA (the nccl_tools role: nccl_tools_perftest_version set to the "
+           "site mirror's CUDA build, nccl_tools_perftest_cuda: true; docs/provisioning.md)")
+
+
+def gdr_preflight(res: CommandResult | None, timeout: float) -> str | None:
+    """Why ib_write_bw --use_cuda cannot be judged on this node (None: its perftest takes --use_cuda):
+    ``ib_write_bw --help`` did not run or printed no usage text, or its usage lists no --use_cuda (a
+    perftest built without CUDA, as the distributions ship it), with the fix."""
+    why = _why(res, timeout)
+    if why:
+        return f"GPUDirect preflight (ib_write_bw --help): {why}"
+    try:
+        rec = parse("perftest-help", res.stdout + "\n" + res.stderr)
+    except ParseError as exc:
+        return f"GPUDirect preflight: ib_write_bw --help printed no usage text ({exc})"
+    if not rec["use_cuda"]:
+        return ("this node's perftest was built without CUDA: ib_write_bw --help lists no --use_cuda, so "
+                f"GPUDirect RDMA cannot be measured; {GDR_FIX}")
+    return None
+
+
 # ---- NVLink: per GPU, both directions --------------------------------------------------------------
 
 def _per_gpu_total(tc: dict, into: bool) -> dict[str, float]:
@@ -318,3 +341,69 @@ def eval_ddp(a: str, b: str, profile: Profile, nproc: int, res: CommandResult | 
                   f"{(r0.get('allreduce') or {}).get('bytes')} B gave {(r0.get('allreduce') or {}).get('expected'):g} on "
                   f"every rank; median step {m.value:g} ms")
     return m
+
+
+# ---- probe.ddp_step: DistributedDataParallel steps, stragglers --------------------------------------------
+
+def _node_of(r: dict, nodes: tuple[str, str]) -> str | None:
+    """The inventory node a rank ran on: torchrun's GROUP_RANK (its --node_rank) indexes the launch's nodes."""
+    try:
+        i = int((r.get("env") or {}).get("GROUP_RANK"))
+    except (TypeError, ValueError):
+        return None
+    return nodes[i] if 0 <= i < len(nodes) else None
+
+
+def eval_ddp_step(a: str, b: str, profile: Profile, nproc: int, res: CommandResult | None,
+                  timeout: float) -> list[Measurement]:
+    """One measurement per node of the launch: its ranks' DistributedDataParallel steps (forward, backward
+    with the gradient buckets all-reduced, optimizer step). The value judged is the node's slowest rank's
+    median forward pass (the rank's own work: backward waits for every rank's gradients, so whole steps
+    take the same time everywhere) over the median of the OTHER node's ranks: in a pair half the ranks are
+    the slow node's own, and the median of all would be pulled halfway to them. A ratio above the profile's
+    ddp.straggler_ratio is a straggler, blamed on its node only. Where the ranks did not all report their
+    steps (missing output, a rank that never finished, the launch's timeout) both nodes are errors: the one
+    cannot be judged, the other has nothing whole to be judged against."""
+    ddp, nodes = profile.ddp, (a, b)
+    k = ddp.straggler_ratio
+    expected = (f"every rank's median forward pass <= {k:g} x the median of the other node's ranks "
+                f"({ddp.straggler_source})")
+    why = _why(res, timeout)
+    text = "" if res is None else res.stdout + "\n" + res.stderr
+    try:
+        rec = parse("ddp-smoke", text) if text.strip() else None
+    except ParseError:
+        rec = None
+    ranks = rec["ranks"] if rec else []
+    per: dict[str, list[dict]] = {n: [] for n in nodes}
+    for r in ranks:
+        n = _node_of(r, nodes)
+        steps = (r.get("ddp") or {}).get("forward_ms") or []
+        if n is not None and steps:
+            per[n].append({**r, "_fwd": statistics.median(steps)})
+    out = []
+    for n in nodes:
+        m = Measurement("ddp_step", n, subject=f"{n} in {a}+{b}, DDP steps", relative=False, lower_is_better=True,
+                        expected=expected, unit="ratio")
+        mine, other = per[n], per[b if n == a else a]
+        m.evidence = "\n".join(
+            f"rank {r.get('rank')} {r.get('host')} ({n}): forward median {r['_fwd']:g} ms, steps "
+            f"{r['ddp'].get('step_ms')}, {r['ddp'].get('dtype')} on {r['ddp'].get('device')}, loss "
+            f"{r['ddp'].get('loss_first'):g} -> {r['ddp'].get('loss_last'):g}" for r in mine)[:2000] or _excerpt(res)
+        if why or len(mine) < nproc or len(other) < nproc:  # judged only against a partner whose ranks all reported
+            short = ", ".join(f"{x}: {len(per[x])} of {nproc} ranks" for x in nodes if len(per[x]) < nproc)
+            m.status = "error"
+            m.observed = "; ".join(x for x in (why, f"DDP steps not reported ({short})" if short else "") if x) \
+                or "no DDP step times"
+            out.append(m)
+            continue
+        base = statistics.median(r["_fwd"] for r in other)
+        worst = max(mine, key=lambda r: r["_fwd"])
+        ratio = worst["_fwd"] / base if base > 0 else float("inf")
+        m.value = round(ratio, 3)
+        m.status = "pass" if ratio <= k else "fail"
+        m.observed = (f"slowest rank {worst.get('rank')}: forward {worst['_fwd']:g} ms median over "
+                      f"{len(worst['ddp']['forward_ms'])} steps, {ratio:.2f} x the other node's median "
+                      f"{base:g} ms" + (" (a straggler)" if ratio > k else ""))
+        out.append(m)
+    return out

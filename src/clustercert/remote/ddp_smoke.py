@@ -1,12 +1,19 @@
-"""The DDP smoke test: what one rank of ``torchrun`` runs (clustercert's probe.ddp_allreduce).
+"""The DDP test: what one rank of ``torchrun`` runs (clustercert's probe.ddp_allreduce and probe.ddp_step).
 
 Started by torchrun on every node of the launch, one process per rank, as ``python3 -c <this text> ARGS``
 (``torchrun --no_python``): it initialises torch.distributed from torchrun's environment (MASTER_ADDR,
 MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), checks the world size, the ranks and the
 local ranks against what the profile expects (and, for a GPU backend, one GPU per process: the node's
 GPU count), all-reduces a tensor filled with ``rank + 1`` ``--steps`` times, checks that every element
-came back as ``world * (world + 1) / 2`` and times each step. Every figure it reports comes from torch
-itself (torch.__version__, torch.distributed.get_world_size/get_rank/get_backend, the tensor's values).
+came back as ``world * (world + 1) / 2`` and times each step. Then (``--train-steps`` > 0) it trains: a
+small MLP it builds itself (no download; ``--width``, ``--depth``, seeded so every rank starts alike) wrapped
+in ``torch.nn.parallel.DistributedDataParallel`` (gradient buckets all-reduced during backward), forward +
+backward + SGD step on a batch of its own (``--batch``), bf16 autocast on a GPU that supports it, float32
+on the CPU. Each step is timed in two parts: the forward pass, which is the rank's own work (no collective:
+broadcast_buffers=False), and the whole step (backward waits for the slowest rank's gradients); after the
+last step the ranks compare a checksum of their parameters (DDP keeps the replicas identical). Every figure
+it reports comes from torch itself (torch.__version__, torch.distributed.get_world_size/get_rank/get_backend,
+the tensors' values, time.perf_counter around synchronised steps).
 
 Each rank prints one line, ``CLUSTERCERT_DDP <json>``, and exits 0 when it found nothing wrong, 1 when
 it did (the line's ``problems`` say what), 2 when torch.distributed could not start (``error``), 3 when
@@ -35,6 +42,10 @@ def _args(argv):
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--numel", type=int, default=1 << 20)
     p.add_argument("--timeout", type=float, default=120.0, help="init_process_group and collective timeout (s)")
+    p.add_argument("--train-steps", type=int, default=0, help="DDP training steps after a warm-up one (0: none)")
+    p.add_argument("--width", type=int, default=256)
+    p.add_argument("--depth", type=int, default=4)
+    p.add_argument("--batch", type=int, default=64)
     return p.parse_args(argv)
 
 
@@ -67,6 +78,58 @@ def _problems(args, report, gathered):
     if len(by_host) != args.nnodes:
         out.append(f"ranks on {len(by_host)} hosts ({', '.join(sorted(by_host))}), expected {args.nnodes} nodes")
     return out
+
+
+def _train(torch, dist, args, device):
+    """DDP steps on a small MLP: per step the forward time (the rank's own work) and the whole step's."""
+    torch.manual_seed(0)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
+    layers = []
+    for _ in range(args.depth):
+        layers += [torch.nn.Linear(args.width, args.width), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(args.width, 1)).to(device)
+    on_gpu = device != "cpu"
+    ddp = torch.nn.parallel.DistributedDataParallel(
+        model, device_ids=[torch.cuda.current_device()] if on_gpu else None, broadcast_buffers=False)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    gen = torch.Generator().manual_seed(1 + dist.get_rank())  # each rank its own shard of data
+    x = torch.randn(args.batch, args.width, generator=gen).to(device)
+    y = torch.randn(args.batch, 1, generator=gen).to(device)
+    bf16 = on_gpu and torch.cuda.is_bf16_supported()
+
+    def sync():
+        if on_gpu:
+            torch.cuda.synchronize()
+
+    forward_ms, step_ms, losses = [], [], []
+    for step in range(args.train_steps + 1):  # the first is a warm-up (DDP builds its buckets), not timed
+        sync()
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        if bf16:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = torch.nn.functional.mse_loss(ddp(x).float(), y)
+        else:
+            loss = torch.nn.functional.mse_loss(ddp(x), y)
+        sync()
+        t1 = time.perf_counter()
+        loss.backward()  # DDP's hooks all-reduce the gradient buckets here
+        opt.step()
+        sync()
+        t2 = time.perf_counter()
+        if step:
+            forward_ms.append(round((t1 - t0) * 1000.0, 3))
+            step_ms.append(round((t2 - t0) * 1000.0, 3))
+            losses.append(float(loss.item()))
+    with torch.no_grad():
+        checksum = torch.stack([p.double().sum() for p in model.parameters()]).sum().reshape(1)
+    lo, hi = checksum.clone(), checksum.clone()
+    dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+    dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+    return {"steps": args.train_steps, "forward_ms": forward_ms, "step_ms": step_ms, "loss_first": losses[0],
+            "loss_last": losses[-1], "dtype": "bfloat16" if bf16 else "float32", "device": device,
+            "params": sum(p.numel() for p in model.parameters()),
+            "checksum_min": float(lo.item()), "checksum_max": float(hi.item()),
+            "replicas_in_sync": float(lo.item()) == float(hi.item())}
 
 
 def main(argv=None):
@@ -130,6 +193,12 @@ def main(argv=None):
         if not ok:
             report["problems"].append(f"all_reduce of rank+1 over {world} ranks gave {got_min:g}..{got_max:g}, "
                                       f"expected {expected:g}")
+        if args.train_steps > 0:
+            report["ddp"] = _train(torch, dist, args, device)
+            if not report["ddp"]["replicas_in_sync"]:
+                report["problems"].append(f"parameters differ between ranks after {args.train_steps} DDP steps "
+                                          f"(checksums {report['ddp']['checksum_min']:g}.."
+                                          f"{report['ddp']['checksum_max']:g})")
         dist.barrier()
         dist.destroy_process_group()
     except Exception as exc:  # noqa: BLE001 - said in the report

@@ -33,6 +33,7 @@ NCCL_LAB = "tests/certify/test_nccl_pair_lab.py"
 DRIFT_LAB = "tests/drift/test_drift_lab.py"
 TRAINING_LAB = f"{CERTIFY_LAB}::test_training_faults_fail_their_checks_on_their_node_only"
 DDP_LAB = f"{CERTIFY_LAB}::test_ddp_smoke_test_runs_real_pytorch_and_names_a_wrong_launch"
+DDP_STEP_LAB = f"{CERTIFY_LAB}::test_rank_slow_is_a_straggler_on_its_node_only"
 
 
 @dataclass(frozen=True)
@@ -332,6 +333,14 @@ def _probes() -> tuple[Entry, ...]:
               note="no lab fault kind breaks PyTorch; the lab test " + DDP_LAB.partition("::")[2] + " launches it with "
                    "a wrong --nproc_per_node (clustercert_ddp_nproc_per_node) and asserts the fail that names the "
                    "mismatch"),
+        Entry("probe.ddp_step", "probe", "the same torchrun launch trains: DistributedDataParallel on a small MLP "
+              "the probe builds (forward, backward with the gradient buckets all-reduced, SGD step; bf16 on a GPU "
+              "that supports it), the replicas' parameters equal after the steps, and no rank's median forward "
+              "pass is more than ddp.straggler_ratio x the median of the other node's ranks (a straggler is the "
+              "finding of its node alone; a node whose ranks did not all report their steps, or a launch that "
+              "timed out, is an error)", cmd["ddp_allreduce"],
+              ("ddp.steps", "ddp.width", "ddp.depth", "ddp.batch", "ddp.straggler_ratio"),
+              proofs=(Proof("rank_slow", {}, "fail", DDP_STEP_LAB),)),
     )
 
 

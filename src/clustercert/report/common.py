@@ -25,6 +25,7 @@ PROBE_LABEL = {
     "ib_write_bw_gdr": "ib_write_bw --use_cuda (GPUDirect RDMA bandwidth)",
     "nccl_transport": "NCCL transport (NET/IB with GDRDMA)",
     "ddp_allreduce": "DDP smoke test (torchrun all_reduce step)",
+    "ddp_step": "DDP training steps (stragglers)",
 }
 
 # Above this many nodes the checks x nodes table, the per-node bars, the versions table, the evidence

@@ -171,11 +171,37 @@ def _report_lat(tool: str, o: dict, hca: dict, port: dict, typ: float, local: st
     return "\n".join(lines) + "\n"
 
 
+def usage(tool: str, hw: dict) -> str:
+    """perftest's usage text (its usage() in src/perftest_parameters.c, the options the simulator takes), with
+    the --use_cuda lines a perftest built with CUDA prints: the lab's perftest is such a build on a node with
+    GPUs (its CUDA memory is the simulated GPUs')."""
+    lines = ["Usage:", f"  {tool}            start a server and wait for connection",
+             f"  {tool} <host>     connect to server at <host>", "", "Options:",
+             "  -a, --all  Run sizes from 2 till 2^23",
+             "  -d, --ib-dev=<dev>  Use IB device <dev> (default first device found)",
+             "  -D, --duration  Run test for a customized period of seconds.",
+             "  -F, --CPU-freq  Do not show a warning even if cpufreq_ondemand module is loaded, and cpu-freq is not on max.",
+             "  -h, --help  Show this help screen.",
+             "  -i, --ib-port=<port>  Use port <port> of IB device (default 1)",
+             "  -n, --iters=<iters>  Number of exchanges (at least 5, default 5000)",
+             "  -p, --port=<port>  Listen on/connect to port <port> (default 18515)",
+             "  -V, --version  Display version number", "",
+             "      --report_gbits  Report Max/Average BW of test in Gbit/sec (instead of MiB/sec)"]
+    if hw.get("gpus"):
+        lines += ["      --use_cuda=<cuda device id> Use CUDA specific device for GPUDirect RDMA testing",
+                  "      --use_cuda_bus_id=<cuda full BUS id> Use CUDA specific device, based on its full PCIe "
+                  "address, for GPUDirect RDMA testing"]
+    return "\n".join(lines) + "\n\n"
+
+
 def main(tool: str, argv: list[str]) -> int:
     hw = common.load_hw()
     common.hang_if_configured(tool, hw)
     if "--version" in argv or "-V" in argv:
         common.out(f"Version: 6.22 ({common.BANNER})\n")
+        return 0
+    if "--help" in argv or "-h" in argv:
+        common.out(usage(tool, hw))
         return 0
     o = parse_args(argv)
     hca = find_hca(hw, o["dev"])
