@@ -244,7 +244,7 @@ def test_pair_probes_run_nccl_after_the_perftests_and_the_ddp_test_last(monkeypa
     by_probe = {m.probe: m for m in ms}
     assert by_probe["nccl_allreduce"].status == "pass" and not down
     # the fake NCCL printed no NCCL_DEBUG=INFO lines, the fake torchrun nothing of the test: errors, not passes
-    assert by_probe["nccl_transport"].status == "error" and ms[-1].probe == "ddp_allreduce" and ms[-1].status == "error"
+    assert by_probe["nccl_transport"].status == "error" and ms[-1].probe == "ddp_step" and ms[-1].status == "error"
     assert " -x NCCL_DEBUG=INFO " in next(line for t, line in seen if t == "mpirun")
     cfg = ProbeSettings(2, 20, only=frozenset({"ib_write_bw"}))
     seen.clear()

@@ -19,7 +19,7 @@ KINDS = {
     "container_runtime_unconfigured", "memlock_limited", "clock_unsynced", "node_down", "probe_hang", "package_drift",
     "nvlink_crc_errors", "hca_moved", "pcie_device_missing", "hca_firmware_odd", "gpu_vbios_odd", "gpu_fabric_degraded",
     "gpu_swapped",
-    "gdr_disabled", "mount_missing", "storage_slow",
+    "gdr_disabled", "mount_missing", "storage_slow", "rank_slow",
 }
 PARAM_NAMES = {"gpu", "hca", "port", "fabric", "slave", "factor", "rate", "xid", "package", "version", "tool",
                "mbyte_per_s"}
@@ -47,6 +47,9 @@ class FakeNode:
 
     def set_io_limit(self, write_bps):
         self.calls.append(("set_io_limit", write_bps))
+
+    def set_cpu_limit(self, factor):
+        self.calls.append(("set_cpu_limit", factor))
 
     def init_pid(self):
         return None  # not running: nothing shows a change, nothing to wait for
@@ -141,6 +144,8 @@ def test_hardware_fault_changes_hw_and_heal_restores_it(kind, hw, tmp_path):
         assert after["health"]["io_write_bps"] == 2000000
     if kind == "gdr_disabled":
         assert after["health"]["gdr"] is False
+    if kind == "rank_slow":  # the node's CPU capped and released
+        assert node.calls == [("set_cpu_limit", 4.0), ("set_cpu_limit", None)]
 
 
 def test_two_faults_of_one_kind_heal_independently(hw, tmp_path):

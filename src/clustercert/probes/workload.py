@@ -13,7 +13,15 @@ from clustercert.model.evidence import CommandResult
 from clustercert.model.profile import Profile, Threshold
 from clustercert.parsers import ParseError, parse
 from clustercert.probes.commands import NVLINK_TESTS
-from clustercert.probes.evaluate import Measurement, _excerpt, _outcome, _why, bound_text, host_of, judge_value
+from clustercert.probes.evaluate import (
+    Measurement,
+    _excerpt,
+    _outcome,
+    _why,
+    bound_text,
+    host_of,
+    judge_value,
+)
 
 # nvidia-smi topo -m link types from nearest to farthest (NV# is GPU-GPU only)
 TOPO_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
