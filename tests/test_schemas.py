@@ -161,7 +161,7 @@ def test_certify_run_prints_its_document_and_writes_prom(tmp_path, capsys, monke
     certificate.init_key(Path(os.environ["CLUSTERCERT_HOME"]))
     nodes = ["gpu01", "gpu02"]
     monkeypatch.setattr(check_run, "validate_nodes", lambda inv, comps, forks, *a, **k: _validation(nodes))
-    monkeypatch.setattr(probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False, io=None: _outcome(nodes))
+    monkeypatch.setattr(probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False, io=None, **_: _outcome(nodes))
     prom = tmp_path / "certify.prom"
     doc = check(run_json(capsys, "certify", "-i", "sample:h100", "-l", "gpu01:gpu02", "--out", str(tmp_path / "cert"),
                          "--format", "json", "--prom", str(prom), rc=1), "certify")
@@ -197,7 +197,7 @@ def test_certify_times_each_node_and_link_and_junit_charges_them(tmp_path, capsy
     outcome = _outcome(nodes)
     outcome.pairs[0].elapsed = 2.05  # ib_write_bw ran 2.05 s; iperf3 was not run (its path was not reachable)
     monkeypatch.setattr(check_run, "validate_nodes", lambda inv, comps, forks, *a, **k: results)
-    monkeypatch.setattr(probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False, io=None: outcome)
+    monkeypatch.setattr(probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False, io=None, **_: outcome)
     out = tmp_path / "cert"
     doc = check(run_json(capsys, "certify", "-i", "sample:h100", "-l", "gpu01:gpu02", "--out", str(out),
                          "--format", "json", rc=1), "certify")
@@ -222,7 +222,7 @@ def test_certify_times_each_node_and_link_and_junit_charges_them(tmp_path, capsy
 def test_probe_run_prints_its_document(capsys, monkeypatch):
     from clustercert.probes import run as probe_run
 
-    monkeypatch.setattr(probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False, io=None: _outcome(names))
+    monkeypatch.setattr(probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False, io=None, **_: _outcome(names))
     doc = check(run_json(capsys, "probe", "-i", "sample:h100", "--probes", "ib_write_bw,iperf3", "--format", "json",
                          rc=1), "probe")
     assert doc["probes"] == ["ib_write_bw", "iperf3"] and doc["rounds"] == 1 and len(doc["links"]) == 2

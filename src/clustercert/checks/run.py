@@ -76,7 +76,7 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
                    selected: set[str] | None = None,
                    nvlink_baseline: dict[str, dict[str, dict[str, int]]] | None = None,
                    keep_outputs: bool = True, after_node: Callable[[], None] | None = None,
-                   io=ssh) -> dict[str, NodeResult]:
+                   io=ssh, progress: Callable[..., None] | None = None) -> dict[str, NodeResult]:
     """Collect and evaluate every node; then the cluster-wide checks over every reachable node's evidence;
     with ``disruptive``, then run the components' disruptive tests (the bond failover test) node by node.
     ``selected``: report only these check ids (the components still run whole: the failover test needs
@@ -85,7 +85,8 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
     is taken from its evidence; without ``keep_outputs`` each node's raw command outputs are then dropped but
     for KEPT_OUTPUTS (certify: at fleet scale they were most of the controller's memory; validate --out keeps
     them, it writes them). ``after_node``: called after each node's evaluation (certify settles its memory).
-    ``io``: the collect layer (the collect.ssh module, or --backend slurm's collect.srun.SlurmBackend)."""
+    ``io``: the collect layer (the collect.ssh module, or --backend slurm's collect.srun.SlurmBackend).
+    ``progress``: told as the collection begins and as each node's ends (clustercert.report.progress.RunProgress)."""
     comps = components(comp_names)
     contexts = {name: host_context(h) for name, h in inv.hosts.items()}
     for name, counters in (nvlink_baseline or {}).items():
@@ -101,6 +102,8 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
         certificate need of its raw outputs taken, so that (without ``keep_outputs``) they can go now."""
         if not ev.reachable:
             results[name] = NodeResult(name, "unreachable", [], ev.error, ev)
+            if progress is not None:
+                progress("node", name=name, status="unreachable")
             return ev
         ctx = contexts[name]
         with one_parse_per_output():  # the node's outputs parsed once each, whichever checks read them
@@ -117,7 +120,12 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
             ev.results = {k: v for k, v in ev.results.items() if k in KEPT_OUTPUTS}
         if after_node is not None:
             after_node()
+        if progress is not None:
+            progress("node", name=name, status=node_verdict(findings))
         return ev
+
+    if progress is not None:
+        progress("nodes", phase="validate", names=list(inv.hosts), forks=forks)
 
     evidence = io.collect_many({n: h.connection for n, h in inv.hosts.items()}, commands_for, forks=forks,
                             control_dir=paths.control_dir(), each=take)

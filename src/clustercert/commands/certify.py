@@ -28,6 +28,7 @@ from clustercert.record.store import Store
 from clustercert.report import prom
 from clustercert.report.documents import certify_document
 from clustercert.report.files import write_reports
+from clustercert.report.progress import RunProgress, wanted
 from clustercert.report.terminal import print_certify
 
 
@@ -49,15 +50,15 @@ def _certify(args, inv, store: Store, out_dir: Path, signing_key, pub_path: Path
                                                                "backend": args.backend})
     forks = args.forks or 25
     settle()
-    with backend.opened(inv, args.backend) as io:
+    with RunProgress("certify", wanted(args.format)) as progress, backend.opened(inv, args.backend) as io:
         t_validate = time.monotonic()
         validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks, keep_outputs=False,
-                                              after_node=settle_every(), io=io)
+                                              after_node=settle_every(), io=io, progress=progress)
         validate_s = round(time.monotonic() - t_validate, 2)
         settle()
         reachable = [n for n, r in sorted(validation.items()) if r.verdict != "unreachable"]
         outcome = probe_run.run(inv, reachable, ProbeSettings(args.probe_seconds, args.probe_timeout),
-                                ThresholdJudge.for_inventory(inv), forks, args.all_pairs, io=io)
+                                ThresholdJudge.for_inventory(inv), forks, args.all_pairs, io=io, progress=progress)
     settle()
     cert = certificate_body(inv, validation, outcome, started, validate_s, consume=True)  # empties validation
     if args.drain == "slurm":  # after the verdicts, before signing: what was done is part of the certificate

@@ -21,6 +21,7 @@ from clustercert.record.results import probe_nodes
 from clustercert.record.runlock import inventory_lock
 from clustercert.record.store import Store
 from clustercert.report import documents
+from clustercert.report.progress import RunProgress, wanted
 from clustercert.report.terminal import print_probe
 
 
@@ -47,8 +48,9 @@ def run(args) -> int:
         run_id = paths.new_run_id()
         store.start_run(run_id, "probe", str(inv.source), {"limit": args.limit, "probes": sorted(selected or []),
                                                              "all_pairs": args.all_pairs})
-        out = probe_run.run(inv, names, ProbeSettings(args.probe_seconds, args.probe_timeout, selected),
-                            ThresholdJudge.for_inventory(inv), args.forks or 25, args.all_pairs)
+        with RunProgress("probe", wanted(args.format)) as progress:
+            out = probe_run.run(inv, names, ProbeSettings(args.probe_seconds, args.probe_timeout, selected),
+                                ThresholdJudge.for_inventory(inv), args.forks or 25, args.all_pairs, progress=progress)
         nodes = probe_nodes(names, out)
         links = [m.link_record() for m in out.pairs]
         verdict = cluster_verdict(nodes, links)

@@ -18,6 +18,7 @@ from clustercert.record.store import Store
 from clustercert.report import catalogue, prom
 from clustercert.report.documents import validate_document
 from clustercert.report.files import write_validate_junit, write_validate_out
+from clustercert.report.progress import RunProgress, wanted
 from clustercert.report.terminal import print_validate, summary_table
 
 
@@ -34,8 +35,9 @@ def run(args) -> int:
                                                            "limit": args.limit, "disruptive": args.disruptive,
                                                            "backend": args.backend})
     t0 = time.monotonic()
-    with backend.opened(inv, args.backend) as io:
-        results = check_run.validate_nodes(inv, comp_names, args.forks or 25, args.disruptive, ids, io=io)
+    with RunProgress("validate", wanted(args.format)) as progress, backend.opened(inv, args.backend) as io:
+        results = check_run.validate_nodes(inv, comp_names, args.forks or 25, args.disruptive, ids, io=io,
+                                           progress=progress)
     wall_s = time.monotonic() - t0
     verdict = "pass" if all(r.verdict == "pass" for r in results.values()) else "fail"
     store.finish_run(run_id, verdict, {n: r.to_json() | {"detail": r.detail} for n, r in results.items()})

@@ -394,10 +394,19 @@ def pair_result(a: str, b: str, rnd: int, ms: list[Measurement], judge) -> PairR
 
 # ---- the run ---------------------------------------------------------------------------------------
 
+def _worst(ms: list[Measurement]) -> str:
+    """For the progress display: fail, error or pass."""
+    statuses = {m.status for m in ms}
+    return next((s for s in ("fail", "error") if s in statuses), "pass")
+
+
 def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs: bool = False,
-        io=ssh) -> ProbeOutcome:
+        io=ssh, progress=None) -> ProbeOutcome:
     """Every probe on ``nodes`` (their own, then the pair rounds), judged by ``judge``; concurrency
-    bounded by ``forks`` throughout. ``io``: the collect layer (a fake in the tests)."""
+    bounded by ``forks`` throughout. ``io``: the collect layer (a fake in the tests). ``progress``: told as
+    the node probes and each pair round begin, and as each node and pair ends
+    (clustercert.report.progress.RunProgress)."""
+    tell = progress or (lambda kind, **ev: None)
     cp = paths.control_dir()
     hosts = inv.hosts
     t0 = time.monotonic()
@@ -436,10 +445,15 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
         # (MaxSessions - 2) until their clients come, and reading Slurm needs one of them
         slurm_states = None if getattr(io, "job_id", None) else slurm_launch_states(inv, list(nodes), cfg, cp)
         if cfg.node_probes:
+            tell("nodes", phase="node probes", names=list(nodes), forks=forks)
+
+            def one_node(n: str) -> list[Measurement]:
+                ms = node_probes(hosts[n], cfg, cp, down, hcas_free, io=io, why_down=why_down)
+                tell("node", name=n, status="unreachable" if n in down else _worst(ms))
+                return ms
+
             with ThreadPoolExecutor(max_workers=min(forks, len(nodes) or 1)) as ex:
-                per_node = dict(zip(nodes, ex.map(lambda n: node_probes(hosts[n], cfg, cp, down, hcas_free, io=io,
-                                                                              why_down=why_down),
-                                                  nodes), strict=True))
+                per_node = dict(zip(nodes, ex.map(one_node, nodes), strict=True))
         node_wall = time.monotonic() - t0
         loop.node_bad = {n for n, ms in per_node.items() if any(m.status in ("fail", "error") for m in ms)}
         loop.down |= down
@@ -448,10 +462,17 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
             t_round = time.monotonic()
             pairs = [p for p in rnd.pairs if not set(p) & down]
             k, this = rnd.number, rnd
+            tell("round", number=k, most=len(loop._circle) if loop._circle is not None else loop.max_rounds,
+                 pairs=pairs, question=rnd.question, forks=forks)
+
+            def one_pair(p, k=k, this=this):
+                out = pair_probes(hosts[p[0]], hosts[p[1]], k, cfg, cp, slurm_states, plans.get(p) if k == 1 else None,
+                                  io=io, channels=this.channels(*p))
+                tell("pair", a=p[0], b=p[1], status=_worst(out[0]))
+                return out
+
             with ThreadPoolExecutor(max_workers=min(forks, len(pairs) or 1)) as ex:
-                results = list(ex.map(lambda p, k=k, this=this: pair_probes(
-                    hosts[p[0]], hosts[p[1]], k, cfg, cp, slurm_states, plans.get(p) if k == 1 else None, io=io,
-                    channels=this.channels(*p)), pairs))
+                results = list(ex.map(one_pair, pairs))
             round_times.append({"round": rnd.number, "wall_s": round(time.monotonic() - t_round, 2),
                                 "tool_s": pair_round_tool_seconds([m for ms, _ in results for m in ms])})
             verdicts = []

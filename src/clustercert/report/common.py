@@ -321,3 +321,57 @@ def duration(cert: dict) -> str:
     h, rem = divmod(int(seconds(cert)), 3600)
     m, s = divmod(rem, 60)
     return f"{h}h {m:02d}m {s:02d}s" if h else f"{m}m {s:02d}s"
+
+
+# ---- what did not pass: the table every report opens with --------------------------------------------
+
+_NODE_RANK = {"fail": 0, "error": 1, "unreachable": 2}
+
+
+def not_passing(nodes: dict) -> list[dict]:
+    """The nodes that did not pass, each with why: ``nodes`` is the certificate's ``nodes`` (name ->
+    verdict, findings as dicts, detail). Per node {"node", "verdict", "check", "why", "more"}: the first
+    finding with the node's verdict (fail, else error) in the evaluators' order, its "subject: expected X,
+    observed Y" (an error: what it observed), and how many other checks did not pass either; an unreachable
+    node's reason is its detail. Failing nodes first, then erroring, then unreachable; by name within each."""
+    rows = []
+    for name, node in nodes.items():
+        verdict = str(node.get("verdict"))
+        if verdict == "pass":
+            continue
+        findings = node.get("findings") or []
+        if verdict == "unreachable":
+            rows.append({"node": name, "verdict": verdict, "check": "", "more": 0,
+                         "why": clean(node.get("detail")) or "unreachable"})
+            continue
+        want = verdict if verdict in ("fail", "error") else "fail"
+        first = next((f for f in findings if f.get("status") == want), None) or \
+            next((f for f in findings if f.get("status") in ("fail", "error")), None)
+        bad_checks = {str(f.get("check")) for f in findings if f.get("status") in ("fail", "error")}
+        if first is None:
+            rows.append({"node": name, "verdict": verdict, "check": "", "more": 0,
+                         "why": clean(node.get("detail")) or "no check could run"})
+            continue
+        if first.get("status") == "error":
+            subj = f"{first.get('subject')}: " if first.get("subject") else ""
+            why = subj + (clean(first.get("observed")) or "could not run")
+        else:
+            why = eo(first)
+        rows.append({"node": name, "verdict": verdict, "check": str(first.get("check")), "why": why,
+                     "more": len(bad_checks - {str(first.get("check"))})})
+    rows.sort(key=lambda r: (_NODE_RANK.get(r["verdict"], 1), natural(r["node"])))
+    return rows
+
+
+def more_text(n: int) -> str:
+    return f"+{n} more failing check{'s' if n != 1 else ''}" if n else ""
+
+
+def not_passing_title(cert_nodes: dict, rows: list[dict]) -> str:
+    """"Did not pass: 2 of 8 nodes (1 fail, 1 unreachable)" or "Every node passed (8 nodes)"."""
+    total = len(cert_nodes)
+    if not rows:
+        return f"Every node passed ({total} node{'s' if total != 1 else ''})"
+    c = Counter(r["verdict"] for r in rows)
+    parts = ", ".join(f"{c[v]} {v}" for v in sorted(c, key=lambda v: _NODE_RANK.get(v, 1)))
+    return f"Did not pass: {len(rows)} of {total} node{'s' if total != 1 else ''} ({parts})"

@@ -4,6 +4,10 @@ The page loads nothing (inline CSS and SVG, no script, no remote resource; a Con
 forbids loading any) and every string from the certificate is escaped by Jinja2: evidence is untrusted
 tool output. Control characters are shown as \\xNN.
 
+Order. The page opens (under its header) with one table: the nodes that did not pass, each with its
+first failing check and what it observed (an unreachable node: why), failing nodes first; then the counts,
+localisation, the rounds and the rest.
+
 Sizes. Pair results are drawn as what was measured, per round: the measurements that did not pass
 first, each in words ("212.4 Gb/s, below the floor of 320 Gb/s"), then, up to COMPACT_PAIRS_NODES
 nodes, a pairs x channels matrix (every cell a measurement), above that a per-channel summary and the
@@ -54,8 +58,11 @@ from clustercert.report.common import (
     link_groups,
     link_threshold,
     loc_subject,
+    more_text,
     natural,
     node_names,
+    not_passing,
+    not_passing_title,
     num,
     standing,
     text_on,
@@ -72,6 +79,7 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 EVIDENCE_MAX_CHARS = 32_000  # one evidence block; the certificate has the whole text
 CLOSEST_SHOWN = 5            # collapsed bars: this many passing values nearest their threshold stay
 LINK_EVIDENCE_SHOWN = 200    # above COLLAPSE_NODES: the tool output of this many links that did not pass
+FIRST_TABLE_ROWS = 100       # the page's first table: this many nodes that did not pass, then a count
 _RANK = {"fail": 0, "error": 1, "pass": 2, "skip": 3}
 
 
@@ -134,6 +142,21 @@ def _header(cert: dict) -> dict:
                  ("clustercert", v.get("clustercert")), ("ansible-core", v.get("ansible-core")),
                  ("signed by", fingerprint_of(cert) or "unsigned")],
     }
+
+
+def _first(cert: dict) -> dict:
+    """The table the page opens with: the nodes that did not pass and why (the first failing check and what it
+    observed; an unreachable node's reason), then a line on the link measurements that did not pass."""
+    nodes = cert.get("nodes") or {}
+    rows = not_passing(nodes)
+    bad_links = [lk for lk in cert.get("links") or [] if lk.get("status") != "pass"]
+    loc_links = sum(1 for item in cert.get("localisation") or [] if "link" in item)
+    links = ""
+    if bad_links:
+        links = (f"{len(bad_links)} link measurement{'s' if len(bad_links) != 1 else ''} did not pass"
+                 + (f" ({loc_links} localised as a bad link)" if loc_links else "") + ": see Localisation and the rounds.")
+    return {"title": not_passing_title(nodes, rows), "links": links, "hidden": max(0, len(rows) - FIRST_TABLE_ROWS),
+            "rows": [r | {"more": more_text(r["more"])} for r in rows[:FIRST_TABLE_ROWS]]}
 
 
 def _cards(cert: dict) -> list[dict]:
@@ -436,7 +459,7 @@ def build_view(cert: dict) -> dict:
     large = n_nodes > COLLAPSE_NODES
     return {
         "title": f"clustercert — {cert.get('cluster')} — {str(cert.get('verdict', '?')).upper()}",
-        "csp": Markup(CSP), "header": _header(cert), "cards": _cards(cert), "localisation": _localisation(cert),
+        "csp": Markup(CSP), "header": _header(cert), "first": _first(cert), "cards": _cards(cert), "localisation": _localisation(cert),
         "node_count": n_nodes, "large": large, "compact_pairs": n_nodes <= COMPACT_PAIRS_NODES,
         "limits": {"collapse_nodes": COLLAPSE_NODES, "compact_pairs_nodes": COMPACT_PAIRS_NODES},
         "rounds": _rounds(cert, n_nodes <= COMPACT_PAIRS_NODES), "bars": _bars(cert, large),

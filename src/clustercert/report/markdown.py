@@ -1,4 +1,5 @@
-"""summary.md: verdict, counts, failing nodes with their failing checks, localisation, the rounds and
+"""summary.md: verdict, then one table of the nodes that did not pass and why (each one's first failing check
+and what it observed; an unreachable node's reason), then the run, counts, failing nodes with every failing check, localisation, the rounds and
 their questions, links (what a failing link observed), Slurm actions. Above COLLAPSE_NODES nodes the
 link table lists the measurements that did not pass, with a count of those that did per channel."""
 
@@ -21,8 +22,11 @@ from clustercert.report.common import (
     link_order,
     link_threshold,
     loc_subject,
+    more_text,
     natural,
     node_names,
+    not_passing,
+    not_passing_title,
     threshold_text,
     unit_label,
     val,
@@ -44,6 +48,22 @@ def _counts_table(cert: dict) -> list[str]:
         extra = ", ".join(f"{k} {cc[k]}" for k in sorted(cc) if k not in ("pass", "fail", "error"))
         out.append(f"| {title} | {sum(cc.values())} | {cc['pass']} | {cc['fail']} | {cc['error']} | "
                    f"{other}{f' ({extra})' if extra else ''} |")
+    return out
+
+
+def _first_table(cert: dict) -> list[str]:
+    """The table summary.md opens with: every node that did not pass, with why."""
+    nodes = cert.get("nodes") or {}
+    rows = not_passing(nodes)
+    out = [f"## {not_passing_title(nodes, rows)}", ""]
+    if rows:
+        out += ["| node | status | first failing check | why | |", "|---|---|---|---|---|"]
+        for r in rows:
+            check = f"`{md(r['check'])}`" if r["check"] else "—"
+            out.append(f"| **{md(r['node'])}** | {md(r['verdict'])} | {check} | {md(r['why'])} | {more_text(r['more'])} |")
+    bad = sum(1 for lk in cert.get("links") or [] if lk.get("status") != "pass")
+    if bad:
+        out += ["", f"{bad} link measurement{'s' if bad != 1 else ''} did not pass: see Localisation and Links."]
     return out
 
 
@@ -128,14 +148,14 @@ def render_summary(cert: dict) -> str:
     verdict = str(cert.get("verdict", "?"))
     fp = fingerprint_of(cert)
     v = cert.get("versions") or {}
-    out = [f"# clustercert certificate: {md(cert.get('cluster'))} — **{verdict.upper()}**", "",
-           f"- started {md(cert.get('started'))}, finished {md(cert.get('finished'))} "
+    out = [f"# clustercert certificate: {md(cert.get('cluster'))} — **{verdict.upper()}**", "", *_first_table(cert),
+           "", "## Run", "", f"- started {md(cert.get('started'))}, finished {md(cert.get('finished'))} "
            f"({duration(cert)}), {cert.get('rounds')} round(s)",
            f"- clustercert {md(v.get('clustercert'))}, ansible-core {md(v.get('ansible-core'))}; "
            f"profiles: {md(', '.join(sorted(cert.get('profiles') or {})) or '—')}",
            f"- signed by {fp}" if fp else "- unsigned"]
     out += ["", "## Counts", "", *_counts_table(cert)]
-    out += ["", "## Failing nodes", "", *_failing_nodes(cert)]
+    out += ["", "## Failing nodes: every failing check", "", *_failing_nodes(cert)]
     out += ["", "## Localisation", "", *_localisation(cert)]
     out += _rounds(cert)
     out += ["", "## Links", "", *_links(cert)]

@@ -1,4 +1,5 @@
-"""Live progress for playbook runs: hosts ok/changed/failed/unreachable and the current task.
+"""Live progress: for playbook runs (PlaybookProgress: hosts ok/changed/failed/unreachable and the current task)
+and for validate, certify and probe (RunProgress: nodes done of the total, the pair round and its pairs, an ETA).
 
 Above the hosts, one line counts them all (hosts done with the current task out of the total, and how many
 are ok, changed, failed, unreachable, running). When the hosts do not fit the terminal's rows (1,000 hosts
@@ -7,14 +8,17 @@ unreachable hosts and the slowest ones (longest running on the current task, the
 
 from __future__ import annotations
 
+import math
 import sys
+import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 
 class PlaybookProgress:
@@ -189,3 +193,124 @@ def render_playbook_table(progress: PlaybookProgress, height: int | None, width:
 
 def stderr_is_tty() -> bool:
     return sys.stderr.isatty()
+
+
+# ---- validate, certify, probe: nodes done, the pair round and its pairs, an ETA ------------------------
+
+def wanted(fmt: str | None = None) -> bool:
+    """Live progress is drawn where stderr is a terminal, and not for ``--format json``."""
+    return fmt != "json" and stderr_is_tty()
+
+
+def _secs(s: float) -> str:
+    s = max(0, round(s))
+    return f"{s // 60}m {s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+class _Phase:
+    """One stage of a run whose items (nodes, or a round's pairs) run ``forks`` at a time."""
+
+    def __init__(self, label: str, items: list[str], forks: int, started: float, detail: str = ""):
+        self.label, self.items, self.forks, self.started, self.detail = label, list(items), max(1, forks), started, detail
+        self.finished: dict[str, float] = {}  # item -> seconds from the phase's start to its end
+        self.status: Counter = Counter()
+        self.ended: float | None = None
+
+    def eta(self, now: float) -> float | None:
+        """Seconds left, from the elapsed rate: the items of the first wave (they all began with the phase)
+        took ``per`` seconds on average; the phase takes about that per wave of ``forks``. None before an
+        item ended, or once that estimate is past (the rest are slower than those done)."""
+        total, done = len(self.items), len(self.finished)
+        if not done or done >= total:
+            return None
+        first = sorted(self.finished.values())[:min(self.forks, total)]
+        per = sum(first) / len(first)
+        left = per * math.ceil(total / self.forks) - (now - self.started)
+        return left if left >= 1 else None
+
+    def waiting(self, most: int = 3) -> list[str]:
+        """The items not done yet, when they are few enough to name."""
+        rest = [x for x in self.items if x not in self.finished]
+        return rest if len(rest) <= most else []
+
+    def line(self, now: float) -> str:
+        total, done = len(self.items), len(self.finished)
+        what = "pairs" if self.label.startswith("pair round") else "nodes"
+        bad = ", ".join(f"{n} {st}" for st, n in sorted(self.status.items()) if st not in ("pass", "done", "skip"))
+        head = f"{self.label}{f' ({self.detail})' if self.detail else ''}: {done}/{total} {what} done"
+        if bad:
+            head += f" ({bad})"
+        if self.ended is not None:
+            return f"{head} in {_secs(self.ended - self.started)}"
+        parts = [head, f"{_secs(now - self.started)} so far"]
+        eta = self.eta(now)
+        parts.append(f"ETA ~{_secs(eta)}" if eta is not None else "ETA unknown")
+        if waiting := self.waiting():
+            parts.append("waiting on " + ", ".join(waiting))
+        return " · ".join(parts)
+
+
+class RunProgress:
+    """Live progress of validate, certify and probe on stderr (``enabled`` and stderr a terminal; silent
+    otherwise). The run loops call it: ``progress("nodes", phase=..., names=[...], forks=N)`` as a stage
+    over nodes begins, ``progress("node", name=..., status=...)`` as each ends; ``progress("round",
+    number=k, most=n, pairs=[...], question=..., forks=N)`` as a pair round begins and ``progress("pair",
+    a=..., b=..., status=...)`` as each of its pairs ends. Callable from any thread."""
+
+    def __init__(self, verb: str, enabled: bool = True, console: Console | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.verb, self.clock = verb, clock
+        self.console = console or Console(stderr=True, highlight=False)
+        self.live_mode = enabled and self.console.is_terminal
+        self.started = clock()
+        self.phases: list[_Phase] = []
+        self._lock = threading.Lock()
+        self._live: Live | None = None
+
+    def __enter__(self) -> RunProgress:
+        if self.live_mode:
+            self._live = Live(get_renderable=self.render, console=self.console, refresh_per_second=4,
+                              transient=False, redirect_stdout=False, redirect_stderr=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._live is not None:
+            with self._lock:
+                for p in self.phases:
+                    if p.ended is None and len(p.finished) >= len(p.items):
+                        p.ended = self.clock()
+            self._live.refresh()
+            self._live.__exit__(*exc)
+
+    def __call__(self, kind: str, **ev) -> None:
+        with self._lock:
+            now = self.clock()
+            if kind in ("nodes", "round"):
+                for p in self.phases:
+                    if p.ended is None:
+                        p.ended = now
+                if kind == "nodes":
+                    self.phases.append(_Phase(ev["phase"], ev["names"], ev.get("forks", 1), now))
+                else:
+                    most = ev.get("most")
+                    label = f"pair round {ev['number']}" + (f" of at most {most}" if most else "")
+                    self.phases.append(_Phase(label, [f"{a}<->{b}" for a, b in ev["pairs"]], ev.get("forks", 1), now,
+                                              ev.get("question") or ""))
+            elif kind in ("node", "pair") and self.phases:
+                p = self.phases[-1]
+                item = ev["name"] if kind == "node" else f"{ev['a']}<->{ev['b']}"
+                if item not in p.finished:
+                    p.finished[item] = now - p.started
+                    p.status[str(ev.get("status") or "done")] += 1
+                if len(p.finished) >= len(p.items):
+                    p.ended = now
+
+    def lines(self) -> list[str]:
+        """What the live display shows: the verb and its time so far, then a line per stage."""
+        with self._lock:
+            now = self.clock()
+            return [f"{self.verb}: {_secs(now - self.started)}", *(f"  {p.line(now)}" for p in self.phases)]
+
+    def render(self) -> Text:
+        return Text("\n".join(self.lines()), no_wrap=False, overflow="fold")

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from clustercert.checks import DISRUPTIVE, components, disruptive_component
 from clustercert.report.catalogue import value_text
+from clustercert.report.common import more_text, not_passing, not_passing_title
 from clustercert.report.documents import BOOTSTRAP_COUNTS
 from clustercert.report.text import fold_findings, fold_line, slurm_line
 
@@ -57,8 +58,38 @@ def _styled(cell: str) -> str:
     return f"[{style}]{cell}[/{style}]" if style else cell
 
 
+FIRST_TABLE_ROWS = 50  # the first table's nodes that did not pass; the rest are counted (the JSON has them all)
+
+
+def print_not_passing(con: Console, nodes: dict, head: str) -> None:
+    """What every verb's output opens with: one table of the nodes that did not pass, each with its first
+    failing check and what it observed (an unreachable node: why); one line when every node passed.
+    ``nodes``: name -> {"verdict", "findings" (dicts), "detail"}, as the certificate holds them."""
+    rows = not_passing(nodes)
+    what = not_passing_title(nodes, rows)
+    title = f"{head} — {what[:1].lower()}{what[1:]}"
+    if not rows:
+        con.print(f"[green]{escape(title)}[/green]")
+        return
+    t = Table(title=escape(title), title_justify="left", title_style="bold red")
+    t.add_column("node", no_wrap=True)
+    t.add_column("status", no_wrap=True)
+    t.add_column("first failing check", overflow="fold")
+    t.add_column("why", overflow="fold", ratio=1)
+    for r in rows[:FIRST_TABLE_ROWS]:
+        t.add_row(escape(r["node"]), _styled(r["verdict"]), escape(r["check"] or "-"),
+                  escape(r["why"]) + (f" [dim]({more_text(r['more'])})[/dim]" if r["more"] else ""))
+    if len(rows) > FIRST_TABLE_ROWS:
+        t.caption = f"… and {len(rows) - FIRST_TABLE_ROWS} more nodes did not pass (--format json lists every one)"
+        t.caption_justify = "left"
+    con.print(t)
+
+
 def print_validate(rows: list[dict], comp_names: list[str], results: dict, run_id: str) -> None:
     con = console()
+    verdict = "pass" if all(r.verdict == "pass" for r in results.values()) else "fail"
+    print_not_passing(con, {n: r.to_json() | {"detail": r.detail} for n, r in results.items()},
+                      f"validate {run_id}: {verdict.upper()}")
     t = Table(title=f"validate {run_id}: node x component", title_justify="left")
     t.add_column("node")
     for c in comp_names:
@@ -79,7 +110,8 @@ def print_validate(rows: list[dict], comp_names: list[str], results: dict, run_i
 
 def print_certify(cert: dict, out_dir, run_id: str, probe_seconds: float) -> None:
     con = console()
-    t = Table(title=f"certify {run_id}: verdict {cert['verdict'].upper()}", title_justify="left")
+    print_not_passing(con, cert["nodes"], f"certify {run_id}: {cert['verdict'].upper()}")
+    t = Table(title=f"certify {run_id}: every node", title_justify="left")
     for col in ("node", "verdict", "failing checks"):
         t.add_column(col)
     for name, n in sorted(cert["nodes"].items()):
@@ -102,6 +134,7 @@ def print_certify(cert: dict, out_dir, run_id: str, probe_seconds: float) -> Non
 
 def print_probe(doc: dict) -> None:
     con = console()
+    print_not_passing(con, doc["nodes"], f"probe {doc['run']}: {doc['verdict'].upper()}")
     t = Table(title=f"probe {doc['run']}: {doc['verdict'].upper()} ({doc['rounds']} pair round(s), {doc['seconds']:.1f} s)",
               title_justify="left")
     for col in ("probe", "node / pair", "subject", "value", "status", "expected", "round"):
