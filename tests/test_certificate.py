@@ -417,9 +417,9 @@ def test_findings_are_a_table_in_the_file_and_read_back_as_they_were(tmp_path):
 
 def test_signed_bytes_are_the_canonical_bytes_of_the_file_form():
     cert = json.loads(json.dumps(sample_certificate()))
-    assert bytes(cc.signed_bytes(cert)) == cc.canonical_bytes(cc.packed(cert))
+    assert bytes(cc.signed_bytes(cert)) == cc.canonical_bytes(cc.packed(cert), "rfc8785")
     cert["nodes"] = {}
-    assert bytes(cc.signed_bytes(cert)) == cc.canonical_bytes(cc.packed(cert))
+    assert bytes(cc.signed_bytes(cert)) == cc.canonical_bytes(cc.packed(cert), "rfc8785")
 
 
 def test_a_certificate_signed_before_the_findings_table_still_verifies(tmp_path):
