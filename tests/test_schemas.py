@@ -3,7 +3,7 @@
 from tests/test_certificate.py's sample certificate and from certify.run with the probes faked, probe's and
 drift's from their run() with the remote parts faked, bootstrap's from a RunResult (and, in
 tests/test_cli_flags.py, from a real run against a host that refuses the connection). The --prom files these
-runs write are read back with prometheus_client's parser."""
+runs write are read back with prometheus_client's parser and checked with `promtool check metrics`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 from jsonschema import Draft202012Validator
+from prom_lint import promtool_check
 from prometheus_client.parser import text_string_to_metric_families
 
 from clustercert.checks import Finding
@@ -83,11 +84,12 @@ def test_validate_report_and_out_documents(local_inventory, tmp_path, capsys):
     assert doc["nodes"]["gone"]["verdict"] == "unreachable"
     assert json.loads((tmp_path / "out" / "validate.json").read_text()) == doc
     fams = families(prom)
-    verdict = {s.labels["node"]: s.value for s in fams["clustercert_node_verdict"].samples}
-    assert verdict == {"here": 2.0 if doc["nodes"]["here"]["verdict"] == "error" else 1.0, "gone": 4.0}
+    verdict = {s.labels["node"]: s.labels["verdict"] for s in fams["clustercert_node_verdict"].samples if s.value}
+    assert verdict == {"here": doc["nodes"]["here"]["verdict"], "gone": "unreachable"}
     checks = {s.labels["check"] for s in fams["clustercert_check_status"].samples}
     assert checks == {f["check"] for f in doc["nodes"]["here"]["findings"]}
     assert fams["clustercert_run_duration_seconds"].samples[0].value > 0
+    promtool_check(prom.read_text())
 
     runs = check(run_json(capsys, "report", "runs", "--format", "json"), "report")
     assert runs["rows"][0]["id"] == doc["run"] and runs["rows"][0]["meta"]["checks"] == doc["checks"]
@@ -167,12 +169,15 @@ def test_certify_run_prints_its_document_and_writes_prom(tmp_path, capsys, monke
                          "--format", "json", "--prom", str(prom), rc=1), "certify")
     assert doc["verdict"] == "fail" and Path(doc["certificate"]).is_file()
     fams = families(prom)
-    values = {(s.labels["probe"], s.labels["a"]): s.value for s in fams["clustercert_link_value"].samples}
-    assert values == {("ib_write_bw", "gpu01"): 300.0}
-    bounds = {(s.labels["probe"], s.labels["bound"]): s.value for s in fams["clustercert_link_threshold"].samples}
-    assert bounds == {("ib_write_bw", "floor"): 320.0, ("iperf3", "floor"): 25.0}  # the sample's site override
-    status = {s.labels["probe"]: s.value for s in fams["clustercert_link_status"].samples}
-    assert status == {"ib_write_bw": 1.0, "iperf3": 2.0}
+    values = {(s.labels["probe"], s.labels["a"]): s.value
+              for s in fams["clustercert_link_bandwidth_bytes_per_second"].samples}
+    assert values == {("ib_write_bw", "gpu01"): 300e9 / 8}  # 300 Gb/s in bytes per second
+    bounds = {(s.labels["probe"], s.labels["bound"]): s.value
+              for s in fams["clustercert_link_bandwidth_threshold_bytes_per_second"].samples}
+    assert bounds == {("ib_write_bw", "floor"): 320e9 / 8, ("iperf3", "floor"): 25e9 / 8}  # the sample's override
+    status = {s.labels["probe"]: s.labels["status"] for s in fams["clustercert_link_status"].samples if s.value}
+    assert status == {"ib_write_bw": "fail", "iperf3": "error"}
+    promtool_check(prom.read_text())
 
 
 def test_certify_times_each_node_and_link_and_junit_charges_them(tmp_path, capsys, monkeypatch):
@@ -261,8 +266,10 @@ def test_drift_run_prints_its_document_and_writes_prom(tmp_path, capsys, monkeyp
     fams = families(prom)
     per = {(s.labels["node"], s.labels["kind"]): s.value for s in fams["clustercert_drift_items"].samples}
     assert per[("gpu01", "configuration")] == 1 and per[("gpu02", "state")] == 1 and per[("gpu01", "state")] == 0
-    assert {s.labels["node"]: s.value for s in fams["clustercert_node_verdict"].samples} == {"gpu01": 0.0, "gpu02": 1.0}
+    assert {s.labels["node"]: s.labels["verdict"] for s in fams["clustercert_node_verdict"].samples if s.value} == {
+        "gpu01": "pass", "gpu02": "fail"}
     assert fams["clustercert_last_success_timestamp_seconds"].samples == []
+    promtool_check(prom.read_text())
 
 
 def test_drift_prom_links_carry_the_baseline_bound(tmp_path):
@@ -282,10 +289,14 @@ def test_drift_prom_links_carry_the_baseline_bound(tmp_path):
     check(doc, "drift")
     path = tmp_path / "d.prom"
     prom.write_drift(str(path), doc, inv, _validation(["gpu01", "gpu02"]), base, links, 1.0, 2.0)
-    bounds = {(s.labels["probe"], s.labels["bound"]): round(s.value, 3)
-              for s in families(path)["clustercert_link_threshold"].samples}
-    assert bounds == {("ib_write_bw", "floor"): 351.0, ("ib_write_lat", "ceiling"): 2.2}  # median 390 / 2.0, 10 %
-    assert families(path)["clustercert_last_success_timestamp_seconds"].samples[0].value == 2.0  # clean now
+    fams = families(path)
+    bounds = {(s.labels["probe"], s.labels["bound"]): s.value
+              for name in ("clustercert_link_bandwidth_threshold_bytes_per_second",
+                           "clustercert_link_latency_threshold_seconds") for s in fams[name].samples}
+    # median 390 Gb/s and 2.0 us, 10 %: 351 Gb/s and 2.2 us in bytes per second and seconds
+    assert bounds == {("ib_write_bw", "floor"): pytest.approx(351e9 / 8), ("ib_write_lat", "ceiling"): pytest.approx(2.2e-6)}
+    assert fams["clustercert_last_success_timestamp_seconds"].samples[0].value == 2.0  # clean now
+    promtool_check(path.read_text())
 
 
 def test_bootstrap_document_from_a_run_result(tmp_path):
