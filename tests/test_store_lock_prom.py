@@ -234,3 +234,45 @@ def test_actions_are_recorded_with_their_run(tmp_path):
     assert got == [("node00", "gpu-a00", "resume", False, "", "scontrol: timed out"),
                    ("node01", "gpu-a01", "drain", True, "clustercert: gpu.count", "")]
     assert s.actions("r2") == []
+
+
+def test_the_documented_alert_fires_on_a_failure_and_never_on_a_skip(tmp_path):
+    """docs/reports.md's alert on checks, run by `promtool test rules` over the series a validate textfile
+    holds: it fires for the failing and the erroring check, not for the skipped one (which the single number
+    of before, 3 for skip, made fire on `> 0`)."""
+    import json
+    import shutil
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    if shutil.which("promtool") is None:
+        pytest.skip("promtool is not installed (Debian's prometheus package; scripts/setup.sh installs it)")
+    nodes = {"node01": {"verdict": "fail", "findings": [{"check": "gpu.ecc", "status": "fail"},
+                                                        {"check": "ib.bond", "status": "skip"}]},
+             "node02": {"verdict": "error", "findings": [{"check": "time.sync", "status": "error"},
+                                                         {"check": "ib.bond", "status": "skip"}]}}
+    text = prom.render("validate", nodes=nodes, duration_s=1.0, finished=5.0)
+    promtool_check(text)
+    series = []
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+            series.append({"series": f"{s.name}{{{labels}}}", "values": f"{s.value:g}x5"})
+    (tmp_path / "rules.yml").write_text(json.dumps({"groups": [{"name": "clustercert", "rules": [
+        {"alert": "ClustercertCheckFailed", "expr": 'clustercert_check_status{status=~"fail|error"} == 1'},
+        {"alert": "ClustercertNodeNotPassing", "expr": 'clustercert_node_verdict{verdict!="pass"} == 1'}]}]}))
+
+    def alert(name: str, node: str, **labels: str) -> dict:
+        return {"exp_labels": {"alertname": name, "verb": "validate", "node": node, **labels}}
+
+    (tmp_path / "test.yml").write_text(json.dumps({"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m", "input_series": series, "alert_rule_test": [
+            {"eval_time": "2m", "alertname": "ClustercertCheckFailed", "exp_alerts": [  # no ib.bond (skipped)
+                alert("ClustercertCheckFailed", "node01", check="gpu.ecc", status="fail"),
+                alert("ClustercertCheckFailed", "node02", check="time.sync", status="error")]},
+            {"eval_time": "2m", "alertname": "ClustercertNodeNotPassing", "exp_alerts": [
+                alert("ClustercertNodeNotPassing", "node01", verdict="fail"),
+                alert("ClustercertNodeNotPassing", "node02", verdict="error")]}]}]}))
+    r = subprocess.run(["promtool", "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
