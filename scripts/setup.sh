@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 need=()
 for pkg in python3 python3-venv python3-pip git ca-certificates openssh-client iproute2 iptables \
            debootstrap systemd-container iperf3 fio gnupg dpkg-dev curl \
-           chromium fonts-dejavu-core; do
+           chromium fonts-dejavu-core prometheus; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then
@@ -15,6 +15,13 @@ if [ "${#need[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  # prometheus is here for promtool (the tests check every --prom exposition with `promtool check metrics`);
+  # its package enables and starts a server on :9090, which nothing here wants
+  case " ${need[*]} " in
+    *" prometheus "*) if command -v systemctl >/dev/null; then
+                        systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+                      fi ;;
+  esac
 fi
 
 PY=${PYTHON:-python3}

@@ -12,6 +12,7 @@ import base64
 import itertools
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -417,9 +418,9 @@ def test_findings_are_a_table_in_the_file_and_read_back_as_they_were(tmp_path):
 
 def test_signed_bytes_are_the_canonical_bytes_of_the_file_form():
     cert = json.loads(json.dumps(sample_certificate()))
-    assert bytes(cc.signed_bytes(cert)) == cc.canonical_bytes(cc.packed(cert))
+    assert bytes(cc.signed_bytes(cert)) == cc.canonical_bytes(cc.packed(cert), "rfc8785")
     cert["nodes"] = {}
-    assert bytes(cc.signed_bytes(cert)) == cc.canonical_bytes(cc.packed(cert))
+    assert bytes(cc.signed_bytes(cert)) == cc.canonical_bytes(cc.packed(cert), "rfc8785")
 
 
 def test_a_certificate_signed_before_the_findings_table_still_verifies(tmp_path):
@@ -561,3 +562,102 @@ def test_unknown_members_fail_verify_even_when_signed(tmp_path, where, member):
     if where == "signature":  # the same certificate without the extra member is valid
         del signed_cert["signature"]["comment"]
         assert cc.verify(cc.write_certificate(signed_cert, path), pub) == (True, "")
+
+
+# ---- the canonical form: RFC 8785 (JCS) since signature.canonicalization; the Python form before ---------
+
+CERTIFICATES = Path(__file__).parent / "certificates"
+
+
+def test_a_certificate_signed_by_an_earlier_clustercert_still_verifies(tmp_path, capsys):
+    """tests/certificates/v1-python-json.*: written and signed by clustercert at commit 007c05b (main before
+    RFC 8785), over Python's json.dumps form; it has numbers whose text differs in JCS (390.0, 1e-07, 1e+16,
+    -0.0, an integer beyond 2**53) and a non-BMP character. It verifies with its key, the legacy path; the same
+    content under the new form would not."""
+    path, pub = CERTIFICATES / "v1-python-json.certificate.json", CERTIFICATES / "v1-python-json.signing.pub"
+    assert cc.verify(path, pub) == (True, "")
+    assert verify_command(str(path), str(pub)) == 0
+    assert "certificate OK: lab-h100-a" in capsys.readouterr().out
+    raw = cc.load_certificate(path)
+    assert "canonicalization" not in raw["signature"]
+    assert cc.canonical_bytes(raw) == cc.legacy_canonical_bytes(raw)
+    with pytest.raises(ValueError, match="exceeds safe integer domain"):  # JCS cannot even write it
+        cc.canonical_bytes(raw, "rfc8785")
+    rows = raw["links"]["rows"]
+    small = dict(raw, links=dict(raw["links"], rows=[r for r in rows if not (isinstance(r[-1], int) and r[-1] > 2**53)]))
+    assert cc.legacy_canonical_bytes(small) != cc.canonical_bytes(small, "rfc8785")
+    # changed after signing: refused, as before
+    copy = tmp_path / "old.json"
+    copy.write_text(path.read_text().replace('"pass",390.0,', '"pass",390.5,', 1))
+    ok, why = cc.verify(copy, pub)
+    assert not ok and "signature does not match" in why
+    # claiming the new form for it does not make it verify either
+    claimed = dict(raw, signature=dict(raw["signature"], canonicalization="rfc8785"))
+    copy.write_text(json.dumps(claimed))
+    assert cc.verify(copy, pub)[0] is False
+
+
+def test_new_certificates_are_signed_over_rfc8785_bytes_any_jcs_implementation_reproduces(signed):
+    """The signature covers rfc8785.dumps of the file's content without "signature": checked here with the
+    library and cryptography alone, not through clustercert's verify."""
+    import rfc8785
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    path, pub, key = signed
+    raw = json.loads(path.read_text())
+    assert raw["signature"]["canonicalization"] == "rfc8785" and raw["signature"]["algorithm"] == "ed25519"
+    body = rfc8785.dumps({k: v for k, v in raw.items() if k != "signature"})
+    public = Ed25519PublicKey.from_public_bytes(base64.b64decode(raw["signature"]["public_key"]))
+    public.verify(base64.b64decode(raw["signature"]["value"]), body)  # raises if it does not verify
+    whole = re.compile(rb"[0-9]\.0[,\]}]")  # a number written with ".0": Python's form of 390.0, not JCS's (390)
+    assert whole.search(cc.legacy_canonical_bytes(raw)) and not whole.search(body)
+    # the marker removed, the verifier reads it as an old certificate: the Python form's bytes do not match
+    del raw["signature"]["canonicalization"]
+    path.write_text(json.dumps(raw))
+    ok, why = cc.verify(path, pub)
+    assert not ok and "signature does not match" in why
+
+
+def test_rfc8785_examples_from_the_rfc():
+    """RFC 8785 section 3.2.2's example (numbers as ECMAScript writes them, string escapes) and section 3.2.3's
+    key order (by UTF-16 code units), through canonical_bytes and through signed_bytes' node-by-node build."""
+    doc = {"numbers": [333333333.33333329, 1e30, 4.50, 2e-3, 0.000000000000000000000000001],
+           "string": "\u20ac$\u000f\u000aA'\u0042\u0022\u005c\\\"/", "literals": [None, True, False]}
+    want = ('{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],'
+            '"string":"\u20ac$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}').encode()
+    assert cc.canonical_bytes(doc, "rfc8785") == want
+    keys = ["\u20ac", "\r", "\ufb33", "1", "\U0001f600", "\u0080", "\u00f6"]
+    order = ["\r", "1", "\u0080", "\u00f6", "\u20ac", "\U0001f600", "\ufb33"]
+    cert = {"schema": cc.SCHEMA, "nodes": {k: {"verdict": "pass", "findings": []} for k in keys}, "links": []}
+    got = bytes(cc.signed_bytes(cert))
+    assert got == cc.canonical_bytes(cert, "rfc8785")
+    assert [got.index(json.dumps(k, ensure_ascii=False).encode() + b":{") for k in order] == sorted(
+        got.index(json.dumps(k, ensure_ascii=False).encode() + b":{") for k in keys)
+
+
+def test_certificate_numbers_survive_signing_writing_and_verifying(tmp_path):
+    """1e21, 1e-7, 1e16, 0.1 + 0.2, the smallest double, -0.0 and an integer beyond 2**53 - 1: what is written
+    is what was signed and reads back as the same number (-0.0 as 0.0: JCS does not tell them apart; the big
+    integer as its decimal text, RFC 8785 section 6); NaN and Infinity are refused (not JSON)."""
+    key, pub = new_key(tmp_path)
+    cert = sample_certificate()
+    values = [1e21, 1e-7, 1e16, 0.1 + 0.2, 5e-324, -0.0, 2**60, -(2**53) + 1]
+    cert["links"] += [{"a": "gpu-node-01", "b": "gpu-node-02", "fabric": 0, "probe": "edge", "value": v,
+                       "unit": "usec", "status": "pass", "round": 3} for v in values]
+    path = cc.write_certificate(cc.sign(cert, key), tmp_path / "c.json")
+    assert cc.verify(path, pub) == (True, "")
+    back = [lk["value"] for lk in cc.certificate_links(cc.load_certificate(path)) if lk["probe"] == "edge"]
+    assert back == [1e21, 1e-7, 1e16, 0.1 + 0.2, 5e-324, 0.0, str(2**60), -(2**53) + 1]
+    assert [type(v) for v in back[:6]] == [float] * 6
+    assert "-0.0" not in path.read_text()
+    for bad in (float("nan"), float("inf")):
+        cert["links"][-1]["value"] = bad
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            cc.sign(cert, key)
+
+
+def test_an_unknown_canonicalization_is_an_input_error(signed):
+    path, pub, _ = signed
+    path.write_text(path.read_text().replace('"canonicalization": "rfc8785"', '"canonicalization": "xml-c14n"'))
+    with pytest.raises(InputError, match="unsupported canonicalization 'xml-c14n'"):
+        cc.verify(path, pub)

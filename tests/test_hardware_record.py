@@ -143,6 +143,9 @@ def test_drift_reports_a_swapped_gpu_as_a_hardware_item(tmp_path, capsys, monkey
     monkeypatch.setenv("COLUMNS", "200")
     main(["drift", "-i", "sample:h100", "-l", "gpu01:gpu02", "--probes", "none"])
     assert "gpu02: hardware: GPU3 00000000:1C:00.0: swapped" in capsys.readouterr().out
+    from prom_lint import promtool_check
+
+    promtool_check(prom.read_text())
 
 
 def test_the_html_report_shows_each_node_s_certified_hardware():

@@ -3,7 +3,7 @@
 from tests/test_certificate.py's sample certificate and from certify.run with the probes faked, probe's and
 drift's from their run() with the remote parts faked, bootstrap's from a RunResult (and, in
 tests/test_cli_flags.py, from a real run against a host that refuses the connection). The --prom files these
-runs write are read back with prometheus_client's parser."""
+runs write are read back with prometheus_client's parser and checked with `promtool check metrics`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 from jsonschema import Draft202012Validator
+from prom_lint import promtool_check
 from prometheus_client.parser import text_string_to_metric_families
 
 from clustercert.checks import Finding
@@ -83,11 +84,12 @@ def test_validate_report_and_out_documents(local_inventory, tmp_path, capsys):
     assert doc["nodes"]["gone"]["verdict"] == "unreachable"
     assert json.loads((tmp_path / "out" / "validate.json").read_text()) == doc
     fams = families(prom)
-    verdict = {s.labels["node"]: s.value for s in fams["clustercert_node_verdict"].samples}
-    assert verdict == {"here": 2.0 if doc["nodes"]["here"]["verdict"] == "error" else 1.0, "gone": 4.0}
+    verdict = {s.labels["node"]: s.labels["verdict"] for s in fams["clustercert_node_verdict"].samples if s.value}
+    assert verdict == {"here": doc["nodes"]["here"]["verdict"], "gone": "unreachable"}
     checks = {s.labels["check"] for s in fams["clustercert_check_status"].samples}
     assert checks == {f["check"] for f in doc["nodes"]["here"]["findings"]}
     assert fams["clustercert_run_duration_seconds"].samples[0].value > 0
+    promtool_check(prom.read_text())
 
     runs = check(run_json(capsys, "report", "runs", "--format", "json"), "report")
     assert runs["rows"][0]["id"] == doc["run"] and runs["rows"][0]["meta"]["checks"] == doc["checks"]
@@ -166,13 +168,17 @@ def test_certify_run_prints_its_document_and_writes_prom(tmp_path, capsys, monke
     doc = check(run_json(capsys, "certify", "-i", "sample:h100", "-l", "gpu01:gpu02", "--out", str(tmp_path / "cert"),
                          "--format", "json", "--prom", str(prom), rc=1), "certify")
     assert doc["verdict"] == "fail" and Path(doc["certificate"]).is_file()
+    check_certificate(Path(doc["certificate"]), capsys)  # the certificate certify wrote follows its schema
     fams = families(prom)
-    values = {(s.labels["probe"], s.labels["a"]): s.value for s in fams["clustercert_link_value"].samples}
-    assert values == {("ib_write_bw", "gpu01"): 300.0}
-    bounds = {(s.labels["probe"], s.labels["bound"]): s.value for s in fams["clustercert_link_threshold"].samples}
-    assert bounds == {("ib_write_bw", "floor"): 320.0, ("iperf3", "floor"): 25.0}  # the sample's site override
-    status = {s.labels["probe"]: s.value for s in fams["clustercert_link_status"].samples}
-    assert status == {"ib_write_bw": 1.0, "iperf3": 2.0}
+    values = {(s.labels["probe"], s.labels["a"]): s.value
+              for s in fams["clustercert_link_bandwidth_bytes_per_second"].samples}
+    assert values == {("ib_write_bw", "gpu01"): 300e9 / 8}  # 300 Gb/s in bytes per second
+    bounds = {(s.labels["probe"], s.labels["bound"]): s.value
+              for s in fams["clustercert_link_bandwidth_threshold_bytes_per_second"].samples}
+    assert bounds == {("ib_write_bw", "floor"): 320e9 / 8, ("iperf3", "floor"): 25e9 / 8}  # the sample's override
+    status = {s.labels["probe"]: s.labels["status"] for s in fams["clustercert_link_status"].samples if s.value}
+    assert status == {"ib_write_bw": "fail", "iperf3": "error"}
+    promtool_check(prom.read_text())
 
 
 def test_certify_times_each_node_and_link_and_junit_charges_them(tmp_path, capsys, monkeypatch):
@@ -261,8 +267,10 @@ def test_drift_run_prints_its_document_and_writes_prom(tmp_path, capsys, monkeyp
     fams = families(prom)
     per = {(s.labels["node"], s.labels["kind"]): s.value for s in fams["clustercert_drift_items"].samples}
     assert per[("gpu01", "configuration")] == 1 and per[("gpu02", "state")] == 1 and per[("gpu01", "state")] == 0
-    assert {s.labels["node"]: s.value for s in fams["clustercert_node_verdict"].samples} == {"gpu01": 0.0, "gpu02": 1.0}
+    assert {s.labels["node"]: s.labels["verdict"] for s in fams["clustercert_node_verdict"].samples if s.value} == {
+        "gpu01": "pass", "gpu02": "fail"}
     assert fams["clustercert_last_success_timestamp_seconds"].samples == []
+    promtool_check(prom.read_text())
 
 
 def test_drift_prom_links_carry_the_baseline_bound(tmp_path):
@@ -282,10 +290,14 @@ def test_drift_prom_links_carry_the_baseline_bound(tmp_path):
     check(doc, "drift")
     path = tmp_path / "d.prom"
     prom.write_drift(str(path), doc, inv, _validation(["gpu01", "gpu02"]), base, links, 1.0, 2.0)
-    bounds = {(s.labels["probe"], s.labels["bound"]): round(s.value, 3)
-              for s in families(path)["clustercert_link_threshold"].samples}
-    assert bounds == {("ib_write_bw", "floor"): 351.0, ("ib_write_lat", "ceiling"): 2.2}  # median 390 / 2.0, 10 %
-    assert families(path)["clustercert_last_success_timestamp_seconds"].samples[0].value == 2.0  # clean now
+    fams = families(path)
+    bounds = {(s.labels["probe"], s.labels["bound"]): s.value
+              for name in ("clustercert_link_bandwidth_threshold_bytes_per_second",
+                           "clustercert_link_latency_threshold_seconds") for s in fams[name].samples}
+    # median 390 Gb/s and 2.0 us, 10 %: 351 Gb/s and 2.2 us in bytes per second and seconds
+    assert bounds == {("ib_write_bw", "floor"): pytest.approx(351e9 / 8), ("ib_write_lat", "ceiling"): pytest.approx(2.2e-6)}
+    assert fams["clustercert_last_success_timestamp_seconds"].samples[0].value == 2.0  # clean now
+    promtool_check(path.read_text())
 
 
 def test_bootstrap_document_from_a_run_result(tmp_path):
@@ -299,3 +311,177 @@ def test_bootstrap_document_from_a_run_result(tmp_path):
     summary = bootstrap_summary(result)
     doc = check(bootstrap_document(result, summary, 1.0, 5.0, "/inv", True, False), "bootstrap")
     assert doc["run"] == result.run_id and doc["hosts"]["gpu02"]["unreachable"] == 1
+
+
+# ---- certificate.json: docs/schemas/certificate.schema.json ----------------------------------------------
+
+CERTIFICATE_SCHEMA = Path(__file__).resolve().parent.parent / "docs" / "schemas" / "certificate.schema.json"
+
+
+def certificate_validator(form: str | None = None) -> Draft202012Validator:
+    """The certificate's schema; ``form`` "written" or "expanded" holds a certificate to that form only."""
+    schema = json.loads(CERTIFICATE_SCHEMA.read_text())
+    if form is not None:
+        schema = {**schema, "anyOf": [{"$ref": f"#/$defs/{form}"}]}
+    return Draft202012Validator(schema)
+
+
+def check_certificate(path: Path, capsys) -> dict:
+    """The file validates as written (tables), `report show --format json` prints it expanded (objects), which
+    validates as expanded and is what expanded() gives; neither validates as the other form. The raw file."""
+    from clustercert.record import certificate as cc
+
+    raw = json.loads(path.read_text())
+    certificate_validator("written").validate(raw)
+    shown = run_json(capsys, "report", "show", str(path), "--format", "json")
+    certificate_validator("expanded").validate(shown)
+    assert shown == json.loads(json.dumps(cc.expanded(cc.load_certificate(path))))
+    if raw["nodes"] and isinstance(raw["links"], dict):
+        assert not certificate_validator("expanded").is_valid(raw)
+        assert not certificate_validator("written").is_valid(shown)
+    return raw
+
+
+def test_certificate_schema_is_published_once_and_matches_what_verify_accepts():
+    """Draft 2020-12; in docs/schemas/ only (the package does not read it); its closed parts are the verifier's
+    members exactly, its open ones name no member the verifier refuses."""
+    from clustercert.record import certificate as cc
+
+    schema = json.loads(CERTIFICATE_SCHEMA.read_text())
+    Draft202012Validator.check_schema(schema)
+    assert schema["properties"]["schema"] == {"const": cc.SCHEMA}
+    assert not list(SCHEMAS.glob("certificate*")) and not list(SCHEMAS.parent.rglob("certificate.schema.json"))
+    props = schema["properties"]
+    assert set(props) <= cc.TOP_MEMBERS
+    defs = schema["$defs"]
+    assert set(defs["written_node"]["properties"]) == set(defs["expanded_node"]["properties"]) <= cc.NODE_MEMBERS
+    closed = {"signature": (props["signature"], cc.SIGNATURE_MEMBERS),
+              "versions": (props["versions"], cc.VERSIONS_MEMBERS),
+              "threshold": (props["thresholds"]["additionalProperties"], cc.THRESHOLD_MEMBERS),
+              "schedule": (props["schedule"]["items"], cc.SCHEDULE_MEMBERS),
+              "findings table": (defs["findings_table"], cc.TABLE_MEMBERS),
+              "links table": (defs["links_table"], cc.TABLE_MEMBERS)}
+    for name, (sub, members) in closed.items():
+        assert sub["additionalProperties"] is False and set(sub["properties"]) == members, name
+    assert set(props["localisation"]["items"]["properties"]) <= cc.LOCALISATION_MEMBERS
+
+
+def test_certificates_from_the_lab_free_pipeline_follow_the_schema(tmp_path, capsys, monkeypatch):
+    """benchmarks/scale.py's pipeline (the real validators, probe rounds, signing and writing against its fake
+    fleet, every probe of the lab profile) and its synthetic fleet certificate, signed and written."""
+    import sys
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from clustercert.collect import ssh
+    from clustercert.record import certificate as cc
+
+    bench = Path(__file__).resolve().parent.parent / "benchmarks"
+    monkeypatch.syspath_prepend(str(bench))
+    monkeypatch.setattr(ssh, "collect_node", ssh.collect_node)  # the pipeline replaces it: undone after
+    monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path / "home"))  # the pipeline sets its own: undone after
+    sys.modules.pop("scale", None)
+    import scale
+
+    keep: dict = {}
+    scale.pipeline(3, forks=2, all_probes=True, keep=keep, home=tmp_path / "pipeline")
+    raw = check_certificate(Path(keep["certificate"]), capsys)
+    assert all(isinstance(b["findings"], dict) and isinstance(b["evidence"], list) for b in raw["nodes"].values())
+    assert raw["signature"]["canonicalization"] == "rfc8785"
+    path = cc.write_certificate(cc.sign(scale.synthetic_certificate(24), Ed25519PrivateKey.generate()),
+                                tmp_path / "fleet.json")
+    check_certificate(path, capsys)
+
+
+def test_the_sample_and_an_old_certificate_follow_the_schema(tmp_path, capsys):
+    """tests/test_certificate.py's sample signed now, and the certificate main signed before RFC 8785; one
+    written before the tables (findings as objects) is the expanded form."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from test_certificate import sample_certificate
+
+    from clustercert.record import certificate as cc
+
+    path = cc.write_certificate(cc.sign(sample_certificate(), Ed25519PrivateKey.generate()), tmp_path / "c.json")
+    check_certificate(path, capsys)
+    old = Path(__file__).parent / "certificates" / "v1-python-json.certificate.json"
+    assert "canonicalization" not in check_certificate(old, capsys)["signature"]
+    before_tables = cc.expanded(json.loads(old.read_text()))
+    certificate_validator().validate(before_tables)
+    assert not certificate_validator("written").is_valid(before_tables)
+
+
+def test_added_members_are_accepted_where_the_certificate_is_open():
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from test_certificate import sample_certificate
+
+    from clustercert.record import certificate as cc
+
+    cert = cc.sign(sample_certificate(), Ed25519PrivateKey.generate())
+    cert["nodes"]["gpu-node-01"]["rails"] = [{"gpu": 0, "hca": "mlx5_0"}]
+    cert["nodes"]["gpu-node-01"]["findings"][0]["note"] = "a later version's member"
+    cert["links"][0]["bus"] = "nvlink"
+    cert["cluster_findings"] = [{"check": "nccl.cluster", "status": "pass"}]
+    written = json.loads(cc.dumps(cert))
+    certificate_validator("written").validate(written)
+    certificate_validator("expanded").validate(json.loads(json.dumps(cert)))
+
+
+def _broken(raw: dict) -> list[tuple[str, dict]]:
+    node = next(n for n, b in raw["nodes"].items() if isinstance(b["findings"], dict))
+    body = raw["nodes"][node]
+
+    def with_node(**kw) -> dict:
+        return {**raw, "nodes": {**raw["nodes"], node: {**body, **kw}}}
+
+    table = body["findings"]
+    return [
+        ("no schema", {k: v for k, v in raw.items() if k != "schema"}),
+        ("another schema", {**raw, "schema": "clustercert.certificate/v2"}),
+        ("verdict", {**raw, "verdict": "mostly"}),
+        ("started", {**raw, "started": "yesterday"}),
+        ("no signature", {k: v for k, v in raw.items() if k != "signature"}),
+        ("signature member", {**raw, "signature": {**raw["signature"], "comment": "ok"}}),
+        ("canonicalization", {**raw, "signature": {**raw["signature"], "canonicalization": "c14n"}}),
+        ("node verdict", with_node(verdict="fine")),
+        ("table member", with_node(findings={**table, "note": 1})),
+        ("table rows", with_node(findings={**table, "rows": ["gpu.count"]})),
+        ("table columns", with_node(findings={k: v for k, v in table.items() if k != "columns"})),
+        ("a row's cell", with_node(findings={**table, "rows": [[{"check": "gpu.count"}]]})),
+        ("evidence text", with_node(evidence=[1])),
+        ("links", {**raw, "links": [{"a": "x"}]}),
+        ("threshold member", {**raw, "thresholds": {"t": {"floor": 1.0, "override": True}}}),
+    ]
+
+
+def test_a_broken_certificate_fails_the_schema(tmp_path, capsys):
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from test_certificate import sample_certificate
+
+    from clustercert.record import certificate as cc
+
+    raw = json.loads(cc.dumps(cc.sign(sample_certificate(), Ed25519PrivateKey.generate())))
+    validator = certificate_validator()
+    validator.validate(raw)
+    for what, doc in _broken(raw):
+        assert not validator.is_valid(doc), what
+    expanded = json.loads(json.dumps(cc.expanded(raw)))
+    node = expanded["nodes"]["gpu-node-01"]
+    for doc in ({**expanded, "nodes": {"gpu-node-01": {**node, "findings": [{"status": "pass"}]}}},
+                {**expanded, "nodes": {"gpu-node-01": {**node, "findings": [{**node["findings"][0], "status": "ok"}]}}},
+                {**expanded, "nodes": {"gpu-node-01": {**node, "evidence": {"not-a-ref": "x"}}}},
+                {**expanded, "links": [{**expanded["links"][0], "status": "meh"}]}):
+        assert not validator.is_valid(doc)
+
+
+def test_report_show_refuses_what_is_not_a_certificate(tmp_path, capsys):
+    bad = tmp_path / "c.json"
+    bad.write_text('{"schema": "clustercert.certificate/v1", "nodes": {"n": {"verdict": "pass", "findings": '
+                   '{"columns": ["check"], "rows": [[null]], "repeat": ["check"]}}}, "links": []}')
+    assert main(["report", "show", str(bad), "--format", "json"]) == 2
+    err = capsys.readouterr().err
+    assert "malformed table" in err and err.count("\n") == 1
+    bad.write_text("[]")
+    assert main(["report", "show", str(bad)]) == 2
+    assert "not a certificate" in capsys.readouterr().err
+    assert main(["report", "runs", str(bad)]) == 2
+    assert "only `report show` takes a certificate file" in capsys.readouterr().err

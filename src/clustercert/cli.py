@@ -196,11 +196,13 @@ def build_parser() -> argparse.ArgumentParser:
           "clustercert checks --format markdown > docs/checks.md",
           opt.CHECKS_PROFILE, opt.output_format("table", "json", "markdown"))
 
-    _verb(sub, "report", "reports from the store (history, runs), and its retention (prune)",
-          "Per-node trends and past runs from the SQLite store; `prune` removes old runs and compacts it.",
+    _verb(sub, "report", "reports from the store (history, runs), its retention (prune), a certificate (show)",
+          "Per-node trends and past runs from the SQLite store; `prune` removes old runs and compacts it; `show CERT` "
+          "prints a certificate file (--format json: expanded, docs/schemas/certificate.schema.json).",
           "clustercert report history --node node01\nclustercert report runs --format json\n"
-          "clustercert report prune --keep 200\nclustercert report prune --older-than 90d",
-          opt.REPORT_WHAT, opt.REPORT_NODE, opt.PRUNE_KEEP, opt.PRUNE_OLDER, opt.PRUNE_DRY_RUN,
+          "clustercert report prune --keep 200\nclustercert report prune --older-than 90d\n"
+          "clustercert report show cert/certificate.json --format json",
+          opt.REPORT_WHAT, opt.REPORT_CERT, opt.REPORT_NODE, opt.PRUNE_KEEP, opt.PRUNE_OLDER, opt.PRUNE_DRY_RUN,
           opt.output_format("table", "json"))
 
     _verb(sub, "verify", "verify a certificate's signature",

@@ -251,9 +251,11 @@ CHECKS_PROFILE = option("--profile", action="append", metavar="NAME",
                              "default every built-in profile)")
 
 # report
-REPORT_WHAT = option("what", choices=("history", "runs", "prune"), help="history: per-node verdicts, failing checks "
-                     "and probe values, newest first; runs: the recorded runs; prune: remove old runs from the store "
-                     "(never each inventory's latest certified run, nor a drift's baseline) and compact it")
+REPORT_WHAT = option("what", choices=("history", "runs", "prune", "show"), help="history: per-node verdicts, failing "
+                     "checks and probe values, newest first; runs: the recorded runs; prune: remove old runs from the "
+                     "store (never each inventory's latest certified run, nor a drift's baseline) and compact it; show "
+                     "CERT: a certificate file (--format json: the certificate with its findings and links as objects)")
+REPORT_CERT = option("report_certificate", nargs="?", metavar="CERT", help="show: the certificate.json to show")
 REPORT_NODE = option("--node", metavar="NODE", help="history of this node only")
 
 

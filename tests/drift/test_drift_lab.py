@@ -86,6 +86,7 @@ def test_four_tamperings_classified_then_fixed(certified, tmp_path):
         fams = {f.name: f for f in text_string_to_metric_families(prom.read_text())}
         per = {(s.labels["node"], s.labels["kind"]): s.value for s in fams["clustercert_drift_items"].samples}
         assert per[(n3, "state")] >= 1 and per[(n1, "state")] == 0
+        exposition = prom.read_text()  # promtool checks it at the end (a skip where it is missing skips no more)
 
         # what --fix repairs is configuration: the two nodes that have it, no probe needed
         rc, doc = drift(lab, "--fix", "--probes", "none", "--limit", f"{n1},{n2}")
@@ -106,6 +107,9 @@ def test_four_tamperings_classified_then_fixed(certified, tmp_path):
     assert item["kind"] == "hardware" and item["check"] == "hardware.gpu", item
     assert item["detail"] == f"GPU3 {old['bus_id']}: swapped", item
     assert old["serial"] in item["before"] and old["uuid"] in item["before"] and old["serial"] not in item["after"]
+    from prom_lint import promtool_check
+
+    promtool_check(exposition)
 
 
 def _playbooks_running(lab) -> list[str]:

@@ -1,10 +1,14 @@
-"""`clustercert report history|runs|prune`: per-node trends and past runs from the store; retention."""
+"""`clustercert report history|runs|prune|show`: per-node trends and past runs from the store; retention; a
+certificate file (`show CERT`: summary.md's text, or with --format json the certificate expanded: each node's
+findings and the links as lists of objects, as docs/schemas/certificate.schema.json describes; not verified)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from clustercert.errors import EXIT_OK, InputError
+from clustercert.record import certificate
 from clustercert.record.store import Store, default_keep, default_path
 from clustercert.report import documents
 from clustercert.report.terminal import print_history, print_runs
@@ -12,6 +16,11 @@ from clustercert.report.terminal import print_history, print_runs
 
 def run(args) -> int:
     started = documents.now()
+    cert_path = getattr(args, "report_certificate", None)
+    if args.what == "show":
+        return show(args, cert_path)
+    if cert_path is not None:
+        raise InputError("CERT", cert_path, "only `report show` takes a certificate file")
     if not default_path().exists():
         raise InputError(str(default_path()), None, "no store yet: run `clustercert validate` or `certify` first")
     store = Store()
@@ -51,4 +60,24 @@ def prune(args, store: Store, started) -> int:
         print(f"{verb} {len(result['removed'])} run(s), kept {result['kept']} "
               f"({len(result['protected'])} kept as baselines); store {result['bytes_before']} -> "
               f"{result['bytes_after']} bytes")
+    return EXIT_OK
+
+
+def show(args, cert_path: str | None) -> int:
+    """``report show CERT``: the certificate file read (and refused, exit 2, where it is not a certificate or its
+    tables are malformed) and printed expanded."""
+    if cert_path is None:
+        raise InputError("CERT", None, "`report show` needs a certificate file: clustercert report show cert/certificate.json")
+    if args.node or getattr(args, "keep", None) or getattr(args, "older_than", None) or getattr(args, "dry_run", False):
+        raise InputError("--node/--keep/--older-than/--dry-run", "show", "`report show` takes a certificate file only")
+    try:
+        cert = certificate.expanded(certificate.load_certificate(Path(cert_path)))
+    except ValueError as e:
+        raise InputError(cert_path, "nodes/links", f"malformed table: {e}") from None
+    if args.format == "json":
+        print(documents.dumps(cert))
+    else:
+        from clustercert.report.markdown import render_summary
+
+        print(render_summary(cert), end="")
     return EXIT_OK

@@ -1,16 +1,24 @@
 """The signed certificate: canonical form, Ed25519 signing key, sign and verify.
 
-A certificate (schema ``clustercert.certificate/v1``) is a JSON object. Its signature covers the
+A certificate (schema ``clustercert.certificate/v1``; its JSON Schema is docs/schemas/certificate.schema.json,
+which also documents the file's findings and links tables) is a JSON object. Its signature covers the
 *content*, not the file's layout:
 
-* ``canonical_bytes(cert)`` is the certificate without its ``"signature"`` member, serialised with
-  ``json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)`` and
-  encoded as UTF-8. Keys are sorted at every level, there is no whitespace between tokens, non-ASCII
-  characters are written as themselves (not ``\\uXXXX``), and NaN/Infinity are refused (they are not
-  JSON). Numbers are written as Python writes them (``repr`` of a float round-trips exactly).
-* ``signature.value`` is base64 of the 64-byte Ed25519 signature over those bytes;
-  ``signature.public_key`` is base64 of the signer's raw 32-byte public key (informative: ``verify``
-  trusts only the key file it is given).
+* ``signed_bytes(cert)`` / ``canonical_bytes(cert)`` is the certificate as its file holds it (``packed``)
+  without its ``"signature"`` member, in the JSON Canonicalization Scheme (RFC 8785, JCS; serialised by the
+  ``rfc8785`` library): keys sorted by their UTF-16 code units at every level, no whitespace, strings UTF-8
+  with only ``"``, ``\\`` and control characters escaped, numbers as ECMAScript writes them (``388.0`` is
+  ``388``, ``1e-07`` is ``1e-7``, ``-0.0`` is ``0``). Any language's JCS implementation gives the same bytes.
+  NaN and Infinity are refused (they are not JSON); an integer beyond +-(2**53 - 1), which JSON readers
+  cannot hold exactly, is written (and signed) as its decimal string, as RFC 8785 section 6 advises.
+* ``signature.canonicalization`` is ``"rfc8785"``; ``signature.value`` is base64 of the 64-byte Ed25519
+  signature over those bytes; ``signature.public_key`` is base64 of the signer's raw 32-byte public key
+  (informative: ``verify`` trusts only the key file it is given).
+* Certificates signed before (no ``canonicalization`` member) were signed over Python's
+  ``json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)`` of the same
+  content (``legacy_canonical_bytes``); ``verify`` checks them that way, so they verify as they did. The
+  member is outside the signed bytes, but choosing the other form gains a forger nothing: both forms are
+  faithful JSON serialisations, so equal bytes mean equal content.
 
 So re-indenting the file keeps it valid, while any change to a key, a value, a string's content
 (whitespace inside a string included), an added or removed member, or the signature itself makes
@@ -28,12 +36,14 @@ import base64
 import binascii
 import hashlib
 import json
+import math
 import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import rfc8785
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -43,6 +53,8 @@ from clustercert.model.bounded import MAX_OUTPUT_BYTES, check_json_depth, read_b
 
 SCHEMA = "clustercert.certificate/v1"
 ALGORITHM = "ed25519"
+CANONICALIZATION = "rfc8785"  # signature.canonicalization of what sign() makes; absent: the legacy form
+JCS_INT_MAX = 2**53 - 1       # RFC 8785: integers beyond this (either sign) are not exact in JSON readers
 KEY_DIR = "keys"
 KEY_NAME = "signing.key"
 PUB_NAME = "signing.pub"
@@ -50,35 +62,64 @@ PUB_NAME = "signing.pub"
 
 # ---- canonical form ---------------------------------------------------------------------------
 
-def canonical_bytes(cert: dict) -> bytes:
-    """The bytes that are signed: ``cert`` minus ``"signature"``, canonical JSON, UTF-8.
+def canonicalization_of(cert: dict) -> str | None:
+    """The canonical form the certificate's signature names: ``"rfc8785"``, or None (signed before it had the
+    member: ``legacy_canonical_bytes``)."""
+    sig = cert.get("signature")
+    return sig.get("canonicalization") if isinstance(sig, dict) else None
 
-    Raises ValueError for content that is not JSON (NaN, Infinity, non-string-able keys).
+
+def canonical_bytes(cert: dict, canonicalization: str | None = None) -> bytes:
+    """The bytes that are signed: ``cert`` minus ``"signature"`` in the canonical form ``canonicalization``
+    names (default: the one ``cert``'s signature names; none named: the legacy form).
+
+    Raises ValueError for content that is not JSON (NaN, Infinity, non-string keys) or an unknown form.
     """
+    form = canonicalization if canonicalization is not None else canonicalization_of(cert)
+    if form is None:
+        return legacy_canonical_bytes(cert)
+    if form != CANONICALIZATION:
+        raise ValueError(f"unknown canonicalization {form!r} (want {CANONICALIZATION!r})")
+    return jcs_bytes({k: v for k, v in cert.items() if k != "signature"})
+
+
+def legacy_canonical_bytes(cert: dict) -> bytes:
+    """The form certificates were signed over before ``signature.canonicalization``: Python's json.dumps with
+    sorted keys, no whitespace, UTF-8 as-is, numbers as Python writes them. Kept to verify those."""
     body = {k: v for k, v in cert.items() if k != "signature"}
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False).encode("utf-8")
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+def jcs_bytes(value: Any) -> bytes:
+    """``value`` in RFC 8785 (JCS). ValueError for what JCS cannot write (NaN, Infinity, an integer beyond
+    +-(2**53 - 1), a non-string key)."""
+    try:
+        return rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError as e:
+        raise ValueError(str(e)) from None
+
+
+def _jcs_order(keys) -> list[str]:
+    """Object keys in RFC 8785's order: by their UTF-16 code units."""
+    return sorted(keys, key=lambda k: k.encode("utf-16-be"))
 
 
 def signed_bytes(cert: dict) -> bytearray:
-    """``canonical_bytes(packed(cert))``, built member by member and node by node: the one full copy of a
-    fleet's certificate that signing needs, without the packed certificate or its text held beside it.
+    """``canonical_bytes(packed(cert), "rfc8785")``, built member by member and node by node: the one full copy
+    of a fleet's certificate that signing needs, without the packed certificate or its text held beside it.
     ``cert`` is normalised (``_normalise``): its keys are strings."""
     body = {k: v for k, v in cert.items() if k != "signature"}
     out = bytearray(b"{")
-    for i, k in enumerate(sorted(body)):
-        out += (("," if i else "") + _canonical(k) + ":").encode("utf-8")
+    for i, k in enumerate(_jcs_order(body)):
+        out += (b"," if i else b"") + jcs_bytes(k) + b":"
         nodes = body[k]
         if k != "nodes" or not isinstance(nodes, dict) or not nodes:
-            out += _canonical(packed({k: nodes})[k] if k in ("nodes", "links") else nodes).encode("utf-8")
+            out += jcs_bytes(packed({k: nodes})[k] if k in ("nodes", "links") else nodes)
             continue
-        for j, name in enumerate(sorted(nodes)):
+        for j, name in enumerate(_jcs_order(nodes)):
             node = packed({"nodes": {name: nodes[name]}})["nodes"][name]
-            out += (("{" if j == 0 else ",") + _canonical(name) + ":" + _canonical(node)).encode("utf-8")
+            out += (b"{" if j == 0 else b",") + jcs_bytes(name) + b":" + jcs_bytes(node)
         out += b"}"
     out += b"}"
     return out
@@ -99,16 +140,19 @@ def _json_key(k: Any) -> str:
 
 def _normalise(value: Any) -> Any:
     """What ``value`` becomes once written and read back (tuples -> lists, int keys -> str, str/int/float
-    subclasses -> the plain type), so that the bytes signed now are the bytes verified later. Copy on write:
+    subclasses -> the plain type, -0.0 -> 0.0, an integer JSON readers cannot hold exactly -> its decimal
+    string), so that the bytes signed now are the bytes verified later. Copy on write:
     a part that is already what it reads back as is returned as it is (no second copy of a fleet's
     certificate in memory). ValueError for NaN/Infinity, TypeError for what is not JSON."""
     t = type(value)
-    if t is str or t is int or t is bool or value is None:
+    if t is str or t is bool or value is None:
         return value
+    if t is int:  # beyond what a JSON reader holds exactly: its decimal text (RFC 8785 section 6)
+        return value if -JCS_INT_MAX <= value <= JCS_INT_MAX else str(value)
     if t is float:
         if value != value or value in (float("inf"), float("-inf")):
             raise ValueError("Out of range float values are not JSON compliant")
-        return value
+        return 0.0 if value == 0 and math.copysign(1.0, value) < 0 else value  # -0.0: JCS and the file write 0
     if isinstance(value, dict):
         out = None
         for i, (k, v) in enumerate(value.items()):
@@ -128,7 +172,7 @@ def _normalise(value: Any) -> Any:
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, int):
-        return int(value)
+        return _normalise(int(value))
     if isinstance(value, float):
         return _normalise(float(value))
     raise TypeError(f"Object of type {t.__name__} is not JSON serializable")
@@ -581,7 +625,7 @@ def evidence_problem(cert: dict) -> str | None:
 
 def sign(cert: dict, private_key: Ed25519PrivateKey) -> dict:
     """``cert`` (as it will read back from JSON; its parts shared with ``cert`` where they already are) with
-    ``"signature"`` added: over the canonical bytes of its file form (``packed``: each node's findings as a
+    ``"signature"`` added: over the RFC 8785 bytes of its file form (``packed``: each node's findings as a
     table), which is what ``dumps`` writes. The findings stay a list of objects in what is returned."""
     if cert.get("schema") != SCHEMA:
         raise InputError("certificate", "schema", f"expected {SCHEMA!r}, got {cert.get('schema')!r}")
@@ -589,6 +633,7 @@ def sign(cert: dict, private_key: Ed25519PrivateKey) -> dict:
     sig = private_key.sign(signed_bytes(out))
     out["signature"] = {
         "algorithm": ALGORITHM,
+        "canonicalization": CANONICALIZATION,
         "public_key": base64.b64encode(public_raw(private_key.public_key())).decode(),
         "value": base64.b64encode(sig).decode(),
     }
@@ -726,7 +771,7 @@ def load_certificate(cert_path: Path) -> dict:
 # block (which the signature does not cover). A new member is added here first.
 TOP_MEMBERS = frozenset({"schema", "cluster", "profiles", "started", "finished", "versions", "verdict", "rounds",
                          "schedule", "nodes", "links", "localisation", "thresholds", "timing", "slurm", "signature"})
-SIGNATURE_MEMBERS = frozenset({"algorithm", "public_key", "value"})
+SIGNATURE_MEMBERS = frozenset({"algorithm", "canonicalization", "public_key", "value"})
 NODE_MEMBERS = frozenset({"verdict", "findings", "detail", "hardware", "evidence"})
 THRESHOLD_MEMBERS = frozenset({"floor", "ceiling", "unit", "source"})
 LOCALISATION_MEMBERS = frozenset({"node", "link", "kind", "reason", "fabric", "probes", "partners"})
@@ -778,6 +823,9 @@ def _signature_parts(cert: dict, src: str) -> tuple[bytes | None, bytes | None, 
         raise InputError(src, "signature", "malformed: expected an object with algorithm, public_key, value")
     if sig.get("algorithm") != ALGORITHM:
         raise InputError(src, "signature.algorithm", f"unsupported algorithm {sig.get('algorithm')!r} (want {ALGORITHM!r})")
+    if sig.get("canonicalization", CANONICALIZATION) != CANONICALIZATION:
+        raise InputError(src, "signature.canonicalization", f"unsupported canonicalization "
+                         f"{sig.get('canonicalization')!r} (want {CANONICALIZATION!r}, or none: signed before it)")
     try:
         value = base64.b64decode(str(sig["value"]), validate=True)
     except (binascii.Error, ValueError):
@@ -811,7 +859,7 @@ def verify(cert_path: Path, pubkey_path: Path) -> tuple[bool, str]:
         signer = fingerprint(embedded) if len(embedded) == 32 else "an invalid key"
         return False, f"signed by a different key ({signer}), not by {fingerprint(key)}"
     try:
-        body = canonical_bytes(cert)
+        body = canonical_bytes(cert)  # the form signature.canonicalization names (none: the legacy form)
     except ValueError as e:
         return False, f"content is not canonical JSON: {e}"
     try:

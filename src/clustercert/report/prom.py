@@ -1,16 +1,23 @@
 """node_exporter textfile-collector output (``--prom FILE`` on validate, certify and drift), rendered by
 prometheus_client and written atomically (temp file in the same directory, fsync, rename, mode 0644 so
-that node_exporter, another user, can read it).
+that node_exporter, another user, can read it). Names follow Prometheus's conventions: base units in the
+name (bytes per second, seconds), one metric per unit, a status as 0/1 gauges with a ``status`` label (a
+state set), so that ``clustercert_check_status{status="fail"} == 1`` alerts on failures and a skip never
+reads as one; ``promtool check metrics`` passes on every file (tests/test_store_lock_prom.py).
 
 Metrics (every one but ``clustercert_drift_items`` carries ``verb``, so validate, certify and drift may
 write to files of one textfile directory without clashing series):
 
-* ``clustercert_check_status{verb,node,check}``: the worst status of the check on the node
-  (0 pass, 1 fail, 2 error, 3 skip);
-* ``clustercert_node_verdict{verb,node}``: 0 pass, 1 fail, 2 error, 4 unreachable;
-* ``clustercert_link_value{verb,a,b,fabric,probe,subject,unit}``: a node-to-node measurement (the last
-  round's), and ``clustercert_link_threshold{...,bound}`` the bound it was held to (bound: floor or
-  ceiling), ``clustercert_link_status{...}`` its status;
+* ``clustercert_check_status{verb,node,check,status}``: per node and check, 1 for the check's worst status in
+  the last run (fail over error over pass over skip) and 0 for each other status (pass, fail, error, skip);
+* ``clustercert_node_verdict{verb,node,verdict}``: 1 for the node's verdict, 0 for the others (pass, fail,
+  error, unreachable);
+* per node-to-node measurement (the last round's), labels ``{verb,a,b,fabric,probe,subject}``:
+  ``clustercert_link_bandwidth_bytes_per_second`` (Gb/s and GB/s converted), ``clustercert_link_latency_seconds``
+  (µs, ns, ms), ``clustercert_link_ratio`` (ratio; percent / 100), each with the bound it was held to,
+  ``clustercert_link_bandwidth_threshold_bytes_per_second`` / ``clustercert_link_latency_threshold_seconds`` /
+  ``clustercert_link_ratio_threshold`` (``bound``: floor or ceiling); a value in a unit outside these is not
+  exported (its status is); ``clustercert_link_status{...,status}``: 0/1 per status like a check's;
 * ``clustercert_run_duration_seconds{verb}``, ``clustercert_last_run_timestamp_seconds{verb}``,
   ``clustercert_last_success_timestamp_seconds{verb}`` (absent until a run of the verb passed);
 * drift only: ``clustercert_drift_items{node,kind}`` (kind: configuration, state, performance, hardware).
@@ -28,12 +35,41 @@ from clustercert.probes.judge import BaselineJudge
 from clustercert.record.store import Store, default_path
 from clustercert.report.documents import parse_time
 
-STATUS_VALUE = {"pass": 0, "fail": 1, "error": 2, "skip": 3, "unreachable": 4}
+STATUSES = ("pass", "fail", "error", "skip")
+VERDICTS = ("pass", "fail", "error", "unreachable")
 RANK = {"skip": 0, "pass": 1, "error": 2, "fail": 3}
+LINK_LABELS = ("verb", "a", "b", "fabric", "probe", "subject")
+
+# a measurement's unit -> (the quantity, the factor to its base unit)
+BASE_UNITS: dict[str, tuple[str, float]] = {
+    "gbit_per_s": ("bandwidth", 1e9 / 8), "mbit_per_s": ("bandwidth", 1e6 / 8),
+    "gbyte_per_s": ("bandwidth", 1e9), "mbyte_per_s": ("bandwidth", 1e6), "byte_per_s": ("bandwidth", 1.0),
+    "usec": ("latency", 1e-6), "nsec": ("latency", 1e-9), "ms": ("latency", 1e-3), "s": ("latency", 1.0),
+    "ratio": ("ratio", 1.0), "percent": ("ratio", 0.01),
+}
+# the quantity -> (its value metric, its threshold metric, what HELP says of the unit)
+QUANTITIES: dict[str, tuple[str, str, str]] = {
+    "bandwidth": ("clustercert_link_bandwidth_bytes_per_second", "clustercert_link_bandwidth_threshold_bytes_per_second",
+                  "bytes per second (Gb/s x 1.25e8, GB/s x 1e9)"),
+    "latency": ("clustercert_link_latency_seconds", "clustercert_link_latency_threshold_seconds",
+                "seconds (us x 1e-6)"),
+    "ratio": ("clustercert_link_ratio", "clustercert_link_ratio_threshold", "a ratio (percent / 100)"),
+}
+
+
+def base_value(value: float, unit: str | None) -> tuple[str, float] | None:
+    """(quantity, ``value`` in its base unit) for a unit BASE_UNITS knows, else None."""
+    q = BASE_UNITS.get(unit or "")
+    return None if q is None else (q[0], float(value) * q[1])
+
+
+def _state_set(gauge: Gauge, labels: tuple, states: tuple[str, ...], current: str) -> None:
+    for st in states:
+        gauge.labels(*labels, st).set(1 if st == current else 0)
 
 
 def render(verb: str, *, nodes: dict[str, dict] | None = None, links: list[dict] | None = None,
-           bounds: dict[str, tuple[str, float]] | None = None, duration_s: float | None = None,
+           bounds: dict[str, tuple] | None = None, duration_s: float | None = None,
            finished: float | None = None, last_success: float | None = None,
            drift_items: dict[tuple[str, str], int] | None = None) -> str:
     """The textfile for one run of ``verb``.
@@ -41,42 +77,48 @@ def render(verb: str, *, nodes: dict[str, dict] | None = None, links: list[dict]
     ``nodes``: node -> {"verdict", "findings": [{"check", "status", ...}]} (validate's and the
     certificate's shape); ``links``: the certificate's link records ({"a", "b", "fabric", "probe",
     "subject", "unit", "value", "status", "threshold", "round"}); ``bounds``: the bound each link is held
-    to, by its ``threshold`` name (else its probe): name -> ("floor" | "ceiling", value).
+    to, by its ``threshold`` name (else its probe): name -> ("floor" | "ceiling", value[, unit]), in the unit
+    given (else the link's).
     """
     reg = CollectorRegistry()
     if nodes is not None:
-        status = Gauge("clustercert_check_status", "Worst status of each check per node in the last run "
-                       "(0 pass, 1 fail, 2 error, 3 skip).", ["verb", "node", "check"], registry=reg)
-        verdict = Gauge("clustercert_node_verdict", "Verdict per node in the last run "
-                        "(0 pass, 1 fail, 2 error, 4 unreachable).", ["verb", "node"], registry=reg)
+        status = Gauge("clustercert_check_status", "1 for the worst status of each check per node in the last run, "
+                       "0 for the other statuses (pass, fail, error, skip).", ["verb", "node", "check", "status"],
+                       registry=reg)
+        verdict = Gauge("clustercert_node_verdict", "1 for each node's verdict in the last run, 0 for the others "
+                        "(pass, fail, error, unreachable).", ["verb", "node", "verdict"], registry=reg)
         for node, body in sorted(nodes.items()):
-            verdict.labels(verb, node).set(STATUS_VALUE.get(body.get("verdict"), 2))
+            v = body.get("verdict")
+            _state_set(verdict, (verb, node), VERDICTS, v if v in VERDICTS else "error")
             worst: dict[str, str] = {}
             for f in body.get("findings", []):
                 st = f["status"] if f["status"] in RANK else "error"
                 if f["check"] not in worst or RANK[st] > RANK[worst[f["check"]]]:
                     worst[f["check"]] = st
             for check, st in sorted(worst.items()):
-                status.labels(verb, node, check).set(STATUS_VALUE[st])
+                _state_set(status, (verb, node, check), STATUSES, st)
     if links:
-        names = ["verb", "a", "b", "fabric", "probe", "subject", "unit"]
-        value = Gauge("clustercert_link_value", "Node-to-node measurement (the last round's).", names, registry=reg)
-        bound = Gauge("clustercert_link_threshold", "The bound a node-to-node measurement was held to.",
-                      [*names, "bound"], registry=reg)
-        lstatus = Gauge("clustercert_link_status", "Status of a node-to-node measurement (0 pass, 1 fail, 2 error, "
-                        "3 skip).", names, registry=reg)
+        lstatus = Gauge("clustercert_link_status", "1 for the status of each node-to-node measurement (the last "
+                        "round's), 0 for the other statuses (pass, fail, error, skip).", [*LINK_LABELS, "status"],
+                        registry=reg)
+        value = {q: Gauge(name, f"Node-to-node measurement (the last round's) in {unit}.", LINK_LABELS, registry=reg)
+                 for q, (name, _, unit) in QUANTITIES.items()}
+        bound = {q: Gauge(name, f"The bound a node-to-node measurement was held to (bound: floor or ceiling), in "
+                          f"{unit}.", [*LINK_LABELS, "bound"], registry=reg)
+                 for q, (_, name, unit) in QUANTITIES.items()}
         latest: dict[tuple, dict] = {}
         for lk in sorted(links, key=lambda x: x.get("round") or 0):  # a later round's measurement replaces one
             labels = (verb, lk["a"], lk["b"], "" if lk.get("fabric") is None else str(lk["fabric"]), lk["probe"],
-                      lk.get("subject") or "", lk.get("unit") or "")
+                      lk.get("subject") or "")
             latest[labels] = lk
         for labels, lk in latest.items():
-            lstatus.labels(*labels).set(STATUS_VALUE.get(lk.get("status"), 2))
-            if lk.get("value") is not None:
-                value.labels(*labels).set(float(lk["value"]))
+            st = lk.get("status")
+            _state_set(lstatus, labels, STATUSES, st if st in STATUSES else "error")
+            if lk.get("value") is not None and (got := base_value(lk["value"], lk.get("unit"))) is not None:
+                value[got[0]].labels(*labels).set(got[1])
             b = (bounds or {}).get(lk.get("threshold") or lk["probe"])
-            if b is not None:
-                bound.labels(*labels, b[0]).set(float(b[1]))
+            if b is not None and (got := base_value(b[1], (b[2] if len(b) > 2 else None) or lk.get("unit"))):
+                bound[got[0]].labels(*labels, b[0]).set(got[1])
     run = Gauge("clustercert_run_duration_seconds", "Wall time of the last run.", ["verb"], registry=reg)
     last = Gauge("clustercert_last_run_timestamp_seconds", "When the last run finished.", ["verb"], registry=reg)
     ok = Gauge("clustercert_last_success_timestamp_seconds", "When the last passing run finished.", ["verb"],
@@ -95,14 +137,14 @@ def render(verb: str, *, nodes: dict[str, dict] | None = None, links: list[dict]
     return generate_latest(reg).decode("utf-8")
 
 
-def threshold_bounds(thresholds: dict[str, dict]) -> dict[str, tuple[str, float]]:
-    """The certificate's ``thresholds`` ({name: {"floor", "ceiling", ...}}) -> {name: (bound, value)}."""
+def threshold_bounds(thresholds: dict[str, dict]) -> dict[str, tuple[str, float, str | None]]:
+    """The certificate's ``thresholds`` ({name: {"floor", "ceiling", "unit", ...}}) -> {name: (bound, value, unit)}."""
     out = {}
     for name, t in thresholds.items():
         if t.get("floor") is not None:
-            out[name] = ("floor", t["floor"])
+            out[name] = ("floor", t["floor"], t.get("unit"))
         elif t.get("ceiling") is not None:
-            out[name] = ("ceiling", t["ceiling"])
+            out[name] = ("ceiling", t["ceiling"], t.get("unit"))
     return out
 
 
