@@ -298,7 +298,8 @@ def _collection_tree(state: Path) -> Path:
     link = tree / "ansible_collections" / "clustercert" / "cluster"
     target = paths.data_dir()
     if not (link.is_symlink() and Path(os.readlink(link)) == target):
-        link.parent.mkdir(parents=True, exist_ok=True)
+        for d in (tree, tree / "ansible_collections", link.parent):
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = link.with_name(f".cluster.{os.getpid()}")
         tmp.unlink(missing_ok=True)
         tmp.symlink_to(target, target_is_directory=True)
