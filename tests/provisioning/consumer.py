@@ -81,11 +81,12 @@ def build_and_install(tmp: Path) -> Path:
 
 def write_site(site: Path, collections: Path, hosts: str = "all") -> Path:
     """The site's project: site.yml, group_vars/all/clustercert.yml (the collection's mapping), an ansible.cfg
-    of the site's own (its collections path; host keys checked, as Ansible's default). The playbook's path."""
+    of the site's own (its collections path, pipelining; host keys checked, as Ansible's default). The playbook's path."""
     (site / "group_vars" / "all").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(collections / "ansible_collections" / NAMESPACE / NAME / "playbooks/group_vars/all/profile.yml",
                     site / "group_vars" / "all" / "clustercert.yml")
-    (site / "ansible.cfg").write_text(f"[defaults]\ncollections_path = {collections}\nroles_path = {site / 'roles'}\n")
+    (site / "ansible.cfg").write_text(f"[defaults]\ncollections_path = {collections}\nroles_path = {site / 'roles'}\n"
+                                      "[ssh_connection]\npipelining = True\n")
     (site / "roles").mkdir(exist_ok=True)
     playbook = site / "site.yml"
     playbook.write_text(PLAYBOOK.format(hosts=hosts))
