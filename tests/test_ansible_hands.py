@@ -189,3 +189,70 @@ def test_a_real_check_diff_run_gives_ansibles_diff_and_output(tmp_path):
     assert "-old line" in text and "+new line" in text and "changed: [localhost]" in text
     assert any("TASK [write the motd]" in x for x in lines)
     assert target.read_text() == "old line\n"  # check mode changed nothing
+
+
+def _recording_sudo(tmp_path: Path) -> tuple[Path, Path]:
+    """A stand-in sudo on PATH: records its arguments and the line it read on stdin (-S), then runs the command."""
+    bindir, rec = tmp_path / "bin", tmp_path / "sudo.log"
+    bindir.mkdir()
+    (bindir / "sudo").write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import os, sys
+        args = sys.argv[1:]
+        pw = b""
+        if "-S" in args:
+            while (c := os.read(0, 1)) not in (b"", b"\\n"):
+                pw += c
+        with open({str(rec)!r}, "a") as f:
+            f.write(repr(args) + " pw=" + pw.decode() + "\\n")
+        rest = args[args.index("--") + 1:]
+        os.execvp(rest[0], rest)
+        """))
+    (bindir / "sudo").chmod(0o755)
+    return bindir, rec
+
+
+def test_a_vaulted_inventory_become_password_reaches_the_collectors_sudo_and_is_never_shown(tmp_path, monkeypatch):
+    """Issue 34.3: the inventory's ansible_become_password (inline !vault) is what the collector's `sudo -S`
+    reads (validate, probe and certify collect through it), before -K's ANSIBLE_BECOME_PASS as Ansible's
+    variables come before its flags; no repr, str or JSON of the host's view shows it."""
+    import json
+
+    import pytest
+
+    from clustercert.collect import ssh
+    from clustercert.model import vault
+    from clustercert.model.inventory import load_inventory
+
+    inv = tmp_path / "inv"
+    (inv / "group_vars").mkdir(parents=True)
+    (inv / "hosts.yml").write_text(
+        "all:\n  hosts:\n    n1:\n      ansible_connection: local\n      ansible_become: true\n"
+        f"      ansible_python_interpreter: {sys.executable}\n")
+    (inv / "group_vars" / "all.yml").write_text(_inline("pw-34"))
+    (tmp_path / "pw").write_text("pw-34\n")
+    bindir, rec = _recording_sudo(tmp_path)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("ANSIBLE_BECOME_PASS", "the-K-answer")
+    vault.load_secrets(password_files=[str(tmp_path / "pw")])
+    try:
+        host = load_inventory(str(inv)).hosts["n1"]
+    finally:
+        vault.reset()
+    for shown in (repr(host), str(host.connection), json.dumps(host.connection, default=str)):
+        assert PLAIN not in shown
+    with pytest.raises(TypeError):
+        json.dumps(host.connection)
+    ev = ssh.collect_node("n1", host.connection, {"hello": ("echo hi", 5)})
+    assert ev.reachable and ev.results["hello"].stdout == "hi\n", ev
+    line = rec.read_text().splitlines()[-1]
+    assert line.startswith("['-S', '-p', '', '-u', 'root', '--'") and line.endswith(f" pw={PLAIN}")
+    assert PLAIN not in line.rsplit(" pw=", 1)[0] and PLAIN not in repr(ev)
+
+    # ansible_become_pass (Ansible's other name), not vaulted, the same way; without either, -K's answer
+    (inv / "group_vars" / "all.yml").write_text("clustercert_profile: lab\nansible_become_pass: plain-pw-34\n")
+    host = load_inventory(str(inv)).hosts["n1"]
+    assert ssh.become_argv(host.connection)[1] == b"plain-pw-34\n" and "plain-pw-34" not in repr(host)
+    (inv / "group_vars" / "all.yml").write_text("clustercert_profile: lab\n")
+    host = load_inventory(str(inv)).hosts["n1"]
+    assert ssh.become_argv(host.connection)[1] == b"the-K-answer\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import sysconfig
@@ -23,6 +24,8 @@ def test_wheel_installs_and_finds_its_ansible_content(tmp_path):
     assert "clustercert/_data/playbooks/preflight.yml" in names
     assert "clustercert/_data/roles/preflight/meta/argument_specs.yml" in names
     assert "clustercert/_data/ansible.cfg" in names
+    assert "clustercert/_data/plugins/filter/clustercert_packages.py" in names  # the roles' filters, by FQCN
+    assert "clustercert/_data/plugins/lookup/clustercert_profile.py" in names
     assert "clustercert/profiles/h100-sxm-8x-ndr.yml" in names
 
     venv = tmp_path / "venv"
@@ -40,6 +43,18 @@ def test_wheel_installs_and_finds_its_ansible_content(tmp_path):
     assert out[0].startswith(site) and out[0].endswith("clustercert/_data/playbooks")
     assert (Path(out[0]) / "preflight.yml").is_file()
     assert (Path(out[1]) / "preflight" / "tasks" / "main.yml").is_file()
+
+    # the engine's collections path links clustercert.cluster to the wheel's _data: the roles' filters by FQCN
+    tree = subprocess.check_output(
+        [str(py), "-c", "import sys; from pathlib import Path; from clustercert.collect import engine; "
+         "print(engine._collection_tree(Path(sys.argv[1])))", str(tmp_path / "state")], text=True, cwd=tmp_path).strip()
+    assert (Path(tree) / "ansible_collections/clustercert/cluster").resolve() == Path(out[0]).parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_COLLECTIONS_PATH=tree, ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"))
+    r = subprocess.run([str(py), "-m", "ansible", "adhoc", "localhost", "-m", "ansible.builtin.debug", "-a",
+                        "msg={{ ['perftest=25*'] | clustercert.cluster.clustercert_dpkg_query_argv | last }}"],
+                       capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert r.returncode == 0 and '"msg": "perftest"' in r.stdout, r.stdout + r.stderr
 
     cli = venv / "bin" / "clustercert"
     r = subprocess.run([str(cli), "version"], capture_output=True, text=True, cwd=tmp_path)

@@ -19,7 +19,7 @@ def ansible_env(**extra: str) -> dict:
         "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
         "ANSIBLE_ROLES_PATH": str(ROLES),
         "ANSIBLE_LIBRARY": str(HERE / "library"),
-        "ANSIBLE_LOOKUP_PLUGINS": str(REPO / "playbooks" / "lookup_plugins"),
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"),  # clustercert.cluster: this repository
         "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
         "ANSIBLE_CACHE_PLUGIN_CONNECTION": "",
         "ANSIBLE_CACHE_PLUGIN": "memory",

@@ -31,7 +31,7 @@ def test_wrong_type_fails_with_the_argument_spec_message(tmp_path, role, var, va
     proc = subprocess.run(
         [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(pb), "--tags", "clustercert-none",
          "-e", f'{{"{var}": {value}}}',
-         "-e", "@playbooks/group_vars/all/versions.yml"],
+         "-e", "@roles/clustercert_defaults/defaults/main.yml"],
         capture_output=True, text=True, env=ansible_env(), timeout=120, cwd=str(REPO),
     )
     out = proc.stdout + proc.stderr
@@ -47,7 +47,7 @@ def test_valid_values_pass_validation(tmp_path):
     pb.write_text(PLAY.format(role="tuning"))
     proc = subprocess.run(
         [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(pb), "--tags", "clustercert-none",
-         "-e", '{"tuning_nofile": 65536}', "-e", "@playbooks/group_vars/all/versions.yml"],
+         "-e", '{"tuning_nofile": 65536}', "-e", "@roles/clustercert_defaults/defaults/main.yml"],
         capture_output=True, text=True, env=ansible_env(), timeout=120, cwd=str(REPO),
     )
     assert proc.returncode == 0, proc.stdout[-2000:]

@@ -5,11 +5,14 @@ test_rolling_reboot_lab.py, the suite's last lab module)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
+from consumer import FQCN, build_and_install, site_env, write_site
 from labfixtures import bootstrap
+from provisioning_helpers import BIN, ROLES
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -20,6 +23,17 @@ NCCL_HOLD_TASK = "Hold NCCL and the probe tools"
 
 
 
+
+
+def changed_tasks(stdout: str) -> list[str]:
+    """The tasks ansible-playbook's default output reports changed (its TASK [...] headers)."""
+    task, out = "", []
+    for line in stdout.splitlines():
+        if line.startswith("TASK ["):
+            task = line[6:line.rindex("]")]
+        elif line.startswith("changed: [") and task not in out:
+            out.append(task)
+    return out
 
 
 def assert_all_ok(doc: dict, nodes: list[str]) -> None:
@@ -46,6 +60,34 @@ def test_second_run_changes_nothing(lab, bootstrapped):
     assert rc == 0
     assert_all_ok(second, lab.nodes)
     assert {h: s["changed"] for h, s in second["hosts"].items()} == dict.fromkeys(lab.nodes, 0), second["changes"]
+
+
+def test_every_role_by_fqcn_from_the_installed_collection(lab, bootstrapped, tmp_path):
+    """Issue 34.1: a site's own playbook applies every role of the built and installed collection by its FQCN
+    (tests/provisioning/consumer.py: nothing of clustercert's but the collection and its profile mapping) to a
+    bootstrapped lab node, in check mode and then for real: every role runs (the package-installing roles use
+    the collection's filters by FQCN), nothing fails and nothing but node_check (not part of bootstrap) changes."""
+    node = lab.nodes[-1]  # no other test of this module changes it
+    collections = build_and_install(tmp_path)
+    site = tmp_path / "site"
+    playbook = write_site(site, collections)
+    env = site_env(site, collections)
+    runs = {}
+    for mode, flags in (("check", ["--check", "--diff"]), ("real", [])):
+        p = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(lab.inventory), "--limit", node, str(playbook),
+                            *flags], capture_output=True, text=True, env=env, cwd=str(site), timeout=1200)
+        assert p.returncode == 0, f"{mode}: " + p.stdout[-6000:] + p.stderr[-3000:]
+        recap = re.search(rf"^{re.escape(node)}\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)",
+                          p.stdout, re.M)
+        assert recap and recap.group(3) == recap.group(4) == "0", p.stdout[-3000:]
+        ran = set(re.findall(rf"TASK \[{re.escape(FQCN)}\.(\w+) : ", p.stdout))
+        assert ran == {r.name for r in ROLES.iterdir() if r.is_dir()}, f"{mode}: {sorted(ran)}"
+        assert "No filter named" not in p.stdout + p.stderr
+        runs[mode] = changed_tasks(p.stdout)
+    # by FQCN the roles keep the bootstrapped node as clustercert bootstrap left it: nothing to change, in check
+    # mode or for real; only node_check (not part of bootstrap) installs node-check there
+    for mode, changed in runs.items():
+        assert all(t.startswith(f"{FQCN}.node_check : ") for t in changed), (mode, changed)
 
 
 def test_node_state_after_bootstrap(lab, bootstrapped):

@@ -8,7 +8,7 @@ import re
 import yaml
 from provisioning_helpers import REPO, ROLES
 
-MANIFEST = REPO / "playbooks" / "group_vars" / "all" / "versions.yml"
+MANIFEST = REPO / "roles" / "clustercert_defaults" / "defaults" / "main.yml"
 MAPPING = REPO / "playbooks" / "group_vars" / "all" / "profile.yml"
 
 

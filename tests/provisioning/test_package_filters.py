@@ -1,4 +1,4 @@
-"""The package filters (roles/clustercert_defaults/filter_plugins/clustercert_packages.py): an apt task is
+"""The package filters (plugins/filter/clustercert_packages.py, the collection's): an apt task is
 skipped only where dpkg already has every package it names at a matching version, and a hold task only
 where dpkg lists the package held. The dpkg-query lines are as Debian 12's dpkg-query prints them with
 the roles' format (captured on this project's Debian 12 host: a package known but not installed is
@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 
 import pytest
-import yaml
-from provisioning_helpers import BIN, ROLES, ansible_env
+from provisioning_helpers import BIN, REPO, ROLES, ansible_env
 
 spec = importlib.util.spec_from_file_location(
-    "clustercert_packages", ROLES / "clustercert_defaults/filter_plugins/clustercert_packages.py")
+    "clustercert_packages", REPO / "plugins/filter/clustercert_packages.py")
 pk = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(pk)
 
@@ -80,37 +80,42 @@ def test_the_roles_dpkg_query_on_this_host_reads_what_apt_has():
     assert pk.unmet_packages(["libc6=0.0-0"], p.stdout) == ["libc6=0.0-0"]
 
 
-def test_the_filters_load_with_the_clustercert_defaults_role(tmp_path):
-    """Ansible finds the filters once clustercert_defaults is loaded (nothing else puts the plugin on its
-    path), as the roles that depend on it load it in a user's own playbook."""
+def test_the_filters_load_by_fqcn_from_the_repository(tmp_path):
+    """From a clone (the repository's ansible.cfg and nothing else: no role loaded, no plugin path), a play
+    finds the filters as the roles name them, clustercert.cluster.clustercert_*."""
     pb = tmp_path / "pb.yml"
     pb.write_text("""\
-- name: filters through a role dependency
+- name: filters by FQCN
   hosts: localhost
   gather_facts: false
+  vars:
+    dpkg: "openssh-client\\t1:9.2p1\\tii \\n"
   tasks:
-    - name: Load the role that carries the filters
-      ansible.builtin.include_role:
-        name: clustercert_defaults
     - name: Use them
       ansible.builtin.copy:
-        content: "{{ ['chrony', 'openssh-client'] | clustercert_unmet_packages('openssh-client\\t1:9.2p1\\tii \\n') | to_json }}"
+        content: "{{ ['chrony', 'openssh-client'] | clustercert.cluster.clustercert_unmet_packages(dpkg) | to_json }}"
         dest: "{{ out }}"
         mode: "0644"
 """)
     out = tmp_path / "out.json"
+    env = {k: v for k, v in ansible_env().items() if k != "ANSIBLE_COLLECTIONS_PATH"}  # ansible.cfg's own path
     p = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", f"out={out}", str(pb)],
-                       capture_output=True, text=True, env=ansible_env(), timeout=120)
+                       capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert json.loads(out.read_text()) == ["chrony"]
 
 
-def test_every_role_that_uses_the_filters_depends_on_clustercert_defaults():
-    users = {d.name for d in ROLES.iterdir() if d.is_dir() and d.name != "clustercert_defaults"
-             and any("clustercert_unmet_packages" in f.read_text() or "clustercert_dpkg_query_argv" in f.read_text()
-                     or "clustercert_systemd_units" in f.read_text() for f in (d / "tasks").glob("*.yml"))}
+def test_every_role_names_the_filters_by_fqcn():
+    """The roles use the collection's filters by FQCN only: a short name is not found where the role runs
+    from an installed collection (Ansible loads no filter plugins from a collection's roles)."""
+    users = set()
+    for d in ROLES.iterdir():
+        for f in d.glob("**/*.yml"):
+            text = f.read_text()
+            assert not re.search(r"\|\s*clustercert_(unmet_packages|unheld_packages|dpkg_query_argv|systemd_units)",
+                                 text), f"{f.relative_to(REPO)}: a filter by its short name"
+            if re.search(r"\|\s*clustercert\.cluster\.clustercert_\w+", text):
+                users.add(d.name)
     assert {"nccl_tools", "nvidia_driver", "ofed", "fabricmanager", "container_toolkit", "timesync",
             "cluster_ssh"} <= users
-    for role in users:
-        meta = yaml.safe_load((ROLES / role / "meta/main.yml").read_text())
-        assert {"role": "clustercert_defaults"} in meta["dependencies"], role
+    assert not (ROLES / "clustercert_defaults" / "filter_plugins").exists()

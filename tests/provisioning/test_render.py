@@ -99,6 +99,9 @@ def test_ofed_nccl_toolkit_packages(rendered: Path):
     assert resolved(rendered, "debian12")["nccl_tools_packages"] == [
         "libnccl2=2.26.2-1+cuda12.8", "libnccl-dev=2.26.2-1+cuda12.8", "perftest=25.01.0*", "nccl-tests=2.14.1*",
         "nvbandwidth=0.7*", "datacenter-gpu-manager=1:3.3.9*"]
+    # a site's CUDA build of perftest (nccl_tools_perftest_package) in place of the stock package, pinned alike
+    assert [p for p in resolved(rendered, "ubuntu2204")["nccl_tools_packages"] if "perftest" in p] == [
+        "perftest-cuda=25.01.0-cuda12.8*"]
     assert resolved(rendered, "ubuntu2404")["nccl_tools_packages"][:2] == [
         "libnccl2=2.21.5-1+cuda12.2", "libnccl-dev=2.21.5-1+cuda12.2"]
     assert resolved(rendered, "rocky9")["nccl_tools_packages"][:2] == [

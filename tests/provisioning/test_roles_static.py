@@ -47,6 +47,20 @@ def test_role_layout(role):
         assert phase in main
 
 
+def test_no_link_in_the_collection_and_the_shared_task_files_are_equal():
+    """Every file of the collection (roles, playbooks, plugins, meta) is a real file, so an installed copy,
+    ansible-lint and a reader see it where it is; the two task files every role has alike (the three phases
+    after the distribution's variables) are equal, written once in spirit and checked here."""
+    links = [str(p.relative_to(REPO)) for top in ("roles", "playbooks", "plugins", "meta")
+             for p in (REPO / top).rglob("*") if p.is_symlink()]
+    assert links == []
+    reference = {f: (ROLES / "nvidia_driver" / "tasks" / f).read_text() for f in ("main.yml", "vars.yml")}
+    for role in ROLE_NAMES + list(OWN_PLAYBOOK):
+        assert (ROLES / role / "tasks/vars.yml").read_text() == reference["vars.yml"], role
+        if role != "rolling_reboot":  # skips its phases in check mode
+            assert (ROLES / role / "tasks/main.yml").read_text() == reference["main.yml"], role
+
+
 @pytest.mark.parametrize("role", ROLE_NAMES + list(OWN_PLAYBOOK))
 def test_public_variables_are_prefixed_and_documented(role):
     d = ROLES / role

@@ -198,6 +198,8 @@ def run_playbook(
     env = {
         "ANSIBLE_CONFIG": str(paths.ansible_cfg()),
         "ANSIBLE_ROLES_PATH": str(paths.roles_dir()),
+        # the roles and playbooks name the collection's plugins by FQCN (clustercert.cluster.*)
+        "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join([str(_collection_tree(state)), *_DEFAULT_COLLECTIONS]),
         "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(state / "facts"),
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "ANSIBLE_FORCE_COLOR": "False",
@@ -282,6 +284,27 @@ def run_playbook(
 
 LISTINGS = ("list-tasks", "list-tags", "syntax-check")
 VAULT_PASS_ENV = "CLUSTERCERT_VAULT_PASS_"
+
+
+_DEFAULT_COLLECTIONS = ("~/.ansible/collections", "/usr/share/ansible/collections")
+
+
+def _collection_tree(state: Path) -> Path:
+    """A collections path in the state directory where clustercert.cluster is this installation's content
+    (a link to the repository, or to the wheel's ``_data``, which ansible.cfg's relative path cannot reach):
+    the roles' and playbooks' ``clustercert.cluster.*`` plugins resolve to the same copy as the roles. Kept
+    out of the run directories (their artifacts are walked and scrubbed); replaced when it names another copy."""
+    tree = state / "collections"
+    link = tree / "ansible_collections" / "clustercert" / "cluster"
+    target = paths.data_dir()
+    if not (link.is_symlink() and Path(os.readlink(link)) == target):
+        for d in (tree, tree / "ansible_collections", link.parent):
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = link.with_name(f".cluster.{os.getpid()}")
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(target, target_is_directory=True)
+        os.replace(tmp, link)
+    return tree
 
 
 def _vault_pass_script(run_dir: Path, name: str) -> Path:

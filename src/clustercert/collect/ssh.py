@@ -136,8 +136,9 @@ def _truthy(value) -> bool:
 
 def become_argv(conn: dict) -> tuple[list[str], bytes]:
     """(the words that run a command as the become user, what to write first on its stdin) for a host whose
-    inventory asks ``ansible_become``: ``sudo -n`` (never waits for a password) or, where ANSIBLE_BECOME_PASS
-    is set (clustercert -K), ``sudo -S`` fed the password on stdin: never on a command line, never logged.
+    inventory asks ``ansible_become``: ``sudo -n`` (never waits for a password) or, where the inventory sets
+    ``ansible_become_password``/``ansible_become_pass`` (vaulted or not) or else ANSIBLE_BECOME_PASS is set
+    (clustercert -K), ``sudo -S`` fed the password on stdin: never on a command line, never logged.
     No become: ([], b""). Only the sudo method is supported here; another one raises ValueError."""
     if not _truthy(conn.get("ansible_become", False)):
         return [], b""
@@ -145,7 +146,8 @@ def become_argv(conn: dict) -> tuple[list[str], bytes]:
     if method != "sudo":
         raise ValueError(f"ansible_become_method {method!r} is not supported by clustercert's collector (sudo only)")
     user = str(conn.get("ansible_become_user") or "root")
-    password = os.environ.get(BECOME_PASS_ENV)
+    inventory_pass = conn.get("ansible_become_password")  # model.inventory: a vault.Hidden, never shown
+    password = inventory_pass.reveal() if hasattr(inventory_pass, "reveal") else os.environ.get(BECOME_PASS_ENV)
     if password:
         return ["sudo", "-S", "-p", "", "-u", user, "--"], password.encode() + b"\n"
     return ["sudo", "-n", "-u", user, "--"], b""
@@ -166,9 +168,9 @@ def describe_failure(stderr: str, rc: int | None, conn: dict | None = None) -> s
     user = str((conn or {}).get("ansible_become_user") or "root")
     if "a password is required" in low or "a terminal is required" in low:
         return (f"sudo needs a password to become {user}: give it with -K/--ask-become-pass (ANSIBLE_BECOME_PASS) "
-                "or allow password-less sudo")
+                "or the inventory's ansible_become_password (vaulted), or allow password-less sudo")
     if "incorrect password attempt" in low or "sorry, try again" in low:
-        return f"sudo refused the become password (ANSIBLE_BECOME_PASS) for {user}"
+        return f"sudo refused the become password (the inventory's or ANSIBLE_BECOME_PASS) for {user}"
     if "is not in the sudoers file" in low or "not allowed to execute" in low:
         return f"sudo: {(conn or {}).get('ansible_user', 'the login user')} may not run commands as {user} (sudoers)"
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]

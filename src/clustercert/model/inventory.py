@@ -566,6 +566,9 @@ def load_inventory(arg: str | None, limit: str | None = None) -> Inventory:
             )
         connection = {k: v for k, v in hv.items() if k.startswith("ansible_") and "pass" not in k and k in _CONN_KEYS}
         connection.update(connection_defaults(connection))
+        become_pass = become_password(hv)
+        if become_pass is not None:
+            connection[BECOME_PASSWORD_VAR] = become_pass
         baddr = bond_address(hv, ivars, profiles_cache[cache_key], name, lambda: _locate(files, BOND_ADDRESS_VAR, path))
         hosts[name] = HostView(name, groups, ivars, profiles_cache[cache_key], connection, baddr,
                                origins.get(name, "all"))
@@ -592,6 +595,21 @@ def connection_defaults(connection: dict) -> dict:
             raise InputError(env, value, reason)
         out[key] = value
     return out
+
+
+# The inventory's become password (Ansible's names for it, the first one set; vaulted or not): the collector's
+# `sudo -S` reads it (collect/ssh.py become_argv), before -K's ANSIBLE_BECOME_PASS, as Ansible's variables
+# come before its command line. Kept as vault.Hidden: no repr, str or JSON of the connection shows it.
+BECOME_PASSWORD_VAR = "ansible_become_password"
+_BECOME_PASSWORD_NAMES = ("ansible_become_password", "ansible_become_pass")
+
+
+def become_password(hv: dict) -> vault.Hidden | None:
+    for key in _BECOME_PASSWORD_NAMES:
+        value = hv.get(key)
+        if isinstance(value, str) and value and "{{" not in value:  # a template: Ansible's to evaluate, not ours
+            return vault.Hidden(value)
+    return None
 
 
 _CONN_KEYS = {

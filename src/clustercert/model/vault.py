@@ -41,6 +41,34 @@ _SECRETS: list[Secret] = []
 _PLAINTEXTS: set[str] = set()
 
 
+class Hidden:
+    """A secret value from the inventory (a become password): the collector reads it with ``reveal()``; its
+    repr and str never show it, and json refuses it. Its text joins plaintexts(), which runs scrub."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+        _PLAINTEXTS.add(value)
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Hidden(<not shown>)"
+
+    __str__ = __repr__
+
+    def __copy__(self) -> Hidden:
+        return self
+
+    def __deepcopy__(self, memo) -> Hidden:  # dataclasses.asdict of a host's view keeps it hidden
+        return self
+
+    def __reduce__(self):  # not pickled: not copied into another process or file
+        raise TypeError("a Hidden value is not serialised")
+
+
 def secrets() -> list[Secret]:
     """The vault secrets this process was given (empty: none)."""
     return list(_SECRETS)
