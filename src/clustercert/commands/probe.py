@@ -13,6 +13,7 @@ from clustercert import paths
 from clustercert.checks import cluster_verdict
 from clustercert.commands.common import inventory
 from clustercert.errors import InputError
+from clustercert.probes import rails as probe_rails
 from clustercert.probes import run as probe_run
 from clustercert.probes.catalog import PROBE_NAMES
 from clustercert.probes.judge import ThresholdJudge
@@ -47,8 +48,9 @@ def run(args) -> int:
         run_id = paths.new_run_id()
         store.start_run(run_id, "probe", str(inv.source), {"limit": args.limit, "probes": sorted(selected or []),
                                                              "all_pairs": args.all_pairs})
-        out = probe_run.run(inv, names, ProbeSettings(args.probe_seconds, args.probe_timeout, selected),
-                            ThresholdJudge.for_inventory(inv), args.forks or 25, args.all_pairs)
+        cfg = ProbeSettings(args.probe_seconds, args.probe_timeout, selected,
+                            rails=probe_rails.discover(inv, names, args.forks or 25))  # the rails' names first
+        out = probe_run.run(inv, names, cfg, ThresholdJudge.for_inventory(inv), args.forks or 25, args.all_pairs)
         nodes = probe_nodes(names, out)
         links = [m.link_record() for m in out.pairs]
         verdict = cluster_verdict(nodes, links)
