@@ -16,10 +16,9 @@ from types import SimpleNamespace
 import jinja2
 import pytest
 
-from clustercert.checks import HostContext
+from clustercert.checks import HostContext, rails
 from clustercert.checks import hardware as hardware_checks
 from clustercert.checks import ib as ib_checks
-from clustercert.checks import rails
 from clustercert.checks import run as check_run
 from clustercert.errors import InputError
 from clustercert.model.evidence import CommandResult, NodeEvidence
@@ -116,12 +115,10 @@ def test_the_h100_profile_names_no_compute_hca_it_states_count_rate_and_affinity
     assert (spec.count, spec.rate_gbit_per_s, spec.affinity) == (8, 400, "PIX")
 
 
-def test_a_compute_hca_named_outside_nic_gpu_is_bad_input():
+def test_gpudirect_without_compute_rails_is_bad_input():
     with pytest.raises(InputError) as exc:
-        hcas = [h.model_dump(mode="json") for h in H100.ib.hcas]
-        load_profile("h100-sxm-8x-ndr", {"ib": {"hcas": [*hcas, {"name": "mlx5_0", "netdev": "ib0", "fabric": 0,
-                                                                 "rate_gbit_per_s": 400, "role": "compute"}]}})
-    assert "hardware.nic_gpu does not name it" in str(exc.value)
+        load_profile("h100-sxm-8x-ndr", {"hardware": {"rails": None}})
+    assert "gpudirect: the profile has no compute rails" in str(exc.value)
 
 
 def test_fixed_names_stay_possible_and_give_the_rails_in_gpu_order():

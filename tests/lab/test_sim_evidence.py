@@ -21,8 +21,6 @@ from clustercert.model.evidence import CommandResult
 from clustercert.model.profile import load_profile
 from clustercert_lab import faults, hardware
 
-# a site that lowers gpu.count to 1 says which GPU-NIC pair its GPUDirect probe measures (profile.gpudirect)
-ONE_GDR = {"pairs": [{"gpu": 0, "hca": "mlx5_0", "numa": 0}]}
 
 NODES = ("node01", "node02", "node03", "node04")
 TOOLS = ("nvidia-smi", "lspci", "dmidecode", "dcgmi", "nvbandwidth")
@@ -253,7 +251,7 @@ def test_nvbandwidth_waives_device_to_device_on_a_one_gpu_node(tmp_path):
     env = s.env(PATH=f"{_sim_bin(s, 'nvbandwidth')}:{os.environ['PATH']}")
     p = subprocess.run(["/bin/sh", "-c", nvbandwidth_cmd()], capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 0 and "\nWaived:\n" in p.stdout
-    one = load_profile("lab", {"gpu": {"count": 1}, "gpudirect": ONE_GDR, "hardware": {"nic_gpu": {"mlx5_0": 0, "mlx5_1": 0}}})
+    one = load_profile("lab", {"gpu": {"count": 1}, "hardware": {"nic_gpu": {"mlx5_0": 0, "mlx5_1": 0}}})
     by = {m.probe: m for m in eval_nvbandwidth("node01", one, CommandResult(0, p.stdout, "", False, 1.0, "x"), 60)}
     assert by["nvbandwidth_h2d"].status == "pass" and by["nvbandwidth_d2h"].status == "pass"
     assert by["nvbandwidth_d2d"].status == "skip" and "matched to the -t order" in by["nvbandwidth_d2d"].observed

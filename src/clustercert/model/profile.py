@@ -224,7 +224,8 @@ class Hardware(_Strict):
     ``hw.pcie_manifest`` (lspci: the profile's GPUs and HCAs, ``nvswitch_count`` NVSwitches, HCAs at
     ``hca_pcie_gen`` x ``hca_pcie_width`` where given) and the compute rails: ``rails`` states them (count,
     rate, affinity; their names are discovered per node), or a site that wants fixed names gives ``nic_gpu``
-    ({hca: GPU index}; its rails are those, each held to topo -m by ``gpu.nic_affinity``). A site override
+    ({hca: GPU index}; its rails are those -- whatever ``rails.count`` says --, each held to topo -m by
+    ``gpu.nic_affinity``, at ``rails.affinity`` where given). A site override
     replaces ``nic_gpu`` whole (WHOLE_MAPPINGS). The mapping is not checked against ``gpu.count`` here -- a
     site that lowers it keeps loading -- : ``gpu.nic_affinity`` reports an entry naming a GPU the profile does
     not have as an error."""
@@ -235,14 +236,6 @@ class Hardware(_Strict):
     hca_pcie_width: StrictInt | None = Field(default=None, ge=1, le=32)
     rails: Rails | None = None
     nic_gpu: dict[HcaName, Annotated[StrictInt, Field(ge=0, le=63)]] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _rails_count(self) -> Hardware:
-        if self.nic_gpu and self.rails is not None and len(self.nic_gpu) != self.rails.count:
-            raise ValueError(f"nic_gpu names {len(self.nic_gpu)} rails, rails.count is {self.rails.count}")
-        if len(set(self.nic_gpu.values())) != len(self.nic_gpu):
-            raise ValueError("nic_gpu: two HCAs name the same GPU (one rail per GPU)")
-        return self
 
 
 # ---- issue 22: GPUDirect RDMA, the DDP smoke test, storage ---------------------------------------
@@ -367,12 +360,6 @@ class Profile(ProfileRules, _Strict):  # ddp_ranks: ProfileRules
     @model_validator(mode="after")
     def _gpudirect_and_ddp(self) -> Profile:
         hw = self.hardware
-        fixed = set(hw.nic_gpu) if hw is not None else set()
-        for h in self.ib.hcas:  # a compute rail is named once: in hardware.nic_gpu, or discovered (hardware.rails)
-            if h.role == "compute" and h.name not in fixed:
-                raise ValueError(f"ib.hcas: {h.name} is a compute rail, but hardware.nic_gpu does not name it "
-                                 "(compute rails are discovered per node from hardware.rails, or named in "
-                                 "hardware.nic_gpu)")
         if self.gpudirect is not None and (hw is None or (not hw.nic_gpu and hw.rails is None)):
             raise ValueError("gpudirect: the profile has no compute rails (hardware.rails or hardware.nic_gpu)")
         if self.ddp is not None and self.ddp.backend == "nccl" and (self.ddp.ranks_per_node or 0) > self.gpu.count:
