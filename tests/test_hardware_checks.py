@@ -17,7 +17,6 @@ from clustercert.checks.drift import hardware_items
 from clustercert.model.evidence import CommandResult
 from clustercert.model.profile import load_profile
 
-
 FIX = Path(__file__).parent / "fixtures"
 
 

@@ -16,7 +16,6 @@ from clustercert.probes.catalog import NVBW_TESTS
 from clustercert.probes.commands import dcgmi_diag_cmd, nvbandwidth_cmd
 from clustercert.probes.evaluate import eval_dcgmi_diag, eval_nvbandwidth, nvbw_testcases
 
-
 FIX = Path(__file__).parent / "fixtures"
 DIAG = load_profile("lab").dcgm_diag
 

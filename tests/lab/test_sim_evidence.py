@@ -21,7 +21,6 @@ from clustercert.model.evidence import CommandResult
 from clustercert.model.profile import load_profile
 from clustercert_lab import faults, hardware
 
-
 NODES = ("node01", "node02", "node03", "node04")
 TOOLS = ("nvidia-smi", "lspci", "dmidecode", "dcgmi", "nvbandwidth")
 FM_PID = "/run/nvidia-fabricmanager/nv-fabricmanager.pid"
@@ -81,6 +80,21 @@ def test_healthy_simulated_nodes_pass_every_hardware_check(healthy):
     assert [h["node_guid"] for h in ident["hcas"]] == [hardware.hca_guid("node02", h) for h in ("mlx5_0", "mlx5_1")]
     assert ident["board"]["system_serial"] == hardware.board_serials("node02")["system_serial"]
     assert ident["nvswitch_count"] == 4 and ident["gpus"][0]["vbios"] == "96.00.99.00.01"
+
+
+def test_the_lab_s_topology_and_sysfs_discover_the_rails_its_profile_names(healthy):
+    """The lab profile names its rails (hardware.nic_gpu); discovery (clustercert.checks.rails) over the
+    simulated nvidia-smi topo -m and /sys/class/infiniband finds the same ones, each GPU's NUMA node with it."""
+    from clustercert.checks import rails
+
+    found = load_profile("lab", {"hardware": {"nic_gpu": {}, "rails": {
+        "count": 2, "rate_gbit_per_s": 400, "affinity": "PIX", "source": "lab: the simulated HGX H100 board"}}})
+    for node, ev in healthy.items():
+        nr = rails.of_evidence(found, ev["nvsmi_topo"], ev["ib_sysfs"])
+        assert nr.problems == (), (node, nr.problems)
+        assert [(r.gpu, r.hca, r.numa) for r in nr.rails] == [(0, "mlx5_0", 0), (4, "mlx5_1", 1)]
+        named = rails.of_evidence(load_profile("lab"), ev["nvsmi_topo"], ev["ib_sysfs"])
+        assert named.names == nr.names and [r.numa for r in named.rails] == [0, 1]
 
 
 # fault kind -> (its parameters, the check that must fail, the failing subjects on the faulty node)

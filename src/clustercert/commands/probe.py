@@ -13,7 +13,6 @@ from clustercert import paths
 from clustercert.checks import cluster_verdict
 from clustercert.commands.common import inventory
 from clustercert.errors import InputError
-from clustercert.probes import rails as probe_rails
 from clustercert.probes import run as probe_run
 from clustercert.probes.catalog import PROBE_NAMES
 from clustercert.probes.judge import ThresholdJudge
@@ -49,7 +48,7 @@ def run(args) -> int:
         store.start_run(run_id, "probe", str(inv.source), {"limit": args.limit, "probes": sorted(selected or []),
                                                              "all_pairs": args.all_pairs})
         cfg = ProbeSettings(args.probe_seconds, args.probe_timeout, selected,
-                            rails=probe_rails.discover(inv, names, args.forks or 25))  # the rails' names first
+                            rails=probe_run.discover_rails(inv, names, args.forks or 25))  # the rails' names first
         out = probe_run.run(inv, names, cfg, ThresholdJudge.for_inventory(inv), args.forks or 25, args.all_pairs)
         nodes = probe_nodes(names, out)
         links = [m.link_record() for m in out.pairs]

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clustercert import paths, remote
+from clustercert.checks import rails as rails_checks
+from clustercert.checks.ib import SYSFS_CMD
 from clustercert.collect import ssh
 from clustercert.collect.slurm import accepts_step, read_states, slurm_name
 from clustercert.parsers import one_parse_per_output
@@ -490,3 +492,30 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
             why_down[m.a] = m.observed.removeprefix(f"{m.a} did not answer: ")
     return ProbeOutcome(per_node, pair_ms, inference.findings, loop.done, down, round(wall, 2),
                         probe_timing(per_node, node_wall, round_times, wall), inference, why_down)
+
+
+# ---- the compute rails' discovery, before `clustercert probe` ---------------------------------------------
+
+def discover_rails(inv, nodes: list[str], forks: int = 25, io=ssh) -> dict:
+    """{node: its clustercert.checks.rails.NodeRails} for ``nodes`` whose profile has compute rails: each node's
+    ``nvidia-smi topo -m`` and /sys/class/infiniband read in one connection, then the one rule applied (certify
+    and drift take the rails from the validators' collection pass instead). A node that did not answer, or whose
+    evidence did not run or parse, has unknown rails: each of its rail probes is then an error."""
+    hosts = {n: inv.hosts[n] for n in nodes if rails_checks.wanted(inv.hosts[n].profile)}
+    if not hosts:
+        return {}
+    timeout = {n: float(h.vars.clustercert_command_timeout_s) for n, h in hosts.items()}
+    cmds = {n: {"nvsmi_topo": (rails_checks.TOPO_CMD, timeout[n]), "ib_sysfs": (SYSFS_CMD, timeout[n])}
+            for n in hosts}
+    evidence = io.collect_many({n: h.connection for n, h in hosts.items()}, cmds, forks=max(1, forks),
+                               control_dir=paths.control_dir())
+    out = {}
+    for n, h in hosts.items():
+        ev = evidence.get(n)
+        if ev is None or not ev.reachable:
+            why = f"{n} did not answer: {ev.error if ev is not None else 'not collected'}"
+            out[n] = rails_checks.node_rails(h.profile, None, None, why)
+        else:
+            out[n] = rails_checks.of_evidence(h.profile, ev.results.get("nvsmi_topo"), ev.results.get("ib_sysfs"),
+                                              timeout[n])
+    return out
