@@ -8,6 +8,7 @@ the probes' commands, and the ib_redundancy role's nccl.conf (its filter applies
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import re
 from pathlib import Path
@@ -260,16 +261,28 @@ def test_a_node_whose_rails_are_unknown_gets_an_error_per_rail_probe():
 # ---- nccl.conf: the ib_redundancy role ------------------------------------------------------------------------
 
 def _filter():
-    path = ROOT / "roles" / "ib_redundancy" / "filter_plugins" / "clustercert_rails.py"
-    spec = importlib.util.spec_from_file_location("clustercert_rails_filter", path)
+    path = ROOT / "roles" / "ib_redundancy" / "filter_plugins" / "ib_redundancy_rails.py"
+    spec = importlib.util.spec_from_file_location("ib_redundancy_rails_filter", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.FilterModule().filters()["clustercert_rails"]
+    return mod.FilterModule().filters()["ib_redundancy_compute_rails"]
+
+
+def slurped(sysfs: str) -> list[dict]:
+    """The role's slurp results over /sys/class/infiniband/<hca>/ports/1/{rate,link_layer} of a node."""
+    out = []
+    for line in sysfs.splitlines():
+        path, value = line.split(":", 1)
+        if path.endswith(("/rate", "/link_layer")):
+            out.append({"source": f"/sys/class/infiniband/{path}", "encoding": "base64",
+                        "content": base64.b64encode(f"{value}\n".encode()).decode(), "item": [{}, path]})
+    return [*out, {"skipped": True, "item": [{}, "rate"]}]
 
 
 def test_the_role_s_nccl_conf_comes_from_the_same_discovery():
-    names = _filter()(TOPO, SYSFS, H100.hardware.rails.model_dump(mode="json"), "InfiniBand")
+    names = _filter()(TOPO, slurped(SYSFS), H100.hardware.rails.model_dump(mode="json"), "InfiniBand")
     assert names == COMPUTE
+    assert _filter()(TOPO, SYSFS, H100.hardware.rails.model_dump(mode="json")) == COMPUTE  # grep's lines alike
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(ROOT / "roles" / "ib_redundancy" / "templates"),
                              keep_trailing_newline=True)
     text = env.get_template("nccl.conf.j2").render(ansible_managed="managed", ib_redundancy_nccl_hcas=names,
@@ -287,5 +300,5 @@ def test_the_role_s_filter_fails_the_task_on_rails_other_than_the_profile_states
     with pytest.raises(AnsibleFilterError, match="GPUs without one: GPU5"):
         _filter()(TOPO, SYSFS.replace("mlx5_9/ports/1/rate:400", "mlx5_9/ports/1/rate:200"),
                   H100.hardware.rails.model_dump(mode="json"))
-    with pytest.raises(AnsibleFilterError, match="clustercert_rails"):
+    with pytest.raises(AnsibleFilterError, match="ib_redundancy_compute_rails"):
         _filter()("not a topology", SYSFS, H100.hardware.rails.model_dump(mode="json"))
