@@ -302,3 +302,17 @@ def test_the_role_s_filter_fails_the_task_on_rails_other_than_the_profile_states
                   H100.hardware.rails.model_dump(mode="json"))
     with pytest.raises(AnsibleFilterError, match="ib_redundancy_compute_rails"):
         _filter()("not a topology", SYSFS, H100.hardware.rails.model_dump(mode="json"))
+
+
+def test_probe_alone_discovers_the_rails_first_and_a_silent_node_s_are_unknown():
+    from clustercert.probes.run import discover_rails
+
+    class Partial(FakeIO):
+        def collect_many(self, nodes, commands_for, *, forks=25, control_dir=None, each=None):
+            assert set(commands_for["gpu01"]) == {"nvsmi_topo", "ib_sysfs"}
+            return {"gpu01": NodeEvidence("gpu01", True, "", self.per_node["gpu01"]),
+                    "gpu02": NodeEvidence("gpu02", False, "ssh: connect to host gpu02 port 22: No route to host")}
+
+    found = discover_rails(inventory(["gpu01", "gpu02"]), ["gpu01", "gpu02"], io=Partial({"gpu01": ev()}))
+    assert found["gpu01"].names == COMPUTE
+    assert found["gpu02"].rails is None and "gpu02 did not answer: ssh: connect" in found["gpu02"].problems[0]
