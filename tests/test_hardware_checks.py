@@ -17,9 +17,6 @@ from clustercert.checks.drift import hardware_items
 from clustercert.model.evidence import CommandResult
 from clustercert.model.profile import load_profile
 
-# a site that lowers gpu.count to 1 says which GPU-NIC pair its GPUDirect probe measures (profile.gpudirect)
-ONE_GDR = {"pairs": [{"gpu": 0, "hca": "mlx5_0", "numa": 0}]}
-
 FIX = Path(__file__).parent / "fixtures"
 
 
@@ -110,8 +107,10 @@ TOPO_12NIC = (FIX / "nvidia-smi" / "topo-mp-8xH100-12NIC-nic-legend-tabs.txt").r
 
 
 def test_nic_affinity_reads_the_profile_mapping_against_topo():
-    # the h100 profile puts mlx5_N beside GPU N; on this Dell box mlx5_0..2 share GPU0's switch
-    fs = hw_checks.nic_affinity(res(TOPO_12NIC), ctx("h100-sxm-8x-ndr"))
+    # a site that names mlx5_N beside GPU N (hardware.nic_gpu: fixed names); on this Dell box mlx5_0..2 share
+    # GPU0's switch (without fixed names the rails are discovered: tests/test_rails.py)
+    old = {f"mlx5_{i}": i for i in range(8)}
+    fs = hw_checks.nic_affinity(res(TOPO_12NIC), ctx("h100-sxm-8x-ndr", {"hardware": {"nic_gpu": old}}))
     by = {f.subject: f for f in fs}
     assert set(by) == {f"mlx5_{i}" for i in range(8)}
     assert by["mlx5_0"].status == "pass" and by["mlx5_0"].observed == "PIX to GPU0"
@@ -136,24 +135,26 @@ def test_nic_affinity_unknown_nic_na_cell_no_mapping_and_bad_output():
     for bad in (res("ERROR: Option -m is missing its value\n", rc=255), res("", rc=127)):
         (f,) = hw_checks.nic_affinity(bad, prof)
         assert f.status == "error"
-    (f,) = hw_checks.nic_affinity(res(TOPO_12NIC), ctx("h100-sxm-8x-ndr", {"hardware": {"nic_gpu": {}}}))
+    (f,) = hw_checks.nic_affinity(res(TOPO_12NIC), ctx("h100-sxm-8x-ndr", {"gpudirect": None,
+                                                                          "hardware": {"rails": None}}))
     assert f.status == "skip" and "profile" in f.observed
 
 
 def test_profile_mapping_is_replaced_whole_and_a_gpu_beyond_the_count_is_an_error():
     # a site that lowers gpu.count (or replaces ib.hcas) keeps loading; the mapping is replaced whole
-    p = load_profile("a100-sxm-8x-hdr", {"gpu": {"count": 1}, "gpudirect": ONE_GDR})
-    assert p.hardware is not None and p.hardware.nic_gpu["mlx5_7"] == 7
+    p = load_profile("a100-sxm-8x-hdr", {"gpu": {"count": 1}})
+    assert p.hardware is not None and p.hardware.rails.count == 8
     assert load_profile("lab", {"hardware": {"nic_gpu": {"mlx5_1": 3}}}).hardware.nic_gpu == {"mlx5_1": 3}
     assert load_profile("lab", {"hardware": {"nvswitch_count": 2}}).hardware.nic_gpu == {"mlx5_0": 0, "mlx5_1": 4}
     # ... and gpu.nic_affinity says the mapping names a GPU the profile does not have: an error, never a pass
-    fs = hw_checks.nic_affinity(res(TOPO_12NIC), ctx("h100-sxm-8x-ndr", {"gpu": {"count": 1}, "gpudirect": ONE_GDR}))
+    fs = hw_checks.nic_affinity(res(TOPO_12NIC), ctx("h100-sxm-8x-ndr", {"gpu": {"count": 1}, "hardware": {
+        "nic_gpu": {"mlx5_0": 0, "mlx5_3": 1}}}))
     by = {f.subject: f for f in fs}
     assert by["mlx5_0"].status == "pass"
     assert by["mlx5_3"].status == "error" and "gpu.count is 1" in by["mlx5_3"].observed
     for name in ("lab", "h100-sxm-8x-ndr", "a100-sxm-8x-hdr"):
         hw = load_profile(name).hardware
-        assert hw is not None and hw.nic_gpu and hw.nvswitch_count and len(hw.source) > 40
+        assert hw is not None and (hw.nic_gpu or hw.rails) and hw.nvswitch_count and len(hw.source) > 40
 
 
 # ---- hw.pcie_manifest ------------------------------------------------------------------------------------
@@ -252,7 +253,7 @@ def test_vbios_version_is_parsed_from_xml_and_q_text():
 def test_component_commands_and_every_per_node_check_reports():
     comp = component("hardware")
     cmds = comp.commands(ctx())
-    assert set(cmds) == {"nvsmi_xml", "nvsmi_nvlink_errors", "nvsmi_topo", "lspci", "hca_identity", "dmi"}
+    assert set(cmds) == {"nvsmi_xml", "nvsmi_nvlink_errors", "nvsmi_topo", "lspci", "hca_identity", "dmi", "ib_sysfs"}
     assert cmds["lspci"][0].startswith("lspci -D -nn -vv -d 10de:") and cmds["dmi"][0].startswith("dmidecode -t system")
     fs = comp.evaluate({}, ctx())  # nothing collected: every per-node check is an error, none passes
     assert {f.check for f in fs} == set(hw_checks.NODE_CHECK_IDS)

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from clustercert.checks.rails import node_rails
 from clustercert.collect import ssh
 from clustercert.collect.slurm import NodeState
 from clustercert.collect.ssh import ProbeRun, collect_node
@@ -235,7 +236,11 @@ def test_pair_probes_run_nccl_after_the_perftests_and_the_ddp_test_last(monkeypa
     monkeypatch.setattr(ssh, "finish_probe", lambda srv, client, timeout, **k: fake_run(srv, client, timeout, **k))
     # the reachability pass and the cleanup (through collect_many)
     monkeypatch.setattr(ssh, "collect_node", lambda node, conn, commands, **_: NodeEvidence(node, True))
-    ms, down = certify.pair_probes(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path)
+    # the rails as certify hands them over: the lab profile's names, each GPU's NUMA node from topo -m
+    lab = node_rails(load_profile("lab"), {"devices": [], "matrix": {}, "affinity": {
+        "GPU0": {"numa_affinity": "0"}, "GPU4": {"numa_affinity": "1"}}}, None)
+    ms, down = certify.pair_probes(_host("node1"), _host("node2"), 1,
+                                   ProbeSettings(2, 20, rails={"node1": lab, "node2": lab}), tmp_path)
     # the perftests (ib_write_bw --use_cuda runs under numactl), then NCCL, then the DDP smoke test (torchrun
     # started after picking a free port)
     tools = [t for t, _ in seen]

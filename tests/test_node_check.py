@@ -31,9 +31,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 HEALTHY_XML = FIXTURES / "nvidia-smi" / "q-x-dual-rtx-a5000-590-v13.xml"   # 2x NVIDIA RTX A5000, 24564 MiB
 FAULTY_XML = FIXTURES / "nvidia-smi" / "q-x-quadro-p400-418.xml"           # 1x Quadro P400
 GPU_CHECKS = "gpu.count,gpu.model,gpu.memory"
-# the lab's GPU-NIC pairs name GPUs 0 and 4: two GPUs keep GPU 0's pair (a profile's pairs name GPUs it has)
-A5000 = {"gpu": {"count": 2, "model": "NVIDIA RTX A5000", "memory_mib": 24564},
-         "gpudirect": {"pairs": [{"gpu": 0, "hca": "mlx5_0", "numa": 0}]}}
+A5000 = {"gpu": {"count": 2, "model": "NVIDIA RTX A5000", "memory_mib": 24564}}
 
 
 def node_file(path: Path, node: str = "gpu01", timeout: int = 10, **overrides) -> Path:
@@ -147,7 +145,7 @@ def test_the_derived_values_are_defined_once_in_plain():
     assert {"Profile", "GpuDirect", "Ddp", "Storage", "Mount", "Scratch"} <= set(models)
     own = [f"{name}.{key}" for name, m in models.items() for key, v in vars(m).items() if isinstance(v, property)]
     assert not own, own
-    assert {"compute_rails", "floor", "limit_s", "rails", "checkpoint_paths", "ddp_ranks"} <= DERIVED
+    assert {"floor", "limit_s", "checkpoint_paths", "ddp_ranks"} <= DERIVED
 
 
 def test_plain_profiles_are_read_only():

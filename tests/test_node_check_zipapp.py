@@ -77,11 +77,12 @@ def _component_modules() -> set[str]:
 def test_the_zipapp_carries_every_check_component_and_no_controller_check_module(pyz):
     """Every component module of the checks package -- node-check imports them by name (checks.component) --
     is in the zipapp, found from the package's files: a new check module cannot be left out. Its other checks
-    modules are the drivers' (run, cluster); the controller's (testinfra: pytest; drift) stay out."""
+    modules are the drivers' (run, cluster) and the components' helper (rails: the compute rails' discovery);
+    the controller's (testinfra: pytest; drift) stay out."""
     comps = _component_modules()
     assert comps == set(COMPONENT_MODULES) == {*COMPONENT_ORDER, *DISRUPTIVE.values()} and "storage" in comps
     mods = {n.removeprefix("clustercert/").removesuffix(".py") for n in zipfile.ZipFile(pyz).namelist()}
-    assert {m for m in mods if m.startswith("checks/")} == {f"checks/{c}" for c in comps | {"__init__", "run", "cluster"}}
+    assert {m for m in mods if m.startswith("checks/")} == {f"checks/{c}" for c in comps | {"__init__", "run", "cluster", "rails"}}
     assert not {"checks/testinfra", "checks/drift"} & mods
 
 

@@ -16,9 +16,6 @@ from clustercert.probes.catalog import NVBW_TESTS
 from clustercert.probes.commands import dcgmi_diag_cmd, nvbandwidth_cmd
 from clustercert.probes.evaluate import eval_dcgmi_diag, eval_nvbandwidth, nvbw_testcases
 
-# a site that lowers gpu.count to 1 says which GPU-NIC pair its GPUDirect probe measures (profile.gpudirect)
-ONE_GDR = {"pairs": [{"gpu": 0, "hca": "mlx5_0", "numa": 0}]}
-
 FIX = Path(__file__).parent / "fixtures"
 DIAG = load_profile("lab").dcgm_diag
 
@@ -103,7 +100,7 @@ def nvbw_text(d2d: str) -> str:
 
 def test_a_bare_waived_line_is_matched_to_the_t_order_and_skipped_on_a_one_gpu_node():
     assert nvbandwidth_cmd() == "nvbandwidth " + " ".join(f"-t {t}" for t in NVBW_TESTS.values())
-    one = load_profile("lab", {"gpu": {"count": 1}, "gpudirect": ONE_GDR, "hardware": {"nic_gpu": {"mlx5_0": 0, "mlx5_1": 0}}})
+    one = load_profile("lab", {"gpu": {"count": 1}, "hardware": {"nic_gpu": {"mlx5_0": 0, "mlx5_1": 0}}})
     out = eval_nvbandwidth("n1", one, CommandResult(0, nvbw_text("Waived:"), "", False, 1.0, "nvbandwidth"), 60)
     by = {m.probe: m for m in out}
     assert by["nvbandwidth_h2d"].status == "pass" and by["nvbandwidth_d2h"].status == "pass"
@@ -124,7 +121,7 @@ def test_a_named_waived_testcase_and_an_unmatched_one():
     named = nvbw_text("Running device_to_device_memcpy_read_ce.\nWaived: no peer access")
     rec = parse("nvbandwidth", named)
     assert nvbw_testcases(rec, list(NVBW_TESTS.values()))["device_to_device_memcpy_read_ce"]["status"] == "waived"
-    one = load_profile("lab", {"gpu": {"count": 1}, "gpudirect": ONE_GDR, "hardware": {"nic_gpu": {"mlx5_0": 0, "mlx5_1": 0}}})
+    one = load_profile("lab", {"gpu": {"count": 1}, "hardware": {"nic_gpu": {"mlx5_0": 0, "mlx5_1": 0}}})
     (d2d,) = [m for m in eval_nvbandwidth("n1", one, CommandResult(0, named, "", False, 1.0, "x"), 60)
               if m.probe == "nvbandwidth_d2d"]
     assert d2d.status == "skip" and "waived by nvbandwidth: no peer access" in d2d.observed

@@ -23,7 +23,9 @@ def test_builtin_profiles_exist_and_validate():
 def test_h100_profile_shape():
     p = load_profile("h100-sxm-8x-ndr")
     assert (p.gpu.count, p.gpu.nvswitch, p.gpu.nvlink_links_per_gpu) == (8, True, 18)
-    assert p.ib.compute_rails == [f"mlx5_{i}" for i in range(8)]
+    # the compute rails are counted, rated and placed, never named: each node's names are discovered
+    assert (p.hardware.rails.count, p.hardware.rails.rate_gbit_per_s, p.hardware.rails.affinity) == (8, 400, "PIX")
+    assert not p.hardware.nic_gpu and not [h for h in p.ib.hcas if h.role == "compute"]
     assert p.ib.bond.slaves == ("ib8", "ib9") and p.ib.bond.mode == "active-backup"
     assert p.driver.version.startswith(p.driver.branch + ".")
     assert p.thresholds["ib_write_bw_pair"].floor == pytest.approx(320)
@@ -39,14 +41,14 @@ def test_a100_differs_where_hardware_differs():
 
 def test_override_is_deep_merged_and_revalidated():
     p = load_profile("lab", {"gpu": {"count": 4}, "thresholds": {"iperf3_ipoib": {"rated": 0.1}},
-                             "gpudirect": {"pairs": [{"gpu": 0, "hca": "mlx5_0", "numa": 0}]}})
-    assert p.gpu.count == 4 and [x.gpu for x in p.gpudirect.pairs] == [0]  # a list is replaced, not merged
+                             "hardware": {"nic_gpu": {"mlx5_0": 0}}})
+    assert p.gpu.count == 4 and p.hardware.nic_gpu == {"mlx5_0": 0}  # the GPU->NIC mapping is replaced whole
     assert p.gpudirect.source.startswith("lab: the simulated topology")
     assert p.gpu.model == "NVIDIA H100 80GB HBM3"  # untouched keys survive the merge
     assert p.thresholds["iperf3_ipoib"].floor == pytest.approx(0.08)
-    with pytest.raises(InputError) as exc:  # the merged profile is validated whole: GPU 4 of a pair is gone
-        load_profile("lab", {"gpu": {"count": 4}})
-    assert "gpudirect: GPU 4 does not exist (gpu.count 4)" in str(exc.value)
+    with pytest.raises(InputError) as exc:  # the merged profile is validated whole: GPUDirect without rails
+        load_profile("lab", {"hardware": {"nic_gpu": {}}})
+    assert "gpudirect: the profile has no compute rails" in str(exc.value)
     with pytest.raises(InputError) as exc:
         load_profile("lab", {"ib": {"bond": {"primary": "ib7"}}})
     assert "ib.bond" in str(exc.value) and "not one of the slaves" in str(exc.value)

@@ -417,7 +417,7 @@ def test_added_members_are_accepted_where_the_certificate_is_open():
     from clustercert.record import certificate as cc
 
     cert = cc.sign(sample_certificate(), Ed25519PrivateKey.generate())
-    cert["nodes"]["gpu-node-01"]["rails"] = [{"gpu": 0, "hca": "mlx5_0"}]
+    cert["nodes"]["gpu-node-01"]["topology"] = {"numa_nodes": 2}  # a member a later version may add
     cert["nodes"]["gpu-node-01"]["findings"][0]["note"] = "a later version's member"
     cert["links"][0]["bus"] = "nvlink"
     cert["cluster_findings"] = [{"check": "nccl.cluster", "status": "pass"}]

@@ -20,6 +20,7 @@ import pytest
 from clustercert import remote
 from clustercert.checks import HostContext
 from clustercert.checks import storage as storage_checks
+from clustercert.checks.rails import NodeRails, Rail, node_rails
 from clustercert.errors import InputError
 from clustercert.model.evidence import CommandResult
 from clustercert.model.profile import load_profile, validate_profile
@@ -33,6 +34,9 @@ LAB = load_profile("lab")  # one DDP rank per node
 # the lab profile with two DDP ranks per node: the evaluation of local ranks 0 and 1 on each node
 LAB2 = LAB.model_copy(update={"ddp": LAB.ddp.model_copy(update={"ranks_per_node": 2})})
 H100 = load_profile("h100-sxm-8x-ndr")
+# the lab's rails as certify hands them to the probes: its profile's names, each GPU's NUMA node from topo -m
+LAB_RAILS = node_rails(LAB, {"devices": [], "matrix": {}, "affinity": {"GPU0": {"numa_affinity": "0"},
+                                                                      "GPU4": {"numa_affinity": "1"}}}, None)
 
 
 def res(stdout: str, rc: int | None = 0, timed_out: bool = False, stderr: str = "") -> CommandResult:
@@ -334,7 +338,7 @@ def _host(name: str, profile=LAB, **extra):
 
 
 def test_node_plan_runs_gdr_after_the_host_loopbacks_then_nvlink_and_checkpoints():
-    np = node_plan(_host("node01"), ProbeSettings(2, 20))
+    np = node_plan(_host("node01"), ProbeSettings(2, 20, rails={"node01": LAB_RAILS}))
     # the GPUDirect preflight (ib_write_bw --help) beside the host-memory loopbacks, before the GDR ones
     assert np.stages[0] == ["loopback0", "loopback1", "nccl", "gdr_help"]
     assert np.commands["gdr_help"][0] == "ib_write_bw --help"
@@ -348,9 +352,8 @@ def test_node_plan_runs_gdr_after_the_host_loopbacks_then_nvlink_and_checkpoints
     np = node_plan(_host("node01"), ProbeSettings(2, 20, only=frozenset({"storage"})))
     assert set(np.commands) == {"checkpoint0", "checkpoint1"}
     # two GPUs on one rail: one after the other
-    prof = H100.model_copy(update={"gpudirect": H100.gpudirect.model_copy(update={"pairs": (
-        H100.gpudirect.pairs[0], H100.gpudirect.pairs[0].model_copy(update={"gpu": 1}))})})
-    np = node_plan(_host("n", prof), ProbeSettings(2, 20, only=frozenset({"gdr"})))
+    two = NodeRails("profile", (Rail(0, "mlx5_0", 0), Rail(1, "mlx5_0", 0)))
+    np = node_plan(_host("n", H100), ProbeSettings(2, 20, only=frozenset({"gdr"}), rails={"n": two}))
     assert np.stages == [["gdr_help"], ["gdr0", "topo"], ["gdr1"]]
 
 
@@ -393,22 +396,19 @@ NIC Legend:
 """
 
 
-def _gdr_profile(*pairs):
-    from clustercert.model.profile import GpuDirect, GpuNicPair
-
-    gd = GpuDirect(pairs=tuple(GpuNicPair(gpu=g, hca=h, numa=n) for g, h, n in pairs), source="test mapping")
-    return LAB.model_copy(update={"gpudirect": gd})
+def _pairs(*pairs):
+    return [Rail(g, h, n) for g, h, n in pairs]
 
 
 def test_gdr_topology_against_topo_m():
-    ok = workload.eval_gdr_topology("n", _gdr_profile((0, "mlx5_0", 0), (1, "mlx5_1", 1)), res(TOPO), 30)
+    ok = workload.eval_gdr_topology("n", LAB, _pairs((0, "mlx5_0", 0), (1, "mlx5_1", 1)), res(TOPO), 30)
     assert [m.status for m in ok] == ["pass", "pass"] and ok[0].subject == "GPU0-mlx5_0 topology"
-    bad = workload.eval_gdr_topology("n", _gdr_profile((0, "mlx5_1", 1)), res(TOPO), 30)
+    bad = workload.eval_gdr_topology("n", LAB, _pairs((0, "mlx5_1", 1)), res(TOPO), 30)
     assert bad[0].status == "fail" and "mlx5_1 is SYS to GPU0" in bad[0].observed
     assert "nearer to GPU0: mlx5_0 (PIX)" in bad[0].observed and "NUMA node 0" in bad[0].observed
-    gone = workload.eval_gdr_topology("n", _gdr_profile((0, "mlx5_7", 0)), res(TOPO), 30)
+    gone = workload.eval_gdr_topology("n", LAB, _pairs((0, "mlx5_7", 0)), res(TOPO), 30)
     assert gone[0].status == "fail" and "mlx5_7 is not in nvidia-smi topo -m" in gone[0].observed
-    err = workload.eval_gdr_topology("n", _gdr_profile((0, "mlx5_0", 0)), res("", rc=None, timed_out=True), 30)
+    err = workload.eval_gdr_topology("n", LAB, _pairs((0, "mlx5_0", 0)), res("", rc=None, timed_out=True), 30)
     assert err[0].status == "error"
 
 
@@ -587,10 +587,10 @@ def test_profile_sections_are_validated():
 
     data, _ = load_profile_data("lab")
     assert LAB.ddp_ranks == 1 and LAB2.ddp_ranks == 2 and H100.ddp_ranks == 8 and LAB.storage.checkpoint_paths == ["/shared", "/scratch"]
-    assert LAB.gpudirect.rails == ["mlx5_0", "mlx5_1"]
+    assert LAB_RAILS.names == ["mlx5_0", "mlx5_1"]
     for key, patch, reason in (
-            ("gpudirect", {"pairs": [{"gpu": 0, "hca": "mlx5_9", "numa": 0}], "source": "x" * 5}, "not an HCA of ib.hcas"),
-            ("gpudirect", {"pairs": [{"gpu": 8, "hca": "mlx5_0", "numa": 0}], "source": "x" * 5}, "GPU 8 does not exist"),
+            ("hardware", {**data["hardware"], "nic_gpu": {"mlx5_0;x": 0}}, "hardware.nic_gpu"),
+            ("hardware", {**data["hardware"], "nic_gpu": {}}, "gpudirect: the profile has no compute rails"),
             ("ddp", {**data["ddp"], "env": {"X": "a b; rm -rf /"}}, "ddp.env"),
             ("ddp", {**data["ddp"], "launcher": ["torchrun;", "x"]}, "ddp.launcher"),
             ("storage", {**data["storage"], "mounts": [{"path": "/a b", "fstype": "nfs4"}]}, "storage.mounts")):

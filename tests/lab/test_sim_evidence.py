@@ -21,9 +21,6 @@ from clustercert.model.evidence import CommandResult
 from clustercert.model.profile import load_profile
 from clustercert_lab import faults, hardware
 
-# a site that lowers gpu.count to 1 says which GPU-NIC pair its GPUDirect probe measures (profile.gpudirect)
-ONE_GDR = {"pairs": [{"gpu": 0, "hca": "mlx5_0", "numa": 0}]}
-
 NODES = ("node01", "node02", "node03", "node04")
 TOOLS = ("nvidia-smi", "lspci", "dmidecode", "dcgmi", "nvbandwidth")
 FM_PID = "/run/nvidia-fabricmanager/nv-fabricmanager.pid"
@@ -83,6 +80,21 @@ def test_healthy_simulated_nodes_pass_every_hardware_check(healthy):
     assert [h["node_guid"] for h in ident["hcas"]] == [hardware.hca_guid("node02", h) for h in ("mlx5_0", "mlx5_1")]
     assert ident["board"]["system_serial"] == hardware.board_serials("node02")["system_serial"]
     assert ident["nvswitch_count"] == 4 and ident["gpus"][0]["vbios"] == "96.00.99.00.01"
+
+
+def test_the_lab_s_topology_and_sysfs_discover_the_rails_its_profile_names(healthy):
+    """The lab profile names its rails (hardware.nic_gpu); discovery (clustercert.checks.rails) over the
+    simulated nvidia-smi topo -m and /sys/class/infiniband finds the same ones, each GPU's NUMA node with it."""
+    from clustercert.checks import rails
+
+    found = load_profile("lab", {"hardware": {"nic_gpu": {}, "rails": {
+        "count": 2, "rate_gbit_per_s": 400, "affinity": "PIX", "source": "lab: the simulated HGX H100 board"}}})
+    for node, ev in healthy.items():
+        nr = rails.of_evidence(found, ev["nvsmi_topo"], ev["ib_sysfs"])
+        assert nr.problems == (), (node, nr.problems)
+        assert [(r.gpu, r.hca, r.numa) for r in nr.rails] == [(0, "mlx5_0", 0), (4, "mlx5_1", 1)]
+        named = rails.of_evidence(load_profile("lab"), ev["nvsmi_topo"], ev["ib_sysfs"])
+        assert named.names == nr.names and [r.numa for r in named.rails] == [0, 1]
 
 
 # fault kind -> (its parameters, the check that must fail, the failing subjects on the faulty node)
@@ -253,7 +265,7 @@ def test_nvbandwidth_waives_device_to_device_on_a_one_gpu_node(tmp_path):
     env = s.env(PATH=f"{_sim_bin(s, 'nvbandwidth')}:{os.environ['PATH']}")
     p = subprocess.run(["/bin/sh", "-c", nvbandwidth_cmd()], capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 0 and "\nWaived:\n" in p.stdout
-    one = load_profile("lab", {"gpu": {"count": 1}, "gpudirect": ONE_GDR, "hardware": {"nic_gpu": {"mlx5_0": 0, "mlx5_1": 0}}})
+    one = load_profile("lab", {"gpu": {"count": 1}, "hardware": {"nic_gpu": {"mlx5_0": 0, "mlx5_1": 0}}})
     by = {m.probe: m for m in eval_nvbandwidth("node01", one, CommandResult(0, p.stdout, "", False, 1.0, "x"), 60)}
     assert by["nvbandwidth_h2d"].status == "pass" and by["nvbandwidth_d2h"].status == "pass"
     assert by["nvbandwidth_d2d"].status == "skip" and "matched to the -t order" in by["nvbandwidth_d2d"].observed

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 
 from clustercert.checks import Evidence, Finding, HostContext, error, judge, parsed, printed_nothing
+from clustercert.checks import rails as rails_mod
+from clustercert.checks.ib import SYSFS_CMD
 
 CHECK_IDS = ("gpu.nvlink_errors", "gpu.nic_affinity", "hw.pcie_manifest", "gpu.fabric_state",
              "ib.firmware_uniform", "gpu.vbios_uniform")
@@ -40,7 +42,8 @@ def commands(ctx: HostContext) -> dict[str, tuple[str, float]]:
     return {
         "nvsmi_xml": ("nvidia-smi -q -x", t),
         "nvsmi_nvlink_errors": ("nvidia-smi nvlink -e", t),
-        "nvsmi_topo": ("nvidia-smi topo -m", t),
+        "nvsmi_topo": (rails_mod.TOPO_CMD, t),
+        "ib_sysfs": (SYSFS_CMD, t),  # the rails' rate and link layer (the ib component reads it too)
         "lspci": (LSPCI_CMD, t),
         "hca_identity": (HCA_IDENTITY_CMD, t),
         "dmi": (DMI_CMD, t),
@@ -48,7 +51,7 @@ def commands(ctx: HostContext) -> dict[str, tuple[str, float]]:
 
 
 def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
-    return (nvlink_errors(ev.get("nvsmi_nvlink_errors"), ctx) + nic_affinity(ev.get("nvsmi_topo"), ctx)
+    return (nvlink_errors(ev.get("nvsmi_nvlink_errors"), ctx) + nic_affinity(ev.get("nvsmi_topo"), ctx, ev.get("ib_sysfs"))
             + pcie_manifest(ev.get("lspci"), ctx) + fabric_state(ev.get("nvsmi_xml"), ctx))
 
 
@@ -158,23 +161,30 @@ def nvlink_baseline(findings: list[dict]) -> dict[str, dict[str, dict[str, int]]
 
 # ---- gpu.nic_affinity ------------------------------------------------------------------------------------
 
-def nic_affinity(res, ctx: HostContext) -> list[Finding]:
-    """Each compute HCA of the profile's GPU->NIC mapping (hardware.nic_gpu) is PIX or PXB to its GPU in
-    ``nvidia-smi topo -m``: under the same PCIe switch, so GPUDirect RDMA does not cross a host bridge."""
+def nic_affinity(res, ctx: HostContext, sysfs_res=None) -> list[Finding]:
+    """The node's compute rails (clustercert.checks.rails). Fixed names (hardware.nic_gpu): each HCA is PIX or
+    PXB (hardware.rails.affinity where given) to its GPU in ``nvidia-smi topo -m``: under the same PCIe switch, so
+    GPUDirect RDMA does not cross a host bridge. Discovered (hardware.rails): one pass per rail found (GPU, HCA,
+    topo -m cell), or a fail naming what discovery found against the profile's count; evidence that did not
+    run or parse is an error. A node whose mapping differs from its peers' is validate's finding
+    (clustercert.checks.run: rails.peer_differences)."""
     check = "gpu.nic_affinity"
     hw = ctx.profile.hardware
-    if hw is None or not hw.nic_gpu:
-        return [_skip(check, "node", "profile sets no GPU->NIC mapping (hardware.nic_gpu)")]
+    if not rails_mod.wanted(ctx.profile):
+        return [_skip(check, "node", "profile has no compute rails (hardware.rails, hardware.nic_gpu)")]
     rec, errs = parsed("nvidia-smi-topo", res, (check,), ctx.timeout_s)
     if rec is None:
         return errs
+    if not hw.nic_gpu:
+        return _discovered(check, ctx, rec, sysfs_res)
+    allowed = rails_mod.ALLOWED[hw.rails.affinity] if hw.rails is not None else SAME_SWITCH
     labels = {}
     for d in rec["devices"]:
         if d["kind"] == "nic":
             labels[d.get("nic_name") or d["name"]] = d["name"]
     out = []
     for hca, gpu in sorted(hw.nic_gpu.items()):
-        expected = f"PIX or PXB to GPU{gpu}: the same PCIe switch (profile hardware.nic_gpu)"
+        expected = f"{' or '.join(allowed)} to GPU{gpu}: the same PCIe switch (profile hardware.nic_gpu)"
         label = labels.get(hca)
         if label is None:
             out.append(Finding(check, "fail", hca, expected, "not in nvidia-smi topo -m (no NIC of that name)",
@@ -193,10 +203,28 @@ def nic_affinity(res, ctx: HostContext) -> list[Finding]:
                                f"({'N/A' if rel else 'row or column missing'})", evidence))
             continue
         near = sorted(k for k, v in row.items() if k.startswith("GPU") and v in SAME_SWITCH)
-        out.append(judge(check, rel in SAME_SWITCH, hca, expected,
-                         f"{rel} to {g}" + ("" if rel in SAME_SWITCH else
+        out.append(judge(check, rel in allowed, hca, expected,
+                         f"{rel} to {g}" + ("" if rel in allowed else
                                             f" (same switch as: {', '.join(near) or 'no GPU'})"), evidence))
     return out
+
+
+def _discovered(check: str, ctx: HostContext, topo: dict, sysfs_res) -> list[Finding]:
+    spec = ctx.profile.hardware.rails
+    sysfs, errs = parsed("sysfs-infiniband", sysfs_res, (check,), ctx.timeout_s)
+    if sysfs is None:
+        return [Finding(check, "error", "rails", f"{spec.count} rails discovered", f"rails not discovered: "
+                        f"/sys/class/infiniband not read ({errs[0].observed})", errs[0].evidence)]
+    nr = rails_mod.node_rails(ctx.profile, topo, sysfs)
+    want = (f"{spec.count} {spec.rate_gbit_per_s} Gb/s {ctx.profile.ib.link_layer} rails, each "
+            f"{' or '.join(rails_mod.ALLOWED[spec.affinity])} to its own GPU (profile hardware.rails)")
+    shown = ", ".join(f"GPU{r.gpu} {r.hca} ({r.link})" for r in nr.found) or "none"
+    if nr.problems:
+        return [Finding(check, "fail", "rails", want, "; ".join(nr.problems), f"found: {shown}")]
+    return [Finding(check, "pass", r.hca, f"{' or '.join(rails_mod.ALLOWED[spec.affinity])} to a GPU, "
+                    f"{spec.rate_gbit_per_s} Gb/s {ctx.profile.ib.link_layer} (discovered: hardware.rails)",
+                    f"{r.link} to GPU{r.gpu}" + (f", NUMA node {r.numa}" if r.numa is not None else ""),
+                    f"rails: {shown}") for r in nr.found]
 
 
 # ---- hw.pcie_manifest ----------------------------------------------------------------------------------
@@ -259,8 +287,10 @@ def pcie_manifest(res, ctx: HostContext) -> list[Finding]:
     for i, d in enumerate(devs["gpus"]):
         out.append(_link(check, f"GPU{i} {d['bus_id']}", d, p.gpu.pcie_gen, p.gpu.pcie_width, d["description"]))
     n = len(devs["hcas"])
-    want = len(p.ib.hcas)
-    out.append(judge(check, n >= want, "HCAs", f"at least {want} {p.ib.link_layer} HCA functions (profile ib.hcas)",
+    want = len({h.name for h in p.ib.hcas} | set(hw.nic_gpu if hw is not None else ()))
+    want += hw.rails.count if hw is not None and hw.rails is not None and not hw.nic_gpu else 0
+    out.append(judge(check, n >= want, "HCAs", f"at least {want} {p.ib.link_layer} HCA functions (profile ib.hcas "
+                     "and compute rails)",
                      f"{n} on the PCIe bus", buses["hcas"], n, "devices"))
     if hw is not None and hw.hca_pcie_gen and hw.hca_pcie_width:
         for d in devs["hcas"]:

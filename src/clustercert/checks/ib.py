@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from clustercert.checks import Evidence, Finding, HostContext, error, judge, parsed, why_not
+from clustercert.checks import rails as rails_mod
 
 CHECK_IDS = ("ib.port_state", "ib.port_rate", "ib.firmware", "ib.counters", "ib.ipoib", "ib.sm", "nccl.config")
 SYSFS_CHECKS = ("ib.port_state", "ib.port_rate", "ib.firmware", "ib.counters", "ib.sm")
@@ -24,17 +25,35 @@ def commands(ctx: HostContext) -> dict[str, tuple[str, float]]:
         "ip_link": ("ip -j link show", t),
         "ip_addr": ("ip -j addr show", t),
         "nccl_conf": ("cat /etc/nccl.conf", t),
+        "nvsmi_topo": (rails_mod.TOPO_CMD, t),  # the compute rails' names (clustercert.checks.rails)
     }
 
 
+class _Port:
+    """A port the checks read: an HCA of ib.hcas, or a compute rail the node's discovery found."""
+
+    def __init__(self, name: str, port: int, rate_gbit_per_s: int) -> None:
+        self.name, self.port, self.rate_gbit_per_s = name, port, rate_gbit_per_s
+
+
+def ports_checked(ctx: HostContext, nr: rails_mod.NodeRails) -> list:
+    """ib.hcas, then the discovered compute rails the profile does not name (at hardware.rails' rate)."""
+    named = {h.name for h in ctx.profile.ib.hcas}
+    spec = ctx.profile.hardware.rails if ctx.profile.hardware is not None else None
+    extra = [_Port(r.hca, r.port, spec.rate_gbit_per_s) for r in (nr.rails or ())
+             if r.hca not in named and spec is not None]
+    return [*ctx.profile.ib.hcas, *extra]
+
+
 def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
-    prof = ctx.profile.ib
     out: list[Finding] = []
+    nr = rails_mod.of_evidence(ctx.profile, ev.get("nvsmi_topo"), ev.get("ib_sysfs"), ctx.timeout_s)
+    checked = ports_checked(ctx, nr)
     rec, errs = parsed("sysfs-infiniband", ev.get("ib_sysfs"), SYSFS_CHECKS, ctx.timeout_s)
     out += errs
     if rec is not None:
         hcas = rec.get("hcas", {})
-        for h in prof.hcas:
+        for h in checked:
             subject = f"{h.name}/{h.port}"
             port = (hcas.get(h.name, {}).get("ports") or {}).get(str(h.port))
             if port is None:
@@ -48,15 +67,15 @@ def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
             out.append(judge("ib.port_rate", rate == h.rate_gbit_per_s, subject, f"{h.rate_gbit_per_s} Gb/s",
                              f"{rate} Gb/s ({port.get('rate_label')})", value=rate, unit="gbit_per_s"))
             out.append(_counters(port.get("counters") or {}, subject, ctx))
-        fws = {h.name: (hcas.get(h.name) or {}).get("fw_ver") for h in prof.hcas}
+        fws = {h.name: (hcas.get(h.name) or {}).get("fw_ver") for h in checked}
         distinct = {v for v in fws.values() if v}
         # uniformity across the nodes is ib.firmware_uniform's (clustercert.checks.cluster); here: one per node
         out.append(judge("ib.firmware", all(fws.values()) and len(distinct) <= 1, "node",
                          "one firmware version on every HCA", ", ".join(sorted(distinct)) or "not reported",
                          json.dumps(fws)))
-        out.append(_sm_local(hcas, ctx))
+        out.append(_sm_local(hcas, checked))
     out += _ipoib(ev, ctx)
-    out += _nccl_conf(ev.get("nccl_conf"), ctx)
+    out += _nccl_conf(ev.get("nccl_conf"), ctx, nr)
     return out
 
 
@@ -74,10 +93,10 @@ def _counters(counters: dict, subject: str, ctx: HostContext) -> Finding:
                  value=sym, unit="count")
 
 
-def _sm_local(hcas: dict, ctx: HostContext) -> Finding:
+def _sm_local(hcas: dict, checked: list) -> Finding:
     """Every port sees a subnet manager (non-zero SM LID); one master per fabric is cluster_findings()'s."""
     seen = {}
-    for h in ctx.profile.ib.hcas:
+    for h in checked:
         port = (hcas.get(h.name, {}).get("ports") or {}).get(str(h.port)) or {}
         seen[f"{h.name}/{h.port}"] = port.get("sm_lid")
     missing = [k for k, v in seen.items() if not v]
@@ -108,9 +127,13 @@ def _ipoib(ev: Evidence, ctx: HostContext) -> list[Finding]:
     return out
 
 
-def _nccl_conf(res, ctx: HostContext) -> list[Finding]:
-    rails = ctx.profile.ib.compute_rails
-    want = "=" + ",".join(rails)
+def _nccl_conf(res, ctx: HostContext, nr: rails_mod.NodeRails) -> list[Finding]:
+    """/etc/nccl.conf names the node's compute rails exactly (NCCL_IB_HCA==...), the rails as this node's
+    discovery finds them (or hardware.nic_gpu names them), in GPU order: what the ib_redundancy role writes."""
+    if nr.source != "none" and nr.names is None:
+        return [Finding("nccl.config", "error", "/etc/nccl.conf", "NCCL_IB_HCA= the node's compute rails",
+                        "the node's compute rails are unknown: " + "; ".join(nr.problems))]
+    want = "=" + ",".join(nr.names or [])
     if res is not None and not res.timed_out and res.rc not in (0, None) and "No such file" in res.stderr:
         return [Finding("nccl.config", "fail", "/etc/nccl.conf", f"NCCL_IB_HCA={want}", "file missing")]
     reason = why_not(res, ctx.timeout_s)

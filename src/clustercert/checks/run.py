@@ -9,6 +9,7 @@ checks, its commands run here by the same node runner, no SSH, no inventory.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -32,6 +33,7 @@ from clustercert.checks import (
 from clustercert.checks import cluster as cluster_checks
 from clustercert.checks import hardware as hardware_checks
 from clustercert.checks import ib as ib_checks
+from clustercert.checks import rails as rails_checks
 from clustercert.collect import ssh
 from clustercert.collect.ssh import LOCAL, collect_node
 from clustercert.errors import InputError
@@ -53,6 +55,9 @@ class NodeResult:
     # outputs are dropped; None: not taken (or nothing known)
     hardware: dict | None = None
     hardware_taken: bool = False
+    # the node's compute rails as its evidence shows them (clustercert.checks.rails): what the certificate records
+    # and the probes use; None: not taken (its components did not run)
+    rails: rails_checks.NodeRails | None = None
 
     def to_json(self) -> dict:
         out = {"verdict": self.verdict, "findings": [f.to_json() for f in self.findings]}
@@ -115,7 +120,9 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
             if "hardware" in comp_names:
                 parts[name] = cluster_checks.node_parts(ev.results, ctx)
             hardware = hardware_checks.identity(ev.results, ctx.profile.ib.link_layer)
-        results[name] = NodeResult(name, "pass", findings, "", ev, hardware, True)
+            rails = (rails_checks.of_evidence(ctx.profile, ev.results.get("nvsmi_topo"), ev.results.get("ib_sysfs"),
+                                              ctx.timeout_s) if {"hardware", "ib"} & set(comp_names) else None)
+        results[name] = NodeResult(name, "pass", findings, "", ev, hardware, True, rails)
         if not keep_outputs:
             ev.results = {k: v for k, v in ev.results.items() if k in KEPT_OUTPUTS}
         if after_node is not None:
@@ -143,6 +150,12 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
         reachable = {n: parts[n] for n in results if n in parts}
         for name, fs in cluster_checks.parts_findings(reachable, contexts).items():
             results[name].findings.extend(fs)
+        results_rails = {n: r.rails for n, r in results.items() if r.rails is not None}
+        for name, what in rails_checks.peer_differences(
+                results_rails, {n: inv.hosts[n].profile.name for n in results_rails}).items():
+            results[name].findings.append(Finding(
+                "gpu.nic_affinity", "fail", "rails", "the GPU->NIC mapping of the node's peers (same profile)",
+                f"differs from its peers': {what}", json.dumps(results_rails[name].to_json(), sort_keys=True)))
     if disruptive and "bond" in comp_names:
         run_bond_failover(inv, contexts, results, io)
     for r in results.values():

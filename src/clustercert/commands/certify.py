@@ -57,7 +57,8 @@ def _certify(args, inv, store: Store, out_dir: Path, signing_key, pub_path: Path
         validate_s = round(time.monotonic() - t_validate, 2)
         settle()
         reachable = [n for n, r in sorted(validation.items()) if r.verdict != "unreachable"]
-        outcome = probe_run.run(inv, reachable, ProbeSettings(args.probe_seconds, args.probe_timeout),
+        rails = {n: r.rails for n, r in validation.items() if r.rails is not None}  # discovered by the validators
+        outcome = probe_run.run(inv, reachable, ProbeSettings(args.probe_seconds, args.probe_timeout, rails=rails),
                                 ThresholdJudge.for_inventory(inv), forks, args.all_pairs, io=io, progress=progress)
     settle()
     cert = certificate_body(inv, validation, outcome, started, validate_s, consume=True)  # empties validation

@@ -67,7 +67,8 @@ def run(args) -> int:
                 reachable = [n for n, r in sorted(current.items()) if r.verdict != "unreachable"]
                 perf, measured = performance(inv, reachable, store.links(base["id"]),
                                              lambda n: inv.hosts[n].profile.drift_tolerance,
-                                             2 if args.probes == "quick" else 5, forks, io)
+                                             2 if args.probes == "quick" else 5, forks, io,
+                                             {n: r.rails for n, r in current.items() if r.rails is not None})
                 perf_links = [m.link_record() for m in measured]
         items += state_items(current, base_findings)
         items = fold_symptoms(items)
@@ -107,11 +108,13 @@ def baseline_run(store: Store, inv, baseline: str) -> dict:
 
 
 def performance(inv, nodes: list[str], baseline_links: list[dict], tolerance_of, seconds: int,
-                forks: int = 25, io=ssh) -> tuple[list[Item], list]:
+                forks: int = 25, io=ssh, rails: dict | None = None) -> tuple[list[Item], list]:
     """``--probes quick|full``: the pair probes through the same round loop certify uses, judged against the
-    baseline (clustercert.probes.judge.BaselineJudge); (their drift items, the measurements)."""
+    baseline (clustercert.probes.judge.BaselineJudge); (their drift items, the measurements). ``rails``: each
+    node's compute rails as the validators found them (clustercert.checks.rails)."""
     judge = BaselineJudge(baseline_links, tolerance_of)
-    outcome = probe_run.run(inv, nodes, ProbeSettings(seconds, 60, node_probes=False, training=False), judge, forks, io=io)
+    outcome = probe_run.run(inv, nodes, ProbeSettings(seconds, 60, node_probes=False, training=False, rails=rails),
+                            judge, forks, io=io)
     return performance_items(outcome, judge), outcome.pairs
 
 

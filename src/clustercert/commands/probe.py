@@ -48,9 +48,11 @@ def run(args) -> int:
         run_id = paths.new_run_id()
         store.start_run(run_id, "probe", str(inv.source), {"limit": args.limit, "probes": sorted(selected or []),
                                                              "all_pairs": args.all_pairs})
+        cfg = ProbeSettings(args.probe_seconds, args.probe_timeout, selected,
+                            rails=probe_run.discover_rails(inv, names, args.forks or 25))  # the rails' names first
         with RunProgress("probe", wanted(args.format)) as progress:
-            out = probe_run.run(inv, names, ProbeSettings(args.probe_seconds, args.probe_timeout, selected),
-                                ThresholdJudge.for_inventory(inv), args.forks or 25, args.all_pairs, progress=progress)
+            out = probe_run.run(inv, names, cfg, ThresholdJudge.for_inventory(inv), args.forks or 25, args.all_pairs,
+                                progress=progress)
         nodes = probe_nodes(names, out)
         links = [m.link_record() for m in out.pairs]
         verdict = cluster_verdict(nodes, links)

@@ -28,9 +28,7 @@ DCGM_DIAG_TIMEOUT_S = {1: 300.0, 2: 900.0, 3: 3600.0, 4: 14400.0}
 # ---- the derived values: one definition, for the pydantic models and the plain objects alike -------------
 
 class IBRules:
-    @property
-    def compute_rails(self) -> list[str]:
-        return [h.name for h in self.hcas if h.role == "compute"]
+    """(no derived value: the compute rails are each node's, clustercert.checks.rails)"""
 
 
 class ThresholdRules:
@@ -45,13 +43,6 @@ class DcgmDiagRules:
     @property
     def limit_s(self) -> float:
         return self.timeout_s if self.timeout_s is not None else DCGM_DIAG_TIMEOUT_S.get(self.level, 300.0)
-
-
-class GpuDirectRules:
-    @property
-    def rails(self) -> list[str]:
-        """The GDR-capable rails: every HCA a pair names, in order, once."""
-        return list(dict.fromkeys(p.hca for p in self.pairs))
 
 
 class StorageRules:
@@ -99,7 +90,6 @@ _CLASSES = {(): type("Profile", (ProfileRules, Section), {}),
             ("ib",): type("IB", (IBRules, Section), {}),
             ("thresholds", "*"): type("Threshold", (ThresholdRules, Section), {}),
             ("dcgm_diag",): type("DcgmDiag", (DcgmDiagRules, Section), {}),
-            ("gpudirect",): type("GpuDirect", (GpuDirectRules, Section), {}),
             ("storage",): type("Storage", (StorageRules, Section), {})}
 
 

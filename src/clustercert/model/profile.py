@@ -29,7 +29,6 @@ from clustercert.errors import InputError
 from clustercert.model import names
 from clustercert.model.plain import (
     DcgmDiagRules,
-    GpuDirectRules,
     IBRules,
     ProfileRules,
     StorageRules,
@@ -127,7 +126,7 @@ class Bond(_Strict):
         return self
 
 
-class IB(IBRules, _Strict):  # compute_rails: IBRules
+class IB(IBRules, _Strict):
     link_layer: Literal["InfiniBand", "Ethernet"] = "InfiniBand"
     hcas: tuple[HCA, ...]
     bond: Bond | None = None
@@ -206,20 +205,39 @@ class DcgmDiag(DcgmDiagRules, _Strict):  # limit_s: DcgmDiagRules
     timeout_s: Num | None = Field(default=None, gt=0)
 
 
+class Rails(_Strict):
+    """The node's compute rails as the profile states them: how many, at what rate (on the profile's
+    ib.link_layer), how near their GPU (``affinity``: PIX -- behind the same PCIe switch --, or PXB: PIX or
+    PXB), on which fabric and HCA port -- never their names: those are discovered per node from
+    ``nvidia-smi topo -m`` and sysfs (clustercert.checks.rails.select) and recorded in the certificate."""
+
+    count: StrictInt = Field(ge=1, le=64)
+    rate_gbit_per_s: StrictInt = Field(gt=0, le=3200)
+    affinity: Literal["PIX", "PXB"]
+    fabric: StrictInt = Field(default=0, ge=0, le=15)
+    port: StrictInt = Field(default=1, ge=1, le=2)
+    source: str = Field(min_length=5)
+
+
 class Hardware(_Strict):
     """What the node's PCIe tree holds and where its compute HCAs sit, with where those figures come from:
     ``hw.pcie_manifest`` (lspci: the profile's GPUs and HCAs, ``nvswitch_count`` NVSwitches, HCAs at
-    ``hca_pcie_gen`` x ``hca_pcie_width`` where given) and ``gpu.nic_affinity`` (nvidia-smi topo -m: each
-    compute HCA in ``nic_gpu`` shares a PCIe switch with that GPU index). A site override replaces ``nic_gpu``
-    whole (WHOLE_MAPPINGS). The mapping is not checked against ``gpu.count`` or ``ib.hcas`` here -- a site that
-    lowers those keeps loading -- : ``gpu.nic_affinity`` reports an entry naming a GPU the profile does not
-    have as an error."""
+    ``hca_pcie_gen`` x ``hca_pcie_width`` where given) and the compute rails: ``rails`` states them (count,
+    rate, affinity; their names are discovered per node), or a site that wants fixed names gives ``nic_gpu``
+    ({hca: GPU index}; its rails are those -- whatever ``rails.count`` says --, each held to topo -m by
+    ``gpu.nic_affinity``, at ``rails.affinity`` where given). A site override
+    replaces ``nic_gpu`` whole (WHOLE_MAPPINGS). The mapping is not checked against ``gpu.count`` here -- a
+    site that lowers it keeps loading -- : ``gpu.nic_affinity`` reports an entry naming a GPU the profile does
+    not have as an error."""
 
     source: str = Field(min_length=5)
     nvswitch_count: StrictInt = Field(default=0, ge=0, le=64)
     hca_pcie_gen: StrictInt | None = Field(default=None, ge=1, le=7)
     hca_pcie_width: StrictInt | None = Field(default=None, ge=1, le=32)
+    rails: Rails | None = None
     nic_gpu: dict[HcaName, Annotated[StrictInt, Field(ge=0, le=63)]] = Field(default_factory=dict)
+
+
 # ---- issue 22: GPUDirect RDMA, the DDP smoke test, storage ---------------------------------------
 
 LAUNCH_WORD_RE = r"^[A-Za-z0-9_./=+:-]+$"   # a word of the launcher's command line (torchrun; python3 -m ...)
@@ -230,20 +248,12 @@ MOUNT_OPTION_RE = r"^[a-z0-9_][a-z0-9_=.,:-]{0,63}$"
 RemotePath = Annotated[str, AfterValidator(lambda v: names.validate("remote_path", v))]
 
 
-class GpuNicPair(_Strict):
-    """A GPU and the rail HCA nearest it (``nvidia-smi topo -m``: PIX or PXB), on NUMA node ``numa``."""
+class GpuDirect(_Strict):
+    """GPUDirect RDMA on the node's compute rails: probe.ib_write_bw_gdr measures each GPU-rail pair
+    (ib_write_bw --use_cuda, pinned with numactl to the GPU's NUMA node) and probe.nccl_transport expects
+    NCCL's IB transport with GDRDMA on the rails. The pairs are the node's rails (hardware.rails, discovered
+    per node from nvidia-smi topo -m and sysfs; or hardware.nic_gpu)."""
 
-    gpu: StrictInt = Field(ge=0, le=63)
-    hca: HcaName
-    numa: StrictInt = Field(ge=0, le=63)
-
-
-class GpuDirect(GpuDirectRules, _Strict):  # rails: GpuDirectRules
-    """GPUDirect RDMA: the GPU-NIC pairs probe.ib_write_bw_gdr measures (ib_write_bw --use_cuda, pinned
-    with numactl to the pair's NUMA node) and the rails on which probe.nccl_transport expects NCCL's
-    IB transport with GDRDMA. The mapping is held against ``nvidia-smi topo -m`` on every node."""
-
-    pairs: tuple[GpuNicPair, ...] = Field(min_length=1)
     source: str = Field(min_length=5)
 
 
@@ -349,13 +359,9 @@ class Profile(ProfileRules, _Strict):  # ddp_ranks: ProfileRules
 
     @model_validator(mode="after")
     def _gpudirect_and_ddp(self) -> Profile:
-        if self.gpudirect is not None:
-            hcas = {h.name for h in self.ib.hcas}
-            for p in self.gpudirect.pairs:
-                if p.hca not in hcas:
-                    raise ValueError(f"gpudirect: {p.hca!r} is not an HCA of ib.hcas ({', '.join(sorted(hcas))})")
-                if p.gpu >= self.gpu.count:
-                    raise ValueError(f"gpudirect: GPU {p.gpu} does not exist (gpu.count {self.gpu.count})")
+        hw = self.hardware
+        if self.gpudirect is not None and (hw is None or (not hw.nic_gpu and hw.rails is None)):
+            raise ValueError("gpudirect: the profile has no compute rails (hardware.rails or hardware.nic_gpu)")
         if self.ddp is not None and self.ddp.backend == "nccl" and (self.ddp.ranks_per_node or 0) > self.gpu.count:
             raise ValueError(f"ddp.ranks_per_node {self.ddp.ranks_per_node} is more than the node's "
                              f"{self.gpu.count} GPUs (nccl: one process per GPU)")
@@ -382,7 +388,7 @@ def check_threshold_units(profile: Profile) -> tuple[str, str] | None:
 
 # Threshold names and what they bound. Probes and validators look thresholds up by these names.
 KNOWN_THRESHOLDS = {
-    "ib_write_bw_loopback": "ib_write_bw loopback per compute HCA (floor)",
+    "ib_write_bw_loopback": "ib_write_bw loopback per compute rail (floor)",
     "ib_write_bw_pair": "ib_write_bw node-to-node per rail (floor)",
     "ib_write_lat_p99": "ib_write_lat node-to-node 99th percentile (ceiling)",
     "nccl_allreduce_1node": "NCCL all_reduce busbw on one node at the largest size (floor)",
@@ -399,7 +405,7 @@ KNOWN_THRESHOLDS = {
                          "baseline run in drift)",
     "nvlink_replay_errors": "NVLink replay errors per GPU, all links (ceiling; as nvlink_crc_errors)",
     "nvlink_recovery_errors": "NVLink recovery errors per GPU, all links (ceiling; as nvlink_crc_errors)",
-    "ib_write_bw_gdr_loopback": "ib_write_bw --use_cuda loopback per GPU-NIC pair of gpudirect.pairs (floor)",
+    "ib_write_bw_gdr_loopback": "ib_write_bw --use_cuda loopback per GPU-rail pair (hardware.rails) (floor)",
     "ib_write_bw_gdr_pair": "ib_write_bw --use_cuda node-to-node per GPU-NIC pair, GPU memory at both ends (floor)",
     "nvlink_aggregate": "per-GPU NVLink bandwidth, both directions summed (nvbandwidth all_to_one + one_to_all) (floor)",
     "checkpoint_write": "fio direct-I/O write of a checkpoint-sized file per storage path (floor)",

@@ -160,12 +160,12 @@ GDR_PORT = PERFTEST_PORT + 300       # loopback and pair servers of ib_write_bw 
 NVLINK_TESTS = ("all_to_one_write_ce", "one_to_all_write_ce")  # per GPU: all its peers into it, it into all peers
 
 
-def gdr_perftest_cmd(hca: str, port: int, tcp_port: int, duration: int, gpu: int, numa: int,
+def gdr_perftest_cmd(hca: str, port: int, tcp_port: int, duration: int, gpu: int, numa: int | None,
                      server_addr: str | None = None) -> str:
     """ib_write_bw from GPU memory (--use_cuda=GPU: perftest registers a buffer on that GPU with the HCA,
     which only GPUDirect RDMA allows), pinned to the pair's NUMA node (numactl: the CPU and host memory
-    next to the GPU and the NIC)."""
-    return (f"numactl --cpunodebind={q(numa)} --membind={q(numa)} "
+    next to the GPU and the NIC) where topo -m shows it (None: not pinned)."""
+    return ((f"numactl --cpunodebind={q(numa)} --membind={q(numa)} " if numa is not None else "")
             + perftest_cmd("ib_write_bw", hca, port, tcp_port, duration, server_addr).replace(
                 " -F", f" -F --use_cuda={q(gpu)}", 1))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from clustercert.checks import rails as rails_checks
 from clustercert.probes import commands as cmd
 from clustercert.probes.catalog import NVBW_TESTS, PAIR_THRESHOLD, PROBE_NAMES
 from clustercert.probes.evaluate import Measurement
@@ -26,6 +27,9 @@ class ProbeSettings:
     node_probes: bool = True  # each node's own probes (loopback, NCCL on the node, nvbandwidth, dcgmi); drift: off
     training: bool = True     # the DDP smoke test and NCCL's transport check (correctness, no figure); drift: off
     ddp_nproc: int | None = None  # torchrun --nproc_per_node for the DDP smoke test; None: the profile's ranks
+    # each node's compute rails (clustercert.checks.rails.NodeRails), discovered before the probes (certify and
+    # drift: by the validators' collection; probe: probes.rails.discover); a node not in it: not discovered
+    rails: dict | None = None
 
     @property
     def limit(self) -> float:
@@ -72,14 +76,33 @@ def fabric_ip(h, fabric: int) -> str | None:
     return None
 
 
+# ---- the compute rails --------------------------------------------------------------------------------
+
+def rails_of(h, cfg: ProbeSettings) -> rails_checks.NodeRails:
+    """``h``'s rails: as discovered before the probes, else what its profile alone says (fixed names, or
+    unknown: the profile states its rails but they were not discovered)."""
+    if cfg.rails is not None and h.name in cfg.rails:
+        return cfg.rails[h.name]
+    return rails_checks.node_rails(h.profile, None, None, "not discovered before the probes")
+
+
+def unknown_rails(nr: rails_checks.NodeRails) -> str | None:
+    """Why the node's rail probes cannot run (its rails are unknown), or None."""
+    if nr.source == "none" or nr.rails is not None:
+        return None
+    return "the node's compute rails are unknown: " + "; ".join(nr.problems)
+
+
 # ---- a node's own probes ---------------------------------------------------------------------------
 
 @dataclass
 class NodePlan:
     th: dict
-    rails: list                      # the compute HCAs looped back
+    rails: list                      # the compute rails looped back (clustercert.checks.rails.Rail)
     commands: dict[str, tuple]       # name -> (command, timeout[, server]) for collect.ssh.collect_node
     stages: list[list[str]]
+    unknown: str | None = None       # why the node's rails are unknown (then each rail probe is an error)
+    expected: int = 0                # how many rails the profile states
 
 
 def node_plan(h, cfg: ProbeSettings) -> NodePlan:
@@ -88,24 +111,24 @@ def node_plan(h, cfg: ProbeSettings) -> NodePlan:
     after another: NCCL on the node with GPU utilisation sampled while it runs, nvbandwidth, dcgmi diag."""
     prof = h.profile
     th = cfg.thresholds(prof) if cfg.node_probes else {}
-    rails = [x for x in prof.ib.hcas if x.role == "compute"] if "ib_write_bw_loopback" in th else []
+    nr = rails_of(h, cfg)
+    rails = list(nr.rails or ()) if "ib_write_bw_loopback" in th else []
     cmds: dict[str, tuple] = {}
-    for i, hca in enumerate(rails):
+    for i, r in enumerate(rails):
         port = cmd.PERFTEST_PORT + 100 + i
-        server = {"cmd": cmd.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds),
+        server = {"cmd": cmd.perftest_cmd("ib_write_bw", r.hca, r.port, port, cfg.seconds),
                   "port": port, "timeout": cfg.limit + CLIENT_START_S}
-        cmds[f"loopback{i}"] = (cmd.perftest_cmd("ib_write_bw", hca.name, hca.port, port, cfg.seconds, "localhost"),
+        cmds[f"loopback{i}"] = (cmd.perftest_cmd("ib_write_bw", r.hca, r.port, port, cfg.seconds, "localhost"),
                                 cfg.limit, server)
     if "nccl_allreduce_1node" in th or "gpu_util_under_load" in th:
         nccl = cmd.nccl_1node_cmd(prof.gpu.count)
         cmds["nccl"] = (cmd.with_util_sampling(nccl) if "gpu_util_under_load" in th else nccl, cfg.limit)
-    gdr = gdr_pairs(prof) if "ib_write_bw_gdr_loopback" in th else []
-    ports = {x.name: x.port for x in prof.ib.hcas}
+    gdr = gdr_pairs(h, cfg) if "ib_write_bw_gdr_loopback" in th else []
     for i, p in enumerate(gdr):  # GPUDirect RDMA loopback per GPU-NIC pair, GPU memory at both ends
         port = cmd.GDR_PORT + i
-        server = {"cmd": cmd.gdr_perftest_cmd(p.hca, ports[p.hca], port, cfg.seconds, p.gpu, p.numa),
+        server = {"cmd": cmd.gdr_perftest_cmd(p.hca, p.port, port, cfg.seconds, p.gpu, p.numa),
                   "port": port, "timeout": cfg.limit + CLIENT_START_S}
-        cmds[f"gdr{i}"] = (cmd.gdr_perftest_cmd(p.hca, ports[p.hca], port, cfg.seconds, p.gpu, p.numa, "localhost"),
+        cmds[f"gdr{i}"] = (cmd.gdr_perftest_cmd(p.hca, p.port, port, cfg.seconds, p.gpu, p.numa, "localhost"),
                            cfg.limit, server)
     if gdr:
         cmds["topo"] = (cmd.topo_cmd(), cfg.limit)
@@ -133,12 +156,13 @@ def node_plan(h, cfg: ProbeSettings) -> NodePlan:
         stage0.append("gdr_help")  # before the GPUDirect loopbacks, beside the host-memory ones
     staged = set(stage0) | {n for st in gdr_stages for n in st}
     stages = ([stage0] if stage0 else []) + gdr_stages + [[n] for n in cmds if n not in staged]
-    return NodePlan(th, rails, cmds, stages)
+    return NodePlan(th, rails, cmds, stages, unknown_rails(nr), nr.expected)
 
 
-def gdr_pairs(prof) -> list:
-    """The GPU-NIC pairs of the profile's gpudirect section (none without one)."""
-    return list(prof.gpudirect.pairs) if prof.gpudirect is not None else []
+def gdr_pairs(h, cfg: ProbeSettings) -> list:
+    """The GPU-rail pairs GPUDirect RDMA is measured on: the node's rails where its profile has a gpudirect
+    section (none without one, or while its rails are unknown)."""
+    return list(rails_of(h, cfg).rails or ()) if h.profile.gpudirect is not None else []
 
 
 def checkpoint_paths(prof, th: dict) -> list[str]:
@@ -187,48 +211,61 @@ class PairPlan:
     ddp: bool = False                          # the DDP smoke test across the pair, last
     servers: list | None = None                # per stage, once started (run)
     taken: bool = False                        # run ran it (and ended its servers)
+    errors: list = field(default_factory=list)  # rail probes that cannot run: an end's rails are unknown
 
 
 def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators, channels: set | None = None) -> PairPlan:
     """``evaluators``: the module with eval_perftest and eval_iperf3 (clustercert.probes.evaluate);
     ``channels``: only the probes of these (probe, fabric) channels -- what a later round asks -- or all."""
     th = cfg.thresholds(a.profile)
-    rails = [x for x in a.profile.ib.hcas if x.role == "compute"]
+    na, nb = rails_of(a, cfg), rails_of(b, cfg)
+    why = "; ".join(f"{h.name}: {w}" for h, w in ((a, unknown_rails(na)), (b, unknown_rails(nb))) if w)
+    # rail i of the pair: a's rail of a GPU and b's rail of the same GPU, each end under its own node's name
+    rb = {r.gpu: r for r in nb.rails or ()}
+    rails = [] if why else [(r, rb[r.gpu]) for r in na.rails or () if r.gpu in rb]
+    errors: list[Measurement] = []
 
     def asked(probe: str, fabric: int | None) -> bool:
         return channels is None or (probe, fabric) in channels
 
+    def unknown(tool: str, key: str) -> None:  # one error per rail the profile states
+        if why and key in th:
+            for i in range(max(na.expected, 1)):
+                errors.append(Measurement(tool, a.name, b.name, subject=f"rail {i} {a.name}->{b.name}", round=rnd,
+                                          threshold=key).error(why, th[key]))
+
     def perftest(tool: str, port0: int) -> list[Job]:  # one job per rail
         key, lat = PAIR_THRESHOLD[tool], tool.endswith("_lat")
+        unknown(tool, key)
         jobs = []
-        for i, hca in enumerate(rails if key in th else []):
-            if not asked(tool, hca.fabric):
+        for i, (ra, rb_) in enumerate(rails if key in th else []):
+            if not asked(tool, ra.fabric):
                 continue
             port = port0 + i
-            server = (b.name, b.connection, cmd.perftest_cmd(tool, hca.name, hca.port, port, cfg.seconds))
-            client = (a.name, a.connection, cmd.perftest_cmd(tool, hca.name, hca.port, port, cfg.seconds, addr(b)))
-            m = Measurement(tool, a.name, b.name, subject=f"{hca.name} {a.name}->{b.name}", fabric=hca.fabric, round=rnd,
+            server = (b.name, b.connection, cmd.perftest_cmd(tool, rb_.hca, rb_.port, port, cfg.seconds))
+            client = (a.name, a.connection, cmd.perftest_cmd(tool, ra.hca, ra.port, port, cfg.seconds, addr(b)))
+            m = Measurement(tool, a.name, b.name, subject=f"{ra.hca} {a.name}->{b.name}", fabric=ra.fabric, round=rnd,
                             threshold=key)
             jobs.append(Job(m, server, client, port,
                             lambda m, r, key=key, lat=lat: evaluators.eval_perftest(
-                                m, th[key], r.client, cfg.limit, lat=lat), hca.fabric))
+                                m, th[key], r.client, cfg.limit, lat=lat), ra.fabric))
         return jobs
 
     bw = perftest("ib_write_bw", cmd.PERFTEST_PORT)
     lat = perftest("ib_write_lat", cmd.PERFTEST_PORT + 200)
     gdr = []
-    fabric_of = {x.name: x for x in a.profile.ib.hcas}
-    for i, p in enumerate(gdr_pairs(a.profile) if "ib_write_bw_gdr_pair" in th else []):
-        hca = fabric_of[p.hca]
-        if not asked("ib_write_bw_gdr", hca.fabric):
+    if a.profile.gpudirect is not None:
+        unknown("ib_write_bw_gdr", "ib_write_bw_gdr_pair")
+    for i, (p, q) in enumerate(rails if a.profile.gpudirect is not None and "ib_write_bw_gdr_pair" in th else []):
+        if not asked("ib_write_bw_gdr", p.fabric):
             continue
         port = cmd.GDR_PORT + 50 + i
-        server = (b.name, b.connection, cmd.gdr_perftest_cmd(p.hca, hca.port, port, cfg.seconds, p.gpu, p.numa))
-        client = (a.name, a.connection, cmd.gdr_perftest_cmd(p.hca, hca.port, port, cfg.seconds, p.gpu, p.numa, addr(b)))
+        server = (b.name, b.connection, cmd.gdr_perftest_cmd(q.hca, q.port, port, cfg.seconds, q.gpu, q.numa))
+        client = (a.name, a.connection, cmd.gdr_perftest_cmd(p.hca, p.port, port, cfg.seconds, p.gpu, p.numa, addr(b)))
         m = Measurement("ib_write_bw_gdr", a.name, b.name, subject=f"GPU{p.gpu}-{p.hca} {a.name}->{b.name}",
-                        fabric=hca.fabric, round=rnd, threshold="ib_write_bw_gdr_pair")
+                        fabric=p.fabric, round=rnd, threshold="ib_write_bw_gdr_pair")
         gdr.append(Job(m, server, client, port, lambda m, r: evaluators.eval_perftest(
-            m, th["ib_write_bw_gdr_pair"], r.client, cfg.limit), hca.fabric))
+            m, th["ib_write_bw_gdr_pair"], r.client, cfg.limit), p.fabric))
     iperf, reach = [], {}
     for f in sorted({x.fabric for x in a.profile.ib.hcas}) if "iperf3_ipoib" in th else []:
         sa, sb = fabric_ip(a, f), fabric_ip(b, f)
@@ -247,7 +284,7 @@ def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators, channels: set | No
     transport = cfg.transport(a.profile) and "nccl_allreduce_pair" in th
     nccl = "nccl_allreduce_pair" in th and (asked("nccl_allreduce", None) or transport and asked("nccl_transport", None))
     return PairPlan(a, b, th, stages, len(stages) * (cfg.limit + CLIENT_START_S) + SERVER_MARGIN_S, reach,
-                    nccl, nccl and transport, cfg.ddp(a.profile) and asked("ddp_allreduce", None))
+                    nccl, nccl and transport, cfg.ddp(a.profile) and asked("ddp_allreduce", None), errors=errors)
 
 
 def reach_commands(plan: PairPlan) -> dict[str, tuple[str, float]]:

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clustercert import paths, remote
+from clustercert.checks import rails as rails_checks
+from clustercert.checks.ib import SYSFS_CMD
 from clustercert.collect import ssh
 from clustercert.collect.slurm import accepts_step, read_states, slurm_name
 from clustercert.parsers import one_parse_per_output
@@ -39,6 +41,7 @@ from clustercert.probes.plan import (
     gdr_pairs,
     node_plan,
     pair_plan,
+    rails_of,
     reach_commands,
 )
 from clustercert.probes.rounds import Round, Rounds
@@ -106,8 +109,13 @@ def _node_probes(h, cfg: ProbeSettings, cp: Path, down: set[str] | None, hcas_fr
     if hcas_free is not None:
         hcas_free(h.name)
     results = ev.results if ev is not None else {}
+    if np.unknown:  # the profile states rails the node's discovery did not find: an error per rail probe
+        for key, tool in (("ib_write_bw_loopback", "ib_write_bw_loopback"), ("ib_write_bw_gdr_loopback", "ib_write_bw_gdr")):
+            if key in th and (key != "ib_write_bw_gdr_loopback" or prof.gpudirect is not None):
+                out += [Measurement(tool, h.name, subject=f"rail {i}", threshold=key).error(np.unknown, th[key])
+                        for i in range(max(np.expected, 1))]
     for i, hca in enumerate(rails):
-        m = Measurement("ib_write_bw_loopback", h.name, subject=hca.name, fabric=hca.fabric, threshold="ib_write_bw_loopback")
+        m = Measurement("ib_write_bw_loopback", h.name, subject=hca.hca, fabric=hca.fabric, threshold="ib_write_bw_loopback")
         m = evaluate.eval_perftest(m, th["ib_write_bw_loopback"], results.get(f"loopback{i}"), cfg.limit)
         if ev is not None and not ev.reachable:
             m.observed = f"{h.name} did not answer: {ev.error or m.observed}"
@@ -124,11 +132,10 @@ def _node_probes(h, cfg: ProbeSettings, cp: Path, down: set[str] | None, hcas_fr
         if sample_util:
             out += evaluate.eval_gpu_util(h.name, th["gpu_util_under_load"], prof.gpu.count, res, samples, cfg.limit)
         _charge(out[first:], results.get("nccl"), stage_of["nccl"])
-    gdr = gdr_pairs(prof) if "ib_write_bw_gdr_loopback" in th else []
+    gdr = gdr_pairs(h, cfg) if "ib_write_bw_gdr_loopback" in th else []
     no_gdr = workload.gdr_preflight(results.get("gdr_help"), cfg.limit) if gdr else None
     for i, p in enumerate(gdr):
-        hca = next(x for x in prof.ib.hcas if x.name == p.hca)
-        m = Measurement("ib_write_bw_gdr", h.name, subject=f"GPU{p.gpu}-{p.hca} loopback", fabric=hca.fabric,
+        m = Measurement("ib_write_bw_gdr", h.name, subject=f"GPU{p.gpu}-{p.hca} loopback", fabric=p.fabric,
                         threshold="ib_write_bw_gdr_loopback")
         m = evaluate.eval_perftest(m, th["ib_write_bw_gdr_loopback"], results.get(f"gdr{i}"), cfg.limit)
         if no_gdr:  # its perftest cannot put a buffer on a GPU: whatever the run printed, an error with the fix
@@ -136,7 +143,7 @@ def _node_probes(h, cfg: ProbeSettings, cp: Path, down: set[str] | None, hcas_fr
         _charge([m], results.get(f"gdr{i}"), stage_of.get(f"gdr{i}"))
         out.append(m)
     if gdr:
-        out += workload.eval_gdr_topology(h.name, prof, results.get("topo"), cfg.limit)
+        out += workload.eval_gdr_topology(h.name, prof, gdr, results.get("topo"), cfg.limit)
     if "nvbandwidth" in cmds:
         first = len(out)
         if any(k in th for k in evaluate.NVBW_TESTS):
@@ -198,6 +205,7 @@ def pair_probes(a, b, rnd: int, cfg: ProbeSettings, cp: Path, slurm_states: dict
     plan.taken = True
     th, stages = plan.th, plan.stages
     down: set[str] = set()
+    errors = list(plan.errors)  # rail probes that cannot run (an end's rails are unknown)
 
     def finish(job_srv):
         job, srv = job_srv
@@ -214,7 +222,7 @@ def pair_probes(a, b, rnd: int, cfg: ProbeSettings, cp: Path, slurm_states: dict
             m.observed = f"{a.name} did not answer: {r.error or m.observed}"
         return m
 
-    out: list[Measurement] = []
+    out: list[Measurement] = errors
     n = max(1, sum(len(s) for s, _ in stages))
     # ``ends``: each server is ended there once its client is done, while the next stage runs
     with ThreadPoolExecutor(max_workers=n + 1) as ex, ThreadPoolExecutor(max_workers=2 * n) as ends:
@@ -308,7 +316,8 @@ def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str], s
         m.evidence = f"launched with {launch}\n{m.evidence}"
     if transport is not None:
         tm = workload.eval_nccl_transport(a.name, b.name, a.profile, r.client, cfg.limit,
-                                          {a.name: addr(a), b.name: addr(b)}, f"launched with {launch}\n" if launch else "")
+                                          {a.name: addr(a), b.name: addr(b)}, f"launched with {launch}\n" if launch else "",
+                                          {h.name: rails_of(h, cfg).names or [] for h in (a, b)})
         tm.round = rnd
         if not r.reachable:
             tm.error(f"{a.name} did not answer: {r.error}")
@@ -504,3 +513,30 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
             why_down[m.a] = m.observed.removeprefix(f"{m.a} did not answer: ")
     return ProbeOutcome(per_node, pair_ms, inference.findings, loop.done, down, round(wall, 2),
                         probe_timing(per_node, node_wall, round_times, wall), inference, why_down)
+
+
+# ---- the compute rails' discovery, before `clustercert probe` ---------------------------------------------
+
+def discover_rails(inv, nodes: list[str], forks: int = 25, io=ssh) -> dict:
+    """{node: its clustercert.checks.rails.NodeRails} for ``nodes`` whose profile has compute rails: each node's
+    ``nvidia-smi topo -m`` and /sys/class/infiniband read in one connection, then the one rule applied (certify
+    and drift take the rails from the validators' collection pass instead). A node that did not answer, or whose
+    evidence did not run or parse, has unknown rails: each of its rail probes is then an error."""
+    hosts = {n: inv.hosts[n] for n in nodes if rails_checks.wanted(inv.hosts[n].profile)}
+    if not hosts:
+        return {}
+    timeout = {n: float(h.vars.clustercert_command_timeout_s) for n, h in hosts.items()}
+    cmds = {n: {"nvsmi_topo": (rails_checks.TOPO_CMD, timeout[n]), "ib_sysfs": (SYSFS_CMD, timeout[n])}
+            for n in hosts}
+    evidence = io.collect_many({n: h.connection for n, h in hosts.items()}, cmds, forks=max(1, forks),
+                               control_dir=paths.control_dir())
+    out = {}
+    for n, h in hosts.items():
+        ev = evidence.get(n)
+        if ev is None or not ev.reachable:
+            why = f"{n} did not answer: {ev.error if ev is not None else 'not collected'}"
+            out[n] = rails_checks.node_rails(h.profile, None, None, why)
+        else:
+            out[n] = rails_checks.of_evidence(h.profile, ev.results.get("nvsmi_topo"), ev.results.get("ib_sysfs"),
+                                              timeout[n])
+    return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 
+from clustercert.checks import rails as rails_checks
 from clustercert.model.evidence import CommandResult
 from clustercert.model.profile import Profile, Threshold
 from clustercert.parsers import ParseError, parse
@@ -30,16 +31,17 @@ GDR_NEAR = ("PIX", "PXB")  # GPUDirect RDMA's paths: at most PCIe switches betwe
 
 # ---- GPUDirect RDMA: the profile's GPU-NIC pairs against topo -m ------------------------------------
 
-def eval_gdr_topology(node: str, profile: Profile, res: CommandResult | None, timeout: float) -> list[Measurement]:
-    """One measurement per GPU-NIC pair of gpudirect.pairs (subject ``GPUg-hca topology``): passes when
-    topo -m shows the HCA behind the GPU's PCIe switch (PIX or PXB), no other HCA nearer, and the GPU on
-    the pair's NUMA node (where topo -m prints NUMA affinity)."""
-    pairs = profile.gpudirect.pairs if profile.gpudirect else ()
+def eval_gdr_topology(node: str, profile: Profile, pairs, res: CommandResult | None,
+                      timeout: float) -> list[Measurement]:
+    """One measurement per GPU-rail pair (``pairs``: the node's rails, clustercert.checks.rails.Rail; subject
+    ``GPUg-hca topology``), on the probes' own topo -m: passes when it shows the HCA behind the GPU's PCIe switch
+    (PIX or PXB), no other HCA nearer, and the GPU on the NUMA node the pair was pinned to (where both show one)."""
     src = profile.gpudirect.source if profile.gpudirect else ""
 
     def m(p, status: str, observed: str, evidence: str = "") -> Measurement:
         return Measurement("ib_write_bw_gdr", node, subject=f"GPU{p.gpu}-{p.hca} topology", status=status,
-                           expected=f"{p.hca} PIX/PXB to GPU{p.gpu}, nearest of the HCAs, NUMA node {p.numa} "
+                           expected=f"{p.hca} PIX/PXB to GPU{p.gpu}, nearest of the HCAs, NUMA node "
+                                    f"{p.numa if p.numa is not None else 'as topo -m shows'} "
                                     f"(gpudirect: {src})", observed=observed, evidence=evidence, relative=False)
 
     rec, why = _outcome(res, timeout, "nvidia-smi-topo", "nvidia-smi topo -m")
@@ -67,8 +69,8 @@ def eval_gdr_topology(node: str, profile: Profile, res: CommandResult | None, ti
             problems.append(f"{p.hca} is {cell} to GPU{p.gpu} (GPUDirect RDMA needs PIX or PXB)")
         if nearer and TOPO_ORDER.index(cell) > best:
             problems.append(f"nearer to GPU{p.gpu}: {', '.join(f'{n} ({links[n]})' for n in nearer)}")
-        if numa not in (None, "", "N/A") and numa != str(p.numa):
-            problems.append(f"GPU{p.gpu} is on NUMA node {numa}, the profile pins the pair to {p.numa}")
+        if numa not in (None, "", "N/A") and p.numa is not None and numa != str(p.numa):
+            problems.append(f"GPU{p.gpu} is on NUMA node {numa}, the pair was pinned to {p.numa}")
         shown = f"GPU{p.gpu}-{p.hca} {cell}, NUMA {numa if numa not in (None, '') else 'not shown'}"
         out.append(m(p, "fail" if problems else "pass", "; ".join(problems) or shown, shown))
     return out
@@ -77,12 +79,16 @@ def eval_gdr_topology(node: str, profile: Profile, res: CommandResult | None, ti
 # ---- NCCL's transport across a pair ----------------------------------------------------------------
 
 def eval_nccl_transport(a: str, b: str, profile: Profile, res: CommandResult | None, timeout: float,
-                        addresses: dict[str, str] | None = None, note: str = "") -> Measurement:
+                        addresses: dict[str, str] | None = None, note: str = "",
+                        rails_by_node: dict[str, list[str]] | None = None) -> Measurement:
     """The pair NCCL run's NCCL_DEBUG=INFO lines, per end: every inter-node connection uses NCCL's
-    InfiniBand transport, with GDRDMA on every rail the profile names GPUDirect-capable (gpudirect.pairs),
-    and each such rail is used. NET/Socket, another network, or IB without GDRDMA on such a rail fails
-    with the lines that show it; a run that printed no connection line is an error."""
-    rails = profile.gpudirect.rails if profile.gpudirect else []
+    InfiniBand transport, with GDRDMA on each of that node's rails (``rails_by_node``: its compute rails,
+    clustercert.checks.rails), and each rail is used. NET/Socket, another network, or IB without GDRDMA on a
+    rail fails with the lines that show it; a run that printed no connection line is an error."""
+    if rails_by_node is None:
+        fixed = rails_checks.node_rails(profile, None, None).names or []
+        rails_by_node = {a: fixed, b: fixed}
+    rails = list(dict.fromkeys(r for n in (a, b) for r in rails_by_node.get(n, [])))
     m = Measurement("nccl_transport", a, b, subject=f"{a}+{b}", relative=False,
                     expected=f"NET/IB with GDRDMA on {', '.join(rails)} at both ends "
                              f"(gpudirect: {profile.gpudirect.source if profile.gpudirect else 'not set'})")
@@ -104,6 +110,7 @@ def eval_nccl_transport(a: str, b: str, profile: Profile, res: CommandResult | N
     for name in sorted(per_node):
         hs = per_node[name]
         conns = [c for h in hs for c in h["connections"] if c["transport"] == "NET"]
+        mine = rails_by_node.get(name, rails)
         devices = {k: v for h in hs for k, v in h["net_devices"].items()}
         count += len(conns)
         bad = []
@@ -113,7 +120,7 @@ def eval_nccl_transport(a: str, b: str, profile: Profile, res: CommandResult | N
                 bad.append((c, "NET/Socket (TCP) instead of InfiniBand"))
             elif not net.startswith("IB"):
                 bad.append((c, f"NET/{net}, not InfiniBand"))
-            elif not c["gdr"] and (c["hca"] in rails or c["hca"] is None):
+            elif not c["gdr"] and (c["hca"] in mine or c["hca"] is None):
                 bad.append((c, f"{c['hca'] or 'NET/' + net + '/' + str(c['device'])} without GDRDMA"))
         for what in dict.fromkeys(w for _c, w in bad):
             lines = [c["line"] for c, w in bad if w == what]
@@ -121,7 +128,7 @@ def eval_nccl_transport(a: str, b: str, profile: Profile, res: CommandResult | N
             shown += lines[:4]
         if devices and conns:
             used = {c["hca"] for c in conns}
-            unused = [r for r in rails if r not in used]
+            unused = [r for r in mine if r not in used]
             if unused:
                 problems.append(f"{name}: {', '.join(unused)} not used by NCCL (its NICs: "
                                 f"{', '.join(devices[k] for k in sorted(devices, key=int))})")

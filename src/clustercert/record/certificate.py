@@ -772,7 +772,7 @@ def load_certificate(cert_path: Path) -> dict:
 TOP_MEMBERS = frozenset({"schema", "cluster", "profiles", "started", "finished", "versions", "verdict", "rounds",
                          "schedule", "nodes", "links", "localisation", "thresholds", "timing", "slurm", "signature"})
 SIGNATURE_MEMBERS = frozenset({"algorithm", "canonicalization", "public_key", "value"})
-NODE_MEMBERS = frozenset({"verdict", "findings", "detail", "hardware", "evidence"})
+NODE_MEMBERS = frozenset({"verdict", "findings", "detail", "hardware", "evidence", "rails"})
 THRESHOLD_MEMBERS = frozenset({"floor", "ceiling", "unit", "source"})
 LOCALISATION_MEMBERS = frozenset({"node", "link", "kind", "reason", "fabric", "probes", "partners"})
 SCHEDULE_MEMBERS = frozenset({"round", "pairs", "question"})

@@ -63,6 +63,9 @@ def build_nodes(validation: dict, outcome, link_layers: dict[str, str] | None = 
         hw = node_hardware(r, (link_layers or {}).get(name, "InfiniBand"))
         if hw is not None:
             nodes[name]["hardware"] = hw
+        rails = getattr(r, "rails", None)
+        if rails is not None and rails.source != "none":  # the GPU->NIC rails its evidence showed (checks.rails)
+            nodes[name]["rails"] = rails.to_json()
     return nodes
 
 

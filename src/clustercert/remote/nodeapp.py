@@ -37,7 +37,7 @@ NODE_MODULES = (
     "remote/__init__", "remote/runner",
     "collect/__init__", "collect/ssh", "collect/slurm",
     "parsers/*",
-    "checks/__init__", "checks/run", "checks/cluster",
+    "checks/__init__", "checks/run", "checks/cluster", "checks/rails",
     "report/__init__", "report/documents", "report/text",
     "commands/__init__", "commands/node_check",
 )

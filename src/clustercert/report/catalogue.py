@@ -144,10 +144,12 @@ CHECKS: tuple[Entry, ...] = (
     Entry("rdma.peermem", "rdma", "the nvidia_peermem module is loaded (GPUDirect RDMA)", ("lsmod",),
           proofs=(_v("peermem_unloaded"),)),
     # ---- ib ------------------------------------------------------------------------------------------
-    Entry("ib.port_state", "ib", "every profile HCA port is ACTIVE / LinkUp", ("ib_sysfs",),
-          ("ib.hcas[].name", "ib.hcas[].port"), proofs=(_v("ib_port_down"),)),
-    Entry("ib.port_rate", "ib", "every profile HCA port runs at its rated speed", ("ib_sysfs",),
-          ("ib.hcas[].rate_gbit_per_s",), proofs=(_v("ib_port_rate_degraded"),)),
+    Entry("ib.port_state", "ib", "every profile HCA port and every compute rail's is ACTIVE / LinkUp",
+          ("ib_sysfs", "nvsmi_topo"), ("ib.hcas[].name", "ib.hcas[].port", "hardware.rails.port"),
+          proofs=(_v("ib_port_down"),)),
+    Entry("ib.port_rate", "ib", "every profile HCA port and every compute rail's runs at its rated speed",
+          ("ib_sysfs", "nvsmi_topo"), ("ib.hcas[].rate_gbit_per_s", "hardware.rails.rate_gbit_per_s"),
+          proofs=(_v("ib_port_rate_degraded"),)),
     Entry("ib.firmware", "ib", "one firmware version on every HCA of a node (across the nodes of the profile: "
           "ib.firmware_uniform)", ("ib_sysfs",), proofs=(_v("hca_firmware_odd"),)),
     Entry("ib.counters", "ib", "symbol_error and link_downed at most the profile's limits on every port",
@@ -157,8 +159,9 @@ CHECKS: tuple[Entry, ...] = (
     Entry("ib.sm", "ib", "a subnet manager answers on every port (SM LID != 0), and one master SM per fabric "
           "across the nodes", ("ib_sysfs",), ("subnet_manager.mode",),
           note="the lab's fabrics always answer with one SM; no fault kind removes or duplicates it"),
-    Entry("nccl.config", "ib", "/etc/nccl.conf sets NCCL_IB_HCA to the profile's compute rails", ("nccl_conf",),
-          ("ib.hcas[].name",), note="no lab fault kind edits /etc/nccl.conf (tests/drift edits it by hand)"),
+    Entry("nccl.config", "ib", "/etc/nccl.conf sets NCCL_IB_HCA to the node's compute rails (discovered from "
+          "topo -m and sysfs, or the profile's hardware.nic_gpu), in GPU order", ("nccl_conf", "nvsmi_topo", "ib_sysfs"),
+          ("hardware.rails", "hardware.nic_gpu"), note="no lab fault kind edits /etc/nccl.conf (tests/drift edits it by hand)"),
     # ---- bond ----------------------------------------------------------------------------------------
     Entry("ib.bond", "bond", "the IPoIB bond exists with the profile's mode, slaves, primary, miimon and "
           "fail_over_mac, every slave up (skip without a bond)", ("bonding",),
@@ -197,9 +200,11 @@ CHECKS: tuple[Entry, ...] = (
           "most the thresholds: since the counters were reset, and in drift since the baseline run (skip without "
           "NVLink)", ("nvsmi_nvlink_errors",), ("gpu.nvlink_links_per_gpu",),
           ("nvlink_crc_errors", "nvlink_replay_errors", "nvlink_recovery_errors"), proofs=(_v("nvlink_crc_errors"),)),
-    Entry("gpu.nic_affinity", "hardware", "each compute HCA of the profile's GPU->NIC mapping is PIX or PXB to its GPU "
-          "in nvidia-smi topo -m: under the same PCIe switch (skip without a mapping)", ("nvsmi_topo",),
-          ("hardware.nic_gpu", "hardware.source"), proofs=(_v("hca_moved"),)),
+    Entry("gpu.nic_affinity", "hardware", "the node's compute rails: discovered from nvidia-smi topo -m and sysfs "
+          "(hardware.rails: count, rate, PIX/PXB to a GPU of their own), or each HCA the profile names "
+          "(hardware.nic_gpu) PIX or PXB to its GPU; a node whose GPU->NIC mapping differs from its peers' fails "
+          "(skip without compute rails)", ("nvsmi_topo", "ib_sysfs"),
+          ("hardware.rails", "hardware.nic_gpu", "hardware.source"), proofs=(_v("hca_moved"),)),
     Entry("hw.pcie_manifest", "hardware", "the profile's GPUs, HCAs and NVSwitches are on the PCIe bus (lspci), the "
           "GPUs at the profile's link generation and width, the HCAs at theirs where the profile gives them",
           ("lspci",), ("gpu.count", "gpu.pcie_gen", "gpu.pcie_width", "ib.hcas[].name", "hardware.nvswitch_count",
@@ -309,14 +314,14 @@ def _probes() -> tuple[Entry, ...]:
               proofs=(Proof("link_slow", _SLOW0, "fail", _THREE),)),
         # ---- issue 22: what a training job needs -------------------------------------------------------------
         Entry("probe.ib_write_bw_gdr", "probe", "ib_write_bw from GPU memory (--use_cuda, pinned to the pair's NUMA node) "
-              "reaches its floor for each GPU-NIC pair of the profile, in loopback and to the partner, and topo -m shows "
-              f"each pair's NIC behind its GPU's PCIe switch {_BW_NOTE}", cmd["ib_write_bw_gdr"],
-              ("gpudirect.pairs[].gpu", "gpudirect.pairs[].hca", "gpudirect.pairs[].numa"),
+              "reaches its floor for each GPU-rail pair of the node (its compute rails), in loopback and to the partner, "
+              f"and topo -m shows each pair's NIC behind its GPU's PCIe switch {_BW_NOTE}", cmd["ib_write_bw_gdr"],
+              ("gpudirect.source", "hardware.rails"),
               ("ib_write_bw_gdr_loopback", "ib_write_bw_gdr_pair", "outlier_ratio"),
               proofs=(Proof("gdr_disabled", {}, "fail", TRAINING_LAB),)),
         Entry("probe.nccl_transport", "probe", "the pair NCCL run's connections use NCCL's InfiniBand transport with "
-              "GDRDMA on every rail the profile names GPUDirect-capable, at both ends (NET/Socket, or IB without "
-              "GDRDMA there, fails with the lines that show it)", cmd["nccl_transport"], ("gpudirect.pairs[].hca",),
+              "GDRDMA on each end's compute rails (NET/Socket, or IB without "
+              "GDRDMA there, fails with the lines that show it)", cmd["nccl_transport"], ("gpudirect.source", "hardware.rails"),
               proofs=(Proof("gdr_disabled", {}, "fail", TRAINING_LAB),)),
         Entry("probe.nvlink_aggregate", "probe", "every GPU's NVLink bandwidth as nvbandwidth's copy engines move it, "
               "all peers writing into it (all_to_one_write_ce) plus it writing into all peers (one_to_all_write_ce), "
