@@ -92,6 +92,8 @@ def print_certify(cert: dict, out_dir, run_id: str, probe_seconds: float) -> Non
         where = f"fabric {lk['fabric']}" if lk["fabric"] is not None else "all rails"
         seen = f"{_num(lk['value'])} {lk['unit']}" if lk["value"] is not None else (lk.get("observed") or "no value")
         con.print(f"link {lk['a']}->{lk['b']} {where} {lk['probe']}: {lk['status']} {seen} (round {lk['round']})")
+    for f in cert.get("cluster_findings") or []:  # probe.nccl_cluster
+        con.print(f"cluster {f['check']} {f['subject']}: {f['status']} {f.get('observed') or ''}", soft_wrap=True)
     for a in cert.get("slurm", []):
         con.print(slurm_line(a))
     con.print(f"probes took {probe_seconds:.1f} s over {cert['rounds']} round(s); certificate: {out_dir}/certificate.json")
