@@ -218,7 +218,7 @@ exit 0
 """
 
 
-def test_backend_slurm_runs_the_cluster_all_reduce_as_one_srun_step_over_the_jobs_nodes(slurm, tmp_path, monkeypatch):
+def test_backend_slurm_runs_the_cluster_all_reduce_as_one_srun_step_over_the_jobs_nodes(slurm, tmp_path, monkeypatch):  # noqa: F811
     from clustercert.collect import srun
 
     names = ["node01", "node02", "node03"]
