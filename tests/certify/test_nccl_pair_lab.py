@@ -136,7 +136,7 @@ def test_nccl_one_host_makes_the_pairs_of_its_node_an_error_never_a_pass(bootstr
         clear, _s, _cfg = _pair(lab, tmp_path, a, c)
     finally:
         lab.manager.heal(b)
-    assert as_peer.status == "error" and as_peer.value is None, (as_peer.observed, as_peer.evidence)
+    assert as_peer.probe == "nccl_allreduce" and as_peer.status == "error" and as_peer.value is None, as_peer.observed
     assert f"16 ranks on {a}, none on {b}" in as_peer.observed, as_peer.observed
     assert as_root.status == "error" and f"16 ranks on {b}, none on {c}" in as_root.observed, as_root.observed
     assert clear.status == "pass", clear.observed
@@ -182,5 +182,6 @@ def test_the_cluster_run_scales_and_a_slow_spine_fails_it_while_pairs_pass(boots
     assert fabric0.status == "pass" and fabric0.fabric == 0 and fabric0.value < 0.6 * healthy.value, fabric0.observed
     assert "NCCL_IB_HCA==mlx5_0" in fabric0.evidence.splitlines()[0], fabric0.evidence[:300]
     assert slowed_pair.status == "pass", slowed_pair.observed
-    assert slowed.status == "fail" and "scaling efficiency 0.5" in slowed.observed, slowed.observed
+    assert slowed.finding().check == "probe.nccl_cluster" and slowed.status == "fail", slowed.observed
+    assert "scaling efficiency 0.5" in slowed.observed, slowed.observed
     assert not leftovers(lab, nodes)

@@ -127,7 +127,7 @@ def subject(n: int, gpus: int, group: RailGroup) -> str:
 
 def skipped(plan: ClusterPlan, first: str, gpus: int) -> list[Measurement]:
     """The skip finding of a plan that does not run."""
-    return [ClusterMeasurement(PROBE, first, subject=subject(len(plan.nodes), gpus, plan.groups[0]), status="skip",
+    return [ClusterMeasurement("nccl_cluster", first, subject=subject(len(plan.nodes), gpus, plan.groups[0]), status="skip",
                                observed=plan.skip or "", relative=False, threshold=THRESHOLD, nodes=list(plan.nodes))]
 
 
@@ -137,7 +137,7 @@ def eval_cluster(first: str, group: RailGroup, nodes: dict[str, str], gpus: int,
     ranks each, then its busbw at the largest size against ``t``'s floor x ``median`` (the median pair busbw) x the
     rail group's share. The value is the cluster busbw (GB/s); observed says N and the scaling efficiency."""
     n = len(nodes)
-    m = ClusterMeasurement(PROBE, first, subject=subject(n, gpus, group), fabric=group.fabric, relative=False,
+    m = ClusterMeasurement("nccl_cluster", first, subject=subject(n, gpus, group), fabric=group.fabric, relative=False,
                            threshold=THRESHOLD, nodes=list(nodes))
     share = "" if group.share == 1.0 else f" x {group.label}'s share {group.share:g} of the rated rails"
     if median is None:
