@@ -117,6 +117,9 @@ def print_probe(doc: dict) -> None:
     for lk in doc["links"]:
         value = f"{_num(lk['value'])} {lk['unit']}" if lk["value"] is not None else ""
         t.add_row(lk["probe"], f"{lk['a']}->{lk['b']}", lk["subject"], value, _styled(lk["status"]), "", str(lk["round"]))
+    for f in doc.get("cluster_findings") or []:  # probe.nccl_cluster: the cluster's, across its nodes
+        value = f"{_num(f['value'])} {f.get('unit') or ''}".strip() if f.get("value") is not None else f["observed"]
+        t.add_row(f["check"].removeprefix("probe."), "cluster", f["subject"], value, _styled(f["status"]), f["expected"], "")
     con.print(t)
     _print_rounds_and_localisation(con, doc)
     for name, n in sorted(doc["nodes"].items()):  # the reason in full: a table cell folds it
