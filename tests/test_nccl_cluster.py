@@ -157,6 +157,12 @@ def test_the_run_is_one_mpirun_over_the_cleared_nodes_per_rail_group_and_every_n
     assert out[1].evidence.startswith("launched with mpirun over ssh (NCCL_IB_HCA==mlx5_0)\n")
     cleaned = [c[1] for c in calls if c[0] == "collect"]
     assert sorted(cleaned) == sorted(["node1", "node2", "node3"] * 3)  # node4 took no part
+    # no pair NCCL figure between the cleared nodes: an error per rail group, nothing run
+    calls.clear()
+    out = certify.cluster_probes(_inv(names), names, ProbeSettings(2, 20), tmp_path,
+                                 [m for m in pairs if m.probe != "nccl_allreduce"], set(), set(), [])
+    assert [m.status for m in out] == ["error"] * 3 and not calls
+    assert "no pair NCCL figure to scale against" in out[0].observed
     # two cleared nodes: one skip, nothing run
     calls.clear()
     out = certify.cluster_probes(_inv(names), names, ProbeSettings(2, 20), tmp_path, pairs[:2], set(), set(), [])

@@ -420,6 +420,10 @@ def cluster_probes(inv, nodes: list[str], cfg: ProbeSettings, cp: Path, pairs: l
             continue
         median = cluster.median_pair(pairs, plan.nodes)
         for group in plan.groups:
+            if median is None:  # nothing to scale against: an error, and nothing is run
+                out.append(cluster.eval_cluster(plan.nodes[0], group, {n: addr(hosts[n]) for n in plan.nodes},
+                                                prof.gpu.count, th[cluster.THRESHOLD], None, cfg.limit, None))
+                continue
             out.append(nccl_cluster([hosts[n] for n in plan.nodes], group, cfg, cp, th[cluster.THRESHOLD], median,
                                     slurm_states, io))
     return out
@@ -540,11 +544,20 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
                 io.stop_server(f.result())
     inference = loop.inference()
     judge.finish([m for ms in per_node.values() for m in ms] + pair_ms)
+    t_cluster = time.monotonic()
     clustered = (cluster_probes(inv, list(nodes), cfg, cp, pair_ms, loop.node_bad, down, inference.findings,
                                 slurm_states, io) if cfg.node_probes else [])
+    cluster_wall = time.monotonic() - t_cluster
     wall = time.monotonic() - t0
     for m in pair_ms:  # a pair's client that did not answer says why in its observed text
         if m.a in down and m.a not in why_down and m.observed.startswith(f"{m.a} did not answer: "):
             why_down[m.a] = m.observed.removeprefix(f"{m.a} did not answer: ")
-    return ProbeOutcome(per_node, pair_ms, inference.findings, loop.done, down, round(wall, 2),
-                        probe_timing(per_node, node_wall, round_times, wall), inference, why_down, clustered)
+    timing = probe_timing(per_node, node_wall, round_times, wall)
+    if clustered:  # probe.nccl_cluster's runs, one after another after the rounds: their tools' time is the tools'
+        tool = round(sum(m.elapsed or 0.0 for m in clustered), 2)
+        timing["cluster"] = {"wall_s": round(cluster_wall, 2), "tool_s": tool}
+        timing["probe_tool_s"] = round(timing["probe_tool_s"] + tool, 2)
+        timing["control_overhead_s"] = round(wall - timing["probe_tool_s"], 2)
+        timing["control_overhead_pct"] = round(100 * timing["control_overhead_s"] / wall, 1) if wall > 0 else 0.0
+    return ProbeOutcome(per_node, pair_ms, inference.findings, loop.done, down, round(wall, 2), timing, inference,
+                        why_down, clustered)
