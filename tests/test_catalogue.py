@@ -323,3 +323,20 @@ def test_bad_check_selection_is_one_line_before_anything_runs(argv, fragment, ca
     rc = main(["validate", "-i", "sample:h100", *argv])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and fragment in err, err
+
+
+def test_checks_lists_the_cluster_probe_and_the_one_host_launch_with_their_lab_faults(capsys):
+    """Issue 33: `clustercert checks` lists probe.nccl_cluster with its threshold and the lab fault that fails it
+    (nccl_scale_slow), and probe.nccl_allreduce with nccl_one_host (every rank on one host: error)."""
+    assert main(["checks", "--format", "json"]) == 0
+    doc = {e["id"]: e for e in json.loads(capsys.readouterr().out)["entries"]}
+    scale = doc["probe.nccl_cluster"]
+    assert [(p["fault"], p["status"]) for p in scale["lab"]["proofs"]] == [("nccl_scale_slow", "fail")]
+    th = {x["key"]: x for x in scale["profiles"]["lab"]["expects"]}
+    assert th["thresholds.nccl_allreduce_cluster"]["value"] == ">= 0.9 ratio", th
+    assert "PERFORMANCE.md" in th["thresholds.nccl_allreduce_cluster"]["source"]
+    pair = doc["probe.nccl_allreduce"]
+    assert ("nccl_one_host", "error") in [(p["fault"], p["status"]) for p in pair["lab"]["proofs"]]
+    assert main(["checks", "--profile", "lab"]) == 0
+    out = capsys.readouterr().out
+    assert "probe.nccl_cluster" in out and "nccl_scale_slow" in out and "nccl_one_host" in out

@@ -157,6 +157,13 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in [
               "the node's CPU time is capped at 1/FACTOR of one CPU (its cgroup's cpu.cfs_quota_us over a 10 ms "
               "cpu.cfs_period_us, or cpu.max on cgroup v2): everything on the node, its DDP ranks too, runs at "
               "least FACTOR times slower"),
+    FaultKind("nccl_one_host", {}, "probe.nccl_allreduce", True,
+              "the simulated launch of an nccl-tests run across nodes that includes this node puts every rank on "
+              "the run's first host (as a hostfile the launcher ignored, or nccl-tests built without MPI): its rank "
+              "lines name one host, its figure is that host's NVLink one"),
+    FaultKind("nccl_scale_slow", _p(Param("factor", float, 0.5)), "probe.nccl_cluster", True,
+              "an nccl-tests run across more than two nodes that includes this node reaches FACTOR x its rails' "
+              "figure (as an oversubscribed or slow spine does); a pair's run is not slowed"),
 ]}
 
 
@@ -363,6 +370,10 @@ def _apply_hw(hw: dict, kind: str, p: dict, key: str) -> None:
         hw["health"]["io_write_bps"] = int(p["mbyte_per_s"] * 1e6)
     elif kind == "rank_slow":
         hw["health"]["cpu_slow_factor"] = p["factor"]  # a record of the fault; the node's cgroup slows it
+    elif kind == "nccl_one_host":
+        hw["health"]["nccl_one_host"] = True
+    elif kind == "nccl_scale_slow":
+        hw["health"]["nccl_scale_factor"] = p["factor"]
     else:
         _apply_evidence_fault(hw, kind, p, saved, key)
 
@@ -466,6 +477,10 @@ def _heal_hw(hw: dict, kind: str, p: dict, key: str) -> None:
         hw["health"].pop("io_write_bps", None)
     elif kind == "rank_slow":
         hw["health"].pop("cpu_slow_factor", None)
+    elif kind == "nccl_one_host":
+        hw["health"].pop("nccl_one_host", None)
+    elif kind == "nccl_scale_slow":
+        hw["health"].pop("nccl_scale_factor", None)
     else:
         _heal_evidence_fault(hw, kind, p, saved)
 

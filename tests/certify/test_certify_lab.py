@@ -82,6 +82,10 @@ def test_healthy_lab_is_certified_and_verifiable(lab8, tmp_path):
     for probe in TRAINING_LINKS:
         lks = [lk for lk in cert["links"] if lk["probe"] == probe]
         assert lks and all(lk["status"] == "pass" for lk in lks), (probe, lks)
+    # issue 33.2: one all_reduce across all 8 nodes, and one per fabric, each a passing finding of the cluster
+    assert [(f["check"], f["subject"], f["status"], len(f["nodes"])) for f in cert["cluster_findings"]] == [
+        ("probe.nccl_cluster", f"{LAB_NODES} nodes x 8 GPUs, {g}", "pass", LAB_NODES)
+        for g in ("all rails", "fabric 0", "fabric 1")], cert["cluster_findings"]
     ddp = [lk for lk in cert["links"] if lk["probe"] == "ddp_allreduce"]
     assert len(ddp) == LAB_NODES // 2 and all("world size 2 from torch 1." in lk["observed"] for lk in ddp), ddp
     lat = [lk for lk in cert["links"] if lk["probe"] == "ib_write_lat"]

@@ -1,7 +1,8 @@
 """NCCL all_reduce across two nodes on the bootstrapped lab (4 nodes; `clustercert bootstrap` ran the
 cluster_ssh role and installed OpenMPI): launched with the distribution's mpirun from node a of each
 pair, judged against the profile's nccl_allreduce_pair; a slowed link on one end fails the pair; a
-hung rank is a timed error that leaves no process on either node."""
+hung rank is a timed error that leaves no process on either node; a launch that put every rank on one
+host is an error; and across all 4 nodes (probe.nccl_cluster) it scales, unless a slow spine stops it."""
 
 from __future__ import annotations
 
@@ -65,6 +66,15 @@ def test_certify_measures_nccl_across_each_pair(bootstrapped_lab, tmp_path):
     for lk in nccl.values():
         assert lk["status"] == "pass" and lk["value"] >= floor and lk["unit"] == "gbyte_per_s", lk
         assert lk["subject"].endswith(", 16 GPUs"), lk
+    # issue 33.2: after the pairs, one all_reduce across the 4 nodes, and one per fabric (the lab's two rails sit
+    # on two fabrics), each a cluster finding that passes; the reports show them
+    found = {f["subject"]: f for f in cert["cluster_findings"]}
+    assert sorted(found) == [f"4 nodes x 8 GPUs, {g}" for g in ("all rails", "fabric 0", "fabric 1")], found
+    for f in found.values():
+        assert f["check"] == "probe.nccl_cluster" and f["status"] == "pass" and f["nodes"] == list(lab.nodes), f
+        assert "across 4 nodes (32 ranks): scaling efficiency" in f["observed"], f
+    assert "## Cluster" in (out / "summary.md").read_text() and 'testsuite name="cluster"' in (out / "junit.xml").read_text()
+    assert 'id="cluster"' in (out / "report.html").read_text() and "cluster probe.nccl_cluster 4 nodes" in p.stdout
     assert not leftovers(lab, lab.nodes)
 
 
@@ -111,3 +121,67 @@ def test_cluster_ssh_nodes_reach_each_other_with_host_keys_checked_and_a_limited
                        env=dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "bootstrap-fixture-state")))
     doc = json.loads(p.stdout)
     assert p.returncode == 0 and doc["changes"] == [], doc
+
+
+def test_nccl_one_host_makes_the_pairs_of_its_node_an_error_never_a_pass(bootstrapped_lab, tmp_path):
+    """issue 33.1: a launch that puts every rank on the first host prints rank lines of one host, and its figure is
+    that host's NVLink one (far above the pair floor): the pair run is an error naming where the ranks ran, with
+    the faulty node as either end; a pair without it still passes."""
+    lab = bootstrapped_lab
+    a, b, c = lab.nodes[0], lab.nodes[1], lab.nodes[2]
+    lab.manager.fault(b, "nccl_one_host", {})
+    try:
+        as_peer, _s, _cfg = _pair(lab, tmp_path, a, b)
+        as_root, _s, _cfg = _pair(lab, tmp_path, b, c)
+        clear, _s, _cfg = _pair(lab, tmp_path, a, c)
+    finally:
+        lab.manager.heal(b)
+    assert as_peer.probe == "nccl_allreduce" and as_peer.status == "error" and as_peer.value is None, as_peer.observed
+    assert f"16 ranks on {a}, none on {b}" in as_peer.observed, as_peer.observed
+    assert as_root.status == "error" and f"16 ranks on {b}, none on {c}" in as_root.observed, as_root.observed
+    assert clear.status == "pass", clear.observed
+    assert not leftovers(lab, [a, b, c])
+
+
+def _cluster(lab, nodes: list[str], median: float, fabric: int | None = None):
+    from clustercert.model.inventory import load_inventory
+    from clustercert.probes import cluster
+    from clustercert.probes import run as certify
+    from clustercert.probes.plan import ProbeSettings
+
+    inv = load_inventory(str(lab.inventory))
+    cfg = ProbeSettings(2, 20)
+    prof = inv.hosts[nodes[0]].profile
+    group = next(g for g in cluster.rail_groups(prof) if g.fabric == fabric)
+    cp = Path(tempfile.mkdtemp(prefix="cc-", dir="/tmp"))
+    try:
+        return certify.nccl_cluster([inv.hosts[n] for n in nodes], group, cfg, cp,
+                                    prof.thresholds["nccl_allreduce_cluster"], median)
+    finally:
+        shutil.rmtree(cp, ignore_errors=True)
+
+
+def test_the_cluster_run_scales_and_a_slow_spine_fails_it_while_pairs_pass(bootstrapped_lab, tmp_path):
+    """issue 33.2: one all_reduce across the 4 nodes (mpirun -H, 32 ranks) keeps the pair's bus bandwidth (and so
+    does one fabric's, NCCL_IB_HCA==mlx5_0, against half of it); with nccl_scale_slow on one node the pairs still
+    pass, the cluster run fails on its scaling efficiency."""
+    lab = bootstrapped_lab
+    nodes = list(lab.nodes)
+    pair, _s, _cfg = _pair(lab, tmp_path, nodes[0], nodes[1])
+    assert pair.status == "pass", pair.observed
+    healthy = _cluster(lab, nodes, pair.value)
+    fabric0 = _cluster(lab, nodes, pair.value, fabric=0)
+    lab.manager.fault(nodes[2], "nccl_scale_slow", {"factor": "0.5"})
+    try:
+        slowed_pair, _s, _cfg = _pair(lab, tmp_path, nodes[2], nodes[3])
+        slowed = _cluster(lab, nodes, pair.value)
+    finally:
+        lab.manager.heal(nodes[2])
+    assert healthy.status == "pass" and healthy.subject == "4 nodes x 8 GPUs, all rails", healthy.observed
+    assert "across 4 nodes (32 ranks): scaling efficiency " in healthy.observed, healthy.observed
+    assert fabric0.status == "pass" and fabric0.fabric == 0 and fabric0.value < 0.6 * healthy.value, fabric0.observed
+    assert "NCCL_IB_HCA==mlx5_0" in fabric0.evidence.splitlines()[0], fabric0.evidence[:300]
+    assert slowed_pair.status == "pass", slowed_pair.observed
+    assert slowed.finding().check == "probe.nccl_cluster" and slowed.status == "fail", slowed.observed
+    assert "scaling efficiency 0.5" in slowed.observed, slowed.observed
+    assert not leftovers(lab, nodes)

@@ -105,6 +105,13 @@ CASES = {
     "rank_slow": ({}, "python3 -c 'import time; w, c = time.time(), time.process_time(); sum(range(3 * 10 ** 6)); "
                       "print(\"slow\" if time.time() - w > 2.5 * (time.process_time() - c) else \"fast\")'",
                   "slow", "fast"),
+    # issue 33: what the simulated nccl-tests reads when a launch across nodes includes this node (their effect needs
+    # several nodes: tests/certify/test_nccl_pair_lab.py shows it)
+    "nccl_one_host": ({}, "python3 -c 'import json; print(json.load(open(\"/var/lib/clustercert-lab/hw.json\"))"
+                          "[\"health\"].get(\"nccl_one_host\", False))'", "True", "False"),
+    "nccl_scale_slow": ({"factor": "0.5"}, "python3 -c 'import json; print(json.load(open("
+                        "\"/var/lib/clustercert-lab/hw.json\"))[\"health\"].get(\"nccl_scale_factor\", 1.0))'",
+                        "0.5", "1.0"),
 }
 
 

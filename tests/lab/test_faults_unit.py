@@ -19,7 +19,7 @@ KINDS = {
     "container_runtime_unconfigured", "memlock_limited", "clock_unsynced", "node_down", "probe_hang", "package_drift",
     "nvlink_crc_errors", "hca_moved", "pcie_device_missing", "hca_firmware_odd", "gpu_vbios_odd", "gpu_fabric_degraded",
     "gpu_swapped",
-    "gdr_disabled", "mount_missing", "storage_slow", "rank_slow",
+    "gdr_disabled", "mount_missing", "storage_slow", "rank_slow", "nccl_one_host", "nccl_scale_slow",
 }
 PARAM_NAMES = {"gpu", "hca", "port", "fabric", "slave", "factor", "rate", "xid", "package", "version", "tool",
                "mbyte_per_s"}

@@ -849,3 +849,53 @@ def test_numactl_checks_the_simulated_numa_nodes(sim):
     assert sim.ok("numactl", "--cpunodebind=1", "--membind=1", "echo", "pinned") == "pinned\n"
     r = sim.run("numactl", "-N", "2", "-m", "2", "echo", "x")
     assert r.returncode == 1 and "node argument 2 is out of range" in r.stderr
+
+
+# ---- issue 33: a launch across N nodes, NCCL_IB_HCA, nccl_one_host, nccl_scale_slow --------------------------
+
+def _allreduce_nodes(sims: list, **extra: str) -> dict:
+    """all_reduce_perf as one process per node (-g 8) of an mpirun launch across ``sims``, ``extra`` exported to
+    every process (mpirun -x); the parsed output of rank 0."""
+    port, size, procs = str(_free_port()), len(sims), []
+    for rank, node in enumerate(sims):
+        env = {"OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": str(size), "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+               "OMPI_COMM_WORLD_LOCAL_SIZE": "1", "OMPI_MCA_orte_num_nodes": str(size),
+               "OMPI_MCA_orte_hnp_uri": "1792212992.0;tcp://127.0.0.1:59653", "CLUSTERCERT_LAB_NCCL_RANK_PORT": port,
+               **extra}
+        procs.append(subprocess.Popen([PY, str(SOURCE), "all_reduce_perf", "-b", "1G", "-e", "2G", "-f", "2", "-g", "8"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=node.env(**env)))
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0] * size, outs
+    return parse("nccl-tests", outs[0][0])
+
+
+def test_nccl_across_three_nodes_honours_nccl_ib_hca_and_the_launch_and_scaling_faults(tmp_path):
+    from clustercert.probes.evaluate import nccl_rank_problem
+
+    sims = [Sim(tmp_path / f"n{i}", f"node0{i}", i) for i in (1, 2, 3)]
+    addrs = {f"node0{i}": f"10.0.0.{i}" for i in (1, 2, 3)}  # inventory name -> address
+    try:
+        for s in sims:
+            s.driver_loaded()
+            s.start_daemon("nv-fabricmanager", "/run/nvidia-fabricmanager/nv-fabricmanager.pid")
+        rec = _allreduce_nodes(sims)
+        assert nccl_rank_problem(rec, addrs, 8) is None
+        assert rec["busbw_at_max_size_gbyte_per_s"] == pytest.approx(2 * 50 * 0.96, abs=0.2)  # 2 NDR rails
+        # NCCL_IB_HCA as NCCL reads it: "=" exact names -> one rail of two; a prefix "mlx5" -> both
+        one = _allreduce_nodes(sims, NCCL_IB_HCA="=mlx5_0")
+        assert one["busbw_at_max_size_gbyte_per_s"] == pytest.approx(50 * 0.96, abs=0.2)
+        both = _allreduce_nodes(sims, NCCL_IB_HCA="mlx5")
+        assert both["busbw_at_max_size_gbyte_per_s"] == pytest.approx(2 * 50 * 0.96, abs=0.2)
+        # a slow spine: only a run across more than two nodes with node03 in it is slowed
+        sims[2].fault("nccl_scale_slow", factor="0.5")
+        assert _allreduce_nodes(sims)["busbw_at_max_size_gbyte_per_s"] == pytest.approx(50 * 0.96, abs=0.2)
+        assert _allreduce_nodes(sims[1:])["busbw_at_max_size_gbyte_per_s"] == pytest.approx(2 * 50 * 0.96, abs=0.2)
+        # every rank on the first host: the rank lines name node01 only, the figure is the NVLink one
+        sims[1].fault("nccl_one_host")
+        rec = _allreduce_nodes(sims)
+        assert {d["host"] for d in rec["devices"]} == {"node01"} and len(rec["devices"]) == 24
+        assert "24 ranks on node01, none on node02, none on node03" in nccl_rank_problem(rec, addrs, 8)
+        assert rec["busbw_at_max_size_gbyte_per_s"] > 2 * 50
+    finally:
+        for s in sims:
+            s.close()

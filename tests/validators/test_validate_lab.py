@@ -21,7 +21,8 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 PROBE_OWNED = {"link_slow", "nccl_busbw_low", "probe_hang", "node_down",
                "gdr_disabled", "storage_slow",  # these two: tests/certify/test_certify_lab.py (issue 22)
-               "rank_slow"}  # tests/certify/test_certify_lab.py (issue 33: probe.ddp_step)
+               "rank_slow",  # tests/certify/test_certify_lab.py (issue 33: probe.ddp_step)
+               "nccl_one_host", "nccl_scale_slow"}  # tests/certify/test_nccl_pair_lab.py (issue 33: launch, scaling)
 # fault kinds no validator fails: drift reports them against the certified baseline (tests/drift/test_drift_lab.py)
 DRIFT_OWNED = {"gpu_swapped"}
 VALIDATOR_FAULTS = sorted(k for k in FAULTS if k not in PROBE_OWNED | DRIFT_OWNED)

@@ -17,7 +17,7 @@ from clustercert.probes import run as probe_run
 from clustercert.probes.catalog import PROBE_NAMES
 from clustercert.probes.judge import ThresholdJudge
 from clustercert.probes.plan import ProbeSettings
-from clustercert.record.results import probe_nodes
+from clustercert.record.results import cluster_record, cluster_verdict_with, probe_nodes
 from clustercert.record.runlock import inventory_lock
 from clustercert.record.store import Store
 from clustercert.report import documents
@@ -55,9 +55,11 @@ def run(args) -> int:
                                 progress=progress)
         nodes = probe_nodes(names, out)
         links = [m.link_record() for m in out.pairs]
-        verdict = cluster_verdict(nodes, links)
+        clustered = [cluster_record(m) for m in out.cluster]  # probe.nccl_cluster
+        verdict = cluster_verdict_with(cluster_verdict(nodes, links), clustered)
         store.finish_run(run_id, verdict, nodes, links)
     doc = documents.probe_document(out, run_id, started, str(inv.source), selected, verdict, nodes, links)
+    doc["cluster_findings"] = clustered
     if args.format == "json":
         print(json.dumps(doc, indent=2))
     else:

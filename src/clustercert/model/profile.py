@@ -393,6 +393,9 @@ KNOWN_THRESHOLDS = {
     "ib_write_lat_p99": "ib_write_lat node-to-node 99th percentile (ceiling)",
     "nccl_allreduce_1node": "NCCL all_reduce busbw on one node at the largest size (floor)",
     "nccl_allreduce_pair": "NCCL all_reduce busbw across a pair of nodes (floor)",
+    "nccl_allreduce_cluster": "NCCL all_reduce busbw across every node the pair rounds cleared, as a fraction of the "
+                              "median pair busbw (scaling efficiency floor; per rail group: of that x the group's "
+                              "share of the rated rail bandwidth)",
     "nvbandwidth_h2d": "nvbandwidth host-to-device per GPU (floor)",
     "nvbandwidth_d2h": "nvbandwidth device-to-host per GPU (floor)",
     "nvbandwidth_d2d": "nvbandwidth device-to-device read per GPU (floor)",
@@ -422,6 +425,7 @@ THRESHOLD_UNITS: dict[str, tuple[str, float, float]] = {
     "ib_write_lat_p99": ("usec", 0.05, 10000.0),
     "nccl_allreduce_1node": ("gbyte_per_s", 0.1, 10000.0),
     "nccl_allreduce_pair": ("gbyte_per_s", 0.1, 10000.0),
+    "nccl_allreduce_cluster": ("ratio", 0.01, 1.0),
     "nvbandwidth_h2d": ("gbyte_per_s", 0.1, 10000.0),
     "nvbandwidth_d2h": ("gbyte_per_s", 0.1, 10000.0),
     "nvbandwidth_d2d": ("gbyte_per_s", 0.1, 100000.0),

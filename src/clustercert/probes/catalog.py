@@ -15,7 +15,7 @@ PROBE_NAMES: dict[str, tuple[str, ...]] = {
     "ib_write_bw": ("ib_write_bw_loopback", "ib_write_bw_pair"),
     "ib_write_lat": ("ib_write_lat_p99",),
     "iperf3": ("iperf3_ipoib",),
-    "nccl": ("nccl_allreduce_1node", "gpu_util_under_load", "nccl_allreduce_pair"),
+    "nccl": ("nccl_allreduce_1node", "gpu_util_under_load", "nccl_allreduce_pair", "nccl_allreduce_cluster"),
     "nvbandwidth": ("nvbandwidth_h2d", "nvbandwidth_d2h", "nvbandwidth_d2d"),
     "dcgmi": (),  # dcgmi diag runs at the profile's dcgm_diag level
     # issue 22: what a training job needs besides bandwidth on host memory

@@ -90,6 +90,36 @@ def nccl_pair_srun_cmd(nodes: list[str], gpus: int, tag: str, time_limit_s: floa
             f"all_reduce_perf {NCCL_SIZES} -g {q(gpus)}")
 
 
+def _env_assignments(env: dict[str, str]) -> str:
+    return "".join(f"{q(f'{k}={v}')} " for k, v in env.items())
+
+
+def nccl_cluster_mpirun_cmd(hosts: list[str], gpus: int, tag: str, env: dict[str, str] | None = None) -> str:
+    """all_reduce_perf across every host of ``hosts`` at once (probe.nccl_cluster): the pair run's launch
+    (nccl_pair_mpirun_cmd: one process per host driving its ``gpus`` GPUs, rank 0 on the first host) over
+    N hosts, with ``env`` (NCCL_IB_HCA for one rail group) exported to every process by -x NAME=VALUE."""
+    spec = q(",".join(f"{h}:1" for h in hosts))
+    xs = "".join(f"-x {q(f'{k}={v}')} " for k, v in (env or {}).items())
+    return (f"mpirun --allow-run-as-root -np {len(hosts)} -H {spec} --map-by slot --bind-to none "
+            f"--mca plm_rsh_args '-o BatchMode=yes' -x {PROBE_TAG_VAR}={q(tag)} {xs}"
+            f"all_reduce_perf {NCCL_SIZES} -g {q(gpus)}")
+
+
+def nccl_cluster_srun_cmd(nodes: list[str], gpus: int, tag: str, time_limit_s: float, gres: str | None,
+                          env: dict[str, str] | None = None) -> str:
+    """The same run as ONE srun step over ``nodes`` (Slurm node names), one task per node (as
+    nccl_pair_srun_cmd). ``env`` is set in srun's own environment and exported by name (--export=ALL,NAME):
+    srun splits --export at commas, and NCCL_IB_HCA's value holds some."""
+    minutes = max(1, int((time_limit_s + 59) // 60))
+    want = f"--gres={q(gres)}:{q(gpus)} " if gres else ""
+    env = env or {}
+    names = "".join(f",{k}" for k in env)
+    return (f"{'env ' + _env_assignments(env) if env else ''}"
+            f"srun --nodes={len(nodes)} --ntasks-per-node=1 --nodelist={q(','.join(nodes))} {want}"
+            f"--job-name=clustercert-nccl-{q(tag)} --time={minutes} --kill-on-bad-exit=1 "
+            f"--export=ALL,{PROBE_TAG_VAR}={q(tag)}{names} all_reduce_perf {NCCL_SIZES} -g {q(gpus)}")
+
+
 def nccl_pair_cleanup_cmd(tag: str, slurm: bool = False, job: str = "nccl") -> str:
     """Kills, on one node, what a launch tagged ``tag`` left behind: every process whose environment
     carries the tag (the ranks) and the launch daemon (orted/prted) that is the parent of one; on a

@@ -29,8 +29,8 @@ from clustercert.checks.ib import SYSFS_CMD
 from clustercert.collect import ssh
 from clustercert.collect.slurm import accepts_step, read_states, slurm_name
 from clustercert.parsers import one_parse_per_output
+from clustercert.probes import cluster, evaluate, workload
 from clustercert.probes import commands as cmd
-from clustercert.probes import evaluate, workload
 from clustercert.probes.evaluate import Measurement
 from clustercert.probes.localise import Inference, Localisation, PairResult
 from clustercert.probes.plan import (
@@ -59,6 +59,7 @@ class ProbeOutcome:
     timing: dict
     inference: Inference
     why_down: dict[str, str] = field(default_factory=dict)  # a node that stopped answering: why, where known
+    cluster: list[Measurement] = field(default_factory=list)  # probe.nccl_cluster: the cluster-wide findings
 
     def schedule(self) -> list[dict]:
         """Per round: how many pairs, and the question it answered (the certificate's ``schedule``)."""
@@ -260,12 +261,18 @@ def pair_probes(a, b, rnd: int, cfg: ProbeSettings, cp: Path, slurm_states: dict
 def _slurm_launch(a, b, slurm_states: dict | None, io=ssh) -> tuple[bool, str]:
     """(launch with srun, how it was launched in words ("" for plain mpirun/ssh without Slurm)). Over --backend
     slurm (an ``io`` with the run's job) always srun: a step of that job, started from a's step."""
+    return _slurm_launch_all([a, b], slurm_states, io)
+
+
+def _slurm_launch_all(hosts: list, slurm_states: dict | None, io=ssh) -> tuple[bool, str]:
+    """_slurm_launch for a launch across ``hosts`` (from the first)."""
+    a = hosts[0]
     if getattr(io, "job_id", None):
         return True, f"srun (a step of the run's Slurm job {io.job_id})"
     slurm, launch = bool(getattr(a.vars, "clustercert_slurm", False)), ""
     if slurm:
         blocked = []
-        for h in (a, b):
+        for h in hosts:
             st = (slurm_states or {}).get(h.name, "state not read")
             if not accepts_step(st):
                 blocked.append(f"{slurm_name(h)}: {st if isinstance(st, str) else st.state}")
@@ -369,6 +376,66 @@ def ddp_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, down: set[str], slurm
         for s in steps:
             s.status, s.observed = "error", f"{a.name} did not answer: {r.error}"
     return [m, *steps]
+
+
+def nccl_cluster(hosts: list, group: cluster.RailGroup, cfg: ProbeSettings, cp: Path, t, median: float | None,
+                 slurm_states: dict | None = None, io=ssh) -> Measurement:
+    """probe.nccl_cluster's run over one rail group (clustercert.probes.cluster): all_reduce_perf across every
+    host of ``hosts`` at once, launched from the first as the pair run is (one srun step where Slurm can place
+    it on all of them now, or over --backend slurm; else mpirun over ssh), bounded by the probe limit; then what
+    the launch left on any of them is killed."""
+    a, gpus = hosts[0], hosts[0].profile.gpu.count
+    names = {h.name: addr(h) for h in hosts}
+    tag = uuid.uuid4().hex[:12]
+    slurm, launch = _slurm_launch_all(hosts, slurm_states, io)
+    if launch.startswith("ssh: "):
+        launch = "mpirun over " + launch
+    if slurm:
+        line = cmd.nccl_cluster_srun_cmd([slurm_name(h) for h in hosts], gpus, tag, cfg.limit,
+                                         a.vars.clustercert_slurm_gres, group.env)
+    else:
+        line = cmd.nccl_cluster_mpirun_cmd([addr(h) for h in hosts], gpus, tag, group.env)
+    r = io.run_server_client(None, (a.name, a.connection, line), cfg.limit, control_dir=cp)
+    cleanup = {"cleanup": (cmd.nccl_pair_cleanup_cmd(tag, slurm), 15.0)}
+    io.collect_many({h.name: h.connection for h in hosts}, {h.name: cleanup for h in hosts}, control_dir=cp)
+    m = cluster.eval_cluster(a.name, group, names, gpus, t, r.client, cfg.limit, median)
+    m.elapsed = r.client.seconds
+    if not r.reachable:
+        m.error(f"{a.name} did not answer: {r.error or m.observed}")
+    m.evidence = (f"launched with {launch or 'mpirun over ssh'}"
+                  + (f" ({', '.join(f'{k}={v}' for k, v in group.env.items())})" if group.env else "")
+                  + f"\n{m.evidence}")
+    return m
+
+
+def cluster_probes(inv, nodes: list[str], cfg: ProbeSettings, cp: Path, pairs: list[Measurement], node_bad: set[str],
+                   down: set[str], localisation, slurm_states: dict | None = None, io=ssh) -> list[Measurement]:
+    """probe.nccl_cluster after the pair rounds, per profile: its runs over the nodes the rounds cleared, one
+    rail group after another (each uses the rails the next would measure), or one skip saying why not."""
+    hosts = inv.hosts
+    cleared = cluster.cleared_nodes(nodes, pairs, node_bad, down, localisation)
+    by_profile: dict[str, list[str]] = {}
+    for n in nodes:
+        by_profile.setdefault(hosts[n].profile.name, []).append(n)
+    out: list[Measurement] = []
+    for members in by_profile.values():
+        prof = hosts[members[0]].profile
+        th = cfg.thresholds(prof)
+        plan = cluster.cluster_plan(members, [n for n in cleared if n in members], prof, th)
+        if plan is None:
+            continue
+        if plan.skip:
+            out += cluster.skipped(plan, members[0], prof.gpu.count)
+            continue
+        median = cluster.median_pair(pairs, plan.nodes)
+        for group in plan.groups:
+            if median is None:  # nothing to scale against: an error, and nothing is run
+                out.append(cluster.eval_cluster(plan.nodes[0], group, {n: addr(hosts[n]) for n in plan.nodes},
+                                                prof.gpu.count, th[cluster.THRESHOLD], None, cfg.limit, None))
+                continue
+            out.append(nccl_cluster([hosts[n] for n in plan.nodes], group, cfg, cp, th[cluster.THRESHOLD], median,
+                                    slurm_states, io))
+    return out
 
 
 def slurm_launch_states(inv, nodes: list[str], cfg: ProbeSettings, cp: Path) -> dict | None:
@@ -507,12 +574,23 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
                 io.stop_server(f.result())
     inference = loop.inference()
     judge.finish([m for ms in per_node.values() for m in ms] + pair_ms)
+    t_cluster = time.monotonic()
+    clustered = (cluster_probes(inv, list(nodes), cfg, cp, pair_ms, loop.node_bad, down, inference.findings,
+                                slurm_states, io) if cfg.node_probes else [])
+    cluster_wall = time.monotonic() - t_cluster
     wall = time.monotonic() - t0
     for m in pair_ms:  # a pair's client that did not answer says why in its observed text
         if m.a in down and m.a not in why_down and m.observed.startswith(f"{m.a} did not answer: "):
             why_down[m.a] = m.observed.removeprefix(f"{m.a} did not answer: ")
-    return ProbeOutcome(per_node, pair_ms, inference.findings, loop.done, down, round(wall, 2),
-                        probe_timing(per_node, node_wall, round_times, wall), inference, why_down)
+    timing = probe_timing(per_node, node_wall, round_times, wall)
+    if clustered:  # probe.nccl_cluster's runs, one after another after the rounds: their tools' time is the tools'
+        tool = round(sum(m.elapsed or 0.0 for m in clustered), 2)
+        timing["cluster"] = {"wall_s": round(cluster_wall, 2), "tool_s": tool}
+        timing["probe_tool_s"] = round(timing["probe_tool_s"] + tool, 2)
+        timing["control_overhead_s"] = round(wall - timing["probe_tool_s"], 2)
+        timing["control_overhead_pct"] = round(100 * timing["control_overhead_s"] / wall, 1) if wall > 0 else 0.0
+    return ProbeOutcome(per_node, pair_ms, inference.findings, loop.done, down, round(wall, 2), timing, inference,
+                        why_down, clustered)
 
 
 # ---- the compute rails' discovery, before `clustercert probe` ---------------------------------------------

@@ -770,7 +770,8 @@ def load_certificate(cert_path: Path) -> dict:
 # the signed content (a certificate that some other program wrote and signed) as in the signature
 # block (which the signature does not cover). A new member is added here first.
 TOP_MEMBERS = frozenset({"schema", "cluster", "profiles", "started", "finished", "versions", "verdict", "rounds",
-                         "schedule", "nodes", "links", "localisation", "thresholds", "timing", "slurm", "signature"})
+                         "schedule", "nodes", "links", "localisation", "thresholds", "timing", "slurm", "signature",
+                         "cluster_findings"})  # cluster_findings: probe.nccl_cluster (issue 33), a list
 SIGNATURE_MEMBERS = frozenset({"algorithm", "canonicalization", "public_key", "value"})
 NODE_MEMBERS = frozenset({"verdict", "findings", "detail", "hardware", "evidence", "rails"})
 THRESHOLD_MEMBERS = frozenset({"floor", "ceiling", "unit", "source"})

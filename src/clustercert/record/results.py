@@ -111,6 +111,18 @@ def thresholds(inv: Inventory) -> dict[str, dict]:
     return out
 
 
+def cluster_record(m) -> dict:
+    """A cluster-wide finding (probe.nccl_cluster) as the certificate's ``cluster_findings`` holds it: the finding,
+    the nodes it ran across, its rail group's fabric (null: every rail) and how long its tool ran."""
+    return finding_record(m.finding()) | {"nodes": list(getattr(m, "nodes", ())), "fabric": m.fabric,
+                                          "seconds": m.elapsed}
+
+
+def cluster_verdict_with(verdict: str, cluster: list[dict]) -> str:
+    """The cluster's verdict, failed also by a cluster-wide finding that failed or could not be measured."""
+    return "fail" if any(c.get("status") in ("fail", "error") for c in cluster) else verdict
+
+
 def certificate_body(inv: Inventory, validation: dict, outcome, started: datetime, validate_s: float,
                      consume: bool = False) -> dict:
     """The certificate before signing (and before a Slurm drain adds its ``slurm`` entries). ``consume``:
@@ -121,6 +133,7 @@ def certificate_body(inv: Inventory, validation: dict, outcome, started: datetim
     if consume:
         validation.clear()
     links = [m.link_record() for m in outcome.pairs]
+    clustered = [cluster_record(m) for m in getattr(outcome, "cluster", [])]
     return {
         "schema": SCHEMA,
         "cluster": inv.cluster_name,
@@ -128,12 +141,13 @@ def certificate_body(inv: Inventory, validation: dict, outcome, started: datetim
         "started": started.isoformat(timespec="seconds"),
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "versions": found,
-        "verdict": cluster_verdict(nodes, links),
+        "verdict": cluster_verdict_with(cluster_verdict(nodes, links), clustered),
         "rounds": len(outcome.rounds),
         "schedule": outcome.schedule(),
         "nodes": nodes,
         "links": links,
         "localisation": [x.to_json() for x in outcome.localisation],
+        "cluster_findings": clustered,  # probe.nccl_cluster (issue 33): findings of the cluster, not of one node
         "thresholds": thresholds(inv),
         "timing": {"validate_s": validate_s, **outcome.timing, "nodes": timing},
     }

@@ -249,6 +249,10 @@ def _probe_commands() -> dict[str, tuple[str, ...]]:
         "iperf3": (c.iperf3_server_cmd("PEER_IPOIB", c.IPERF_PORT), c.iperf3_client_cmd("PEER_IPOIB", "OWN_IPOIB",
                                                                                           c.IPERF_PORT, 5)),
         "nccl_allreduce": (c.nccl_1node_cmd(8), "mpirun ... all_reduce_perf across the pair (or an srun step)"),
+        "nccl_cluster": (c.nccl_cluster_mpirun_cmd(["NODE1", "NODE2", "NODE3"], 8, "TAG"),
+                         c.nccl_cluster_mpirun_cmd(["NODE1", "NODE2", "NODE3"], 8, "TAG",
+                                                   {"NCCL_IB_HCA": "=HCAS_OF_ONE_FABRIC"}),
+                         "or one srun step over the nodes (--backend slurm, or Slurm can place it now)"),
         "gpu_util_under_load": (c.util_sampler_cmd(), "beside all_reduce_perf on one node"),
         "nvbandwidth": (c.nvbandwidth_cmd(),),
         "dcgmi_diag": ("dcgmi diag -r LEVEL -j (DCGM 3.x and later, as the node's `dcgmi --version` says; "
@@ -281,7 +285,18 @@ def _probes() -> tuple[Entry, ...]:
               proofs=(_p("nccl_busbw_low", factor=0.5),
                       Proof("link_slow", _SLOW0, "fail", f"{NCCL_LAB}::test_a_slow_link_on_either_end_fails_the_pair"),
                       Proof("probe_hang", {"tool": "all_reduce_perf"}, "error",
-                            f"{NCCL_LAB}::test_a_hung_rank_is_a_timed_error_and_leaves_no_process"))),
+                            f"{NCCL_LAB}::test_a_hung_rank_is_a_timed_error_and_leaves_no_process"),
+                      Proof("nccl_one_host", {}, "error",
+                            f"{NCCL_LAB}::test_nccl_one_host_makes_the_pairs_of_its_node_an_error_never_a_pass"))),
+        Entry("probe.nccl_cluster", "probe", "after the pair rounds, one all_reduce across every node they cleared "
+              "(N nodes x G GPUs ranks, the pair run's launcher) runs on every one of them with G ranks each, and its "
+              "bus bandwidth reaches the scaling floor x the median pair busbw (its scaling efficiency); where the "
+              "compute rails span several fabrics, one run per fabric as well (NCCL_IB_HCA set to that fabric's "
+              "HCAs), against the median pair busbw x the fabric's share of the rated rails; a finding of the cluster "
+              "(the certificate's cluster_findings), skip with fewer than 3 cleared nodes", cmd["nccl_cluster"],
+              ("ib.hcas[].fabric", "ib.hcas[].rate_gbit_per_s"), ("nccl_allreduce_cluster",),
+              proofs=(Proof("nccl_scale_slow", {}, "fail",
+                            f"{NCCL_LAB}::test_the_cluster_run_scales_and_a_slow_spine_fails_it_while_pairs_pass"),)),
         Entry("probe.gpu_util_under_load", "probe", "every GPU's utilisation while NCCL runs on the node reaches the "
               "floor", cmd["gpu_util_under_load"], thresholds=("gpu_util_under_load",),
               proofs=(Proof("gpu_missing", {}, "error", _LOCALISED),),

@@ -140,7 +140,7 @@ def certify_document(cert: dict, run_id: str, out_dir: Path, inventory: str) -> 
             "cluster": cert.get("cluster"), "verdict": cert["verdict"], "rounds": cert.get("rounds"),
             "nodes": cert["nodes"], "links": cert["links"], "localisation": cert.get("localisation", []),
             "thresholds": cert.get("thresholds", {})}
-    for key in ("slurm", "timing"):
+    for key in ("slurm", "timing", "cluster_findings"):
         if key in cert:
             doc[key] = cert[key]
     return doc

@@ -466,6 +466,7 @@ def build_view(cert: dict) -> dict:
         "matrix": _matrix(cert, large), "slurm": _slurm(cert), "versions": _versions(cert, large),
         "thresholds": _thresholds(cert), "evidence": _evidence(cert, large), "link_evidence": _link_evidence(cert, large),
         "clustercert": (cert.get("versions") or {}).get("clustercert", ""),
+        "cluster_findings": list(cert.get("cluster_findings") or []),  # probe.nccl_cluster (sections/cluster)
     }
 
 

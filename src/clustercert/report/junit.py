@@ -249,6 +249,15 @@ def junit_parts(cert: dict) -> list:
                     st if st in ("fail", "error") else "pass", msg, text, t)
     links_wall = sum(v for v in rounds_wall.values() if v is not None) or link_total
     tallies = [nodes.close(nodes_wall), lsuite.close(links_wall)]
+    if cert.get("cluster_findings"):  # probe.nccl_cluster: a suite of its own, a case per run
+        csuite = _Suite(root, "cluster", cert.get("started"), cluster, "each run's own seconds (how long its tool ran)")
+        for f in cert["cluster_findings"]:
+            st, t = str(f.get("status")), _num(f.get("seconds"))
+            msg = f"{clean(f.get('observed'))} (expected {clean(f.get('expected'))})"
+            text = msg if st == "pass" or not f.get("evidence") else f"{msg}\n{clean(f.get('evidence'))}"
+            csuite.case(str(f.get("check")), f"{f.get('subject')}: {', '.join(f.get('nodes') or [])}",
+                        st if st in ("fail", "error", "skip") else "pass", msg, text, t)
+        tallies.append(csuite.close(sum(_num(f.get("seconds")) or 0.0 for f in cert["cluster_findings"])))
     return _parts(root, tallies, seconds(cert) or nodes_wall + links_wall)
 
 

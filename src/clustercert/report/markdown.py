@@ -144,6 +144,18 @@ def _links(cert: dict) -> list[str]:
     return out
 
 
+def _cluster(cert: dict) -> list[str]:
+    """The cluster-wide findings (probe.nccl_cluster), where the certificate has any."""
+    found = cert.get("cluster_findings") or []
+    if not found:
+        return []
+    out = ["", "## Cluster", ""]
+    for f in found:
+        out.append(f"- {md(f.get('check'))} {md(f.get('subject'))}: **{md(f.get('status'))}** — {md(f.get('observed'))} "
+                   f"(expected {md(f.get('expected'))})")
+    return out
+
+
 def render_summary(cert: dict) -> str:
     verdict = str(cert.get("verdict", "?"))
     fp = fingerprint_of(cert)
@@ -159,6 +171,7 @@ def render_summary(cert: dict) -> str:
     out += ["", "## Localisation", "", *_localisation(cert)]
     out += _rounds(cert)
     out += ["", "## Links", "", *_links(cert)]
+    out += _cluster(cert)
     acts = cert.get("slurm") or []
     if acts:
         out += ["", "## Slurm (--drain slurm)", ""]

@@ -124,6 +124,8 @@ def print_certify(cert: dict, out_dir, run_id: str, probe_seconds: float) -> Non
         where = f"fabric {lk['fabric']}" if lk["fabric"] is not None else "all rails"
         seen = f"{_num(lk['value'])} {lk['unit']}" if lk["value"] is not None else (lk.get("observed") or "no value")
         con.print(f"link {lk['a']}->{lk['b']} {where} {lk['probe']}: {lk['status']} {seen} (round {lk['round']})")
+    for f in cert.get("cluster_findings") or []:  # probe.nccl_cluster
+        con.print(f"cluster {f['check']} {f['subject']}: {f['status']} {f.get('observed') or ''}", soft_wrap=True)
     for a in cert.get("slurm", []):
         con.print(slurm_line(a))
     con.print(f"probes took {probe_seconds:.1f} s over {cert['rounds']} round(s); certificate: {out_dir}/certificate.json")
@@ -148,6 +150,9 @@ def print_probe(doc: dict) -> None:
     for lk in doc["links"]:
         value = f"{_num(lk['value'])} {lk['unit']}" if lk["value"] is not None else ""
         t.add_row(lk["probe"], f"{lk['a']}->{lk['b']}", lk["subject"], value, _styled(lk["status"]), "", str(lk["round"]))
+    for f in doc.get("cluster_findings") or []:  # probe.nccl_cluster: the cluster's, across its nodes
+        value = f"{_num(f['value'])} {f.get('unit') or ''}".strip() if f.get("value") is not None else f["observed"]
+        t.add_row(f["check"].removeprefix("probe."), "cluster", f["subject"], value, _styled(f["status"]), f["expected"], "")
     con.print(t)
     _print_rounds_and_localisation(con, doc)
     for name, n in sorted(doc["nodes"].items()):  # the reason in full: a table cell folds it

@@ -10,7 +10,9 @@ tool, only process 0 prints the table, one "Rank" line per GPU. Ranks > 0 connec
 to rank 0 over TCP (like the simulated perftest's out-of-band exchange) and send their node's health;
 rank 0 reports the figure the slowest part allows: each node's NVLink figure and, across nodes, the
 compute rails x the slowest end's per-rail rate (health factors and link_slow of EITHER node), and
-tells the ranks when it is done. Rank 0's address comes from the launcher: OpenMPI's
+tells the ranks when it is done. NCCL_IB_HCA selects the rails as NCCL's IB transport reads it (ib_hca_selected).
+Faults: nccl_one_host (any rank's node) puts every rank on rank 0's host; nccl_scale_slow scales a run across
+more than two nodes. Rank 0's address comes from the launcher: OpenMPI's
 OMPI_MCA_orte_hnp_uri (mpirun runs where rank 0 runs), Slurm's SLURM_LAUNCH_NODE_IPADDR or the first
 node of SLURM_STEP_NODELIST. Nothing is measured on the lab's virtual links.
 """
@@ -103,10 +105,34 @@ def root_addresses(env) -> list[str]:
     return [a for a in out if a]
 
 
-def _rail_rates(hw: dict) -> list[float]:
-    """GB/s each compute rail of this node carries to other nodes (health factors and link_slow)."""
+def ib_hca_selected(names: list[str], spec: str | None) -> list[str]:
+    """The HCAs of ``names`` NCCL's IB transport uses under NCCL_IB_HCA=``spec``, as it reads the variable: a
+    comma-separated list of HCA[:port] entries, matched as name prefixes; a leading "=" makes them exact names, a
+    leading "^" excludes them instead (both: "^="). Unset or empty: every HCA."""
+    spec = (spec or "").strip()
+    if not spec:
+        return list(names)
+    exclude = spec.startswith("^")
+    spec = spec[1:] if exclude else spec
+    exact = spec.startswith("=")
+    spec = spec[1:] if exact else spec
+    wanted = [e.split(":")[0].strip() for e in spec.split(",") if e.strip()]
+
+    def hit(name: str) -> bool:
+        return any(name == w if exact else name.startswith(w) for w in wanted)
+
+    return [n for n in names if hit(n) != exclude]
+
+
+def _rail_rates(hw: dict, env=None) -> list[float]:
+    """GB/s each compute rail of this node carries to other nodes (health factors and link_slow); under
+    NCCL_IB_HCA only the rails it selects."""
+    env = os.environ if env is None else env
+    chosen = set(ib_hca_selected([h["name"] for h in hw.get("hcas", [])], env.get("NCCL_IB_HCA")))
     rates = []
     for hca in hw.get("hcas", []):
+        if hca["name"] not in chosen:
+            continue
         port = hca["ports"][0]
         up = port.get("state") == "ACTIVE"
         rates.append(port["rated_gbit_per_s"] / 8 * _factor(hw, hca, port) * _link_factor(hw, port) if up else 0.0)
@@ -290,6 +316,7 @@ def _node_info(hw: dict, node: str, first: int, ngpus: int) -> dict:
     if mine:
         peak *= min((g["nvlink"]["links"] - len(set(g["nvlink"]["down"]))) / g["nvlink"]["links"] for g in mine)
     return {"node": node, "pid": os.getpid(), "peak": peak, "rails": _rail_rates(hw),
+            "one_host": bool(h.get("nccl_one_host")), "scale": float(h.get("nccl_scale_factor", 1.0)),
             "devices": [{"gpu": first + k, "bus": _bus(g), "name": g["name"]} for k, g in enumerate(mine)]}
 
 
@@ -404,6 +431,8 @@ def _root(tool: str, o: dict, node: str, launch: dict, me: dict, ngpus: int, min
             except (OSError, ValueError, ConnectionError):
                 return _fail(node, "a rank went away")
         peers.sort(key=lambda p: p["rank"])
+        if any(p.get("one_host") for p in peers):  # nccl_one_host: the launch put every rank on the first host
+            peers = [dict(p, node=me["node"]) for p in peers]
         nodes = {}
         for p in peers:
             nodes.setdefault(p["node"], p)
@@ -412,6 +441,8 @@ def _root(tool: str, o: dict, node: str, launch: dict, me: dict, ngpus: int, min
             n_rails = min(len(p["rails"]) for p in nodes.values())
             per_rail = [min(p["rails"][i] for p in nodes.values()) for i in range(n_rails)]
             peak = min(peak, n_rails * min(per_rail, default=0.0) * INTER_NODE_EFFICIENCY)
+        if len(nodes) > 2:  # nccl_scale_slow: a path only a run across more than two nodes crosses
+            peak *= min(p.get("scale", 1.0) for p in nodes.values())
         size = launch["size"] * ngpus  # NCCL ranks: every GPU of every process
         devices = [{"rank": p["rank"] * ngpus + k, "pid": p["pid"], "node": p["node"], **d}
                    for p in peers for k, d in enumerate(p["devices"])]
