@@ -43,7 +43,7 @@ def test_override_is_deep_merged_and_revalidated():
     p = load_profile("lab", {"gpu": {"count": 4}, "thresholds": {"iperf3_ipoib": {"rated": 0.1}},
                              "hardware": {"nic_gpu": {"mlx5_0": 0}}})
     assert p.gpu.count == 4 and p.hardware.nic_gpu == {"mlx5_0": 0}  # the GPU->NIC mapping is replaced whole
-    assert p.gpudirect.source.startswith("lab: the simulated topology")
+    assert p.gpudirect.source.startswith("lab: the simulated topo -m")
     assert p.gpu.model == "NVIDIA H100 80GB HBM3"  # untouched keys survive the merge
     assert p.thresholds["iperf3_ipoib"].floor == pytest.approx(0.08)
     with pytest.raises(InputError) as exc:  # the merged profile is validated whole: GPUDirect without rails

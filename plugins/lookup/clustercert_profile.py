@@ -12,11 +12,6 @@ values.
 
 from __future__ import annotations
 
-import json
-
-from ansible.errors import AnsibleError
-from ansible.plugins.lookup import LookupBase
-
 DOCUMENTATION = r"""
 name: clustercert_profile
 short_description: resolve a clustercert node-class profile (with inventory overrides)
@@ -31,6 +26,11 @@ options:
     type: dict
     default: {}
 """
+
+import json  # noqa: E402 - below DOCUMENTATION, as ansible-test's validate-modules asks
+
+from ansible.errors import AnsibleError  # noqa: E402
+from ansible.plugins.lookup import LookupBase  # noqa: E402
 
 _CACHE: dict[str, dict] = {}
 
