@@ -438,7 +438,22 @@ def _ansible_hosts(path: Path, limit: str | None, files: list[Path] | None = Non
     from ansible.vars.manager import VariableManager
 
     C.INVENTORY_UNPARSED_IS_FAILED = True
-    loader = DataLoader()
+    # Ansible's default order tries the `auto` plugin before `yaml`: on a plain YAML inventory auto reads the
+    # whole file (and deep-copies it) only to find no `plugin:` key, then yaml reads it again. yaml first
+    # reads it once (precheck_files already refuses plugin configuration files; were one let through, yaml
+    # would refuse it as "not YAML inventory" and auto would still take it).
+    enabled = list(C.INVENTORY_ENABLED)
+    if "auto" in enabled and "yaml" in enabled and enabled.index("auto") < enabled.index("yaml"):
+        enabled.remove("auto")
+        enabled.insert(enabled.index("yaml") + 1, "auto")
+        C.INVENTORY_ENABLED = enabled
+    class _Loader(DataLoader):
+        def load_from_file(self, file_name, cache="all", unsafe=False, json_only=False, trusted_as_template=False):
+            # a file read with cache="none" (the inventory plugins read their source so) is parsed afresh and
+            # held by nobody else: DataLoader's deep copy of it protects nothing and costs as much as the parse
+            return super().load_from_file(file_name, cache, unsafe or cache == "none", json_only, trusted_as_template)
+
+    loader = _Loader()
     vault.install_in_ansible(loader)
     # Ansible's own warnings (e.g. an unmatched --limit pattern) would add lines to our one-line errors.
     try:
@@ -461,13 +476,83 @@ def _ansible_hosts(path: Path, limit: str | None, files: list[Path] | None = Non
     try:
         vm = VariableManager(loader=loader, inventory=inv)
         out = []
-        for h in inv.get_hosts(pattern="all"):
-            hv = vault.plain(dict(vm.get_vars(host=h, include_hostvars=False)))
+        for h, variables in _host_variables(inv, loader, vm):
+            # only the variables clustercert reads: Ansible's magic variables (``groups`` lists every host)
+            # would make decrypting each host's variables quadratic in the inventory's size
+            hv = vault.plain({k: v for k, v in variables.items() if _wanted(k)})
             out.append((h.name, sorted(g.name for g in h.get_groups() if g.name != "all"), hv))
         return out, limited, origins
     except AnsibleError as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(str(path), None, f"Ansible cannot parse the inventory: {msg}") from None
+
+
+# VariableManager.get_vars' group-level precedence entries (ansible.cfg's VARIABLE_PRECEDENCE), each a merge
+# that depends only on the host's groups
+_GROUP_LEVEL = frozenset({"all_inventory", "all_plugins_inventory", "all_plugins_play", "groups_inventory",
+                          "groups_plugins_inventory", "groups_plugins_play"})
+
+
+def _host_variables(inv, loader, vm):
+    """(host, its inventory variables) for every host, merged as Ansible's VariableManager.get_vars merges them
+    for a host outside a play: the group-level entries of VARIABLE_PRECEDENCE in their order, then the host's
+    own variables, its inventory-adjacent and play-adjacent host_vars (the vars plugins). The group-level part
+    is merged once per set of groups, not once per host: get_vars costs milliseconds a host (it rescans the
+    vars and connection plugins and cleans facts each time), which made a 10,000-host inventory take minutes.
+    Facts are left out: clustercert reads no fact (and Ansible strips connection variables from facts).
+    A precedence setting this does not know falls back to get_vars itself."""
+    from ansible import constants as C
+    from ansible.inventory.helpers import get_group_vars, sort_groups
+    from ansible.utils.vars import combine_vars
+    from ansible.vars.plugins import get_vars_from_inventory_sources, get_vars_from_path
+
+    hosts = inv.get_hosts(pattern="all")
+    if not set(C.VARIABLE_PRECEDENCE) <= _GROUP_LEVEL:
+        for h in hosts:
+            yield h, vm.get_vars(host=h, include_hostvars=False)
+        return
+    stage = "task"  # get_vars' default
+    basedirs = [loader.get_basedir()] if vm.safe_basedir else []
+
+    def merged(data: dict, new: dict) -> dict:
+        return data if new == {} else combine_vars(data, new)
+
+    def plugins_inventory(entities) -> dict:
+        return get_vars_from_inventory_sources(loader, inv._sources, entities, stage)
+
+    def plugins_play(entities) -> dict:
+        data: dict = {}
+        for path in basedirs:
+            data = merged(data, get_vars_from_path(loader, path, entities, stage))
+        return data
+
+    all_group = inv.groups.get("all")
+    by_groups: dict[tuple[str, ...], dict] = {}
+    for h in hosts:
+        groups = sort_groups([g for g in h.get_groups() if g.name != "all"])
+        key = tuple(g.name for g in groups)
+        if key not in by_groups:
+            entries = {
+                "all_inventory": lambda: all_group.get_vars(),
+                "all_plugins_inventory": lambda: plugins_inventory([all_group]),
+                "all_plugins_play": lambda: plugins_play([all_group]),
+                "groups_inventory": lambda groups=groups: get_group_vars(groups),
+                "groups_plugins_inventory": lambda groups=groups: plugins_inventory(groups),
+                "groups_plugins_play": lambda groups=groups: plugins_play(groups),
+            }
+            data: dict = {}
+            for entry in C.VARIABLE_PRECEDENCE:
+                data = merged(data, entries[entry]())
+            by_groups[key] = data
+        data = by_groups[key]
+        for new in (h.get_vars(), plugins_inventory([h]), plugins_play([h])):
+            data = merged(data, new)
+        yield h, data
+
+
+def _wanted(key: str) -> bool:
+    """A host variable load_inventory reads: clustercert_*, the ansible_* connection variables, the bond address."""
+    return key.startswith(PREFIX) or key in _CONN_KEYS or key == BOND_ADDRESS_VAR
 
 
 def _limit(inv, path: Path, limit: str, split_host_pattern, ansible_error) -> set[str]:

@@ -13,11 +13,23 @@
      "mii_status": "up" | "down",
      "mii_polling_interval_ms": 100, "up_delay_ms": 0 | None, "down_delay_ms": 0 | None,
      "transmit_hash_policy": "layer2 (0)" | None, "lacp_rate": "fast" | None,
+     # 802.3ad only: the "Active Aggregator Info:" block (None where the kernel printed none);
+     # "bond bond0 has no active aggregator" sets no_active_aggregator
+     "active_aggregator": {"aggregator_id": 2, "number_of_ports": 1, "actor_key": 9, "partner_key": 3,
+                           "partner_mac_address": "..."} | None,
+     "no_active_aggregator": False,
      "slaves": [{"name": "eth0", "mii_status": "up", "speed_mbps": 10000 | None, "duplex": "full" | None,
                  "link_failure_count": 2, "permanent_hw_addr": "3c:ec:..." | None,
                  "slave_queue_id": 0 | None, "aggregator_id": 2 | None, "state": None}]}
 
   Missing ``Bonding Mode:`` or ``MII Status:`` raises ParseError; so does a slave block without ``MII Status``.
+
+``bonding-files`` (``tail -v -n +1 /proc/net/bonding/*``: each file after a ``==> PATH <==`` header)::
+
+    {"bonds": {"bond0": <a bonding record, as above>, ...}}
+
+  Text before the first header, a header naming no file, or a file that does not parse raises ParseError
+  (naming the bond). An empty input is no bond at all: ``{"bonds": {}}``.
 
 ``bonding-sysfs``: ``grep -r . /sys/class/net/bondX/bonding/{mode,slaves,active_slave,mii_status,primary,
 miimon,fail_over_mac} /sys/class/net/bondX/lower_*/bonding_slave/ 2>/dev/null`` output, one ``PATH:VALUE``
@@ -73,6 +85,13 @@ _SLAVE_KEYS = ("name", "mii_status", "speed_mbps", "duplex", "link_failure_count
                "slave_queue_id", "aggregator_id", "state")
 
 
+# the "Active Aggregator Info:" block of an 802.3ad bond (drivers/net/bonding/bond_procfs.c)
+_AGGREGATOR_KEYS = {"Aggregator ID": "aggregator_id", "Number of ports": "number_of_ports",
+                    "Actor Key": "actor_key", "Partner Key": "partner_key",
+                    "Partner Mac Address": "partner_mac_address"}
+_NO_AGGREGATOR_RE = re.compile(r"^bond \S+ has no active aggregator$")
+
+
 def _mode_name(description: str) -> str | None:
     d = description.lower()
     for needle, name in _MODES:
@@ -101,14 +120,26 @@ def parse_bonding(text: str) -> dict:
         "driver_version": None, "mode": None, "mode_description": None, "fail_over_mac": None,
         "primary_slave": None, "primary_reselect": None, "currently_active_slave": None,
         "mii_status": None, "mii_polling_interval_ms": None, "up_delay_ms": None, "down_delay_ms": None,
-        "transmit_hash_policy": None, "lacp_rate": None, "slaves": [],
+        "transmit_hash_policy": None, "lacp_rate": None, "active_aggregator": None,
+        "no_active_aggregator": False, "slaves": [],
     }
     slave: dict | None = None
+    aggregator: dict | None = None  # inside "Active Aggregator Info:" (before the first slave)
     for raw in text_lines(kind, text, "/proc/net/bonding/bondX content ('Bonding Mode: ...')"):
         ln = raw.strip()
+        if slave is None and _NO_AGGREGATOR_RE.match(ln):
+            rec["no_active_aggregator"] = True
+            continue
         if not ln or ":" not in ln:
             continue
         key, value = (p.strip() for p in ln.split(":", 1))
+        if slave is None and key == "Active Aggregator Info":
+            aggregator = rec["active_aggregator"] = dict.fromkeys(_AGGREGATOR_KEYS.values())
+            continue
+        if aggregator is not None and slave is None and key in _AGGREGATOR_KEYS:
+            field = _AGGREGATOR_KEYS[key]
+            aggregator[field] = value if field == "partner_mac_address" else int_or_none(value)
+            continue
         if key == "Ethernet Channel Bonding Driver":
             rec["driver_version"] = value.split()[0] if value else None
             continue
@@ -168,6 +199,45 @@ def parse_bonding(text: str) -> dict:
         if s["mii_status"] is None:
             raise ParseError(kind, f"truncated: slave {s['name']} has no 'MII Status:' line")
     return rec
+
+
+_TAIL_HEADER_RE = re.compile(r"^==> (.*) <==$")
+
+
+@register("bonding-files", "tail -v -n +1 /proc/net/bonding/*: every bond's /proc/net/bonding file, parsed as 'bonding'")
+def parse_bonding_files(text: str) -> dict:
+    kind = "bonding-files"
+    if not isinstance(text, str):
+        raise ParseError(kind, f"expected text, got {type(text).__name__}")
+    bonds: dict[str, dict] = {}
+    name: str | None = None
+    body: list[str] = []
+
+    def flush() -> None:
+        if name is None:
+            return
+        try:
+            bonds[name] = parse_bonding("\n".join(body))
+        except ParseError as exc:
+            raise ParseError(kind, f"{name}: {exc.reason}") from None
+
+    for ln in text.replace("\r\n", "\n").split("\n"):
+        m = _TAIL_HEADER_RE.match(ln.strip())
+        if m:
+            flush()
+            name, body = m.group(1).rsplit("/", 1)[-1], []
+            if not name:
+                raise ParseError(kind, f"header {ln.strip()!r} names no file")
+            if name in bonds:
+                raise ParseError(kind, f"{name} given twice")
+            continue
+        if name is None:
+            if ln.strip():
+                raise ParseError(kind, f"expected '==> /proc/net/bonding/BOND <==' first, got {ln.strip()[:80]!r}")
+            continue
+        body.append(ln)
+    flush()
+    return {"bonds": bonds}
 
 
 # --------------------------------------------------------------------------- sysfs
