@@ -40,6 +40,7 @@ too). Empty attributes (no active slave) are simply absent, as grep prints nothi
      "bonds": {"bond0": {"mode": "active-backup" | None, "mode_id": 1 | None, "fail_over_mac": "active" | None,
                          "primary_slave": str | None, "currently_active_slave": str | None,
                          "mii_status": "up" | None, "mii_polling_interval_ms": 100 | None,
+                         "ad_aggregator": 2 | None, "ad_num_ports": 2 | None,  # 802.3ad only
                          "slaves": [{"name", "mii_status", "link_failure_count", "permanent_hw_addr",
                                      "state" ("active"/"backup"), "speed_mbps": None, "duplex": None,
                                      "slave_queue_id", "aggregator_id"}]}}}
@@ -250,7 +251,7 @@ _OWN_SLAVE_RE = re.compile(r"(?:^|/)(?P<slave>[^/]+)/bonding_slave/(?P<attr>[a-z
 def _new_bond() -> dict:
     return {"mode": None, "mode_id": None, "fail_over_mac": None, "primary_slave": None,
             "currently_active_slave": None, "mii_status": None, "mii_polling_interval_ms": None,
-            "slaves": []}
+            "ad_aggregator": None, "ad_num_ports": None, "slaves": []}
 
 
 def _apply_slave_attr(slave: dict, attr: str, value: str) -> None:
@@ -309,6 +310,10 @@ def parse_bonding_sysfs(text: str) -> dict:
             bond["mii_polling_interval_ms"] = int(value)
         elif attr == "fail_over_mac":
             bond["fail_over_mac"] = value.split()[0]
+        elif attr == "ad_aggregator":  # 802.3ad: the active aggregator's id
+            bond["ad_aggregator"] = int_or_none(value)
+        elif attr == "ad_num_ports":
+            bond["ad_num_ports"] = int_or_none(value)
     for bond_name, slave_name, attr, value in slave_attrs:
         if bond_name is None:
             owners = [b for b in bonds.values() if any(s["name"] == slave_name for s in b["slaves"])]
