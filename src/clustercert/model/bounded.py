@@ -3,15 +3,40 @@ limit checked without recursion before the document is parsed (YAML's bounds: st
 
 Each refusal is an InputError naming the file, so a hostile or runaway file (a 64 MiB inventory, an
 iperf3 -J nested 200,000 arrays deep) costs milliseconds and exits 2, never a traceback or minutes.
+
+Time: a file that is within every size and depth limit may still be slow to read (an inventory of many
+hosts, each with many variables). ``input_budget`` gives the reading a wall-clock budget
+(INPUT_TIME_LIMIT_S, or CLUSTERCERT_INPUT_TIME_LIMIT_S); the loaders' loops call ``check_time()``
+(clustercert.parsers.base: one clock for loaders and tool-output parsers, held in a context variable, so
+it works in any thread), and a spent budget is an InputError naming the file being read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from clustercert.errors import InputError
+from clustercert.parsers.base import OverTime, check_time, limit_from_env, time_budget
+
+INPUT_TIME_LIMIT_S = 120.0  # a 10,000-host inventory loads in about 5 s (benchmarks/inventory.py)
+INPUT_TIME_ENV = "CLUSTERCERT_INPUT_TIME_LIMIT_S"
+
+
+@contextlib.contextmanager
+def input_budget(source: str) -> Iterator[None]:
+    """Within: reading ``source`` (and what it pulls in) must end within the input time limit, else an
+    InputError naming ``source`` (or the file an inner budget was reading). Nested budgets keep the
+    earliest deadline."""
+    try:
+        with time_budget(limit_from_env(INPUT_TIME_ENV, INPUT_TIME_LIMIT_S)):
+            yield
+    except OverTime as exc:
+        raise InputError(source, None, f"reading it took longer than {exc.seconds:g} s ({INPUT_TIME_ENV}): "
+                                       "refused as a pathological input") from None
 
 MIB = 1 << 20
 # generous for real sites: a 10,000-host inventory with per-host vars is about 1-2 MiB
@@ -61,7 +86,9 @@ def check_text_size(text: str, source: str, limit: int = MAX_OUTPUT_BYTES, what:
 def check_json_depth(text: str, source: str, limit: int = MAX_JSON_DEPTH) -> None:
     """Refuse JSON nested deeper than ``limit`` (brackets outside strings), in one pass, no recursion."""
     depth = 0
-    for m in _JSON_TOKENS.finditer(text):
+    for i, m in enumerate(_JSON_TOKENS.finditer(text)):
+        if not i & 4095:
+            check_time()
         ch = m.group()
         if ch in "[{":
             depth += 1

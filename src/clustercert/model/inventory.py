@@ -33,7 +33,7 @@ from pydantic import (
 from clustercert import paths
 from clustercert.errors import InputError
 from clustercert.model import names, vault
-from clustercert.model.bounded import MAX_CONFIG_BYTES, read_text_bounded
+from clustercert.model.bounded import MAX_CONFIG_BYTES, check_time, input_budget, read_text_bounded
 from clustercert.model.profile import (
     Profile,
     builtin_profiles,
@@ -187,6 +187,7 @@ def _range_count(host: str) -> int:
 
 
 def _check_range(path: Path, where: str, host: str, total: list[int]) -> None:
+    check_time()
     n = _range_count(str(host))
     total[0] += n
     if n > MAX_HOSTS or total[0] > MAX_HOSTS:
@@ -199,6 +200,7 @@ def _check_tree(root: Path) -> None:
     Ansible and rglob would otherwise recurse or fail with an OS error."""
     seen: set[tuple[int, int]] = set()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=None):
+        check_time()
         st = os.stat(dirpath)
         ident = (st.st_dev, st.st_ino)
         if ident in seen:
@@ -302,6 +304,8 @@ def _check_ini_inventory(path: Path, text: str) -> None:
     seen: dict[str, set[str]] = {}
     total = [0]
     for lineno, raw in enumerate(text.splitlines(), 1):
+        if not lineno & 1023:
+            check_time()
         line = raw.strip()
         if not line or line.startswith(("#", ";")):
             continue
@@ -464,8 +468,12 @@ def _ansible_hosts(path: Path, limit: str | None, files: list[Path] | None = Non
         C.HOST_PATTERN_MISMATCH = "ignore"
     except Exception:  # noqa: BLE001 - cosmetic only
         pass
+    # the time budget is checked around Ansible's parse, never inside it (Ansible would catch the exception and
+    # print its own warnings); the strict pre-check has read every file already, so this part is bounded by it
+    check_time()
     try:
         inv = InventoryManager(loader=loader, sources=[str(path)])
+        check_time()
     except AnsibleError as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(str(path), None, f"Ansible cannot parse the inventory: {msg}") from None
@@ -509,6 +517,7 @@ def _host_variables(inv, loader, vm):
     hosts = inv.get_hosts(pattern="all")
     if not set(C.VARIABLE_PRECEDENCE) <= _GROUP_LEVEL:
         for h in hosts:
+            check_time()
             yield h, vm.get_vars(host=h, include_hostvars=False)
         return
     stage = "task"  # get_vars' default
@@ -529,6 +538,7 @@ def _host_variables(inv, loader, vm):
     all_group = inv.groups.get("all")
     by_groups: dict[tuple[str, ...], dict] = {}
     for h in hosts:
+        check_time()
         groups = sort_groups([g for g in h.get_groups() if g.name != "all"])
         key = tuple(g.name for g in groups)
         if key not in by_groups:
@@ -607,6 +617,11 @@ def _check_connection(name: str, hv: dict, where: Callable[[str], str]) -> None:
 
 def load_inventory(arg: str | None, limit: str | None = None) -> Inventory:
     path = resolve_inventory_arg(arg)
+    with input_budget(str(path)):
+        return _load_inventory(path, limit)
+
+
+def _load_inventory(path: Path, limit: str | None) -> Inventory:
     files = precheck_files(path)
     entries, limited, origins = _ansible_hosts(path, limit, files)
     if not entries:
@@ -617,6 +632,7 @@ def load_inventory(arg: str | None, limit: str | None = None) -> Inventory:
     profiles_cache: dict[tuple[str, str], Profile] = {}
     hosts: dict[str, HostView] = {}
     for name, groups, hv in entries:
+        check_time()
         _check_connection(name, hv, lambda key: _locate(files, key, path))
         cc = {k: v for k, v in hv.items() if k.startswith(PREFIX)}
         for key in sorted(cc):

@@ -12,7 +12,13 @@ from pathlib import Path
 import yaml
 
 from clustercert.errors import InputError
-from clustercert.model.bounded import MAX_CONFIG_BYTES, check_text_size, read_text_bounded
+from clustercert.model.bounded import (
+    MAX_CONFIG_BYTES,
+    check_text_size,
+    check_time,
+    input_budget,
+    read_text_bounded,
+)
 from clustercert.model.vault import Vaulted
 
 # libyaml's parser where PyYAML was built with it (Debian's and PyPI's wheels are): the same events, nodes,
@@ -61,7 +67,9 @@ def _bounded(text: str, source: str):
     """The document built, after its nesting (events, no recursion) and its size with aliases expanded were
     checked."""
     depth = aliases = 0
-    for event in yaml.parse(text, Loader=_StrictLoader):
+    for i, event in enumerate(yaml.parse(text, Loader=_StrictLoader)):
+        if not i & 1023:
+            check_time()
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
@@ -78,10 +86,14 @@ def _bounded(text: str, source: str):
         node = loader.get_single_node()
         if node is None:
             return None
+        check_time()
         if aliases and _alias_growth(node) > MAX_NODES:
             raise InputError(source, None, f"aliases expand to more than {MAX_NODES} values (an alias bomb?): "
                                            "refused before it is built")
-        return loader.construct_document(node)
+        check_time()
+        data = loader.construct_document(node)
+        check_time()
+        return data
     finally:
         loader.dispose()
 
@@ -92,6 +104,8 @@ def _alias_growth(node) -> int:
     written: set[int] = set()
     todo = [node]
     while todo:
+        if not len(written) & 4095:
+            check_time()
         n = todo.pop()
         if id(n) in written:
             continue
@@ -122,7 +136,8 @@ def _alias_growth(node) -> int:
 def loads(text: str, source: str):
     check_text_size(text, source, MAX_CONFIG_BYTES, "YAML document")
     try:
-        return _bounded(text, source)
+        with input_budget(source):
+            return _bounded(text, source)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}" if mark else "?"
