@@ -6,9 +6,10 @@ iperf3 -J nested 200,000 arrays deep) costs milliseconds and exits 2, never a tr
 
 Time: a file that is within every size and depth limit may still be slow to read (an inventory of many
 hosts, each with many variables). ``input_budget`` gives the reading a wall-clock budget
-(INPUT_TIME_LIMIT_S, or CLUSTERCERT_INPUT_TIME_LIMIT_S); the loaders' loops call ``check_time()``
-(clustercert.parsers.base: one clock for loaders and tool-output parsers, held in a context variable, so
-it works in any thread), and a spent budget is an InputError naming the file being read.
+(INPUT_TIME_LIMIT_S, or CLUSTERCERT_INPUT_TIME_LIMIT_S); the loaders' loops call ``check_time()`` (the
+deadline is a context variable, so it holds in whichever thread loads, where signal.alarm would only work
+in the main thread), and a spent budget is an InputError naming the file being read. Tool-output parsers
+have their own budget (clustercert.parsers.base).
 """
 
 from __future__ import annotations
@@ -16,27 +17,63 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import time
 from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
 
 from clustercert.errors import InputError
-from clustercert.parsers.base import OverTime, check_time, limit_from_env, time_budget
 
 INPUT_TIME_LIMIT_S = 120.0  # a 10,000-host inventory loads in about 5 s (benchmarks/inventory.py)
 INPUT_TIME_ENV = "CLUSTERCERT_INPUT_TIME_LIMIT_S"
 
 
+class _OverTime(Exception):  # noqa: N818 - a budget spent, turned into an InputError by input_budget
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+
+# (monotonic deadline, the budget in seconds) of the innermost input budget, or None
+_DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar("clustercert_input_deadline", default=None)
+
+
+def check_time() -> None:
+    """Within ``input_budget``: raise once the budget is spent (a no-op outside one). The loaders' loops call it."""
+    d = _DEADLINE.get()
+    if d is not None and time.monotonic() > d[0]:
+        raise _OverTime(d[1])
+
+
+def input_time_limit() -> float:
+    raw = os.environ.get(INPUT_TIME_ENV)
+    if raw is None or not raw.strip():
+        return INPUT_TIME_LIMIT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise InputError(INPUT_TIME_ENV, raw, "expected a positive number of seconds")
+    return value
+
+
 @contextlib.contextmanager
 def input_budget(source: str) -> Iterator[None]:
     """Within: reading ``source`` (and what it pulls in) must end within the input time limit, else an
-    InputError naming ``source`` (or the file an inner budget was reading). Nested budgets keep the
-    earliest deadline."""
+    InputError naming ``source`` (or the file an inner budget was reading). A nested budget never extends
+    the one around it."""
+    seconds = input_time_limit()
+    end = time.monotonic() + seconds
+    outer = _DEADLINE.get()
+    token = None if outer is not None and outer[0] <= end else _DEADLINE.set((end, seconds))
     try:
-        with time_budget(limit_from_env(INPUT_TIME_ENV, INPUT_TIME_LIMIT_S)):
-            yield
-    except OverTime as exc:
+        yield
+    except _OverTime as exc:
         raise InputError(source, None, f"reading it took longer than {exc.seconds:g} s ({INPUT_TIME_ENV}): "
                                        "refused as a pathological input") from None
+    finally:
+        if token is not None:
+            _DEADLINE.reset(token)
 
 MIB = 1 << 20
 # generous for real sites: a 10,000-host inventory with per-host vars is about 1-2 MiB

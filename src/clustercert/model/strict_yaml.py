@@ -30,6 +30,11 @@ class _StrictLoader(_BASE):
     pass
 
 
+class _StrictPyLoader(yaml.SafeLoader):
+    """The pure-Python parser: on a document libyaml refuses, read again for PyYAML's own wording of the error
+    (the messages users and tests know), which libyaml words differently."""
+
+
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False):
     seen: dict = {}
     for key_node, _value_node in node.value:
@@ -42,7 +47,6 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
     return loader.construct_mapping(node, deep=deep)
 
 
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def _construct_vault(loader: _StrictLoader, node: yaml.Node) -> Vaulted:
@@ -53,9 +57,11 @@ def _construct_vault(loader: _StrictLoader, node: yaml.Node) -> Vaulted:
     return Vaulted(loader.construct_scalar(node), node.start_mark.line + 1)
 
 
-_StrictLoader.add_constructor("!vault", _construct_vault)
-# Ansible's other tag in inventories: the value as it is, never templated (a plain string here)
-_StrictLoader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+for _cls in (_StrictLoader, _StrictPyLoader):
+    _cls.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    _cls.add_constructor("!vault", _construct_vault)
+    # Ansible's other tag in inventories: the value as it is, never templated (a plain string here)
+    _cls.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
 
 
 MAX_DEPTH = 64  # mappings/sequences inside each other; inventories and profiles use fewer than 10
@@ -63,11 +69,11 @@ MAX_NODES = 100_000  # scalars, mappings and sequences once aliases are expanded
 MAX_ALIASES = 1_000
 
 
-def _bounded(text: str, source: str):
+def _bounded(text: str, source: str, loader_cls=_StrictLoader):
     """The document built, after its nesting (events, no recursion) and its size with aliases expanded were
     checked."""
     depth = aliases = 0
-    for i, event in enumerate(yaml.parse(text, Loader=_StrictLoader)):
+    for i, event in enumerate(yaml.parse(text, Loader=loader_cls)):
         if not i & 1023:
             check_time()
         if isinstance(event, yaml.CollectionStartEvent):
@@ -81,7 +87,7 @@ def _bounded(text: str, source: str):
             aliases += 1
             if aliases > MAX_ALIASES:
                 raise InputError(source, f"line {event.start_mark.line + 1}", f"more than {MAX_ALIASES} aliases")
-    loader = _StrictLoader(text)
+    loader = loader_cls(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -137,7 +143,13 @@ def loads(text: str, source: str):
     check_text_size(text, source, MAX_CONFIG_BYTES, "YAML document")
     try:
         with input_budget(source):
-            return _bounded(text, source)
+            try:
+                return _bounded(text, source)
+            except yaml.MarkedYAMLError:
+                if _BASE is yaml.SafeLoader:
+                    raise
+                _bounded(text, source, _StrictPyLoader)  # PyYAML's wording of the same error
+                raise
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}" if mark else "?"

@@ -59,7 +59,10 @@ def parse(kind: str, text: str) -> dict:
     """Parse ``text`` as ``kind``. Raises KeyError for an unknown kind, ParseError for bad text, and a
     ParseError too when the parse outlasts its time budget (PARSE_TIME_LIMIT_S, CLUSTERCERT_PARSE_TIME_LIMIT_S)."""
     func = REGISTRY[kind].func
-    limit = limit_from_env(PARSE_TIME_ENV, PARSE_TIME_LIMIT_S)
+    try:
+        limit = limit_from_env(PARSE_TIME_ENV, PARSE_TIME_LIMIT_S)
+    except ValueError as exc:
+        raise ParseError(kind, str(exc)) from None
     try:
         with hard_time_budget(limit):
             return func(text)

@@ -12,7 +12,8 @@ CLUSTERCERT_PARSE_TIME_LIMIT_S). Parsers' loops call ``check_time()`` (``text_li
 them), which raises ``OverTime`` once the budget is spent; ``parse`` turns that into a ParseError, so a
 pathological output is an ``error`` finding naming its tool (or exit 2 naming the file), never a hung run.
 The budget is a context variable: it holds in whichever thread parses, where signal.alarm would only
-work in the main thread. The loaders (clustercert.model.bounded.input_budget) use the same clock.
+work in the main thread. The loaders have their own budget (clustercert.model.bounded.input_budget: the
+model layer sits below the parsers).
 """
 
 from __future__ import annotations
@@ -140,7 +141,8 @@ def hard_time_budget(seconds: float) -> Iterator[None]:
 
 
 def limit_from_env(name: str, default: float) -> float:
-    """A time limit in seconds from the environment variable ``name`` (a positive number), else ``default``."""
+    """A time limit in seconds from the environment variable ``name`` (a positive number), else ``default``.
+    ValueError naming the variable for anything else."""
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default
@@ -149,9 +151,7 @@ def limit_from_env(name: str, default: float) -> float:
     except ValueError:
         value = -1.0
     if not value > 0 or value == float("inf"):
-        from clustercert.errors import InputError
-
-        raise InputError(name, raw, "expected a positive number of seconds")
+        raise ValueError(f"{name}={raw!r}: expected a positive number of seconds")
     return value
 
 
