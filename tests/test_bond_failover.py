@@ -224,7 +224,8 @@ def test_validate_runs_the_failover_node_by_node_after_the_normal_checks(monkeyp
     def fake_many(nodes, commands_for, **kw):
         calls.append(("many", sorted(nodes), sorted(next(iter(commands_for.values())))))
         bad = BOND_OUT.replace("ib1/bonding_slave/mii_status:up", "ib1/bonding_slave/mii_status:down")
-        out = {n: NodeEvidence(n, True, "", {"bonding": res(bad if n == "n2" else BOND_OUT)}) for n in nodes if n != "n4"}
+        out = {n: NodeEvidence(n, True, "", {"bonding": res(bad if n == "n2" else BOND_OUT), "bonding_proc": res("")})
+               for n in nodes if n != "n4"}
         out["n4"] = NodeEvidence("n4", False, "Connection refused")
         return out
 
@@ -237,7 +238,7 @@ def test_validate_runs_the_failover_node_by_node_after_the_normal_checks(monkeyp
     results = check_run.validate_nodes(inv, ["bond"], disruptive=True)
     # normal checks first (all nodes at once), then the failover on the reachable nodes one by one, in order;
     # each pings the next reachable node whose ib.bond passed (n2's backup slave is down, n4 does not answer)
-    assert calls[0] == ("many", ["n1", "n2", "n3", "n4"], ["bonding"])
+    assert calls[0] == ("many", ["n1", "n2", "n3", "n4"], ["bonding", "bonding_proc"])
     assert calls[1] == ("in_turn", ["n1", "n2", "n3"], {"n1": "10.253.0.13", "n2": "10.253.0.13", "n3": "10.253.0.11"})
     assert len(calls) == 2
     assert results["n4"].verdict == "unreachable" and results["n4"].findings == []

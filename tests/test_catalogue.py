@@ -49,7 +49,7 @@ def _emitted_probe_ids() -> set[str]:
 def test_catalogue_checks_are_the_registry():
     reg = registry()
     assert {e.id: e.component for e in catalogue.CHECKS} == reg
-    assert len([i for i in reg if i != "ib.bond_failover"]) == 42
+    assert len([i for i in reg if i != "ib.bond_failover"]) == 43  # net.bond_lacp (issue 36)
     assert _emitted_check_ids() == set(reg), _emitted_check_ids() ^ set(reg)
     assert [e.id for e in catalogue.CHECKS if e.disruptive] == ["ib.bond_failover"]
 
@@ -299,7 +299,7 @@ def test_checks_verb_table_json_markdown(capsys):
 
 def test_expand_takes_ids_and_components():
     assert catalogue.expand("--checks", "gpu.count, time") == {"gpu.count", "time.sync"}
-    assert catalogue.expand("--checks", "bond") == {"ib.bond", "ib.bond_failover"}
+    assert catalogue.expand("--checks", "bond") == {"ib.bond", "net.bond_lacp", "ib.bond_failover"}
     assert catalogue.expand("--checks", None) is None
     assert catalogue.components_for({"nccl.config", "gpu.xid", "cuda.version"}) == ["gpu", "driver", "ib"]
 

@@ -32,7 +32,7 @@ def a100_single():
 
 def test_stable_check_ids_cover_the_issue_list():
     ids = all_check_ids()
-    assert len(ids) == len(set(ids)) == 42  # 34, issue 21's six hardware checks, issue 22's storage.mounts/scratch
+    assert len(ids) == len(set(ids)) == 43  # 34, issue 21's six hardware checks, issue 22's storage.mounts/scratch, issue 36's net.bond_lacp
     for cid in ("gpu.count", "gpu.row_remap", "driver.module_loaded", "rdma.peermem", "ib.bond", "ib.sm",
                 "container.cdi", "tuning.memlock", "time.sync", "packages.pinned"):
         assert cid in ids
@@ -153,18 +153,22 @@ BOND_OK = """\
 
 def test_bond_healthy_and_failed_over():
     ctx = HostContext("n1", load_profile("lab"), timeout_s=10)
-    (ok,) = component("bond").evaluate({"bonding": res(BOND_OK)}, ctx)
+
+    def ib_bond(ev, ctx):  # the bond component also judges 802.3ad bonds (net.bond_lacp: tests/test_checks_bond_lacp.py)
+        return by_check(component("bond").evaluate(ev, ctx), "ib.bond")
+
+    (ok,) = ib_bond({"bonding": res(BOND_OK)}, ctx)
     assert ok.status == "pass", ok
     failed_over = BOND_OK.replace("active_slave:ib0", "active_slave:ib1").replace(
         "ib0/bonding_slave/mii_status:up", "ib0/bonding_slave/mii_status:down")
-    (f,) = component("bond").evaluate({"bonding": res(failed_over)}, ctx)
+    (f,) = ib_bond({"bonding": res(failed_over)}, ctx)
     assert f.status == "fail" and "slave down ib0" in f.observed
     wrong_mode = BOND_OK.replace("mode:active-backup 1", "mode:balance-rr 0")
-    (f,) = component("bond").evaluate({"bonding": res(wrong_mode)}, ctx)
+    (f,) = ib_bond({"bonding": res(wrong_mode)}, ctx)
     assert f.status == "fail" and "mode balance-rr" in f.observed
-    (f,) = component("bond").evaluate({"bonding": res("", rc=1)}, ctx)
+    (f,) = ib_bond({"bonding": res("", rc=1)}, ctx)
     assert f.status == "fail" and f.observed == "bond does not exist"
-    (f,) = component("bond").evaluate({"bonding": res("", rc=None, timed_out=True, cmd="grep")}, ctx)
+    (f,) = ib_bond({"bonding": res("", rc=None, timed_out=True, cmd="grep")}, ctx)
     assert f.status == "error"
 
 

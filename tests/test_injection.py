@@ -110,7 +110,8 @@ def test_bond_check_command(sandbox, value):
     assert not sandbox.marked(), cmd
     # the name was one word: test -d looked for that directory and said it is not there
     assert p.returncode == 1, (cmd, p.stderr)
-    (f,) = component("bond").evaluate({"bonding": CommandResult(p.returncode, p.stdout, p.stderr, False, 0.1, cmd)}, ctx)
+    (f,) = [f for f in component("bond").evaluate({"bonding": CommandResult(p.returncode, p.stdout, p.stderr, False, 0.1, cmd)},
+                                                  ctx) if f.check == "ib.bond"]
     assert (f.status, f.observed) == ("fail", "bond does not exist")
 
 

@@ -180,3 +180,50 @@ def test_bonding_sysfs_errors():
         parse("bonding-sysfs", ACTIVE_BACKUP_IPOIB)
     with pytest.raises(ParseError, match="bonding"):
         parse("bonding-sysfs", "/sys/class/infiniband/mlx5_0/ports/1/state:4: ACTIVE\n")
+
+
+# ---- issue 36.4: 802.3ad's active aggregator (real samples quoted in public issues: tests/fixtures/SOURCES.md)
+
+def test_bonding_active_aggregator_info_systemd_11635():
+    rec = parse("bonding", (FIXTURES / "bonding" /
+                            "proc-net-bonding-802.3ad-slave-in-other-aggregator-systemd-11635-excerpt.txt").read_text())
+    assert rec["mode"] == "802.3ad" and rec["no_active_aggregator"] is False
+    assert rec["active_aggregator"] == {"aggregator_id": 2, "number_of_ports": 1, "actor_key": 9, "partner_key": 3,
+                                        "partner_mac_address": "**:**:**:**:**:6e"}
+    (slave,) = rec["slaves"]
+    assert (slave["name"], slave["mii_status"], slave["aggregator_id"]) == ("enp7s0", "up", 1)
+
+
+def test_bonding_no_active_aggregator_accelerated_text_387():
+    rec = parse("bonding", (FIXTURES / "bonding" /
+                            "proc-net-bonding-802.3ad-no-active-aggregator-accelerated-text-387.txt").read_text())
+    assert rec["no_active_aggregator"] is True and rec["active_aggregator"] is None
+    assert [(s["name"], s["aggregator_id"]) for s in rec["slaves"]] == [("eth1", None), ("eth2", None)]
+
+
+def test_bonding_active_backup_has_no_aggregator():
+    rec = parse("bonding", ACTIVE_BACKUP_IPOIB)
+    assert rec["active_aggregator"] is None and rec["no_active_aggregator"] is False
+
+
+def test_bonding_files_tail_headers():
+    one = ACTIVE_BACKUP_IPOIB
+    text = f"==> /proc/net/bonding/bond0 <==\n{one}\n==> /proc/net/bonding/bond1 <==\n{LACP}"
+    rec = parse("bonding-files", text)
+    assert sorted(rec["bonds"]) == ["bond0", "bond1"]
+    assert rec["bonds"]["bond1"]["mode"] == "802.3ad" and rec["bonds"]["bond0"]["mode"] == "active-backup"
+    assert parse("bonding-files", "") == {"bonds": {}}
+    with pytest.raises(ParseError, match="expected '==> /proc/net/bonding/BOND <==' first"):
+        parse("bonding-files", one)
+    with pytest.raises(ParseError, match="bond1: truncated"):
+        parse("bonding-files", "==> /proc/net/bonding/bond1 <==\nBonding Mode: IEEE 802.3ad Dynamic link aggregation\n")
+
+
+def test_bonding_sysfs_ad_aggregator():
+    dump = SYSFS_BOND.replace("mode:active-backup 1", "mode:802.3ad 4") + (
+        "/sys/class/net/bond0/bonding/ad_aggregator:2\n/sys/class/net/bond0/bonding/ad_num_ports:1\n"
+        "/sys/class/net/bond0/lower_ib0/bonding_slave/ad_aggregator_id:2\n"
+        "/sys/class/net/bond0/lower_ib1/bonding_slave/ad_aggregator_id:1\n")
+    b = parse("bonding-sysfs", dump)["bonds"]["bond0"]
+    assert (b["mode"], b["ad_aggregator"], b["ad_num_ports"]) == ("802.3ad", 2, 1)
+    assert [s["aggregator_id"] for s in b["slaves"]] == [2, 1]

@@ -33,7 +33,7 @@ from pydantic import (
 from clustercert import paths
 from clustercert.errors import InputError
 from clustercert.model import names, vault
-from clustercert.model.bounded import MAX_CONFIG_BYTES, read_text_bounded
+from clustercert.model.bounded import MAX_CONFIG_BYTES, check_time, input_budget, read_text_bounded
 from clustercert.model.profile import (
     Profile,
     builtin_profiles,
@@ -187,6 +187,7 @@ def _range_count(host: str) -> int:
 
 
 def _check_range(path: Path, where: str, host: str, total: list[int]) -> None:
+    check_time()
     n = _range_count(str(host))
     total[0] += n
     if n > MAX_HOSTS or total[0] > MAX_HOSTS:
@@ -199,6 +200,7 @@ def _check_tree(root: Path) -> None:
     Ansible and rglob would otherwise recurse or fail with an OS error."""
     seen: set[tuple[int, int]] = set()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=None):
+        check_time()
         st = os.stat(dirpath)
         ident = (st.st_dev, st.st_ino)
         if ident in seen:
@@ -302,6 +304,8 @@ def _check_ini_inventory(path: Path, text: str) -> None:
     seen: dict[str, set[str]] = {}
     total = [0]
     for lineno, raw in enumerate(text.splitlines(), 1):
+        if not lineno & 1023:
+            check_time()
         line = raw.strip()
         if not line or line.startswith(("#", ";")):
             continue
@@ -438,7 +442,22 @@ def _ansible_hosts(path: Path, limit: str | None, files: list[Path] | None = Non
     from ansible.vars.manager import VariableManager
 
     C.INVENTORY_UNPARSED_IS_FAILED = True
-    loader = DataLoader()
+    # Ansible's default order tries the `auto` plugin before `yaml`: on a plain YAML inventory auto reads the
+    # whole file (and deep-copies it) only to find no `plugin:` key, then yaml reads it again. yaml first
+    # reads it once (precheck_files already refuses plugin configuration files; were one let through, yaml
+    # would refuse it as "not YAML inventory" and auto would still take it).
+    enabled = list(C.INVENTORY_ENABLED)
+    if "auto" in enabled and "yaml" in enabled and enabled.index("auto") < enabled.index("yaml"):
+        enabled.remove("auto")
+        enabled.insert(enabled.index("yaml") + 1, "auto")
+        C.INVENTORY_ENABLED = enabled
+    class _Loader(DataLoader):
+        def load_from_file(self, file_name, cache="all", unsafe=False, json_only=False, trusted_as_template=False):
+            # a file read with cache="none" (the inventory plugins read their source so) is parsed afresh and
+            # held by nobody else: DataLoader's deep copy of it protects nothing and costs as much as the parse
+            return super().load_from_file(file_name, cache, unsafe or cache == "none", json_only, trusted_as_template)
+
+    loader = _Loader()
     vault.install_in_ansible(loader)
     # Ansible's own warnings (e.g. an unmatched --limit pattern) would add lines to our one-line errors.
     try:
@@ -449,8 +468,12 @@ def _ansible_hosts(path: Path, limit: str | None, files: list[Path] | None = Non
         C.HOST_PATTERN_MISMATCH = "ignore"
     except Exception:  # noqa: BLE001 - cosmetic only
         pass
+    # the time budget is checked around Ansible's parse, never inside it (Ansible would catch the exception and
+    # print its own warnings); the strict pre-check has read every file already, so this part is bounded by it
+    check_time()
     try:
         inv = InventoryManager(loader=loader, sources=[str(path)])
+        check_time()
     except AnsibleError as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(str(path), None, f"Ansible cannot parse the inventory: {msg}") from None
@@ -461,13 +484,85 @@ def _ansible_hosts(path: Path, limit: str | None, files: list[Path] | None = Non
     try:
         vm = VariableManager(loader=loader, inventory=inv)
         out = []
-        for h in inv.get_hosts(pattern="all"):
-            hv = vault.plain(dict(vm.get_vars(host=h, include_hostvars=False)))
+        for h, variables in _host_variables(inv, loader, vm):
+            # only the variables clustercert reads: Ansible's magic variables (``groups`` lists every host)
+            # would make decrypting each host's variables quadratic in the inventory's size
+            hv = vault.plain({k: v for k, v in variables.items() if _wanted(k)})
             out.append((h.name, sorted(g.name for g in h.get_groups() if g.name != "all"), hv))
         return out, limited, origins
     except AnsibleError as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(str(path), None, f"Ansible cannot parse the inventory: {msg}") from None
+
+
+# VariableManager.get_vars' group-level precedence entries (ansible.cfg's VARIABLE_PRECEDENCE), each a merge
+# that depends only on the host's groups
+_GROUP_LEVEL = frozenset({"all_inventory", "all_plugins_inventory", "all_plugins_play", "groups_inventory",
+                          "groups_plugins_inventory", "groups_plugins_play"})
+
+
+def _host_variables(inv, loader, vm):
+    """(host, its inventory variables) for every host, merged as Ansible's VariableManager.get_vars merges them
+    for a host outside a play: the group-level entries of VARIABLE_PRECEDENCE in their order, then the host's
+    own variables, its inventory-adjacent and play-adjacent host_vars (the vars plugins). The group-level part
+    is merged once per set of groups, not once per host: get_vars costs milliseconds a host (it rescans the
+    vars and connection plugins and cleans facts each time), which made a 10,000-host inventory take minutes.
+    Facts are left out: clustercert reads no fact (and Ansible strips connection variables from facts).
+    A precedence setting this does not know falls back to get_vars itself."""
+    from ansible import constants as C
+    from ansible.inventory.helpers import get_group_vars, sort_groups
+    from ansible.utils.vars import combine_vars
+    from ansible.vars.plugins import get_vars_from_inventory_sources, get_vars_from_path
+
+    hosts = inv.get_hosts(pattern="all")
+    if not set(C.VARIABLE_PRECEDENCE) <= _GROUP_LEVEL:
+        for h in hosts:
+            check_time()
+            yield h, vm.get_vars(host=h, include_hostvars=False)
+        return
+    stage = "task"  # get_vars' default
+    basedirs = [loader.get_basedir()] if vm.safe_basedir else []
+
+    def merged(data: dict, new: dict) -> dict:
+        return data if new == {} else combine_vars(data, new)
+
+    def plugins_inventory(entities) -> dict:
+        return get_vars_from_inventory_sources(loader, inv._sources, entities, stage)
+
+    def plugins_play(entities) -> dict:
+        data: dict = {}
+        for path in basedirs:
+            data = merged(data, get_vars_from_path(loader, path, entities, stage))
+        return data
+
+    all_group = inv.groups.get("all")
+    by_groups: dict[tuple[str, ...], dict] = {}
+    for h in hosts:
+        check_time()
+        groups = sort_groups([g for g in h.get_groups() if g.name != "all"])
+        key = tuple(g.name for g in groups)
+        if key not in by_groups:
+            entries = {
+                "all_inventory": lambda: all_group.get_vars(),
+                "all_plugins_inventory": lambda: plugins_inventory([all_group]),
+                "all_plugins_play": lambda: plugins_play([all_group]),
+                "groups_inventory": lambda groups=groups: get_group_vars(groups),
+                "groups_plugins_inventory": lambda groups=groups: plugins_inventory(groups),
+                "groups_plugins_play": lambda groups=groups: plugins_play(groups),
+            }
+            data: dict = {}
+            for entry in C.VARIABLE_PRECEDENCE:
+                data = merged(data, entries[entry]())
+            by_groups[key] = data
+        data = by_groups[key]
+        for new in (h.get_vars(), plugins_inventory([h]), plugins_play([h])):
+            data = merged(data, new)
+        yield h, data
+
+
+def _wanted(key: str) -> bool:
+    """A host variable load_inventory reads: clustercert_*, the ansible_* connection variables, the bond address."""
+    return key.startswith(PREFIX) or key in _CONN_KEYS or key == BOND_ADDRESS_VAR
 
 
 def _limit(inv, path: Path, limit: str, split_host_pattern, ansible_error) -> set[str]:
@@ -522,6 +617,11 @@ def _check_connection(name: str, hv: dict, where: Callable[[str], str]) -> None:
 
 def load_inventory(arg: str | None, limit: str | None = None) -> Inventory:
     path = resolve_inventory_arg(arg)
+    with input_budget(str(path)):
+        return _load_inventory(path, limit)
+
+
+def _load_inventory(path: Path, limit: str | None) -> Inventory:
     files = precheck_files(path)
     entries, limited, origins = _ansible_hosts(path, limit, files)
     if not entries:
@@ -532,6 +632,7 @@ def load_inventory(arg: str | None, limit: str | None = None) -> Inventory:
     profiles_cache: dict[tuple[str, str], Profile] = {}
     hosts: dict[str, HostView] = {}
     for name, groups, hv in entries:
+        check_time()
         _check_connection(name, hv, lambda key: _locate(files, key, path))
         cc = {k: v for k, v in hv.items() if k.startswith(PREFIX)}
         for key in sorted(cc):

@@ -7,7 +7,17 @@ import importlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-from clustercert.parsers.base import REGISTRY, ParseError, ParserSpec, register
+from clustercert.parsers.base import (
+    PARSE_TIME_ENV,
+    PARSE_TIME_LIMIT_S,
+    REGISTRY,
+    OverTime,
+    ParseError,
+    ParserSpec,
+    hard_time_budget,
+    limit_from_env,
+    register,
+)
 
 # Each module registers its kinds on import.
 _MODULES = [
@@ -46,8 +56,19 @@ def get(kind: str) -> ParserSpec:
 
 
 def parse(kind: str, text: str) -> dict:
-    """Parse ``text`` as ``kind``. Raises KeyError for an unknown kind, ParseError for bad text."""
-    return REGISTRY[kind].func(text)
+    """Parse ``text`` as ``kind``. Raises KeyError for an unknown kind, ParseError for bad text, and a
+    ParseError too when the parse outlasts its time budget (PARSE_TIME_LIMIT_S, CLUSTERCERT_PARSE_TIME_LIMIT_S)."""
+    func = REGISTRY[kind].func
+    try:
+        limit = limit_from_env(PARSE_TIME_ENV, PARSE_TIME_LIMIT_S)
+    except ValueError as exc:
+        raise ParseError(kind, str(exc)) from None
+    try:
+        with hard_time_budget(limit):
+            return func(text)
+    except OverTime as exc:
+        raise ParseError(kind, f"parsing did not finish within {exc.seconds or limit:g} s ({PARSE_TIME_ENV}): "
+                               f"refused as a runaway or pathological output ({len(text):,} characters)") from None
 
 
 # Within ``one_parse_per_output``: (kind, id(text)) -> (text, its record); None outside one.

@@ -10,14 +10,25 @@ from __future__ import annotations
 import json
 import re
 
-from clustercert.parsers.base import ParseError
+from clustercert.parsers.base import ParseError, check_time
+
+
+class _Lines(list):
+    """The lines of a text; iterating them checks the parse's time budget every 1,024 lines."""
+
+    def __iter__(self):
+        for i, line in enumerate(list.__iter__(self)):
+            if not i & 1023:
+                check_time()
+            yield line
 
 
 def text_lines(kind: str, text: str, what: str) -> list[str]:
     """Normalise line endings, strip trailing blanks; raise ParseError on empty input."""
     if not isinstance(text, str):
         raise ParseError(kind, f"expected text, got {type(text).__name__}")
-    lines = [ln.rstrip() for ln in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    check_time()
+    lines = _Lines(ln.rstrip() for ln in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
     if not any(lines):
         raise ParseError(kind, f"empty input; expected {what}")
     return lines

@@ -13,11 +13,23 @@
      "mii_status": "up" | "down",
      "mii_polling_interval_ms": 100, "up_delay_ms": 0 | None, "down_delay_ms": 0 | None,
      "transmit_hash_policy": "layer2 (0)" | None, "lacp_rate": "fast" | None,
+     # 802.3ad only: the "Active Aggregator Info:" block (None where the kernel printed none);
+     # "bond bond0 has no active aggregator" sets no_active_aggregator
+     "active_aggregator": {"aggregator_id": 2, "number_of_ports": 1, "actor_key": 9, "partner_key": 3,
+                           "partner_mac_address": "..."} | None,
+     "no_active_aggregator": False,
      "slaves": [{"name": "eth0", "mii_status": "up", "speed_mbps": 10000 | None, "duplex": "full" | None,
                  "link_failure_count": 2, "permanent_hw_addr": "3c:ec:..." | None,
                  "slave_queue_id": 0 | None, "aggregator_id": 2 | None, "state": None}]}
 
   Missing ``Bonding Mode:`` or ``MII Status:`` raises ParseError; so does a slave block without ``MII Status``.
+
+``bonding-files`` (``tail -v -n +1 /proc/net/bonding/*``: each file after a ``==> PATH <==`` header)::
+
+    {"bonds": {"bond0": <a bonding record, as above>, ...}}
+
+  Text before the first header, a header naming no file, or a file that does not parse raises ParseError
+  (naming the bond). An empty input is no bond at all: ``{"bonds": {}}``.
 
 ``bonding-sysfs``: ``grep -r . /sys/class/net/bondX/bonding/{mode,slaves,active_slave,mii_status,primary,
 miimon,fail_over_mac} /sys/class/net/bondX/lower_*/bonding_slave/ 2>/dev/null`` output, one ``PATH:VALUE``
@@ -28,6 +40,7 @@ too). Empty attributes (no active slave) are simply absent, as grep prints nothi
      "bonds": {"bond0": {"mode": "active-backup" | None, "mode_id": 1 | None, "fail_over_mac": "active" | None,
                          "primary_slave": str | None, "currently_active_slave": str | None,
                          "mii_status": "up" | None, "mii_polling_interval_ms": 100 | None,
+                         "ad_aggregator": 2 | None, "ad_num_ports": 2 | None,  # 802.3ad only
                          "slaves": [{"name", "mii_status", "link_failure_count", "permanent_hw_addr",
                                      "state" ("active"/"backup"), "speed_mbps": None, "duplex": None,
                                      "slave_queue_id", "aggregator_id"}]}}}
@@ -73,6 +86,13 @@ _SLAVE_KEYS = ("name", "mii_status", "speed_mbps", "duplex", "link_failure_count
                "slave_queue_id", "aggregator_id", "state")
 
 
+# the "Active Aggregator Info:" block of an 802.3ad bond (drivers/net/bonding/bond_procfs.c)
+_AGGREGATOR_KEYS = {"Aggregator ID": "aggregator_id", "Number of ports": "number_of_ports",
+                    "Actor Key": "actor_key", "Partner Key": "partner_key",
+                    "Partner Mac Address": "partner_mac_address"}
+_NO_AGGREGATOR_RE = re.compile(r"^bond \S+ has no active aggregator$")
+
+
 def _mode_name(description: str) -> str | None:
     d = description.lower()
     for needle, name in _MODES:
@@ -101,14 +121,26 @@ def parse_bonding(text: str) -> dict:
         "driver_version": None, "mode": None, "mode_description": None, "fail_over_mac": None,
         "primary_slave": None, "primary_reselect": None, "currently_active_slave": None,
         "mii_status": None, "mii_polling_interval_ms": None, "up_delay_ms": None, "down_delay_ms": None,
-        "transmit_hash_policy": None, "lacp_rate": None, "slaves": [],
+        "transmit_hash_policy": None, "lacp_rate": None, "active_aggregator": None,
+        "no_active_aggregator": False, "slaves": [],
     }
     slave: dict | None = None
+    aggregator: dict | None = None  # inside "Active Aggregator Info:" (before the first slave)
     for raw in text_lines(kind, text, "/proc/net/bonding/bondX content ('Bonding Mode: ...')"):
         ln = raw.strip()
+        if slave is None and _NO_AGGREGATOR_RE.match(ln):
+            rec["no_active_aggregator"] = True
+            continue
         if not ln or ":" not in ln:
             continue
         key, value = (p.strip() for p in ln.split(":", 1))
+        if slave is None and key == "Active Aggregator Info":
+            aggregator = rec["active_aggregator"] = dict.fromkeys(_AGGREGATOR_KEYS.values())
+            continue
+        if aggregator is not None and slave is None and key in _AGGREGATOR_KEYS:
+            field = _AGGREGATOR_KEYS[key]
+            aggregator[field] = value if field == "partner_mac_address" else int_or_none(value)
+            continue
         if key == "Ethernet Channel Bonding Driver":
             rec["driver_version"] = value.split()[0] if value else None
             continue
@@ -170,6 +202,45 @@ def parse_bonding(text: str) -> dict:
     return rec
 
 
+_TAIL_HEADER_RE = re.compile(r"^==> (.*) <==$")
+
+
+@register("bonding-files", "tail -v -n +1 /proc/net/bonding/*: every bond's /proc/net/bonding file, parsed as 'bonding'")
+def parse_bonding_files(text: str) -> dict:
+    kind = "bonding-files"
+    if not isinstance(text, str):
+        raise ParseError(kind, f"expected text, got {type(text).__name__}")
+    bonds: dict[str, dict] = {}
+    name: str | None = None
+    body: list[str] = []
+
+    def flush() -> None:
+        if name is None:
+            return
+        try:
+            bonds[name] = parse_bonding("\n".join(body))
+        except ParseError as exc:
+            raise ParseError(kind, f"{name}: {exc.reason}") from None
+
+    for ln in text.replace("\r\n", "\n").split("\n"):
+        m = _TAIL_HEADER_RE.match(ln.strip())
+        if m:
+            flush()
+            name, body = m.group(1).rsplit("/", 1)[-1], []
+            if not name:
+                raise ParseError(kind, f"header {ln.strip()!r} names no file")
+            if name in bonds:
+                raise ParseError(kind, f"{name} given twice")
+            continue
+        if name is None:
+            if ln.strip():
+                raise ParseError(kind, f"expected '==> /proc/net/bonding/BOND <==' first, got {ln.strip()[:80]!r}")
+            continue
+        body.append(ln)
+    flush()
+    return {"bonds": bonds}
+
+
 # --------------------------------------------------------------------------- sysfs
 
 _BOND_ATTR_RE = re.compile(r"(?:^|/)(?P<bond>[^/]+)/bonding/(?P<attr>[a-z_]+)$")
@@ -180,7 +251,7 @@ _OWN_SLAVE_RE = re.compile(r"(?:^|/)(?P<slave>[^/]+)/bonding_slave/(?P<attr>[a-z
 def _new_bond() -> dict:
     return {"mode": None, "mode_id": None, "fail_over_mac": None, "primary_slave": None,
             "currently_active_slave": None, "mii_status": None, "mii_polling_interval_ms": None,
-            "slaves": []}
+            "ad_aggregator": None, "ad_num_ports": None, "slaves": []}
 
 
 def _apply_slave_attr(slave: dict, attr: str, value: str) -> None:
@@ -239,6 +310,10 @@ def parse_bonding_sysfs(text: str) -> dict:
             bond["mii_polling_interval_ms"] = int(value)
         elif attr == "fail_over_mac":
             bond["fail_over_mac"] = value.split()[0]
+        elif attr == "ad_aggregator":  # 802.3ad: the active aggregator's id
+            bond["ad_aggregator"] = int_or_none(value)
+        elif attr == "ad_num_ports":
+            bond["ad_num_ports"] = int_or_none(value)
     for bond_name, slave_name, attr, value in slave_attrs:
         if bond_name is None:
             owners = [b for b in bonds.values() if any(s["name"] == slave_name for s in b["slaves"])]

@@ -167,6 +167,12 @@ CHECKS: tuple[Entry, ...] = (
           "fail_over_mac, every slave up (skip without a bond)", ("bonding",),
           ("ib.bond.name", "ib.bond.mode", "ib.bond.slaves", "ib.bond.primary", "ib.bond.miimon_ms",
            "ib.bond.fail_over_mac"), proofs=(_v("bond_slave_down"),)),
+    Entry("net.bond_lacp", "bond", "every 802.3ad (LACP) bond on the node has an active aggregator and every "
+          "slave up and in it (/proc/net/bonding: each slave's Aggregator ID is the Active Aggregator Info's); "
+          "skip without an 802.3ad bond", ("bonding_proc",),
+          note="the lab's bonds are active-backup IPoIB bonds and it simulates no LACP partner (a switch) that "
+               "an 802.3ad bond could aggregate with; real /proc/net/bonding samples of a slave outside the "
+               "active aggregator and of a bond with none fail it in tests/test_checks_bond_lacp.py"),
     Entry("ib.bond_failover", "bond", "with the active slave taken down, the other takes over within miimon x 3 "
           "ms, a peer answers over the bond meanwhile, and the primary comes back (validate --disruptive only)",
           ("bond_failover",), ("ib.bond.miimon_ms", "ib.bond.primary"),
