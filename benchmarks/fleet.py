@@ -164,6 +164,13 @@ class Fleet(FakeFabric):
                        "/sys/class/net/bond0/bonding/miimon:100\n/sys/class/net/bond0/bonding/mii_status:up\n/sys/class/net/bond0/bonding/fail_over_mac:active 1\n"
                        "/sys/class/net/ib0/bonding_slave/state:active\n/sys/class/net/ib1/bonding_slave/state:backup\n"
                        "/sys/class/net/ib0/bonding_slave/mii_status:up\n/sys/class/net/ib1/bonding_slave/mii_status:up\n",
+            "bonding_proc": "==> /proc/net/bonding/bond0 <==\nEthernet Channel Bonding Driver: v6.1.0\n\n"
+                            "Bonding Mode: fault-tolerance (active-backup) (fail_over_mac active)\n"
+                            "Primary Slave: ib0 (primary_reselect always)\nCurrently Active Slave: ib0\nMII Status: up\n"
+                            "MII Polling Interval (ms): 100\nUp Delay (ms): 0\nDown Delay (ms): 0\n\n"
+                            "Slave Interface: ib0\nMII Status: up\nSpeed: 200000 Mbps\nDuplex: full\n"
+                            "Link Failure Count: 0\nSlave queue ID: 0\n\nSlave Interface: ib1\nMII Status: up\n"
+                            "Speed: 200000 Mbps\nDuplex: full\nLink Failure Count: 0\nSlave queue ID: 0\n",
             "runtime_config": "==> /etc/containerd/config.toml <==\nversion = 2\nimports = [\"/etc/containerd/conf.d/*.toml\"]\n"
                               "==> /etc/containerd/conf.d/99-nvidia.toml <==\n[plugins.\"io.containerd.grpc.v1.cri\""
                               ".containerd]\n  default_runtime_name = \"nvidia\"\n",

@@ -77,8 +77,8 @@ def _lacp(ev: Evidence, ctx: HostContext) -> list[Finding]:
     bonds = {name: rec for name, rec in data["bonds"].items() if rec.get("mode") == "802.3ad"}
     if not bonds:
         others = ", ".join(f"{n} ({r.get('mode')})" for n, r in data["bonds"].items())
-        return [Finding(check, "skip", "", "", "no 802.3ad bond on the node, and the profile declares none (its bond, "
-                        "if any, is ib.bond's)" + (f"; bonds: {others}" if others else ""))]
+        return [Finding(check, "skip", "", "", "no 802.3ad bond on the node or in the profile"
+                        + (f"; bonds: {others}" if others else ""))]
     out = []
     for name, rec in sorted(bonds.items()):
         problems, unread = lacp_problems(rec)

@@ -561,8 +561,10 @@ def _host_variables(inv, loader, vm):
 
 
 def _wanted(key: str) -> bool:
-    """A host variable load_inventory reads: clustercert_*, the ansible_* connection variables, the bond address."""
-    return key.startswith(PREFIX) or key in _CONN_KEYS or key == BOND_ADDRESS_VAR
+    """A host variable load_inventory reads: clustercert_*, the ansible_* connection variables (the become
+    password's names among them), the bond address."""
+    return (key.startswith(PREFIX) or key in _CONN_KEYS or key in _BECOME_PASSWORD_NAMES
+            or key == BOND_ADDRESS_VAR)
 
 
 def _limit(inv, path: Path, limit: str, split_host_pattern, ansible_error) -> set[str]:
