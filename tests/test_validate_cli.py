@@ -85,6 +85,24 @@ def test_identical_causes_fold_into_one_line():
     assert groups[0]["findings"] == 18 and groups[0]["nodes"] == ["n1", "n2"] and len(groups[0]["checks"]) == 9
 
 
+def test_an_unreachable_nodes_reason_is_said_once_and_a_shared_one_folds(capsys):
+    """The sudo case of the lab's non-root test: one unreachable node's reason (sudo wants a password) is in the
+    first table only, whole on one line; a reason two nodes share is also folded below the matrix."""
+    from clustercert.collect.ssh import describe_failure
+    from clustercert.report.terminal import print_validate
+
+    why = describe_failure("sudo: a password is required\n", 1, {"ansible_user": "op"})
+    cols = {"gpu": "unreachable", "ib": "unreachable", "verdict": "unreachable"}
+    print_validate([{"node": "node01", **cols}], ["gpu", "ib"], {"node01": _node("node01", [], "unreachable", why)}, "r1")
+    out = capsys.readouterr().out
+    said = [ln for ln in out.splitlines() if "sudo needs a password" in ln]
+    assert len(said) == 1 and "-K" in said[0], out
+    key = "host key verification failed"
+    results = {n: _node(n, [], "unreachable", key) for n in ("n3", "n4")}
+    print_validate([{"node": n, **cols} for n in results], ["gpu", "ib"], results, "r2")
+    assert "n3, n4 unreachable — host key verification failed" in capsys.readouterr().out
+
+
 def test_terminal_folds_while_json_keeps_every_finding(cli, tmp_path):
     import shutil
 

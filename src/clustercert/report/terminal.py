@@ -99,6 +99,8 @@ def print_validate(rows: list[dict], comp_names: list[str], results: dict, run_i
         t.add_row(row["node"], *(_styled(row[c]) for c in comp_names), _styled(row["verdict"]))
     con.print(t)
     for g in fold_findings(results):
+        if g["status"] == "unreachable" and len(g["nodes"]) == 1:
+            continue  # the first table gives each unreachable node's reason; a reason several share folds here
         style = _STYLE[g["status"]]
         line = fold_line(g)
         head, _, rest = line.partition(": ") if g["status"] != "unreachable" else (line, "", "")
