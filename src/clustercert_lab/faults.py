@@ -153,7 +153,7 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in [
               "the node's writes to the lab's disk are throttled to MBYTE_PER_S (its cgroup's blkio/io write limit): "
               "a checkpoint to /shared or /scratch writes that slowly"),
     # issue 33
-    FaultKind("rank_slow", _p(Param("factor", float, 4.0)), "probe.ddp_step", True,
+    FaultKind("rank_slow", _p(Param("factor", float, 8.0)), "probe.ddp_step", True,
               "the node's CPU time is capped at 1/FACTOR of one CPU (its cgroup's cpu.cfs_quota_us over a 10 ms "
               "cpu.cfs_period_us, or cpu.max on cgroup v2): everything on the node, its DDP ranks too, runs at "
               "least FACTOR times slower"),

@@ -402,7 +402,7 @@ def test_ddp_smoke_test_runs_real_pytorch_and_names_a_wrong_launch(lab8, tmp_pat
 def test_rank_slow_is_a_straggler_on_its_node_only(lab8):
     """Issue 33: `clustercert probe --probes ddp` across node01 and node02 trains a small MLP under Debian's
     PyTorch with DistributedDataParallel (forward, backward, SGD; gloo on the CPU). Healthy, both nodes pass
-    probe.ddp_step; with rank_slow on node02 (its cgroup capped at a quarter of one CPU: a real slow-down,
+    probe.ddp_step; with rank_slow on node02 (its cgroup capped at an eighth of one CPU: a real slow-down,
     nothing the probe reads) node02's rank is a straggler and node02 alone fails probe.ddp_step."""
     lab = lab8
     doc = _ddp_probe(lab, "lab")
@@ -420,7 +420,7 @@ def test_rank_slow_is_a_straggler_on_its_node_only(lab8):
     finally:
         lab.manager.heal("node02")
     slow, fine = step(doc, "node02"), step(doc, "node01")
-    assert slow["status"] == "fail" and "a straggler" in slow["observed"] and slow["value"] > 2.0, slow
+    assert slow["status"] == "fail" and "a straggler" in slow["observed"] and slow["value"] > 3.0, slow
     assert fine["status"] == "pass" and fine["value"] < 1.0, fine
     [lk] = [lk for lk in doc["links"] if lk["probe"] == "ddp_allreduce"]
     assert lk["status"] == "pass", lk  # the launch and its all_reduce are right: only the time tells

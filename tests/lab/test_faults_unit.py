@@ -145,7 +145,7 @@ def test_hardware_fault_changes_hw_and_heal_restores_it(kind, hw, tmp_path):
     if kind == "gdr_disabled":
         assert after["health"]["gdr"] is False
     if kind == "rank_slow":  # the node's CPU capped and released
-        assert node.calls == [("set_cpu_limit", 4.0), ("set_cpu_limit", None)]
+        assert node.calls == [("set_cpu_limit", 8.0), ("set_cpu_limit", None)]
 
 
 def test_two_faults_of_one_kind_heal_independently(hw, tmp_path):
