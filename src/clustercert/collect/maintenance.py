@@ -122,9 +122,10 @@ def runnable(st: NodeState, reserved: bool = False) -> str | None:
     if st.drained and not others and base == "IDLE":
         return None
     reason = f" (Reason={st.reason})" if st.reason else ""
+    why = f"Slurm starts no job on {st.node} now: it is {st.state}{reason}"
     if st.drained:
-        return f"Slurm starts no job on {st.node} now, even resumed in a maintenance reservation: it is {st.state}{reason}"
-    return f"Slurm starts no job on {st.node} now: it is {st.state}{reason}"
+        return why + "; not resumed for the run (only an IDLE node whose drain is all that keeps jobs off it is)"
+    return why
 
 
 @dataclass
