@@ -129,6 +129,10 @@ FAKE_SCONTROL = textwrap.dedent("""\
         save()
         print("Reservation created: " + kv["ReservationName"])
     elif args[0] == "delete":
+        busy = os.environ["FAKE_SRUN_LOG"] + ".busy"
+        if int(os.environ.get("FAKE_DELETE_BUSY") or 0) > os.path.getsize(busy if os.path.exists(busy) else os.devnull):
+            open(busy, "a").write("x")
+            fail("Error deleting the reservation: Requested reservation is in use")
         if db["resv"].pop(kv["ReservationName"], None) is None:
             fail("Error deleting the reservation: Requested reservation is invalid")
         save()
@@ -480,6 +484,16 @@ def test_a_job_slurm_refuses_in_the_reservation_still_restores(slurm, tmp_path, 
     assert [a[0] for a in ops(tmp_path)] == ["create", "update", "salloc", "update", "delete"]  # no job: no scancel
     assert slurm_state(tmp_path) == {"nodes": {"node01": ["IDLE", None], "node02": ["IDLE", None],
                                                "node03": ["IDLE+DRAIN", ADMIN_REASON]}, "resv": {}}
+
+
+def test_a_reservation_busy_with_the_ending_job_is_deleted_once_free(slurm, tmp_path, monkeypatch):
+    drained_fixture(monkeypatch)
+    monkeypatch.setenv("FAKE_DELETE_BUSY", "1")
+    inv = inventory(tmp_path)
+    with srun.SlurmBackend.open(inv) as io:
+        name = io.reservation
+    assert [a for a in ops(tmp_path) if a[0] == "delete"] == [["delete", f"ReservationName={name}"]] * 2
+    assert slurm_state(tmp_path)["resv"] == {}
 
 
 def test_no_drained_node_no_reservation(slurm, tmp_path, monkeypatch):

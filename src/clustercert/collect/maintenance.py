@@ -30,6 +30,7 @@ import json
 import os
 import re
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ from clustercert.collect.slurm import NodeState, _blocking_flags, unusable_name
 PREFIX = "clustercert-"
 RESERVATION_MIN = 480  # minutes: only a run killed outright leaves it; the run's job holds its nodes while it runs
 SCONTROL_S = 20        # every scontrol call's timeout
+DELETE_WAIT_S = 60     # how long a reservation still busy with the cancelled job's end is asked again
 NO_REASON = "clustercert: drain restored (the node had no reason)"
 # a flag Slurm sets on a node that is drained, or in a (maintenance) reservation: none keeps our job off it then
 _ALLOWED = ("DRAIN", "DRAINED", "MAINT", "RESERVED")
@@ -316,8 +318,15 @@ def restore(call: Call, saved: Saved, state_dir: Path, say: Callable[[str], None
             good = False
             say(f"{sn}: its drain (Reason={reason}) could not be restored: {why(res)}")
     if saved.created:
-        res = call(delete_argv(saved.reservation), SCONTROL_S)
-        if not ok(res) and "not found" not in why(res).lower() and "invalid reservation" not in why(res).lower():
+        deadline = time.monotonic() + DELETE_WAIT_S
+        while True:  # a job still completing there keeps it busy a moment after scancel
+            res = call(delete_argv(saved.reservation), SCONTROL_S)
+            busy = "in use" in why(res).lower() or "busy" in why(res).lower()  # ESLURM_RESERVATION_BUSY
+            if ok(res) or not busy or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        gone = "requested reservation is invalid" in why(res).lower()  # (it ended, or an admin deleted it)
+        if not ok(res) and not gone:
             good = False
             say(f"reservation {saved.reservation} could not be deleted: {why(res)}")
     if good:
