@@ -12,6 +12,7 @@ option carries a help line (tests/test_cli_flags.py checks it).
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import dataclass, field
 
 
@@ -211,12 +212,11 @@ BACKEND = option("--backend", choices=("ssh", "slurm"), default="ssh",
 
 
 def _reservation(text: str) -> str:
-    from clustercert.collect.maintenance import reservation_name
-
-    try:
-        return reservation_name(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    """A Slurm reservation's name, as collect.maintenance.reservation_name checks it (node-check's zipapp carries
+    this module, not that one)."""
+    if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$", text):
+        raise argparse.ArgumentTypeError(f"not a reservation name: {text!r} (letters, digits, '_', '.', '-'; at most 64)")
+    return text
 
 
 RESERVATION = option("--reservation", type=_reservation, metavar="NAME",

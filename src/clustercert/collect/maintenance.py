@@ -265,9 +265,10 @@ def _readable(s: Saved) -> bool:
 
 
 def alive(s: Saved) -> bool:
-    """Whether the run that saved ``s`` still runs (on this host: its process is there)."""
+    """Whether the run that saved ``s`` may still run: its process is there, or it ran on another host (a state
+    directory shared between hosts: that run cannot be seen from here, so it is left to its own host)."""
     if s.host != socket.gethostname():
-        return False
+        return True
     try:
         os.kill(s.pid, 0)
     except ProcessLookupError:
