@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from clustercert.collect import slurm
+from clustercert.collect import maintenance, slurm
 from clustercert.collect.slurm import NodeState, decide, drain_reason, parse_show_node
 
 # The layout of src/api/node_info.c (Slurm 22.05) with --oneliner: Key=Value fields separated by
@@ -266,3 +266,77 @@ def test_a_probe_step_is_placed_only_on_idle_nodes_nothing_keeps_jobs_off(state,
 
     assert accepts_step(NodeState("n1", state, None)) is ok
     assert accepts_step("scontrol: error: Invalid node name specified") is False
+
+
+# ---- --backend slurm on drained nodes: collect.maintenance's pure parts ----------------------------------------
+
+@pytest.mark.parametrize(("expr", "names"), [
+    ("node[01-04]", ["node01", "node02", "node03", "node04"]),
+    ("node[01-02,07],gpu1", ["node01", "node02", "node07", "gpu1"]),
+    ("rack[1-2]-gpu", ["rack1-gpu", "rack2-gpu"]),
+    ("node04", ["node04"]),
+])
+def test_expand_hostlist(expr, names):
+    assert maintenance.expand_hostlist(expr) == names
+
+
+def test_expand_hostlist_refuses_what_it_cannot_read():
+    with pytest.raises(ValueError):
+        maintenance.expand_hostlist("node[a-b]")
+
+
+# the layout of src/scontrol/info_resv.c (Slurm 22.05) with --oneliner
+RESV = ("ReservationName=clustercert-0a1b2c3d4e5f StartTime=2026-12-07T13:40:00 EndTime=2026-12-07T21:40:00 "
+        "Duration=08:00:00 Nodes=node[01-04] NodeCnt=4 CoreCnt=8 Features=(null) PartitionName=(null) "
+        "Flags=MAINT,IGNORE_JOBS,SPEC_NODES TRES=cpu=8 Users=root Groups=(null) Accounts=(null) Licenses=(null) "
+        "State=ACTIVE BurstBuffer=(null) Watts=n/a MaxStartDelay=(null)\n")
+
+
+def test_parse_reservations():
+    (r,) = maintenance.parse_reservations(RESV).values()
+    assert (r.name, r.state, r.nodes, r.users) == ("clustercert-0a1b2c3d4e5f", "ACTIVE",
+                                                   ("node01", "node02", "node03", "node04"), "root")
+    assert "MAINT" in r.flags
+    assert maintenance.parse_reservations("No reservations in the system\n") == {}
+    assert maintenance.check_reservation(r, r.name, ["node02", "node04"]) is None
+    assert maintenance.check_reservation(r, r.name, ["node05"]) == f"--reservation {r.name}: it does not hold node05"
+
+
+def test_plan_resumes_only_the_idle_drained_nodes_and_keeps_their_reasons():
+    states = {st.node: st for st in (
+        NodeState("n1", "IDLE", None), NodeState("n2", "IDLE+DRAIN", 'admin: "psu" RMA 7'),
+        NodeState("n3", "MIXED", None), NodeState("n4", "MIXED+DRAIN", "admin: draining"),
+        NodeState("n5", "DOWN+DRAIN+NOT_RESPONDING", "admin: dead"), NodeState("n6", "IDLE+DRAIN", "clustercert: gpu.count"),
+        NodeState("n7", "IDLE+RESERVED", None))}
+    names = {f"host{i}": f"n{i}" for i in range(1, 9)}
+    p = maintenance.plan(names, states)
+    assert p.nodes == ["n1", "n2", "n3", "n6"]
+    assert p.drained == {"n2": 'admin: "psu" RMA 7', "n6": "clustercert: gpu.count"}  # verbatim, whoever drained
+    assert set(p.blocked) == {"host4", "host5", "host7", "host8"}  # jobs still on n4; n5 down; n7 someone's; n8 unknown
+    assert p.blocked["host8"] == "Slurm does not know a node n8"
+    # in the admin's reservation, MAINT and RESERVED keep nothing off
+    assert maintenance.plan({"h": "n7"}, states, reserved=True).nodes == ["n7"]
+
+
+def test_to_restore_keeps_a_drain_someone_set_during_the_run():
+    saved = {"n1": "admin: fan", "n2": "admin: psu", "n3": "admin: cable"}
+    now = {"n1": NodeState("n1", "IDLE", None), "n2": NodeState("n2", "IDLE+DRAIN", "admin: new"),
+           "n3": "its state was not read"}
+    assert maintenance.to_restore(saved, now) == {"n1": "admin: fan", "n3": "admin: cable"}
+
+
+@pytest.mark.parametrize("reason", ['admin: "fan" swap', '"quoted"', "it's; $(rm -rf /) `x`", "ends with \""])
+def test_a_drain_reason_is_one_argv_word_scontrol_reads_back_verbatim(reason):
+    argv = maintenance.drain_argv("node03", reason)
+    assert argv[:4] == ["scontrol", "update", "NodeName=node03", "State=DRAIN"] and len(argv) == 5
+    val = argv[4].removeprefix("Reason=")
+    # src/scontrol/update_node.c: one leading and one trailing double quote stripped
+    val = val[1:] if val.startswith('"') else val
+    val = val[:-1] if val.endswith('"') else val
+    assert val == reason
+
+
+@pytest.mark.parametrize("name", ["maint jan", "-x", "", "a;b", "x" * 65])
+def test_a_reservation_name_is_checked(name):
+    with pytest.raises(ValueError):
+        maintenance.reservation_name(name)

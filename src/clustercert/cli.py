@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
           "clustercert validate -i lab --skip gpu.xid,time --prom /var/lib/node_exporter/textfile/validate.prom\n"
           "clustercert validate -i lab --checks bond --disruptive",
           *opt.CONNECTION, opt.CHECKS, opt.SKIP, opt.output_format("table", "json"), opt.VALIDATE_OUT, opt.PROM,
-          opt.JUNIT, opt.DISRUPTIVE, opt.BACKEND)
+          opt.JUNIT, opt.DISRUPTIVE, opt.BACKEND, opt.RESERVATION)
 
     _verb(sub, "node-check", "this node's own checks, run here (Slurm HealthCheckProgram, prolog, systemd timer)",
           """\
@@ -166,13 +166,13 @@ def build_parser() -> argparse.ArgumentParser:
           "clustercert certify -i lab --out cert/\n"
           "clustercert certify -i site/ --out cert/ --drain slurm --prom /var/lib/node_exporter/textfile/certify.prom",
           *opt.CONNECTION, opt.CERTIFY_OUT, opt.DRAIN, opt.SIGNING_KEY, *opt.PROBE_RUN, opt.output_format("table", "json"),
-          opt.PROM, opt.BACKEND)
+          opt.PROM, opt.BACKEND, opt.RESERVATION)
 
     _verb(sub, "drift", "what changed since the last certificate",
           "Configuration drift (bootstrap in check mode), state drift (validators) and performance drift (probes).",
           "clustercert drift -i lab --probes quick --prom /var/lib/node_exporter/textfile/clustercert.prom",
           *opt.CONNECTION, opt.BASELINE, opt.DRIFT_PROBES, opt.FIX, opt.PROM, opt.output_format("table", "json"),
-          opt.BACKEND)
+          opt.BACKEND, opt.RESERVATION)
 
     # the lab's own program (clustercert_lab.cli) parses and runs it: the product never imports the lab
     sub.add_parser("lab", help="a simulated GPU/InfiniBand cluster on this machine", passthrough=True)

@@ -12,6 +12,7 @@ option carries a help line (tests/test_cli_flags.py checks it).
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import dataclass, field
 
 
@@ -204,7 +205,24 @@ PROBES = option("--probes", metavar="LIST", help="comma-separated: ib_write_bw, 
 BACKEND = option("--backend", choices=("ssh", "slurm"), default="ssh",
                  help="how the nodes' work reaches them: ssh (default: one connection per node from here) or slurm "
                       "(Slurm job steps started from one Slurm node, the controller holding one session; every "
-                      "host clustercert_slurm: true, and accepting jobs)")
+                      "host clustercert_slurm: true). A drained node is certified too: clustercert reserves the "
+                      "nodes (scontrol create reservation clustercert-<id> Flags=MAINT,IGNORE_JOBS, an admin "
+                      "operation), resumes only the drained ones inside it, and at the end drains them again with "
+                      "their own reason and deletes the reservation")
+
+
+def _reservation(text: str) -> str:
+    """A Slurm reservation's name, as collect.maintenance.reservation_name checks it (node-check's zipapp carries
+    this module, not that one)."""
+    if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$", text):
+        raise argparse.ArgumentTypeError(f"not a reservation name: {text!r} (letters, digits, '_', '.', '-'; at most 64)")
+    return text
+
+
+RESERVATION = option("--reservation", type=_reservation, metavar="NAME",
+                     help="with --backend slurm: run the job in this existing (ACTIVE) reservation of the admin's, "
+                          "which must hold every node; drained nodes are resumed in it and drained again with their "
+                          "own reason at the end; clustercert never creates, changes nor deletes it")
 
 # certify
 CERTIFY_OUT = option("--out", metavar="DIR", help="where certificate.json, signing.pub and the reports go (required)")

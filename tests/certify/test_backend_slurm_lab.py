@@ -5,12 +5,17 @@ One fault (node02's fabric 0 at 30 %): the two backends give the same node verdi
 and links, and the same localisation. Over Slurm the run is one job of Slurm's (its steps: every node's checks in
 one step, each pair's servers and clients in one step per round, the pair NCCL launched from inside a step), the
 controller's only SSH connection is to the launch node, and the job is gone once certify is. validate both ways, a GPU missing on
-node03: the same findings."""
+node03: the same findings.
+
+Issue 36.5: for the run over Slurm, node04 is drained by an "administrator" (a reason with spaces and quotes). certify
+reaches it all the same -- a maintenance reservation clustercert-<id>, node04 resumed inside it -- and afterwards node04
+is drained again with that reason, verbatim, and no clustercert reservation is left."""
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -29,6 +34,8 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 CONTROLLER = "node01"
 SLOW = "node02"
 PAIR_STEP_PROBES = ("ib_write_bw", "ib_write_lat", "iperf3", "ib_write_bw_gdr")  # a server and its client each
+DRAINED = "node04"
+ADMIN_REASON = 'admin: "fan" swap, ticket 12'
 
 
 # slurm_lab (the lab's Slurm, up for this module): tests/certify/conftest.py
@@ -77,11 +84,20 @@ def test_certify_over_slurm_agrees_with_ssh_on_one_fault(slurm_lab, tmp_path):
     lab.manager.fault(SLOW, "link_slow", {"fabric": "0", "factor": "0.3"})
     try:
         _, over_ssh, _, ssh_s = certify(lab, inventory, tmp_path / "ssh", homes["ssh"])
+        lab.ssh(CONTROLLER, f"scontrol update NodeName={DRAINED} State=DRAIN {shlex.quote('Reason=' + ADMIN_REASON)}")
         rc, over_slurm, p, slurm_s = certify(lab, inventory, tmp_path / "slurm", homes["slurm"], "--backend", "slurm")
         # the job ended with certify: no step, no job of it left
         jobs = lab.ssh(CONTROLLER, "squeue -h -o '%i %j %T'", check=False).stdout
+        drained = parse_show_node(lab.ssh(CONTROLLER, f"scontrol show node {DRAINED} --oneliner").stdout)
+        reservations = lab.ssh(CONTROLLER, "scontrol show reservation --oneliner", check=False).stdout
     finally:
         lab.manager.heal(SLOW)
+        lab.ssh(CONTROLLER, f"scontrol update NodeName={DRAINED} State=RESUME", check=False)
+    # the administrator's drain: certified all the same, then back with its reason verbatim; no reservation left
+    assert drained.drained and drained.reason == ADMIN_REASON, drained
+    assert "ReservationName=clustercert-" not in reservations, reservations
+    assert f"{DRAINED} resumed in reservation clustercert-" in p.stderr, p.stderr[-2000:]
+    assert f"drains restored on {DRAINED}; reservation clustercert-" in p.stderr, p.stderr[-2000:]
     print(f"certify: --backend ssh {ssh_s:.0f} s, --backend slurm {slurm_s:.0f} s")
     assert outcome(over_ssh)["localisation"] == [(SLOW, "bad_node", 0)], over_ssh["localisation"]
     assert rc == 1 and outcome(over_slurm) == outcome(over_ssh), (outcome(over_slurm), outcome(over_ssh))

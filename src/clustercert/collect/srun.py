@@ -22,9 +22,10 @@ SlurmBackend offers the interface of the collect.ssh module (collect_node, colle
 start_server, stop_server, finish_probe, run_server_client, runner_limit): checks.run and probes.run run over
 either, so the findings and the localisation come from the same evaluators over the same tools' output.
 
-Slurm gives no node it keeps jobs off (drained, down, reserved, not responding, busy) to the job: such a node is not
-reached, and the reason is Slurm's state, read when the backend opens -- the job is asked for with
-``--immediate``, so nothing waits in the queue. ``close`` cancels the job; the agent cancels it too when its
+Slurm gives no node it keeps jobs off (down, reserved, not responding, busy) to the job: such a node is not reached,
+and the reason is Slurm's state, read when the backend opens -- the job is asked for with ``--immediate``, so nothing
+waits in the queue. A drained node (IDLE, drain all that keeps jobs off it) is resumed inside a maintenance
+reservation for the run and drained again with its own reason at the end (collect.maintenance). ``close`` cancels the job; the agent cancels it too when its
 session ends (the controller gone).
 """
 
@@ -47,9 +48,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clustercert import remote
-from clustercert.collect import ssh
-from clustercert.collect.slurm import parse_show_node, slurm_hosts, slurm_name, takes_jobs
+from clustercert import paths, remote
+from clustercert.collect import maintenance, ssh
+from clustercert.collect.slurm import slurm_hosts, slurm_name
 from clustercert.errors import InputError
 from clustercert.model.evidence import CommandResult, NodeEvidence
 from clustercert.remote.pair_step import MARK as PAIR_MARK
@@ -78,11 +79,13 @@ def check_inventory(inv: Inventory) -> None:
                          "select Slurm nodes (--limit), or use --backend ssh")
 
 
-def salloc_argv(nodes: list[str], job: str, gres: str | None) -> list[str]:
+def salloc_argv(nodes: list[str], job: str, gres: str | None, reservation: str | None = None) -> list[str]:
     """The run's job: ``nodes`` (Slurm NodeNames) whole (--exclusive), now or not at all (--immediate), no shell
-    (the steps are started beside it); ``gres`` (e.g. gpu:8) per node where every node has it."""
+    (the steps are started beside it); ``gres`` (e.g. gpu:8) per node where every node has it; in ``reservation``
+    where the run has one (collect.maintenance)."""
     return ["salloc", "--no-shell", "--exclusive", f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}",
-            f"--job-name={job}", f"--immediate={IMMEDIATE_S}", *([f"--gres={gres}"] if gres else [])]
+            f"--job-name={job}", f"--immediate={IMMEDIATE_S}", *([f"--gres={gres}"] if gres else []),
+            *([f"--reservation={reservation}"] if reservation else [])]
 
 
 def srun_argv(job_id: str, nodes: list[str], *, label: bool = False, input_all: bool = False) -> list[str]:
@@ -390,15 +393,21 @@ class SlurmBackend:
         self.conns = {n: h.connection for n, h in inv.hosts.items()}
         self.agent, self.launch, self.blocked = agent, launch, blocked
         self.job_id: str | None = None
+        self.job_name = f"{JOB_PREFIX}{uuid.uuid4().hex[:12]}"
+        self.reservation: str | None = None      # the run's job's (clustercert's own, or the admin's)
+        self.saved: maintenance.Saved | None = None  # the drains to restore at close
+        self.state_dir: Path | None = None
         self.pairs: dict[frozenset, PairStep] = {}  # the pairs' steps open now
         self.pairs_lock = threading.Lock()
 
     # -- opening and closing
 
     @classmethod
-    def open(cls, inv: Inventory, control_dir: Path | None = None) -> SlurmBackend:
-        """The agent on the first Slurm node that answers and has srun; there, the states of every node, and the
-        job of those Slurm would give one."""
+    def open(cls, inv: Inventory, control_dir: Path | None = None, reservation: str | None = None,
+             state_dir: Path | None = None) -> SlurmBackend:
+        """The agent on the first Slurm node that answers and has srun; there, the states of every node, the drained
+        ones resumed in a maintenance reservation (collect.maintenance; ``reservation``: the admin's), and the job
+        of those Slurm would give one."""
         tried = []
         for name, h in slurm_hosts(inv).items():
             conn = h.connection
@@ -413,54 +422,111 @@ class SlurmBackend:
                 agent.close()
                 continue
             backend = cls(inv, agent, name, {})
-            backend.blocked = backend._states()
-            backend._allocate(job_gres([h for n, h in inv.hosts.items() if n not in backend.blocked]))
+            backend.state_dir = state_dir or paths.state_dir()
+            try:  # from here on, close() puts back what was changed (a drain resumed, a reservation made)
+                backend._prepare(reservation)
+                backend._allocate(job_gres([h for n, h in inv.hosts.items() if n not in backend.blocked]))
+            except BaseException:
+                backend.close()
+                raise
             return backend
         why = "no Slurm node could start srun (" + ("; ".join(tried) or "none in the inventory") + ")"
         return cls(inv, None, "", {n: why for n in inv.hosts})
 
+    def _scontrol(self, argv: list[str], timeout: float) -> dict:
+        """``argv`` (scontrol, no shell) on the launch node, under ``timeout``: its answer ({} past the time)."""
+        return self.agent.call(argv, None, timeout).wait(timeout + 10)
+
+    def _say(self, text: str) -> None:
+        print(f"clustercert: slurm: {text}", file=sys.stderr)
+
+    def _prepare(self, reservation: str | None) -> None:
+        """Which nodes the job takes (self.blocked: the others, and why); a drained one resumed in a maintenance
+        reservation -- clustercert's own, made only where a node is drained, or the admin's ``reservation`` -- its
+        reason saved first, for close() to restore."""
+        call = self._scontrol
+        maintenance.recover(call, self.state_dir, self._say)
+        states = maintenance.read_nodes(call)
+        if isinstance(states, str):
+            self.blocked = {n: f"Slurm's node states could not be read on {self.launch}: {states}" for n in self.names}
+            return
+        p = maintenance.plan(self.names, states, reserved=reservation is not None)
+        self.blocked = dict(p.blocked)
+        if not p.nodes or (reservation is None and not p.drained):
+            return
+        by_sn = {}
+        for n, sn in self.names.items():
+            by_sn.setdefault(sn, []).append(n)
+        if reservation is not None:
+            found = maintenance.read_reservations(call)
+            why = (f"--reservation {reservation}: the reservations could not be read: {found}" if isinstance(found, str)
+                   else maintenance.check_reservation(found.get(reservation), reservation, p.nodes))
+            if why:
+                self.blocked.update({n: why for n in self.names if n not in self.blocked})
+                return
+            self.reservation = reservation
+        if not p.drained:
+            return
+        saved = maintenance.Saved(self.job_name, reservation or self.job_name, reservation is None, p.drained)
+        saved.write(self.state_dir)  # before anything changes: a run killed from here on is recovered
+        self.saved = saved
+        if reservation is None:
+            who = call(["id", "-un"], maintenance.SCONTROL_S)
+            user = (who.get("stdout") or "").strip() if maintenance.ok(who) else ""
+            res = (call(maintenance.create_argv(saved.reservation, p.nodes, user), maintenance.SCONTROL_S)
+                   if user and user.isprintable() and " " not in user else who)
+            if not maintenance.ok(res):
+                saved.remove(self.state_dir)
+                self.saved = None
+                why = f"the maintenance reservation for its drain could not be made: {maintenance.why(res)}"
+                for sn, reason in p.drained.items():
+                    self.blocked.update({n: f"{sn} is drained (Reason={reason}); {why}" for n in by_sn[sn]})
+                return
+            self.reservation = saved.reservation
+            self._say(f"reservation {saved.reservation} made on {','.join(p.nodes)} (Flags=MAINT,IGNORE_JOBS, "
+                      f"{maintenance.RESERVATION_MIN} min) to certify the drained {', '.join(sorted(p.drained))}")
+        for sn, reason in sorted(p.drained.items()):
+            res = call(maintenance.resume_argv(sn), maintenance.SCONTROL_S)
+            if not maintenance.ok(res):
+                self.blocked.update({n: f"{sn} is drained (Reason={reason}) and could not be resumed in the "
+                                        f"reservation: {maintenance.why(res)}" for n in by_sn[sn]})
+            else:
+                self._say(f"{sn} resumed in reservation {self.reservation}; its drain (Reason={reason}) is put "
+                          "back when the run ends")
+
     def _allocate(self, gres: str | None) -> None:
         """The run's job, on every node not blocked; where Slurm does not give it, every node says why."""
-        nodes = sorted(sn for n, sn in self.names.items() if n not in self.blocked)
+        nodes = sorted({sn for n, sn in self.names.items() if n not in self.blocked})
         if not nodes:
             return
-        job = f"{JOB_PREFIX}{uuid.uuid4().hex[:12]}"
-        res = self.agent.call(salloc_argv(nodes, job, gres), None, IMMEDIATE_S + 30).wait(IMMEDIATE_S + 40)
+        argv = salloc_argv(nodes, self.job_name, gres, self.reservation)
+        res = self.agent.call(argv, None, IMMEDIATE_S + 30).wait(IMMEDIATE_S + 40)
         if res.get("rc") == 0 and res.get("job"):  # the agent read it from salloc's "Granted job allocation N"
             self.job_id = str(res["job"])
             return
-        why = f"Slurm did not give the run's job ({' '.join(salloc_argv(nodes, job, gres)[1:])}): {_why(res, IMMEDIATE_S + 30)}"
+        why = f"Slurm did not give the run's job ({' '.join(argv[1:])}): {_why(res, IMMEDIATE_S + 30)}"
         self.blocked.update({n: why for n in self.names if n not in self.blocked})
 
-    def _states(self) -> dict[str, str]:
-        """{inventory name: why Slurm gives the node no job now} from ``scontrol show node --oneliner`` there."""
-        res = self.agent.call(["scontrol", "show", "node", "--oneliner"], None, STATES_S).wait(STATES_S + 10)
-        if not res or res.get("rc") != 0:
-            return {n: f"Slurm's node states could not be read on {self.launch}: {_why(res, STATES_S)}" for n in self.names}
-        states = {}
-        for line in res["stdout"].splitlines():
-            if line.startswith("NodeName="):
-                try:
-                    st = parse_show_node(line)
-                except ValueError:
-                    continue
-                states[st.node] = st
-        out = {}
-        for n, sn in self.names.items():
-            st = states.get(sn)
-            why = f"Slurm does not know a node {sn}" if st is None else takes_jobs(st)
-            if why:
-                out[n] = why
-        return out
-
     def close(self) -> None:
-        """Cancel the run's job (every step of it ends), then end the agent's session."""
+        """Cancel the run's job (every step of it ends), put the drains back and delete clustercert's reservation
+        (collect.maintenance.restore), then end the agent's session."""
         if self.agent is not None:
-            for step in list(self.pairs.values()):
-                step.close()
-            if self.job_id is not None:
-                self.agent.call(["scancel", self.job_id], None, STATES_S).wait(STATES_S + 10)
-            self.agent.close()
+            try:
+                for step in list(self.pairs.values()):
+                    step.close()
+                if self.job_id is not None:
+                    self.agent.call(["scancel", self.job_id], None, STATES_S).wait(STATES_S + 10)
+                    self.job_id = None
+            finally:
+                if self.saved is not None:
+                    saved, self.saved = self.saved, None
+                    if maintenance.restore(self._scontrol, saved, self.state_dir, self._say):
+                        self._say(f"drains restored on {', '.join(sorted(saved.drained))}"
+                                  + (f"; reservation {saved.reservation} deleted" if saved.created else ""))
+                    else:
+                        self._say(f"not all was put back: the next --backend slurm run restores it "
+                                  f"({maintenance.saved_dir(self.state_dir) / (saved.reservation + '.json')})")
+                self.agent.close()
 
     def __enter__(self) -> SlurmBackend:
         return self

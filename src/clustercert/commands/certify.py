@@ -36,7 +36,7 @@ def run(args) -> int:
     inv = inventory(args)
     if args.drain == "slurm":
         slurm.check_inventory(inv)
-    backend.check(inv, args.backend)
+    backend.check(inv, args.backend, getattr(args, "reservation", None))
     signing_key, pub_path = certificate.load_or_create_key(Path(args.key) if args.key else None, paths.state_dir())
     store = Store()
     with inventory_lock(str(inv.source), "certify"), settling():
@@ -50,7 +50,8 @@ def _certify(args, inv, store: Store, out_dir: Path, signing_key, pub_path: Path
                                                                "backend": args.backend})
     forks = args.forks or 25
     settle()
-    with RunProgress("certify", wanted(args.format)) as progress, backend.opened(inv, args.backend) as io:
+    with RunProgress("certify", wanted(args.format)) as progress, backend.opened(
+            inv, args.backend, getattr(args, "reservation", None)) as io:
         t_validate = time.monotonic()
         validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks, keep_outputs=False,
                                               after_node=settle_every(), io=io, progress=progress)

@@ -42,7 +42,7 @@ from clustercert.report.terminal import print_drift
 
 def run(args) -> int:
     inv = inventory(args)
-    backend.check(inv, args.backend)
+    backend.check(inv, args.backend, getattr(args, "reservation", None))
     if not default_path().exists():
         raise InputError(str(default_path()), None, "no store yet: run `clustercert certify` first to set a baseline")
     store = Store()
@@ -60,7 +60,7 @@ def run(args) -> int:
                                              envvars=engine.strategy_env())
         items = configuration_items(cfg_result)
         base_findings = store.findings(base["id"])
-        with backend.opened(inv, args.backend) as io:
+        with backend.opened(inv, args.backend, getattr(args, "reservation", None)) as io:
             current = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks,
                                                nvlink_baseline=nvlink_baseline(base_findings), io=io)
             if args.probes != "none":

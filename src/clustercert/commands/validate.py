@@ -27,7 +27,7 @@ def run(args) -> int:
     a moment)."""
     comp_names, ids = catalogue.select(args.checks, args.skip, args.disruptive)  # bad input first: nothing runs
     inv = inventory(args)
-    backend.check(inv, args.backend)
+    backend.check(inv, args.backend, getattr(args, "reservation", None))
     store = Store()
     run_id = paths.new_run_id()
     started = time.time()
@@ -35,7 +35,8 @@ def run(args) -> int:
                                                            "limit": args.limit, "disruptive": args.disruptive,
                                                            "backend": args.backend})
     t0 = time.monotonic()
-    with RunProgress("validate", wanted(args.format)) as progress, backend.opened(inv, args.backend) as io:
+    with RunProgress("validate", wanted(args.format)) as progress, backend.opened(
+            inv, args.backend, getattr(args, "reservation", None)) as io:
         results = check_run.validate_nodes(inv, comp_names, args.forks or 25, args.disruptive, ids, io=io,
                                            progress=progress)
     wall_s = time.monotonic() - t0
