@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The collection as Galaxy and ansible-test see it (issue 34.6), offline: `ansible-galaxy collection build`
+# The collection as Galaxy and ansible-test see it (issue 34.6): `ansible-galaxy collection build`
 # from the repository root, the tarball unpacked into a temporary ansible_collections/clustercert/cluster
 # tree, then `ansible-test sanity` there with this project's Python and the tools scripts/setup.sh installed
 # (pyproject's test extras). Run by scripts/test.sh after ansible-lint; about 15 s once its cache is filled.
@@ -15,7 +15,7 @@ VENV=${VENV:-$REPO/.venv}
 PY=$VENV/bin/python
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/clustercert-collection.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-# nothing of the caller's Ansible settings; ansible-test's cache of venvs and downloads stays in $tmp
+# nothing of the caller's Ansible settings; ansible-test's home is in $tmp, its venvs' cache below (ANSIBLE_TEST_CACHE)
 export HOME="$tmp/home" ANSIBLE_LOCAL_TEMP="$tmp/ansible-tmp" PATH="$VENV/bin:$PATH" LC_ALL=C.UTF-8
 unset ANSIBLE_CONFIG ANSIBLE_COLLECTIONS_PATH ANSIBLE_COLLECTIONS_PATHS
 mkdir -p "$HOME"
