@@ -15,7 +15,6 @@ import struct
 import subprocess
 import sys
 import termios
-import textwrap
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -122,20 +121,10 @@ def test_the_probe_run_tells_each_round_and_each_pair_as_it_ends(monkeypatch, tm
 # ---- through the CLI, on a pseudo-terminal -------------------------------------------------------
 
 def _inventory(path: Path, port: int) -> Path:
-    path.write_text(textwrap.dedent(f"""\
-        all:
-          vars:
-            clustercert_profile: lab
-            clustercert_command_timeout_s: 10
-          hosts:
-            here:
-              ansible_connection: local
-              ansible_python_interpreter: {sys.executable}
-            gone:
-              ansible_host: 127.0.0.1
-              ansible_port: {port}
-        """))
-    return path
+    """This machine and a host ``gone`` at 127.0.0.1:``port`` (test_validate_cli's inventory)."""
+    from test_validate_cli import local_and_unreachable
+
+    return local_and_unreachable(path, port)
 
 
 def _on_a_terminal(args: list[str], env: dict, timeout: float = 90) -> tuple[int, str, list[tuple[float, str]], float]:

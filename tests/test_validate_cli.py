@@ -9,8 +9,9 @@ import textwrap
 from pathlib import Path
 
 
-def local_and_unreachable(path: Path) -> Path:
-    """An inventory of this machine (local connection) and a host that refuses the connection."""
+def local_and_unreachable(path: Path, port: int = 1) -> Path:
+    """An inventory of this machine (local connection) and a host ``gone`` at 127.0.0.1:``port`` (1: one that
+    refuses the connection)."""
     path.write_text(textwrap.dedent(f"""\
         all:
           vars:
@@ -22,7 +23,7 @@ def local_and_unreachable(path: Path) -> Path:
               ansible_python_interpreter: {sys.executable}
             gone:
               ansible_host: 127.0.0.1
-              ansible_port: 1
+              ansible_port: {port}
         """))
     return path
 
