@@ -390,18 +390,14 @@ def test_certificate_per_node_with_the_lab_profile_s_full_check_set_is_at_most_3
     assert 1 <= doc["peak_sessions"] <= 4  # --forks nodes at once, one runner each
 
 
-def test_a_certificate_with_every_probe_of_the_lab_profile_is_at_most_32_kb_per_node_and_reads_back(tmp_path,
-                                                                                                   monkeypatch):
-    """benchmarks/fleet.py's fake collector answering every probe the lab profile plans, through the real
-    validators, probe rounds, signing and reports: the certificate file stays within 32 KB per node, verifies,
-    and read back from the file gives the reports what the run gave them."""
+def scale_pipeline(monkeypatch, tmp_path, nodes: int, forks: int, keep: dict) -> dict:
+    """benchmarks/scale.py's pipeline (benchmarks/fleet.py's fake collector, every probe of the lab profile) over
+    ``nodes`` nodes, its state under ``tmp_path``; what it replaces is undone after the test. Its document;
+    ``keep`` gets the certificate and its path."""
     import sys
     from pathlib import Path
 
     from clustercert.collect import ssh
-    from clustercert.report.html import render_html
-    from clustercert.report.junit import render_junit
-    from clustercert.report.markdown import render_summary
 
     bench = Path(__file__).resolve().parent.parent / "benchmarks"
     monkeypatch.syspath_prepend(str(bench))
@@ -410,8 +406,20 @@ def test_a_certificate_with_every_probe_of_the_lab_profile_is_at_most_32_kb_per_
     sys.modules.pop("scale", None)
     import scale
 
+    return scale.pipeline(nodes, forks=forks, all_probes=True, keep=keep, home=tmp_path / "pipeline")
+
+
+def test_a_certificate_with_every_probe_of_the_lab_profile_is_at_most_32_kb_per_node_and_reads_back(tmp_path,
+                                                                                                   monkeypatch):
+    """benchmarks/fleet.py's fake collector answering every probe the lab profile plans, through the real
+    validators, probe rounds, signing and reports: the certificate file stays within 32 KB per node, verifies,
+    and read back from the file gives the reports what the run gave them."""
+    from clustercert.report.html import render_html
+    from clustercert.report.junit import render_junit
+    from clustercert.report.markdown import render_summary
+
     keep: dict = {}
-    doc = scale.pipeline(16, forks=4, all_probes=True, keep=keep, home=tmp_path / "pipeline")
+    doc = scale_pipeline(monkeypatch, tmp_path, 16, 4, keep)
     assert doc["certificate_bytes"] / 16 <= 32 * 1024, doc
     kinds = {"probe.ib_write_bw_loopback", "probe.nccl_allreduce", "probe.gpu_util_under_load",
              "probe.nvbandwidth_h2d", "probe.nvbandwidth_d2h", "probe.nvbandwidth_d2d",

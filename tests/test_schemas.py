@@ -369,22 +369,15 @@ def test_certificate_schema_is_published_once_and_matches_what_verify_accepts():
 def test_certificates_from_the_lab_free_pipeline_follow_the_schema(tmp_path, capsys, monkeypatch):
     """benchmarks/scale.py's pipeline (the real validators, probe rounds, signing and writing against its fake
     fleet, every probe of the lab profile) and its synthetic fleet certificate, signed and written."""
-    import sys
-
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from test_scale import scale_pipeline
 
-    from clustercert.collect import ssh
     from clustercert.record import certificate as cc
 
-    bench = Path(__file__).resolve().parent.parent / "benchmarks"
-    monkeypatch.syspath_prepend(str(bench))
-    monkeypatch.setattr(ssh, "collect_node", ssh.collect_node)  # the pipeline replaces it: undone after
-    monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path / "home"))  # the pipeline sets its own: undone after
-    sys.modules.pop("scale", None)
-    import scale
-
     keep: dict = {}
-    scale.pipeline(3, forks=2, all_probes=True, keep=keep, home=tmp_path / "pipeline")
+    scale_pipeline(monkeypatch, tmp_path, 3, 2, keep)
+    import scale  # benchmarks/scale.py, on sys.path for this test (scale_pipeline)
+
     raw = check_certificate(Path(keep["certificate"]), capsys)
     assert all(isinstance(b["findings"], dict) and isinstance(b["evidence"], list) for b in raw["nodes"].values())
     assert raw["signature"]["canonicalization"] == "rfc8785"
