@@ -101,9 +101,10 @@ CASES = {
     "storage_slow": ({}, "s=$(date +%s%N); dd if=/dev/zero of=/scratch/.cc-dd bs=1M count=8 oflag=direct status=none; "
                          "e=$(date +%s%N); rm -f /scratch/.cc-dd; [ $((e - s)) -gt 2000000000 ] && echo slow || echo fast",
                      "slow", "fast"),
-    # wall time against CPU time of a busy loop: capped at 1/8 of a CPU it waits at least 7/8 of the time
+    # wall time against CPU time of a busy loop: capped at 1/8 of a CPU it waits at least 7/8 of the time (wall
+    # >= 8x CPU); a healthy node on a host whose 2 cores are shared with other work stays well under 4x
     "rank_slow": ({}, "python3 -c 'import time; w, c = time.time(), time.process_time(); sum(range(3 * 10 ** 6)); "
-                      "print(\"slow\" if time.time() - w > 2.5 * (time.process_time() - c) else \"fast\")'",
+                      "print(\"slow\" if time.time() - w > 4 * (time.process_time() - c) else \"fast\")'",
                   "slow", "fast"),
     # issue 33: what the simulated nccl-tests reads when a launch across nodes includes this node (their effect needs
     # several nodes: tests/certify/test_nccl_pair_lab.py shows it)
