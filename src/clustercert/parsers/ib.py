@@ -136,71 +136,80 @@ def _finish_port(kind: str, ca: str, port: dict) -> dict:
     return port
 
 
+def _close_port(kind: str, ca: dict | None, port: dict | None) -> None:
+    if port is not None and ca is not None:
+        ca["ports"].append(_finish_port(kind, ca["name"], port))
+
+
+def _ibstat_field(ca: dict, port: dict | None, ln: str) -> None:
+    """A "key: value" line of a CA block, onto the port when it is a port key and a port is open.
+    Unknown keys (future ibstat fields) are ignored."""
+    key, value = (p.strip() for p in ln.split(":", 1))
+    if port is not None and key in _IBSTAT_PORT_KEYS:
+        port[_IBSTAT_PORT_KEYS[key]] = value
+    elif key in _IBSTAT_CA_KEYS:
+        ca[_IBSTAT_CA_KEYS[key]] = value
+
+
+def _ibstat_blocks(kind: str, body: list[str]) -> list[dict]:
+    """The "CA '<name>'" blocks, each with its finished ports; [] when there is none."""
+    cas: list[dict] = []
+    ca: dict | None = None
+    port: dict | None = None
+    for ln in body:
+        m = _IBSTAT_CA_RE.match(ln)
+        if m:
+            _close_port(kind, ca, port)
+            port = None
+            ca = _new_ca(m.group(1))
+            cas.append(ca)
+            continue
+        m = _IBSTAT_PORT_RE.match(ln)
+        if m:
+            if ca is None:
+                raise ParseError(kind, "expected \"CA '<name>'\" before 'Port N:'")
+            _close_port(kind, ca, port)
+            port = {"port": int(m.group(1))}
+            continue
+        # before the first CA: a preamble (prompt, banner) or the -l / -p formats; no ':': a trailing prompt
+        if ca is not None and ":" in ln:
+            _ibstat_field(ca, port, ln)
+    _close_port(kind, ca, port)
+    return cas
+
+
+def _ibstat_full(kind: str, cas: list[dict], errors: list[str]) -> dict:
+    """The record of CA blocks: "full" with their ports (each CA printed all it declares), "short" without."""
+    for c in cas:
+        if c["num_ports"] is not None:
+            c["num_ports"] = int(c["num_ports"])
+    has_ports = any(c["ports"] for c in cas)
+    for c in cas if has_ports else ():
+        if c["num_ports"] is not None and len(c["ports"]) < c["num_ports"]:
+            raise ParseError(
+                kind,
+                f"truncated: CA '{c['name']}' declares {c['num_ports']} ports, "
+                f"{len(c['ports'])} printed",
+            )
+    return {
+        "format": "full" if has_ports else "short",
+        "ok": not errors,
+        "errors": errors,
+        "cas": cas,
+        "ca_names": [c["name"] for c in cas],
+        "port_guids": [p["port_guid"] for c in cas for p in c["ports"] if p["port_guid"]],
+    }
+
+
 @register("ibstat", "ibstat: CAs and ports (state, physical state, rate, LIDs, GUIDs, link layer)")
 def parse_ibstat(text: str) -> dict:
     kind = "ibstat"
     lines = [ln.strip() for ln in text_lines(kind, text, "ibstat output (\"CA 'mlx5_0'\" blocks)")]
     errors = [ln for ln in lines if _IBSTAT_ERR_RE.match(ln)]
     body = [ln for ln in lines if ln and not _IBSTAT_ERR_RE.match(ln)]
-
-    cas: list[dict] = []
-    ca: dict | None = None
-    port: dict | None = None
-    saw_block = False
-    for ln in body:
-        m = _IBSTAT_CA_RE.match(ln)
-        if m:
-            if port is not None and ca is not None:
-                ca["ports"].append(_finish_port(kind, ca["name"], port))
-            port = None
-            ca = _new_ca(m.group(1))
-            cas.append(ca)
-            saw_block = True
-            continue
-        m = _IBSTAT_PORT_RE.match(ln)
-        if m:
-            if ca is None:
-                raise ParseError(kind, "expected \"CA '<name>'\" before 'Port N:'")
-            if port is not None:
-                ca["ports"].append(_finish_port(kind, ca["name"], port))
-            port = {"port": int(m.group(1))}
-            continue
-        if ca is None:
-            continue  # preamble (prompt, banner) before the first CA, or the -l / -p formats below
-        if ":" not in ln:
-            continue  # e.g. a trailing shell prompt
-        key, value = (p.strip() for p in ln.split(":", 1))
-        if port is not None and key in _IBSTAT_PORT_KEYS:
-            port[_IBSTAT_PORT_KEYS[key]] = value
-        elif key in _IBSTAT_CA_KEYS:
-            ca[_IBSTAT_CA_KEYS[key]] = value
-        # unknown keys (future ibstat fields) are ignored
-    if port is not None and ca is not None:
-        ca["ports"].append(_finish_port(kind, ca["name"], port))
-
-    if saw_block:
-        for c in cas:
-            if c["num_ports"] is not None:
-                c["num_ports"] = int(c["num_ports"])
-        has_ports = any(c["ports"] for c in cas)
-        if has_ports:
-            for c in cas:
-                if c["num_ports"] is not None and len(c["ports"]) < c["num_ports"]:
-                    raise ParseError(
-                        kind,
-                        f"truncated: CA '{c['name']}' declares {c['num_ports']} ports, "
-                        f"{len(c['ports'])} printed",
-                    )
-        fmt = "full" if has_ports else "short"
-        return {
-            "format": fmt,
-            "ok": not errors,
-            "errors": errors,
-            "cas": cas,
-            "ca_names": [c["name"] for c in cas],
-            "port_guids": [p["port_guid"] for c in cas for p in c["ports"] if p["port_guid"]],
-        }
-
+    cas = _ibstat_blocks(kind, body)
+    if cas:
+        return _ibstat_full(kind, cas, errors)
     if body and all(_GUID_RE.match(ln) for ln in body):
         return {"format": "port_guids", "ok": not errors, "errors": errors, "cas": [], "ca_names": [],
                 "port_guids": body}
@@ -264,16 +273,28 @@ _PORT_KEYS_INT = {"sm_lid", "port_lid", "port_lmc"}
 _SPEED_RE = re.compile(r"^([\d.]+)\s*Gbps")
 
 
-@register("ibv-devinfo", "ibv_devinfo [-v]: HCAs (fw, GUIDs, board id) and ports (state, MTU, link layer)")
-def parse_ibv_devinfo(text: str) -> dict:
-    kind = "ibv-devinfo"
-    lines = text_lines(kind, text, "ibv_devinfo output ('hca_id:' blocks)")
-    stripped = [ln.strip() for ln in lines if ln.strip()]
-    if any(ln.startswith("No IB devices found") for ln in stripped) and not any(
-        ln.startswith("hca_id:") for ln in stripped
-    ):
-        return {"ok": False, "error": "No IB devices found", "devices": []}
+def _devinfo_port_field(port: dict, key: str, value: str) -> None:
+    if key == "state":
+        port["state"], port["state_code"] = parse_coded_state(value)
+    elif key in ("max_mtu", "active_mtu"):
+        port[key] = int(value.split()[0])
+    elif key in _PORT_KEYS_INT:
+        port[key] = to_int(value)
+    elif key == "link_layer":
+        port["link_layer"] = value
+    elif key == "active_width":
+        port["active_width"] = parse_coded_state(value)[0]
+    elif key == "active_speed":
+        speed = parse_coded_state(value)[0]
+        port["active_speed"] = speed
+        sm = _SPEED_RE.match(speed)
+        port["active_speed_gbit_per_s"] = num(sm.group(1)) if sm else None
+    elif key == "phys_state":
+        port["phys_state"] = parse_coded_state(value)[0]
 
+
+def _devinfo_blocks(stripped: list[str]) -> list[dict]:
+    """The 'hca_id:' blocks as read: the device's own keys verbatim, its 'port:' blocks parsed."""
     devices: list[dict] = []
     dev: dict | None = None
     port: dict | None = None
@@ -283,67 +304,63 @@ def parse_ibv_devinfo(text: str) -> dict:
             devices.append(dev)
             port = None
             continue
-        if dev is None:
-            continue
         m = re.match(r"^port:\s*(\d+)$", ln)
-        if m:
+        if dev is not None and m:
             port = {"port": int(m.group(1))}
             dev["ports"].append(port)
             continue
-        if ":" not in ln:
+        if dev is None or ":" not in ln:
             continue
         key, value = (p.strip() for p in ln.split(":", 1))
-        if port is None:
-            if key in ("max_mr_size", "max_qp", "device_cap_flags"):
-                dev["verbose"] = True
-            dev.setdefault(key, value)
+        if port is not None:
+            _devinfo_port_field(port, key, value)
             continue
-        if key == "state":
-            port["state"], port["state_code"] = parse_coded_state(value)
-        elif key in ("max_mtu", "active_mtu"):
-            port[key] = int(value.split()[0])
-        elif key in _PORT_KEYS_INT:
-            port[key] = to_int(value)
-        elif key == "link_layer":
-            port["link_layer"] = value
-        elif key == "active_width":
-            port["active_width"] = parse_coded_state(value)[0]
-        elif key == "active_speed":
-            speed = parse_coded_state(value)[0]
-            port["active_speed"] = speed
-            sm = _SPEED_RE.match(speed)
-            port["active_speed_gbit_per_s"] = num(sm.group(1)) if sm else None
-        elif key == "phys_state":
-            port["phys_state"] = parse_coded_state(value)[0]
+        if key in ("max_mr_size", "max_qp", "device_cap_flags"):
+            dev["verbose"] = True
+        dev.setdefault(key, value)
+    return devices
+
+
+def _devinfo_record(kind: str, d: dict) -> dict:
+    rec = {
+        "hca_id": d["hca_id"],
+        "transport": d.get("transport"),
+        "fw_ver": d.get("fw_ver"),
+        "node_guid": d.get("node_guid"),
+        "sys_image_guid": d.get("sys_image_guid"),
+        "vendor_id": d.get("vendor_id"),
+        "vendor_part_id": d.get("vendor_part_id"),
+        "hw_ver": d.get("hw_ver"),
+        "board_id": d.get("board_id"),
+        "phys_port_cnt": int_or_none(d.get("phys_port_cnt")),
+        "verbose": d["verbose"],
+        "ports": [],
+    }
+    if rec["fw_ver"] is None or not d["ports"]:
+        raise ParseError(kind, f"truncated: hca_id {d['hca_id']} has no fw_ver or no 'port:' block")
+    for p in d["ports"]:
+        if "state" not in p:
+            raise ParseError(kind, f"truncated: {d['hca_id']} port {p['port']} has no state")
+        for key in ("state_code", "max_mtu", "active_mtu", "sm_lid", "port_lid", "port_lmc", "link_layer",
+                    "active_width", "active_speed", "active_speed_gbit_per_s", "phys_state"):
+            p.setdefault(key, None)
+        rec["ports"].append(p)
+    return rec
+
+
+@register("ibv-devinfo", "ibv_devinfo [-v]: HCAs (fw, GUIDs, board id) and ports (state, MTU, link layer)")
+def parse_ibv_devinfo(text: str) -> dict:
+    kind = "ibv-devinfo"
+    lines = text_lines(kind, text, "ibv_devinfo output ('hca_id:' blocks)")
+    stripped = [ln.strip() for ln in lines if ln.strip()]
+    if any(ln.startswith("No IB devices found") for ln in stripped) and not any(
+        ln.startswith("hca_id:") for ln in stripped
+    ):
+        return {"ok": False, "error": "No IB devices found", "devices": []}
+    devices = _devinfo_blocks(stripped)
     if not devices:
         raise ParseError(kind, "expected 'hca_id:' line")
-    out = []
-    for d in devices:
-        rec = {
-            "hca_id": d["hca_id"],
-            "transport": d.get("transport"),
-            "fw_ver": d.get("fw_ver"),
-            "node_guid": d.get("node_guid"),
-            "sys_image_guid": d.get("sys_image_guid"),
-            "vendor_id": d.get("vendor_id"),
-            "vendor_part_id": d.get("vendor_part_id"),
-            "hw_ver": d.get("hw_ver"),
-            "board_id": d.get("board_id"),
-            "phys_port_cnt": int_or_none(d.get("phys_port_cnt")),
-            "verbose": d["verbose"],
-            "ports": [],
-        }
-        if rec["fw_ver"] is None or not d["ports"]:
-            raise ParseError(kind, f"truncated: hca_id {d['hca_id']} has no fw_ver or no 'port:' block")
-        for p in d["ports"]:
-            if "state" not in p:
-                raise ParseError(kind, f"truncated: {d['hca_id']} port {p['port']} has no state")
-            for key in ("state_code", "max_mtu", "active_mtu", "sm_lid", "port_lid", "port_lmc", "link_layer",
-                        "active_width", "active_speed", "active_speed_gbit_per_s", "phys_state"):
-                p.setdefault(key, None)
-            rec["ports"].append(p)
-        out.append(rec)
-    return {"ok": True, "error": None, "devices": out}
+    return {"ok": True, "error": None, "devices": [_devinfo_record(kind, d) for d in devices]}
 
 
 # --------------------------------------------------------------------------- ibdev2netdev
