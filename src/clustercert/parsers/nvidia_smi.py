@@ -694,104 +694,121 @@ def _table_second_row(line: str) -> dict | None:
     return out
 
 
+def _table_gpu(m1: re.Match) -> dict:
+    """A GPU from its first table row (index, name, persistence, bus id, display, ECC); the second and
+    third rows fill the rest."""
+    pm = m1.group("pm")
+    return {
+        "index": int(m1.group("idx")),
+        "name": m1.group("name").strip(),
+        "bus_id": bus_id(m1.group("bus")),
+        "persistence_mode": {"On": True, "Off": False}.get(pm),
+        "driver_model": pm if pm in ("WDDM", "TCC", "MCDM") else None,
+        "display_active": yes_no(m1.group("disp")),
+        "volatile_uncorrected_ecc": _int(m1.group("ecc")),
+        "fan_percent": None,
+        "fan_error": False,
+        "temperature_celsius": None,
+        "perf_state": None,
+        "power_draw_watts": None,
+        "power_cap_watts": None,
+        "memory_used_mib": None,
+        "memory_total_mib": None,
+        "utilization_gpu_percent": None,
+        "compute_mode": None,
+        "mig_mode": None,
+        "unavailable_fields": [],
+    }
+
+
+class _GpuRows:
+    """The GPU section: each GPU's three table rows, in order (first row, second row, MIG mode row)."""
+
+    def __init__(self) -> None:
+        self.gpus: list[dict] = []
+        self.pending: dict | None = None
+        self.stage = 0  # the row of the pending GPU read last
+
+    def line(self, s: str) -> None:
+        m1 = _TBL_GPU1_RE.match(s)
+        if m1:
+            self.pending = _table_gpu(m1)
+            self.gpus.append(self.pending)
+            self.stage = 1
+            return
+        if self.pending is None:
+            return
+        if self.stage == 1:
+            second = _table_second_row(s)
+            if second is not None:
+                self.pending.update(second)
+                self.stage = 2
+        elif self.stage == 2:
+            m3 = _TBL_GPU3_RE.match(s)
+            if m3:
+                self.pending["mig_mode"] = na(m3.group("mig"))
+                self.stage = 0
+
+
+def _table_mig_device(s: str) -> dict | None:
+    mm = _TBL_MIG_RE.match(s)
+    if not mm:
+        return None
+    return {
+        "gpu": int(mm.group("gpu")),
+        "gi_id": int(mm.group("gi")),
+        "ci_id": int(mm.group("ci")),
+        "mig_dev": int(mm.group("dev")),
+        "memory_used_mib": int(mm.group("used")),
+        "memory_total_mib": int(mm.group("total")),
+    }
+
+
+def _table_process(s: str) -> dict | None:
+    mp = _TBL_PROC_RE.match(s)
+    if not mp:
+        return None
+    return {
+        "gpu": int(mp.group("gpu")),
+        "gi_id": _int(mp.group("gi")),
+        "ci_id": _int(mp.group("ci")),
+        "pid": int(mp.group("pid")),
+        "type": mp.group("type"),
+        "name": mp.group("name").strip(),
+        "memory_mib": _mib(mp.group("mem")),
+    }
+
+
 @register("nvidia-smi-table", "default nvidia-smi table: driver/CUDA versions, per-GPU summary, processes")
 def parse_table(text: str) -> dict:
     kind = "nvidia-smi-table"
     text = require_text(kind, text, "nvidia-smi table with 'NVIDIA-SMI ... Driver Version:' header")
     lines = text.split("\n")
-    hdr = None
-    for ln in lines:
-        hdr = _TBL_HDR_RE.search(ln)
-        if hdr:
-            break
+    hdr = next((h for h in (_TBL_HDR_RE.search(ln) for ln in lines) if h), None)
     if hdr is None:
         raise ParseError(kind, "expected 'NVIDIA-SMI <ver>  Driver Version: <ver>  CUDA Version: <ver>' header")
-    gpus: list[dict] = []
+    gpu_rows = _GpuRows()
     mig_devices: list[dict] = []
     processes: list[dict] | None = None
     warnings: list[str] = []
     section = "gpus"
-    pending_gpu: dict | None = None
-    stage = 0
     for ln in lines:
         s = ln.rstrip()
         if s.startswith("| MIG devices:"):
             section = "mig"
-            continue
-        if s.startswith("| Processes:"):
+        elif s.startswith("| Processes:"):
             section = "procs"
             processes = []
-            continue
-        if s.upper().startswith("WARNING"):
+        elif s.upper().startswith("WARNING"):
             warnings.append(s)
-            continue
-        if section == "gpus":
-            m1 = _TBL_GPU1_RE.match(s)
-            if m1:
-                pm = m1.group("pm")
-                pending_gpu = {
-                    "index": int(m1.group("idx")),
-                    "name": m1.group("name").strip(),
-                    "bus_id": bus_id(m1.group("bus")),
-                    "persistence_mode": {"On": True, "Off": False}.get(pm),
-                    "driver_model": pm if pm in ("WDDM", "TCC", "MCDM") else None,
-                    "display_active": yes_no(m1.group("disp")),
-                    "volatile_uncorrected_ecc": _int(m1.group("ecc")),
-                    "fan_percent": None,
-                    "fan_error": False,
-                    "temperature_celsius": None,
-                    "perf_state": None,
-                    "power_draw_watts": None,
-                    "power_cap_watts": None,
-                    "memory_used_mib": None,
-                    "memory_total_mib": None,
-                    "utilization_gpu_percent": None,
-                    "compute_mode": None,
-                    "mig_mode": None,
-                    "unavailable_fields": [],
-                }
-                gpus.append(pending_gpu)
-                stage = 1
-                continue
-            if pending_gpu is not None and stage == 1:
-                second = _table_second_row(s)
-                if second is not None:
-                    pending_gpu.update(second)
-                    stage = 2
-                    continue
-            if pending_gpu is not None and stage == 2:
-                m3 = _TBL_GPU3_RE.match(s)
-                if m3:
-                    pending_gpu["mig_mode"] = na(m3.group("mig"))
-                    stage = 0
-                    continue
-        elif section == "mig":
-            mm = _TBL_MIG_RE.match(s)
-            if mm:
-                mig_devices.append(
-                    {
-                        "gpu": int(mm.group("gpu")),
-                        "gi_id": int(mm.group("gi")),
-                        "ci_id": int(mm.group("ci")),
-                        "mig_dev": int(mm.group("dev")),
-                        "memory_used_mib": int(mm.group("used")),
-                        "memory_total_mib": int(mm.group("total")),
-                    }
-                )
-        elif section == "procs" and processes is not None:
-            mp = _TBL_PROC_RE.match(s)
-            if mp:
-                processes.append(
-                    {
-                        "gpu": int(mp.group("gpu")),
-                        "gi_id": _int(mp.group("gi")),
-                        "ci_id": _int(mp.group("ci")),
-                        "pid": int(mp.group("pid")),
-                        "type": mp.group("type"),
-                        "name": mp.group("name").strip(),
-                        "memory_mib": _mib(mp.group("mem")),
-                    }
-                )
+        elif section == "gpus":
+            gpu_rows.line(s)
+        else:
+            rows, row = ((mig_devices, _table_mig_device(s)) if section == "mig"
+                         else (processes, _table_process(s)))
+            if row is not None and rows is not None:
+                rows.append(row)
+    gpus = gpu_rows.gpus
     if not gpus and "No devices were found" not in text:
         raise ParseError(kind, "header found but no GPU rows; expected '|   0  <name> ... | <bus id> ...' rows")
     return {
