@@ -105,92 +105,97 @@ def _worst(results: list[str]) -> str:
     return worst
 
 
-def _parse_table(lines: list[str]) -> dict:
-    meta: dict[str, str] = {}
-    tests: list[dict] = []
-    loose: list[dict] = []
-    category = None
-    cur_test: dict | None = None
-    cur_msg: dict | None = None
-    msg_chunks: list[str] = []
+class _DiagTable:
+    """One pass over a dcgmi diag table: the metadata rows, the tests (a row with a name in the left cell)
+    with their per-GPU results and messages, and messages outside any test (``loose``)."""
 
-    def flush_msg():
-        nonlocal cur_msg, msg_chunks
-        if cur_msg is not None:
-            cur_msg["text"] = _join(msg_chunks)
-        cur_msg = None
-        msg_chunks = []
+    def __init__(self) -> None:
+        self.meta: dict[str, str] = {}
+        self.tests: list[dict] = []
+        self.loose: list[dict] = []
+        self.category: str | None = None
+        self.cur_test: dict | None = None
+        self.cur_msg: dict | None = None
+        self.msg_chunks: list[str] = []
 
-    for line in lines:
-        s = line.rstrip()
+    def flush_msg(self) -> None:
+        if self.cur_msg is not None:
+            self.cur_msg["text"] = _join(self.msg_chunks)
+        self.cur_msg = None
+        self.msg_chunks = []
+
+    def line(self, s: str) -> None:
         sm = _SECTION_RE.match(s)
         if sm:
-            flush_msg()
-            category = norm_key(sm.group("name"))
-            cur_test = None
-            continue
+            self.flush_msg()
+            self.category = norm_key(sm.group("name"))
+            self.cur_test = None
+            return
         cells = _cells(s)
         if cells is None:
-            continue
+            return
         left, right = cells
-        value = right.strip()
         if left in ("Diagnostic",) or set(left) <= {"=", "-", "+"} and left:
-            continue
-        if category == "metadata" and left:
-            flush_msg()
-            meta[norm_key(left)] = value
-            continue
+            return
         if left:
-            flush_msg()
-            level = _MSG_ROWS.get(left.lower())
-            if level is not None:
-                cur_msg = {"level": level, "text": ""}
-                msg_chunks = [_chunk(right, s.endswith("|"))]
-                if cur_test is not None:
-                    cur_test["messages"].append(cur_msg)
-                else:
-                    cur_msg["category"] = category
-                    loose.append(cur_msg)
-                continue
-            rg = _result_gpus(value)
-            cur_test = {
-                "name": left,
-                "key": norm_key(left),
-                "category": category,
-                "result": None,
-                "gpus": {},
-                "all_gpus": False,
-                "messages": [],
-                "_results": [],
-            }
-            tests.append(cur_test)
-            if rg:
-                res, gpus, all_gpus = rg
-                cur_test["_results"].append(res)
-                cur_test["gpus"].update(gpus)
-                cur_test["all_gpus"] = all_gpus
-            continue
-        # continuation row (empty left cell)
-        if cur_msg is not None:
-            msg_chunks.append(_chunk(right, s.endswith("|")))
-            continue
-        if cur_test is not None and value:
-            gm = _GPU_RES_RE.match(value)
-            if gm:
-                cur_test["gpus"][gm.group("gpu")] = gm.group("res").lower()
-                cur_test["_results"].append(gm.group("res").lower())
-                continue
-            rg = _result_gpus(value)
-            if rg:
-                res, gpus, all_gpus = rg
-                cur_test["_results"].append(res)
-                cur_test["gpus"].update(gpus)
-                cur_test["all_gpus"] = cur_test["all_gpus"] or all_gpus
-    flush_msg()
-    for t in tests:
+            self.flush_msg()
+            self.labelled(left, right, s)
+        elif self.cur_msg is not None:  # continuation row (empty left cell)
+            self.msg_chunks.append(_chunk(right, s.endswith("|")))
+        elif self.cur_test is not None and right.strip():
+            self.more_results(right.strip())
+
+    def labelled(self, left: str, right: str, s: str) -> None:
+        """A row with a left cell: metadata, a message (Info/Warning/Error...) or a new test."""
+        value = right.strip()
+        if self.category == "metadata":
+            self.meta[norm_key(left)] = value
+            return
+        level = _MSG_ROWS.get(left.lower())
+        if level is not None:
+            self.cur_msg = {"level": level, "text": ""}
+            self.msg_chunks = [_chunk(right, s.endswith("|"))]
+            if self.cur_test is not None:
+                self.cur_test["messages"].append(self.cur_msg)
+            else:
+                self.cur_msg["category"] = self.category
+                self.loose.append(self.cur_msg)
+            return
+        self.cur_test = {"name": left, "key": norm_key(left), "category": self.category, "result": None,
+                         "gpus": {}, "all_gpus": False, "messages": [], "_results": []}
+        self.tests.append(self.cur_test)
+        rg = _result_gpus(value)
+        if rg:
+            res, gpus, all_gpus = rg
+            self.cur_test["_results"].append(res)
+            self.cur_test["gpus"].update(gpus)
+            self.cur_test["all_gpus"] = all_gpus
+
+    def more_results(self, value: str) -> None:
+        """A continuation row of a test: one GPU's result, or a result for a list of GPUs."""
+        test = self.cur_test
+        gm = _GPU_RES_RE.match(value)
+        if gm:
+            test["gpus"][gm.group("gpu")] = gm.group("res").lower()
+            test["_results"].append(gm.group("res").lower())
+            return
+        rg = _result_gpus(value)
+        if rg:
+            res, gpus, all_gpus = rg
+            test["_results"].append(res)
+            test["gpus"].update(gpus)
+            test["all_gpus"] = test["all_gpus"] or all_gpus
+
+
+def _parse_table(lines: list[str]) -> dict:
+    table = _DiagTable()
+    for line in lines:
+        table.line(line.rstrip())
+    table.flush_msg()
+    for t in table.tests:
         results = t.pop("_results")
         t["result"] = _worst(results)
-    return {"meta": meta, "tests": tests, "messages": loose}
+    return {"meta": table.meta, "tests": table.tests, "messages": table.loose}
 
 
 @register("dcgmi-diag", "dcgmi diag -r N table: per-test Pass/Fail/Warn/Skip, per-GPU results, messages")
