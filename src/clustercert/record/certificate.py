@@ -780,39 +780,43 @@ SCHEDULE_MEMBERS = frozenset({"round", "pairs", "question"})
 VERSIONS_MEMBERS = frozenset({"clustercert", "ansible-core", "nodes"})
 
 
-def unknown_member(cert: dict) -> str | None:
-    """The first member (as a dotted path) that the schema does not define, or None."""
-    def extra(obj: Any, allowed: frozenset, where: str) -> str | None:
-        if not isinstance(obj, dict):
-            return None
-        for k in sorted(obj, key=str):
-            if k not in allowed:
-                return f"{where}.{k}" if where else str(k)
+def _extra_member(obj: Any, allowed: frozenset, where: str) -> str | None:
+    """The first key of ``obj`` (a dict; anything else has none) that ``allowed`` lacks, as a dotted path."""
+    if not isinstance(obj, dict):
         return None
+    for k in sorted(obj, key=str):
+        if k not in allowed:
+            return f"{where}.{k}" if where else str(k)
+    return None
 
-    found = extra(cert, TOP_MEMBERS, "") or extra(cert.get("signature"), SIGNATURE_MEMBERS, "signature") \
-        or extra(cert.get("versions"), VERSIONS_MEMBERS, "versions")
-    if found:
-        return found
+
+def _member_checks(cert: dict):
+    """(object, its allowed members, its dotted path) for every object of the certificate the schema closes,
+    in the order they are reported."""
+    yield cert, TOP_MEMBERS, ""
+    yield cert.get("signature"), SIGNATURE_MEMBERS, "signature"
+    yield cert.get("versions"), VERSIONS_MEMBERS, "versions"
     for group, allowed in (("nodes", NODE_MEMBERS), ("thresholds", THRESHOLD_MEMBERS)):
         entries = cert.get(group)
         if isinstance(entries, dict):
             for name in sorted(entries, key=str):
-                if found := extra(entries[name], allowed, f"{group}.{name}"):
-                    return found
-    if found := extra(cert.get("links"), TABLE_MEMBERS, "links"):
-        return found
+                yield entries[name], allowed, f"{group}.{name}"
+    yield cert.get("links"), TABLE_MEMBERS, "links"
     if isinstance(cert.get("nodes"), dict):
         for name in sorted(cert["nodes"], key=str):
             body = cert["nodes"][name]
-            if isinstance(body, dict) and (found := extra(body.get("findings"), TABLE_MEMBERS, f"nodes.{name}.findings")):
-                return found
+            if isinstance(body, dict):
+                yield body.get("findings"), TABLE_MEMBERS, f"nodes.{name}.findings"
     for group, allowed in (("localisation", LOCALISATION_MEMBERS), ("schedule", SCHEDULE_MEMBERS)):
         if isinstance(cert.get(group), list):
             for i, item in enumerate(cert[group]):
-                if found := extra(item, allowed, f"{group}[{i}]"):
-                    return found
-    return None
+                yield item, allowed, f"{group}[{i}]"
+
+
+def unknown_member(cert: dict) -> str | None:
+    """The first member (as a dotted path) that the schema does not define, or None."""
+    return next((found for obj, allowed, where in _member_checks(cert)
+                 if (found := _extra_member(obj, allowed, where))), None)
 
 
 def _signature_parts(cert: dict, src: str) -> tuple[bytes | None, bytes | None, str | None]:
