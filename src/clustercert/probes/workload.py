@@ -287,6 +287,47 @@ def eval_checkpoint(node: str, path: str, size_mib: int, tw: Threshold | None, t
 
 # ---- the DDP smoke test ---------------------------------------------------------------------------------
 
+def _rank_problems(ranks: list[dict]) -> list[str]:
+    """What the ranks reported wrong (each once, in order): their problems and their errors by host."""
+    problems: list[str] = []
+    for r in ranks:
+        found = list(r.get("problems") or [])
+        if r.get("error"):
+            found.append(f"{r.get('host', '?')}: {r['error']}")
+        problems += [p for p in dict.fromkeys(found) if p not in problems]
+    return problems
+
+
+def _ddp_problems(rec: dict, nproc: int, want: int, why: str | None) -> list[str]:
+    """Why the launch fails: the ranks' problems, a --nproc_per_node the profile does not expect, torchrun or
+    the rendezvous stopping it before any rank ran, ranks missing, or (nothing else wrong) ``why``."""
+    ranks = rec["ranks"]
+    problems = _rank_problems(ranks)
+    if nproc != want and not any("LOCAL_WORLD_SIZE" in p for p in problems):
+        problems.insert(0, f"launched with --nproc_per_node={nproc}, the profile expects {want} per node")
+    if not ranks and rec.get("exceptions"):  # torchrun itself stopped (on either node) before any rank ran
+        problems.append("torchrun stopped before any rank reported: " + "; ".join(rec["exceptions"][:3]))
+    if rec["rendezvous_unreachable"] and not ranks:
+        problems.append("the rendezvous was not reached: " + next(
+            (e for e in rec["errors"] if "endezvous" in e or "socket" in e or "onnect" in e), rec["errors"][0]))
+    reported = {r.get("rank") for r in ranks if r.get("rank") is not None}
+    if not problems and len(reported) != 2 * nproc:
+        problems.append(f"{len(reported)} of {2 * nproc} ranks reported"
+                        + (f" ({why})" if why else "") + (f"; {rec['errors'][-1]}" if rec["errors"] else ""))
+    if not problems and why:
+        problems.append(why)
+    return problems
+
+
+def _ddp_evidence(rec: dict) -> str:
+    """One line per rank (host, local rank, world size, torch, backend, all_reduce result), then the errors."""
+    lines = [f"rank {r.get('rank')} {r.get('host')} local {r.get('local_rank')}/{r.get('local_world_size')} "
+             f"world {r.get('world_size')} torch {r.get('torch')} {r.get('backend')}: "
+             f"all_reduce {(r.get('allreduce') or {}).get('min')} (expected {(r.get('allreduce') or {}).get('expected')})"
+             for r in sorted(rec["ranks"], key=lambda r: (r.get("rank") is None, r.get("rank") or 0))]
+    return "\n".join(lines + rec["errors"][:8])[:3000]
+
+
 def eval_ddp(a: str, b: str, profile: Profile, nproc: int, res: CommandResult | None, timeout: float,
              note: str = "") -> Measurement:
     """The torchrun launch across a and b: passes when every one of the 2 x ranks_per_node ranks reported,
@@ -308,43 +349,14 @@ def eval_ddp(a: str, b: str, profile: Profile, nproc: int, res: CommandResult | 
         rec = parse("ddp-smoke", text) if text.strip() else None
     except ParseError:
         rec = None
-    if rec is None:
+    if rec is None or (why and why.startswith("tool not found")):
         m.status, m.observed = "error", why or "the launch printed nothing of the test"
         m.evidence += _excerpt(res)
         return m
-    if why and why.startswith("tool not found"):
-        m.status, m.observed = "error", why
-        m.evidence += _excerpt(res)
-        return m
     ranks = rec["ranks"]
-    problems: list[str] = []
-    for r in ranks:
-        for p in r.get("problems") or []:
-            if p not in problems:
-                problems.append(p)
-        if r.get("error"):
-            e = f"{r.get('host', '?')}: {r['error']}"
-            if e not in problems:
-                problems.append(e)
-    if nproc != want and not any("LOCAL_WORLD_SIZE" in p for p in problems):
-        problems.insert(0, f"launched with --nproc_per_node={nproc}, the profile expects {want} per node")
-    if not ranks and rec.get("exceptions"):  # torchrun itself stopped (on either node) before any rank ran
-        problems.append("torchrun stopped before any rank reported: " + "; ".join(rec["exceptions"][:3]))
-    if rec["rendezvous_unreachable"] and not ranks:
-        problems.append("the rendezvous was not reached: " + next(
-            (e for e in rec["errors"] if "endezvous" in e or "socket" in e or "onnect" in e), rec["errors"][0]))
-    reported = {r.get("rank") for r in ranks if r.get("rank") is not None}
-    if not problems and len(reported) != 2 * nproc:
-        problems.append(f"{len(reported)} of {2 * nproc} ranks reported"
-                        + (f" ({why})" if why else "") + (f"; {rec['errors'][-1]}" if rec["errors"] else ""))
-    if not problems and why:
-        problems.append(why)
+    problems = _ddp_problems(rec, nproc, want, why)
     steps = [x for r in ranks for x in (r.get("allreduce") or {}).get("step_ms") or []]
-    lines = [f"rank {r.get('rank')} {r.get('host')} local {r.get('local_rank')}/{r.get('local_world_size')} "
-             f"world {r.get('world_size')} torch {r.get('torch')} {r.get('backend')}: "
-             f"all_reduce {(r.get('allreduce') or {}).get('min')} (expected {(r.get('allreduce') or {}).get('expected')})"
-             for r in sorted(ranks, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))]
-    m.evidence += "\n".join(lines + rec["errors"][:8])[:3000]
+    m.evidence += _ddp_evidence(rec)
     if steps:
         m.value, m.unit = round(statistics.median(steps), 3), "ms"
     if problems:
