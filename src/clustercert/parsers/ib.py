@@ -226,6 +226,21 @@ def parse_ibstat(text: str) -> dict:
 _IBSTATUS_HDR_RE = re.compile(r"^Infiniband device '([^']+)' port (\d+) status:\s*$")
 
 
+def _ibstatus_field(cur: dict, key: str, value: str) -> None:
+    if key == "default gid":
+        cur["default_gid"] = None if value == "unknown" else value
+    elif key in ("base lid", "sm lid"):
+        cur[key.replace(" ", "_")] = to_int(value)
+    elif key == "state":
+        cur["state"], cur["state_code"] = parse_coded_state(value)
+    elif key == "phys state":
+        cur["phys_state"], cur["phys_state_code"] = parse_coded_state(value)
+    elif key == "rate":
+        cur["rate_gbit_per_s"], cur["rate_label"] = parse_rate(value)
+    elif key == "link_layer":
+        cur["link_layer"] = value
+
+
 @register("ibstatus", "ibstatus: per device/port state, phys state, rate, link layer")
 def parse_ibstatus(text: str) -> dict:
     kind = "ibstatus"
@@ -233,28 +248,12 @@ def parse_ibstatus(text: str) -> dict:
     cur: dict | None = None
     for raw in text_lines(kind, text, "\"Infiniband device '<dev>' port N status:\" blocks"):
         ln = raw.strip()
-        if not ln:
-            continue
         m = _IBSTATUS_HDR_RE.match(ln)
         if m:
             cur = {"device": m.group(1), "port": int(m.group(2))}
             ports.append(cur)
-            continue
-        if cur is None or ":" not in ln:
-            continue
-        key, value = (p.strip() for p in ln.split(":", 1))
-        if key == "default gid":
-            cur["default_gid"] = None if value == "unknown" else value
-        elif key in ("base lid", "sm lid"):
-            cur[key.replace(" ", "_")] = to_int(value)
-        elif key == "state":
-            cur["state"], cur["state_code"] = parse_coded_state(value)
-        elif key == "phys state":
-            cur["phys_state"], cur["phys_state_code"] = parse_coded_state(value)
-        elif key == "rate":
-            cur["rate_gbit_per_s"], cur["rate_label"] = parse_rate(value)
-        elif key == "link_layer":
-            cur["link_layer"] = value
+        elif cur is not None and ":" in ln:
+            _ibstatus_field(cur, *(p.strip() for p in ln.split(":", 1)))
     if not ports:
         raise ParseError(kind, "expected \"Infiniband device '<dev>' port N status:\" header")
     for p in ports:
@@ -418,6 +417,36 @@ _PQ_HDR_RE = re.compile(
 _PQ_LINE_RE = re.compile(r"^(\w+):\.*\s*(\S+)\s*$")
 
 
+def _pq_port(m: re.Match) -> dict:
+    port = m.group("port")
+    return {
+        "lid": int(m.group("lid")),
+        "port": 255 if port in ("all", "255") else int(port),
+        "counter_set": m.group("set").strip(),
+        "extended": "extended" in m.group("set").lower(),
+        "cap_mask": m.group("cap"),
+        "counters": {},
+    }
+
+
+def _pq_counter(kind: str, cur: dict, m: re.Match) -> None:
+    try:
+        cur["counters"][m.group(1)] = to_int(m.group(2))
+    except ValueError as exc:
+        raise ParseError(kind, f"counter {m.group(1)} is not an integer: {m.group(2)!r}") from exc
+
+
+def _error_totals(ports: list[dict]) -> dict[str, int]:
+    """Each error counter summed over the ports (those at zero left out)."""
+    totals: dict[str, int] = {}
+    for p in ports:
+        for name in ERROR_COUNTERS:
+            v = p["counters"].get(name)
+            if v:
+                totals[name] = totals.get(name, 0) + v
+    return totals
+
+
 @register("perfquery", "perfquery [-x] [-E]: IB port counters (errors and data) per LID/port")
 def parse_perfquery(text: str) -> dict:
     kind = "perfquery"
@@ -426,30 +455,14 @@ def parse_perfquery(text: str) -> dict:
     cur: dict | None = None
     for raw in text_lines(kind, text, "'# Port counters: Lid L port P' blocks"):
         ln = raw.strip()
-        if not ln:
-            continue
         m = _PQ_HDR_RE.match(ln)
         if m:
-            port = m.group("port")
-            cur = {
-                "lid": int(m.group("lid")),
-                "port": 255 if port in ("all", "255") else int(port),
-                "counter_set": m.group("set").strip(),
-                "extended": "extended" in m.group("set").lower(),
-                "cap_mask": m.group("cap"),
-                "counters": {},
-            }
+            cur = _pq_port(m)
             ports.append(cur)
-            continue
-        if re.match(r"^(ibwarn|ibpanic|iberror|perfquery):", ln) or "failed" in ln.lower():
+        elif re.match(r"^(ibwarn|ibpanic|iberror|perfquery):", ln) or "failed" in ln.lower():
             errors.append(ln)
-            continue
-        m = _PQ_LINE_RE.match(ln)
-        if m and cur is not None:
-            try:
-                cur["counters"][m.group(1)] = to_int(m.group(2))
-            except ValueError as exc:
-                raise ParseError(kind, f"counter {m.group(1)} is not an integer: {m.group(2)!r}") from exc
+        elif cur is not None and (m := _PQ_LINE_RE.match(ln)):
+            _pq_counter(kind, cur, m)
     if not ports:
         if errors:
             return {"ok": False, "errors": errors, "ports": [], "error_counters": {}}
@@ -457,13 +470,7 @@ def parse_perfquery(text: str) -> dict:
     for p in ports:
         if not p["counters"]:
             raise ParseError(kind, f"truncated: no counters after header for Lid {p['lid']} port {p['port']}")
-    totals: dict[str, int] = {}
-    for p in ports:
-        for name in ERROR_COUNTERS:
-            v = p["counters"].get(name)
-            if v:
-                totals[name] = totals.get(name, 0) + v
-    return {"ok": not errors, "errors": errors, "ports": ports, "error_counters": totals}
+    return {"ok": not errors, "errors": errors, "ports": ports, "error_counters": _error_totals(ports)}
 
 
 # --------------------------------------------------------------------------- sysfs-infiniband
@@ -479,6 +486,34 @@ def _counter_value(value: str) -> int | None:
         return None  # "N/A (no PMA)"
 
 
+def _new_sysfs_port() -> dict:
+    return {"state": None, "state_code": None, "phys_state": None, "phys_state_code": None,
+            "rate_gbit_per_s": None, "rate_label": None, "link_layer": None,
+            "lid": None, "sm_lid": None,
+            "counters": {}, "counters_ext": {}, "hw_counters": {}}
+
+
+def _sysfs_port_attr(kind: str, path: str, port: dict, rest: str, value: str) -> None:
+    """One file under ports/<n>/: state, phys_state, rate, link_layer, a LID, or a counter."""
+    if rest == "state":
+        port["state"], port["state_code"] = parse_coded_state(value)
+    elif rest == "phys_state":
+        port["phys_state"], port["phys_state_code"] = parse_coded_state(value)
+    elif rest == "rate":
+        try:
+            port["rate_gbit_per_s"], port["rate_label"] = parse_rate(value)
+        except ValueError as exc:
+            raise ParseError(kind, f"{path}: unrecognised rate {value!r}") from exc
+    elif rest == "link_layer":
+        port["link_layer"] = value
+    elif rest in ("lid", "sm_lid"):
+        port[rest] = _counter_value(value)  # sysfs prints LIDs in hex, e.g. 0x1
+    elif "/" in rest:
+        group, name = rest.split("/", 1)
+        if group in ("counters", "counters_ext", "hw_counters") and "/" not in name:
+            port[group][name] = _counter_value(value)
+
+
 @register("sysfs-infiniband", "grep -r . /sys/class/infiniband/... dump: per HCA/port state, rate, counters")
 def parse_sysfs_infiniband(text: str) -> dict:
     kind = "sysfs-infiniband"
@@ -492,31 +527,8 @@ def parse_sysfs_infiniband(text: str) -> dict:
     for path, value in grep_dump_entries(kind, text, "'/sys/class/infiniband/<hca>/ports/<n>/<attr>:<value>' lines"):
         m = _SYSFS_PORT_RE.search(path)
         if m:
-            port = hca_rec(m.group("hca"))["ports"].setdefault(
-                m.group("port"),
-                {"state": None, "state_code": None, "phys_state": None, "phys_state_code": None,
-                 "rate_gbit_per_s": None, "rate_label": None, "link_layer": None,
-                 "lid": None, "sm_lid": None,
-                 "counters": {}, "counters_ext": {}, "hw_counters": {}},
-            )
-            rest = m.group("rest")
-            if rest == "state":
-                port["state"], port["state_code"] = parse_coded_state(value)
-            elif rest == "phys_state":
-                port["phys_state"], port["phys_state_code"] = parse_coded_state(value)
-            elif rest == "rate":
-                try:
-                    port["rate_gbit_per_s"], port["rate_label"] = parse_rate(value)
-                except ValueError as exc:
-                    raise ParseError(kind, f"{path}: unrecognised rate {value!r}") from exc
-            elif rest == "link_layer":
-                port["link_layer"] = value
-            elif rest in ("lid", "sm_lid"):
-                port[rest] = _counter_value(value)  # sysfs prints LIDs in hex, e.g. 0x1
-            elif "/" in rest:
-                group, name = rest.split("/", 1)
-                if group in ("counters", "counters_ext", "hw_counters") and "/" not in name:
-                    port[group][name] = _counter_value(value)
+            port = hca_rec(m.group("hca"))["ports"].setdefault(m.group("port"), _new_sysfs_port())
+            _sysfs_port_attr(kind, path, port, m.group("rest"), value)
             continue
         m = _SYSFS_DEV_RE.search(path)
         if m:
