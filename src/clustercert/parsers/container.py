@@ -43,6 +43,25 @@ _LOGRUS_RE = re.compile(r"^(?P<lvl>INFO|WARN|ERRO|FATA|PANI|DEBU|TRAC)\[\d+\]\s*
 _CDI_RE = re.compile(r"^[a-z0-9.-]+\.[a-z]+/[a-z0-9._-]+=\S+$")
 
 
+def _logrus_line(out: dict, lvl: str, msg: str) -> None:
+    """A logrus line: counted by level (an error also kept, and the output not ok), and the driver version
+    and the devices selected that the runtime hook logs."""
+    if lvl == "INFO" or lvl in ("DEBU", "TRAC"):
+        out["log"]["info"] += 1
+    elif lvl == "WARN":
+        out["log"]["warning"] += 1
+    else:
+        out["log"]["error"] += 1
+        out["errors"].append(msg)
+        out["ok"] = False
+    dm = re.match(r"^Using driver version (\S+)", msg)
+    if dm:
+        out["driver_version"] = dm.group(1)
+    sm = re.match(r"^Selecting (\S+) as ", msg)
+    if sm:
+        out["selected_devices"].append(sm.group(1))
+
+
 @register("nvidia-ctk", "nvidia-ctk / runtime hook: --version, cdi list, logrus logs (errors, panics)")
 def parse_nvidia_ctk(text: str) -> dict:
     kind = "nvidia-ctk"
@@ -82,21 +101,7 @@ def parse_nvidia_ctk(text: str) -> dict:
         m = _LOGRUS_RE.match(s)
         if m:
             log_lines += 1
-            lvl, msg = m.group("lvl"), m.group("msg")
-            if lvl == "INFO" or lvl in ("DEBU", "TRAC"):
-                out["log"]["info"] += 1
-            elif lvl == "WARN":
-                out["log"]["warning"] += 1
-            else:
-                out["log"]["error"] += 1
-                out["errors"].append(msg)
-                out["ok"] = False
-            dm = re.match(r"^Using driver version (\S+)", msg)
-            if dm:
-                out["driver_version"] = dm.group(1)
-            sm = re.match(r"^Selecting (\S+) as ", msg)
-            if sm:
-                out["selected_devices"].append(sm.group(1))
+            _logrus_line(out, m.group("lvl"), m.group("msg"))
             continue
         if _CDI_RE.match(s):
             out["cdi_devices"].append(s)

@@ -1072,6 +1072,15 @@ def _gpu_status_line(cur: dict, msg: str) -> None:
     cur["message"] = msg
 
 
+def _link_counter(gpu: dict, links: dict[int, dict], link: int, key: str, value: str) -> None:
+    """One 'Link n: <Counter>: <value>' line onto the GPU's entry for link n (made on its first counter)."""
+    entry = links.get(link)
+    if entry is None:
+        entry = links[link] = {"link": link, "counters": {}}
+        gpu["links"].append(entry)
+    entry["counters"][key] = _counter_value(value)
+
+
 @register("nvidia-smi-nvlink-errors", "nvidia-smi nvlink -e: per-GPU per-link error counters (replay, recovery, CRC...)")
 def parse_nvlink_errors(text: str) -> dict:
     """See the module docstring (``nvidia-smi-nvlink-errors``)."""
@@ -1094,17 +1103,11 @@ def parse_nvlink_errors(text: str) -> dict:
         # a counter line first (most lines): neither GPU heading below begins with white space and 'Link n:'
         lm = _LINK_COUNTER_RE.match(ln) if cur is not None else None
         if lm:
-            name = lm.group("name")
-            key = keys.get(name)
+            key = keys.get(lm.group("name"))
             if key is None:
-                key = keys[name] = norm_key(name)
-            names.setdefault(key, name)
-            link = int(lm.group("link"))
-            entry = links.get(link)
-            if entry is None:
-                entry = links[link] = {"link": link, "counters": {}}
-                cur["links"].append(entry)
-            entry["counters"][key] = _counter_value(lm.group("val"))
+                key = keys[lm.group("name")] = norm_key(lm.group("name"))
+                names.setdefault(key, lm.group("name"))
+            _link_counter(cur, links, int(lm.group("link")), key, lm.group("val"))
             continue
         m = _GPU_LINE_RE.match(ln)
         if m:
@@ -1124,13 +1127,19 @@ def parse_nvlink_errors(text: str) -> dict:
     if not gpus:
         raise ParseError(kind, "expected 'GPU n: <name> (UUID: GPU-...)' or 'GPU <bus id>' lines")
     for g in gpus:
-        keys = sorted({k for link in g["links"] for k in link["counters"]})
-        for k in keys:
-            vals = [link["counters"].get(k) for link in g["links"]]
-            # a total only over integer counters every link reported; BER ratios are not summed
-            ok = all(isinstance(v, int) for v in vals)
-            g["totals"][k] = sum(vals) if ok and not k.endswith("ber") else None
+        g["totals"] = _nvlink_totals(g["links"])
     return {"gpus": gpus, "counter_names": names}
+
+
+def _nvlink_totals(links: list[dict]) -> dict:
+    """Each counter summed over a GPU's links: only integer counters every link reported; BER ratios are
+    not summed (None)."""
+    totals = {}
+    for k in sorted({k for link in links for k in link["counters"]}):
+        vals = [link["counters"].get(k) for link in links]
+        ok = all(isinstance(v, int) for v in vals)
+        totals[k] = sum(vals) if ok and not k.endswith("ber") else None
+    return totals
 
 
 _MIG_LINE_RE = re.compile(r"^\s+MIG (?P<profile>\S+)\s+Device\s+(?P<dev>\d+): \(UUID: (?P<uuid>[^)]+)\)\s*$")
