@@ -78,6 +78,37 @@ def eval_gdr_topology(node: str, profile: Profile, pairs, res: CommandResult | N
 
 # ---- NCCL's transport across a pair ----------------------------------------------------------------
 
+def _bad_connection(c: dict, mine: list[str]) -> str | None:
+    """What is wrong with one NET connection of a node whose rails are ``mine`` (None: NET/IB as wanted)."""
+    net = c["net"] or "?"
+    if net == "Socket":
+        return "NET/Socket (TCP) instead of InfiniBand"
+    if not net.startswith("IB"):
+        return f"NET/{net}, not InfiniBand"
+    if not c["gdr"] and (c["hca"] in mine or c["hca"] is None):
+        return f"{c['hca'] or 'NET/' + net + '/' + str(c['device'])} without GDRDMA"
+    return None
+
+
+def _node_transport(name: str, hs: list[dict], mine: list[str], problems: list[str], shown: list[str]) -> int:
+    """One end's connections judged (problems and the lines that show them added); returns how many NET
+    connections it printed."""
+    conns = [c for h in hs for c in h["connections"] if c["transport"] == "NET"]
+    devices = {k: v for h in hs for k, v in h["net_devices"].items()}
+    bad = [(c, w) for c in conns if (w := _bad_connection(c, mine)) is not None]
+    for what in dict.fromkeys(w for _c, w in bad):
+        lines = [c["line"] for c, w in bad if w == what]
+        problems.append(f"{name}: {what} ({len(lines)} connection{'s' if len(lines) > 1 else ''})")
+        shown += lines[:4]
+    if devices and conns:
+        used = {c["hca"] for c in conns}
+        unused = [r for r in mine if r not in used]
+        if unused:
+            problems.append(f"{name}: {', '.join(unused)} not used by NCCL (its NICs: "
+                            f"{', '.join(devices[k] for k in sorted(devices, key=int))})")
+    return len(conns)
+
+
 def eval_nccl_transport(a: str, b: str, profile: Profile, res: CommandResult | None, timeout: float,
                         addresses: dict[str, str] | None = None, note: str = "",
                         rails_by_node: dict[str, list[str]] | None = None) -> Measurement:
@@ -104,34 +135,11 @@ def eval_nccl_transport(a: str, b: str, profile: Profile, res: CommandResult | N
     nodes = addresses or {a: a, b: b}
     per_node: dict[str, list[dict]] = {}
     for host, h in rec["hosts"].items():
-        name = host_of(host, nodes) or host
-        per_node.setdefault(name, []).append(h)
-    problems, shown, count = [], [], 0
-    for name in sorted(per_node):
-        hs = per_node[name]
-        conns = [c for h in hs for c in h["connections"] if c["transport"] == "NET"]
-        mine = rails_by_node.get(name, rails)
-        devices = {k: v for h in hs for k, v in h["net_devices"].items()}
-        count += len(conns)
-        bad = []
-        for c in conns:
-            net = c["net"] or "?"
-            if net == "Socket":
-                bad.append((c, "NET/Socket (TCP) instead of InfiniBand"))
-            elif not net.startswith("IB"):
-                bad.append((c, f"NET/{net}, not InfiniBand"))
-            elif not c["gdr"] and (c["hca"] in mine or c["hca"] is None):
-                bad.append((c, f"{c['hca'] or 'NET/' + net + '/' + str(c['device'])} without GDRDMA"))
-        for what in dict.fromkeys(w for _c, w in bad):
-            lines = [c["line"] for c, w in bad if w == what]
-            problems.append(f"{name}: {what} ({len(lines)} connection{'s' if len(lines) > 1 else ''})")
-            shown += lines[:4]
-        if devices and conns:
-            used = {c["hca"] for c in conns}
-            unused = [r for r in mine if r not in used]
-            if unused:
-                problems.append(f"{name}: {', '.join(unused)} not used by NCCL (its NICs: "
-                                f"{', '.join(devices[k] for k in sorted(devices, key=int))})")
+        per_node.setdefault(host_of(host, nodes) or host, []).append(h)
+    problems: list[str] = []
+    shown: list[str] = []
+    count = sum(_node_transport(name, per_node[name], rails_by_node.get(name, rails), problems, shown)
+                for name in sorted(per_node))
     missing = [n for n in (a, b) if not any(c["transport"] == "NET" for h in per_node.get(n, [])
                                             for c in h["connections"])]
     if count and missing and set(per_node) & {a, b}:
