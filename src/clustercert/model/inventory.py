@@ -532,6 +532,13 @@ _GROUP_LEVEL = frozenset({"all_inventory", "all_plugins_inventory", "all_plugins
                           "groups_plugins_inventory", "groups_plugins_play"})
 
 
+def _host_variables_by_ansible(hosts, vm):
+    """(host, its inventory variables) from VariableManager.get_vars itself, one host at a time."""
+    for h in hosts:
+        check_time()
+        yield h, vm.get_vars(host=h, include_hostvars=False)
+
+
 def _host_variables(inv, loader, vm):
     """(host, its inventory variables) for every host, merged as Ansible's VariableManager.get_vars merges them
     for a host outside a play: the group-level entries of VARIABLE_PRECEDENCE in their order, then the host's
@@ -547,9 +554,7 @@ def _host_variables(inv, loader, vm):
 
     hosts = inv.get_hosts(pattern="all")
     if not set(C.VARIABLE_PRECEDENCE) <= _GROUP_LEVEL:
-        for h in hosts:
-            check_time()
-            yield h, vm.get_vars(host=h, include_hostvars=False)
+        yield from _host_variables_by_ansible(hosts, vm)
         return
     stage = "task"  # get_vars' default
     basedirs = [loader.get_basedir()] if vm.safe_basedir else []
@@ -654,6 +659,27 @@ def load_inventory(arg: str | None, limit: str | None = None) -> Inventory:
         return _load_inventory(path, limit)
 
 
+def _inventory_vars(name: str, hv: dict, files: list[Path], path: Path) -> InventoryVars:
+    """Host ``name``'s clustercert_* variables, validated: each one known, clustercert_profile set."""
+    cc = {k: v for k, v in hv.items() if k.startswith(PREFIX)}
+    for key in sorted(cc):
+        if key not in KNOWN_VARS:
+            close = [k for k in KNOWN_VARS if _similar(k, key)]
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise InputError(_locate(files, key, path), key, f"unknown clustercert variable on host {name}{hint}")
+    if "clustercert_profile" not in cc:
+        raise InputError(
+            str(path), "clustercert_profile",
+            f"required variable is missing for host {name} (set it in group_vars, e.g. clustercert_profile: h100-sxm-8x-ndr)",
+        )
+    try:
+        return InventoryVars.model_validate(cc)
+    except ValidationError as exc:
+        key, reason = format_validation_error(exc)
+        top = key.split(".")[0]
+        raise InputError(_locate(files, top, path), key, f"{reason} (host {name})") from None
+
+
 def _load_inventory(path: Path, limit: str | None) -> Inventory:
     files = precheck_files(path)
     entries, limited, origins = _ansible_hosts(path, limit, files)
@@ -667,23 +693,7 @@ def _load_inventory(path: Path, limit: str | None) -> Inventory:
     for name, groups, hv in entries:
         check_time()
         _check_connection(name, hv, lambda key: _locate(files, key, path))
-        cc = {k: v for k, v in hv.items() if k.startswith(PREFIX)}
-        for key in sorted(cc):
-            if key not in KNOWN_VARS:
-                close = [k for k in KNOWN_VARS if _similar(k, key)]
-                hint = f" (did you mean {close[0]}?)" if close else ""
-                raise InputError(_locate(files, key, path), key, f"unknown clustercert variable on host {name}{hint}")
-        if "clustercert_profile" not in cc:
-            raise InputError(
-                str(path), "clustercert_profile",
-                f"required variable is missing for host {name} (set it in group_vars, e.g. clustercert_profile: h100-sxm-8x-ndr)",
-            )
-        try:
-            ivars = InventoryVars.model_validate(cc)
-        except ValidationError as exc:
-            key, reason = format_validation_error(exc)
-            top = key.split(".")[0]
-            raise InputError(_locate(files, top, path), key, f"{reason} (host {name})") from None
+        ivars = _inventory_vars(name, hv, files, path)
         ov_key = repr(sorted(ivars.clustercert_profile_overrides.items()))
         cache_key = (ivars.clustercert_profile, ov_key)
         if cache_key not in profiles_cache:
