@@ -106,18 +106,36 @@ def parse_nvidia_ctk(text: str) -> dict:
         if _CDI_RE.match(s):
             out["cdi_devices"].append(s)
             continue
-    if out["version"] is not None and not log_lines and not out["cdi_devices"]:
-        out["mode"] = "version"
-    elif out["cdi_devices"]:
-        out["mode"] = "cdi-list"
-    elif log_lines or out["panic"]:
-        out["mode"] = "log"
-    else:
-        raise ParseError(kind, "expected '<component> version X', CDI device names or logrus 'INFO[0000] ...' lines")
+    out["mode"] = _ctk_mode(out, log_lines)
     return out
 
 
+def _ctk_mode(out: dict, log_lines: int) -> str:
+    """What the output was: a --version, a CDI device list, or logs (logrus lines or a panic)."""
+    if out["version"] is not None and not log_lines and not out["cdi_devices"]:
+        return "version"
+    if out["cdi_devices"]:
+        return "cdi-list"
+    if log_lines or out["panic"]:
+        return "log"
+    raise ParseError("nvidia-ctk", "expected '<component> version X', CDI device names or logrus 'INFO[0000] ...' lines")
+
+
 _INFO_KV_RE = re.compile(r"^(?P<k>NVRM version|CUDA version|Device Index|Device Minor|Model|Brand|GPU UUID|Bus Location|Architecture):\s*(?P<v>.*)$")
+
+
+_DEVICE_KEYS = {"Device Minor": "minor", "Model": "model", "Brand": "brand", "GPU UUID": "uuid",
+                "Bus Location": "bus_id", "Architecture": "architecture"}
+
+
+def _device_field(cur: dict, k: str, val: str | None) -> None:
+    key = _DEVICE_KEYS[k]
+    if key == "minor":
+        cur[key] = int(val) if val and val.isdigit() else None
+    elif key == "bus_id":
+        cur[key] = bus_id(val)
+    else:
+        cur[key] = val
 
 
 @register("nvidia-container-cli-info", "nvidia-container-cli info: NVRM/CUDA versions and devices")
@@ -142,15 +160,7 @@ def parse_container_cli_info(text: str) -> dict:
                    "uuid": None, "bus_id": None, "architecture": None}
             out["devices"].append(cur)
         elif cur is not None:
-            key = {"Device Minor": "minor", "Model": "model", "Brand": "brand", "GPU UUID": "uuid",
-                   "Bus Location": "bus_id", "Architecture": "architecture"}[k]
-            val = na(v)
-            if key == "minor":
-                cur[key] = int(val) if val and val.isdigit() else None
-            elif key == "bus_id":
-                cur[key] = bus_id(val)
-            else:
-                cur[key] = val
+            _device_field(cur, k, na(v))
     if not seen:
         raise ParseError(kind, "expected 'NVRM version:' and 'Device Index:' lines from nvidia-container-cli info")
     if out["nvrm_version"] is None or not out["devices"] or any(d["uuid"] is None or d["bus_id"] is None for d in out["devices"]):
