@@ -234,39 +234,42 @@ def parse_bonding(text: str) -> dict:
 _TAIL_HEADER_RE = re.compile(r"^==> (.*) <==$")
 
 
+def _tail_sections(kind: str, text: str):
+    """(file name, its lines) for each '==> PATH <==' section of ``tail -v`` output, each given before the
+    next header is read; a header naming no file or a file given twice is an error."""
+    name: str | None = None
+    body: list[str] = []
+    given: set[str] = set()
+    for ln in text.replace("\r\n", "\n").split("\n"):
+        m = _TAIL_HEADER_RE.match(ln.strip())
+        if m:
+            if name is not None:
+                yield name, body
+                given.add(name)
+            name, body = m.group(1).rsplit("/", 1)[-1], []
+            if not name:
+                raise ParseError(kind, f"header {ln.strip()!r} names no file")
+            if name in given:
+                raise ParseError(kind, f"{name} given twice")
+        elif name is not None:
+            body.append(ln)
+        elif ln.strip():
+            raise ParseError(kind, f"expected '==> /proc/net/bonding/BOND <==' first, got {ln.strip()[:80]!r}")
+    if name is not None:
+        yield name, body
+
+
 @register("bonding-files", "tail -v -n +1 /proc/net/bonding/*: every bond's /proc/net/bonding file, parsed as 'bonding'")
 def parse_bonding_files(text: str) -> dict:
     kind = "bonding-files"
     if not isinstance(text, str):
         raise ParseError(kind, f"expected text, got {type(text).__name__}")
     bonds: dict[str, dict] = {}
-    name: str | None = None
-    body: list[str] = []
-
-    def flush() -> None:
-        if name is None:
-            return
+    for name, body in _tail_sections(kind, text):
         try:
             bonds[name] = parse_bonding("\n".join(body))
         except ParseError as exc:
             raise ParseError(kind, f"{name}: {exc.reason}") from None
-
-    for ln in text.replace("\r\n", "\n").split("\n"):
-        m = _TAIL_HEADER_RE.match(ln.strip())
-        if m:
-            flush()
-            name, body = m.group(1).rsplit("/", 1)[-1], []
-            if not name:
-                raise ParseError(kind, f"header {ln.strip()!r} names no file")
-            if name in bonds:
-                raise ParseError(kind, f"{name} given twice")
-            continue
-        if name is None:
-            if ln.strip():
-                raise ParseError(kind, f"expected '==> /proc/net/bonding/BOND <==' first, got {ln.strip()[:80]!r}")
-            continue
-        body.append(ln)
-    flush()
     return {"bonds": bonds}
 
 
