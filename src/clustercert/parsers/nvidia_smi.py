@@ -581,6 +581,24 @@ def _csv_value(field: str, unit: str | None, raw: str):
     return v
 
 
+def _csv_fields(header: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The field names of a CSV header and their units ('power.draw [W]' -> power.draw, W); temperatures
+    print no unit: C."""
+    fields: list[str] = []
+    units: dict[str, str] = {}
+    for c in header:
+        m = re.match(r"^(.*?) \[([^\]]+)\]$", c)
+        if m:
+            fields.append(m.group(1))
+            units[m.group(1)] = m.group(2)
+        else:
+            fields.append(c)
+    for f in fields:
+        if f.startswith("temperature.") and f not in units:
+            units[f] = "C"
+    return fields, units
+
+
 @register("nvidia-smi-csv", "nvidia-smi --query-*=... --format=csv: rows keyed by field, units split out")
 def parse_csv(text: str) -> dict:
     kind = "nvidia-smi-csv"
@@ -588,18 +606,7 @@ def parse_csv(text: str) -> dict:
     lines = [ln for ln in text.split("\n") if ln.strip() and ln.strip() != "[...]"]
     first = _csv_split(lines[0])
     if _is_csv_header(first):
-        fields: list[str] = []
-        units: dict[str, str] = {}
-        for c in first:
-            m = re.match(r"^(.*?) \[([^\]]+)\]$", c)
-            if m:
-                fields.append(m.group(1))
-                units[m.group(1)] = m.group(2)
-            else:
-                fields.append(c)
-        for f in fields:
-            if f.startswith("temperature.") and f not in units:
-                units[f] = "C"
+        fields, units = _csv_fields(first)
         rows = []
         for ln in lines[1:]:
             cells = _csv_split(ln)
@@ -896,10 +903,8 @@ def _topo_header(lines: list[str], before: int) -> list[str] | None:
     return None
 
 
-def _parse_matrix(kind: str, text: str) -> dict:
-    lines = text.split("\n")
-    first, end, rows, elided = _topo_rows(kind, lines)
-    header = _topo_header(lines, first) or []
+def _topo_columns(header: list[str]) -> tuple[list[str], list[str]]:
+    """A topo header's device columns, and the affinity columns from the first of them on."""
     head_devices: list[str] = []
     extra: list[str] = []
     for c in header:
@@ -907,6 +912,14 @@ def _parse_matrix(kind: str, text: str) -> dict:
             extra.append(c)
         elif not c.startswith("$"):
             head_devices.append(c)
+    return head_devices, extra
+
+
+def _parse_matrix(kind: str, text: str) -> dict:
+    lines = text.split("\n")
+    first, end, rows, elided = _topo_rows(kind, lines)
+    header = _topo_header(lines, first) or []
+    head_devices, extra = _topo_columns(header)
     labels = [label for label, _ in rows]
     # the matrix is square and its rows come in column order: when the header lost columns (cut by
     # the paste or the terminal), the row labels name them
@@ -1072,6 +1085,18 @@ def _gpu_status_line(cur: dict, msg: str) -> None:
     cur["message"] = msg
 
 
+def _gpu_other_line(kind: str, cur: dict, ln: str) -> None:
+    """A line under a GPU that is no counter: its status message (links inactive, MIG, not supported);
+    a 'Link n:' line of another form (nvlink -s) is an error."""
+    s = ln.strip()
+    if not s or s in ("[...]", "..."):
+        return
+    if re.match(r"^\s*Link \d+:", ln):
+        hint = " (nvlink -s output)" if re.search(r"GB/s|<inactive>", s) else ""
+        raise ParseError(kind, f"expected 'Link n: <Counter>: <value>', got {s!r}{hint}")
+    _gpu_status_line(cur, s)
+
+
 def _link_counter(gpu: dict, links: dict[int, dict], link: int, key: str, value: str) -> None:
     """One 'Link n: <Counter>: <value>' line onto the GPU's entry for link n (made on its first counter)."""
     entry = links.get(link)
@@ -1117,13 +1142,8 @@ def parse_nvlink_errors(text: str) -> dict:
         if m:  # GB200-class drivers head each GPU with its bus id
             cur = start({"index": len(gpus), "bus_id": bus_id(m.group("bus")), "name": None, "uuid": None})
             continue
-        s = ln.strip()
-        if cur is None or not s or s in ("[...]", "..."):
-            continue
-        if re.match(r"^\s*Link \d+:", ln):
-            hint = " (nvlink -s output)" if re.search(r"GB/s|<inactive>", s) else ""
-            raise ParseError(kind, f"expected 'Link n: <Counter>: <value>', got {s!r}{hint}")
-        _gpu_status_line(cur, s)
+        if cur is not None:
+            _gpu_other_line(kind, cur, ln)
     if not gpus:
         raise ParseError(kind, "expected 'GPU n: <name> (UUID: GPU-...)' or 'GPU <bus id>' lines")
     for g in gpus:
