@@ -259,6 +259,16 @@ def parse_diag(text: str) -> dict:
 _FOUND_RE = re.compile(r"^(\d+) (GPUs|NvSwitches|ConnectX|CPUs) found", re.IGNORECASE)
 
 
+def _discovery_gpu_cell(cur: dict, right: str) -> None:
+    """The right-hand cell of a GPU's row in dcgmi discovery's table: its name, PCI bus id or UUID."""
+    if right.startswith("Name:"):
+        cur["name"] = na(right.split(":", 1)[1])
+    elif right.startswith("PCI Bus ID:"):
+        cur["bus_id"] = bus_id(right.split(":", 1)[1].strip())
+    elif right.startswith("Device UUID:"):
+        cur["uuid"] = na(right.split(":", 1)[1])
+
+
 @register("dcgmi-discovery", "dcgmi discovery -l: GPUs (id, name, bus id, uuid), NVSwitches, ConnectX, CPUs")
 def parse_discovery(text: str) -> dict:
     kind = "dcgmi-discovery"
@@ -289,18 +299,11 @@ def parse_discovery(text: str) -> dict:
             continue
         parts = [p.strip() for p in s.strip("|").split("|")]
         if section == "gpus" and len(parts) >= 2:
-            left, right = parts[0], parts[1]
-            if left.isdigit():
-                cur = {"id": int(left), "name": None, "bus_id": None, "uuid": None}
+            if parts[0].isdigit():
+                cur = {"id": int(parts[0]), "name": None, "bus_id": None, "uuid": None}
                 out["gpus"].append(cur)
-            if cur is None:
-                continue
-            if right.startswith("Name:"):
-                cur["name"] = na(right.split(":", 1)[1])
-            elif right.startswith("PCI Bus ID:"):
-                cur["bus_id"] = bus_id(right.split(":", 1)[1].strip())
-            elif right.startswith("Device UUID:"):
-                cur["uuid"] = na(right.split(":", 1)[1])
+            if cur is not None:
+                _discovery_gpu_cell(cur, parts[1])
         elif section == "nvswitches" and parts and parts[0].isdigit():
             out["nvswitch_ids"].append(int(parts[0]))
     if out["gpu_count"] is None and not out["gpus"]:
@@ -504,6 +507,45 @@ def _error_counts_from_sections(gpu_id: int | None, sections: dict[str, dict[str
     return {"gpu_id": gpu_id, "links": links, "totals": totals, "detail": detail}
 
 
+def _error_count_json(kind: str, text: str) -> tuple[int | None, dict[str, dict[str, object]]]:
+    """``dcgmi nvlink -e -j``: (the GPU its header names, {link section: {counter: value}})."""
+    doc = _json_doc(kind, text, "dcgmi nvlink -j JSON")
+    header = [str(h) for h in doc.get("header") or []]
+    body = doc.get("body")
+    if "NVLINK Error Counts" not in header or not isinstance(body, dict):
+        raise ParseError(kind, "expected a JSON object with header ['NVLINK Error Counts', 'GPU n'] and a body")
+    sections = {label: {k: (v.get("value") if isinstance(v, dict) else v)
+                        for k, v in (sec.get("children") or {}).items()}
+                for label, sec in body.items() if isinstance(sec, dict)}
+    gpu = next((int(m.group(1)) for h in header if (m := re.match(r"^GPU (\d+)$", h))), None)
+    return gpu, sections
+
+
+def _error_count_tree(kind: str, text: str) -> tuple[int | None, dict[str, dict[str, object]]]:
+    """``dcgmi nvlink -e`` tree table: (the GPU of its '| GPU n |' row, {link section: {counter: value}})."""
+    gpu = None
+    sections: dict[str, dict[str, object]] = {}
+    current = None
+    for ln in text.split("\n"):
+        m = _TREE_ROW_RE.match(ln.rstrip())
+        if not m:
+            hm = re.match(r"^\|\s*GPU (\d+)\s*\|$", ln.strip())
+            if hm:
+                gpu = int(hm.group(1))
+            continue
+        label, value = m.group("label"), m.group("value")
+        if m.group("arrow"):
+            if current is None:
+                raise ParseError(kind, f"counter row before any 'Link n' section: {ln.strip()!r}")
+            sections[current][label] = value
+        elif label:
+            current = label
+            sections.setdefault(label, {})
+    if not sections:
+        raise ParseError(kind, "'NVLINK Error Counts' header without link rows (truncated?)")
+    return gpu, sections
+
+
 @register("dcgmi-nvlink", "dcgmi nvlink -e -g N (error counts, text or -j) and dcgmi nvlink --link-status")
 def parse_dcgmi_nvlink(text: str) -> dict:
     """``dcgmi-nvlink``: one kind for both ``dcgmi nvlink`` outputs::
@@ -529,36 +571,9 @@ def parse_dcgmi_nvlink(text: str) -> dict:
     if "NvLink Link Status" in text:
         return {**base, "mode": "link_status", **_link_status(kind, text.split("\n"))}
     if text.lstrip().startswith("{") or "NVLINK Error Counts" not in text and "{" in text:
-        doc = _json_doc(kind, text, "dcgmi nvlink -j JSON")
-        header = [str(h) for h in doc.get("header") or []]
-        body = doc.get("body")
-        if "NVLINK Error Counts" not in header or not isinstance(body, dict):
-            raise ParseError(kind, "expected a JSON object with header ['NVLINK Error Counts', 'GPU n'] and a body")
-        sections = {label: {k: (v.get("value") if isinstance(v, dict) else v)
-                            for k, v in (sec.get("children") or {}).items()}
-                    for label, sec in body.items() if isinstance(sec, dict)}
-        gpu = next((int(m.group(1)) for h in header if (m := re.match(r"^GPU (\d+)$", h))), None)
-        return {**base, "mode": "error_counts", "error_counts": _error_counts_from_sections(gpu, sections)}
-    if "NVLINK Error Counts" not in text:
+        gpu, sections = _error_count_json(kind, text)
+    elif "NVLINK Error Counts" not in text:
         raise ParseError(kind, "expected 'NvLink Link Status' or 'NVLINK Error Counts' (dcgmi nvlink output)")
-    gpu = None
-    sections: dict[str, dict[str, object]] = {}
-    current = None
-    for ln in text.split("\n"):
-        m = _TREE_ROW_RE.match(ln.rstrip())
-        if not m:
-            hm = re.match(r"^\|\s*GPU (\d+)\s*\|$", ln.strip())
-            if hm:
-                gpu = int(hm.group(1))
-            continue
-        label, value = m.group("label"), m.group("value")
-        if m.group("arrow"):
-            if current is None:
-                raise ParseError(kind, f"counter row before any 'Link n' section: {ln.strip()!r}")
-            sections[current][label] = value
-        elif label:
-            current = label
-            sections.setdefault(label, {})
-    if not sections:
-        raise ParseError(kind, "'NVLINK Error Counts' header without link rows (truncated?)")
+    else:
+        gpu, sections = _error_count_tree(kind, text)
     return {**base, "mode": "error_counts", "error_counts": _error_counts_from_sections(gpu, sections)}
