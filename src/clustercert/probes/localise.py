@@ -123,6 +123,21 @@ def _components(edges: list[tuple[str, str]]) -> list[tuple[list[str], list[tupl
     return [(sorted(n), e) for n, e in groups.values()]
 
 
+def _explained_failure(v: _ChannelVerdict, p: frozenset, known_bad, known_links, explained) -> bool:
+    """Whether pair ``p``'s failure is explained already: by a node known bad (noted on it in
+    ``v.explained``), elsewhere (``explained``), or by a link known bad (a bad link here too)."""
+    if p & known_bad:
+        for n in p & known_bad:
+            v.explained.setdefault(n, set()).update(p - {n})
+        return True
+    if p in explained:
+        return True
+    if p in known_links:
+        v.links.append(tuple(sorted(p)))
+        return True
+    return False
+
+
 def _solve(passed: set[frozenset], failed: set[frozenset], known_bad: set[str] | frozenset = frozenset(),
            known_links: set[frozenset] | frozenset = frozenset(),
            explained: set[frozenset] | frozenset = frozenset()) -> _ChannelVerdict:
@@ -135,16 +150,9 @@ def _solve(passed: set[frozenset], failed: set[frozenset], known_bad: set[str] |
     partners: dict[str, set[str]] = defaultdict(set)
     rest = []
     for p in sorted(failed, key=sorted):
+        if _explained_failure(v, p, known_bad, known_links, explained):
+            continue
         a, b = sorted(p)
-        if p & known_bad:
-            for n in p & known_bad:
-                v.explained.setdefault(n, set()).update(p - {n})
-            continue
-        if p in explained:
-            continue
-        if p in known_links:
-            v.links.append((a, b))
-            continue
         partners[a].add(b)
         partners[b].add(a)
         if a in cleared and b in cleared:
