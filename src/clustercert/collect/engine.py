@@ -252,6 +252,23 @@ class _EventCollector:
             self.failures.append({"host": s["host"], "task": s["task"], "status": s["status"], "msg": s["msg"]})
 
 
+def _run_runner(kwargs: dict, secrets: dict[str, str], fifo: Path | None, run_dir: Path, needles: list[str]):
+    """Runs ansible-runner with ``kwargs``; afterwards (also on failure) releases the secrets' FIFO, removes
+    the env directory (extra-vars may hold secrets) and scrubs the secrets from the artifacts."""
+    try:
+        runner = ansible_runner.interface.init_runner(**kwargs)
+        for k in secrets:  # seeded from os.environ: out of what ansible-runner dumps (the tether puts them back)
+            runner.config.env.pop(k, None)
+        runner.run()
+    finally:
+        if fifo is not None:
+            _close_fifo(fifo)
+        # extra-vars may hold secrets: do not keep them next to the artifacts.
+        shutil.rmtree(run_dir / "env", ignore_errors=True)
+        scrub_tree(run_dir, needles)
+    return runner
+
+
 def run_playbook(
     playbook: str | Path,
     inventory: str | Path,
@@ -305,17 +322,7 @@ def run_playbook(
     for key, value in (("limit", limit), ("forks", forks), ("extravars", extra_vars)):
         if value:
             kwargs[key] = value
-    try:
-        runner = ansible_runner.interface.init_runner(**kwargs)
-        for k in secrets:  # seeded from os.environ: out of what ansible-runner dumps (the tether puts them back)
-            runner.config.env.pop(k, None)
-        runner.run()
-    finally:
-        if fifo is not None:
-            _close_fifo(fifo)
-        # extra-vars may hold secrets: do not keep them next to the artifacts.
-        shutil.rmtree(run_dir / "env", ignore_errors=True)
-        scrub_tree(run_dir, needles)
+    runner = _run_runner(kwargs, secrets, fifo, run_dir, needles)
     stats = _stats_from(collector.final_stats or (runner.stats or {}))
     status = "timeout" if (run_dir / TIMED_OUT_MARK).exists() else str(runner.status)
     result = RunResult(run_id, run_dir, int(runner.rc or 0), status, stats,
