@@ -121,7 +121,8 @@ def _slave_problems(b, slaves: dict[str, dict]) -> tuple[list[str], list[str]]:
 
 
 def _ib_bond_problems(rec: dict, b, slaves: dict[str, dict]) -> list[str]:
-    """Where the bond differs from the profile's: mode, slaves, primary, miimon, fail_over_mac, active slave."""
+    """Where the bond differs from the profile's: mode, slaves, primary, miimon, fail_over_mac, the active
+    slave."""
     problems = [f"mode {rec.get('mode')}"] if rec.get("mode") != b.mode else []
     slave_problems, down = _slave_problems(b, slaves)
     problems += slave_problems

@@ -182,7 +182,8 @@ def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
     untested = _untested(b, rec, res, evidence, expected_move)
     if untested is not None:
         return untested
-    return [_failover_finding(b, rec, evidence, expected_move, limit), _peer_finding(b, ctx, rec, res, evidence),
+    return [_failover_finding(b, rec, evidence, expected_move, limit),
+            _peer_finding(b, ctx, rec, res, evidence),
             _return_finding(b, rec, evidence)]
 
 

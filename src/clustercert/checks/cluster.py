@@ -95,8 +95,8 @@ def _odd_parts(check: str, what: str, pname: str, ps: dict[str, str], groups: di
     return odd
 
 
-def _compare(check: str, what: str, pname: str, parts: dict[str, dict[str, str]], errored: set[str], group_key,
-             out: dict[str, list[Finding]]) -> None:
+def _compare(check: str, what: str, pname: str, parts: dict[str, dict[str, str]], errored: set[str],
+             group_key, out: dict[str, list[Finding]]) -> None:
     """The findings of two or more nodes of one profile, each against the majority of its parts' groups."""
     groups: dict[str, Counter] = {}
     for ps in parts.values():

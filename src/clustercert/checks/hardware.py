@@ -394,7 +394,8 @@ def _matched_changes(part: str, old: dict, new: dict, label, text, ident) -> lis
         o, n = old.get(key), new.get(key)
         name = label(key, n or o)
         if n is None:
-            out.append({"part": part, "name": name, "change": "missing", "before": text(o), "after": "missing"})
+            out.append({"part": part, "name": name, "change": "missing", "before": text(o),
+                        "after": "missing"})
         elif o is None:
             out.append({"part": part, "name": name, "change": "added", "before": "none", "after": text(n)})
         elif ident(o) != ident(n):

@@ -249,7 +249,8 @@ class _EventCollector:
         if s["status"] == "changed":
             self.changes.append({"host": s["host"], "task": s["task"], "role": s["role"], "diff": s["diff"]})
         if s["status"] in ("failed", "unreachable"):
-            self.failures.append({"host": s["host"], "task": s["task"], "status": s["status"], "msg": s["msg"]})
+            self.failures.append({"host": s["host"], "task": s["task"], "status": s["status"],
+                                  "msg": s["msg"]})
 
 
 def _run_runner(kwargs: dict, secrets: dict[str, str], fifo: Path | None, run_dir: Path, needles: list[str]):

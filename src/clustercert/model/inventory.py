@@ -240,7 +240,7 @@ def _var_files(base: Path) -> list[Path]:
         d = base / sub
         if d.is_dir():
             var_files += [p for p in sorted(d.rglob("*"))
-                          if p.is_file() and (p.suffix in YAML_SUFFIXES or p.suffix == "" or p.suffix == ".json")]
+                          if p.is_file() and (p.suffix in YAML_SUFFIXES or p.suffix in ("", ".json"))]
     return var_files
 
 

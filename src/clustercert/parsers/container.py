@@ -118,7 +118,8 @@ def _ctk_mode(out: dict, log_lines: int) -> str:
         return "cdi-list"
     if log_lines or out["panic"]:
         return "log"
-    raise ParseError("nvidia-ctk", "expected '<component> version X', CDI device names or logrus 'INFO[0000] ...' lines")
+    raise ParseError("nvidia-ctk",
+                     "expected '<component> version X', CDI device names or logrus 'INFO[0000] ...' lines")
 
 
 _INFO_KV_RE = re.compile(r"^(?P<k>NVRM version|CUDA version|Device Index|Device Minor|Model|Brand|GPU UUID|Bus Location|Architecture):\s*(?P<v>.*)$")

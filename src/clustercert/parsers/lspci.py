@@ -89,7 +89,8 @@ def _detail(cur: dict, s: str) -> None:
 
 
 def _link_record(lk: dict) -> dict | None:
-    """The device's PCIe link (capability, status, downgrades), None when lspci printed neither LnkCap nor LnkSta."""
+    """The device's PCIe link (capability, status, downgrades); None when lspci printed neither LnkCap nor
+    LnkSta."""
     if "sta_speed_gt_s" not in lk and "cap_speed_gt_s" not in lk:
         return None
     cs, cw = lk.get("cap_speed_gt_s"), lk.get("cap_width")

@@ -328,7 +328,8 @@ def _ddp_problems(rec: dict, nproc: int, want: int, why: str | None) -> list[str
 
 
 def _ddp_evidence(rec: dict) -> str:
-    """One line per rank (host, local rank, world size, torch, backend, all_reduce result), then the errors."""
+    """One line per rank (host, local rank, world size, torch, backend, all_reduce result), then the
+    errors."""
     lines = [f"rank {r.get('rank')} {r.get('host')} local {r.get('local_rank')}/{r.get('local_world_size')} "
              f"world {r.get('world_size')} torch {r.get('torch')} {r.get('backend')}: "
              f"all_reduce {(r.get('allreduce') or {}).get('min')} (expected {(r.get('allreduce') or {}).get('expected')})"

@@ -145,7 +145,8 @@ def start_watchdog(slave, guard_s):
 
 
 def measure_failover(bond, before, peer, t0, fail_bound):
-    """With the active slave down since ``t0``: how long the bond took to pick another, which, and the peer ping."""
+    """With the active slave down since ``t0``: how long the bond took to pick another, which one, and the
+    peer ping."""
     say("failover_bound_ms", f"{fail_bound * 1000:.0f}")
     say("failover_ms", wait_for(lambda: active(bond) not in ("", before), t0, fail_bound))
     say("active_during", active(bond))

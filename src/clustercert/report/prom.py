@@ -101,7 +101,8 @@ def _latest_links(verb: str, links: list[dict]) -> dict[tuple, dict]:
     return latest
 
 
-def _link_metrics(reg: CollectorRegistry, verb: str, links: list[dict], bounds: dict[str, tuple] | None) -> None:
+def _link_metrics(reg: CollectorRegistry, verb: str, links: list[dict],
+                  bounds: dict[str, tuple] | None) -> None:
     lstatus = Gauge("clustercert_link_status", "1 for the status of each node-to-node measurement (the last "
                     "round's), 0 for the other statuses (pass, fail, error, skip).", [*LINK_LABELS, "status"],
                     registry=reg)
