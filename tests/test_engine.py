@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -87,6 +88,27 @@ def test_engine_check_mode_changes_nothing(tmp_path):
     for f in result.run_dir.rglob("*"):
         if f.is_file() and f.name != "stdout":
             assert "s3cr3t" not in f.read_text(errors="replace"), f
+
+
+def test_a_run_leaves_this_process_environment_alone(tmp_path, monkeypatch):
+    """ansible-playbook next to this Python is found through the run's own environment: a PATH without this
+    interpreter's bin directory still runs it, and os.environ (PATH included) is the same after the run."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    before = dict(os.environ)
+    inv = _local_inventory(tmp_path, ["alpha"])
+    pb = tmp_path / "pb.yml"
+    pb.write_text(textwrap.dedent(f"""\
+        - hosts: all
+          gather_facts: false
+          tasks:
+            - name: writes
+              ansible.builtin.copy: {{content: "x", dest: "{tmp_path}/written.txt", mode: "0644"}}
+        """))
+    result = run_playbook(pb, inv, state=tmp_path / "state")
+    assert dict(os.environ) == before
+    assert result.ok and (tmp_path / "written.txt").read_text() == "x"
+    wrapper = (result.run_dir / "bin" / "ansible-playbook").read_text()
+    assert os.path.join(os.path.dirname(sys.executable), "ansible-playbook") in wrapper
 
 
 def _processes_with(marker: str) -> list[str]:

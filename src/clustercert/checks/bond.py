@@ -94,6 +94,52 @@ def _lacp(ev: Evidence, ctx: HostContext) -> list[Finding]:
     return out
 
 
+def _ib_bond_unread(rec: dict, b, slaves: dict[str, dict]) -> str | None:
+    """What the bonding dump lacks to judge the bond (a required attribute, a slave's mii_status), or None."""
+    missing_attrs = [attr for key, attr in REQUIRED.items() if rec.get(key) is None]
+    if missing_attrs:
+        return f"incomplete bonding dump: no {', '.join(missing_attrs)} read for {b.name}"
+    unread = [s for s in b.slaves if s in slaves and slaves[s].get("mii_status") is None]
+    if unread:
+        return f"incomplete bonding dump: no mii_status read for slave {', '.join(unread)}"
+    return None
+
+
+def _slave_problems(b, slaves: dict[str, dict]) -> tuple[list[str], list[str]]:
+    """The slaves missing, unexpected and down; and those down."""
+    problems = []
+    missing = [s for s in b.slaves if s not in slaves]
+    if missing:
+        problems.append("missing slave " + ", ".join(missing))
+    extra = sorted(set(slaves) - set(b.slaves))
+    if extra:
+        problems.append("unexpected slave " + ", ".join(extra))
+    down = [s for s in b.slaves if s in slaves and slaves[s].get("mii_status") != "up"]
+    if down:
+        problems.append("slave down " + ", ".join(down))
+    return problems, down
+
+
+def _ib_bond_problems(rec: dict, b, slaves: dict[str, dict]) -> list[str]:
+    """Where the bond differs from the profile's: mode, slaves, primary, miimon, fail_over_mac, the active
+    slave."""
+    problems = [f"mode {rec.get('mode')}"] if rec.get("mode") != b.mode else []
+    slave_problems, down = _slave_problems(b, slaves)
+    problems += slave_problems
+    if rec.get("primary_slave") != b.primary:
+        problems.append(f"primary {rec.get('primary_slave')}")
+    if rec.get("mii_polling_interval_ms") != b.miimon_ms:
+        problems.append(f"miimon {rec.get('mii_polling_interval_ms')} ms")
+    if (rec.get("fail_over_mac") or "none") != b.fail_over_mac:
+        problems.append(f"fail_over_mac {rec.get('fail_over_mac') or 'none'}")
+    active = rec.get("currently_active_slave")
+    if active not in b.slaves:
+        problems.append(f"active slave {active}")
+    elif b.primary not in down and active != b.primary:
+        problems.append(f"active slave {active} while primary {b.primary} is up")
+    return problems
+
+
 def _ib_bond(ev: Evidence, ctx: HostContext) -> list[Finding]:
     b = ctx.profile.ib.bond
     if b is None:
@@ -110,36 +156,12 @@ def _ib_bond(ev: Evidence, ctx: HostContext) -> list[Finding]:
     rec = (dump.get("bonds") or {}).get(b.name)
     if rec is None:  # test -d said it exists, yet grep printed nothing of it
         return [error("ib.bond", f"incomplete bonding dump: nothing read from /sys/class/net/{b.name}/bonding", res, b.name)]
-    missing_attrs = [attr for key, attr in REQUIRED.items() if rec.get(key) is None]
-    if missing_attrs:
-        return [error("ib.bond", f"incomplete bonding dump: no {', '.join(missing_attrs)} read for {b.name}", res, b.name)]
     slaves = {s["name"]: s for s in rec.get("slaves", [])}
-    unread = [s for s in b.slaves if s in slaves and slaves[s].get("mii_status") is None]
+    unread = _ib_bond_unread(rec, b, slaves)
     if unread:
-        return [error("ib.bond", f"incomplete bonding dump: no mii_status read for slave {', '.join(unread)}", res, b.name)]
-    problems = []
-    if rec.get("mode") != b.mode:
-        problems.append(f"mode {rec.get('mode')}")
-    missing = [s for s in b.slaves if s not in slaves]
-    if missing:
-        problems.append("missing slave " + ", ".join(missing))
-    extra = sorted(set(slaves) - set(b.slaves))
-    if extra:
-        problems.append("unexpected slave " + ", ".join(extra))
-    down = [s for s in b.slaves if s in slaves and slaves[s].get("mii_status") != "up"]
-    if down:
-        problems.append("slave down " + ", ".join(down))
-    if rec.get("primary_slave") != b.primary:
-        problems.append(f"primary {rec.get('primary_slave')}")
-    if rec.get("mii_polling_interval_ms") != b.miimon_ms:
-        problems.append(f"miimon {rec.get('mii_polling_interval_ms')} ms")
-    if (rec.get("fail_over_mac") or "none") != b.fail_over_mac:
-        problems.append(f"fail_over_mac {rec.get('fail_over_mac') or 'none'}")
-    active = rec.get("currently_active_slave")
-    if active not in b.slaves:
-        problems.append(f"active slave {active}")
-    elif b.primary not in down and active != b.primary:
-        problems.append(f"active slave {active} while primary {b.primary} is up")
+        return [error("ib.bond", unread, res, b.name)]
+    problems = _ib_bond_problems(rec, b, slaves)
     expected = f"{b.mode}, slaves {'+'.join(b.slaves)} up, primary {b.primary} active, miimon {b.miimon_ms} ms, fail_over_mac {b.fail_over_mac}"
-    observed = "; ".join(problems) if problems else f"{rec.get('mode')}, active {active}, both slaves up"
+    observed = "; ".join(problems) if problems else (
+        f"{rec.get('mode')}, active {rec.get('currently_active_slave')}, both slaves up")
     return [judge("ib.bond", not problems, b.name, expected, observed, res.excerpt(800))]

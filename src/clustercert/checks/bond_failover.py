@@ -92,6 +92,77 @@ def choose_peers(order: list[str], addresses: dict[str, str | None], eligible: s
     return out
 
 
+def _untested(b, rec: dict, res, evidence: str, expected_move: str) -> list[Finding] | None:
+    """The findings of a step that did not take the active slave down (no bond, the down failed, no active
+    slave, the backup down); None when it did."""
+    outcome, before = rec["outcome"], rec["active_before"]
+    if outcome == "no_bond":
+        return [error(CHECK, f"bond {b.name} does not exist: the failover test could not run", res, b.name)]
+    if outcome == "down_failed":
+        return [error(CHECK, f"could not take {before} down: {rec['down_error']}", res, b.name)]
+    if outcome == "no_active":
+        return [Finding(CHECK, "fail", f"{b.name} failover", expected_move,
+                        "no active slave before the test (the bond is down): nothing can fail over", evidence)]
+    if outcome == "backup_down":
+        down = ", ".join(rec["backup"]) or "none"
+        return [Finding(CHECK, "fail", f"{b.name} failover", expected_move,
+                        f"backup slave {down} is down: failover impossible ({before} was not taken down)", evidence)]
+    return None
+
+
+def _failover_finding(b, rec: dict, evidence: str, expected_move: str, limit: int) -> Finding:
+    before, fo, during = rec["active_before"], rec["failover_ms"], rec["active_during"]
+    moved = fo is not None and during not in (None, before)
+    if not moved:
+        observed = f"active slave still {during or 'none'} {rec['failover_bound_ms'] or 0:.0f} ms after {before} went down"
+    else:
+        observed = f"{before} -> {during} in {fo:.0f} ms"
+    return judge(CHECK, moved and fo <= limit, f"{b.name} failover", f"{expected_move}", observed, evidence,
+                 fo, "ms")
+
+
+def _peer_finding(b, ctx: HostContext, rec: dict, res, evidence: str) -> Finding:
+    """Reachability of the peer over the bond while the slave was down."""
+    before = rec["active_before"]
+    if not ctx.bond_peer:
+        return Finding(CHECK, "skip", f"{b.name} peer", "a peer's bond address answers over the bond during the failover",
+                       f"reachability not tested: {ctx.bond_peer_note or 'no peer address known'}")
+    subject = f"{b.name} peer {ctx.bond_peer}" + (f" ({ctx.bond_peer_note})" if ctx.bond_peer_note else "")
+    expected = f"{ctx.bond_peer} answers ping over {b.name} while {before} is down"
+    ping, before_ping = rec["ping"], rec["ping_before"]
+    if rec["ping_error"] or rec["ping_before_error"]:
+        return error(CHECK, f"could not ping the peer: {rec['ping_error'] or rec['ping_before_error']}", res, subject)
+    if before_ping is not None and not before_ping["received"]:
+        return Finding(CHECK, "fail", subject, expected,
+                       f"not reachable over {b.name} even before the failover ({_ping_text(before_ping)})"
+                       f"{_address_hint(ctx, rec)}", evidence)
+    if ping is None:
+        return error(CHECK, "the step printed no ping result", res, subject)
+    good = bool(ping["received"])
+    return judge(CHECK, good, subject, expected, _ping_text(ping) + ("" if good else _address_hint(ctx, rec)),
+                 evidence)
+
+
+def _return_finding(b, rec: dict, evidence: str) -> Finding:
+    """The restore, and the move back to the primary."""
+    before = rec["active_before"]
+    primary = b.primary or rec["primary"]
+    subject = f"{b.name} back to {primary}" if primary else f"{b.name} restore"
+    if not rec["restored"]:
+        return Finding(CHECK, "fail", subject, f"{before} back up", f"{before} could not be brought back up: "
+                       f"{rec['restore_error'] or 'unknown reason'} (the node's watchdog retries after "
+                       f"{rec['watchdog_s'] or '?'} s)", evidence)
+    if not primary:
+        return Finding(CHECK, "skip", subject, "", f"{before} is back up; no primary configured, so the active "
+                                                   "slave stays where it is")
+    back, after = rec["return_ms"], rec["active_after"]
+    ok_back = back is not None and after == primary
+    observed = (f"{primary} active again {back:.0f} ms after {before} came back up" if ok_back else
+                f"active slave {after or 'none'} {rec['return_bound_ms'] or 0:.0f} ms after {before} came back up")
+    return judge(CHECK, ok_back, subject, f"{before} back up and primary {primary} active again", observed,
+                 evidence, back, "ms")
+
+
 def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
     b = ctx.profile.ib.bond
     if b is None:
@@ -107,70 +178,13 @@ def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
         return [dataclasses.replace(f, subject=b.name) for f in errs]
     evidence = res.excerpt(1200)
     limit = b.miimon_ms * 3
-    outcome = rec["outcome"]
-    before = rec["active_before"]
-    if outcome == "no_bond":
-        return [error(CHECK, f"bond {b.name} does not exist: the failover test could not run", res, b.name)]
-    if outcome == "down_failed":
-        return [error(CHECK, f"could not take {before} down: {rec['down_error']}", res, b.name)]
     expected_move = f"active slave moves off the active one within {limit} ms (miimon {b.miimon_ms} x 3)"
-    if outcome == "no_active":
-        return [Finding(CHECK, "fail", f"{b.name} failover", expected_move,
-                        "no active slave before the test (the bond is down): nothing can fail over", evidence)]
-    if outcome == "backup_down":
-        down = ", ".join(rec["backup"]) or "none"
-        return [Finding(CHECK, "fail", f"{b.name} failover", expected_move,
-                        f"backup slave {down} is down: failover impossible ({before} was not taken down)", evidence)]
-
-    out: list[Finding] = []
-    fo, during = rec["failover_ms"], rec["active_during"]
-    moved = fo is not None and during not in (None, before)
-    if not moved:
-        observed = f"active slave still {during or 'none'} {rec['failover_bound_ms'] or 0:.0f} ms after {before} went down"
-    else:
-        observed = f"{before} -> {during} in {fo:.0f} ms"
-    out.append(judge(CHECK, moved and fo <= limit, f"{b.name} failover", f"{expected_move}", observed, evidence,
-                     fo, "ms"))
-
-    # reachability of the peer over the bond while the slave was down
-    if not ctx.bond_peer:
-        out.append(Finding(CHECK, "skip", f"{b.name} peer", "a peer's bond address answers over the bond during the failover",
-                           f"reachability not tested: {ctx.bond_peer_note or 'no peer address known'}"))
-    else:
-        subject = f"{b.name} peer {ctx.bond_peer}" + (f" ({ctx.bond_peer_note})" if ctx.bond_peer_note else "")
-        expected = f"{ctx.bond_peer} answers ping over {b.name} while {before} is down"
-        ping, before_ping = rec["ping"], rec["ping_before"]
-        if rec["ping_error"] or rec["ping_before_error"]:
-            out.append(error(CHECK, f"could not ping the peer: {rec['ping_error'] or rec['ping_before_error']}", res, subject))
-        elif before_ping is not None and not before_ping["received"]:
-            out.append(Finding(CHECK, "fail", subject, expected,
-                               f"not reachable over {b.name} even before the failover ({_ping_text(before_ping)})"
-                               f"{_address_hint(ctx, rec)}", evidence))
-        elif ping is None:
-            out.append(error(CHECK, "the step printed no ping result", res, subject))
-        else:
-            good = bool(ping["received"])
-            out.append(judge(CHECK, good, subject, expected, _ping_text(ping) + ("" if good else _address_hint(ctx, rec)),
-                             evidence))
-
-    # restore, and the move back to the primary
-    primary = b.primary or rec["primary"]
-    subject = f"{b.name} back to {primary}" if primary else f"{b.name} restore"
-    if not rec["restored"]:
-        out.append(Finding(CHECK, "fail", subject, f"{before} back up", f"{before} could not be brought back up: "
-                           f"{rec['restore_error'] or 'unknown reason'} (the node's watchdog retries after "
-                           f"{rec['watchdog_s'] or '?'} s)", evidence))
-    elif not primary:
-        out.append(Finding(CHECK, "skip", subject, "", f"{before} is back up; no primary configured, so the active "
-                                                           "slave stays where it is"))
-    else:
-        back, after = rec["return_ms"], rec["active_after"]
-        ok_back = back is not None and after == primary
-        observed = (f"{primary} active again {back:.0f} ms after {before} came back up" if ok_back else
-                    f"active slave {after or 'none'} {rec['return_bound_ms'] or 0:.0f} ms after {before} came back up")
-        out.append(judge(CHECK, ok_back, subject, f"{before} back up and primary {primary} active again", observed,
-                         evidence, back, "ms"))
-    return out
+    untested = _untested(b, rec, res, evidence, expected_move)
+    if untested is not None:
+        return untested
+    return [_failover_finding(b, rec, evidence, expected_move, limit),
+            _peer_finding(b, ctx, rec, res, evidence),
+            _return_finding(b, rec, evidence)]
 
 
 def _address_hint(ctx: HostContext, rec: dict) -> str:

@@ -53,6 +53,71 @@ def node_parts(ev: Evidence, ctx: HostContext, checks: tuple[str, ...] = CHECKS)
     return out
 
 
+def _readable_parts(check: str, what: str, nodes: list[str], evidence: dict[str, dict],
+                    out: dict[str, list[Finding]]) -> tuple[dict[str, dict[str, str]], set[str]]:
+    """Each node's readable parts ({part: version}) and the nodes with a part not reported; a node whose parts
+    could not be taken gets its problem finding, one with unreported parts an error finding."""
+    parts: dict[str, dict[str, str]] = {}
+    errored: set[str] = set()
+    for n in nodes:
+        taken = evidence[n][check]
+        if isinstance(taken, Exception):
+            raise taken
+        got, problem = taken
+        if got is None:
+            out[n].append(problem)
+            continue
+        unread = sorted(k for k, v in got.items() if v is None)
+        if unread:
+            errored.add(n)
+            out[n].append(Finding(check, "error", unread[0], "a version to compare",
+                                  f"{what} of {', '.join(unread)} not reported (N/A): not compared"))
+        parts[n] = {k: v for k, v in got.items() if v is not None}
+    return parts, errored
+
+
+def _odd_parts(check: str, what: str, pname: str, ps: dict[str, str], groups: dict[str, Counter], group_key,
+               nodes: int) -> list[Finding]:
+    """A node's parts whose version is not its group's majority (fail), or whose group has none (error)."""
+    odd = []
+    for part, version in sorted(ps.items()):
+        counts = groups[group_key(part)]
+        (top, top_n), *rest = counts.most_common()
+        if rest and rest[0][1] == top_n:
+            tied = ", ".join(f"{v} x{c}" for v, c in counts.most_common() if c == top_n)
+            odd.append(Finding(check, "error", part, f"one {what} across the nodes of profile {pname}",
+                               f"{version}; no majority among the {nodes} nodes ({tied}): the odd one out "
+                               "cannot be told"))
+        elif version != top:
+            odd.append(Finding(check, "fail", part, f"{top} (as on {top_n} of the profile's parts)", version,
+                               f"{what} versions across the {nodes} nodes of profile {pname}: "
+                               + ", ".join(f"{v} x{c}" for v, c in counts.most_common())))
+    return odd
+
+
+def _compare(check: str, what: str, pname: str, parts: dict[str, dict[str, str]], errored: set[str],
+             group_key, out: dict[str, list[Finding]]) -> None:
+    """The findings of two or more nodes of one profile, each against the majority of its parts' groups."""
+    groups: dict[str, Counter] = {}
+    for ps in parts.values():
+        for part, version in ps.items():
+            groups.setdefault(group_key(part), Counter())[version] += 1
+    expected = f"one {what} across the nodes of profile {pname}"
+    for n, ps in parts.items():
+        odd = _odd_parts(check, what, pname, ps, groups, group_key, len(parts))
+        if odd:
+            out[n].extend(odd)
+        elif n in errored:
+            continue
+        elif ps:
+            versions = sorted(set(ps.values()))
+            out[n].append(Finding(check, "pass", "node", expected,
+                                  f"{', '.join(versions)} on {len(ps)} part(s), as on the other {len(parts) - 1} "
+                                  "node(s)"))
+        else:
+            out[n].append(Finding(check, "error", "node", expected, f"no {what} reported on this node"))
+
+
 def _uniform(check: str, what: str, parts_of, evidence: dict[str, dict], contexts: dict[str, HostContext],
              group_key) -> dict[str, list[Finding]]:
     out: dict[str, list[Finding]] = {n: [] for n in evidence}
@@ -66,57 +131,13 @@ def _uniform(check: str, what: str, parts_of, evidence: dict[str, dict], context
             for n in nodes:
                 out[n].append(Finding(check, "skip", "node", "", f"profile {pname} sets firmware_uniform: false"))
             continue
-        parts: dict[str, dict[str, str]] = {}
-        errored: set[str] = set()
-        for n in nodes:
-            taken = evidence[n][check]
-            if isinstance(taken, Exception):
-                raise taken
-            got, problem = taken
-            if got is None:
-                out[n].append(problem)
-                continue
-            unread = sorted(k for k, v in got.items() if v is None)
-            if unread:
-                errored.add(n)
-                out[n].append(Finding(check, "error", unread[0], "a version to compare",
-                                      f"{what} of {', '.join(unread)} not reported (N/A): not compared"))
-            parts[n] = {k: v for k, v in got.items() if v is not None}
+        parts, errored = _readable_parts(check, what, nodes, evidence, out)
         if len(parts) < 2:
             for n in parts:
                 out[n].append(Finding(check, "skip", "node", "", f"{len(parts)} node of profile {pname} in this run with "
                                       f"a readable {what}: nothing to compare it with"))
             continue
-        groups: dict[str, Counter] = {}
-        for ps in parts.values():
-            for part, version in ps.items():
-                groups.setdefault(group_key(part), Counter())[version] += 1
-        for n, ps in parts.items():
-            odd = []
-            for part, version in sorted(ps.items()):
-                counts = groups[group_key(part)]
-                (top, top_n), *rest = counts.most_common()
-                if rest and rest[0][1] == top_n:
-                    tied = ", ".join(f"{v} x{c}" for v, c in counts.most_common() if c == top_n)
-                    odd.append(Finding(check, "error", part, f"one {what} across the nodes of profile {pname}",
-                                       f"{version}; no majority among the {len(parts)} nodes ({tied}): the odd one out "
-                                       "cannot be told"))
-                elif version != top:
-                    odd.append(Finding(check, "fail", part, f"{top} (as on {top_n} of the profile's parts)", version,
-                                       f"{what} versions across the {len(parts)} nodes of profile {pname}: "
-                                       + ", ".join(f"{v} x{c}" for v, c in counts.most_common())))
-            if odd:
-                out[n].extend(odd)
-            elif n in errored:
-                continue
-            elif ps:
-                versions = sorted(set(ps.values()))
-                out[n].append(Finding(check, "pass", "node", f"one {what} across the nodes of profile {pname}",
-                                      f"{', '.join(versions)} on {len(ps)} part(s), as on the other {len(parts) - 1} "
-                                      "node(s)"))
-            else:
-                out[n].append(Finding(check, "error", "node", f"one {what} across the nodes of profile {pname}",
-                                      f"no {what} reported on this node"))
+        _compare(check, what, pname, parts, errored, group_key, out)
     return out
 
 

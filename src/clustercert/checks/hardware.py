@@ -386,44 +386,45 @@ def identity(ev: Evidence, link_layer: str = "InfiniBand") -> dict | None:
 BOARD_KEYS = ("system_serial", "baseboard_serial", "chassis_serial")
 
 
+def _matched_changes(part: str, old: dict, new: dict, label, text, ident) -> list[dict]:
+    """Parts matched by key (``old``/``new``: key -> part): missing, added, or swapped where ``ident``
+    differs. ``label(key, part)`` names a part, ``text(part)`` says what identifies it."""
+    out: list[dict] = []
+    for key in sorted(old.keys() | new.keys(), key=str):
+        o, n = old.get(key), new.get(key)
+        name = label(key, n or o)
+        if n is None:
+            out.append({"part": part, "name": name, "change": "missing", "before": text(o),
+                        "after": "missing"})
+        elif o is None:
+            out.append({"part": part, "name": name, "change": "added", "before": "none", "after": text(n)})
+        elif ident(o) != ident(n):
+            out.append({"part": part, "name": name, "change": "swapped", "before": text(o), "after": text(n)})
+    return out
+
+
+def _both(before: dict, after: dict, key: str) -> bool:
+    return before.get(key) is not None and after.get(key) is not None
+
+
 def identity_changes(before: dict, after: dict) -> list[dict]:
     """Every part swapped, gone or new from ``before`` to ``after`` (two ``identity`` records of one node), as
     {"part": gpu|hca|board|nvswitch, "name", "change": swapped|missing|added|changed, "before", "after"}. GPUs
     are matched by PCI bus id (their slot), HCAs by name; a part kind unknown on either side is not compared.
     Firmware is not a part: its change is the state checks' (ib.firmware, the uniform checks)."""
     out: list[dict] = []
-
-    def gpu_text(g: dict) -> str:
-        return f"serial {g.get('serial')}, UUID {g.get('uuid')}"
-
-    if before.get("gpus") is not None and after.get("gpus") is not None:
-        old = {g["bus_id"]: g for g in before["gpus"]}
-        new = {g["bus_id"]: g for g in after["gpus"]}
-        for bus in sorted(old.keys() | new.keys(), key=str):
-            o, n = old.get(bus), new.get(bus)
-            name = f"GPU{(n or o)['index']} {bus}"
-            if n is None:
-                out.append({"part": "gpu", "name": name, "change": "missing", "before": gpu_text(o), "after": "missing"})
-            elif o is None:
-                out.append({"part": "gpu", "name": name, "change": "added", "before": "none", "after": gpu_text(n)})
-            elif (o.get("serial"), o.get("uuid")) != (n.get("serial"), n.get("uuid")):
-                out.append({"part": "gpu", "name": name, "change": "swapped", "before": gpu_text(o),
-                            "after": gpu_text(n)})
-    if before.get("hcas") is not None and after.get("hcas") is not None:
-        old = {h["name"]: h for h in before["hcas"]}
-        new = {h["name"]: h for h in after["hcas"]}
-        for name in sorted(old.keys() | new.keys()):
-            o, n = old.get(name), new.get(name)
-            if n is None:
-                out.append({"part": "hca", "name": name, "change": "missing", "before": f"GUID {o.get('node_guid')}",
-                            "after": "missing"})
-            elif o is None:
-                out.append({"part": "hca", "name": name, "change": "added", "before": "none",
-                            "after": f"GUID {n.get('node_guid')}"})
-            elif o.get("node_guid") != n.get("node_guid"):
-                out.append({"part": "hca", "name": name, "change": "swapped", "before": f"GUID {o.get('node_guid')}",
-                            "after": f"GUID {n.get('node_guid')}"})
-    if before.get("board") is not None and after.get("board") is not None:
+    if _both(before, after, "gpus"):
+        out += _matched_changes("gpu", {g["bus_id"]: g for g in before["gpus"]},
+                                {g["bus_id"]: g for g in after["gpus"]},
+                                lambda bus, g: f"GPU{g['index']} {bus}",
+                                lambda g: f"serial {g.get('serial')}, UUID {g.get('uuid')}",
+                                lambda g: (g.get("serial"), g.get("uuid")))
+    if _both(before, after, "hcas"):
+        out += _matched_changes("hca", {h["name"]: h for h in before["hcas"]},
+                                {h["name"]: h for h in after["hcas"]},
+                                lambda name, h: name, lambda h: f"GUID {h.get('node_guid')}",
+                                lambda h: h.get("node_guid"))
+    if _both(before, after, "board"):
         for key in BOARD_KEYS:
             o, n = before["board"].get(key), after["board"].get(key)
             if o != n:

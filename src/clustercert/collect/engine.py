@@ -143,6 +143,133 @@ def _stats_from(data: dict) -> dict[str, HostStats]:
     return out
 
 
+def _resolve_playbook(playbook: str | Path) -> Path:
+    """A path as given when it exists, else one under the shipped playbooks directory."""
+    playbook = Path(playbook)
+    if not playbook.is_absolute() and not playbook.exists():
+        playbook = paths.playbooks_dir() / playbook
+    return playbook.resolve()
+
+
+def _playbook_flags(*, check: bool, diff: bool, tags: str | None, skip_tags: str | None,
+                    start_at_task: str | None, listing: str | None) -> list[str]:
+    """ansible-playbook's own flags for these options (the playbook and --vault-id come later)."""
+    flags: list[str] = []
+    if check:
+        flags.append("--check")
+    if diff:
+        flags.append("--diff")
+    for flag, value in (("--tags", tags), ("--skip-tags", skip_tags), ("--start-at-task", start_at_task)):
+        if value:
+            flags += [flag, value]
+    if listing:
+        if listing not in LISTINGS:
+            raise ValueError(f"listing {listing!r} is none of {LISTINGS}")
+        flags.append(f"--{listing}")
+    return flags
+
+
+def interpreter_path(path: str | None = None) -> str:
+    """``path`` (default: this process's PATH) with this interpreter's bin directory in front unless it is
+    on it already: ansible-runner starts ansible-playbook from PATH, and it must be the one next to this
+    Python. Given to the run's environment; this process's own ``os.environ`` is left as it is."""
+    path = os.environ.get("PATH", "") if path is None else path
+    bindir = os.path.dirname(sys.executable)
+    if bindir in path.split(os.pathsep):
+        return path
+    return bindir + os.pathsep + path
+
+
+def _playbook_env(state: Path, envvars: dict | None) -> dict[str, str]:
+    """The environment ansible-runner adds to this process's for the run (secrets still in it)."""
+    env = {
+        "PATH": interpreter_path(),
+        "ANSIBLE_CONFIG": str(paths.ansible_cfg()),
+        "ANSIBLE_ROLES_PATH": str(paths.roles_dir()),
+        # the roles and playbooks name the collection's plugins by FQCN (clustercert.cluster.*)
+        "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join([str(_collection_tree(state)), *_DEFAULT_COLLECTIONS]),
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(state / "facts"),
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        "ANSIBLE_FORCE_COLOR": "False",
+        "ANSIBLE_NOCOLOR": "True",
+    }
+    env.update(envvars or {})
+    # ansible-runner sets ANSIBLE_HOST_KEY_CHECKING=False unless the env says otherwise: host keys stay checked
+    env["ANSIBLE_HOST_KEY_CHECKING"] = "True"
+    ssh_args = env.get("ANSIBLE_SSH_ARGS") or os.environ.get("ANSIBLE_SSH_ARGS")
+    if ssh_args:  # replaces ansible.cfg's, which has it first
+        env["ANSIBLE_SSH_ARGS"] = "-o StrictHostKeyChecking=yes " + ssh_args
+    return env
+
+
+def _take_secrets(env: dict[str, str], run_dir: Path) -> tuple[dict[str, str], list[str]]:
+    """Moves the secrets out of ``env`` (they reach ansible-playbook through the tether's FIFO, never
+    ansible-runner's dump of its environment) and adds each vault password as one; returns them and the
+    ``--vault-id`` flags that read those passwords back."""
+    secrets = secret_env({**os.environ, **env})
+    for k in secrets:
+        env.pop(k, None)
+    flags: list[str] = []
+    for n, sec in enumerate(vault.secrets()):
+        name = f"{VAULT_PASS_ENV}{n}"
+        secrets[name] = sec.password.decode("utf-8", "surrogateescape")
+        flags += ["--vault-id", f"{sec.label}@{_vault_pass_script(run_dir, name)}"]
+    return secrets, flags
+
+
+class _EventCollector:
+    """ansible-runner's event handler: keeps the changes, failures, events and final stats of a run, passes
+    Ansible's output (scrubbed) to ``output`` and each summarised event to ``progress``."""
+
+    def __init__(self, needles: list[str], output: Callable[[str], None] | None,
+                 progress: ProgressCallback | None) -> None:
+        self.needles, self.output, self.progress = needles, output, progress
+        self.changes: list[dict] = []
+        self.failures: list[dict] = []
+        self.events: list[dict] = []
+        self.final_stats: dict = {}
+
+    def __call__(self, event: dict) -> bool:
+        if self.output is not None and event.get("stdout"):
+            self.output(scrub_text(event["stdout"], self.needles))
+        s = _summarise(event)
+        if s is None:
+            return True
+        if s["kind"] == "stats":
+            self.final_stats.update(s["data"])
+        elif s["kind"] == "host" and not s["item"]:
+            self._host(s)
+        if s["kind"] != "host" or not s["item"]:
+            self.events.append({k: v for k, v in s.items() if k != "diff"})
+        if self.progress is not None:
+            self.progress(s)
+        return True
+
+    def _host(self, s: dict) -> None:
+        if s["status"] == "changed":
+            self.changes.append({"host": s["host"], "task": s["task"], "role": s["role"], "diff": s["diff"]})
+        if s["status"] in ("failed", "unreachable"):
+            self.failures.append({"host": s["host"], "task": s["task"], "status": s["status"],
+                                  "msg": s["msg"]})
+
+
+def _run_runner(kwargs: dict, secrets: dict[str, str], fifo: Path | None, run_dir: Path, needles: list[str]):
+    """Runs ansible-runner with ``kwargs``; afterwards (also on failure) releases the secrets' FIFO, removes
+    the env directory (extra-vars may hold secrets) and scrubs the secrets from the artifacts."""
+    try:
+        runner = ansible_runner.interface.init_runner(**kwargs)
+        for k in secrets:  # seeded from os.environ: out of what ansible-runner dumps (the tether puts them back)
+            runner.config.env.pop(k, None)
+        runner.run()
+    finally:
+        if fifo is not None:
+            _close_fifo(fifo)
+        # extra-vars may hold secrets: do not keep them next to the artifacts.
+        shutil.rmtree(run_dir / "env", ignore_errors=True)
+        scrub_tree(run_dir, needles)
+    return runner
+
+
 def run_playbook(
     playbook: str | Path,
     inventory: str | Path,
@@ -170,114 +297,37 @@ def run_playbook(
     run_id = paths.new_run_id()
     run_dir = state / "runs" / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
-    playbook = Path(playbook)
-    if not playbook.is_absolute() and not playbook.exists():
-        playbook = paths.playbooks_dir() / playbook
-    playbook = playbook.resolve()
-
-    cmdline: list[str] = []
-    if check:
-        cmdline.append("--check")
-    if diff:
-        cmdline.append("--diff")
-    if tags:
-        cmdline += ["--tags", tags]
-    if skip_tags:
-        cmdline += ["--skip-tags", skip_tags]
-    if start_at_task:
-        cmdline += ["--start-at-task", start_at_task]
-    if listing:
-        if listing not in LISTINGS:
-            raise ValueError(f"listing {listing!r} is none of {LISTINGS}")
-        cmdline.append(f"--{listing}")
-
-    # ansible-runner starts ansible-playbook from PATH: make sure it is the one next to this Python.
-    bindir = os.path.dirname(sys.executable)
-    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
-    env = {
-        "ANSIBLE_CONFIG": str(paths.ansible_cfg()),
-        "ANSIBLE_ROLES_PATH": str(paths.roles_dir()),
-        # the roles and playbooks name the collection's plugins by FQCN (clustercert.cluster.*)
-        "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join([str(_collection_tree(state)), *_DEFAULT_COLLECTIONS]),
-        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(state / "facts"),
-        "ANSIBLE_RETRY_FILES_ENABLED": "False",
-        "ANSIBLE_FORCE_COLOR": "False",
-        "ANSIBLE_NOCOLOR": "True",
-    }
-    env.update(envvars or {})
-    # ansible-runner sets ANSIBLE_HOST_KEY_CHECKING=False unless the env says otherwise: host keys stay checked
-    env["ANSIBLE_HOST_KEY_CHECKING"] = "True"
-    if os.environ.get("ANSIBLE_SSH_ARGS") or env.get("ANSIBLE_SSH_ARGS"):  # replaces ansible.cfg's, which has it first
-        env["ANSIBLE_SSH_ARGS"] = "-o StrictHostKeyChecking=yes " + (env.get("ANSIBLE_SSH_ARGS") or os.environ["ANSIBLE_SSH_ARGS"])
-    secrets = secret_env({**os.environ, **env})
-    for k in secrets:
-        env.pop(k, None)
-    for n, sec in enumerate(vault.secrets()):
-        name = f"{VAULT_PASS_ENV}{n}"
-        secrets[name] = sec.password.decode("utf-8", "surrogateescape")
-        cmdline += ["--vault-id", f"{sec.label}@{_vault_pass_script(run_dir, name)}"]
+    playbook = _resolve_playbook(playbook)
+    cmdline = _playbook_flags(check=check, diff=diff, tags=tags, skip_tags=skip_tags,
+                              start_at_task=start_at_task, listing=listing)
+    env = _playbook_env(state, envvars)
+    secrets, vault_flags = _take_secrets(env, run_dir)
     needles = _needles([*secrets.values(), *vault.plaintexts()])
-
-    changes: list[dict] = []
-    failures: list[dict] = []
-    events: list[dict] = []
-    final_stats: dict = {}
-
-    def handler(event: dict) -> bool:
-        if output is not None and event.get("stdout"):
-            output(scrub_text(event["stdout"], needles))
-        s = _summarise(event)
-        if s is None:
-            return True
-        if s["kind"] == "stats":
-            final_stats.update(s["data"])
-        elif s["kind"] == "host":
-            if s["status"] == "changed" and not s["item"]:
-                changes.append({"host": s["host"], "task": s["task"], "role": s["role"], "diff": s["diff"]})
-            if s["status"] in ("failed", "unreachable") and not s["item"]:
-                failures.append({"host": s["host"], "task": s["task"], "status": s["status"], "msg": s["msg"]})
-        if s["kind"] != "host" or not s["item"]:
-            events.append({k: v for k, v in s.items() if k != "diff"})
-        if progress is not None:
-            progress(s)
-        return True
+    collector = _EventCollector(needles, output, progress)
 
     fifo = _secrets_fifo(run_dir, secrets) if secrets else None
     kwargs = dict(
         private_data_dir=str(run_dir),
-        binary=str(_tethered_playbook_binary(run_dir, timeout or 0, fifo)),
+        binary=str(_tethered_playbook_binary(run_dir, timeout or 0, fifo, path=interpreter_path())),
         inventory=str(Path(inventory).resolve()),
         envvars=env,
-        event_handler=handler,
+        event_handler=collector,
         quiet=True,
         verbosity=verbosity or None,
         # no job_timeout: ansible-runner's kills only the tether's process group (SIGKILL), not Ansible's workers
         # in their own sessions nor what their tasks started; the tether enforces ``timeout`` itself
         settings={"suppress_ansible_output": True},
+        # With `binary` set, ansible-runner passes no playbook of its own: it is the last argument here.
+        cmdline=" ".join(_quote(c) for c in [*cmdline, *vault_flags, str(playbook)]),
     )
-    if limit:
-        kwargs["limit"] = limit
-    if forks:
-        kwargs["forks"] = forks
-    if extra_vars:
-        kwargs["extravars"] = extra_vars
-    # With `binary` set, ansible-runner passes no playbook of its own: it is the last argument here.
-    kwargs["cmdline"] = " ".join(_quote(c) for c in [*cmdline, str(playbook)])
-    try:
-        runner = ansible_runner.interface.init_runner(**kwargs)
-        for k in secrets:  # seeded from os.environ: out of what ansible-runner dumps (the tether puts them back)
-            runner.config.env.pop(k, None)
-        runner.run()
-    finally:
-        if fifo is not None:
-            _close_fifo(fifo)
-        # extra-vars may hold secrets: do not keep them next to the artifacts.
-        shutil.rmtree(run_dir / "env", ignore_errors=True)
-        scrub_tree(run_dir, needles)
-    stats = _stats_from(final_stats or (runner.stats or {}))
+    for key, value in (("limit", limit), ("forks", forks), ("extravars", extra_vars)):
+        if value:
+            kwargs[key] = value
+    runner = _run_runner(kwargs, secrets, fifo, run_dir, needles)
+    stats = _stats_from(collector.final_stats or (runner.stats or {}))
     status = "timeout" if (run_dir / TIMED_OUT_MARK).exists() else str(runner.status)
-    result = RunResult(run_id, run_dir, int(runner.rc or 0), status, stats, changes, failures, events)
+    result = RunResult(run_id, run_dir, int(runner.rc or 0), status, stats,
+                       collector.changes, collector.failures, collector.events)
     (run_dir / "result.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
     return result
 
@@ -412,12 +462,13 @@ def _close_fifo(fifo: Path) -> None:
     fifo.unlink(missing_ok=True)
 
 
-def _tethered_playbook_binary(run_dir: Path, timeout: int, secrets_fifo: Path | None = None) -> Path:
+def _tethered_playbook_binary(run_dir: Path, timeout: int, secrets_fifo: Path | None = None,
+                              path: str | None = None) -> Path:
     """Writes the tether (clustercert/remote/tether.py) to ``<run_dir>/bin/tether.py`` and, for ansible-runner
     to run, ``<run_dir>/bin/ansible-playbook``: a shell script that execs it with this interpreter and its
     settings (this process, ``timeout``, the mark, the FIFO, the real ansible-playbook) in front of its
-    arguments."""
-    real = shutil.which("ansible-playbook")
+    arguments. The real ansible-playbook is looked up on ``path`` (default: this process's PATH)."""
+    real = shutil.which("ansible-playbook") if path is None else shutil.which("ansible-playbook", path=path)
     if real is None:
         raise FileNotFoundError("ansible-playbook is not on PATH")
     bindir = run_dir / "bin"

@@ -215,8 +215,9 @@ def _check_tree(root: Path) -> None:
                     raise InputError(str(full), None, "symlink loop or dangling symlink in the inventory") from None
 
 
-def _inventory_files(path: Path) -> tuple[list[Path], list[Path]]:
-    """(inventory source files, group_vars/host_vars files) that Ansible will read for ``path``."""
+def _check_inventory_path(path: Path) -> None:
+    """The inventory exists (not through a broken symlink), and nothing under it that Ansible walks is a
+    broken symlink."""
     if path.is_symlink():
         try:
             path.resolve(strict=True)
@@ -230,6 +231,22 @@ def _inventory_files(path: Path) -> tuple[list[Path], list[Path]]:
         for sub in ("group_vars", "host_vars"):
             if (path.parent / sub).is_dir():
                 _check_tree(path.parent / sub)
+
+
+def _var_files(base: Path) -> list[Path]:
+    """The group_vars/host_vars files under ``base`` Ansible reads (YAML, JSON, or no suffix)."""
+    var_files: list[Path] = []
+    for sub in ("group_vars", "host_vars"):
+        d = base / sub
+        if d.is_dir():
+            var_files += [p for p in sorted(d.rglob("*"))
+                          if p.is_file() and (p.suffix in YAML_SUFFIXES or p.suffix in ("", ".json"))]
+    return var_files
+
+
+def _inventory_files(path: Path) -> tuple[list[Path], list[Path]]:
+    """(inventory source files, group_vars/host_vars files) that Ansible will read for ``path``."""
+    _check_inventory_path(path)
     if path.is_dir():
         sources = sorted(
             p for p in path.iterdir()
@@ -242,14 +259,7 @@ def _inventory_files(path: Path) -> tuple[list[Path], list[Path]]:
         base = path.parent
     if not os.access(path, os.R_OK):
         raise InputError(str(path), None, "inventory is not readable (permission denied)")
-    var_files: list[Path] = []
-    for sub in ("group_vars", "host_vars"):
-        d = base / sub
-        if d.is_dir():
-            for p in sorted(d.rglob("*")):
-                if p.is_file() and (p.suffix in YAML_SUFFIXES or p.suffix == "" or p.suffix == ".json"):
-                    var_files.append(p)
-    return sources, var_files
+    return sources, _var_files(base)
 
 
 def _looks_yaml(path: Path, text: str) -> bool:
@@ -263,40 +273,44 @@ def _looks_yaml(path: Path, text: str) -> bool:
     return False
 
 
+def _check_group_hosts(path: Path, hosts, trail: str, total: list[int]) -> None:
+    if hosts is not None and not isinstance(hosts, dict):
+        raise InputError(str(path), f"{trail}.hosts", "hosts must be a mapping of host names")
+    for host, hvars in (hosts or {}).items():
+        _check_range(path, f"{trail}.hosts.{host}", host, total)
+        if hvars is not None and not isinstance(hvars, dict):
+            raise InputError(str(path), f"{trail}.hosts.{host}", "host variables must be a mapping")
+
+
+def _check_yaml_group(path: Path, body, trail: str, total: list[int]) -> None:
+    """One group of a YAML inventory (``trail``: where it is): hosts, vars and children of the right shape,
+    host ranges within bounds (``total``: hosts so far), and each child group in turn."""
+    if body is None:
+        return
+    if not isinstance(body, dict):
+        raise InputError(str(path), trail, "a group must be a mapping with hosts, vars or children")
+    for key in body:
+        if key not in GROUP_KEYS:
+            raise InputError(str(path), f"{trail}.{key}", "unknown key (expected hosts, vars or children)")
+    _check_group_hosts(path, body.get("hosts"), trail, total)
+    gvars = body.get("vars")
+    if gvars is not None and not isinstance(gvars, dict):
+        raise InputError(str(path), f"{trail}.vars", "vars must be a mapping")
+    children = body.get("children")
+    if children is not None and not isinstance(children, dict):
+        raise InputError(str(path), f"{trail}.children", "children must be a mapping of groups")
+    for child, cbody in (children or {}).items():
+        _check_yaml_group(path, cbody, f"{trail}.children.{child}", total)
+
+
 def _check_yaml_inventory(path: Path, data) -> None:
     if data is None:
         raise InputError(str(path), None, "inventory is empty")
     if not isinstance(data, dict):
         raise InputError(str(path), None, "a YAML inventory must be a mapping of groups")
-
     total = [0]
-
-    def walk(group: str, body, trail: str) -> None:
-        if body is None:
-            return
-        if not isinstance(body, dict):
-            raise InputError(str(path), trail, "a group must be a mapping with hosts, vars or children")
-        for key in body:
-            if key not in GROUP_KEYS:
-                raise InputError(str(path), f"{trail}.{key}", "unknown key (expected hosts, vars or children)")
-        hosts = body.get("hosts")
-        if hosts is not None and not isinstance(hosts, dict):
-            raise InputError(str(path), f"{trail}.hosts", "hosts must be a mapping of host names")
-        for host, hvars in (hosts or {}).items():
-            _check_range(path, f"{trail}.hosts.{host}", host, total)
-            if hvars is not None and not isinstance(hvars, dict):
-                raise InputError(str(path), f"{trail}.hosts.{host}", "host variables must be a mapping")
-        gvars = body.get("vars")
-        if gvars is not None and not isinstance(gvars, dict):
-            raise InputError(str(path), f"{trail}.vars", "vars must be a mapping")
-        children = body.get("children")
-        if children is not None and not isinstance(children, dict):
-            raise InputError(str(path), f"{trail}.children", "children must be a mapping of groups")
-        for child, cbody in (children or {}).items():
-            walk(child, cbody, f"{trail}.children.{child}")
-
     for group, body in data.items():
-        walk(group, body, str(group))
+        _check_yaml_group(path, body, str(group), total)
 
 
 def _check_ini_inventory(path: Path, text: str) -> None:
@@ -387,6 +401,41 @@ def _var_file_values(files: list[Path], kind: str, key: str) -> dict[str, tuple[
 CONFLICT_KEYS = {"clustercert_profile": "profiles", "clustercert_profile_overrides": "threshold overrides"}
 
 
+def _group_setters(h, key: str, gfiles: dict, sources: list[Path], path: Path) -> tuple[list[tuple], bool]:
+    """The groups of host ``h`` that set ``key`` other than "all", as (group, value, file), and whether
+    "all" sets it."""
+    setters, in_all = [], False
+    for g in h.get_groups():
+        if g.name == "all":
+            in_all = key in g.get_vars() or "all" in gfiles
+            continue
+        if key in g.get_vars():
+            setters.append((g, vault.plain(g.get_vars()[key]), _locate(sources, key, path)))
+        elif g.name in gfiles:
+            setters.append((g, gfiles[g.name][0], str(gfiles[g.name][1])))
+    return setters, in_all
+
+
+def _refuse_conflicts(h, key: str, what: str, setters: list[tuple]) -> None:
+    """InputError when two groups of the host, neither an ancestor of the other, set different values."""
+    for i, (g1, v1, _f1) in enumerate(setters):
+        for g2, v2, f2 in setters[i + 1:]:
+            related = g1 in g2.get_ancestors() or g2 in g1.get_ancestors()
+            if v1 != v2 and not related:
+                raise InputError(f2, key, f"host {h.name} is in groups {g1.name} ({v1}) and {g2.name} "
+                                          f"({v2}) with different {what}: set it once for the host "
+                                          "(host_vars), or in one group")
+
+
+def _group_origin(setters: list[tuple], in_all: bool) -> str:
+    """The group Ansible's precedence takes (the deepest, then the highest ansible_group_priority, then the
+    last by name), else "all" or "default"."""
+    if setters:
+        win = max(setters, key=lambda s: (s[0].depth, s[0].priority, s[0].name))[0]
+        return f"group {win.name}"
+    return "all" if in_all else "default"
+
+
 def _profile_conflict(path: Path, files: list[Path], inv) -> dict[str, str]:
     """The same host in two groups (neither a child of the other) that set a different clustercert_profile
     (or clustercert_profile_overrides): refused unless the host itself sets it. Returns where each host's
@@ -402,28 +451,10 @@ def _profile_conflict(path: Path, files: list[Path], inv) -> dict[str, str]:
                 if key == "clustercert_profile":
                     origins[h.name] = "host var"
                 continue
-            setters, in_all = [], False
-            for g in h.get_groups():
-                if g.name == "all":
-                    in_all = key in g.get_vars() or "all" in gfiles
-                    continue
-                if key in g.get_vars():
-                    setters.append((g, vault.plain(g.get_vars()[key]), _locate(sources, key, path)))
-                elif g.name in gfiles:
-                    setters.append((g, gfiles[g.name][0], str(gfiles[g.name][1])))
-            for i, (g1, v1, _f1) in enumerate(setters):
-                for g2, v2, f2 in setters[i + 1:]:
-                    related = g1 in g2.get_ancestors() or g2 in g1.get_ancestors()
-                    if v1 != v2 and not related:
-                        raise InputError(f2, key, f"host {h.name} is in groups {g1.name} ({v1}) and {g2.name} "
-                                                  f"({v2}) with different {what}: set it once for the host "
-                                                  "(host_vars), or in one group")
+            setters, in_all = _group_setters(h, key, gfiles, sources, path)
+            _refuse_conflicts(h, key, what, setters)
             if key == "clustercert_profile":
-                if setters:
-                    win = max(setters, key=lambda s: (s[0].depth, s[0].priority, s[0].name))[0]
-                    origins[h.name] = f"group {win.name}"
-                else:
-                    origins[h.name] = "all" if in_all else "default"
+                origins[h.name] = _group_origin(setters, in_all)
     return origins
 
 
@@ -501,6 +532,13 @@ _GROUP_LEVEL = frozenset({"all_inventory", "all_plugins_inventory", "all_plugins
                           "groups_plugins_inventory", "groups_plugins_play"})
 
 
+def _host_variables_by_ansible(hosts, vm):
+    """(host, its inventory variables) from VariableManager.get_vars itself, one host at a time."""
+    for h in hosts:
+        check_time()
+        yield h, vm.get_vars(host=h, include_hostvars=False)
+
+
 def _host_variables(inv, loader, vm):
     """(host, its inventory variables) for every host, merged as Ansible's VariableManager.get_vars merges them
     for a host outside a play: the group-level entries of VARIABLE_PRECEDENCE in their order, then the host's
@@ -516,9 +554,7 @@ def _host_variables(inv, loader, vm):
 
     hosts = inv.get_hosts(pattern="all")
     if not set(C.VARIABLE_PRECEDENCE) <= _GROUP_LEVEL:
-        for h in hosts:
-            check_time()
-            yield h, vm.get_vars(host=h, include_hostvars=False)
+        yield from _host_variables_by_ansible(hosts, vm)
         return
     stage = "task"  # get_vars' default
     basedirs = [loader.get_basedir()] if vm.safe_basedir else []
@@ -623,6 +659,27 @@ def load_inventory(arg: str | None, limit: str | None = None) -> Inventory:
         return _load_inventory(path, limit)
 
 
+def _inventory_vars(name: str, hv: dict, files: list[Path], path: Path) -> InventoryVars:
+    """Host ``name``'s clustercert_* variables, validated: each one known, clustercert_profile set."""
+    cc = {k: v for k, v in hv.items() if k.startswith(PREFIX)}
+    for key in sorted(cc):
+        if key not in KNOWN_VARS:
+            close = [k for k in KNOWN_VARS if _similar(k, key)]
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise InputError(_locate(files, key, path), key, f"unknown clustercert variable on host {name}{hint}")
+    if "clustercert_profile" not in cc:
+        raise InputError(
+            str(path), "clustercert_profile",
+            f"required variable is missing for host {name} (set it in group_vars, e.g. clustercert_profile: h100-sxm-8x-ndr)",
+        )
+    try:
+        return InventoryVars.model_validate(cc)
+    except ValidationError as exc:
+        key, reason = format_validation_error(exc)
+        top = key.split(".")[0]
+        raise InputError(_locate(files, top, path), key, f"{reason} (host {name})") from None
+
+
 def _load_inventory(path: Path, limit: str | None) -> Inventory:
     files = precheck_files(path)
     entries, limited, origins = _ansible_hosts(path, limit, files)
@@ -636,23 +693,7 @@ def _load_inventory(path: Path, limit: str | None) -> Inventory:
     for name, groups, hv in entries:
         check_time()
         _check_connection(name, hv, lambda key: _locate(files, key, path))
-        cc = {k: v for k, v in hv.items() if k.startswith(PREFIX)}
-        for key in sorted(cc):
-            if key not in KNOWN_VARS:
-                close = [k for k in KNOWN_VARS if _similar(k, key)]
-                hint = f" (did you mean {close[0]}?)" if close else ""
-                raise InputError(_locate(files, key, path), key, f"unknown clustercert variable on host {name}{hint}")
-        if "clustercert_profile" not in cc:
-            raise InputError(
-                str(path), "clustercert_profile",
-                f"required variable is missing for host {name} (set it in group_vars, e.g. clustercert_profile: h100-sxm-8x-ndr)",
-            )
-        try:
-            ivars = InventoryVars.model_validate(cc)
-        except ValidationError as exc:
-            key, reason = format_validation_error(exc)
-            top = key.split(".")[0]
-            raise InputError(_locate(files, top, path), key, f"{reason} (host {name})") from None
+        ivars = _inventory_vars(name, hv, files, path)
         ov_key = repr(sorted(ivars.clustercert_profile_overrides.items()))
         cache_key = (ivars.clustercert_profile, ov_key)
         if cache_key not in profiles_cache:

@@ -36,6 +36,31 @@ class NodeFile:
     timeout_s: float = DEFAULT_TIMEOUT_S
 
 
+def _node_envelope(data: dict, source: str) -> tuple[str | None, int, object]:
+    """A node file's own keys (schema, node, command_timeout_s) checked: (node, timeout, its profile)."""
+    if data["schema"] != NODE_SCHEMA:
+        raise InputError(source, "schema", f"is {data['schema']!r}, expected {NODE_SCHEMA!r}")
+    for key in data:
+        if key not in NODE_KEYS:
+            raise InputError(source, key, f"unknown key (a node file has {', '.join(NODE_KEYS)})")
+    node, timeout = data.get("node"), data.get("command_timeout_s", DEFAULT_TIMEOUT_S)
+    if node is not None and (not isinstance(node, str) or (why := names.CHECKS["inventory_host"](node))):
+        raise InputError(source, "node", why if isinstance(node, str) else "expected the node's name (text)")
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or not 1 <= timeout <= 3600:
+        raise InputError(source, "command_timeout_s", f"expected whole seconds 1..3600, got {timeout!r}")
+    return node, timeout, data.get("profile")
+
+
+def _check_profile_keys(data: dict, source: str, prefix: str) -> None:
+    for key in FIELDS:
+        if key not in data:
+            raise InputError(source, prefix + key, "missing: write the file from a validated profile (the node_check "
+                                                   "role does; the clustercert_profile lookup returns one)")
+    for key in data:
+        if key not in FIELDS:
+            raise InputError(source, prefix + key, "unknown profile key")
+
+
 def node_file(data, source: str) -> NodeFile:
     """A node file's JSON -- or a bare resolved profile (what the lookup returns) -- as a NodeFile. A key
     that is missing, unknown or of the wrong kind is an InputError naming ``source`` and the key."""
@@ -44,26 +69,11 @@ def node_file(data, source: str) -> NodeFile:
                                        "resolved profile")
     prefix, node, timeout = "", None, DEFAULT_TIMEOUT_S
     if "schema" in data:
-        if data["schema"] != NODE_SCHEMA:
-            raise InputError(source, "schema", f"is {data['schema']!r}, expected {NODE_SCHEMA!r}")
-        for key in data:
-            if key not in NODE_KEYS:
-                raise InputError(source, key, f"unknown key (a node file has {', '.join(NODE_KEYS)})")
-        node, timeout = data.get("node"), data.get("command_timeout_s", DEFAULT_TIMEOUT_S)
-        if node is not None and (not isinstance(node, str) or (why := names.CHECKS["inventory_host"](node))):
-            raise InputError(source, "node", why if isinstance(node, str) else "expected the node's name (text)")
-        if isinstance(timeout, bool) or not isinstance(timeout, int) or not 1 <= timeout <= 3600:
-            raise InputError(source, "command_timeout_s", f"expected whole seconds 1..3600, got {timeout!r}")
-        prefix, data = "profile.", data.get("profile")
+        node, timeout, data = _node_envelope(data, source)
+        prefix = "profile."
         if not isinstance(data, dict):
             raise InputError(source, "profile", "expected the resolved profile (a mapping)")
-    for key in FIELDS:
-        if key not in data:
-            raise InputError(source, prefix + key, "missing: write the file from a validated profile (the node_check "
-                                                   "role does; the clustercert_profile lookup returns one)")
-    for key in data:
-        if key not in FIELDS:
-            raise InputError(source, prefix + key, "unknown profile key")
+    _check_profile_keys(data, source, prefix)
     return NodeFile(profile_of(data), source, node, float(timeout))
 
 

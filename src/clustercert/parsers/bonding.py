@@ -114,6 +114,89 @@ def _new_slave(name: str) -> dict:
     return slave
 
 
+def _speed_mbps(value: str) -> int | None:
+    m = re.match(r"(\d+)\s*Mbps", value)
+    return int(m.group(1)) if m else None
+
+
+def _verbatim(value: str) -> str:
+    return value
+
+
+# "key: value" lines of a slave's section: the record field and how the value is read
+_SLAVE_LINES = {
+    "MII Status": ("mii_status", _verbatim),
+    "Speed": ("speed_mbps", _speed_mbps),
+    "Duplex": ("duplex", lambda v: None if v.lower() == "unknown" else v),
+    "Link Failure Count": ("link_failure_count", int),
+    "Permanent HW addr": ("permanent_hw_addr", lambda v: v or None),
+    "Slave queue ID": ("slave_queue_id", int),
+    "Aggregator ID": ("aggregator_id", int_or_none),
+}
+# the bond's own "key: value" lines with one field each (Bonding Mode and Primary Slave: below)
+_BOND_LINES = {
+    "Ethernet Channel Bonding Driver": ("driver_version", lambda v: v.split()[0] if v else None),
+    "Currently Active Slave": ("currently_active_slave", _none_if),
+    "MII Status": ("mii_status", _verbatim),
+    "MII Polling Interval (ms)": ("mii_polling_interval_ms", int),
+    "Up Delay (ms)": ("up_delay_ms", int),
+    "Down Delay (ms)": ("down_delay_ms", int),
+    "Transmit Hash Policy": ("transmit_hash_policy", _verbatim),
+    "LACP rate": ("lacp_rate", _verbatim),
+}
+_DRIVER_KEY = "Ethernet Channel Bonding Driver"
+
+
+def _bonding_mode(rec: dict, value: str) -> None:
+    m = re.search(r"\(fail_over_mac (\w+)\)", value)
+    if m:
+        rec["fail_over_mac"] = m.group(1)
+        value = value[: m.start()].strip()
+    rec["mode_description"] = value
+    rec["mode"] = _mode_name(value)
+    if rec["mode"] is None:
+        raise ParseError("bonding", f"unrecognised bonding mode {value!r}")
+
+
+def _primary_slave(rec: dict, value: str) -> None:
+    m = re.match(r"^(\S+)(?:\s*\(primary_reselect (\w+)\))?", value)
+    rec["primary_slave"] = _none_if(m.group(1)) if m else None
+    rec["primary_reselect"] = m.group(2) if m else None
+
+
+def _bond_line(rec: dict, key: str, value: str) -> None:
+    if key == "Bonding Mode":
+        _bonding_mode(rec, value)
+    elif key == "Primary Slave":
+        _primary_slave(rec, value)
+    elif key in _BOND_LINES:
+        field, read = _BOND_LINES[key]
+        rec[field] = read(value)
+
+
+def _aggregator_line(rec: dict, key: str, value: str) -> bool:
+    """The "Active Aggregator Info:" block (802.3ad, before the first slave); whether the line was its."""
+    if key == "Active Aggregator Info":
+        rec["active_aggregator"] = dict.fromkeys(_AGGREGATOR_KEYS.values())
+        return True
+    aggregator = rec["active_aggregator"]
+    if aggregator is not None and key in _AGGREGATOR_KEYS:
+        field = _AGGREGATOR_KEYS[key]
+        aggregator[field] = value if field == "partner_mac_address" else int_or_none(value)
+        return True
+    return False
+
+
+def _require_mii(rec: dict) -> None:
+    if rec["mode"] is None:
+        raise ParseError("bonding", "expected 'Bonding Mode:' line")
+    if rec["mii_status"] is None:
+        raise ParseError("bonding", "truncated: no bond-level 'MII Status:' line")
+    for s in rec["slaves"]:
+        if s["mii_status"] is None:
+            raise ParseError("bonding", f"truncated: slave {s['name']} has no 'MII Status:' line")
+
+
 @register("bonding", "/proc/net/bonding/bondX: mode, active/primary slave, MII status, per-slave state")
 def parse_bonding(text: str) -> dict:
     kind = "bonding"
@@ -124,8 +207,7 @@ def parse_bonding(text: str) -> dict:
         "transmit_hash_policy": None, "lacp_rate": None, "active_aggregator": None,
         "no_active_aggregator": False, "slaves": [],
     }
-    slave: dict | None = None
-    aggregator: dict | None = None  # inside "Active Aggregator Info:" (before the first slave)
+    slave: dict | None = None  # the section of the last "Slave Interface:" line
     for raw in text_lines(kind, text, "/proc/net/bonding/bondX content ('Bonding Mode: ...')"):
         ln = raw.strip()
         if slave is None and _NO_AGGREGATOR_RE.match(ln):
@@ -134,75 +216,47 @@ def parse_bonding(text: str) -> dict:
         if not ln or ":" not in ln:
             continue
         key, value = (p.strip() for p in ln.split(":", 1))
-        if slave is None and key == "Active Aggregator Info":
-            aggregator = rec["active_aggregator"] = dict.fromkeys(_AGGREGATOR_KEYS.values())
-            continue
-        if aggregator is not None and slave is None and key in _AGGREGATOR_KEYS:
-            field = _AGGREGATOR_KEYS[key]
-            aggregator[field] = value if field == "partner_mac_address" else int_or_none(value)
-            continue
-        if key == "Ethernet Channel Bonding Driver":
-            rec["driver_version"] = value.split()[0] if value else None
+        if slave is None and _aggregator_line(rec, key, value):
             continue
         if key == "Slave Interface":
             slave = _new_slave(value)
             rec["slaves"].append(slave)
-            continue
-        if slave is not None:
-            if key == "MII Status":
-                slave["mii_status"] = value
-            elif key == "Speed":
-                m = re.match(r"(\d+)\s*Mbps", value)
-                slave["speed_mbps"] = int(m.group(1)) if m else None
-            elif key == "Duplex":
-                slave["duplex"] = None if value.lower() == "unknown" else value
-            elif key == "Link Failure Count":
-                slave["link_failure_count"] = int(value)
-            elif key == "Permanent HW addr":
-                slave["permanent_hw_addr"] = value or None
-            elif key == "Slave queue ID":
-                slave["slave_queue_id"] = int(value)
-            elif key == "Aggregator ID":
-                slave["aggregator_id"] = int_or_none(value)
-            continue
-        if key == "Bonding Mode":
-            m = re.search(r"\(fail_over_mac (\w+)\)", value)
-            if m:
-                rec["fail_over_mac"] = m.group(1)
-                value = value[: m.start()].strip()
-            rec["mode_description"] = value
-            rec["mode"] = _mode_name(value)
-            if rec["mode"] is None:
-                raise ParseError(kind, f"unrecognised bonding mode {value!r}")
-        elif key == "Primary Slave":
-            m = re.match(r"^(\S+)(?:\s*\(primary_reselect (\w+)\))?", value)
-            rec["primary_slave"] = _none_if(m.group(1)) if m else None
-            rec["primary_reselect"] = m.group(2) if m else None
-        elif key == "Currently Active Slave":
-            rec["currently_active_slave"] = _none_if(value)
-        elif key == "MII Status":
-            rec["mii_status"] = value
-        elif key == "MII Polling Interval (ms)":
-            rec["mii_polling_interval_ms"] = int(value)
-        elif key == "Up Delay (ms)":
-            rec["up_delay_ms"] = int(value)
-        elif key == "Down Delay (ms)":
-            rec["down_delay_ms"] = int(value)
-        elif key == "Transmit Hash Policy":
-            rec["transmit_hash_policy"] = value
-        elif key == "LACP rate":
-            rec["lacp_rate"] = value
-    if rec["mode"] is None:
-        raise ParseError(kind, "expected 'Bonding Mode:' line")
-    if rec["mii_status"] is None:
-        raise ParseError(kind, "truncated: no bond-level 'MII Status:' line")
-    for s in rec["slaves"]:
-        if s["mii_status"] is None:
-            raise ParseError(kind, f"truncated: slave {s['name']} has no 'MII Status:' line")
+        elif slave is not None and key != _DRIVER_KEY:
+            if key in _SLAVE_LINES:
+                field, read = _SLAVE_LINES[key]
+                slave[field] = read(value)
+        else:
+            _bond_line(rec, key, value)
+    _require_mii(rec)
     return rec
 
 
 _TAIL_HEADER_RE = re.compile(r"^==> (.*) <==$")
+
+
+def _tail_sections(kind: str, text: str):
+    """(file name, its lines) for each '==> PATH <==' section of ``tail -v`` output, each given before the
+    next header is read; a header naming no file or a file given twice is an error."""
+    name: str | None = None
+    body: list[str] = []
+    given: set[str] = set()
+    for ln in text.replace("\r\n", "\n").split("\n"):
+        m = _TAIL_HEADER_RE.match(ln.strip())
+        if m:
+            if name is not None:
+                yield name, body
+                given.add(name)
+            name, body = m.group(1).rsplit("/", 1)[-1], []
+            if not name:
+                raise ParseError(kind, f"header {ln.strip()!r} names no file")
+            if name in given:
+                raise ParseError(kind, f"{name} given twice")
+        elif name is not None:
+            body.append(ln)
+        elif ln.strip():
+            raise ParseError(kind, f"expected '==> /proc/net/bonding/BOND <==' first, got {ln.strip()[:80]!r}")
+    if name is not None:
+        yield name, body
 
 
 @register("bonding-files", "tail -v -n +1 /proc/net/bonding/*: every bond's /proc/net/bonding file, parsed as 'bonding'")
@@ -211,33 +265,11 @@ def parse_bonding_files(text: str) -> dict:
     if not isinstance(text, str):
         raise ParseError(kind, f"expected text, got {type(text).__name__}")
     bonds: dict[str, dict] = {}
-    name: str | None = None
-    body: list[str] = []
-
-    def flush() -> None:
-        if name is None:
-            return
+    for name, body in _tail_sections(kind, text):
         try:
             bonds[name] = parse_bonding("\n".join(body))
         except ParseError as exc:
             raise ParseError(kind, f"{name}: {exc.reason}") from None
-
-    for ln in text.replace("\r\n", "\n").split("\n"):
-        m = _TAIL_HEADER_RE.match(ln.strip())
-        if m:
-            flush()
-            name, body = m.group(1).rsplit("/", 1)[-1], []
-            if not name:
-                raise ParseError(kind, f"header {ln.strip()!r} names no file")
-            if name in bonds:
-                raise ParseError(kind, f"{name} given twice")
-            continue
-        if name is None:
-            if ln.strip():
-                raise ParseError(kind, f"expected '==> /proc/net/bonding/BOND <==' first, got {ln.strip()[:80]!r}")
-            continue
-        body.append(ln)
-    flush()
     return {"bonds": bonds}
 
 
@@ -269,51 +301,43 @@ def _apply_slave_attr(slave: dict, attr: str, value: str) -> None:
         slave["aggregator_id"] = int_or_none(value)
 
 
-@register("bonding-sysfs", "grep dump of /sys/class/net/bondX/bonding/*: mode, slaves, active slave, MII")
-def parse_bonding_sysfs(text: str) -> dict:
-    kind = "bonding-sysfs"
-    bonds: dict[str, dict] = {}
-    masters: list[str] | None = None
-    slave_attrs: list[tuple[str | None, str, str, str]] = []
-    for path, value in grep_dump_entries(kind, text, "'/sys/class/net/bondX/bonding/<attr>:<value>' lines"):
-        if path.endswith("bonding_masters"):
-            masters = value.split()
-            continue
-        m = _BOND_SLAVE_RE.search(path)
-        if m:
-            slave_attrs.append((m.group("bond"), m.group("slave"), m.group("attr"), value))
-            continue
-        m = _OWN_SLAVE_RE.search(path)
-        if m:
-            slave_attrs.append((None, m.group("slave"), m.group("attr"), value))
-            continue
-        m = _BOND_ATTR_RE.search(path)
-        if not m:
-            continue
-        bond = bonds.setdefault(m.group("bond"), _new_bond())
-        attr = m.group("attr")
-        if attr == "mode":
-            parts = value.split()
-            bond["mode"] = parts[0]
-            bond["mode_id"] = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
-        elif attr == "slaves":
-            for name in value.split():
-                if not any(s["name"] == name for s in bond["slaves"]):
-                    bond["slaves"].append(_new_slave(name))
-        elif attr == "active_slave":
-            bond["currently_active_slave"] = _none_if(value)
-        elif attr == "primary":
-            bond["primary_slave"] = _none_if(value)
-        elif attr == "mii_status":
-            bond["mii_status"] = value
-        elif attr == "miimon":
-            bond["mii_polling_interval_ms"] = int(value)
-        elif attr == "fail_over_mac":
-            bond["fail_over_mac"] = value.split()[0]
-        elif attr == "ad_aggregator":  # 802.3ad: the active aggregator's id
-            bond["ad_aggregator"] = int_or_none(value)
-        elif attr == "ad_num_ports":
-            bond["ad_num_ports"] = int_or_none(value)
+def _sysfs_mode(bond: dict, value: str) -> None:
+    parts = value.split()
+    bond["mode"] = parts[0]
+    bond["mode_id"] = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+
+
+def _sysfs_slaves(bond: dict, value: str) -> None:
+    for name in value.split():
+        if not any(s["name"] == name for s in bond["slaves"]):
+            bond["slaves"].append(_new_slave(name))
+
+
+# /sys/class/net/<bond>/bonding/<attr> files read into one field each (mode and slaves: above)
+_SYSFS_BOND_ATTRS = {
+    "active_slave": ("currently_active_slave", _none_if),
+    "primary": ("primary_slave", _none_if),
+    "mii_status": ("mii_status", _verbatim),
+    "miimon": ("mii_polling_interval_ms", int),
+    "fail_over_mac": ("fail_over_mac", lambda v: v.split()[0]),
+    "ad_aggregator": ("ad_aggregator", int_or_none),  # 802.3ad: the active aggregator's id
+    "ad_num_ports": ("ad_num_ports", int_or_none),
+}
+
+
+def _apply_bond_attr(bond: dict, attr: str, value: str) -> None:
+    if attr == "mode":
+        _sysfs_mode(bond, value)
+    elif attr == "slaves":
+        _sysfs_slaves(bond, value)
+    elif attr in _SYSFS_BOND_ATTRS:
+        field, read = _SYSFS_BOND_ATTRS[attr]
+        bond[field] = read(value)
+
+
+def _apply_slave_attrs(bonds: dict[str, dict], slave_attrs: list[tuple[str | None, str, str, str]]) -> None:
+    """Each slave attribute onto its slave: under the bond its path names, or (a slave's own
+    bonding_slave directory) the bond that lists it; one no bond lists is left out."""
     for bond_name, slave_name, attr, value in slave_attrs:
         if bond_name is None:
             owners = [b for b in bonds.values() if any(s["name"] == slave_name for s in b["slaves"])]
@@ -327,6 +351,36 @@ def parse_bonding_sysfs(text: str) -> dict:
             slave = _new_slave(slave_name)
             target_bond["slaves"].append(slave)
         _apply_slave_attr(slave, attr, value)
+
+
+def _slave_path(path: str, value: str) -> tuple[str | None, str, str, str] | None:
+    m = _BOND_SLAVE_RE.search(path)
+    if m:
+        return (m.group("bond"), m.group("slave"), m.group("attr"), value)
+    m = _OWN_SLAVE_RE.search(path)
+    if m:
+        return (None, m.group("slave"), m.group("attr"), value)
+    return None
+
+
+@register("bonding-sysfs", "grep dump of /sys/class/net/bondX/bonding/*: mode, slaves, active slave, MII")
+def parse_bonding_sysfs(text: str) -> dict:
+    kind = "bonding-sysfs"
+    bonds: dict[str, dict] = {}
+    masters: list[str] | None = None
+    slave_attrs: list[tuple[str | None, str, str, str]] = []
+    for path, value in grep_dump_entries(kind, text, "'/sys/class/net/bondX/bonding/<attr>:<value>' lines"):
+        if path.endswith("bonding_masters"):
+            masters = value.split()
+            continue
+        slave_attr = _slave_path(path, value)
+        if slave_attr is not None:
+            slave_attrs.append(slave_attr)
+            continue
+        m = _BOND_ATTR_RE.search(path)
+        if m:
+            _apply_bond_attr(bonds.setdefault(m.group("bond"), _new_bond()), m.group("attr"), value)
+    _apply_slave_attrs(bonds, slave_attrs)
     for name in masters or []:
         bonds.setdefault(name, _new_bond())
     if not bonds:
@@ -367,13 +421,11 @@ def _failover_ping(kind: str, kv: dict[str, str], prefix: str) -> dict | None:
             "message": kv.get(f"{prefix}_message", "")}
 
 
-@register("bond-failover", "clustercert's bond failover step: active slave before/during/after, failover and return times, peer ping")
-def parse_bond_failover(text: str) -> dict:
-    kind = "bond-failover"
-    kv: dict[str, str] = {}
-    lines = [ln for ln in text_lines(kind, text, f"'format={_FAILOVER_HEADER}' and key=value lines") if ln.strip()]
+def _failover_kv(kind: str, lines: list[str]) -> dict[str, str]:
+    """The key=value lines after the format line; each key once, and the last line ``end=1``."""
     if lines[0].strip() != f"format={_FAILOVER_HEADER}":
         raise ParseError(kind, f"expected 'format={_FAILOVER_HEADER}' first, got {lines[0][:80]!r}")
+    kv: dict[str, str] = {}
     for n, ln in enumerate(lines[1:], 2):
         key, sep, value = ln.partition("=")
         if not sep or not _KEY_RE.match(key):
@@ -383,6 +435,10 @@ def parse_bond_failover(text: str) -> dict:
         kv[key] = value.strip()
     if kv.get("end") != "1" or lines[-1].strip() != "end=1":
         raise ParseError(kind, "truncated: no final 'end=1' line (the step did not finish)")
+    return kv
+
+
+def _check_failover_values(kind: str, kv: dict[str, str]) -> None:
     outcome = kv.get("outcome")
     if outcome not in _FAILOVER_OUTCOMES:
         raise ParseError(kind, f"outcome: expected one of {', '.join(_FAILOVER_OUTCOMES)}, got {outcome!r}")
@@ -394,6 +450,30 @@ def parse_bond_failover(text: str) -> dict:
     watchdog = kv.get("watchdog_s")
     if watchdog is not None and not watchdog.isdigit():
         raise ParseError(kind, f"watchdog_s: expected whole seconds, got {watchdog!r}")
+
+
+def _check_failover_outcome(kind: str, kv: dict[str, str], rec: dict) -> None:
+    """What each outcome needs: a tested bond its active slave and times, down_failed its error."""
+    if rec["outcome"] == "tested":
+        missing = [k for k in ("active_before", "failover_ms", "failover_bound_ms", "active_during", "restored")
+                   if k not in kv]
+        if missing:
+            raise ParseError(kind, f"outcome tested without {', '.join(missing)}")
+        if not rec["active_before"]:
+            raise ParseError(kind, "outcome tested without an active slave before the test")
+    if rec["outcome"] == "down_failed" and rec["down_error"] is None:
+        raise ParseError(kind, "outcome down_failed without down_error")
+
+
+@register("bond-failover", "clustercert's bond failover step: active slave before/during/after, failover and return times, peer ping")
+def parse_bond_failover(text: str) -> dict:
+    kind = "bond-failover"
+    lines = [ln for ln in text_lines(kind, text, f"'format={_FAILOVER_HEADER}' and key=value lines") if ln.strip()]
+    kv = _failover_kv(kind, lines)
+    _check_failover_values(kind, kv)
+    outcome = kv["outcome"]
+    restored = kv.get("restored")
+    watchdog = kv.get("watchdog_s")
     rec = {
         "bond": kv["bond"],
         "outcome": outcome,
@@ -419,13 +499,5 @@ def parse_bond_failover(text: str) -> dict:
         "return_bound_ms": _failover_number(kind, kv, "return_bound_ms"),
         "active_after": kv.get("active_after") or None,
     }
-    if outcome == "tested":
-        missing = [k for k in ("active_before", "failover_ms", "failover_bound_ms", "active_during", "restored")
-                   if k not in kv]
-        if missing:
-            raise ParseError(kind, f"outcome tested without {', '.join(missing)}")
-        if not rec["active_before"]:
-            raise ParseError(kind, "outcome tested without an active slave before the test")
-    if outcome == "down_failed" and rec["down_error"] is None:
-        raise ParseError(kind, "outcome down_failed without down_error")
+    _check_failover_outcome(kind, kv, rec)
     return rec

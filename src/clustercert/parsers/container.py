@@ -43,6 +43,25 @@ _LOGRUS_RE = re.compile(r"^(?P<lvl>INFO|WARN|ERRO|FATA|PANI|DEBU|TRAC)\[\d+\]\s*
 _CDI_RE = re.compile(r"^[a-z0-9.-]+\.[a-z]+/[a-z0-9._-]+=\S+$")
 
 
+def _logrus_line(out: dict, lvl: str, msg: str) -> None:
+    """A logrus line: counted by level (an error also kept, and the output not ok), and the driver version
+    and the devices selected that the runtime hook logs."""
+    if lvl == "INFO" or lvl in ("DEBU", "TRAC"):
+        out["log"]["info"] += 1
+    elif lvl == "WARN":
+        out["log"]["warning"] += 1
+    else:
+        out["log"]["error"] += 1
+        out["errors"].append(msg)
+        out["ok"] = False
+    dm = re.match(r"^Using driver version (\S+)", msg)
+    if dm:
+        out["driver_version"] = dm.group(1)
+    sm = re.match(r"^Selecting (\S+) as ", msg)
+    if sm:
+        out["selected_devices"].append(sm.group(1))
+
+
 @register("nvidia-ctk", "nvidia-ctk / runtime hook: --version, cdi list, logrus logs (errors, panics)")
 def parse_nvidia_ctk(text: str) -> dict:
     kind = "nvidia-ctk"
@@ -82,37 +101,42 @@ def parse_nvidia_ctk(text: str) -> dict:
         m = _LOGRUS_RE.match(s)
         if m:
             log_lines += 1
-            lvl, msg = m.group("lvl"), m.group("msg")
-            if lvl == "INFO" or lvl in ("DEBU", "TRAC"):
-                out["log"]["info"] += 1
-            elif lvl == "WARN":
-                out["log"]["warning"] += 1
-            else:
-                out["log"]["error"] += 1
-                out["errors"].append(msg)
-                out["ok"] = False
-            dm = re.match(r"^Using driver version (\S+)", msg)
-            if dm:
-                out["driver_version"] = dm.group(1)
-            sm = re.match(r"^Selecting (\S+) as ", msg)
-            if sm:
-                out["selected_devices"].append(sm.group(1))
+            _logrus_line(out, m.group("lvl"), m.group("msg"))
             continue
         if _CDI_RE.match(s):
             out["cdi_devices"].append(s)
             continue
-    if out["version"] is not None and not log_lines and not out["cdi_devices"]:
-        out["mode"] = "version"
-    elif out["cdi_devices"]:
-        out["mode"] = "cdi-list"
-    elif log_lines or out["panic"]:
-        out["mode"] = "log"
-    else:
-        raise ParseError(kind, "expected '<component> version X', CDI device names or logrus 'INFO[0000] ...' lines")
+    out["mode"] = _ctk_mode(out, log_lines)
     return out
 
 
+def _ctk_mode(out: dict, log_lines: int) -> str:
+    """What the output was: a --version, a CDI device list, or logs (logrus lines or a panic)."""
+    if out["version"] is not None and not log_lines and not out["cdi_devices"]:
+        return "version"
+    if out["cdi_devices"]:
+        return "cdi-list"
+    if log_lines or out["panic"]:
+        return "log"
+    raise ParseError("nvidia-ctk",
+                     "expected '<component> version X', CDI device names or logrus 'INFO[0000] ...' lines")
+
+
 _INFO_KV_RE = re.compile(r"^(?P<k>NVRM version|CUDA version|Device Index|Device Minor|Model|Brand|GPU UUID|Bus Location|Architecture):\s*(?P<v>.*)$")
+
+
+_DEVICE_KEYS = {"Device Minor": "minor", "Model": "model", "Brand": "brand", "GPU UUID": "uuid",
+                "Bus Location": "bus_id", "Architecture": "architecture"}
+
+
+def _device_field(cur: dict, k: str, val: str | None) -> None:
+    key = _DEVICE_KEYS[k]
+    if key == "minor":
+        cur[key] = int(val) if val and val.isdigit() else None
+    elif key == "bus_id":
+        cur[key] = bus_id(val)
+    else:
+        cur[key] = val
 
 
 @register("nvidia-container-cli-info", "nvidia-container-cli info: NVRM/CUDA versions and devices")
@@ -137,15 +161,7 @@ def parse_container_cli_info(text: str) -> dict:
                    "uuid": None, "bus_id": None, "architecture": None}
             out["devices"].append(cur)
         elif cur is not None:
-            key = {"Device Minor": "minor", "Model": "model", "Brand": "brand", "GPU UUID": "uuid",
-                   "Bus Location": "bus_id", "Architecture": "architecture"}[k]
-            val = na(v)
-            if key == "minor":
-                cur[key] = int(val) if val and val.isdigit() else None
-            elif key == "bus_id":
-                cur[key] = bus_id(val)
-            else:
-                cur[key] = val
+            _device_field(cur, k, na(v))
     if not seen:
         raise ParseError(kind, "expected 'NVRM version:' and 'Device Index:' lines from nvidia-container-cli info")
     if out["nvrm_version"] is None or not out["devices"] or any(d["uuid"] is None or d["bus_id"] is None for d in out["devices"]):

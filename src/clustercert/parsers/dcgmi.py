@@ -105,92 +105,97 @@ def _worst(results: list[str]) -> str:
     return worst
 
 
-def _parse_table(lines: list[str]) -> dict:
-    meta: dict[str, str] = {}
-    tests: list[dict] = []
-    loose: list[dict] = []
-    category = None
-    cur_test: dict | None = None
-    cur_msg: dict | None = None
-    msg_chunks: list[str] = []
+class _DiagTable:
+    """One pass over a dcgmi diag table: the metadata rows, the tests (a row with a name in the left cell)
+    with their per-GPU results and messages, and messages outside any test (``loose``)."""
 
-    def flush_msg():
-        nonlocal cur_msg, msg_chunks
-        if cur_msg is not None:
-            cur_msg["text"] = _join(msg_chunks)
-        cur_msg = None
-        msg_chunks = []
+    def __init__(self) -> None:
+        self.meta: dict[str, str] = {}
+        self.tests: list[dict] = []
+        self.loose: list[dict] = []
+        self.category: str | None = None
+        self.cur_test: dict | None = None
+        self.cur_msg: dict | None = None
+        self.msg_chunks: list[str] = []
 
-    for line in lines:
-        s = line.rstrip()
+    def flush_msg(self) -> None:
+        if self.cur_msg is not None:
+            self.cur_msg["text"] = _join(self.msg_chunks)
+        self.cur_msg = None
+        self.msg_chunks = []
+
+    def line(self, s: str) -> None:
         sm = _SECTION_RE.match(s)
         if sm:
-            flush_msg()
-            category = norm_key(sm.group("name"))
-            cur_test = None
-            continue
+            self.flush_msg()
+            self.category = norm_key(sm.group("name"))
+            self.cur_test = None
+            return
         cells = _cells(s)
         if cells is None:
-            continue
+            return
         left, right = cells
-        value = right.strip()
         if left in ("Diagnostic",) or set(left) <= {"=", "-", "+"} and left:
-            continue
-        if category == "metadata" and left:
-            flush_msg()
-            meta[norm_key(left)] = value
-            continue
+            return
         if left:
-            flush_msg()
-            level = _MSG_ROWS.get(left.lower())
-            if level is not None:
-                cur_msg = {"level": level, "text": ""}
-                msg_chunks = [_chunk(right, s.endswith("|"))]
-                if cur_test is not None:
-                    cur_test["messages"].append(cur_msg)
-                else:
-                    cur_msg["category"] = category
-                    loose.append(cur_msg)
-                continue
-            rg = _result_gpus(value)
-            cur_test = {
-                "name": left,
-                "key": norm_key(left),
-                "category": category,
-                "result": None,
-                "gpus": {},
-                "all_gpus": False,
-                "messages": [],
-                "_results": [],
-            }
-            tests.append(cur_test)
-            if rg:
-                res, gpus, all_gpus = rg
-                cur_test["_results"].append(res)
-                cur_test["gpus"].update(gpus)
-                cur_test["all_gpus"] = all_gpus
-            continue
-        # continuation row (empty left cell)
-        if cur_msg is not None:
-            msg_chunks.append(_chunk(right, s.endswith("|")))
-            continue
-        if cur_test is not None and value:
-            gm = _GPU_RES_RE.match(value)
-            if gm:
-                cur_test["gpus"][gm.group("gpu")] = gm.group("res").lower()
-                cur_test["_results"].append(gm.group("res").lower())
-                continue
-            rg = _result_gpus(value)
-            if rg:
-                res, gpus, all_gpus = rg
-                cur_test["_results"].append(res)
-                cur_test["gpus"].update(gpus)
-                cur_test["all_gpus"] = cur_test["all_gpus"] or all_gpus
-    flush_msg()
-    for t in tests:
+            self.flush_msg()
+            self.labelled(left, right, s)
+        elif self.cur_msg is not None:  # continuation row (empty left cell)
+            self.msg_chunks.append(_chunk(right, s.endswith("|")))
+        elif self.cur_test is not None and right.strip():
+            self.more_results(right.strip())
+
+    def labelled(self, left: str, right: str, s: str) -> None:
+        """A row with a left cell: metadata, a message (Info/Warning/Error...) or a new test."""
+        value = right.strip()
+        if self.category == "metadata":
+            self.meta[norm_key(left)] = value
+            return
+        level = _MSG_ROWS.get(left.lower())
+        if level is not None:
+            self.cur_msg = {"level": level, "text": ""}
+            self.msg_chunks = [_chunk(right, s.endswith("|"))]
+            if self.cur_test is not None:
+                self.cur_test["messages"].append(self.cur_msg)
+            else:
+                self.cur_msg["category"] = self.category
+                self.loose.append(self.cur_msg)
+            return
+        self.cur_test = {"name": left, "key": norm_key(left), "category": self.category, "result": None,
+                         "gpus": {}, "all_gpus": False, "messages": [], "_results": []}
+        self.tests.append(self.cur_test)
+        rg = _result_gpus(value)
+        if rg:
+            res, gpus, all_gpus = rg
+            self.cur_test["_results"].append(res)
+            self.cur_test["gpus"].update(gpus)
+            self.cur_test["all_gpus"] = all_gpus
+
+    def more_results(self, value: str) -> None:
+        """A continuation row of a test: one GPU's result, or a result for a list of GPUs."""
+        test = self.cur_test
+        gm = _GPU_RES_RE.match(value)
+        if gm:
+            test["gpus"][gm.group("gpu")] = gm.group("res").lower()
+            test["_results"].append(gm.group("res").lower())
+            return
+        rg = _result_gpus(value)
+        if rg:
+            res, gpus, all_gpus = rg
+            test["_results"].append(res)
+            test["gpus"].update(gpus)
+            test["all_gpus"] = test["all_gpus"] or all_gpus
+
+
+def _parse_table(lines: list[str]) -> dict:
+    table = _DiagTable()
+    for line in lines:
+        table.line(line.rstrip())
+    table.flush_msg()
+    for t in table.tests:
         results = t.pop("_results")
         t["result"] = _worst(results)
-    return {"meta": meta, "tests": tests, "messages": loose}
+    return {"meta": table.meta, "tests": table.tests, "messages": table.loose}
 
 
 @register("dcgmi-diag", "dcgmi diag -r N table: per-test Pass/Fail/Warn/Skip, per-GPU results, messages")
@@ -254,6 +259,16 @@ def parse_diag(text: str) -> dict:
 _FOUND_RE = re.compile(r"^(\d+) (GPUs|NvSwitches|ConnectX|CPUs) found", re.IGNORECASE)
 
 
+def _discovery_gpu_cell(cur: dict, right: str) -> None:
+    """The right-hand cell of a GPU's row in dcgmi discovery's table: its name, PCI bus id or UUID."""
+    if right.startswith("Name:"):
+        cur["name"] = na(right.split(":", 1)[1])
+    elif right.startswith("PCI Bus ID:"):
+        cur["bus_id"] = bus_id(right.split(":", 1)[1].strip())
+    elif right.startswith("Device UUID:"):
+        cur["uuid"] = na(right.split(":", 1)[1])
+
+
 @register("dcgmi-discovery", "dcgmi discovery -l: GPUs (id, name, bus id, uuid), NVSwitches, ConnectX, CPUs")
 def parse_discovery(text: str) -> dict:
     kind = "dcgmi-discovery"
@@ -284,18 +299,11 @@ def parse_discovery(text: str) -> dict:
             continue
         parts = [p.strip() for p in s.strip("|").split("|")]
         if section == "gpus" and len(parts) >= 2:
-            left, right = parts[0], parts[1]
-            if left.isdigit():
-                cur = {"id": int(left), "name": None, "bus_id": None, "uuid": None}
+            if parts[0].isdigit():
+                cur = {"id": int(parts[0]), "name": None, "bus_id": None, "uuid": None}
                 out["gpus"].append(cur)
-            if cur is None:
-                continue
-            if right.startswith("Name:"):
-                cur["name"] = na(right.split(":", 1)[1])
-            elif right.startswith("PCI Bus ID:"):
-                cur["bus_id"] = bus_id(right.split(":", 1)[1].strip())
-            elif right.startswith("Device UUID:"):
-                cur["uuid"] = na(right.split(":", 1)[1])
+            if cur is not None:
+                _discovery_gpu_cell(cur, parts[1])
         elif section == "nvswitches" and parts and parts[0].isdigit():
             out["nvswitch_ids"].append(int(parts[0]))
     if out["gpu_count"] is None and not out["gpus"]:
@@ -499,6 +507,45 @@ def _error_counts_from_sections(gpu_id: int | None, sections: dict[str, dict[str
     return {"gpu_id": gpu_id, "links": links, "totals": totals, "detail": detail}
 
 
+def _error_count_json(kind: str, text: str) -> tuple[int | None, dict[str, dict[str, object]]]:
+    """``dcgmi nvlink -e -j``: (the GPU its header names, {link section: {counter: value}})."""
+    doc = _json_doc(kind, text, "dcgmi nvlink -j JSON")
+    header = [str(h) for h in doc.get("header") or []]
+    body = doc.get("body")
+    if "NVLINK Error Counts" not in header or not isinstance(body, dict):
+        raise ParseError(kind, "expected a JSON object with header ['NVLINK Error Counts', 'GPU n'] and a body")
+    sections = {label: {k: (v.get("value") if isinstance(v, dict) else v)
+                        for k, v in (sec.get("children") or {}).items()}
+                for label, sec in body.items() if isinstance(sec, dict)}
+    gpu = next((int(m.group(1)) for h in header if (m := re.match(r"^GPU (\d+)$", h))), None)
+    return gpu, sections
+
+
+def _error_count_tree(kind: str, text: str) -> tuple[int | None, dict[str, dict[str, object]]]:
+    """``dcgmi nvlink -e`` tree table: (the GPU of its '| GPU n |' row, {link section: {counter: value}})."""
+    gpu = None
+    sections: dict[str, dict[str, object]] = {}
+    current = None
+    for ln in text.split("\n"):
+        m = _TREE_ROW_RE.match(ln.rstrip())
+        if not m:
+            hm = re.match(r"^\|\s*GPU (\d+)\s*\|$", ln.strip())
+            if hm:
+                gpu = int(hm.group(1))
+            continue
+        label, value = m.group("label"), m.group("value")
+        if m.group("arrow"):
+            if current is None:
+                raise ParseError(kind, f"counter row before any 'Link n' section: {ln.strip()!r}")
+            sections[current][label] = value
+        elif label:
+            current = label
+            sections.setdefault(label, {})
+    if not sections:
+        raise ParseError(kind, "'NVLINK Error Counts' header without link rows (truncated?)")
+    return gpu, sections
+
+
 @register("dcgmi-nvlink", "dcgmi nvlink -e -g N (error counts, text or -j) and dcgmi nvlink --link-status")
 def parse_dcgmi_nvlink(text: str) -> dict:
     """``dcgmi-nvlink``: one kind for both ``dcgmi nvlink`` outputs::
@@ -524,36 +571,9 @@ def parse_dcgmi_nvlink(text: str) -> dict:
     if "NvLink Link Status" in text:
         return {**base, "mode": "link_status", **_link_status(kind, text.split("\n"))}
     if text.lstrip().startswith("{") or "NVLINK Error Counts" not in text and "{" in text:
-        doc = _json_doc(kind, text, "dcgmi nvlink -j JSON")
-        header = [str(h) for h in doc.get("header") or []]
-        body = doc.get("body")
-        if "NVLINK Error Counts" not in header or not isinstance(body, dict):
-            raise ParseError(kind, "expected a JSON object with header ['NVLINK Error Counts', 'GPU n'] and a body")
-        sections = {label: {k: (v.get("value") if isinstance(v, dict) else v)
-                            for k, v in (sec.get("children") or {}).items()}
-                    for label, sec in body.items() if isinstance(sec, dict)}
-        gpu = next((int(m.group(1)) for h in header if (m := re.match(r"^GPU (\d+)$", h))), None)
-        return {**base, "mode": "error_counts", "error_counts": _error_counts_from_sections(gpu, sections)}
-    if "NVLINK Error Counts" not in text:
+        gpu, sections = _error_count_json(kind, text)
+    elif "NVLINK Error Counts" not in text:
         raise ParseError(kind, "expected 'NvLink Link Status' or 'NVLINK Error Counts' (dcgmi nvlink output)")
-    gpu = None
-    sections: dict[str, dict[str, object]] = {}
-    current = None
-    for ln in text.split("\n"):
-        m = _TREE_ROW_RE.match(ln.rstrip())
-        if not m:
-            hm = re.match(r"^\|\s*GPU (\d+)\s*\|$", ln.strip())
-            if hm:
-                gpu = int(hm.group(1))
-            continue
-        label, value = m.group("label"), m.group("value")
-        if m.group("arrow"):
-            if current is None:
-                raise ParseError(kind, f"counter row before any 'Link n' section: {ln.strip()!r}")
-            sections[current][label] = value
-        elif label:
-            current = label
-            sections.setdefault(label, {})
-    if not sections:
-        raise ParseError(kind, "'NVLINK Error Counts' header without link rows (truncated?)")
+    else:
+        gpu, sections = _error_count_tree(kind, text)
     return {**base, "mode": "error_counts", "error_counts": _error_counts_from_sections(gpu, sections)}

@@ -74,18 +74,25 @@ def parse_dmidecode(text: str) -> dict:
             cur = {"handle": m.group(1), "type": int(m.group(2)), "name": None, "fields": {}}
             records.append(cur)
             continue
-        if cur is None or not s:
-            continue
-        if cur["name"] is None and not s.startswith("\t"):
-            cur["name"] = s.strip()
-            continue
-        if m := _FIELD_RE.match(s):
-            cur["fields"].setdefault(m.group(1).strip(), m.group(2).strip())
+        if cur is not None and s:
+            _record_line(cur, s)
     if not records:
         first = next((ln.strip() for ln in text.split("\n") if ln.strip() and not ln.startswith("#")), "")
         raise ParseError(kind, f"expected 'Handle 0x..., DMI type N, M bytes' records; got {first[:100]!r}")
-    out: dict = {"version": version, "smbios": smbios, "records": records,
-                 "system": None, "baseboard": None, "chassis": None}
+    return {"version": version, "smbios": smbios, "records": records, **_summaries(records)}
+
+
+def _record_line(cur: dict, s: str) -> None:
+    """A line inside a record: its name (the first unindented line), or a 'Key: value' field."""
+    if cur["name"] is None and not s.startswith("\t"):
+        cur["name"] = s.strip()
+    elif m := _FIELD_RE.match(s):
+        cur["fields"].setdefault(m.group(1).strip(), m.group(2).strip())
+
+
+def _summaries(records: list[dict]) -> dict:
+    """System, baseboard and chassis: the first record of each type, its fields named."""
+    out: dict = {"system": None, "baseboard": None, "chassis": None}
     for rec in records:
         if rec["type"] in _KEYS:
             name, keys = _KEYS[rec["type"]]

@@ -136,71 +136,80 @@ def _finish_port(kind: str, ca: str, port: dict) -> dict:
     return port
 
 
+def _close_port(kind: str, ca: dict | None, port: dict | None) -> None:
+    if port is not None and ca is not None:
+        ca["ports"].append(_finish_port(kind, ca["name"], port))
+
+
+def _ibstat_field(ca: dict, port: dict | None, ln: str) -> None:
+    """A "key: value" line of a CA block, onto the port when it is a port key and a port is open.
+    Unknown keys (future ibstat fields) are ignored."""
+    key, value = (p.strip() for p in ln.split(":", 1))
+    if port is not None and key in _IBSTAT_PORT_KEYS:
+        port[_IBSTAT_PORT_KEYS[key]] = value
+    elif key in _IBSTAT_CA_KEYS:
+        ca[_IBSTAT_CA_KEYS[key]] = value
+
+
+def _ibstat_blocks(kind: str, body: list[str]) -> list[dict]:
+    """The "CA '<name>'" blocks, each with its finished ports; [] when there is none."""
+    cas: list[dict] = []
+    ca: dict | None = None
+    port: dict | None = None
+    for ln in body:
+        m = _IBSTAT_CA_RE.match(ln)
+        if m:
+            _close_port(kind, ca, port)
+            port = None
+            ca = _new_ca(m.group(1))
+            cas.append(ca)
+            continue
+        m = _IBSTAT_PORT_RE.match(ln)
+        if m:
+            if ca is None:
+                raise ParseError(kind, "expected \"CA '<name>'\" before 'Port N:'")
+            _close_port(kind, ca, port)
+            port = {"port": int(m.group(1))}
+            continue
+        # before the first CA: a preamble (prompt, banner) or the -l / -p formats; no ':': a trailing prompt
+        if ca is not None and ":" in ln:
+            _ibstat_field(ca, port, ln)
+    _close_port(kind, ca, port)
+    return cas
+
+
+def _ibstat_full(kind: str, cas: list[dict], errors: list[str]) -> dict:
+    """The record of CA blocks: "full" with their ports (each CA printed all it declares), "short" without."""
+    for c in cas:
+        if c["num_ports"] is not None:
+            c["num_ports"] = int(c["num_ports"])
+    has_ports = any(c["ports"] for c in cas)
+    for c in cas if has_ports else ():
+        if c["num_ports"] is not None and len(c["ports"]) < c["num_ports"]:
+            raise ParseError(
+                kind,
+                f"truncated: CA '{c['name']}' declares {c['num_ports']} ports, "
+                f"{len(c['ports'])} printed",
+            )
+    return {
+        "format": "full" if has_ports else "short",
+        "ok": not errors,
+        "errors": errors,
+        "cas": cas,
+        "ca_names": [c["name"] for c in cas],
+        "port_guids": [p["port_guid"] for c in cas for p in c["ports"] if p["port_guid"]],
+    }
+
+
 @register("ibstat", "ibstat: CAs and ports (state, physical state, rate, LIDs, GUIDs, link layer)")
 def parse_ibstat(text: str) -> dict:
     kind = "ibstat"
     lines = [ln.strip() for ln in text_lines(kind, text, "ibstat output (\"CA 'mlx5_0'\" blocks)")]
     errors = [ln for ln in lines if _IBSTAT_ERR_RE.match(ln)]
     body = [ln for ln in lines if ln and not _IBSTAT_ERR_RE.match(ln)]
-
-    cas: list[dict] = []
-    ca: dict | None = None
-    port: dict | None = None
-    saw_block = False
-    for ln in body:
-        m = _IBSTAT_CA_RE.match(ln)
-        if m:
-            if port is not None and ca is not None:
-                ca["ports"].append(_finish_port(kind, ca["name"], port))
-            port = None
-            ca = _new_ca(m.group(1))
-            cas.append(ca)
-            saw_block = True
-            continue
-        m = _IBSTAT_PORT_RE.match(ln)
-        if m:
-            if ca is None:
-                raise ParseError(kind, "expected \"CA '<name>'\" before 'Port N:'")
-            if port is not None:
-                ca["ports"].append(_finish_port(kind, ca["name"], port))
-            port = {"port": int(m.group(1))}
-            continue
-        if ca is None:
-            continue  # preamble (prompt, banner) before the first CA, or the -l / -p formats below
-        if ":" not in ln:
-            continue  # e.g. a trailing shell prompt
-        key, value = (p.strip() for p in ln.split(":", 1))
-        if port is not None and key in _IBSTAT_PORT_KEYS:
-            port[_IBSTAT_PORT_KEYS[key]] = value
-        elif key in _IBSTAT_CA_KEYS:
-            ca[_IBSTAT_CA_KEYS[key]] = value
-        # unknown keys (future ibstat fields) are ignored
-    if port is not None and ca is not None:
-        ca["ports"].append(_finish_port(kind, ca["name"], port))
-
-    if saw_block:
-        for c in cas:
-            if c["num_ports"] is not None:
-                c["num_ports"] = int(c["num_ports"])
-        has_ports = any(c["ports"] for c in cas)
-        if has_ports:
-            for c in cas:
-                if c["num_ports"] is not None and len(c["ports"]) < c["num_ports"]:
-                    raise ParseError(
-                        kind,
-                        f"truncated: CA '{c['name']}' declares {c['num_ports']} ports, "
-                        f"{len(c['ports'])} printed",
-                    )
-        fmt = "full" if has_ports else "short"
-        return {
-            "format": fmt,
-            "ok": not errors,
-            "errors": errors,
-            "cas": cas,
-            "ca_names": [c["name"] for c in cas],
-            "port_guids": [p["port_guid"] for c in cas for p in c["ports"] if p["port_guid"]],
-        }
-
+    cas = _ibstat_blocks(kind, body)
+    if cas:
+        return _ibstat_full(kind, cas, errors)
     if body and all(_GUID_RE.match(ln) for ln in body):
         return {"format": "port_guids", "ok": not errors, "errors": errors, "cas": [], "ca_names": [],
                 "port_guids": body}
@@ -217,6 +226,21 @@ def parse_ibstat(text: str) -> dict:
 _IBSTATUS_HDR_RE = re.compile(r"^Infiniband device '([^']+)' port (\d+) status:\s*$")
 
 
+def _ibstatus_field(cur: dict, key: str, value: str) -> None:
+    if key == "default gid":
+        cur["default_gid"] = None if value == "unknown" else value
+    elif key in ("base lid", "sm lid"):
+        cur[key.replace(" ", "_")] = to_int(value)
+    elif key == "state":
+        cur["state"], cur["state_code"] = parse_coded_state(value)
+    elif key == "phys state":
+        cur["phys_state"], cur["phys_state_code"] = parse_coded_state(value)
+    elif key == "rate":
+        cur["rate_gbit_per_s"], cur["rate_label"] = parse_rate(value)
+    elif key == "link_layer":
+        cur["link_layer"] = value
+
+
 @register("ibstatus", "ibstatus: per device/port state, phys state, rate, link layer")
 def parse_ibstatus(text: str) -> dict:
     kind = "ibstatus"
@@ -224,28 +248,12 @@ def parse_ibstatus(text: str) -> dict:
     cur: dict | None = None
     for raw in text_lines(kind, text, "\"Infiniband device '<dev>' port N status:\" blocks"):
         ln = raw.strip()
-        if not ln:
-            continue
         m = _IBSTATUS_HDR_RE.match(ln)
         if m:
             cur = {"device": m.group(1), "port": int(m.group(2))}
             ports.append(cur)
-            continue
-        if cur is None or ":" not in ln:
-            continue
-        key, value = (p.strip() for p in ln.split(":", 1))
-        if key == "default gid":
-            cur["default_gid"] = None if value == "unknown" else value
-        elif key in ("base lid", "sm lid"):
-            cur[key.replace(" ", "_")] = to_int(value)
-        elif key == "state":
-            cur["state"], cur["state_code"] = parse_coded_state(value)
-        elif key == "phys state":
-            cur["phys_state"], cur["phys_state_code"] = parse_coded_state(value)
-        elif key == "rate":
-            cur["rate_gbit_per_s"], cur["rate_label"] = parse_rate(value)
-        elif key == "link_layer":
-            cur["link_layer"] = value
+        elif cur is not None and ":" in ln:
+            _ibstatus_field(cur, *(p.strip() for p in ln.split(":", 1)))
     if not ports:
         raise ParseError(kind, "expected \"Infiniband device '<dev>' port N status:\" header")
     for p in ports:
@@ -264,16 +272,28 @@ _PORT_KEYS_INT = {"sm_lid", "port_lid", "port_lmc"}
 _SPEED_RE = re.compile(r"^([\d.]+)\s*Gbps")
 
 
-@register("ibv-devinfo", "ibv_devinfo [-v]: HCAs (fw, GUIDs, board id) and ports (state, MTU, link layer)")
-def parse_ibv_devinfo(text: str) -> dict:
-    kind = "ibv-devinfo"
-    lines = text_lines(kind, text, "ibv_devinfo output ('hca_id:' blocks)")
-    stripped = [ln.strip() for ln in lines if ln.strip()]
-    if any(ln.startswith("No IB devices found") for ln in stripped) and not any(
-        ln.startswith("hca_id:") for ln in stripped
-    ):
-        return {"ok": False, "error": "No IB devices found", "devices": []}
+def _devinfo_port_field(port: dict, key: str, value: str) -> None:
+    if key == "state":
+        port["state"], port["state_code"] = parse_coded_state(value)
+    elif key in ("max_mtu", "active_mtu"):
+        port[key] = int(value.split()[0])
+    elif key in _PORT_KEYS_INT:
+        port[key] = to_int(value)
+    elif key == "link_layer":
+        port["link_layer"] = value
+    elif key == "active_width":
+        port["active_width"] = parse_coded_state(value)[0]
+    elif key == "active_speed":
+        speed = parse_coded_state(value)[0]
+        port["active_speed"] = speed
+        sm = _SPEED_RE.match(speed)
+        port["active_speed_gbit_per_s"] = num(sm.group(1)) if sm else None
+    elif key == "phys_state":
+        port["phys_state"] = parse_coded_state(value)[0]
 
+
+def _devinfo_blocks(stripped: list[str]) -> list[dict]:
+    """The 'hca_id:' blocks as read: the device's own keys verbatim, its 'port:' blocks parsed."""
     devices: list[dict] = []
     dev: dict | None = None
     port: dict | None = None
@@ -283,67 +303,63 @@ def parse_ibv_devinfo(text: str) -> dict:
             devices.append(dev)
             port = None
             continue
-        if dev is None:
-            continue
         m = re.match(r"^port:\s*(\d+)$", ln)
-        if m:
+        if dev is not None and m:
             port = {"port": int(m.group(1))}
             dev["ports"].append(port)
             continue
-        if ":" not in ln:
+        if dev is None or ":" not in ln:
             continue
         key, value = (p.strip() for p in ln.split(":", 1))
-        if port is None:
-            if key in ("max_mr_size", "max_qp", "device_cap_flags"):
-                dev["verbose"] = True
-            dev.setdefault(key, value)
+        if port is not None:
+            _devinfo_port_field(port, key, value)
             continue
-        if key == "state":
-            port["state"], port["state_code"] = parse_coded_state(value)
-        elif key in ("max_mtu", "active_mtu"):
-            port[key] = int(value.split()[0])
-        elif key in _PORT_KEYS_INT:
-            port[key] = to_int(value)
-        elif key == "link_layer":
-            port["link_layer"] = value
-        elif key == "active_width":
-            port["active_width"] = parse_coded_state(value)[0]
-        elif key == "active_speed":
-            speed = parse_coded_state(value)[0]
-            port["active_speed"] = speed
-            sm = _SPEED_RE.match(speed)
-            port["active_speed_gbit_per_s"] = num(sm.group(1)) if sm else None
-        elif key == "phys_state":
-            port["phys_state"] = parse_coded_state(value)[0]
+        if key in ("max_mr_size", "max_qp", "device_cap_flags"):
+            dev["verbose"] = True
+        dev.setdefault(key, value)
+    return devices
+
+
+def _devinfo_record(kind: str, d: dict) -> dict:
+    rec = {
+        "hca_id": d["hca_id"],
+        "transport": d.get("transport"),
+        "fw_ver": d.get("fw_ver"),
+        "node_guid": d.get("node_guid"),
+        "sys_image_guid": d.get("sys_image_guid"),
+        "vendor_id": d.get("vendor_id"),
+        "vendor_part_id": d.get("vendor_part_id"),
+        "hw_ver": d.get("hw_ver"),
+        "board_id": d.get("board_id"),
+        "phys_port_cnt": int_or_none(d.get("phys_port_cnt")),
+        "verbose": d["verbose"],
+        "ports": [],
+    }
+    if rec["fw_ver"] is None or not d["ports"]:
+        raise ParseError(kind, f"truncated: hca_id {d['hca_id']} has no fw_ver or no 'port:' block")
+    for p in d["ports"]:
+        if "state" not in p:
+            raise ParseError(kind, f"truncated: {d['hca_id']} port {p['port']} has no state")
+        for key in ("state_code", "max_mtu", "active_mtu", "sm_lid", "port_lid", "port_lmc", "link_layer",
+                    "active_width", "active_speed", "active_speed_gbit_per_s", "phys_state"):
+            p.setdefault(key, None)
+        rec["ports"].append(p)
+    return rec
+
+
+@register("ibv-devinfo", "ibv_devinfo [-v]: HCAs (fw, GUIDs, board id) and ports (state, MTU, link layer)")
+def parse_ibv_devinfo(text: str) -> dict:
+    kind = "ibv-devinfo"
+    lines = text_lines(kind, text, "ibv_devinfo output ('hca_id:' blocks)")
+    stripped = [ln.strip() for ln in lines if ln.strip()]
+    if any(ln.startswith("No IB devices found") for ln in stripped) and not any(
+        ln.startswith("hca_id:") for ln in stripped
+    ):
+        return {"ok": False, "error": "No IB devices found", "devices": []}
+    devices = _devinfo_blocks(stripped)
     if not devices:
         raise ParseError(kind, "expected 'hca_id:' line")
-    out = []
-    for d in devices:
-        rec = {
-            "hca_id": d["hca_id"],
-            "transport": d.get("transport"),
-            "fw_ver": d.get("fw_ver"),
-            "node_guid": d.get("node_guid"),
-            "sys_image_guid": d.get("sys_image_guid"),
-            "vendor_id": d.get("vendor_id"),
-            "vendor_part_id": d.get("vendor_part_id"),
-            "hw_ver": d.get("hw_ver"),
-            "board_id": d.get("board_id"),
-            "phys_port_cnt": int_or_none(d.get("phys_port_cnt")),
-            "verbose": d["verbose"],
-            "ports": [],
-        }
-        if rec["fw_ver"] is None or not d["ports"]:
-            raise ParseError(kind, f"truncated: hca_id {d['hca_id']} has no fw_ver or no 'port:' block")
-        for p in d["ports"]:
-            if "state" not in p:
-                raise ParseError(kind, f"truncated: {d['hca_id']} port {p['port']} has no state")
-            for key in ("state_code", "max_mtu", "active_mtu", "sm_lid", "port_lid", "port_lmc", "link_layer",
-                        "active_width", "active_speed", "active_speed_gbit_per_s", "phys_state"):
-                p.setdefault(key, None)
-            rec["ports"].append(p)
-        out.append(rec)
-    return {"ok": True, "error": None, "devices": out}
+    return {"ok": True, "error": None, "devices": [_devinfo_record(kind, d) for d in devices]}
 
 
 # --------------------------------------------------------------------------- ibdev2netdev
@@ -401,6 +417,36 @@ _PQ_HDR_RE = re.compile(
 _PQ_LINE_RE = re.compile(r"^(\w+):\.*\s*(\S+)\s*$")
 
 
+def _pq_port(m: re.Match) -> dict:
+    port = m.group("port")
+    return {
+        "lid": int(m.group("lid")),
+        "port": 255 if port in ("all", "255") else int(port),
+        "counter_set": m.group("set").strip(),
+        "extended": "extended" in m.group("set").lower(),
+        "cap_mask": m.group("cap"),
+        "counters": {},
+    }
+
+
+def _pq_counter(kind: str, cur: dict, m: re.Match) -> None:
+    try:
+        cur["counters"][m.group(1)] = to_int(m.group(2))
+    except ValueError as exc:
+        raise ParseError(kind, f"counter {m.group(1)} is not an integer: {m.group(2)!r}") from exc
+
+
+def _error_totals(ports: list[dict]) -> dict[str, int]:
+    """Each error counter summed over the ports (those at zero left out)."""
+    totals: dict[str, int] = {}
+    for p in ports:
+        for name in ERROR_COUNTERS:
+            v = p["counters"].get(name)
+            if v:
+                totals[name] = totals.get(name, 0) + v
+    return totals
+
+
 @register("perfquery", "perfquery [-x] [-E]: IB port counters (errors and data) per LID/port")
 def parse_perfquery(text: str) -> dict:
     kind = "perfquery"
@@ -409,30 +455,14 @@ def parse_perfquery(text: str) -> dict:
     cur: dict | None = None
     for raw in text_lines(kind, text, "'# Port counters: Lid L port P' blocks"):
         ln = raw.strip()
-        if not ln:
-            continue
         m = _PQ_HDR_RE.match(ln)
         if m:
-            port = m.group("port")
-            cur = {
-                "lid": int(m.group("lid")),
-                "port": 255 if port in ("all", "255") else int(port),
-                "counter_set": m.group("set").strip(),
-                "extended": "extended" in m.group("set").lower(),
-                "cap_mask": m.group("cap"),
-                "counters": {},
-            }
+            cur = _pq_port(m)
             ports.append(cur)
-            continue
-        if re.match(r"^(ibwarn|ibpanic|iberror|perfquery):", ln) or "failed" in ln.lower():
+        elif re.match(r"^(ibwarn|ibpanic|iberror|perfquery):", ln) or "failed" in ln.lower():
             errors.append(ln)
-            continue
-        m = _PQ_LINE_RE.match(ln)
-        if m and cur is not None:
-            try:
-                cur["counters"][m.group(1)] = to_int(m.group(2))
-            except ValueError as exc:
-                raise ParseError(kind, f"counter {m.group(1)} is not an integer: {m.group(2)!r}") from exc
+        elif cur is not None and (m := _PQ_LINE_RE.match(ln)):
+            _pq_counter(kind, cur, m)
     if not ports:
         if errors:
             return {"ok": False, "errors": errors, "ports": [], "error_counters": {}}
@@ -440,13 +470,7 @@ def parse_perfquery(text: str) -> dict:
     for p in ports:
         if not p["counters"]:
             raise ParseError(kind, f"truncated: no counters after header for Lid {p['lid']} port {p['port']}")
-    totals: dict[str, int] = {}
-    for p in ports:
-        for name in ERROR_COUNTERS:
-            v = p["counters"].get(name)
-            if v:
-                totals[name] = totals.get(name, 0) + v
-    return {"ok": not errors, "errors": errors, "ports": ports, "error_counters": totals}
+    return {"ok": not errors, "errors": errors, "ports": ports, "error_counters": _error_totals(ports)}
 
 
 # --------------------------------------------------------------------------- sysfs-infiniband
@@ -462,6 +486,34 @@ def _counter_value(value: str) -> int | None:
         return None  # "N/A (no PMA)"
 
 
+def _new_sysfs_port() -> dict:
+    return {"state": None, "state_code": None, "phys_state": None, "phys_state_code": None,
+            "rate_gbit_per_s": None, "rate_label": None, "link_layer": None,
+            "lid": None, "sm_lid": None,
+            "counters": {}, "counters_ext": {}, "hw_counters": {}}
+
+
+def _sysfs_port_attr(kind: str, path: str, port: dict, rest: str, value: str) -> None:
+    """One file under ports/<n>/: state, phys_state, rate, link_layer, a LID, or a counter."""
+    if rest == "state":
+        port["state"], port["state_code"] = parse_coded_state(value)
+    elif rest == "phys_state":
+        port["phys_state"], port["phys_state_code"] = parse_coded_state(value)
+    elif rest == "rate":
+        try:
+            port["rate_gbit_per_s"], port["rate_label"] = parse_rate(value)
+        except ValueError as exc:
+            raise ParseError(kind, f"{path}: unrecognised rate {value!r}") from exc
+    elif rest == "link_layer":
+        port["link_layer"] = value
+    elif rest in ("lid", "sm_lid"):
+        port[rest] = _counter_value(value)  # sysfs prints LIDs in hex, e.g. 0x1
+    elif "/" in rest:
+        group, name = rest.split("/", 1)
+        if group in ("counters", "counters_ext", "hw_counters") and "/" not in name:
+            port[group][name] = _counter_value(value)
+
+
 @register("sysfs-infiniband", "grep -r . /sys/class/infiniband/... dump: per HCA/port state, rate, counters")
 def parse_sysfs_infiniband(text: str) -> dict:
     kind = "sysfs-infiniband"
@@ -475,31 +527,8 @@ def parse_sysfs_infiniband(text: str) -> dict:
     for path, value in grep_dump_entries(kind, text, "'/sys/class/infiniband/<hca>/ports/<n>/<attr>:<value>' lines"):
         m = _SYSFS_PORT_RE.search(path)
         if m:
-            port = hca_rec(m.group("hca"))["ports"].setdefault(
-                m.group("port"),
-                {"state": None, "state_code": None, "phys_state": None, "phys_state_code": None,
-                 "rate_gbit_per_s": None, "rate_label": None, "link_layer": None,
-                 "lid": None, "sm_lid": None,
-                 "counters": {}, "counters_ext": {}, "hw_counters": {}},
-            )
-            rest = m.group("rest")
-            if rest == "state":
-                port["state"], port["state_code"] = parse_coded_state(value)
-            elif rest == "phys_state":
-                port["phys_state"], port["phys_state_code"] = parse_coded_state(value)
-            elif rest == "rate":
-                try:
-                    port["rate_gbit_per_s"], port["rate_label"] = parse_rate(value)
-                except ValueError as exc:
-                    raise ParseError(kind, f"{path}: unrecognised rate {value!r}") from exc
-            elif rest == "link_layer":
-                port["link_layer"] = value
-            elif rest in ("lid", "sm_lid"):
-                port[rest] = _counter_value(value)  # sysfs prints LIDs in hex, e.g. 0x1
-            elif "/" in rest:
-                group, name = rest.split("/", 1)
-                if group in ("counters", "counters_ext", "hw_counters") and "/" not in name:
-                    port[group][name] = _counter_value(value)
+            port = hca_rec(m.group("hca"))["ports"].setdefault(m.group("port"), _new_sysfs_port())
+            _sysfs_port_attr(kind, path, port, m.group("rest"), value)
             continue
         m = _SYSFS_DEV_RE.search(path)
         if m:

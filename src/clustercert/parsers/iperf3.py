@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 
 from clustercert.parsers._text import text_lines
 from clustercert.parsers.base import ParseError, register
@@ -133,76 +134,114 @@ def _rate_gbit(value: str, prefix: str, unit: str) -> float:
     return round(bits / 1e9, 9)
 
 
-@register("iperf3", "iperf3 text output (client or server): sender/receiver summary, errors")
-def parse_iperf3_text(text: str) -> dict:
-    kind = "iperf3"
-    rec = _empty()
-    summaries: dict[str, dict] = {}
-    stream_ids: set[str] = set()
-    errors: list[str] = []
-    for raw in text_lines(kind, text, "iperf3 text output ('[ ID] Interval ...' reports)"):
-        ln = raw.strip()
-        m = _START_RE.search(ln)
-        if m and m.start() > 0:
-            if _STAMP_RE.search(ln[: m.start()]):  # a date/time prefix; other leading text is left alone
-                rec["timestamped"] = True
-                ln = ln[m.start():]
-        m = re.match(r"^iperf3?: (?:error|interrupt) - (.*)$", ln)
+@dataclass
+class _TextScan:
+    """What one pass over iperf3's text has seen: the record so far, the summary lines by
+    ``sum|stream:sender|receiver``, the stream ids and iperf3's error lines."""
+
+    rec: dict = field(default_factory=_empty)
+    summaries: dict[str, dict] = field(default_factory=dict)
+    stream_ids: set[str] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
+
+
+def _unstamped(rec: dict, ln: str) -> str:
+    """``ln`` without a --timestamps prefix (a date/time before iperf3's own text); other leading text is
+    left alone."""
+    m = _START_RE.search(ln)
+    if m and m.start() > 0 and _STAMP_RE.search(ln[: m.start()]):
+        rec["timestamped"] = True
+        return ln[m.start():]
+    return ln
+
+
+def _accepted(scan: _TextScan, m: re.Match) -> None:
+    rec = scan.rec
+    rec["role"] = "server"
+    rec["remote_host"], rec["remote_port"] = m.group(1), int(m.group(2))
+    scan.summaries.clear()  # a new session on the server: keep the last one only
+    scan.stream_ids.clear()
+    rec["intervals"] = 0
+
+
+def _connecting(scan: _TextScan, m: re.Match) -> None:
+    scan.rec["remote_host"], scan.rec["remote_port"] = m.group(1), int(m.group(2))
+
+
+def _udp_header(scan: _TextScan, m: re.Match) -> None:
+    scan.rec["protocol"] = "UDP"
+
+
+def _error(scan: _TextScan, m: re.Match) -> None:
+    scan.errors.append(m.group(1).strip())
+
+
+def _listening(scan: _TextScan, m: re.Match) -> None:
+    scan.rec["role"] = "server"
+
+
+def _version(scan: _TextScan, m: re.Match) -> None:
+    scan.rec["version"] = f"iperf {m.group(1)}"
+
+
+# iperf3's lines around its reports, each with what it sets; tried in this order
+_SESSION_LINES = (
+    (re.compile(r"^iperf3?: (?:error|interrupt) - (.*)$"), _error),
+    (re.compile(r"^Server listening on"), _listening),
+    (re.compile(r"^Connecting to host (\S+), port (\d+)"), _connecting),
+    (re.compile(r"^Accepted connection from (\S+), port (\d+)"), _accepted),
+    (re.compile(r"^iperf (3\.\S+)$"), _version),
+    (re.compile(r"^\[ ID\].*(?:Jitter|Total Datagrams)"), _udp_header),
+)
+
+
+def _session_line(scan: _TextScan, ln: str) -> bool:
+    for rx, take in _SESSION_LINES:
+        m = rx.match(ln)
         if m:
-            errors.append(m.group(1).strip())
-            continue
-        if ln.startswith("Server listening on"):
-            rec["role"] = "server"
-            continue
-        m = re.match(r"^Connecting to host (\S+), port (\d+)", ln)
-        if m:
-            rec["remote_host"], rec["remote_port"] = m.group(1), int(m.group(2))
-            continue
-        m = re.match(r"^Accepted connection from (\S+), port (\d+)", ln)
-        if m:
-            rec["role"] = "server"
-            rec["remote_host"], rec["remote_port"] = m.group(1), int(m.group(2))
-            summaries.clear()  # a new session on the server: keep the last one only
-            stream_ids.clear()
-            rec["intervals"] = 0
-            continue
-        m = re.match(r"^iperf (3\.\S+)$", ln)
-        if m:
-            rec["version"] = f"iperf {m.group(1)}"
-            continue
-        if "Jitter" in ln and ln.startswith("[ ID]"):
-            rec["protocol"] = "UDP"
-            continue
-        if "Total Datagrams" in ln and ln.startswith("[ ID]"):
-            rec["protocol"] = "UDP"
-            continue
-        m = _LINE_RE.match(ln)
-        if not m:
-            continue
-        rest = m.group("rest")
-        role = "sender" if rest.rstrip().endswith("sender") else ("receiver" if rest.rstrip().endswith("receiver") else None)
-        if m.group("id") != "SUM":
-            stream_ids.add(m.group("id"))
-        if role is None:
-            if m.group("id") != "SUM":
-                rec["intervals"] += 1
-            continue
-        entry = {
-            "bytes": int(float(m.group("xfer")) * _BYTE_UNITS[m.group("xu")]),
-            "seconds": round(float(m.group("end")) - float(m.group("start")), 6),
-            "gbit_per_s": _rate_gbit(m.group("rate"), m.group("ru"), m.group("rk")),
-        }
-        if role == "sender":
-            tokens = rest.split()
-            entry["retransmits"] = int(tokens[0]) if tokens and tokens[0].isdigit() and rec["protocol"] != "UDP" else None
-        um = _UDP_RE.search(rest)
-        if um:
-            rec["protocol"] = "UDP"
-            entry["_udp"] = {"jitter_ms": float(um.group("jitter")), "lost_packets": int(um.group("lost")),
-                             "packets": int(um.group("total")), "lost_percent": float(um.group("pct"))}
-        key = f"{'sum' if m.group('id') == 'SUM' else 'stream'}:{role}"
-        if m.group("id") == "SUM" or key not in summaries:
-            summaries[key] = entry
+            take(scan, m)
+            return True
+    return False
+
+
+def _summary_entry(m: re.Match, role: str, protocol: str | None) -> dict:
+    rest = m.group("rest")
+    entry = {
+        "bytes": int(float(m.group("xfer")) * _BYTE_UNITS[m.group("xu")]),
+        "seconds": round(float(m.group("end")) - float(m.group("start")), 6),
+        "gbit_per_s": _rate_gbit(m.group("rate"), m.group("ru"), m.group("rk")),
+    }
+    if role == "sender":
+        tokens = rest.split()
+        entry["retransmits"] = int(tokens[0]) if tokens and tokens[0].isdigit() and protocol != "UDP" else None
+    um = _UDP_RE.search(rest)
+    if um:
+        entry["_udp"] = {"jitter_ms": float(um.group("jitter")), "lost_packets": int(um.group("lost")),
+                         "packets": int(um.group("total")), "lost_percent": float(um.group("pct"))}
+    return entry
+
+
+def _report_line(scan: _TextScan, m: re.Match) -> None:
+    """A '[ ID] start-end sec ...' line: an interval report, or a sender/receiver summary."""
+    rest = m.group("rest").rstrip()
+    role = "sender" if rest.endswith("sender") else ("receiver" if rest.endswith("receiver") else None)
+    stream = m.group("id") != "SUM"
+    if stream:
+        scan.stream_ids.add(m.group("id"))
+    if role is None:
+        if stream:
+            scan.rec["intervals"] += 1
+        return
+    entry = _summary_entry(m, role, scan.rec["protocol"])
+    if "_udp" in entry:
+        scan.rec["protocol"] = "UDP"
+    key = f"{'stream' if stream else 'sum'}:{role}"
+    if not stream or key not in scan.summaries:
+        scan.summaries[key] = entry
+
+
+def _take_summaries(rec: dict, summaries: dict[str, dict]) -> None:
+    """Sender and receiver from the [SUM] lines, else the (one) stream's; UDP figures the receiver's."""
     for role in ("sender", "receiver"):
         entry = summaries.get(f"sum:{role}") or summaries.get(f"stream:{role}")
         if entry is None:
@@ -211,12 +250,28 @@ def parse_iperf3_text(text: str) -> dict:
         if udp and (rec["udp"] is None or role == "receiver"):
             rec["udp"] = udp
         rec[role] = entry
+
+
+@register("iperf3", "iperf3 text output (client or server): sender/receiver summary, errors")
+def parse_iperf3_text(text: str) -> dict:
+    kind = "iperf3"
+    scan = _TextScan()
+    rec = scan.rec
+    for raw in text_lines(kind, text, "iperf3 text output ('[ ID] Interval ...' reports)"):
+        ln = _unstamped(rec, raw.strip())
+        if _session_line(scan, ln):
+            continue
+        m = _LINE_RE.match(ln)
+        if m:
+            _report_line(scan, m)
+    _take_summaries(rec, scan.summaries)
+    errors = scan.errors
     if errors:
         rec["error"] = errors[0]
     if rec["sender"] is None and rec["receiver"] is None and not errors:
         raise ParseError(kind, "no sender/receiver summary line and no 'iperf3: error' line (truncated or not iperf3)")
     rec["protocol"] = rec["protocol"] or ("TCP" if (rec["sender"] or rec["receiver"]) else None)
-    rec["num_streams"] = len(stream_ids) or None
+    rec["num_streams"] = len(scan.stream_ids) or None
     if rec["sender"] is not None:
         rec["duration_s"] = rec["sender"]["seconds"]
     return _finish(rec)

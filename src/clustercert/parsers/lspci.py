@@ -50,76 +50,85 @@ def _flag(text: str | None, sta, cap) -> bool:
     return sta < cap
 
 
+def _device(m: re.Match) -> dict:
+    """A device from its 'BB:DD.F <class>: <description>' line; its indented lines fill the rest."""
+    desc = m.group("desc")
+    vd = _VENDEV_RE.search(desc)
+    rev = _REV_RE.search(desc)
+    return {
+        "address": m.group("addr"),
+        "bus_id": bus_id(m.group("addr")),
+        "class": m.group("class").strip(),
+        "class_id": m.group("class_id"),
+        "description": _PROGIF_RE.sub("", _REV_RE.sub("", _VENDEV_RE.sub("", desc))).strip(),
+        "vendor_device": vd.group("vd") if vd else None,
+        "rev": rev.group("rev") if rev else None,
+        "driver": None,
+        "numa_node": None,
+        "link": None,
+        "_link": {},
+    }
+
+
+def _detail(cur: dict, s: str) -> None:
+    """An indented line of a device: its driver, NUMA node, or PCIe LnkCap / LnkSta."""
+    link = cur["_link"]
+    if s.startswith("Kernel driver in use:"):
+        cur["driver"] = s.split(":", 1)[1].strip()
+    elif s.startswith("NUMA node:"):
+        v = s.split(":", 1)[1].strip()
+        cur["numa_node"] = int(v) if v.lstrip("-").isdigit() else None
+    elif s.startswith("LnkCap:") and (m := _LNKCAP_RE.search(s)):
+        link["cap_speed_gt_s"] = float(m.group("speed"))
+        link["cap_width"] = int(m.group("width"))
+    elif s.startswith("LnkSta:") and (m := _LNKSTA_RE.search(s)):
+        link["sta_speed_gt_s"] = float(m.group("speed"))
+        link["sta_width"] = int(m.group("width"))
+        link["_sflag"] = m.group("sflag")
+        link["_wflag"] = m.group("wflag")
+
+
+def _link_record(lk: dict) -> dict | None:
+    """The device's PCIe link (capability, status, downgrades); None when lspci printed neither LnkCap nor
+    LnkSta."""
+    if "sta_speed_gt_s" not in lk and "cap_speed_gt_s" not in lk:
+        return None
+    cs, cw = lk.get("cap_speed_gt_s"), lk.get("cap_width")
+    ss, sw = lk.get("sta_speed_gt_s"), lk.get("sta_width")
+    sd = _flag(lk.get("_sflag"), ss, cs)
+    wd = _flag(lk.get("_wflag"), sw, cw)
+    return {
+        "cap_speed_gt_s": cs,
+        "cap_width": cw,
+        "sta_speed_gt_s": ss,
+        "sta_width": sw,
+        "speed_downgraded": sd,
+        "width_downgraded": wd,
+        "downgraded": sd or wd,
+    }
+
+
 @register("lspci", "lspci [-D] [-nn] [-vv]: devices, class, ids, PCIe LnkCap/LnkSta speed & width, downgrades")
 def parse_lspci(text: str) -> dict:
     kind = "lspci"
     text = require_text(kind, text, "lspci output ('BB:DD.F <class>: <description>' lines)")
     devices: list[dict] = []
     cur: dict | None = None
-    link: dict = {}
     for line in text.split("\n"):
         if not line.strip():
             continue
         if not line.startswith((" ", "\t")):
             m = _DEV_RE.match(line.strip())
             if m:
-                desc = m.group("desc")
-                vd = _VENDEV_RE.search(desc)
-                rev = _REV_RE.search(desc)
-                clean_desc = _PROGIF_RE.sub("", _REV_RE.sub("", _VENDEV_RE.sub("", desc))).strip()
-                link = {}
-                cur = {
-                    "address": m.group("addr"),
-                    "bus_id": bus_id(m.group("addr")),
-                    "class": m.group("class").strip(),
-                    "class_id": m.group("class_id"),
-                    "description": clean_desc,
-                    "vendor_device": vd.group("vd") if vd else None,
-                    "rev": rev.group("rev") if rev else None,
-                    "driver": None,
-                    "numa_node": None,
-                    "link": None,
-                    "_link": link,
-                }
+                cur = _device(m)
                 devices.append(cur)
-            continue
-        if cur is None:
-            continue
-        s = line.strip()
-        if s.startswith("Kernel driver in use:"):
-            cur["driver"] = s.split(":", 1)[1].strip()
-        elif s.startswith("NUMA node:"):
-            v = s.split(":", 1)[1].strip()
-            cur["numa_node"] = int(v) if v.lstrip("-").isdigit() else None
-        elif s.startswith("LnkCap:"):
-            m = _LNKCAP_RE.search(s)
-            if m:
-                link["cap_speed_gt_s"] = float(m.group("speed"))
-                link["cap_width"] = int(m.group("width"))
-        elif s.startswith("LnkSta:"):
-            m = _LNKSTA_RE.search(s)
-            if m:
-                link["sta_speed_gt_s"] = float(m.group("speed"))
-                link["sta_width"] = int(m.group("width"))
-                link["_sflag"] = m.group("sflag")
-                link["_wflag"] = m.group("wflag")
+        elif cur is not None:
+            _detail(cur, line.strip())
     if not devices:
         first = next((ln.strip() for ln in text.split("\n") if ln.strip()), "")
         raise ParseError(kind, f"expected lspci device lines ('BB:DD.F <class>: <description>'); got {first[:80]!r}")
     for d in devices:
-        lk = d.pop("_link")
-        if "sta_speed_gt_s" in lk or "cap_speed_gt_s" in lk:
-            cs, cw = lk.get("cap_speed_gt_s"), lk.get("cap_width")
-            ss, sw = lk.get("sta_speed_gt_s"), lk.get("sta_width")
-            sd = _flag(lk.get("_sflag"), ss, cs)
-            wd = _flag(lk.get("_wflag"), sw, cw)
-            d["link"] = {
-                "cap_speed_gt_s": cs,
-                "cap_width": cw,
-                "sta_speed_gt_s": ss,
-                "sta_width": sw,
-                "speed_downgraded": sd,
-                "width_downgraded": wd,
-                "downgraded": sd or wd,
-            }
+        link = _link_record(d.pop("_link"))
+        if link is not None:
+            d["link"] = link
     return {"devices": devices}

@@ -76,6 +76,52 @@ def _connection(m: re.Match, line: str) -> dict:
             "gdr": "GDRDMA" in flags, "line": line}
 
 
+def _append_new(items: list, value) -> None:
+    if value not in items:
+        items.append(value)
+
+
+def _info_message(host: dict, msg: str, line: str, named: list[str], failed: set[str]) -> None:
+    """One NCCL INFO message of a process of ``host``: a connection, the network it uses (and its NICs),
+    a network plugin that failed or was assigned, or GPU Direct RDMA disabled. ``named`` and ``failed``:
+    that process's networks named and those whose plugin it failed to initialise."""
+    c = _CONN_RE.match(msg)
+    if c is not None and msg.startswith(("Channel", "Ring")):
+        host["connections"].append(_connection(c, line))
+        return
+    u = _USING_RE.match(msg) or _NETWORK_RE.match(msg)
+    if u is not None:
+        _append_new(host["networks"], u.group("net"))
+        named.append(u.group("net"))
+        for idx, nic in _NIC_RE.findall(u.groupdict().get("list") or ""):
+            host["net_devices"][idx] = nic
+        return
+    f = _PLUGIN_FAILED_RE.match(msg)
+    if f is not None:
+        failed.add(f.group("net"))
+        _append_new(host["failed_net_plugins"], f.group("net"))
+        return
+    a = _PLUGIN_ASSIGNED_RE.match(msg)
+    if a is not None:
+        host["net_plugin"] = host["net_plugin"] or a.group("net")
+        return
+    g = _GDR_OFF_RE.search(msg)
+    if g is not None:
+        _append_new(host["gdr_disabled"], g.group(1))
+
+
+def _settle_hosts(rec: dict, named: dict[tuple[str, str], list[str]],
+                  failed: dict[tuple[str, str], set[str]]) -> None:
+    for name, h in rec["hosts"].items():
+        # a network stays when a process of the host named it and did not fail to initialise its plugin
+        h["networks"] = [net for net in h["networks"]
+                         if any(p[0] == name and net in nets and net not in failed.get(p, set())
+                                for p, nets in named.items())]
+        for c in h["connections"]:
+            if c["device"] is not None:
+                c["hca"] = h["net_devices"].get(str(c["device"]))
+
+
 @register("nccl-info-transport", "NCCL_DEBUG=INFO lines: per host the transport of each connection (NET/IB, GDRDMA, "
                                  "NET/Socket, P2P, SHM) and the NICs NET/IB uses")
 def parse_transport(text: str) -> dict:
@@ -93,41 +139,10 @@ def parse_transport(text: str) -> dict:
                 _host(rec, "?")["connections"].append(_connection(c, line))
             continue
         rec["info_lines"] += 1
-        host, msg = _host(rec, m.group("host")), m.group("msg")
         proc = (m.group("host"), m.group("pid"))
-        c = _CONN_RE.match(msg)
-        if c is not None and msg.startswith(("Channel", "Ring")):
-            host["connections"].append(_connection(c, line))
-            continue
-        u = _USING_RE.match(msg) or _NETWORK_RE.match(msg)
-        if u is not None:
-            if u.group("net") not in host["networks"]:
-                host["networks"].append(u.group("net"))
-            named.setdefault(proc, []).append(u.group("net"))
-            for idx, nic in _NIC_RE.findall(u.groupdict().get("list") or ""):
-                host["net_devices"][idx] = nic
-            continue
-        f = _PLUGIN_FAILED_RE.match(msg)
-        if f is not None:
-            failed.setdefault(proc, set()).add(f.group("net"))
-            if f.group("net") not in host["failed_net_plugins"]:
-                host["failed_net_plugins"].append(f.group("net"))
-            continue
-        a = _PLUGIN_ASSIGNED_RE.match(msg)
-        if a is not None:
-            host["net_plugin"] = host["net_plugin"] or a.group("net")
-            continue
-        g = _GDR_OFF_RE.search(msg)
-        if g is not None and g.group(1) not in host["gdr_disabled"]:
-            host["gdr_disabled"].append(g.group(1))
+        _info_message(_host(rec, m.group("host")), m.group("msg"), line,
+                      named.setdefault(proc, []), failed.setdefault(proc, set()))
     if not rec["info_lines"] and not any(h["connections"] for h in rec["hosts"].values()):
         raise ParseError(kind, "no NCCL INFO line and no connection line (was NCCL_DEBUG=INFO set?)")
-    for name, h in rec["hosts"].items():
-        # a network stays when a process of the host named it and did not fail to initialise its plugin
-        h["networks"] = [net for net in h["networks"]
-                         if any(p[0] == name and net in nets and net not in failed.get(p, set())
-                                for p, nets in named.items())]
-        for c in h["connections"]:
-            if c["device"] is not None:
-                c["hca"] = h["net_devices"].get(str(c["device"]))
+    _settle_hosts(rec, named, failed)
     return rec

@@ -43,6 +43,7 @@ or recognised failure raises ParseError, as does a header without any result row
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from clustercert.parsers._text import text_lines
 from clustercert.parsers.base import ParseError, register
@@ -133,117 +134,167 @@ def _row(tokens: list[str], columns: list[str] | None) -> tuple[dict, str] | Non
     return row, style
 
 
+@dataclass
+class _Scan:
+    """What one pass over nccl-tests' output has seen so far."""
+
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    rows: list[dict] = field(default_factory=list)
+    devices: list[dict] = field(default_factory=list)
+    header: dict | None = None
+    columns: list[str] | None = None
+    table_format: str | None = None
+    elided: bool = False
+    test: str | None = None
+    tests_version: str | None = None
+    nccl_version: str | None = None
+    oob_values: int | None = None
+    oob_ok: bool | None = None
+    avg_busbw: float | None = None
+    seen_marker: bool = False  # a '# nThread' header or a table header: this is nccl-tests output
+
+
+def _debug_line(scan: _Scan, ln: str) -> bool:
+    m = _DEBUG_RE.match(ln)
+    if not m:
+        return False
+    if m.group(1) in ("WARN", "ABORT"):
+        scan.warnings.append(ln)
+    vm = re.match(r"NCCL version (\S+)", m.group(2))
+    if vm and scan.nccl_version is None:
+        scan.nccl_version = vm.group(1)
+    return True
+
+
+def _fail_line(scan: _Scan, ln: str) -> bool:
+    if _FAIL_RE.search(ln):
+        scan.errors.append(ln)
+        return True
+    return False
+
+
+def _device(scan: _Scan, m: re.Match) -> None:
+    scan.devices.append({"rank": int(m.group(1)), "group": int(m.group(2)) if m.group(2) else None,
+                         "pid": int(m.group(3)), "host": m.group(4), "device": int(m.group(5)),
+                         "bus_id": m.group(6), "name": m.group(7).strip()})
+
+
+def _tests_version(scan: _Scan, m: re.Match) -> None:
+    scan.tests_version = m.group(1)
+
+
+def _collective(scan: _Scan, m: re.Match) -> None:
+    scan.test = m.group(1)
+
+
+def _out_of_bounds(scan: _Scan, m: re.Match) -> None:
+    scan.oob_values, scan.oob_ok = int(m.group(1)), m.group(2) == "OK"
+    if not scan.oob_ok:
+        scan.errors.append(f"Out of bounds values : {scan.oob_values} FAILED")
+
+
+def _avg_busbw(scan: _Scan, m: re.Match) -> None:
+    scan.avg_busbw = float(m.group(1))
+
+
+# The '#' lines nccl-tests prints around its table, each with what it sets; tried in this order.
+_COMMENT_LINES = (
+    (_DEV_RE, _device),
+    (re.compile(r"^#\s*nccl-tests version (\S+)"), _tests_version),
+    (re.compile(r"^#\s*Collective test starting:\s*(\S+)"), _collective),
+    (re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)"), _out_of_bounds),
+    (re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([\d.]+)"), _avg_busbw),
+)
+
+
+def _comment_line(scan: _Scan, ln: str) -> bool:
+    if not ln.startswith("#"):
+        return False
+    if _HDR_RE.match(ln):
+        scan.header = _header(ln)
+        scan.seen_marker = True
+        return True
+    for rx, take in _COMMENT_LINES:
+        m = rx.match(ln)
+        if m:
+            take(scan, m)
+            return True
+    cols = _table_columns(ln)
+    if cols is not None:
+        scan.columns = cols
+        scan.seen_marker = True
+    return True
+
+
+def _version_line(scan: _Scan, ln: str) -> bool:
+    m = re.match(r"^NCCL version (\S+)", ln)
+    if m:
+        scan.nccl_version = m.group(1)
+        return True
+    return False
+
+
+def _elision(scan: _Scan, ln: str) -> bool:
+    if ln in ("...", "…") or set(ln) <= {"."}:
+        scan.elided = True
+        return True
+    return False
+
+
+# Tried in this order on every non-blank line; a line none of them claims may be a result row.
+_LINE_HANDLERS = (_debug_line, _fail_line, _comment_line, _version_line, _elision)
+
+
+def _scan(lines: list[str]) -> _Scan:
+    scan = _Scan()
+    for raw in lines:
+        ln = _PREFIX_RE.sub("", raw, count=1).strip()
+        if not ln or any(handler(scan, ln) for handler in _LINE_HANDLERS):
+            continue
+        parsed = _row(ln.split(), scan.columns)
+        if parsed is not None:
+            row, style = parsed
+            scan.table_format = scan.table_format or style
+            scan.rows.append(row)
+    return scan
+
+
+def _wrong_cells(rows: list[dict]) -> list[str]:
+    """One error per out-of-place / in-place cell whose #wrong count is above zero."""
+    return [f"{row['size_bytes']} bytes {place.replace('_', '-')}: #wrong {row[place]['wrong']}"
+            for row in rows for place in ("out_of_place", "in_place") if row[place]["wrong"]]
+
+
 @register("nccl-tests", "nccl-tests *_perf output: per-size algbw/busbw (out-of-place and in-place), #wrong, avg")
 def parse_nccl_tests(text: str) -> dict:
     kind = "nccl-tests"
-    errors: list[str] = []
-    warnings: list[str] = []
-    rows: list[dict] = []
-    devices: list[dict] = []
-    header = None
-    columns: list[str] | None = None
-    table_format = None
-    elided = False
-    test = None
-    tests_version = None
-    nccl_version = None
-    oob_values = None
-    oob_ok = None
-    avg_busbw = None
-    seen_marker = False
-
-    for raw in text_lines(kind, text, "nccl-tests output ('# nThread ...' header and result table)"):
-        ln = _PREFIX_RE.sub("", raw, count=1).strip()
-        if not ln:
-            continue
-        m = _DEBUG_RE.match(ln)
-        if m:
-            if m.group(1) in ("WARN", "ABORT"):
-                warnings.append(ln)
-            vm = re.match(r"NCCL version (\S+)", m.group(2))
-            if vm and nccl_version is None:
-                nccl_version = vm.group(1)
-            continue
-        if _FAIL_RE.search(ln):
-            errors.append(ln)
-            continue
-        if ln.startswith("#"):
-            if _HDR_RE.match(ln):
-                header = _header(ln)
-                seen_marker = True
-                continue
-            m = _DEV_RE.match(ln)
-            if m:
-                devices.append({"rank": int(m.group(1)), "group": int(m.group(2)) if m.group(2) else None,
-                                "pid": int(m.group(3)), "host": m.group(4), "device": int(m.group(5)),
-                                "bus_id": m.group(6), "name": m.group(7).strip()})
-                continue
-            m = re.match(r"^#\s*nccl-tests version (\S+)", ln)
-            if m:
-                tests_version = m.group(1)
-                continue
-            m = re.match(r"^#\s*Collective test starting:\s*(\S+)", ln)
-            if m:
-                test = m.group(1)
-                continue
-            m = re.match(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)", ln)
-            if m:
-                oob_values, oob_ok = int(m.group(1)), m.group(2) == "OK"
-                if not oob_ok:
-                    errors.append(f"Out of bounds values : {oob_values} FAILED")
-                continue
-            m = re.match(r"^#\s*Avg bus bandwidth\s*:\s*([\d.]+)", ln)
-            if m:
-                avg_busbw = float(m.group(1))
-                continue
-            cols = _table_columns(ln)
-            if cols is not None:
-                columns = cols
-                seen_marker = True
-            continue
-        m = re.match(r"^NCCL version (\S+)", ln)
-        if m:
-            nccl_version = m.group(1)
-            continue
-        if ln in ("...", "…") or set(ln) <= {"."}:
-            elided = True
-            continue
-        parsed = _row(ln.split(), columns)
-        if parsed is not None:
-            row, style = parsed
-            table_format = table_format or style
-            rows.append(row)
-
+    scan = _scan(text_lines(kind, text, "nccl-tests output ('# nThread ...' header and result table)"))
+    rows, errors = scan.rows, scan.errors
     if not rows and not errors:
-        if seen_marker:
+        if scan.seen_marker:
             raise ParseError(kind, "truncated: nccl-tests header/table header present but no result rows")
-        else:
-            raise ParseError(kind, "expected nccl-tests output: '# nThread ...' header or '#  size  count ...' table")
-
-    for row in rows:
-        for place in ("out_of_place", "in_place"):
-            w = row[place]["wrong"]
-            if w:
-                errors.append(f"{row['size_bytes']} bytes {place.replace('_', '-')}: #wrong {w}")
+        raise ParseError(kind, "expected nccl-tests output: '# nThread ...' header or '#  size  count ...' table")
+    errors.extend(_wrong_cells(rows))
 
     top = max(rows, key=lambda r: r["size_bytes"]) if rows else None
     checks = [r[p][k] for r in rows for p in ("out_of_place", "in_place") for k in ("wrong", "error")]
     return {
-        "ok": bool(rows) and not errors and oob_ok is not False,
-        "complete": oob_values is not None and avg_busbw is not None,
+        "ok": bool(rows) and not errors and scan.oob_ok is not False,
+        "complete": scan.oob_values is not None and scan.avg_busbw is not None,
         "errors": errors,
-        "warnings": warnings,
-        "test": test,
-        "nccl_tests_version": tests_version,
-        "nccl_version": nccl_version,
-        "header": header,
-        "devices": devices,
-        "table_format": table_format,
+        "warnings": scan.warnings,
+        "test": scan.test,
+        "nccl_tests_version": scan.tests_version,
+        "nccl_version": scan.nccl_version,
+        "header": scan.header,
+        "devices": scan.devices,
+        "table_format": scan.table_format,
         "rows": rows,
-        "elided": elided,
-        "out_of_bounds_values": oob_values,
-        "out_of_bounds_ok": oob_ok,
-        "avg_busbw_gbyte_per_s": avg_busbw,
+        "elided": scan.elided,
+        "out_of_bounds_values": scan.oob_values,
+        "out_of_bounds_ok": scan.oob_ok,
+        "avg_busbw_gbyte_per_s": scan.avg_busbw,
         "max_size_bytes": top["size_bytes"] if top else None,
         "busbw_at_max_size_gbyte_per_s": top["out_of_place"]["busbw_gbyte_per_s"] if top else None,
         "data_checked": any(c is not None for c in checks) if rows else None,

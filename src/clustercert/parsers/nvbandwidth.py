@@ -121,6 +121,89 @@ def _label(desc: str):
     return m.group(1).lower() if m else None
 
 
+_VERSION_LINES = (("nvbandwidth Version:", "version"), ("Driver Version:", "driver_version"),
+                  ("CUDA Runtime Version:", "cuda_runtime_version"))
+
+
+def _testcase(name: str | None, status: str, message: str | None = None) -> dict:
+    return {"name": name, "status": status, "message": message, "matrices": [], "name_inferred": False}
+
+
+def _testcase_start(cur: dict | None, line: str) -> dict | None:
+    """The testcase a 'Running X.', 'Waived' or 'Waiving X' line starts; None for any other line."""
+    m = _RUN_RE.match(line)
+    if m:
+        return _testcase(m.group(1), "running")
+    m = _WAIVED_RE.match(line)
+    if m and (cur is None or cur["status"] != "running" or cur["matrices"]):
+        # a waived testcase prints no Running line: it is a testcase of its own, not the previous one's status
+        return _testcase(None, "waived", m.group(1).strip() or None)
+    m = _WAIVING_RE.match(line)
+    if m:
+        return _testcase(m.group(1), "waived")
+    return None
+
+
+def _take_sum(cur: dict, value: float) -> None:
+    """A 'SUM' line: the sum of the last matrix of the testcase that has none yet."""
+    target = next((mm for mm in reversed(cur["matrices"]) if mm["sum_gbyte_per_s"] is None), None)
+    if target is not None:
+        target["sum_gbyte_per_s"] = value
+
+
+def _new_matrix(line: str) -> dict:
+    return {"description": line, "label": _label(line), "unit": "nsec" if "(ns)" in line else "gbyte_per_s",
+            "columns": None, "rows": {}, "sum_gbyte_per_s": None}
+
+
+def _matrix_line(kind: str, cur: dict, mat: dict, line: str) -> None:
+    """A line under a matrix's description: its column header, or a row of values."""
+    cells = line.split()
+    if mat["columns"] is None and all(c.isdigit() for c in cells):
+        mat["columns"] = [int(c) for c in cells]
+    elif mat["columns"] is not None and cells[0].isdigit():
+        vals = [_cell(c) for c in cells[1:]]
+        if len(vals) != len(mat["columns"]):
+            raise ParseError(
+                kind, f"{cur['name']}: row {cells[0]} has {len(vals)} values for {len(mat['columns'])} columns"
+            )
+        mat["rows"][cells[0]] = vals
+
+
+def _testcase_line(kind: str, cur: dict, mat: dict | None, line: str) -> dict | None:
+    """A line inside a testcase; returns the matrix open after it (None: none)."""
+    m = _SUM_RE.match(line)
+    if m:
+        _take_sum(cur, float(m.group(2)))
+        return None
+    m = _STATUS_RE.match(line)
+    if m:
+        cur["status"] = m.group(1).lower().replace(" ", "_")
+        cur["message"] = m.group(2).strip() or None
+        return None
+    if line.startswith("COEFFICIENT_OF_VARIATION"):
+        return mat
+    if "(GB/s)" in line or _DESC_RE.match(line):
+        mat = _new_matrix(line)
+        cur["matrices"].append(mat)
+        return mat
+    if mat is not None:
+        _matrix_line(kind, cur, mat, line)
+    return mat
+
+
+def _settle(tcs: list[dict]) -> None:
+    """A testcase still running at the end passed when it printed data, else is an error (truncated)."""
+    for tc in tcs:
+        if tc["status"] == "running":
+            if any(m["rows"] for m in tc["matrices"]):
+                tc["status"] = "passed"
+            else:
+                tc["status"] = "error"
+                tc["message"] = "no result (output truncated?)"
+        _stats(tc)
+
+
 @register("nvbandwidth", "nvbandwidth text output: per-testcase GB/s matrices, SUM, status")
 def parse_text(text: str) -> dict:
     kind = "nvbandwidth"
@@ -134,93 +217,20 @@ def parse_text(text: str) -> dict:
         if not line or line == "[...]":
             mat = None if not line else mat
             continue
-        if line.startswith("nvbandwidth Version:"):
-            out["version"] = line.split(":", 1)[1].strip()
+        version = next((key for prefix, key in _VERSION_LINES if line.startswith(prefix)), None)
+        if version is not None:
+            out[version] = line.split(":", 1)[1].strip()
             continue
-        if line.startswith("Driver Version:"):
-            out["driver_version"] = line.split(":", 1)[1].strip()
-            continue
-        if line.startswith("CUDA Runtime Version:"):
-            out["cuda_runtime_version"] = line.split(":", 1)[1].strip()
-            continue
-        m = _RUN_RE.match(line)
-        if m:
-            cur = {"name": m.group(1), "status": "running", "message": None, "matrices": [], "name_inferred": False}
+        started = _testcase_start(cur, line)
+        if started is not None:
+            cur, mat = started, None
             tcs.append(cur)
-            mat = None
-            continue
-        m = _WAIVED_RE.match(line)
-        if m and (cur is None or cur["status"] != "running" or cur["matrices"]):
-            # a waived testcase prints no Running line: it is a testcase of its own, not the previous one's status
-            cur = {"name": None, "status": "waived", "message": m.group(1).strip() or None, "matrices": [],
-                   "name_inferred": False}
-            tcs.append(cur)
-            mat = None
-            continue
-        m = _WAIVING_RE.match(line)
-        if m:
-            cur = {"name": m.group(1), "status": "waived", "message": None, "matrices": [], "name_inferred": False}
-            tcs.append(cur)
-            mat = None
-            continue
-        if cur is None:
-            continue
-        m = _SUM_RE.match(line)
-        if m:
-            target = None
-            for mm in reversed(cur["matrices"]):
-                if mm["sum_gbyte_per_s"] is None:
-                    target = mm
-                    break
-            if target is not None:
-                target["sum_gbyte_per_s"] = float(m.group(2))
-            mat = None
-            continue
-        m = _STATUS_RE.match(line)
-        if m:
-            st = m.group(1).lower().replace(" ", "_")
-            cur["status"] = st
-            cur["message"] = m.group(2).strip() or None
-            mat = None
-            continue
-        if line.startswith("COEFFICIENT_OF_VARIATION"):
-            continue
-        if "(GB/s)" in line or _DESC_RE.match(line):
-            mat = {
-                "description": line,
-                "label": _label(line),
-                "unit": "nsec" if "(ns)" in line else "gbyte_per_s",
-                "columns": None,
-                "rows": {},
-                "sum_gbyte_per_s": None,
-            }
-            cur["matrices"].append(mat)
-            continue
-        if mat is not None:
-            cells = line.split()
-            if mat["columns"] is None and all(c.isdigit() for c in cells):
-                mat["columns"] = [int(c) for c in cells]
-                continue
-            if mat["columns"] is not None and cells[0].isdigit():
-                vals = [_cell(c) for c in cells[1:]]
-                if len(vals) != len(mat["columns"]):
-                    raise ParseError(
-                        kind, f"{cur['name']}: row {cells[0]} has {len(vals)} values for {len(mat['columns'])} columns"
-                    )
-                mat["rows"][cells[0]] = vals
-                continue
+        elif cur is not None:
+            mat = _testcase_line(kind, cur, mat, line)
     if not tcs:
         raise ParseError(kind, "expected at least one 'Running <testcase>.' block or 'Waived' line")
     _infer_waived_names(tcs)
-    for tc in tcs:
-        has_data = any(m["rows"] for m in tc["matrices"])
-        if tc["status"] == "running":
-            if has_data:
-                tc["status"] = "passed"
-            else:
-                tc["status"] = "error"
-                tc["message"] = "no result (output truncated?)"
-        _stats(tc)
+    _settle(tcs)
     return out
 
 

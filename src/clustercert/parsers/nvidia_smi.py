@@ -581,6 +581,24 @@ def _csv_value(field: str, unit: str | None, raw: str):
     return v
 
 
+def _csv_fields(header: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The field names of a CSV header and their units ('power.draw [W]' -> power.draw, W); temperatures
+    print no unit: C."""
+    fields: list[str] = []
+    units: dict[str, str] = {}
+    for c in header:
+        m = re.match(r"^(.*?) \[([^\]]+)\]$", c)
+        if m:
+            fields.append(m.group(1))
+            units[m.group(1)] = m.group(2)
+        else:
+            fields.append(c)
+    for f in fields:
+        if f.startswith("temperature.") and f not in units:
+            units[f] = "C"
+    return fields, units
+
+
 @register("nvidia-smi-csv", "nvidia-smi --query-*=... --format=csv: rows keyed by field, units split out")
 def parse_csv(text: str) -> dict:
     kind = "nvidia-smi-csv"
@@ -588,18 +606,7 @@ def parse_csv(text: str) -> dict:
     lines = [ln for ln in text.split("\n") if ln.strip() and ln.strip() != "[...]"]
     first = _csv_split(lines[0])
     if _is_csv_header(first):
-        fields: list[str] = []
-        units: dict[str, str] = {}
-        for c in first:
-            m = re.match(r"^(.*?) \[([^\]]+)\]$", c)
-            if m:
-                fields.append(m.group(1))
-                units[m.group(1)] = m.group(2)
-            else:
-                fields.append(c)
-        for f in fields:
-            if f.startswith("temperature.") and f not in units:
-                units[f] = "C"
+        fields, units = _csv_fields(first)
         rows = []
         for ln in lines[1:]:
             cells = _csv_split(ln)
@@ -694,104 +701,121 @@ def _table_second_row(line: str) -> dict | None:
     return out
 
 
+def _table_gpu(m1: re.Match) -> dict:
+    """A GPU from its first table row (index, name, persistence, bus id, display, ECC); the second and
+    third rows fill the rest."""
+    pm = m1.group("pm")
+    return {
+        "index": int(m1.group("idx")),
+        "name": m1.group("name").strip(),
+        "bus_id": bus_id(m1.group("bus")),
+        "persistence_mode": {"On": True, "Off": False}.get(pm),
+        "driver_model": pm if pm in ("WDDM", "TCC", "MCDM") else None,
+        "display_active": yes_no(m1.group("disp")),
+        "volatile_uncorrected_ecc": _int(m1.group("ecc")),
+        "fan_percent": None,
+        "fan_error": False,
+        "temperature_celsius": None,
+        "perf_state": None,
+        "power_draw_watts": None,
+        "power_cap_watts": None,
+        "memory_used_mib": None,
+        "memory_total_mib": None,
+        "utilization_gpu_percent": None,
+        "compute_mode": None,
+        "mig_mode": None,
+        "unavailable_fields": [],
+    }
+
+
+class _GpuRows:
+    """The GPU section: each GPU's three table rows, in order (first row, second row, MIG mode row)."""
+
+    def __init__(self) -> None:
+        self.gpus: list[dict] = []
+        self.pending: dict | None = None
+        self.stage = 0  # the row of the pending GPU read last
+
+    def line(self, s: str) -> None:
+        m1 = _TBL_GPU1_RE.match(s)
+        if m1:
+            self.pending = _table_gpu(m1)
+            self.gpus.append(self.pending)
+            self.stage = 1
+            return
+        if self.pending is None:
+            return
+        if self.stage == 1:
+            second = _table_second_row(s)
+            if second is not None:
+                self.pending.update(second)
+                self.stage = 2
+        elif self.stage == 2:
+            m3 = _TBL_GPU3_RE.match(s)
+            if m3:
+                self.pending["mig_mode"] = na(m3.group("mig"))
+                self.stage = 0
+
+
+def _table_mig_device(s: str) -> dict | None:
+    mm = _TBL_MIG_RE.match(s)
+    if not mm:
+        return None
+    return {
+        "gpu": int(mm.group("gpu")),
+        "gi_id": int(mm.group("gi")),
+        "ci_id": int(mm.group("ci")),
+        "mig_dev": int(mm.group("dev")),
+        "memory_used_mib": int(mm.group("used")),
+        "memory_total_mib": int(mm.group("total")),
+    }
+
+
+def _table_process(s: str) -> dict | None:
+    mp = _TBL_PROC_RE.match(s)
+    if not mp:
+        return None
+    return {
+        "gpu": int(mp.group("gpu")),
+        "gi_id": _int(mp.group("gi")),
+        "ci_id": _int(mp.group("ci")),
+        "pid": int(mp.group("pid")),
+        "type": mp.group("type"),
+        "name": mp.group("name").strip(),
+        "memory_mib": _mib(mp.group("mem")),
+    }
+
+
 @register("nvidia-smi-table", "default nvidia-smi table: driver/CUDA versions, per-GPU summary, processes")
 def parse_table(text: str) -> dict:
     kind = "nvidia-smi-table"
     text = require_text(kind, text, "nvidia-smi table with 'NVIDIA-SMI ... Driver Version:' header")
     lines = text.split("\n")
-    hdr = None
-    for ln in lines:
-        hdr = _TBL_HDR_RE.search(ln)
-        if hdr:
-            break
+    hdr = next((h for h in (_TBL_HDR_RE.search(ln) for ln in lines) if h), None)
     if hdr is None:
         raise ParseError(kind, "expected 'NVIDIA-SMI <ver>  Driver Version: <ver>  CUDA Version: <ver>' header")
-    gpus: list[dict] = []
+    gpu_rows = _GpuRows()
     mig_devices: list[dict] = []
     processes: list[dict] | None = None
     warnings: list[str] = []
     section = "gpus"
-    pending_gpu: dict | None = None
-    stage = 0
     for ln in lines:
         s = ln.rstrip()
         if s.startswith("| MIG devices:"):
             section = "mig"
-            continue
-        if s.startswith("| Processes:"):
+        elif s.startswith("| Processes:"):
             section = "procs"
             processes = []
-            continue
-        if s.upper().startswith("WARNING"):
+        elif s.upper().startswith("WARNING"):
             warnings.append(s)
-            continue
-        if section == "gpus":
-            m1 = _TBL_GPU1_RE.match(s)
-            if m1:
-                pm = m1.group("pm")
-                pending_gpu = {
-                    "index": int(m1.group("idx")),
-                    "name": m1.group("name").strip(),
-                    "bus_id": bus_id(m1.group("bus")),
-                    "persistence_mode": {"On": True, "Off": False}.get(pm),
-                    "driver_model": pm if pm in ("WDDM", "TCC", "MCDM") else None,
-                    "display_active": yes_no(m1.group("disp")),
-                    "volatile_uncorrected_ecc": _int(m1.group("ecc")),
-                    "fan_percent": None,
-                    "fan_error": False,
-                    "temperature_celsius": None,
-                    "perf_state": None,
-                    "power_draw_watts": None,
-                    "power_cap_watts": None,
-                    "memory_used_mib": None,
-                    "memory_total_mib": None,
-                    "utilization_gpu_percent": None,
-                    "compute_mode": None,
-                    "mig_mode": None,
-                    "unavailable_fields": [],
-                }
-                gpus.append(pending_gpu)
-                stage = 1
-                continue
-            if pending_gpu is not None and stage == 1:
-                second = _table_second_row(s)
-                if second is not None:
-                    pending_gpu.update(second)
-                    stage = 2
-                    continue
-            if pending_gpu is not None and stage == 2:
-                m3 = _TBL_GPU3_RE.match(s)
-                if m3:
-                    pending_gpu["mig_mode"] = na(m3.group("mig"))
-                    stage = 0
-                    continue
-        elif section == "mig":
-            mm = _TBL_MIG_RE.match(s)
-            if mm:
-                mig_devices.append(
-                    {
-                        "gpu": int(mm.group("gpu")),
-                        "gi_id": int(mm.group("gi")),
-                        "ci_id": int(mm.group("ci")),
-                        "mig_dev": int(mm.group("dev")),
-                        "memory_used_mib": int(mm.group("used")),
-                        "memory_total_mib": int(mm.group("total")),
-                    }
-                )
-        elif section == "procs" and processes is not None:
-            mp = _TBL_PROC_RE.match(s)
-            if mp:
-                processes.append(
-                    {
-                        "gpu": int(mp.group("gpu")),
-                        "gi_id": _int(mp.group("gi")),
-                        "ci_id": _int(mp.group("ci")),
-                        "pid": int(mp.group("pid")),
-                        "type": mp.group("type"),
-                        "name": mp.group("name").strip(),
-                        "memory_mib": _mib(mp.group("mem")),
-                    }
-                )
+        elif section == "gpus":
+            gpu_rows.line(s)
+        else:
+            rows, row = ((mig_devices, _table_mig_device(s)) if section == "mig"
+                         else (processes, _table_process(s)))
+            if row is not None and rows is not None:
+                rows.append(row)
+    gpus = gpu_rows.gpus
     if not gpus and "No devices were found" not in text:
         raise ParseError(kind, "header found but no GPU rows; expected '|   0  <name> ... | <bus id> ...' rows")
     return {
@@ -879,10 +903,8 @@ def _topo_header(lines: list[str], before: int) -> list[str] | None:
     return None
 
 
-def _parse_matrix(kind: str, text: str) -> dict:
-    lines = text.split("\n")
-    first, end, rows, elided = _topo_rows(kind, lines)
-    header = _topo_header(lines, first) or []
+def _topo_columns(header: list[str]) -> tuple[list[str], list[str]]:
+    """A topo header's device columns, and the affinity columns from the first of them on."""
     head_devices: list[str] = []
     extra: list[str] = []
     for c in header:
@@ -890,6 +912,14 @@ def _parse_matrix(kind: str, text: str) -> dict:
             extra.append(c)
         elif not c.startswith("$"):
             head_devices.append(c)
+    return head_devices, extra
+
+
+def _parse_matrix(kind: str, text: str) -> dict:
+    lines = text.split("\n")
+    first, end, rows, elided = _topo_rows(kind, lines)
+    header = _topo_header(lines, first) or []
+    head_devices, extra = _topo_columns(header)
     labels = [label for label, _ in rows]
     # the matrix is square and its rows come in column order: when the header lost columns (cut by
     # the paste or the terminal), the row labels name them
@@ -1055,6 +1085,27 @@ def _gpu_status_line(cur: dict, msg: str) -> None:
     cur["message"] = msg
 
 
+def _gpu_other_line(kind: str, cur: dict, ln: str) -> None:
+    """A line under a GPU that is no counter: its status message (links inactive, MIG, not supported);
+    a 'Link n:' line of another form (nvlink -s) is an error."""
+    s = ln.strip()
+    if not s or s in ("[...]", "..."):
+        return
+    if re.match(r"^\s*Link \d+:", ln):
+        hint = " (nvlink -s output)" if re.search(r"GB/s|<inactive>", s) else ""
+        raise ParseError(kind, f"expected 'Link n: <Counter>: <value>', got {s!r}{hint}")
+    _gpu_status_line(cur, s)
+
+
+def _link_counter(gpu: dict, links: dict[int, dict], link: int, key: str, value: str) -> None:
+    """One 'Link n: <Counter>: <value>' line onto the GPU's entry for link n (made on its first counter)."""
+    entry = links.get(link)
+    if entry is None:
+        entry = links[link] = {"link": link, "counters": {}}
+        gpu["links"].append(entry)
+    entry["counters"][key] = _counter_value(value)
+
+
 @register("nvidia-smi-nvlink-errors", "nvidia-smi nvlink -e: per-GPU per-link error counters (replay, recovery, CRC...)")
 def parse_nvlink_errors(text: str) -> dict:
     """See the module docstring (``nvidia-smi-nvlink-errors``)."""
@@ -1077,17 +1128,11 @@ def parse_nvlink_errors(text: str) -> dict:
         # a counter line first (most lines): neither GPU heading below begins with white space and 'Link n:'
         lm = _LINK_COUNTER_RE.match(ln) if cur is not None else None
         if lm:
-            name = lm.group("name")
-            key = keys.get(name)
+            key = keys.get(lm.group("name"))
             if key is None:
-                key = keys[name] = norm_key(name)
-            names.setdefault(key, name)
-            link = int(lm.group("link"))
-            entry = links.get(link)
-            if entry is None:
-                entry = links[link] = {"link": link, "counters": {}}
-                cur["links"].append(entry)
-            entry["counters"][key] = _counter_value(lm.group("val"))
+                key = keys[lm.group("name")] = norm_key(lm.group("name"))
+                names.setdefault(key, lm.group("name"))
+            _link_counter(cur, links, int(lm.group("link")), key, lm.group("val"))
             continue
         m = _GPU_LINE_RE.match(ln)
         if m:
@@ -1097,23 +1142,24 @@ def parse_nvlink_errors(text: str) -> dict:
         if m:  # GB200-class drivers head each GPU with its bus id
             cur = start({"index": len(gpus), "bus_id": bus_id(m.group("bus")), "name": None, "uuid": None})
             continue
-        s = ln.strip()
-        if cur is None or not s or s in ("[...]", "..."):
-            continue
-        if re.match(r"^\s*Link \d+:", ln):
-            hint = " (nvlink -s output)" if re.search(r"GB/s|<inactive>", s) else ""
-            raise ParseError(kind, f"expected 'Link n: <Counter>: <value>', got {s!r}{hint}")
-        _gpu_status_line(cur, s)
+        if cur is not None:
+            _gpu_other_line(kind, cur, ln)
     if not gpus:
         raise ParseError(kind, "expected 'GPU n: <name> (UUID: GPU-...)' or 'GPU <bus id>' lines")
     for g in gpus:
-        keys = sorted({k for link in g["links"] for k in link["counters"]})
-        for k in keys:
-            vals = [link["counters"].get(k) for link in g["links"]]
-            # a total only over integer counters every link reported; BER ratios are not summed
-            ok = all(isinstance(v, int) for v in vals)
-            g["totals"][k] = sum(vals) if ok and not k.endswith("ber") else None
+        g["totals"] = _nvlink_totals(g["links"])
     return {"gpus": gpus, "counter_names": names}
+
+
+def _nvlink_totals(links: list[dict]) -> dict:
+    """Each counter summed over a GPU's links: only integer counters every link reported; BER ratios are
+    not summed (None)."""
+    totals = {}
+    for k in sorted({k for link in links for k in link["counters"]}):
+        vals = [link["counters"].get(k) for link in links]
+        ok = all(isinstance(v, int) for v in vals)
+        totals[k] = sum(vals) if ok and not k.endswith("ber") else None
+    return totals
 
 
 _MIG_LINE_RE = re.compile(r"^\s+MIG (?P<profile>\S+)\s+Device\s+(?P<dev>\d+): \(UUID: (?P<uuid>[^)]+)\)\s*$")

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 
 from clustercert.parsers._text import text_lines
 from clustercert.parsers.base import ParseError, register
@@ -120,126 +121,173 @@ def _int_prefix(value: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
-@register("perftest", "perftest ib_*_bw / ib_*_lat and ibv_*_pingpong text output (client or server)")
-def parse_perftest(text: str) -> dict:
-    kind = "perftest"
-    lines = text_lines(kind, text, "perftest output (banner and '#bytes' result table)")
-    errors: list[str] = []
-    warnings: list[str] = []
-    title = None
-    verb = None
-    test = None
-    bidir = False
-    banner = False
-    banner_lines: list[str] = []
-    in_banner = False
-    columns: list[str] | None = None
-    unit = None
-    rows: list[dict] = []
-    pp_tool = None
-    pp_device = None
-    pp_row: dict = {}
+@dataclass
+class _Scan:
+    """What one pass over perftest's output has seen so far."""
 
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    title: str | None = None
+    verb: str | None = None
+    test: str | None = None
+    bidir: bool = False
+    banner: bool = False  # the server's "Waiting for client to connect" banner
+    banner_lines: list[str] = field(default_factory=list)
+    in_banner: bool = False
+    columns: list[str] | None = None
+    unit: str | None = None
+    rows: list[dict] = field(default_factory=list)
+    pp_tool: str | None = None
+    pp_device: str | None = None
+    pp_row: dict = field(default_factory=dict)
+
+
+def _banner_marker(scan: _Scan, ln: str) -> bool:
+    if "Waiting for client to connect" in ln:
+        scan.banner = True
+        return True
+    if set(ln) <= {"*"} or set(ln) <= {"-"}:
+        scan.in_banner = False
+        return True
+    return False
+
+
+def _title_line(scan: _Scan, ln: str) -> bool:
+    m = _TITLE_RE.match(ln)
+    if not m:
+        return False
+    scan.title = ln
+    scan.verb = _VERBS[m.group("verb")]
+    scan.test = "bw" if m.group("kind") == "BW" else "lat"
+    scan.bidir = "bidirectional" in m.group("mid").lower()
+    scan.in_banner = True
+    return True
+
+
+def _table_header(scan: _Scan, ln: str) -> bool:
+    if not ln.startswith("#bytes"):
+        return False
+    scan.columns, scan.unit = _header_columns(ln)
+    if "bytes" not in scan.columns or "iterations" not in scan.columns:
+        raise ParseError("perftest", f"unrecognised result table header: {ln!r}")
+    if scan.test is None:
+        scan.test = "bw" if "bw_avg" in scan.columns else "lat"
+    scan.in_banner = False
+    return True
+
+
+def _warning_line(scan: _Scan, ln: str) -> bool:
+    if ln.startswith("Conflicting CPU frequency") or ln.lower().startswith("warning"):
+        scan.warnings.append(ln)
+        return True
+    return False
+
+
+def _pingpong_line(scan: _Scan, ln: str) -> bool:
+    m = _PP_START_RE.search(ln)
+    if m and ln.startswith("Starting"):
+        scan.pp_tool = m.group(1)
+        dm = re.search(r"\bfor (\S+)", ln)
+        scan.pp_device = dm.group(1) if dm else None
+        return True
+    m = _PP_BW_RE.match(ln)
+    if m:
+        scan.pp_row.update(bytes=int(m.group(1)), seconds=float(m.group(2)),
+                           bw_gbit_per_s=round(float(m.group(3)) / 1000, 6))
+        return True
+    m = _PP_LAT_RE.match(ln)
+    if m:
+        scan.pp_row.update(iterations=int(m.group(1)), usec_per_iter=float(m.group(3)))
+        return True
+    return False
+
+
+def _result_row(scan: _Scan, ln: str) -> bool:
+    if scan.columns is None or not re.match(r"^\d+\s+\d+\s", ln):
+        return False
+    values = ln.split()
+    if len(values) != len(scan.columns):
+        raise ParseError("perftest",
+                         f"result row has {len(values)} fields, header has {len(scan.columns)}: {ln!r}")
+    row_raw = dict(zip(scan.columns, values, strict=True))
+    row: dict = {"bytes": int(row_raw["bytes"]), "iterations": int(row_raw["iterations"])}
+    if scan.test == "bw":
+        peak, avg = float(row_raw["bw_peak"]), float(row_raw["bw_avg"])
+        row.update(
+            bw_peak_gbit_per_s=_to_gbit(peak, scan.unit or ""),
+            bw_avg_gbit_per_s=_to_gbit(avg, scan.unit or ""),
+            bw_peak_reported=peak,
+            bw_avg_reported=avg,
+            msg_rate_mpps=float(row_raw["msg_rate_mpps"]) if "msg_rate_mpps" in row_raw else None,
+        )
+    else:
+        for key in _LAT_KEYS:
+            row[key] = float(row_raw[key]) if key in row_raw else None
+    scan.rows.append(row)
+    return True
+
+
+# Tried in this order on every non-blank line; a line none of them claims is banner text or an error.
+_LINE_HANDLERS = (_banner_marker, _title_line, _table_header, _warning_line, _pingpong_line, _result_row)
+
+
+def _scan(lines: list[str]) -> _Scan:
+    scan = _Scan()
     for raw in lines:
         ln = raw.strip()
-        if not ln:
+        if not ln or any(handler(scan, ln) for handler in _LINE_HANDLERS):
             continue
-        if "Waiting for client to connect" in ln:
-            banner = True
-            continue
-        if set(ln) <= {"*"} or set(ln) <= {"-"}:
-            in_banner = False
-            continue
-        m = _TITLE_RE.match(ln)
-        if m:
-            title = ln
-            verb = _VERBS[m.group("verb")]
-            test = "bw" if m.group("kind") == "BW" else "lat"
-            bidir = "bidirectional" in m.group("mid").lower()
-            in_banner = True
-            continue
-        if ln.startswith("#bytes"):
-            columns, unit = _header_columns(ln)
-            if "bytes" not in columns or "iterations" not in columns:
-                raise ParseError(kind, f"unrecognised result table header: {ln!r}")
-            if test is None:
-                test = "bw" if "bw_avg" in columns else "lat"
-            in_banner = False
-            continue
-        if ln.startswith("Conflicting CPU frequency") or ln.lower().startswith("warning"):
-            warnings.append(ln)
-            continue
-        m = _PP_START_RE.search(ln)
-        if m and ln.startswith("Starting"):
-            pp_tool = m.group(1)
-            dm = re.search(r"\bfor (\S+)", ln)
-            pp_device = dm.group(1) if dm else None
-            continue
-        m = _PP_BW_RE.match(ln)
-        if m:
-            pp_row.update(bytes=int(m.group(1)), seconds=float(m.group(2)),
-                          bw_gbit_per_s=round(float(m.group(3)) / 1000, 6))
-            continue
-        m = _PP_LAT_RE.match(ln)
-        if m:
-            pp_row.update(iterations=int(m.group(1)), usec_per_iter=float(m.group(3)))
-            continue
-        if columns is not None and re.match(r"^\d+\s+\d+\s", ln):
-            values = ln.split()
-            if len(values) != len(columns):
-                raise ParseError(kind, f"result row has {len(values)} fields, header has {len(columns)}: {ln!r}")
-            row_raw = dict(zip(columns, values, strict=True))
-            row: dict = {"bytes": int(row_raw["bytes"]), "iterations": int(row_raw["iterations"])}
-            if test == "bw":
-                peak, avg = float(row_raw["bw_peak"]), float(row_raw["bw_avg"])
-                row.update(
-                    bw_peak_gbit_per_s=_to_gbit(peak, unit or ""),
-                    bw_avg_gbit_per_s=_to_gbit(avg, unit or ""),
-                    bw_peak_reported=peak,
-                    bw_avg_reported=avg,
-                    msg_rate_mpps=float(row_raw["msg_rate_mpps"]) if "msg_rate_mpps" in row_raw else None,
-                )
-            else:
-                for key in _LAT_KEYS:
-                    row[key] = float(row_raw[key]) if key in row_raw else None
-            rows.append(row)
-            continue
-        if in_banner:
-            banner_lines.append(ln)
-            continue
-        if _ERR_RE.search(ln):
-            errors.append(ln)
+        if scan.in_banner:
+            scan.banner_lines.append(ln)
+        elif _ERR_RE.search(ln):
+            scan.errors.append(ln)
+    return scan
 
-    settings = _settings(banner_lines)
-    if pp_row:
-        if "bytes" not in pp_row or "iterations" not in pp_row:
-            raise ParseError(kind, "truncated ibv_*_pingpong output: expected both 'bytes in' and 'iters in' lines")
-        test = "pingpong"
-        rows = [{"bytes": pp_row["bytes"], "seconds": pp_row["seconds"], "bw_gbit_per_s": pp_row["bw_gbit_per_s"],
-                 "iterations": pp_row["iterations"], "usec_per_iter": pp_row["usec_per_iter"]}]
 
-    if not rows and not errors and not banner:
-        if columns is not None:
-            raise ParseError(kind, "truncated: result table header without rows")
-        raise ParseError(kind, "expected a perftest banner, a '#bytes #iterations' result table or an error")
-    if not rows and not banner and title is None and not any(_OWN_ERR_RE.match(e) for e in errors):
-        raise ParseError(kind, "no perftest banner, result table or perftest error message found")
+def _take_pingpong(scan: _Scan) -> None:
+    """ibv_*_pingpong prints one 'bytes in' and one 'iters in' line: make them the single result row."""
+    pp = scan.pp_row
+    if not pp:
+        return
+    if "bytes" not in pp or "iterations" not in pp:
+        raise ParseError("perftest",
+                         "truncated ibv_*_pingpong output: expected both 'bytes in' and 'iters in' lines")
+    scan.test = "pingpong"
+    scan.rows = [{"bytes": pp["bytes"], "seconds": pp["seconds"], "bw_gbit_per_s": pp["bw_gbit_per_s"],
+                  "iterations": pp["iterations"], "usec_per_iter": pp["usec_per_iter"]}]
 
-    waiting = banner and not rows and not errors
-    if waiting:
-        errors.append("server waiting for client to connect; no result table")
-    role = "server" if banner else ("client" if title or pp_tool else None)
-    if role == "client" and not bidir and "Connection type" in settings and "TX depth" not in settings:
+
+def _require_perftest(scan: _Scan) -> None:
+    """Refuse input that is not perftest output at all, or a result table cut off before its rows."""
+    if not scan.rows and not scan.errors and not scan.banner:
+        if scan.columns is not None:
+            raise ParseError("perftest", "truncated: result table header without rows")
+        raise ParseError("perftest",
+                         "expected a perftest banner, a '#bytes #iterations' result table or an error")
+    if (not scan.rows and not scan.banner and scan.title is None
+            and not any(_OWN_ERR_RE.match(e) for e in scan.errors)):
+        raise ParseError("perftest", "no perftest banner, result table or perftest error message found")
+
+
+def _role(scan: _Scan, settings: dict[str, str]) -> str | None:
+    role = "server" if scan.banner else ("client" if scan.title or scan.pp_tool else None)
+    if role == "client" and not scan.bidir and "Connection type" in settings and "TX depth" not in settings:
         # perftest prints "TX depth" only on the client (or with -b); a server whose "Waiting for
         # client" banner was cut off still prints the rest of the header (local/remote address too).
         role = "server"
-    if test == "pingpong":
-        tool = pp_tool or "ibv_rc_pingpong"
-    elif verb and test:
-        tool = f"ib_{verb}_{test}"
-    else:
-        tool = None
+    return role
 
+
+def _tool(scan: _Scan) -> str | None:
+    if scan.test == "pingpong":
+        return scan.pp_tool or "ibv_rc_pingpong"
+    if scan.verb and scan.test:
+        return f"ib_{scan.verb}_{scan.test}"
+    return None
+
+
+def _summary(rows: list[dict], test: str | None) -> dict:
+    """bw tests: the row with the largest message size; lat: the smallest; pingpong: its one row."""
     summary = {"bytes": None, "bw_avg_gbit_per_s": None, "bw_peak_gbit_per_s": None,
                "t_typical_usec": None, "t_avg_usec": None}
     if rows and test == "bw":
@@ -251,22 +299,14 @@ def parse_perftest(text: str) -> dict:
         summary.update(bytes=low["bytes"], t_typical_usec=low["t_typical_usec"], t_avg_usec=low["t_avg_usec"])
     elif rows and test == "pingpong":
         summary.update(bytes=rows[0]["bytes"], bw_avg_gbit_per_s=rows[0]["bw_gbit_per_s"])
+    return summary
 
+
+def _banner_fields(settings: dict[str, str]) -> dict:
+    """The typed fields read from the banner's "key : value" pairs."""
     rdma_cm = settings.get("rdma_cm QPs")
     gid = settings.get("GID index")
     return {
-        "ok": not errors and bool(rows),
-        "error": errors[0] if errors else None,
-        "errors": errors,
-        "warnings": warnings,
-        "tool": tool,
-        "test": test,
-        "verb": verb,
-        "title": title,
-        "role": role,
-        "waiting_for_client": waiting,
-        "bidirectional": bidir,
-        "device": settings.get("Device") or pp_device,
         "link_type": settings.get("Link type"),
         "transport_type": settings.get("Transport type"),
         "connection_type": settings.get("Connection type"),
@@ -274,10 +314,38 @@ def parse_perftest(text: str) -> dict:
         "mtu_bytes": _int_prefix(settings.get("Mtu")),
         "num_qps": _int_prefix(settings.get("Number of qps")),
         "rdma_cm": None if rdma_cm is None else rdma_cm.upper() == "ON",
+    }
+
+
+@register("perftest", "perftest ib_*_bw / ib_*_lat and ibv_*_pingpong text output (client or server)")
+def parse_perftest(text: str) -> dict:
+    lines = text_lines("perftest", text, "perftest output (banner and '#bytes' result table)")
+    scan = _scan(lines)
+    settings = _settings(scan.banner_lines)
+    _take_pingpong(scan)
+    _require_perftest(scan)
+    waiting = scan.banner and not scan.rows and not scan.errors
+    if waiting:
+        scan.errors.append("server waiting for client to connect; no result table")
+    test = scan.test
+    return {
+        "ok": not scan.errors and bool(scan.rows),
+        "error": scan.errors[0] if scan.errors else None,
+        "errors": scan.errors,
+        "warnings": scan.warnings,
+        "tool": _tool(scan),
+        "test": test,
+        "verb": scan.verb,
+        "title": scan.title,
+        "role": _role(scan, settings),
+        "waiting_for_client": waiting,
+        "bidirectional": scan.bidir,
+        "device": settings.get("Device") or scan.pp_device,
+        **_banner_fields(settings),
         "settings": settings,
-        "report_unit": unit if test == "bw" else ("usec" if test == "lat" else None),
-        "rows": rows,
-        **summary,
+        "report_unit": scan.unit if test == "bw" else ("usec" if test == "lat" else None),
+        "rows": scan.rows,
+        **_summary(scan.rows, test),
     }
 
 

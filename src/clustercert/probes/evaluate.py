@@ -371,6 +371,28 @@ def eval_gpu_util(node: str, t: Threshold, gpus: int, res: CommandResult | None,
 # ---- dcgmi diag --------------------------------------------------------------------------------
 
 
+def _diag_test_verdict(test: dict, level: int) -> tuple[str, str] | None:
+    """(status, observed) of one dcgmi diag test that did not pass everywhere; None for a pass on every GPU.
+    A test skipped (on some GPUs, or all) is an error, a Fail or Warn a fail."""
+    result = test["result"]
+    msgs = "; ".join(x["text"] for x in test["messages"] if x.get("text"))
+    if result == "pass":
+        skipped = sorted((g for g, r in test["gpus"].items() if r == "skip"), key=int)
+        if not skipped:
+            return None
+        # the summary says Pass: the GPUs it skipped were not tested all the same
+        ran = sorted((g for g, r in test["gpus"].items() if r == "pass"), key=int)
+        return "error", (f"skipped by dcgmi on GPU {', '.join(skipped)}"
+                         + (f" (passed on GPU {', '.join(ran)})" if ran else "")
+                         + f": a test of level {level} that did not run there" + (f" ({msgs})" if msgs else ""))
+    bad = sorted((g for g, r in test["gpus"].items() if r != "pass"), key=int)
+    where = f" on GPU {', '.join(bad)}" if bad else (" on all GPUs" if test["all_gpus"] else "")
+    if result == "skip":
+        return "error", (f"skipped by dcgmi{where}: a test of level {level} that did not run"
+                         + (f" ({msgs})" if msgs else ""))
+    return "fail", f"{result}{where}" + (f": {msgs}" if msgs else "")
+
+
 def eval_dcgmi_diag(node: str, diag: DcgmDiag | None, res: CommandResult | None, timeout: float) -> list[Measurement]:
     """One measurement per test that did not pass (subject: the test's name), or one pass when every
     test passed. The output is ``dcgmi diag -j`` JSON (DCGM 3.x/4.x layouts, dcgmi-diag-json) or the text
@@ -397,23 +419,9 @@ def eval_dcgmi_diag(node: str, diag: DcgmDiag | None, res: CommandResult | None,
         return [m(cmd, "error", why)]
     out = []
     for test in rec["tests"]:
-        result = test["result"]
-        msgs = "; ".join(x["text"] for x in test["messages"] if x.get("text"))
-        if result == "pass":
-            skipped = sorted((g for g, r in test["gpus"].items() if r == "skip"), key=int)
-            if skipped:  # the summary says Pass: the GPUs it skipped were not tested all the same
-                ran = sorted((g for g, r in test["gpus"].items() if r == "pass"), key=int)
-                out.append(m(test["name"], "error", f"skipped by dcgmi on GPU {', '.join(skipped)}"
-                             + (f" (passed on GPU {', '.join(ran)})" if ran else "")
-                             + f": a test of level {diag.level} that did not run there" + (f" ({msgs})" if msgs else "")))
-            continue
-        bad = sorted((g for g, r in test["gpus"].items() if r != "pass"), key=int)
-        where = f" on GPU {', '.join(bad)}" if bad else (" on all GPUs" if test["all_gpus"] else "")
-        if result == "skip":
-            out.append(m(test["name"], "error", f"skipped by dcgmi{where}: a test of level {diag.level} that did not run"
-                         + (f" ({msgs})" if msgs else "")))
-        else:
-            out.append(m(test["name"], "fail", f"{result}{where}" + (f": {msgs}" if msgs else "")))
+        verdict = _diag_test_verdict(test, diag.level)
+        if verdict is not None:
+            out.append(m(test["name"], *verdict))
     for msg in rec["messages"]:
         where = f"dcgmi diag ({msg.get('category') or 'general'})"
         if msg["level"] == "error":

@@ -123,6 +123,21 @@ def _components(edges: list[tuple[str, str]]) -> list[tuple[list[str], list[tupl
     return [(sorted(n), e) for n, e in groups.values()]
 
 
+def _explained_failure(v: _ChannelVerdict, p: frozenset, known_bad, known_links, explained) -> bool:
+    """Whether pair ``p``'s failure is explained already: by a node known bad (noted on it in
+    ``v.explained``), elsewhere (``explained``), or by a link known bad (a bad link here too)."""
+    if p & known_bad:
+        for n in p & known_bad:
+            v.explained.setdefault(n, set()).update(p - {n})
+        return True
+    if p in explained:
+        return True
+    if p in known_links:
+        v.links.append(tuple(sorted(p)))
+        return True
+    return False
+
+
 def _solve(passed: set[frozenset], failed: set[frozenset], known_bad: set[str] | frozenset = frozenset(),
            known_links: set[frozenset] | frozenset = frozenset(),
            explained: set[frozenset] | frozenset = frozenset()) -> _ChannelVerdict:
@@ -135,16 +150,9 @@ def _solve(passed: set[frozenset], failed: set[frozenset], known_bad: set[str] |
     partners: dict[str, set[str]] = defaultdict(set)
     rest = []
     for p in sorted(failed, key=sorted):
+        if _explained_failure(v, p, known_bad, known_links, explained):
+            continue
         a, b = sorted(p)
-        if p & known_bad:
-            for n in p & known_bad:
-                v.explained.setdefault(n, set()).update(p - {n})
-            continue
-        if p in explained:
-            continue
-        if p in known_links:
-            v.links.append((a, b))
-            continue
         partners[a].add(b)
         partners[b].add(a)
         if a in cleared and b in cleared:
@@ -181,12 +189,10 @@ def _tests_by_channel(results: list[PairResult]) -> dict[Channel, tuple[set[froz
     return out
 
 
-def localise(results: list[PairResult], nodes: list[str], node_bad: set[str] | frozenset = frozenset()) -> Inference:
-    """Findings from every pair result so far (all rounds), and the nodes that need another partner.
-    ``nodes``: the nodes in the schedule (those still answering); ``node_bad``: nodes that failed their
-    own node probes (they explain an aggregate channel's failure)."""
-    by_ch = _tests_by_channel(results)
-    small = len(nodes) <= SMALL_CLUSTER
+def _verdicts(by_ch: dict[Channel, tuple[set[frozenset], set[frozenset]]],
+              node_bad: set[str] | frozenset) -> dict[Channel, _ChannelVerdict]:
+    """Every channel's verdict: the parts (per-fabric probes) first, each with what the other probes of its
+    fabric decided, then the aggregate channels with what their parts explain."""
     verdicts: dict[Channel, _ChannelVerdict] = {}
     parts = sorted((c for c in by_ch if c[0] not in AGGREGATE), key=_ch_order)
     for ch in parts:
@@ -199,7 +205,8 @@ def localise(results: list[PairResult], nodes: list[str], node_bad: set[str] | f
         others = [first[c] for c in parts if c != ch and c[1] == ch[1]]
         same_links = {frozenset(p) for v in others for p in v.links}
         undecided = first[ch].ambiguous or first[ch].open_pairs
-        same = {n for v in others for n, ps in v.bad.items() if len(ps - set(v.bad)) >= 2} if undecided else set()
+        same = ({n for v in others for n, ps in v.bad.items() if len(ps - set(v.bad)) >= 2}
+                if undecided else set())
         if same or same_links:
             verdicts[ch] = _solve(*by_ch[ch], known_bad=same, known_links=same_links)
     explained = set(node_bad) | {n for v in verdicts.values() for n in v.bad}
@@ -209,8 +216,13 @@ def localise(results: list[PairResult], nodes: list[str], node_bad: set[str] | f
     by_parts = {k for c in parts for k in by_ch[c][1]}
     for ch in sorted((c for c in by_ch if c[0] in AGGREGATE), key=_ch_order):
         verdicts[ch] = _solve(*by_ch[ch], known_bad=explained, explained=links | by_parts)
+    return verdicts
 
-    findings: list[Localisation] = []
+
+def _blame(verdicts: dict[Channel, _ChannelVerdict],
+           small: bool) -> tuple[dict[tuple[str, int | None], dict], dict[str, set[Channel]]]:
+    """Per (node, fabric) blamed: its failing probes, the partners that are evidence against it and those
+    at fault themselves (``also``); and per node, the channels on which it needs another partner."""
     needs: dict[str, set[Channel]] = defaultdict(set)
     per_node: dict[tuple[str, int | None], dict] = {}
     for ch, v in verdicts.items():
@@ -233,43 +245,67 @@ def localise(results: list[PairResult], nodes: list[str], node_bad: set[str] | f
                 rec = per_node.setdefault((n, fabric), {"probes": set(), "partners": set(), "also": set()})
                 rec["probes"].add(probe)
                 rec["partners"] |= ps
+    return per_node, needs
+
+
+def _node_finding(n: str, fabric: int | None, rec: dict, needs: dict[str, set[Channel]], small: bool,
+                  detail: dict[tuple[frozenset, Channel], str]) -> Localisation:
+    """A blamed node's finding: bad_node with two partners or more; with one, bad_node on a large cluster
+    and suspect (node or link) on a small one."""
+    if not rec["partners"]:  # it failed only with partners at fault themselves: nothing says it is
+        rec["partners"] = rec["also"]
+    partners = tuple(sorted(rec["partners"]))
+    probes = tuple(sorted(rec["probes"]))
+    where = f"fabric {fabric}" if fabric is not None else "across its rails and GPUs"
+    what = ", ".join(probes)
+    if len(partners) >= 2:
+        reason = f"{what} failed on {where} with {len(partners)} different partners: {', '.join(partners)}"
+        finding = Localisation("bad_node", n, reason, fabric, probes, partners)
+    else:
+        open_now = any(ch in needs.get(n, ()) for ch in ((p, fabric) for p in probes))
+        then = (" (another partner is tried)" if open_now
+                else "; no other partner was left to try" if small else "")
+        reason = (f"{what} failed on {where} with {partners[0]} only, which passes with other partners: "
+                  f"{n} or its link to {partners[0]}" + then)
+        kind = "suspect" if small else "bad_node"
+        finding = Localisation(kind, n, reason, fabric, probes, partners)
+    for p in probes:
+        d = detail.get((frozenset((n, partners[0])), (p, fabric))) if partners else None
+        if d:
+            return _with_detail(finding, d)
+    return finding
+
+
+def _link_findings(verdicts: dict[Channel, _ChannelVerdict]) -> list[Localisation]:
+    return [Localisation("bad_link", f"{a}<->{b}",
+                         f"{channel_text(ch)} fails between {a} and {b}, "
+                         "while each passes it with other partners", ch[1], (ch[0],), ())
+            for ch, v in verdicts.items() for a, b in v.links]
+
+
+def _undecided_findings(verdicts: dict[Channel, _ChannelVerdict], blamed: set[str]) -> list[Localisation]:
+    """What nobody could decide, as it stands: a suspect per ambiguous node not blamed elsewhere."""
+    return [Localisation("suspect", n, f"{channel_text(ch)} failed with {', '.join(sorted(ps))}: not enough "
+                         "partners to tell which end (or the link) is at fault",
+                         ch[1], (ch[0],), tuple(sorted(ps)))
+            for ch, v in verdicts.items() for n, ps in sorted(v.ambiguous.items()) if n not in blamed]
+
+
+def localise(results: list[PairResult], nodes: list[str],
+             node_bad: set[str] | frozenset = frozenset()) -> Inference:
+    """Findings from every pair result so far (all rounds), and the nodes that need another partner.
+    ``nodes``: the nodes in the schedule (those still answering); ``node_bad``: nodes that failed their
+    own node probes (they explain an aggregate channel's failure)."""
+    by_ch = _tests_by_channel(results)
+    small = len(nodes) <= SMALL_CLUSTER
+    verdicts = _verdicts(by_ch, node_bad)
+    per_node, needs = _blame(verdicts, small)
     detail = _details(results)
-    for (n, fabric), rec in sorted(per_node.items(), key=lambda kv: (kv[0][0], _fab(kv[0][1]))):
-        if not rec["partners"]:  # it failed only with partners at fault themselves: nothing says it is
-            rec["partners"] = rec["also"]
-        partners = tuple(sorted(rec["partners"]))
-        probes = tuple(sorted(rec["probes"]))
-        where = f"fabric {fabric}" if fabric is not None else "across its rails and GPUs"
-        what = ", ".join(probes)
-        if len(partners) >= 2:
-            reason = f"{what} failed on {where} with {len(partners)} different partners: {', '.join(partners)}"
-            findings.append(Localisation("bad_node", n, reason, fabric, probes, partners))
-        else:
-            open_now = any(ch in needs.get(n, ()) for ch in ((p, fabric) for p in probes))
-            reason = (f"{what} failed on {where} with {partners[0]} only, which passes with other partners: "
-                      f"{n} or its link to {partners[0]}" + (" (another partner is tried)" if open_now else
-                                                             "; no other partner was left to try" if small else ""))
-            kind = "suspect" if small else "bad_node"
-            findings.append(Localisation(kind, n, reason, fabric, probes, partners))
-        for p in probes:
-            d = detail.get((frozenset((n, partners[0])), (p, fabric))) if partners else None
-            if d:
-                findings[-1] = _with_detail(findings[-1], d)
-                break
-    for ch, v in verdicts.items():
-        for a, b in v.links:
-            why = (f"{channel_text(ch)} fails between {a} and {b}, while each passes it with other partners")
-            findings.append(Localisation("bad_link", f"{a}<->{b}", why, ch[1], (ch[0],), ()))
-    findings = _merge(findings, "bad_link")
-    # what nobody could decide, as it stands
+    findings = [_node_finding(n, fabric, rec, needs, small, detail)
+                for (n, fabric), rec in sorted(per_node.items(), key=lambda kv: (kv[0][0], _fab(kv[0][1])))]
+    findings = _merge(findings + _link_findings(verdicts), "bad_link")
     blamed = {f.subject for f in findings if f.kind == "bad_node"}
-    for ch, v in verdicts.items():
-        for n, ps in sorted(v.ambiguous.items()):
-            if n not in blamed:
-                findings.append(Localisation(
-                    "suspect", n, f"{channel_text(ch)} failed with {', '.join(sorted(ps))}: not enough partners "
-                    "to tell which end (or the link) is at fault", ch[1], (ch[0],), tuple(sorted(ps))))
-    findings = _merge(findings, "suspect")
+    findings = _merge(findings + _undecided_findings(verdicts, blamed), "suspect")
     # in no pair yet (the spare of an odd count, the partner of a node that went away): every channel
     seen = {n for r in results for n in (r.a, r.b)}
     for n in nodes:

@@ -64,6 +64,114 @@ def circle_rounds(nodes: list[str]) -> list[list[Pair]]:
     return rounds
 
 
+class _Matcher:
+    """The state of one ``next_round``: who needs a partner on which channels (``want``), the nodes grouped
+    by what they can tell (in question or not, their channels in question, those they are cleared on),
+    and the pairs made so far (``matched``, both ways)."""
+
+    def __init__(self, alive: set[str], want: dict[str, frozenset], tried: dict[str, set[str]],
+                 cleared: dict[str, set[Channel]]) -> None:
+        self.alive, self.want, self.tried, self.cleared = alive, want, tried, cleared
+        self.relevant = frozenset(c for cs in want.values() for c in cs)
+        self.groups: dict[tuple, list[str]] = defaultdict(list)
+        for m in sorted(alive, reverse=True):  # each group is taken from its end: in name order
+            self.groups[self._sig(m)].append(m)
+        self.matched: dict[str, str] = {}
+
+    def _sig(self, m: str) -> tuple:
+        return (m in self.want, self.want.get(m, frozenset()),
+                frozenset(self.cleared.get(m, set()) & self.relevant))
+
+    def score(self, n: str, g: tuple) -> int:
+        in_question, m_needs, m_cleared = g
+        for_n = self.want[n] <= m_cleared
+        if in_question:
+            for_m = m_needs <= (self.cleared.get(n, set()) & self.relevant)
+            return 4 if for_n and for_m else 2 if for_n else 1 if for_m else 0
+        return 3 if for_n else 0 if not (self.want[n] & m_cleared) else 1
+
+    def candidates(self, n: str):
+        for g in sorted(self.groups, key=lambda g: -self.score(n, g)):
+            members = self.groups[g]
+            while members and members[-1] in self.matched:  # matched ones are dropped from the end
+                members.pop()
+            for m in reversed(members):
+                if m != n and m not in self.matched and m not in self.tried.get(n, ()):
+                    yield m
+
+    def options(self, n: str) -> int:
+        return sum(len(self.groups[g]) for g in self.groups if self.score(n, g) >= 3)
+
+    def order(self) -> list[str]:
+        """One node of each group in question together (a failing pair of the last round) chooses first: a
+        good partner for one end decides the pair (that end passes: the other is at fault; it fails: it
+        is), and with at most a third of the nodes bad there is a good node for one end of every pair.
+        Then the most constrained first: fewest good partners, the most in question (a spare: everything)."""
+        want = self.want
+        lead, seen_group = set(), set()
+        for n in sorted(want, key=lambda n: (self.options(n), -len(want[n]), n)):
+            group = {n} | {m for m in self.tried.get(n, ()) if m in want}
+            if not group & seen_group:
+                lead.add(n)
+            seen_group |= group
+        return sorted(want, key=lambda n: (n not in lead, self.options(n), -len(want[n]), n))
+
+    def greedy(self) -> list[str]:
+        """Each node in ``order`` takes its best untried free partner; returns those left without one."""
+        left = []
+        for n in self.order():
+            if n in self.matched:
+                continue
+            m = next(self.candidates(n), None)
+            if m is None:
+                left.append(n)
+                continue
+            self.matched[n], self.matched[m] = m, n
+        return left
+
+    def exchange(self, n: str) -> None:
+        """Pairs ``n``, left without a partner, by taking x from a pair (x, y) whose y can be re-paired with
+        someone free; with nobody free, by taking a node in question from a node that is not."""
+        free = [z for z in sorted(self.alive) if z not in self.matched and z != n]
+        if not free:
+            self._take_from_unquestioned(n)
+            return
+        matched, tried = self.matched, self.tried
+        for x in sorted(matched):
+            y = matched[x]
+            if x in tried.get(n, ()) or y == n:
+                continue
+            z = next((z for z in free if z not in tried.get(y, ())), None)
+            if z is None:
+                continue
+            matched[n], matched[x], matched[y], matched[z] = x, n, z, y
+            break
+
+    def _take_from_unquestioned(self, n: str) -> None:
+        """Nobody free: a node in question paired with a node that is not gives the latter up, so that two
+        nodes in question are asked with one pair rather than one of them waiting a round."""
+        want, matched, cleared = self.want, self.matched, self.cleared
+        xs = [x for x in sorted(matched)
+              if x in want and matched[x] not in want and x not in self.tried.get(n, ())]
+        # the one that tells most: it passes n's channels, n passes its
+        x = max(xs, key=lambda x: (-len(want[n] & want[x]), len(want[n] & cleared.get(x, set()))
+                                   + len(want[x] & cleared.get(n, set()))), default=None)
+        if x is not None:
+            del matched[matched[x]]
+            matched[n], matched[x] = x, n
+
+    def pairs(self) -> list[Pair]:
+        pairs, seen = [], set()
+        for a in sorted(self.matched):
+            b = self.matched[a]
+            if a in seen:
+                continue
+            seen |= {a, b}
+            # the node in question is the client (its end's output is the one read)
+            pairs.append((a, b) if a in self.want or b not in self.want else (b, a))
+        return pairs
+
+
 def next_round(nodes: list[str], needs: dict[str, set[Channel]], tried: dict[str, set[str]],
                cleared: dict[str, set[Channel]]) -> list[Pair]:
     """One round of disjoint pairs giving each node of ``needs`` a partner it has not had (``tried``).
@@ -79,87 +187,8 @@ def next_round(nodes: list[str], needs: dict[str, set[Channel]], tried: dict[str
     want = {n: (frozenset(c) - AGGREGATE_CH) or frozenset(c) for n, c in needs.items() if n in alive and c}
     if not want:
         return []
-    relevant = frozenset(c for cs in want.values() for c in cs)
-
-    def sig(m: str) -> tuple:
-        return (m in want, want.get(m, frozenset()), frozenset(cleared.get(m, set()) & relevant))
-
-    groups: dict[tuple, list[str]] = defaultdict(list)
-    for m in sorted(alive, reverse=True):  # each group is taken from its end: in name order
-        groups[sig(m)].append(m)
-
-    def score(n: str, g: tuple) -> int:
-        in_question, m_needs, m_cleared = g
-        for_n = want[n] <= m_cleared
-        if in_question:
-            for_m = m_needs <= (cleared.get(n, set()) & relevant)
-            return 4 if for_n and for_m else 2 if for_n else 1 if for_m else 0
-        return 3 if for_n else 0 if not (want[n] & m_cleared) else 1
-
-    matched: dict[str, str] = {}
-
-    def candidates(n: str):
-        for g in sorted(groups, key=lambda g: -score(n, g)):
-            members = groups[g]
-            while members and members[-1] in matched:  # matched ones are dropped from the end
-                members.pop()
-            for m in reversed(members):
-                if m != n and m not in matched and m not in tried.get(n, ()):
-                    yield m
-
-    def options(n: str) -> int:
-        return sum(len(groups[g]) for g in groups if score(n, g) >= 3)
-
-    # one node of each group in question together (a failing pair of the last round) chooses first: a
-    # good partner for one end decides the pair (that end passes: the other is at fault; it fails: it
-    # is), and with at most a third of the nodes bad there is a good node for one end of every pair.
-    # Then the most constrained first: fewest good partners, the most in question (a spare: everything).
-    lead, seen_group = set(), set()
-    for n in sorted(want, key=lambda n: (options(n), -len(want[n]), n)):
-        group = {n} | {m for m in tried.get(n, ()) if m in want}
-        if not group & seen_group:
-            lead.add(n)
-        seen_group |= group
-    order = sorted(want, key=lambda n: (n not in lead, options(n), -len(want[n]), n))
-    left = []
-    for n in order:
-        if n in matched:
-            continue
-        m = next(candidates(n), None)
-        if m is None:
-            left.append(n)
-            continue
-        matched[n], matched[m] = m, n
-    for n in left:  # one exchange: take x from (x, y) where y can be re-paired with someone free
-        if n in matched:
-            continue
-        free = [z for z in sorted(alive) if z not in matched and z != n]
-        if not free:
-            # nobody free: a node in question paired with a node that is not gives the latter up, so that
-            # two nodes in question are asked with one pair rather than one of them waiting a round
-            xs = [x for x in sorted(matched) if x in want and matched[x] not in want and x not in tried.get(n, ())]
-            # the one that tells most: it passes n's channels, n passes its
-            x = max(xs, key=lambda x: (-len(want[n] & want[x]), len(want[n] & cleared.get(x, set()))
-                                       + len(want[x] & cleared.get(n, set()))), default=None)
-            if x is not None:
-                del matched[matched[x]]
-                matched[n], matched[x] = x, n
-            continue
-        for x in sorted(matched):
-            y = matched[x]
-            if x in tried.get(n, ()) or y == n:
-                continue
-            z = next((z for z in free if z not in tried.get(y, ())), None)
-            if z is None:
-                continue
-            matched[n], matched[x], matched[y], matched[z] = x, n, z, y
-            break
-    pairs, seen = [], set()
-    for a in sorted(matched):
-        b = matched[a]
-        if a in seen:
-            continue
-        seen |= {a, b}
-        # the node in question is the client (its end's output is the one read)
-        pairs.append((a, b) if a in want or b not in want else (b, a))
-    return pairs
+    matcher = _Matcher(alive, want, tried, cleared)
+    for n in matcher.greedy():
+        if n not in matcher.matched:
+            matcher.exchange(n)
+    return matcher.pairs()

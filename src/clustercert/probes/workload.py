@@ -78,6 +78,37 @@ def eval_gdr_topology(node: str, profile: Profile, pairs, res: CommandResult | N
 
 # ---- NCCL's transport across a pair ----------------------------------------------------------------
 
+def _bad_connection(c: dict, mine: list[str]) -> str | None:
+    """What is wrong with one NET connection of a node whose rails are ``mine`` (None: NET/IB as wanted)."""
+    net = c["net"] or "?"
+    if net == "Socket":
+        return "NET/Socket (TCP) instead of InfiniBand"
+    if not net.startswith("IB"):
+        return f"NET/{net}, not InfiniBand"
+    if not c["gdr"] and (c["hca"] in mine or c["hca"] is None):
+        return f"{c['hca'] or 'NET/' + net + '/' + str(c['device'])} without GDRDMA"
+    return None
+
+
+def _node_transport(name: str, hs: list[dict], mine: list[str], problems: list[str], shown: list[str]) -> int:
+    """One end's connections judged (problems and the lines that show them added); returns how many NET
+    connections it printed."""
+    conns = [c for h in hs for c in h["connections"] if c["transport"] == "NET"]
+    devices = {k: v for h in hs for k, v in h["net_devices"].items()}
+    bad = [(c, w) for c in conns if (w := _bad_connection(c, mine)) is not None]
+    for what in dict.fromkeys(w for _c, w in bad):
+        lines = [c["line"] for c, w in bad if w == what]
+        problems.append(f"{name}: {what} ({len(lines)} connection{'s' if len(lines) > 1 else ''})")
+        shown += lines[:4]
+    if devices and conns:
+        used = {c["hca"] for c in conns}
+        unused = [r for r in mine if r not in used]
+        if unused:
+            problems.append(f"{name}: {', '.join(unused)} not used by NCCL (its NICs: "
+                            f"{', '.join(devices[k] for k in sorted(devices, key=int))})")
+    return len(conns)
+
+
 def eval_nccl_transport(a: str, b: str, profile: Profile, res: CommandResult | None, timeout: float,
                         addresses: dict[str, str] | None = None, note: str = "",
                         rails_by_node: dict[str, list[str]] | None = None) -> Measurement:
@@ -104,34 +135,11 @@ def eval_nccl_transport(a: str, b: str, profile: Profile, res: CommandResult | N
     nodes = addresses or {a: a, b: b}
     per_node: dict[str, list[dict]] = {}
     for host, h in rec["hosts"].items():
-        name = host_of(host, nodes) or host
-        per_node.setdefault(name, []).append(h)
-    problems, shown, count = [], [], 0
-    for name in sorted(per_node):
-        hs = per_node[name]
-        conns = [c for h in hs for c in h["connections"] if c["transport"] == "NET"]
-        mine = rails_by_node.get(name, rails)
-        devices = {k: v for h in hs for k, v in h["net_devices"].items()}
-        count += len(conns)
-        bad = []
-        for c in conns:
-            net = c["net"] or "?"
-            if net == "Socket":
-                bad.append((c, "NET/Socket (TCP) instead of InfiniBand"))
-            elif not net.startswith("IB"):
-                bad.append((c, f"NET/{net}, not InfiniBand"))
-            elif not c["gdr"] and (c["hca"] in mine or c["hca"] is None):
-                bad.append((c, f"{c['hca'] or 'NET/' + net + '/' + str(c['device'])} without GDRDMA"))
-        for what in dict.fromkeys(w for _c, w in bad):
-            lines = [c["line"] for c, w in bad if w == what]
-            problems.append(f"{name}: {what} ({len(lines)} connection{'s' if len(lines) > 1 else ''})")
-            shown += lines[:4]
-        if devices and conns:
-            used = {c["hca"] for c in conns}
-            unused = [r for r in mine if r not in used]
-            if unused:
-                problems.append(f"{name}: {', '.join(unused)} not used by NCCL (its NICs: "
-                                f"{', '.join(devices[k] for k in sorted(devices, key=int))})")
+        per_node.setdefault(host_of(host, nodes) or host, []).append(h)
+    problems: list[str] = []
+    shown: list[str] = []
+    count = sum(_node_transport(name, per_node[name], rails_by_node.get(name, rails), problems, shown)
+                for name in sorted(per_node))
     missing = [n for n in (a, b) if not any(c["transport"] == "NET" for h in per_node.get(n, [])
                                             for c in h["connections"])]
     if count and missing and set(per_node) & {a, b}:
@@ -287,6 +295,48 @@ def eval_checkpoint(node: str, path: str, size_mib: int, tw: Threshold | None, t
 
 # ---- the DDP smoke test ---------------------------------------------------------------------------------
 
+def _rank_problems(ranks: list[dict]) -> list[str]:
+    """What the ranks reported wrong (each once, in order): their problems and their errors by host."""
+    problems: list[str] = []
+    for r in ranks:
+        found = list(r.get("problems") or [])
+        if r.get("error"):
+            found.append(f"{r.get('host', '?')}: {r['error']}")
+        problems += [p for p in dict.fromkeys(found) if p not in problems]
+    return problems
+
+
+def _ddp_problems(rec: dict, nproc: int, want: int, why: str | None) -> list[str]:
+    """Why the launch fails: the ranks' problems, a --nproc_per_node the profile does not expect, torchrun or
+    the rendezvous stopping it before any rank ran, ranks missing, or (nothing else wrong) ``why``."""
+    ranks = rec["ranks"]
+    problems = _rank_problems(ranks)
+    if nproc != want and not any("LOCAL_WORLD_SIZE" in p for p in problems):
+        problems.insert(0, f"launched with --nproc_per_node={nproc}, the profile expects {want} per node")
+    if not ranks and rec.get("exceptions"):  # torchrun itself stopped (on either node) before any rank ran
+        problems.append("torchrun stopped before any rank reported: " + "; ".join(rec["exceptions"][:3]))
+    if rec["rendezvous_unreachable"] and not ranks:
+        problems.append("the rendezvous was not reached: " + next(
+            (e for e in rec["errors"] if "endezvous" in e or "socket" in e or "onnect" in e), rec["errors"][0]))
+    reported = {r.get("rank") for r in ranks if r.get("rank") is not None}
+    if not problems and len(reported) != 2 * nproc:
+        problems.append(f"{len(reported)} of {2 * nproc} ranks reported"
+                        + (f" ({why})" if why else "") + (f"; {rec['errors'][-1]}" if rec["errors"] else ""))
+    if not problems and why:
+        problems.append(why)
+    return problems
+
+
+def _ddp_evidence(rec: dict) -> str:
+    """One line per rank (host, local rank, world size, torch, backend, all_reduce result), then the
+    errors."""
+    lines = [f"rank {r.get('rank')} {r.get('host')} local {r.get('local_rank')}/{r.get('local_world_size')} "
+             f"world {r.get('world_size')} torch {r.get('torch')} {r.get('backend')}: "
+             f"all_reduce {(r.get('allreduce') or {}).get('min')} (expected {(r.get('allreduce') or {}).get('expected')})"
+             for r in sorted(rec["ranks"], key=lambda r: (r.get("rank") is None, r.get("rank") or 0))]
+    return "\n".join(lines + rec["errors"][:8])[:3000]
+
+
 def eval_ddp(a: str, b: str, profile: Profile, nproc: int, res: CommandResult | None, timeout: float,
              note: str = "") -> Measurement:
     """The torchrun launch across a and b: passes when every one of the 2 x ranks_per_node ranks reported,
@@ -308,43 +358,14 @@ def eval_ddp(a: str, b: str, profile: Profile, nproc: int, res: CommandResult | 
         rec = parse("ddp-smoke", text) if text.strip() else None
     except ParseError:
         rec = None
-    if rec is None:
+    if rec is None or (why and why.startswith("tool not found")):
         m.status, m.observed = "error", why or "the launch printed nothing of the test"
         m.evidence += _excerpt(res)
         return m
-    if why and why.startswith("tool not found"):
-        m.status, m.observed = "error", why
-        m.evidence += _excerpt(res)
-        return m
     ranks = rec["ranks"]
-    problems: list[str] = []
-    for r in ranks:
-        for p in r.get("problems") or []:
-            if p not in problems:
-                problems.append(p)
-        if r.get("error"):
-            e = f"{r.get('host', '?')}: {r['error']}"
-            if e not in problems:
-                problems.append(e)
-    if nproc != want and not any("LOCAL_WORLD_SIZE" in p for p in problems):
-        problems.insert(0, f"launched with --nproc_per_node={nproc}, the profile expects {want} per node")
-    if not ranks and rec.get("exceptions"):  # torchrun itself stopped (on either node) before any rank ran
-        problems.append("torchrun stopped before any rank reported: " + "; ".join(rec["exceptions"][:3]))
-    if rec["rendezvous_unreachable"] and not ranks:
-        problems.append("the rendezvous was not reached: " + next(
-            (e for e in rec["errors"] if "endezvous" in e or "socket" in e or "onnect" in e), rec["errors"][0]))
-    reported = {r.get("rank") for r in ranks if r.get("rank") is not None}
-    if not problems and len(reported) != 2 * nproc:
-        problems.append(f"{len(reported)} of {2 * nproc} ranks reported"
-                        + (f" ({why})" if why else "") + (f"; {rec['errors'][-1]}" if rec["errors"] else ""))
-    if not problems and why:
-        problems.append(why)
+    problems = _ddp_problems(rec, nproc, want, why)
     steps = [x for r in ranks for x in (r.get("allreduce") or {}).get("step_ms") or []]
-    lines = [f"rank {r.get('rank')} {r.get('host')} local {r.get('local_rank')}/{r.get('local_world_size')} "
-             f"world {r.get('world_size')} torch {r.get('torch')} {r.get('backend')}: "
-             f"all_reduce {(r.get('allreduce') or {}).get('min')} (expected {(r.get('allreduce') or {}).get('expected')})"
-             for r in sorted(ranks, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))]
-    m.evidence += "\n".join(lines + rec["errors"][:8])[:3000]
+    m.evidence += _ddp_evidence(rec)
     if steps:
         m.value, m.unit = round(statistics.median(steps), 3), "ms"
     if problems:

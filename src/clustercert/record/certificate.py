@@ -138,6 +138,32 @@ def _json_key(k: Any) -> str:
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")
 
 
+def _normalise_float(value: float) -> float:
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError("Out of range float values are not JSON compliant")
+    return 0.0 if value == 0 and math.copysign(1.0, value) < 0 else value  # -0.0: JCS and the file write 0
+
+
+def _normalise_dict(value: dict) -> dict:
+    """Copied from the first member that changes (a key made a string, a value normalised); else ``value``."""
+    out = None
+    for i, (k, v) in enumerate(value.items()):
+        nk, nv = (k if type(k) is str else _json_key(k)), _normalise(v)
+        if out is None and (nk is not k or nv is not v):
+            out = dict(list(value.items())[:i])
+        if out is not None:
+            out[nk] = nv
+    return value if out is None else out
+
+
+def _normalise_subclass(value: Any) -> Any:
+    """A subclass of str, bool, int or float as its plain type; TypeError for what is not JSON."""
+    for plain in (str, bool, int, float):
+        if isinstance(value, plain):
+            return _normalise(plain(value))
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def _normalise(value: Any) -> Any:
     """What ``value`` becomes once written and read back (tuples -> lists, int keys -> str, str/int/float
     subclasses -> the plain type, -0.0 -> 0.0, an integer JSON readers cannot hold exactly -> its decimal
@@ -150,32 +176,15 @@ def _normalise(value: Any) -> Any:
     if t is int:  # beyond what a JSON reader holds exactly: its decimal text (RFC 8785 section 6)
         return value if -JCS_INT_MAX <= value <= JCS_INT_MAX else str(value)
     if t is float:
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError("Out of range float values are not JSON compliant")
-        return 0.0 if value == 0 and math.copysign(1.0, value) < 0 else value  # -0.0: JCS and the file write 0
+        return _normalise_float(value)
     if isinstance(value, dict):
-        out = None
-        for i, (k, v) in enumerate(value.items()):
-            nk, nv = (k if type(k) is str else _json_key(k)), _normalise(v)
-            if out is None and (nk is not k or nv is not v):
-                out = dict(list(value.items())[:i])
-            if out is not None:
-                out[nk] = nv
-        return value if out is None else out
+        return _normalise_dict(value)
     if isinstance(value, list | tuple):
         new = [_normalise(v) for v in value]
         if t is list and all(a is b for a, b in zip(new, value, strict=True)):
             return value
         return new
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return _normalise(int(value))
-    if isinstance(value, float):
-        return _normalise(float(value))
-    raise TypeError(f"Object of type {t.__name__} is not JSON serializable")
+    return _normalise_subclass(value)
 
 
 # ---- keys -----------------------------------------------------------------------------------
@@ -579,6 +588,41 @@ def expanded(cert: dict) -> dict:
     return out
 
 
+def _file_form_problem(name: str, body: dict, table: list) -> str | None:
+    """A node in the file form (texts by index, findings as a table): every entry a text, the table sound."""
+    if not all(isinstance(t, str) for t in table):
+        return f"nodes.{name}.evidence: an entry that is not a text"
+    try:
+        node_findings(body)
+    except ValueError as e:
+        return f"nodes.{name}.findings: {e}"
+    return None
+
+
+def _node_evidence_problem(name: str, body: dict) -> str | None:
+    """One node's evidence: each text under the reference its hash begins with, each finding's reference
+    naming one of them."""
+    table = body.get("evidence")
+    if isinstance(table, list) and isinstance(body.get("findings"), dict):
+        return _file_form_problem(name, body, table)
+    if table is not None and not isinstance(table, dict):
+        return f"nodes.{name}.evidence is not an object of reference -> text"
+    table = table or {}
+    for ref in sorted(table, key=str):
+        text = table[ref]
+        if not isinstance(text, str) or evidence_ref(text) != ref:
+            return f"nodes.{name}.evidence.{ref}: the text's SHA-256 does not begin with its reference"
+    try:
+        findings = node_findings(body)
+    except ValueError as e:
+        return f"nodes.{name}.findings: {e}"
+    for i, f in enumerate(findings):
+        ref = f.get("evidence_ref") if isinstance(f, dict) else None
+        if ref is not None and ref not in table:
+            return f"nodes.{name}.findings[{i}].evidence_ref {ref!r} names no evidence of the node"
+    return None
+
+
 def evidence_problem(cert: dict) -> str | None:
     """Why the certificate's evidence references or tables do not hold (a text whose hash is not its reference,
     a reference or index with no text, a malformed table), or None. A certificate with inline evidence has
@@ -592,32 +636,9 @@ def evidence_problem(cert: dict) -> str | None:
         return None
     for name in sorted(nodes, key=str):
         body = nodes[name]
-        if not isinstance(body, dict):
-            continue
-        table = body.get("evidence")
-        if isinstance(table, list) and isinstance(body.get("findings"), dict):  # the file form: texts by index
-            if not all(isinstance(t, str) for t in table):
-                return f"nodes.{name}.evidence: an entry that is not a text"
-            try:
-                node_findings(body)
-            except ValueError as e:
-                return f"nodes.{name}.findings: {e}"
-            continue
-        if table is not None and not isinstance(table, dict):
-            return f"nodes.{name}.evidence is not an object of reference -> text"
-        table = table or {}
-        for ref in sorted(table, key=str):
-            text = table[ref]
-            if not isinstance(text, str) or evidence_ref(text) != ref:
-                return f"nodes.{name}.evidence.{ref}: the text's SHA-256 does not begin with its reference"
-        try:
-            findings = node_findings(body)
-        except ValueError as e:
-            return f"nodes.{name}.findings: {e}"
-        for i, f in enumerate(findings):
-            ref = f.get("evidence_ref") if isinstance(f, dict) else None
-            if ref is not None and ref not in table:
-                return f"nodes.{name}.findings[{i}].evidence_ref {ref!r} names no evidence of the node"
+        problem = _node_evidence_problem(name, body) if isinstance(body, dict) else None
+        if problem:
+            return problem
     return None
 
 
@@ -780,39 +801,43 @@ SCHEDULE_MEMBERS = frozenset({"round", "pairs", "question"})
 VERSIONS_MEMBERS = frozenset({"clustercert", "ansible-core", "nodes"})
 
 
-def unknown_member(cert: dict) -> str | None:
-    """The first member (as a dotted path) that the schema does not define, or None."""
-    def extra(obj: Any, allowed: frozenset, where: str) -> str | None:
-        if not isinstance(obj, dict):
-            return None
-        for k in sorted(obj, key=str):
-            if k not in allowed:
-                return f"{where}.{k}" if where else str(k)
+def _extra_member(obj: Any, allowed: frozenset, where: str) -> str | None:
+    """The first key of ``obj`` (a dict; anything else has none) that ``allowed`` lacks, as a dotted path."""
+    if not isinstance(obj, dict):
         return None
+    for k in sorted(obj, key=str):
+        if k not in allowed:
+            return f"{where}.{k}" if where else str(k)
+    return None
 
-    found = extra(cert, TOP_MEMBERS, "") or extra(cert.get("signature"), SIGNATURE_MEMBERS, "signature") \
-        or extra(cert.get("versions"), VERSIONS_MEMBERS, "versions")
-    if found:
-        return found
+
+def _member_checks(cert: dict):
+    """(object, its allowed members, its dotted path) for every object of the certificate the schema closes,
+    in the order they are reported."""
+    yield cert, TOP_MEMBERS, ""
+    yield cert.get("signature"), SIGNATURE_MEMBERS, "signature"
+    yield cert.get("versions"), VERSIONS_MEMBERS, "versions"
     for group, allowed in (("nodes", NODE_MEMBERS), ("thresholds", THRESHOLD_MEMBERS)):
         entries = cert.get(group)
         if isinstance(entries, dict):
             for name in sorted(entries, key=str):
-                if found := extra(entries[name], allowed, f"{group}.{name}"):
-                    return found
-    if found := extra(cert.get("links"), TABLE_MEMBERS, "links"):
-        return found
+                yield entries[name], allowed, f"{group}.{name}"
+    yield cert.get("links"), TABLE_MEMBERS, "links"
     if isinstance(cert.get("nodes"), dict):
         for name in sorted(cert["nodes"], key=str):
             body = cert["nodes"][name]
-            if isinstance(body, dict) and (found := extra(body.get("findings"), TABLE_MEMBERS, f"nodes.{name}.findings")):
-                return found
+            if isinstance(body, dict):
+                yield body.get("findings"), TABLE_MEMBERS, f"nodes.{name}.findings"
     for group, allowed in (("localisation", LOCALISATION_MEMBERS), ("schedule", SCHEDULE_MEMBERS)):
         if isinstance(cert.get(group), list):
             for i, item in enumerate(cert[group]):
-                if found := extra(item, allowed, f"{group}[{i}]"):
-                    return found
-    return None
+                yield item, allowed, f"{group}[{i}]"
+
+
+def unknown_member(cert: dict) -> str | None:
+    """The first member (as a dotted path) that the schema does not define, or None."""
+    return next((found for obj, allowed, where in _member_checks(cert)
+                 if (found := _extra_member(obj, allowed, where))), None)
 
 
 def _signature_parts(cert: dict, src: str) -> tuple[bytes | None, bytes | None, str | None]:

@@ -103,29 +103,28 @@ def default_path() -> Path:
     return paths.state_dir() / "store.sqlite"
 
 
-def check_store_file(path: Path) -> bool:
-    """Refuse (InputError naming the path) anything at ``path`` that is not a clustercert store, before a
-    byte of it is written: a directory, garbage, a corrupt SQLite file, another program's SQLite file.
-    Only reads: the header, then the schema over a read-only connection. True when the file exists."""
+def _store_header(path: Path) -> bytes | None:
+    """The first 100 bytes of the file at ``path`` (None: no file there). InputError for a directory, a
+    dangling symlink, something not a regular file, or a file that cannot be read."""
     if path.is_dir():
         raise InputError(str(path), None, "is a directory, expected the clustercert store (an SQLite file)")
     if not path.exists():
         if path.is_symlink():
             raise InputError(str(path), None, "is a dangling symlink, expected the clustercert store")
-        return False
+        return None
     if not path.is_file():
         raise InputError(str(path), None, "is not a regular file, expected the clustercert store")
     try:
         with open(path, "rb") as f:
-            head = f.read(100)
+            return f.read(100)
     except OSError as exc:
         raise InputError(str(path), None, f"cannot read the store: {exc.strerror}") from None
-    if not head:
-        return True  # an empty file holds nothing yet: it becomes the store
-    if not head.startswith(SQLITE_MAGIC) or len(head) < 100:
-        raise InputError(str(path), None, "not a clustercert store (not an SQLite file): refusing to touch it")
-    # WAL-mode files (header bytes 18/19 = 2): a read-only connection would create -wal/-shm beside a
-    # foreign file, so read it immutable unless a live store's -wal is already there
+
+
+def _read_schema(path: Path, head: bytes) -> tuple[int, set[str], int, dict[str, set[str]], str]:
+    """(application_id, tables, user_version, the known tables' columns, quick_check's answer), read only.
+    WAL-mode files (header bytes 18/19 = 2): a read-only connection would create -wal/-shm beside a
+    foreign file, so it is read immutable unless a live store's -wal is already there."""
     wal = head[18:20] == b"\x02\x02"
     mode = "immutable=1" if wal and not Path(f"{path}-wal").exists() else "mode=ro"
     try:
@@ -137,6 +136,21 @@ def check_store_file(path: Path) -> bool:
             ok = db.execute("PRAGMA quick_check").fetchone()[0]
     except sqlite3.Error as exc:
         raise InputError(str(path), None, f"corrupt SQLite file ({exc}): not touched") from None
+    return app_id, tables, version, columns, ok
+
+
+def check_store_file(path: Path) -> bool:
+    """Refuse (InputError naming the path) anything at ``path`` that is not a clustercert store, before a
+    byte of it is written: a directory, garbage, a corrupt SQLite file, another program's SQLite file.
+    Only reads: the header, then the schema over a read-only connection. True when the file exists."""
+    head = _store_header(path)
+    if head is None:
+        return False
+    if not head:
+        return True  # an empty file holds nothing yet: it becomes the store
+    if not head.startswith(SQLITE_MAGIC) or len(head) < 100:
+        raise InputError(str(path), None, "not a clustercert store (not an SQLite file): refusing to touch it")
+    app_id, tables, version, columns, ok = _read_schema(path, head)
     if ok != "ok":
         raise InputError(str(path), None, f"corrupt store (integrity check: {ok}): not touched")
     if app_id not in (0, APPLICATION_ID) or (tables and "runs" not in tables) or not tables <= TABLES:

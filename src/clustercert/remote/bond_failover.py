@@ -105,20 +105,17 @@ def stop(signum, frame):
     raise SystemExit(128 + signum)
 
 
-def main(argv=None):
-    """Runs the test; ``argv`` = [BOND, PRIMARY, PEER, FAILOVER_BOUND_MS, RETURN_BOUND_MS, GUARD_S]
-    (default: sys.argv[1:]). Returns 0; raises SystemExit(128 + N) when signal N interrupts it."""
-    argv = sys.argv[1:] if argv is None else argv
-    bond, primary, peer = argv[0], argv[1], argv[2]
-    fail_bound, back_bound, guard_s = float(argv[3]) / 1000, float(argv[4]) / 1000, int(argv[5])
-    for s in STOP_SIGNALS:
-        signal.signal(s, stop)
-    say("format", "clustercert-bond-failover 1")
-    say("bond", bond)
+def done(outcome):
+    say("outcome", outcome)
+    say("end", 1)
+    return 0
+
+
+def preflight(bond, primary):
+    """Says the bond's mode, slaves, primary, addresses, active slave and backups. Returns (outcome, primary,
+    active slave): the outcome is None when the test can run (a bond, an active slave, a backup link up)."""
     if not os.path.isdir(NET + bond + "/bonding"):
-        say("outcome", "no_bond")
-        say("end", 1)
-        return 0
+        return "no_bond", primary, ""
     slaves = (read(NET + bond + "/bonding/slaves") or "").split()
     primary = primary or read(NET + bond + "/bonding/primary") or ""
     addrs = addresses(bond)
@@ -131,21 +128,64 @@ def main(argv=None):
     backup = [s for s in slaves if s != before]
     say("backup", " ".join(backup))
     if not before:
-        say("outcome", "no_active")
-        say("end", 1)
-        return 0
+        return "no_active", primary, before
     if not any(link_up(s) for s in backup):
-        say("outcome", "backup_down")
-        say("end", 1)
-        return 0
-    say("peer", peer)
-    if peer:
-        ping(bond, peer, "ping_before", 1)
-    # the slave's name is an argument of the watchdog's shell ("$2"), never part of its script
-    guard = subprocess.Popen(["/bin/sh", "-c", 'sleep "$1"; ip link set dev "$2" up', "watchdog", str(guard_s), before],
+        return "backup_down", primary, before
+    return None, primary, before
+
+
+def start_watchdog(slave, guard_s):
+    """A shell that brings ``slave`` back up after ``guard_s`` seconds should this process die first.
+    The slave's name is an argument of the watchdog's shell ("$2"), never part of its script."""
+    guard = subprocess.Popen(["/bin/sh", "-c", 'sleep "$1"; ip link set dev "$2" up', "watchdog", str(guard_s), slave],
                              start_new_session=True,
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     say("watchdog_s", guard_s)
+    return guard
+
+
+def measure_failover(bond, before, peer, t0, fail_bound):
+    """With the active slave down since ``t0``: how long the bond took to pick another, which one, and the
+    peer ping."""
+    say("failover_bound_ms", f"{fail_bound * 1000:.0f}")
+    say("failover_ms", wait_for(lambda: active(bond) not in ("", before), t0, fail_bound))
+    say("active_during", active(bond))
+    if peer:
+        ping(bond, peer, "ping", 3)
+
+
+def bring_back(slave):
+    """Brings ``slave`` up again (five tries). Returns (restored, when the last try started)."""
+    rc, err, t1 = None, "", time.monotonic()
+    for _attempt in range(5):
+        t1 = time.monotonic()
+        rc, err = ip_link(slave, "up")
+        if rc == 0:
+            say("restored", 1)
+            return True, t1
+        time.sleep(0.2)
+    say("restored", 0)
+    say("restore_error", err or f"exit status {rc}")
+    return False, t1
+
+
+def main(argv=None):
+    """Runs the test; ``argv`` = [BOND, PRIMARY, PEER, FAILOVER_BOUND_MS, RETURN_BOUND_MS, GUARD_S]
+    (default: sys.argv[1:]). Returns 0; raises SystemExit(128 + N) when signal N interrupts it."""
+    argv = sys.argv[1:] if argv is None else argv
+    bond, primary, peer = argv[0], argv[1], argv[2]
+    fail_bound, back_bound, guard_s = float(argv[3]) / 1000, float(argv[4]) / 1000, int(argv[5])
+    for s in STOP_SIGNALS:
+        signal.signal(s, stop)
+    say("format", "clustercert-bond-failover 1")
+    say("bond", bond)
+    refused, primary, before = preflight(bond, primary)
+    if refused:
+        return done(refused)
+    say("peer", peer)
+    if peer:
+        ping(bond, peer, "ping_before", 1)
+    guard = start_watchdog(before, guard_s)
     downed, restored, outcome = False, False, "tested"
     try:
         t0 = time.monotonic()
@@ -155,25 +195,12 @@ def main(argv=None):
             say("down_error", err or f"exit status {rc}")
         else:
             downed = True
-            say("failover_bound_ms", f"{fail_bound * 1000:.0f}")
-            say("failover_ms", wait_for(lambda: active(bond) not in ("", before), t0, fail_bound))
-            say("active_during", active(bond))
-            if peer:
-                ping(bond, peer, "ping", 3)
+            measure_failover(bond, before, peer, t0, fail_bound)
     finally:
         for s in STOP_SIGNALS:
             signal.signal(s, signal.SIG_IGN)  # nothing interrupts the restore
         if downed:
-            for _attempt in range(5):
-                t1 = time.monotonic()
-                rc, err = ip_link(before, "up")
-                if rc == 0:
-                    restored = True
-                    break
-                time.sleep(0.2)
-            say("restored", 1 if restored else 0)
-            if not restored:
-                say("restore_error", err or f"exit status {rc}")
+            restored, t1 = bring_back(before)
         if restored or not downed:
             try:
                 os.killpg(guard.pid, signal.SIGKILL)
@@ -183,9 +210,7 @@ def main(argv=None):
         say("return_bound_ms", f"{back_bound * 1000:.0f}")
         say("return_ms", wait_for(lambda: active(bond) == primary, t1, back_bound))
     say("active_after", active(bond))
-    say("outcome", outcome)
-    say("end", 1)
-    return 0
+    return done(outcome)
 
 
 if __name__ == "__main__":

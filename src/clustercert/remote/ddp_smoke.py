@@ -132,6 +132,66 @@ def _train(torch, dist, args, device):
             "replicas_in_sync": float(lo.item()) == float(hi.item())}
 
 
+def _cuda_device(torch, args, local_rank, report):
+    """This rank's GPU (set as torch's device), or None when the node has fewer GPUs than processes; a GPU
+    count other than the profile's is a problem."""
+    gpus = torch.cuda.device_count()
+    report["cuda_devices"] = gpus
+    if args.gpus and gpus != args.gpus:
+        report["problems"].append(f"torch sees {gpus} GPUs on {report['host']}, the profile says {args.gpus}")
+    if local_rank >= gpus:
+        report["problems"].append(f"local rank {local_rank} has no GPU of its own on {report['host']} "
+                                  f"({gpus} GPUs): more processes than GPUs")
+        return None
+    torch.cuda.set_device(local_rank)
+    return f"cuda:{local_rank}"
+
+
+def _allreduce(torch, dist, args, device, rank, world):
+    """all_reduce of rank+1 over every rank, ``args.steps`` times timed (after a warm-up): the result each
+    rank holds, what it should be, and the step times."""
+    expected = world * (world + 1) / 2.0
+    t = torch.empty(args.numel, dtype=torch.float32, device=device)
+    step_ms = []
+    for step in range(args.steps + 1):  # the first is a warm-up, not timed
+        t.fill_(float(rank + 1))
+        if device != "cpu":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        dist.all_reduce(t)
+        if device != "cpu":
+            torch.cuda.synchronize()
+        if step:
+            step_ms.append(round((time.perf_counter() - t0) * 1000.0, 3))
+    got_min, got_max = float(t.min().item()), float(t.max().item())
+    ok = got_min == expected and got_max == expected
+    return {"expected": expected, "min": got_min, "max": got_max, "ok": ok, "numel": args.numel,
+            "bytes": args.numel * 4, "step_ms": step_ms}
+
+
+def _exercise(torch, dist, args, env, report, device, local_rank):
+    """With the process group up: who is who (ranks, local ranks, hosts), the all_reduce and the DDP steps,
+    each wrong answer a problem in ``report``."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    report.update(rank=rank, world_size=world, local_rank=local_rank, backend=str(dist.get_backend()),
+                  local_world_size=int(env.get("LOCAL_WORLD_SIZE", "0")), device=device)
+    gathered = [None] * world
+    dist.all_gather_object(gathered, {"rank": rank, "local_rank": local_rank, "host": report["host"]})
+    report["problems"] += _problems(args, report, gathered)
+    ar = report["allreduce"] = _allreduce(torch, dist, args, device, rank, world)
+    if not ar["ok"]:
+        report["problems"].append(f"all_reduce of rank+1 over {world} ranks gave {ar['min']:g}..{ar['max']:g}, "
+                                  f"expected {ar['expected']:g}")
+    if args.train_steps > 0:
+        report["ddp"] = _train(torch, dist, args, device)
+        if not report["ddp"]["replicas_in_sync"]:
+            report["problems"].append(f"parameters differ between ranks after {args.train_steps} DDP steps "
+                                      f"(checksums {report['ddp']['checksum_min']:g}.."
+                                      f"{report['ddp']['checksum_max']:g})")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def main(argv=None):
     args = _args(sys.argv[1:] if argv is None else argv)
     env = os.environ
@@ -149,17 +209,10 @@ def main(argv=None):
     try:
         local_rank = int(env.get("LOCAL_RANK", "0"))
         if args.backend == "nccl":
-            gpus = torch.cuda.device_count()
-            report["cuda_devices"] = gpus
-            if args.gpus and gpus != args.gpus:
-                report["problems"].append(f"torch sees {gpus} GPUs on {report['host']}, the profile says {args.gpus}")
-            if local_rank >= gpus:
-                report["problems"].append(f"local rank {local_rank} has no GPU of its own on {report['host']} "
-                                          f"({gpus} GPUs): more processes than GPUs")
+            device = _cuda_device(torch, args, local_rank, report)
+            if device is None:
                 _emit(report)
                 return 1
-            torch.cuda.set_device(local_rank)
-            device = f"cuda:{local_rank}"
         dist.init_process_group(backend=args.backend, timeout=datetime.timedelta(seconds=args.timeout))
     except Exception as exc:  # noqa: BLE001 - said in the report
         report["error"] = f"init_process_group({args.backend}) failed: {type(exc).__name__}: {exc}"
@@ -167,40 +220,7 @@ def main(argv=None):
         _emit(report)
         return 2
     try:
-        rank, world = dist.get_rank(), dist.get_world_size()
-        report.update(rank=rank, world_size=world, local_rank=local_rank, backend=str(dist.get_backend()),
-                      local_world_size=int(env.get("LOCAL_WORLD_SIZE", "0")), device=device)
-        gathered = [None] * world
-        dist.all_gather_object(gathered, {"rank": rank, "local_rank": local_rank, "host": report["host"]})
-        report["problems"] += _problems(args, report, gathered)
-        expected = world * (world + 1) / 2.0
-        t = torch.empty(args.numel, dtype=torch.float32, device=device)
-        step_ms = []
-        for step in range(args.steps + 1):  # the first is a warm-up, not timed
-            t.fill_(float(rank + 1))
-            if device != "cpu":
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            dist.all_reduce(t)
-            if device != "cpu":
-                torch.cuda.synchronize()
-            if step:
-                step_ms.append(round((time.perf_counter() - t0) * 1000.0, 3))
-        got_min, got_max = float(t.min().item()), float(t.max().item())
-        ok = got_min == expected and got_max == expected
-        report["allreduce"] = {"expected": expected, "min": got_min, "max": got_max, "ok": ok, "numel": args.numel,
-                               "bytes": args.numel * 4, "step_ms": step_ms}
-        if not ok:
-            report["problems"].append(f"all_reduce of rank+1 over {world} ranks gave {got_min:g}..{got_max:g}, "
-                                      f"expected {expected:g}")
-        if args.train_steps > 0:
-            report["ddp"] = _train(torch, dist, args, device)
-            if not report["ddp"]["replicas_in_sync"]:
-                report["problems"].append(f"parameters differ between ranks after {args.train_steps} DDP steps "
-                                          f"(checksums {report['ddp']['checksum_min']:g}.."
-                                          f"{report['ddp']['checksum_max']:g})")
-        dist.barrier()
-        dist.destroy_process_group()
+        _exercise(torch, dist, args, env, report, device, local_rank)
     except Exception as exc:  # noqa: BLE001 - said in the report
         report["error"] = f"{type(exc).__name__}: {exc}"
         report["traceback"] = traceback.format_exc()[-2000:]

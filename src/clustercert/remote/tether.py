@@ -68,6 +68,37 @@ def end_run(signum, frame):
     os._exit(128 + signum)
 
 
+def _arm(timeout, mark):
+    """After ``timeout`` seconds (0: never) the run ends, marked as timed out (the file ``mark``)."""
+    def timed_out(signum, frame):
+        open(mark, "w").close()
+        end_run(signum, frame)
+
+    if timeout:
+        signal.signal(signal.SIGALRM, timed_out)
+        signal.alarm(timeout)
+
+
+def _start(playbook, args, inherited):
+    """Forks the real ansible-playbook, its signal handlers those this process inherited; returns its pid."""
+    child = os.fork()
+    if child == 0:
+        for s, handler in inherited.items():
+            if handler is not None:
+                signal.signal(s, handler)
+        os.execv(playbook, [playbook, *args])
+    return child
+
+
+def _exit_with(child):
+    """Reaps every process of the run (its orphans too) until ``child`` ends, then exits with its status."""
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == child:
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(code if code >= 0 else 128 - code)
+
+
 def main(argv=None):
     """Runs the playbook tethered (see the module's text); ``argv`` default: sys.argv[1:]. Never returns in
     the tether: it exits with the playbook's status, or ends the run."""
@@ -80,30 +111,13 @@ def main(argv=None):
     inherited = {s: signal.getsignal(s) for s in END_SIGNALS}
     for s in inherited:
         signal.signal(s, end_run)
-
-    def timed_out(signum, frame):
-        open(mark, "w").close()
-        end_run(signum, frame)
-
-    if timeout:
-        signal.signal(signal.SIGALRM, timed_out)
-        signal.alarm(timeout)
+    _arm(timeout, mark)
     if os.getppid() != parent:  # the parent died before PR_SET_PDEATHSIG took effect
         end_run(signal.SIGTERM, None)
     if secrets:  # the secret variables, from a FIFO the engine feeds
         with open(secrets) as fh:
             os.environ.update(json.load(fh))
-    child = os.fork()
-    if child == 0:
-        for s, handler in inherited.items():
-            if handler is not None:
-                signal.signal(s, handler)
-        os.execv(playbook, [playbook, *args])
-    while True:
-        pid, status = os.waitpid(-1, 0)  # the run's orphans are reaped here too
-        if pid == child:
-            code = os.waitstatus_to_exitcode(status)
-            os._exit(code if code >= 0 else 128 - code)
+    _exit_with(_start(playbook, args, inherited))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,36 @@ def _serialise(value) -> str:
     return json.dumps(value, sort_keys=True, indent=4, separators=(",", ": "), default=str) + "\n"
 
 
+def _skipped(diff: Mapping) -> list[str]:
+    """Ansible's "diff skipped" notes: a binary file, or one larger than the module would diff."""
+    out = [f"diff skipped: {note}\n" for key, note in (("dst_binary", "destination file appears to be binary"),
+                                                       ("src_binary", "source file appears to be binary"))
+           if key in diff]
+    out += [f"diff skipped: {which} file size is greater than {diff[key]}\n"
+            for key, which in (("dst_larger", "destination"), ("src_larger", "source")) if key in diff]
+    return out
+
+
+def _side_lines(value) -> list[str]:
+    """One side of a before/after diff as lines: a mapping as JSON, None as nothing, a last line without
+    its newline marked as diff marks it."""
+    text = _serialise(value) if isinstance(value, Mapping) else "" if value is None else str(value)
+    lines = text.splitlines(True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n\\ No newline at end of file\n"
+    return lines
+
+
+def _unified(diff: Mapping) -> list[str]:
+    """The before/after unified diff with Ansible's headers and context, and a blank line after it."""
+    before_header = f"before: {diff['before_header']}" if "before_header" in diff else "before"
+    after_header = f"after: {diff['after_header']}" if "after_header" in diff else "after"
+    lines = list(difflib.unified_diff(_side_lines(diff["before"]), _side_lines(diff["after"]),
+                                      fromfile=before_header, tofile=after_header,
+                                      fromfiledate="", tofiledate="", n=CONTEXT))
+    return [*lines, "\n"] if lines else []
+
+
 def render_diff(difflist) -> str:
     """One task result's diff (a mapping, or a list of them) as Ansible prints it."""
     if not isinstance(difflist, list):
@@ -24,30 +54,9 @@ def render_diff(difflist) -> str:
     for diff in difflist:
         if not isinstance(diff, Mapping):
             continue
-        for key, note in (("dst_binary", "destination file appears to be binary"),
-                          ("src_binary", "source file appears to be binary")):
-            if key in diff:
-                out.append(f"diff skipped: {note}\n")
-        for key, which in (("dst_larger", "destination"), ("src_larger", "source")):
-            if key in diff:
-                out.append(f"diff skipped: {which} file size is greater than {diff[key]}\n")
+        out += _skipped(diff)
         if "before" in diff and "after" in diff:
-            sides = {}
-            for x in ("before", "after"):
-                v = diff[x]
-                sides[x] = _serialise(v) if isinstance(v, Mapping) else "" if v is None else str(v)
-            before_header = f"before: {diff['before_header']}" if "before_header" in diff else "before"
-            after_header = f"after: {diff['after_header']}" if "after_header" in diff else "after"
-            before, after = sides["before"].splitlines(True), sides["after"].splitlines(True)
-            if before and not before[-1].endswith("\n"):
-                before[-1] += "\n\\ No newline at end of file\n"
-            if after and not after[-1].endswith("\n"):
-                after[-1] += "\n\\ No newline at end of file\n"
-            lines = list(difflib.unified_diff(before, after, fromfile=before_header, tofile=after_header,
-                                              fromfiledate="", tofiledate="", n=CONTEXT))
-            out.extend(lines)
-            if lines:
-                out.append("\n")
+            out += _unified(diff)
         if "prepared" in diff:
             out.append(str(diff["prepared"]))
     return "".join(out)

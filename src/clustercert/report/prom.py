@@ -68,6 +68,71 @@ def _state_set(gauge: Gauge, labels: tuple, states: tuple[str, ...], current: st
         gauge.labels(*labels, st).set(1 if st == current else 0)
 
 
+def _worst_statuses(findings: list[dict]) -> dict[str, str]:
+    """Each check's worst status among ``findings`` (an unknown status counts as error)."""
+    worst: dict[str, str] = {}
+    for f in findings:
+        st = f["status"] if f["status"] in RANK else "error"
+        if f["check"] not in worst or RANK[st] > RANK[worst[f["check"]]]:
+            worst[f["check"]] = st
+    return worst
+
+
+def _node_metrics(reg: CollectorRegistry, verb: str, nodes: dict[str, dict]) -> None:
+    status = Gauge("clustercert_check_status", "1 for the worst status of each check per node in the last run, "
+                   "0 for the other statuses (pass, fail, error, skip).", ["verb", "node", "check", "status"],
+                   registry=reg)
+    verdict = Gauge("clustercert_node_verdict", "1 for each node's verdict in the last run, 0 for the others "
+                    "(pass, fail, error, unreachable).", ["verb", "node", "verdict"], registry=reg)
+    for node, body in sorted(nodes.items()):
+        v = body.get("verdict")
+        _state_set(verdict, (verb, node), VERDICTS, v if v in VERDICTS else "error")
+        for check, st in sorted(_worst_statuses(body.get("findings", [])).items()):
+            _state_set(status, (verb, node, check), STATUSES, st)
+
+
+def _latest_links(verb: str, links: list[dict]) -> dict[tuple, dict]:
+    """Each link's measurement by its labels; a later round's replaces an earlier one's."""
+    latest: dict[tuple, dict] = {}
+    for lk in sorted(links, key=lambda x: x.get("round") or 0):
+        labels = (verb, lk["a"], lk["b"], "" if lk.get("fabric") is None else str(lk["fabric"]), lk["probe"],
+                  lk.get("subject") or "")
+        latest[labels] = lk
+    return latest
+
+
+def _link_metrics(reg: CollectorRegistry, verb: str, links: list[dict],
+                  bounds: dict[str, tuple] | None) -> None:
+    lstatus = Gauge("clustercert_link_status", "1 for the status of each node-to-node measurement (the last "
+                    "round's), 0 for the other statuses (pass, fail, error, skip).", [*LINK_LABELS, "status"],
+                    registry=reg)
+    value = {q: Gauge(name, f"Node-to-node measurement (the last round's) in {unit}.", LINK_LABELS, registry=reg)
+             for q, (name, _, unit) in QUANTITIES.items()}
+    bound = {q: Gauge(name, f"The bound a node-to-node measurement was held to (bound: floor or ceiling), in "
+                      f"{unit}.", [*LINK_LABELS, "bound"], registry=reg)
+             for q, (_, name, unit) in QUANTITIES.items()}
+    for labels, lk in _latest_links(verb, links).items():
+        st = lk.get("status")
+        _state_set(lstatus, labels, STATUSES, st if st in STATUSES else "error")
+        if lk.get("value") is not None and (got := base_value(lk["value"], lk.get("unit"))) is not None:
+            value[got[0]].labels(*labels).set(got[1])
+        b = (bounds or {}).get(lk.get("threshold") or lk["probe"])
+        if b is not None and (got := base_value(b[1], (b[2] if len(b) > 2 else None) or lk.get("unit"))):
+            bound[got[0]].labels(*labels, b[0]).set(got[1])
+
+
+def _run_metrics(reg: CollectorRegistry, verb: str, duration_s: float | None, finished: float | None,
+                 succeeded: float | None) -> None:
+    run = Gauge("clustercert_run_duration_seconds", "Wall time of the last run.", ["verb"], registry=reg)
+    last = Gauge("clustercert_last_run_timestamp_seconds", "When the last run finished.", ["verb"], registry=reg)
+    ok = Gauge("clustercert_last_success_timestamp_seconds", "When the last passing run finished.", ["verb"],
+               registry=reg)
+    for gauge, v in ((run, None if duration_s is None else round(duration_s, 3)), (last, finished),
+                     (ok, succeeded)):
+        if v is not None:
+            gauge.labels(verb).set(v)
+
+
 def render(verb: str, *, nodes: dict[str, dict] | None = None, links: list[dict] | None = None,
            bounds: dict[str, tuple] | None = None, duration_s: float | None = None,
            finished: float | None = None, last_success: float | None = None,
@@ -82,53 +147,10 @@ def render(verb: str, *, nodes: dict[str, dict] | None = None, links: list[dict]
     """
     reg = CollectorRegistry()
     if nodes is not None:
-        status = Gauge("clustercert_check_status", "1 for the worst status of each check per node in the last run, "
-                       "0 for the other statuses (pass, fail, error, skip).", ["verb", "node", "check", "status"],
-                       registry=reg)
-        verdict = Gauge("clustercert_node_verdict", "1 for each node's verdict in the last run, 0 for the others "
-                        "(pass, fail, error, unreachable).", ["verb", "node", "verdict"], registry=reg)
-        for node, body in sorted(nodes.items()):
-            v = body.get("verdict")
-            _state_set(verdict, (verb, node), VERDICTS, v if v in VERDICTS else "error")
-            worst: dict[str, str] = {}
-            for f in body.get("findings", []):
-                st = f["status"] if f["status"] in RANK else "error"
-                if f["check"] not in worst or RANK[st] > RANK[worst[f["check"]]]:
-                    worst[f["check"]] = st
-            for check, st in sorted(worst.items()):
-                _state_set(status, (verb, node, check), STATUSES, st)
+        _node_metrics(reg, verb, nodes)
     if links:
-        lstatus = Gauge("clustercert_link_status", "1 for the status of each node-to-node measurement (the last "
-                        "round's), 0 for the other statuses (pass, fail, error, skip).", [*LINK_LABELS, "status"],
-                        registry=reg)
-        value = {q: Gauge(name, f"Node-to-node measurement (the last round's) in {unit}.", LINK_LABELS, registry=reg)
-                 for q, (name, _, unit) in QUANTITIES.items()}
-        bound = {q: Gauge(name, f"The bound a node-to-node measurement was held to (bound: floor or ceiling), in "
-                          f"{unit}.", [*LINK_LABELS, "bound"], registry=reg)
-                 for q, (_, name, unit) in QUANTITIES.items()}
-        latest: dict[tuple, dict] = {}
-        for lk in sorted(links, key=lambda x: x.get("round") or 0):  # a later round's measurement replaces one
-            labels = (verb, lk["a"], lk["b"], "" if lk.get("fabric") is None else str(lk["fabric"]), lk["probe"],
-                      lk.get("subject") or "")
-            latest[labels] = lk
-        for labels, lk in latest.items():
-            st = lk.get("status")
-            _state_set(lstatus, labels, STATUSES, st if st in STATUSES else "error")
-            if lk.get("value") is not None and (got := base_value(lk["value"], lk.get("unit"))) is not None:
-                value[got[0]].labels(*labels).set(got[1])
-            b = (bounds or {}).get(lk.get("threshold") or lk["probe"])
-            if b is not None and (got := base_value(b[1], (b[2] if len(b) > 2 else None) or lk.get("unit"))):
-                bound[got[0]].labels(*labels, b[0]).set(got[1])
-    run = Gauge("clustercert_run_duration_seconds", "Wall time of the last run.", ["verb"], registry=reg)
-    last = Gauge("clustercert_last_run_timestamp_seconds", "When the last run finished.", ["verb"], registry=reg)
-    ok = Gauge("clustercert_last_success_timestamp_seconds", "When the last passing run finished.", ["verb"],
-               registry=reg)
-    if duration_s is not None:
-        run.labels(verb).set(round(duration_s, 3))
-    if finished is not None:
-        last.labels(verb).set(finished)
-    if last_success is not None:
-        ok.labels(verb).set(last_success)
+        _link_metrics(reg, verb, links, bounds)
+    _run_metrics(reg, verb, duration_s, finished, last_success)
     if drift_items is not None:
         drift = Gauge("clustercert_drift_items", "Drift items found by the last clustercert drift run, per node and "
                       "kind.", ["node", "kind"], registry=reg)
