@@ -25,12 +25,15 @@ import time
 
 from clustercert import paths
 from clustercert.collect import engine
+from clustercert.commands import STATEFUL
 from clustercert.commands.common import inventory
 from clustercert.errors import EXIT_FINDINGS, EXIT_OK
 from clustercert.report.diffs import render_changes
 from clustercert.report.documents import bootstrap_document, bootstrap_summary
 from clustercert.report.progress import PlaybookProgress
 from clustercert.report.terminal import bootstrap_table
+
+NEEDS = STATEFUL
 
 
 def _listing(args) -> str | None:

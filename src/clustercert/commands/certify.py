@@ -16,6 +16,7 @@ from clustercert import paths
 from clustercert.checks import COMPONENT_ORDER
 from clustercert.checks import run as check_run
 from clustercert.collect import backend, slurm
+from clustercert.commands import Needs
 from clustercert.commands.common import inventory
 from clustercert.probes import run as probe_run
 from clustercert.probes.judge import ThresholdJudge
@@ -30,6 +31,9 @@ from clustercert.report.documents import certify_document
 from clustercert.report.files import write_reports
 from clustercert.report.progress import RunProgress, wanted
 from clustercert.report.terminal import print_certify
+
+NEEDS = Needs(state=True, sessions=True,
+              required=(("--out", "out", "the directory for certificate.json and its reports"),))
 
 
 def run(args) -> int:

@@ -25,6 +25,7 @@ from clustercert.checks.drift import (
 )
 from clustercert.checks.hardware import nvlink_baseline
 from clustercert.collect import backend, engine, ssh
+from clustercert.commands import ON_NODES
 from clustercert.commands.common import inventory
 from clustercert.errors import InputError
 from clustercert.model.inventory import load_inventory
@@ -38,6 +39,8 @@ from clustercert.report import prom
 from clustercert.report.documents import drift_document
 from clustercert.report.progress import PlaybookProgress
 from clustercert.report.terminal import print_drift
+
+NEEDS = ON_NODES
 
 
 def run(args) -> int:

@@ -11,6 +11,7 @@ import json
 
 from clustercert import paths
 from clustercert.checks import cluster_verdict
+from clustercert.commands import ON_NODES
 from clustercert.commands.common import inventory
 from clustercert.errors import InputError
 from clustercert.probes import run as probe_run
@@ -23,6 +24,8 @@ from clustercert.record.store import Store
 from clustercert.report import documents
 from clustercert.report.progress import RunProgress, wanted
 from clustercert.report.terminal import print_probe
+
+NEEDS = ON_NODES
 
 
 def parse_probe_list(text: str | None) -> frozenset[str] | None:

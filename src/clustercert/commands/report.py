@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from clustercert.commands import STATEFUL
 from clustercert.errors import EXIT_OK, InputError
 from clustercert.record import certificate
 from clustercert.record.store import Store, default_keep, default_path
 from clustercert.report import documents
 from clustercert.report.terminal import print_history, print_runs
+
+NEEDS = STATEFUL
 
 
 def run(args) -> int:

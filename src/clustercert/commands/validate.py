@@ -13,6 +13,7 @@ from pathlib import Path
 from clustercert import paths
 from clustercert.checks import run as check_run
 from clustercert.collect import backend
+from clustercert.commands import ON_NODES
 from clustercert.commands.common import inventory
 from clustercert.record.store import Store
 from clustercert.report import catalogue, prom
@@ -20,6 +21,8 @@ from clustercert.report.documents import validate_document
 from clustercert.report.files import write_validate_junit, write_validate_out
 from clustercert.report.progress import RunProgress, wanted
 from clustercert.report.terminal import print_validate, summary_table
+
+NEEDS = ON_NODES
 
 
 def run(args) -> int:
