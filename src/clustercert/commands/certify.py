@@ -16,7 +16,8 @@ from clustercert.checks import COMPONENT_ORDER
 from clustercert.checks import run as check_run
 from clustercert.collect import slurm
 from clustercert.commands import Needs
-from clustercert.commands.context import Run, emit, exit_code, reachable
+from clustercert.commands.context import Run, reachable
+from clustercert.commands.output import emit, exit_code
 from clustercert.probes import run as probe_run
 from clustercert.probes.judge import ThresholdJudge
 from clustercert.probes.plan import ProbeSettings

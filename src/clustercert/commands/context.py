@@ -1,5 +1,5 @@
-"""What the verbs share: ``Run``, the context of a verb that runs on the nodes of an inventory (validate, probe,
-certify, drift), and ``emit``/``exit_code``, how every verb ends.
+"""``Run``: the context the verbs that run on the nodes of an inventory share (validate, probe, certify, drift);
+how every verb ends (its output, its exit status) is commands.output's.
 
 A ``Run`` holds the inventory ``-i``/``-l`` select (fully checked, and the backend's needs of it: bad input is
 exit 2 before anything runs), --forks, the backend (``opened``: the run's collect.backend.Backend), the
@@ -9,41 +9,21 @@ stderr and the output format. The verb stays glue: it says what runs, in what or
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING
 
 from clustercert import paths
 from clustercert.collect import DEFAULT_FORKS, backend
 from clustercert.commands.common import inventory
-from clustercert.errors import EXIT_FINDINGS, EXIT_OK
+from clustercert.commands.output import wants_json
 from clustercert.record.runlock import inventory_lock
 from clustercert.record.store import Store
-from clustercert.report import documents
 from clustercert.report.progress import RunProgress, wanted
 
 if TYPE_CHECKING:
     from clustercert.checks.run import NodeResult
     from clustercert.collect.backend import Backend
-
-
-def wants_json(args: argparse.Namespace) -> bool:
-    """--format json (a verb without --format prints its text)."""
-    return getattr(args, "format", None) == "json"
-
-
-def emit(args: argparse.Namespace, doc: dict | Callable[[], dict], text: Callable[[], object]) -> None:
-    """The verb's result on stdout: with --format json its document (``doc``, or what ``doc()`` makes: only then),
-    one JSON text with its schema id; otherwise ``text()`` prints the verb's table or lines."""
-    if wants_json(args):
-        print(documents.dumps(doc() if callable(doc) else doc))
-    else:
-        text()
-
-
-def exit_code(ok: bool) -> int:
-    """0 when everything passed (certified, no drift), 1 for findings (failed, drifted, unreachable)."""
-    return EXIT_OK if ok else EXIT_FINDINGS
 
 
 def reachable(results: dict[str, NodeResult]) -> list[str]:

@@ -18,7 +18,8 @@ from clustercert.checks import run as check_run
 from clustercert.checks.hardware import nvlink_baseline
 from clustercert.collect import DEFAULT_FORKS, backend, engine
 from clustercert.commands import ON_NODES
-from clustercert.commands.context import Run, emit, exit_code, reachable
+from clustercert.commands.context import Run, reachable
+from clustercert.commands.output import emit, exit_code
 from clustercert.errors import InputError
 from clustercert.model.inventory import load_inventory
 from clustercert.probes import run as probe_run

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from clustercert.checks import cluster_verdict
 from clustercert.commands import ON_NODES
-from clustercert.commands.context import Run, emit, exit_code
+from clustercert.commands.context import Run
+from clustercert.commands.output import emit, exit_code
 from clustercert.errors import InputError
 from clustercert.probes import run as probe_run
 from clustercert.probes.catalog import PROBE_NAMES

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from clustercert.checks import run as check_run
 from clustercert.commands import ON_NODES
-from clustercert.commands.context import Run, emit, exit_code
+from clustercert.commands.context import Run
+from clustercert.commands.output import emit, exit_code
 from clustercert.report import catalogue, prom
 from clustercert.report.documents import validate_document
 from clustercert.report.files import write_validate_junit, write_validate_out
