@@ -20,11 +20,13 @@ def members(proto: type) -> set[str]:
 
 def parameters(fn) -> list[tuple[str, object, object]]:
     """(name, kind, default) of each parameter, ``self`` left out."""
-    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values() if p.name != "self"]
+    params = inspect.signature(fn).parameters.values()
+    return [(p.name, p.kind, p.default) for p in params if p.name != "self"]
 
 
 def signature_mismatches(impl, proto: type = Backend) -> list[str]:
-    """The protocol's methods that ``impl`` (a class, or a module of functions) lacks or takes other parameters in."""
+    """The protocol's methods that ``impl`` (a class, or a module of functions) lacks or takes other
+    parameters in."""
     out = []
     for name in sorted(members(proto)):
         want = vars(proto).get(name)
@@ -80,7 +82,8 @@ def test_the_ssh_backend_runs_the_module_s_function_of_the_time_with_the_argumen
         return NodeEvidence(node, True)
 
     monkeypatch.setattr(ssh, "collect_node", fake)
-    ev = ssh.SshBackend().collect_node("n1", {"ansible_host": "192.0.2.1"}, {"x": ("true", 5)}, stages=[["x"]])
+    conn = {"ansible_host": "192.0.2.1"}
+    ev = ssh.SshBackend().collect_node("n1", conn, {"x": ("true", 5)}, stages=[["x"]])
     assert ev.node == "n1" and ev.reachable
     assert calls == [("n1", {"ansible_host": "192.0.2.1"}, {"x": ("true", 5)}, {"stages": [["x"]]})]
 

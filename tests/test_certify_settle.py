@@ -34,7 +34,8 @@ def test_run_gives_back_what_was_set_aside(monkeypatch, tmp_path):
         settling.settle()
         raise RuntimeError("stopped")
 
-    monkeypatch.setattr(context, "inventory", lambda args: type("Inv", (), {"source": tmp_path / "hosts.yml"})())
+    inv = type("Inv", (), {"source": tmp_path / "hosts.yml"})()
+    monkeypatch.setattr(context, "inventory", lambda args: inv)
     monkeypatch.setattr(certify.certificate, "load_or_create_key", lambda *a: (None, tmp_path / "k.pub"))
     monkeypatch.setattr(context, "Store", lambda: None)
     monkeypatch.setattr(certify, "_certify", fake)

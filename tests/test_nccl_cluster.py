@@ -161,12 +161,14 @@ def test_the_run_is_one_mpirun_over_the_cleared_nodes_per_rail_group_and_every_n
     # no pair NCCL figure between the cleared nodes: an error per rail group, nothing run
     calls.clear()
     out = certify.cluster_probes(_inv(names), names, ProbeSettings(2, 20), tmp_path,
-                                 [m for m in pairs if m.probe != "nccl_allreduce"], set(), set(), [], io=SshBackend())
+                                 [m for m in pairs if m.probe != "nccl_allreduce"], set(), set(), [],
+                                 io=SshBackend())
     assert [m.status for m in out] == ["error"] * 3 and not calls
     assert "no pair NCCL figure to scale against" in out[0].observed
     # two cleared nodes: one skip, nothing run
     calls.clear()
-    out = certify.cluster_probes(_inv(names), names, ProbeSettings(2, 20), tmp_path, pairs[:2], set(), set(), [], io=SshBackend())
+    out = certify.cluster_probes(_inv(names), names, ProbeSettings(2, 20), tmp_path, pairs[:2], set(), set(),
+                                 [], io=SshBackend())
     assert [m.status for m in out] == ["skip"] and not calls
     # not asked for (--probes iperf3): nothing at all
     assert certify.cluster_probes(_inv(names), names, ProbeSettings(2, 20, frozenset({"iperf3"})), tmp_path, pairs,

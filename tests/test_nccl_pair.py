@@ -170,7 +170,8 @@ def test_nccl_pair_judged_against_the_pair_threshold_and_cleaned_up_on_both_node
 def test_a_pair_run_that_did_not_cover_both_nodes_is_an_error_whatever_its_figure(monkeypatch, tmp_path, text, why):
     th = load_profile("lab").thresholds["nccl_allreduce_pair"]
     _fake(monkeypatch, CommandResult(0, text, "", False, 3.0, "mpirun"))
-    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path, th, set(), io=ssh.SshBackend())
+    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path, th, set(),
+                          io=ssh.SshBackend())
     assert m.status == "error" and why in m.observed, m.observed
     assert m.value is None
 
@@ -178,7 +179,8 @@ def test_a_pair_run_that_did_not_cover_both_nodes_is_an_error_whatever_its_figur
 def test_a_timed_out_launch_is_an_error_and_both_nodes_are_still_cleaned(monkeypatch, tmp_path):
     th = load_profile("lab").thresholds["nccl_allreduce_pair"]
     calls = _fake(monkeypatch, CommandResult(None, "", "", True, 22.0, "mpirun ..."))
-    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path, th, set(), io=ssh.SshBackend())
+    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path, th, set(),
+                          io=ssh.SshBackend())
     assert m.status == "error" and "timed out after 22 s" in m.observed
     assert [c[1] for c in calls if c[0] == "collect"] == ["node1", "node2"]
 
@@ -218,7 +220,8 @@ def test_slurm_pairs_that_slurm_cannot_place_now_launch_with_mpirun_and_say_why(
 def test_nccl_pair_is_not_run_with_a_node_down(monkeypatch, tmp_path):
     th = load_profile("lab").thresholds["nccl_allreduce_pair"]
     calls = _fake(monkeypatch, CommandResult(0, GOOD, "", False, 3.0, "mpirun"))
-    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path, th, {"node2"}, io=ssh.SshBackend())
+    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path, th, {"node2"},
+                          io=ssh.SshBackend())
     assert m.status == "error" and "node2 stopped answering" in m.observed and not calls
 
 
@@ -240,7 +243,8 @@ def test_pair_probes_run_nccl_after_the_perftests_and_the_ddp_test_last(monkeypa
     lab = node_rails(load_profile("lab"), {"devices": [], "matrix": {}, "affinity": {
         "GPU0": {"numa_affinity": "0"}, "GPU4": {"numa_affinity": "1"}}}, None)
     ms, down = certify.pair_probes(_host("node1"), _host("node2"), 1,
-                                   ProbeSettings(2, 20, rails={"node1": lab, "node2": lab}), tmp_path, io=ssh.SshBackend())
+                                   ProbeSettings(2, 20, rails={"node1": lab, "node2": lab}), tmp_path,
+                                   io=ssh.SshBackend())
     # the perftests (ib_write_bw --use_cuda runs under numactl), then NCCL, then the DDP smoke test (torchrun
     # started after picking a free port)
     tools = [t for t, _ in seen]

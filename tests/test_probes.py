@@ -515,7 +515,8 @@ def test_drift_counts_a_latency_rise_not_a_latency_fall_as_a_drop(monkeypatch, t
         [lat(a.name, b.name, values.get(frozenset((a.name, b.name)), 1.07))], set()))
     inv = SimpleNamespace(hosts={n: SimpleNamespace(name=n, vars=SimpleNamespace()) for n in ("n1", "n2", "n3", "n4")})
     baseline = [{"probe": "ib_write_lat", "fabric": 0, "value": 1.07, "status": "pass"}] * 4
-    items, ms = drift.performance(inv, ["n1", "n2", "n3", "n4"], baseline, lambda n: 0.10, 2, io=ssh.SshBackend())
+    items, ms = drift.performance(inv, ["n1", "n2", "n3", "n4"], baseline, lambda n: 0.10, 2,
+                                  io=ssh.SshBackend())
     assert len(ms) >= 2
     notes = " ".join(i.after or "" for i in items)
     assert "ib_write_lat fabric 0: 1.6 usec vs baseline median 1.07 (+50%" in notes
@@ -580,7 +581,8 @@ def test_run_probes_reports_timing_of_each_phase(monkeypatch, tmp_path):
     inv = SimpleNamespace(hosts={n: _host(n) for n in ("n1", "n2", "n3", "n4")})
     for h in inv.hosts.values():
         h.vars.clustercert_slurm = False
-    out = certify.run(inv, ["n1", "n2", "n3", "n4"], ProbeSettings(1, 5), ThresholdJudge(), 25, io=ssh.SshBackend())
+    out = certify.run(inv, ["n1", "n2", "n3", "n4"], ProbeSettings(1, 5), ThresholdJudge(), 25,
+                      io=ssh.SshBackend())
     t = out.timing
     assert [r["round"] for r in t["rounds"]] == [1] and t["rounds"][0]["tool_s"] == 0.07
     assert t["rounds"][0]["wall_s"] >= 0.1
@@ -630,7 +632,8 @@ def test_round1_servers_start_once_their_node_loopback_tests_end(monkeypatch, tm
              for i, n in enumerate(("node01", "node02", "node03", "node04"), 11)}
     for h in hosts.values():
         h.vars.clustercert_slurm = False
-    out = certify.run(SimpleNamespace(hosts=hosts), list(hosts), ProbeSettings(2, 20), ThresholdJudge(), 25, io=ssh.SshBackend())
+    out = certify.run(SimpleNamespace(hosts=hosts), list(hosts), ProbeSettings(2, 20), ThresholdJudge(), 25,
+                      io=ssh.SshBackend())
     assert len(out.rounds) == 1 and set(plans) == {("node01", "node02"), ("node03", "node04")}
     servers = [i for i, e in enumerate(events) if e[0] == "server"]
     # per pair: ib_write_bw and ib_write_lat per rail, iperf3 per fabric, ib_write_bw --use_cuda per GPU-NIC pair

@@ -1,6 +1,6 @@
-"""What a verb needs before it runs is the verb's own declaration (its module's NEEDS, clustercert.commands.Needs),
-and clustercert.cli.prepare does what it says: the state directory, the open-file check, the private umask, the
-flags argparse cannot require."""
+"""What a verb needs before it runs is the verb's own declaration (its module's NEEDS,
+clustercert.commands.Needs), and clustercert.cli.prepare does what it says: the state directory, the open-file
+check, the private umask, the flags argparse cannot require."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ def test_every_verb_s_module_runs_it_and_declares_what_it_needs(verb):
 def test_the_verbs_that_run_on_nodes_keep_state_and_open_sessions_the_lab_keeps_the_callers_umask():
     needs = {v: getattr(cli.command(v.replace("-", "_")), "NEEDS", Needs()) for v in verbs()}
     assert {v for v, n in needs.items() if n.sessions} == {"validate", "probe", "certify", "drift"}
-    assert {v for v, n in needs.items() if n.state} == {"bootstrap", "validate", "probe", "certify", "drift", "report",
-                                                         "key"}
+    assert {v for v, n in needs.items() if n.state} == {"bootstrap", "validate", "probe", "certify", "drift",
+                                                         "report", "key"}
     assert {v for v, n in needs.items() if not n.private_umask} == {"lab"}
     assert [f for f, *_ in needs["certify"].required] == ["--out"]
 

@@ -230,11 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
 # dispatch
 
 def command(name: str):
-    """clustercert.commands.<name>, whose ``run(args)`` runs the verb (``list_hosts``: --list-hosts, on any verb
-    that takes -i) and whose ``NEEDS`` says what prepare() does first. Imported by name when the verb runs, not with this module: the verbs' layers bring pydantic,
-    ansible, ansible-runner, cryptography, jinja2, rich and prometheus_client, and importing every verb's module
-    made `clustercert --help` (and every mistyped flag) take 0.58 s instead of 0.04 s (median of 5, 2-core CI
-    machine, 2026-12-05)."""
+    """clustercert.commands.<name>, whose ``run(args)`` runs the verb (``list_hosts``: --list-hosts, on any
+    verb that takes -i) and whose ``NEEDS`` says what prepare() does first. Imported by name when the verb
+    runs, not with this module: the verbs' layers bring pydantic, ansible, ansible-runner, cryptography,
+    jinja2, rich and prometheus_client, and importing every verb's module made `clustercert --help` (and
+    every mistyped flag) take 0.58 s instead of 0.04 s (median of 5, 2-core CI machine, 2026-12-05)."""
     return importlib.import_module(f"clustercert.commands.{name}")
 
 
@@ -304,14 +304,16 @@ def connection_flags(args) -> dict[str, str]:
 
 
 def prepare(args, needs: Needs) -> None:
-    """What every verb gets before it runs, as its module's ``NEEDS`` (clustercert.commands.Needs) asks: a private
-    umask, checked flags, a checked state directory, checked output paths, the open-file limit, the become password.
-    Bad input here is exit 2 with nothing run."""
-    for flag, attr, why in needs.required:  # not with --list-hosts (argparse cannot say so): main() ran that first
+    """What every verb gets before it runs, as its module's ``NEEDS`` (clustercert.commands.Needs) asks: a
+    private umask, checked flags, a checked state directory, checked output paths, the open-file limit, the
+    become password. Bad input here is exit 2 with nothing run."""
+    # not asked of --list-hosts (argparse cannot say so): main() ran that before
+    for flag, attr, why in needs.required:
         if not getattr(args, attr, None):
             raise InputError(flag, None, f"required by `clustercert {args.verb}`: {why}")
     if needs.private_umask:
-        os.umask(0o077)  # state files 0600, directories 0700 (ansible's fact cache too); main() puts the caller's back
+        # state files 0600, directories 0700 (ansible's fact cache too); main() puts the caller's umask back
+        os.umask(0o077)
     os.environ.update(connection_flags(args))
     for attr, (flag, kind) in OUT_FLAGS.items():
         if getattr(args, attr, None):

@@ -1,8 +1,9 @@
 """The validators' run: collect every node's evidence (one connection each), evaluate it.
 
 The checks' I/O driver, as clustercert.probes.run is the probes': it asks each component for its
-commands, collects them through the run's backend (``io``: clustercert.collect.backend.Backend; every node at
-once, the disruptive bond failover test one node after the other) and hands the evidence to the components' pure evaluators.
+commands, collects them through the run's backend (``io``: clustercert.collect.backend.Backend; every node
+at once, the disruptive bond failover test one node after the other) and hands the evidence to the
+components' pure evaluators.
 ``validate_here`` is the same for the machine it runs on (``clustercert node-check``): the node's own
 checks, its commands run here by the same node runner, no SSH, no inventory.
 """
@@ -78,8 +79,8 @@ def host_context(h: HostView) -> HostContext:
     )
 
 
-def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = DEFAULT_FORKS, disruptive: bool = False,
-                   selected: set[str] | None = None,
+def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = DEFAULT_FORKS,
+                   disruptive: bool = False, selected: set[str] | None = None,
                    nvlink_baseline: dict[str, dict[str, dict[str, int]]] | None = None,
                    keep_outputs: bool = True, after_node: Callable[[], None] | None = None,
                    *, io: Backend, progress: Callable[..., None] | None = None) -> dict[str, NodeResult]:

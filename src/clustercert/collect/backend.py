@@ -35,15 +35,17 @@ class Backend(Protocol):
         """The seconds a node runner with ``commands`` may take, all told."""
         ...
 
-    def collect_node(self, node: str, conn: dict, commands: dict[str, tuple], *, control_dir: Path | None = None,
-                     parallel: int = 8, stages: list[list[str]] | None = None,
-                     on_done: Callable[[str], None] | None = None, path: str = "") -> NodeEvidence:
+    def collect_node(self, node: str, conn: dict, commands: dict[str, tuple], *,
+                     control_dir: Path | None = None, parallel: int = 8,
+                     stages: list[list[str]] | None = None, on_done: Callable[[str], None] | None = None,
+                     path: str = "") -> NodeEvidence:
         """One node's ``commands`` through the node runner."""
         ...
 
     def collect_many(self, nodes: dict[str, dict], commands_for: dict[str, dict[str, tuple]], *,
                      forks: int = DEFAULT_FORKS, control_dir: Path | None = None,
-                     each: Callable[[str, NodeEvidence], NodeEvidence] | None = None) -> dict[str, NodeEvidence]:
+                     each: Callable[[str, NodeEvidence], NodeEvidence] | None = None,
+                     ) -> dict[str, NodeEvidence]:
         """Every node's commands at once; ``each`` with each node's evidence as it ends."""
         ...
 
@@ -53,7 +55,8 @@ class Backend(Protocol):
         ...
 
     def start_server(self, server: tuple[str, dict, str], timeout: float, *, control_dir: Path | None = None,
-                     server_start_delay: float = 0.5, server_port: int | None = None, peer: str | None = None) -> Any:
+                     server_start_delay: float = 0.5, server_port: int | None = None,
+                     peer: str | None = None) -> Any:
         """A probe's server started, bounded by ``timeout``; returns once a client may connect."""
         ...
 
@@ -62,12 +65,13 @@ class Backend(Protocol):
         ...
 
     def finish_probe(self, srv: Any, client: tuple[str, dict, str], timeout: float, *,
-                     control_dir: Path | None = None, background: ThreadPoolExecutor | None = None) -> ssh.ProbeRun:
+                     control_dir: Path | None = None,
+                     background: ThreadPoolExecutor | None = None) -> ssh.ProbeRun:
         """``client`` against the started server (or alone), both bounded; no process left."""
         ...
 
-    def run_server_client(self, server: tuple[str, dict, str] | None, client: tuple[str, dict, str], timeout: float,
-                          *, control_dir: Path | None = None, server_start_delay: float = 0.5,
+    def run_server_client(self, server: tuple[str, dict, str] | None, client: tuple[str, dict, str],
+                          timeout: float, *, control_dir: Path | None = None, server_start_delay: float = 0.5,
                           server_port: int | None = None) -> ssh.ProbeRun:
         """start_server, then finish_probe."""
         ...

@@ -18,10 +18,10 @@ step of that job (``srun --jobid=J --overlap``), never a connection of the contr
   with no pair (a client alone) is a step of its own; a pair's NCCL and DDP launches are steps of the same job
   (probes.run: the srun inside the client's step joins the job, ``SLURM_OVERLAP``).
 
-SlurmBackend implements collect.backend.Backend, as collect.ssh.SshBackend does (collect_node, collect_many,
-collect_in_turn, start_server, stop_server, finish_probe, run_server_client, runner_limit, job_id): checks.run and
-probes.run run over either, so the findings and the localisation come from the same evaluators over the same tools'
-output.
+SlurmBackend implements collect.backend.Backend, as collect.ssh.SshBackend does (collect_node,
+collect_many, collect_in_turn, start_server, stop_server, finish_probe, run_server_client, runner_limit,
+job_id): checks.run and probes.run run over either, so the findings and the localisation come from the same
+evaluators over the same tools' output.
 
 Slurm gives no node it keeps jobs off (down, reserved, not responding, busy) to the job: such a node is not reached,
 and the reason is Slurm's state, read when the backend opens -- the job is asked for with ``--immediate``, so nothing
@@ -546,8 +546,9 @@ class SlurmBackend:
         req = ssh.runner_request(commands, parallel, stages, on_done is not None, path)
         return self._runner_step({node: (commands, req)}, self.runner_limit(commands, stages, parallel), None, on_done)[node]
 
-    def collect_many(self, nodes: dict[str, dict], commands_for: dict[str, dict[str, tuple]], *, forks: int = DEFAULT_FORKS,
-                     control_dir: Path | None = None, each=None) -> dict[str, NodeEvidence]:
+    def collect_many(self, nodes: dict[str, dict], commands_for: dict[str, dict[str, tuple]], *,
+                     forks: int = DEFAULT_FORKS, control_dir: Path | None = None,
+                     each=None) -> dict[str, NodeEvidence]:
         """Every node's commands in ONE srun step (a task per node); ``each`` as each node's document is complete.
         ``forks`` does not apply: Slurm starts the step's tasks, the controller holds one session."""
         requests = {n: (commands_for[n], ssh.runner_request(commands_for[n])) for n in nodes}

@@ -7,7 +7,8 @@ lab's path convention (clustercert.paths), and ``lab`` runs the lab's own progra
 The verbs that run on nodes share commands.context's ``Run`` (inventory, backend, lock, run record, output).
 
 A verb's module declares what it needs before it runs as ``NEEDS = Needs(...)`` (as pip's Command classes
-declare theirs as class attributes); clustercert.cli.prepare reads it. A module that sets none gets ``Needs()``.
+declare theirs as class attributes); clustercert.cli.prepare reads it. A module that sets none gets
+``Needs()``.
 This module is carried by node-check's zipapp: the stdlib only.
 """
 
@@ -20,12 +21,12 @@ from dataclasses import dataclass
 class Needs:
     """What clustercert.cli.prepare does for a verb before it runs (bad input there is exit 2, nothing run).
 
-    ``private_umask``: umask 077 while the verb runs (state files 0600, directories 0700, whatever writes them,
-    ansible's fact cache too); the lab's own program writes node root filesystems with their modes, and opts out.
-    ``state``: the verb keeps state (store, runs, control sockets, locks, keys): the state directory is made 0700
-    and checked. ``sessions``: it opens SSH sessions at --forks: its open files are checked against the limit, and
-    the directory of ssh's control sockets is made. ``required``: (flag, attribute, what it is for) of flags the
-    verb needs that argparse cannot require (they are not needed with --list-hosts)."""
+    ``private_umask``: umask 077 while the verb runs (state files 0600, directories 0700, whatever writes
+    them, ansible's fact cache too); the lab's own program writes node root filesystems with their modes, and
+    opts out. ``state``: the verb keeps state (store, runs, control sockets, locks, keys): the state directory
+    is made 0700 and checked. ``sessions``: it opens SSH sessions at --forks: its open files are checked
+    against the limit, and the directory of ssh's control sockets is made. ``required``: (flag, attribute,
+    what it is for) of flags the verb needs that argparse cannot require (not needed with --list-hosts)."""
 
     private_umask: bool = True
     state: bool = False

@@ -74,5 +74,6 @@ def run(args) -> int:
         if args.diff:
             print(render_changes(result.changes, args.check) or "(no task reported a difference)")
 
-    emit(args, lambda: bootstrap_document(result, summary, started, time.time(), str(inv.source), args.check, ok), text)
+    emit(args, lambda: bootstrap_document(result, summary, started, time.time(), str(inv.source), args.check,
+                                          ok), text)
     return exit_code(ok)

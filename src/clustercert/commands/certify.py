@@ -16,7 +16,7 @@ from clustercert.checks import COMPONENT_ORDER
 from clustercert.checks import run as check_run
 from clustercert.collect import slurm
 from clustercert.commands import Needs
-from clustercert.commands.context import Run, reachable
+from clustercert.commands.context import Run, rails, reachable
 from clustercert.commands.output import emit, exit_code
 from clustercert.probes import run as probe_run
 from clustercert.probes.judge import ThresholdJudge
@@ -53,10 +53,10 @@ def _certify(ctx: Run, out_dir: Path, signing_key, pub_path: Path) -> int:
                                               after_node=settle_every(), io=io, progress=progress)
         validate_s = round(time.monotonic() - t_validate, 2)
         settle()
-        rails = {n: r.rails for n, r in validation.items() if r.rails is not None}  # discovered by the validators
-        outcome = probe_run.run(inv, reachable(validation),
-                                ProbeSettings(args.probe_seconds, args.probe_timeout, rails=rails),
-                                ThresholdJudge.for_inventory(inv), ctx.forks, args.all_pairs, io=io, progress=progress)
+        settings = ProbeSettings(args.probe_seconds, args.probe_timeout, rails=rails(validation))
+        outcome = probe_run.run(inv, reachable(validation), settings,
+                                ThresholdJudge.for_inventory(inv), ctx.forks, args.all_pairs, io=io,
+                                progress=progress)
     settle()
     cert = certificate_body(inv, validation, outcome, started, validate_s, consume=True)  # empties validation
     if args.drain == "slurm":  # after the verdicts, before signing: what was done is part of the certificate
@@ -67,7 +67,8 @@ def _certify(ctx: Run, out_dir: Path, signing_key, pub_path: Path) -> int:
     certificate.write_certificate(cert, out_dir / "certificate.json")
     (out_dir / "signing.pub").write_text(pub_path.read_text())
     write_reports(cert, out_dir)
-    ctx.finish(cert["verdict"], cert["nodes"], cert["links"], actions={"slurm": cert["slurm"]} if "slurm" in cert else None)
+    ctx.finish(cert["verdict"], cert["nodes"], cert["links"],
+               actions={"slurm": cert["slurm"]} if "slurm" in cert else None)
     if args.prom:
         prom.write_certify(args.prom, cert, ctx.source)
     emit(args, lambda: certify_document(cert, run_id, out_dir, ctx.source),

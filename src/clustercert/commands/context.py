@@ -1,10 +1,10 @@
-"""``Run``: the context the verbs that run on the nodes of an inventory share (validate, probe, certify, drift);
-how every verb ends (its output, its exit status) is commands.output's.
+"""``Run``: the context the verbs that run on the nodes of an inventory share (validate, probe, certify,
+drift); how every verb ends (its output, its exit status) is commands.output's.
 
-A ``Run`` holds the inventory ``-i``/``-l`` select (fully checked, and the backend's needs of it: bad input is
-exit 2 before anything runs), --forks, the backend (``opened``: the run's collect.backend.Backend), the
-inventory's run lock (``locked``), the store's record of the run (``start`` ... ``finish``), the live progress on
-stderr and the output format. The verb stays glue: it says what runs, in what order, and what it prints."""
+A ``Run`` holds the inventory ``-i``/``-l`` select (fully checked, and the backend's needs of it: bad input
+is exit 2 before anything runs), --forks, the backend (``opened``: the run's collect.backend.Backend), the
+inventory's run lock (``locked``), the store's record of the run (``start`` ... ``finish``), the live progress
+on stderr and the output format. The verb stays glue: it says what runs, in what order, and what it prints."""
 
 from __future__ import annotations
 
@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 def reachable(results: dict[str, NodeResult]) -> list[str]:
     """The nodes the validators reached (the probes' nodes), in name order."""
     return [n for n, r in sorted(results.items()) if r.verdict != "unreachable"]
+
+
+def rails(results: dict[str, NodeResult]) -> dict:
+    """Each node's compute rails as the validators found them (checks.rails): the probes' rails."""
+    return {n: r.rails for n, r in results.items() if r.rails is not None}
 
 
 class Run:

@@ -18,7 +18,7 @@ from clustercert.checks import run as check_run
 from clustercert.checks.hardware import nvlink_baseline
 from clustercert.collect import DEFAULT_FORKS, backend, engine
 from clustercert.commands import ON_NODES
-from clustercert.commands.context import Run, reachable
+from clustercert.commands.context import Run, rails, reachable
 from clustercert.commands.output import emit, exit_code
 from clustercert.errors import InputError
 from clustercert.model.inventory import load_inventory
@@ -37,8 +37,9 @@ if TYPE_CHECKING:
 
 NEEDS = ON_NODES
 
-# --probes quick|full: the seconds each pair probe runs (cmdoptions.DRIFT_PROBES's help says them), and how long
-# past them a probe may run before it is killed and an error (probe's and certify's --probe-timeout default)
+# --probes quick|full: the seconds each pair probe runs (cmdoptions.DRIFT_PROBES's help says them), and
+# how long past them a probe may run before it is killed and an error (probe's and certify's
+# --probe-timeout default)
 PROBE_SECONDS = {"quick": 2, "full": 5}
 PROBE_TIMEOUT_S = 60
 
@@ -66,8 +67,7 @@ def run(args) -> int:
             if args.probes != "none":
                 perf, measured = performance(inv, reachable(current), ctx.store.links(base["id"]),
                                              lambda n: inv.hosts[n].profile.drift_tolerance,
-                                             PROBE_SECONDS[args.probes], forks, io=io,
-                                             rails={n: r.rails for n, r in current.items() if r.rails is not None})
+                                             PROBE_SECONDS[args.probes], forks, io=io, rails=rails(current))
                 perf_links = [m.link_record() for m in measured]
         items += drift_checks.state_items(current, base_findings)
         items = drift_checks.fold_symptoms(items)
@@ -83,7 +83,8 @@ def run(args) -> int:
         finished = time.time()
         doc = drift_document(items, base["id"], run_id, started, finished, ctx.source, fixed)
         if args.prom:
-            prom.write_drift(args.prom, doc, inv, current, ctx.store.links(base["id"]), perf_links, started, finished)
+            prom.write_drift(args.prom, doc, inv, current, ctx.store.links(base["id"]), perf_links, started,
+                             finished)
     emit(args, doc, lambda: print_drift(doc, run_id))
     return exit_code(not items)
 

@@ -16,8 +16,8 @@ def wants_json(args: argparse.Namespace) -> bool:
 
 
 def emit(args: argparse.Namespace, doc: dict | Callable[[], dict], text: Callable[[], object]) -> None:
-    """The verb's result on stdout: with --format json its document (``doc``, or what ``doc()`` makes: only then),
-    one JSON text with its schema id; otherwise ``text()`` prints the verb's table or lines."""
+    """The verb's result on stdout: with --format json its document (``doc``, or what ``doc()`` makes: only
+    then), one JSON text with its schema id; otherwise ``text()`` prints the verb's table or lines."""
     if wants_json(args):
         print(documents.dumps(doc() if callable(doc) else doc))
     else:

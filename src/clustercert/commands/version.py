@@ -28,8 +28,8 @@ def run(args) -> int:
     state = paths.state_dir()
     origin = "CLUSTERCERT_HOME" if os.environ.get("CLUSTERCERT_HOME") else "default"
     vs = versions()
+    where = f"state directory {state} ({origin}{'' if state.is_dir() else ', not created yet'})"
     emit(args, lambda: documents.envelope("version", None, started) | {
         "versions": vs, "state_dir": {"path": str(state), "origin": origin, "exists": state.is_dir()}},
-        lambda: print(*(f"{name} {value}" for name, value in vs.items()),
-                      f"state directory {state} ({origin}{'' if state.is_dir() else ', not created yet'})", sep="\n"))
+        lambda: print(*(f"{name} {value}" for name, value in vs.items()), where, sep="\n"))
     return EXIT_OK

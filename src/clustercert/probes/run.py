@@ -201,7 +201,8 @@ def _unreachable(plan: PairPlan, ev) -> dict[int, str]:
 
 
 def pair_probes(a, b, rnd: int, cfg: ProbeSettings, cp: Path, slurm_states: dict | None = None,
-                plan: PairPlan | None = None, *, io: Backend, channels: set | None = None) -> tuple[list[Measurement], set[str]]:
+                plan: PairPlan | None = None, *, io: Backend,
+                channels: set | None = None) -> tuple[list[Measurement], set[str]]:
     """Node-to-node probes between a (client) and b (server), one kind after another (see the module
     docstring); ``channels``: only those a later round asks about. Every server starts with the first
     stage and waits, or earlier (``plan`` with its servers started). A later stage starts with its
@@ -485,8 +486,8 @@ def _worst(ms: list[Measurement]) -> str:
 def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs: bool = False,
         *, io: Backend, progress=None) -> ProbeOutcome:
     """Every probe on ``nodes`` (their own, then the pair rounds), judged by ``judge``; concurrency
-    bounded by ``forks`` throughout. ``io``: the run's collect.backend.Backend (ssh or slurm; a fake in the tests). ``progress``: told as
-    the node probes and each pair round begin, and as each node and pair ends
+    bounded by ``forks`` throughout. ``io``: the run's collect.backend.Backend (ssh or slurm; a fake in the
+    tests). ``progress``: told as the node probes and each pair round begin, and as each node and pair ends
     (clustercert.report.progress.RunProgress)."""
     tell = progress or (lambda kind, **ev: None)
     cp = paths.control_dir()
