@@ -45,7 +45,7 @@ def run(args) -> int:
 def _certify(ctx: Run, out_dir: Path, signing_key, pub_path: Path) -> int:
     args, inv = ctx.args, ctx.inv
     started = datetime.now(UTC)
-    run_id = ctx.start({"limit": args.limit, "all_pairs": args.all_pairs, "backend": ctx.backend})
+    run_id = ctx.start({"limit": args.limit, "all_pairs": args.all_pairs, "backend": ctx.backend_name})
     settle()
     with ctx.progress() as progress, ctx.opened() as io:
         t_validate = time.monotonic()

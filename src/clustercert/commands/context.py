@@ -9,8 +9,7 @@ on stderr and the output format. The verb stays glue: it says what runs, in what
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from clustercert import paths
@@ -42,9 +41,9 @@ class Run:
     def __init__(self, args: argparse.Namespace, verb: str) -> None:
         self.args, self.verb = args, verb
         self.inv = inventory(args)  # InputError (exit 2) before anything runs
-        self.backend = getattr(args, "backend", "ssh")
+        self.backend_name = getattr(args, "backend", "ssh")  # --backend
         self.reservation = getattr(args, "reservation", None)
-        backend.check(self.inv, self.backend, self.reservation)
+        backend.check(self.inv, self.backend_name, self.reservation)
         self.run_id: str | None = None
         self._store: Store | None = None
 
@@ -75,7 +74,7 @@ class Run:
 
     def opened(self) -> AbstractContextManager[Backend]:
         """The run's backend (--backend, --reservation), open for the ``with`` block."""
-        return backend.opened(self.inv, self.backend, self.reservation)
+        return backend.opened(self.inv, self.backend_name, self.reservation)
 
     def progress(self) -> RunProgress:
         """The live progress on stderr (not with --format json unless stderr is a terminal)."""
@@ -90,9 +89,3 @@ class Run:
     def finish(self, verdict: str, nodes: dict[str, dict], links=(), actions: dict | None = None) -> None:
         """The run's verdict, its nodes' findings and its links recorded (one transaction)."""
         self.store.finish_run(self.run_id, verdict, nodes, links, actions=actions)
-
-    @contextmanager
-    def recorded(self, meta: dict) -> Iterator[str]:
-        """``start`` under the run lock; the verb calls ``finish`` inside the block."""
-        with self.locked():
-            yield self.start(meta)

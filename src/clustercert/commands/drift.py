@@ -54,7 +54,7 @@ def run(args) -> int:
     with ctx.locked():
         started = time.time()
         perf_links: list = []
-        run_id = ctx.start({"baseline": base["id"], "probes": args.probes, "backend": ctx.backend})
+        run_id = ctx.start({"baseline": base["id"], "probes": args.probes, "backend": ctx.backend_name})
         with PlaybookProgress("drift: configuration (check mode)", enabled=not ctx.json) as progress:
             cfg_result = engine.run_playbook(paths.playbooks_dir() / engine.BOOTSTRAP_PLAYBOOK, inv.source,
                                              limit=args.limit, check=True, diff=True, forks=forks, progress=progress,
@@ -75,7 +75,7 @@ def run(args) -> int:
         items += drift_checks.hardware_items(hardware, ctx.store.hardware(base["id"]))
         if args.probes != "none":
             items += perf
-        fixed = fix(inv, items, forks, ctx.backend) if args.fix else None
+        fixed = fix(inv, items, forks, ctx.backend_name) if args.fix else None
         verdict = "drift" if items else "clean"
         ctx.finish(verdict, {n: r.to_json() | {"detail": r.detail} for n, r in current.items()})
         ctx.store.set_meta(run_id, {"baseline": base["id"], "probes": args.probes,

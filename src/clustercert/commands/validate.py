@@ -29,7 +29,7 @@ def run(args) -> int:
     inv = ctx.inv
     started = time.time()
     run_id = ctx.start({"components": comp_names, "checks": sorted(ids), "limit": args.limit,
-                        "disruptive": args.disruptive, "backend": ctx.backend})
+                        "disruptive": args.disruptive, "backend": ctx.backend_name})
     t0 = time.monotonic()
     with ctx.progress() as progress, ctx.opened() as io:
         results = check_run.validate_nodes(inv, comp_names, ctx.forks, args.disruptive, ids, io=io,
