@@ -386,7 +386,7 @@ class SlurmServer:
 
 
 class SlurmBackend:
-    """The collect.ssh interface over the steps of one Slurm job (see the module's text). ``open`` takes the job,
+    """collect.backend.Backend over the steps of one Slurm job (see the module's text). ``open`` takes the job,
     ``close`` ends it."""
 
     def __init__(self, inv: Inventory, agent: Agent | None, launch: str, blocked: dict[str, str]) -> None:
