@@ -386,8 +386,8 @@ class SlurmServer:
 
 
 class SlurmBackend:
-    """collect.backend.Backend over the steps of one Slurm job (see the module's text). ``open`` takes the job,
-    ``close`` ends it."""
+    """collect.backend.Backend over the steps of one Slurm job (see the module's text). ``open`` takes the
+    job, ``close`` ends it."""
 
     def __init__(self, inv: Inventory, agent: Agent | None, launch: str, blocked: dict[str, str]) -> None:
         self.names = {n: slurm_name(h) for n, h in inv.hosts.items()}

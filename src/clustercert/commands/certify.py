@@ -16,7 +16,7 @@ from clustercert.checks import COMPONENT_ORDER
 from clustercert.checks import run as check_run
 from clustercert.collect import slurm
 from clustercert.commands import Needs
-from clustercert.commands.context import Run, rails, reachable
+from clustercert.commands.context import Run, rails_found, reachable
 from clustercert.commands.output import emit, exit_code
 from clustercert.probes import run as probe_run
 from clustercert.probes.judge import ThresholdJudge
@@ -53,7 +53,7 @@ def _certify(ctx: Run, out_dir: Path, signing_key, pub_path: Path) -> int:
                                               after_node=settle_every(), io=io, progress=progress)
         validate_s = round(time.monotonic() - t_validate, 2)
         settle()
-        settings = ProbeSettings(args.probe_seconds, args.probe_timeout, rails=rails(validation))
+        settings = ProbeSettings(args.probe_seconds, args.probe_timeout, rails=rails_found(validation))
         outcome = probe_run.run(inv, reachable(validation), settings,
                                 ThresholdJudge.for_inventory(inv), ctx.forks, args.all_pairs, io=io,
                                 progress=progress)

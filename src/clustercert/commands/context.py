@@ -30,7 +30,7 @@ def reachable(results: dict[str, NodeResult]) -> list[str]:
     return [n for n, r in sorted(results.items()) if r.verdict != "unreachable"]
 
 
-def rails(results: dict[str, NodeResult]) -> dict:
+def rails_found(results: dict[str, NodeResult]) -> dict:
     """Each node's compute rails as the validators found them (checks.rails): the probes' rails."""
     return {n: r.rails for n, r in results.items() if r.rails is not None}
 

@@ -18,7 +18,7 @@ from clustercert.checks import run as check_run
 from clustercert.checks.hardware import nvlink_baseline
 from clustercert.collect import DEFAULT_FORKS, backend, engine
 from clustercert.commands import ON_NODES
-from clustercert.commands.context import Run, rails, reachable
+from clustercert.commands.context import Run, rails_found, reachable
 from clustercert.commands.output import emit, exit_code
 from clustercert.errors import InputError
 from clustercert.model.inventory import load_inventory
@@ -37,9 +37,8 @@ if TYPE_CHECKING:
 
 NEEDS = ON_NODES
 
-# --probes quick|full: the seconds each pair probe runs (cmdoptions.DRIFT_PROBES's help says them), and
-# how long past them a probe may run before it is killed and an error (probe's and certify's
-# --probe-timeout default)
+# --probes quick|full: each pair probe's seconds (as cmdoptions.DRIFT_PROBES's help says), and the seconds
+# past them before a probe is killed and an error (probe's and certify's --probe-timeout default)
 PROBE_SECONDS = {"quick": 2, "full": 5}
 PROBE_TIMEOUT_S = 60
 
@@ -67,7 +66,8 @@ def run(args) -> int:
             if args.probes != "none":
                 perf, measured = performance(inv, reachable(current), ctx.store.links(base["id"]),
                                              lambda n: inv.hosts[n].profile.drift_tolerance,
-                                             PROBE_SECONDS[args.probes], forks, io=io, rails=rails(current))
+                                             PROBE_SECONDS[args.probes], forks, io=io,
+                                             rails=rails_found(current))
                 perf_links = [m.link_record() for m in measured]
         items += drift_checks.state_items(current, base_findings)
         items = drift_checks.fold_symptoms(items)
