@@ -267,7 +267,7 @@ def pipeline(n: int, forks: int = 25, all_probes: bool = False, keep: dict | Non
     settle()  # as certify, after each stage below too
     t = mark("inventory", t)
     validation = check_run.validate_nodes(inv, list(COMPONENT_ORDER), forks, keep_outputs=False,  # as certify
-                                          after_node=settle_every())
+                                          after_node=settle_every(), io=ssh.SshBackend())
     settle()
     t = mark("validate", t)
     reachable = [x for x, r in sorted(validation.items()) if r.verdict != "unreachable"]

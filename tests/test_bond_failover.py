@@ -11,6 +11,7 @@ import pytest
 
 from clustercert.checks import HostContext, all_check_ids, bond_failover, component, disruptive_component
 from clustercert.checks import run as check_run
+from clustercert.collect import ssh
 from clustercert.model.evidence import CommandResult, NodeEvidence
 from clustercert.model.inventory import HostView, Inventory, InventoryVars
 from clustercert.model.profile import load_profile
@@ -233,9 +234,9 @@ def test_validate_runs_the_failover_node_by_node_after_the_normal_checks(monkeyp
         calls.append(("in_turn", list(nodes), {n: commands_for[n]["bond_failover"][0].split()[-4] for n in nodes}))
         return {n: NodeEvidence(n, True, "", {"bond_failover": res(BACKUP_DOWN if n == "n2" else TESTED)}) for n in nodes}
 
-    monkeypatch.setattr(check_run.ssh, "collect_many", fake_many)
-    monkeypatch.setattr(check_run.ssh, "collect_in_turn", fake_in_turn)
-    results = check_run.validate_nodes(inv, ["bond"], disruptive=True)
+    monkeypatch.setattr(ssh, "collect_many", fake_many)
+    monkeypatch.setattr(ssh, "collect_in_turn", fake_in_turn)
+    results = check_run.validate_nodes(inv, ["bond"], disruptive=True, io=ssh.SshBackend())
     # normal checks first (all nodes at once), then the failover on the reachable nodes one by one, in order;
     # each pings the next reachable node whose ib.bond passed (n2's backup slave is down, n4 does not answer)
     assert calls[0] == ("many", ["n1", "n2", "n3", "n4"], ["bonding", "bonding_proc"])
@@ -252,7 +253,7 @@ def test_validate_runs_the_failover_node_by_node_after_the_normal_checks(monkeyp
     assert rows["n1"]["bond"] == "pass" and rows["n2"]["bond"] == "fail (2)"
     # without --disruptive: no failover step, no ib.bond_failover finding
     calls.clear()
-    results = check_run.validate_nodes(inv, ["bond"])
+    results = check_run.validate_nodes(inv, ["bond"], io=ssh.SshBackend())
     assert [c[0] for c in calls] == ["many"]
     assert not [f for r in results.values() for f in r.findings if f.check == CHECK]
 

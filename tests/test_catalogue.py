@@ -314,12 +314,12 @@ def test_expand_takes_ids_and_components():
     (["--checks", "gpu", "--disruptive"], "--disruptive: the disruptive test belongs to bond"),
 ])
 def test_bad_check_selection_is_one_line_before_anything_runs(argv, fragment, capsys, monkeypatch):
-    import clustercert.checks.run
+    import clustercert.collect.ssh
 
     def nothing(*a, **k):
         raise AssertionError("a connection was attempted")
 
-    monkeypatch.setattr(clustercert.checks.run.ssh, "collect_many", nothing)
+    monkeypatch.setattr(clustercert.collect.ssh, "collect_many", nothing)
     rc = main(["validate", "-i", "sample:h100", *argv])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and fragment in err, err

@@ -3,7 +3,7 @@ aside from the cyclic garbage collector (gc.freeze), and given back at the end o
 
 import gc
 
-from clustercert.commands import certify
+from clustercert.commands import certify, context
 from clustercert.record import settle as settling
 
 
@@ -34,9 +34,10 @@ def test_run_gives_back_what_was_set_aside(monkeypatch, tmp_path):
         settling.settle()
         raise RuntimeError("stopped")
 
-    monkeypatch.setattr(certify, "inventory", lambda args: type("Inv", (), {"source": tmp_path / "hosts.yml"})())
+    inv = type("Inv", (), {"source": tmp_path / "hosts.yml"})()
+    monkeypatch.setattr(context, "inventory", lambda args: inv)
     monkeypatch.setattr(certify.certificate, "load_or_create_key", lambda *a: (None, tmp_path / "k.pub"))
-    monkeypatch.setattr(certify, "Store", lambda: None)
+    monkeypatch.setattr(context, "Store", lambda: None)
     monkeypatch.setattr(certify, "_certify", fake)
     try:
         certify.run(Args())

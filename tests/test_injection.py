@@ -23,7 +23,7 @@ from clustercert import remote
 from clustercert.checks import HostContext, bond_failover, component, components
 from clustercert.checks import run as check_run
 from clustercert.collect import slurm
-from clustercert.collect.ssh import collect_node
+from clustercert.collect.ssh import SshBackend, collect_node
 from clustercert.model.evidence import CommandResult
 from clustercert.model.inventory import HostView, Inventory, InventoryVars
 from clustercert.model.profile import load_profile
@@ -240,7 +240,8 @@ def test_every_check_command_through_the_collector(tmp_path, monkeypatch, value)
     ev = collect_node("local1", {"ansible_connection": "local"}, cmds)
     assert ev.reachable, ev.error
     assert not list(tmp_path.rglob(MARK))
-    results = check_run.validate_nodes(hostile_inventory(value), ["bond", "tuning"], disruptive=True)
+    results = check_run.validate_nodes(hostile_inventory(value), ["bond", "tuning"], disruptive=True,
+                                       io=SshBackend())
     assert not list(tmp_path.rglob(MARK))
     fs = {(f.check, f.subject): f for f in results["local1"].findings}
     bond = fs[("ib.bond", value)]

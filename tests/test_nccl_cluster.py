@@ -15,6 +15,7 @@ from test_certificate import sample_certificate
 from test_nccl_pair import SINGLE, _fake, _host, with_ranks
 from test_srun_backend import inventory, slurm  # noqa: F401 - slurm: the stand-in Slurm fixture
 
+from clustercert.collect.ssh import SshBackend
 from clustercert.model.evidence import CommandResult
 from clustercert.model.profile import load_profile
 from clustercert.parsers import parse
@@ -144,7 +145,7 @@ def test_the_run_is_one_mpirun_over_the_cleared_nodes_per_rail_group_and_every_n
     pairs = _pair("node1", "node2", value=190.0) + _pair("node3", "node4", "fail", 20.0) + \
         _pair("node3", "node1", value=186.0, rnd=2)
     out = certify.cluster_probes(_inv(names), names, ProbeSettings(2, 20), tmp_path, pairs, set(), set(),
-                                 [Localisation("bad_node", "node4", "slow")])
+                                 [Localisation("bad_node", "node4", "slow")], io=SshBackend())
     assert [(m.subject, m.status) for m in out] == [("3 nodes x 8 GPUs, all rails", "pass"),
                                                     ("3 nodes x 8 GPUs, fabric 0", "pass"),
                                                     ("3 nodes x 8 GPUs, fabric 1", "pass")]
@@ -160,16 +161,18 @@ def test_the_run_is_one_mpirun_over_the_cleared_nodes_per_rail_group_and_every_n
     # no pair NCCL figure between the cleared nodes: an error per rail group, nothing run
     calls.clear()
     out = certify.cluster_probes(_inv(names), names, ProbeSettings(2, 20), tmp_path,
-                                 [m for m in pairs if m.probe != "nccl_allreduce"], set(), set(), [])
+                                 [m for m in pairs if m.probe != "nccl_allreduce"], set(), set(), [],
+                                 io=SshBackend())
     assert [m.status for m in out] == ["error"] * 3 and not calls
     assert "no pair NCCL figure to scale against" in out[0].observed
     # two cleared nodes: one skip, nothing run
     calls.clear()
-    out = certify.cluster_probes(_inv(names), names, ProbeSettings(2, 20), tmp_path, pairs[:2], set(), set(), [])
+    out = certify.cluster_probes(_inv(names), names, ProbeSettings(2, 20), tmp_path, pairs[:2], set(), set(),
+                                 [], io=SshBackend())
     assert [m.status for m in out] == ["skip"] and not calls
     # not asked for (--probes iperf3): nothing at all
     assert certify.cluster_probes(_inv(names), names, ProbeSettings(2, 20, frozenset({"iperf3"})), tmp_path, pairs,
-                                  set(), set(), []) == []
+                                  set(), set(), [], io=SshBackend()) == []
 
 
 def test_slurm_clusters_run_it_as_one_srun_step_exporting_nccl_ib_hca_by_name():

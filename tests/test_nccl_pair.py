@@ -141,7 +141,7 @@ def test_nccl_pair_judged_against_the_pair_threshold_and_cleaned_up_on_both_node
     th = load_profile("lab").thresholds["nccl_allreduce_pair"]
     cfg = ProbeSettings(2, 20)
     calls = _fake(monkeypatch, CommandResult(0, GOOD, "", False, 3.0, "mpirun"))
-    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, cfg, tmp_path, th, set())
+    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, cfg, tmp_path, th, set(), io=ssh.SshBackend())
     assert (m.probe, m.a, m.b, m.subject, m.round) == ("nccl_allreduce", "node1", "node2", "node1+node2, 16 GPUs", 1)
     assert m.status == "pass" and m.value == 188.53 and m.unit == "gbyte_per_s"
     run, *cleanups = calls
@@ -150,7 +150,7 @@ def test_nccl_pair_judged_against_the_pair_threshold_and_cleaned_up_on_both_node
     assert sorted(c[1] for c in cleanups) == ["node1", "node2"]
     assert all(f"CLUSTERCERT_PROBE_TAG={tag}" in c[2] and c[3] == 15.0 for c in cleanups)
     calls = _fake(monkeypatch, CommandResult(0, SLOW, "", False, 3.0, "mpirun"))
-    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, cfg, tmp_path, th, set())
+    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, cfg, tmp_path, th, set(), io=ssh.SshBackend())
     assert m.status == "fail" and m.value == 3.15
 
 
@@ -170,7 +170,8 @@ def test_nccl_pair_judged_against_the_pair_threshold_and_cleaned_up_on_both_node
 def test_a_pair_run_that_did_not_cover_both_nodes_is_an_error_whatever_its_figure(monkeypatch, tmp_path, text, why):
     th = load_profile("lab").thresholds["nccl_allreduce_pair"]
     _fake(monkeypatch, CommandResult(0, text, "", False, 3.0, "mpirun"))
-    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path, th, set())
+    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path, th, set(),
+                          io=ssh.SshBackend())
     assert m.status == "error" and why in m.observed, m.observed
     assert m.value is None
 
@@ -178,7 +179,8 @@ def test_a_pair_run_that_did_not_cover_both_nodes_is_an_error_whatever_its_figur
 def test_a_timed_out_launch_is_an_error_and_both_nodes_are_still_cleaned(monkeypatch, tmp_path):
     th = load_profile("lab").thresholds["nccl_allreduce_pair"]
     calls = _fake(monkeypatch, CommandResult(None, "", "", True, 22.0, "mpirun ..."))
-    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path, th, set())
+    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path, th, set(),
+                          io=ssh.SshBackend())
     assert m.status == "error" and "timed out after 22 s" in m.observed
     assert [c[1] for c in calls if c[0] == "collect"] == ["node1", "node2"]
 
@@ -188,7 +190,7 @@ def test_slurm_clusters_launch_with_srun_and_cancel_the_job(monkeypatch, tmp_pat
     calls = _fake(monkeypatch, CommandResult(0, GOOD, "", False, 3.0, "srun"))
     a, b = _host("node1", True, "gpu-a"), _host("node2", True, None)
     idle = {"node1": NodeState("gpu-a", "IDLE", None), "node2": NodeState("node2", "IDLE", None)}
-    m = certify.nccl_pair(a, b, 2, ProbeSettings(2, 20), tmp_path, th, set(), idle)
+    m = certify.nccl_pair(a, b, 2, ProbeSettings(2, 20), tmp_path, th, set(), idle, io=ssh.SshBackend())
     assert m.status == "pass" and m.evidence.startswith("launched with srun\n")
     assert calls[0][2].startswith("srun --nodes=2 --ntasks-per-node=1 --nodelist=gpu-a,node2 ")
     assert f" --gres=gpu:{a.profile.gpu.count} " in calls[0][2]
@@ -209,7 +211,7 @@ def test_slurm_pairs_that_slurm_cannot_place_now_launch_with_mpirun_and_say_why(
     th = load_profile("lab").thresholds["nccl_allreduce_pair"]
     calls = _fake(monkeypatch, CommandResult(0, GOOD, "", False, 3.0, "mpirun"))
     a, b = _host("node1", True, "gpu-a"), _host("node2", True, None)
-    m = certify.nccl_pair(a, b, 1, ProbeSettings(2, 20), tmp_path, th, set(), states)
+    m = certify.nccl_pair(a, b, 1, ProbeSettings(2, 20), tmp_path, th, set(), states, io=ssh.SshBackend())
     assert m.status == "pass" and calls[0][2].startswith("mpirun ")
     assert m.evidence.startswith(f"launched with mpirun over ssh: Slurm cannot start a step now ({why})\n"), m.evidence
     assert not any("scancel" in c[2] for c in calls[1:])
@@ -218,7 +220,8 @@ def test_slurm_pairs_that_slurm_cannot_place_now_launch_with_mpirun_and_say_why(
 def test_nccl_pair_is_not_run_with_a_node_down(monkeypatch, tmp_path):
     th = load_profile("lab").thresholds["nccl_allreduce_pair"]
     calls = _fake(monkeypatch, CommandResult(0, GOOD, "", False, 3.0, "mpirun"))
-    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path, th, {"node2"})
+    m = certify.nccl_pair(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path, th, {"node2"},
+                          io=ssh.SshBackend())
     assert m.status == "error" and "node2 stopped answering" in m.observed and not calls
 
 
@@ -240,7 +243,8 @@ def test_pair_probes_run_nccl_after_the_perftests_and_the_ddp_test_last(monkeypa
     lab = node_rails(load_profile("lab"), {"devices": [], "matrix": {}, "affinity": {
         "GPU0": {"numa_affinity": "0"}, "GPU4": {"numa_affinity": "1"}}}, None)
     ms, down = certify.pair_probes(_host("node1"), _host("node2"), 1,
-                                   ProbeSettings(2, 20, rails={"node1": lab, "node2": lab}), tmp_path)
+                                   ProbeSettings(2, 20, rails={"node1": lab, "node2": lab}), tmp_path,
+                                   io=ssh.SshBackend())
     # the perftests (ib_write_bw --use_cuda runs under numactl), then NCCL, then the DDP smoke test (torchrun
     # started after picking a free port)
     tools = [t for t, _ in seen]
@@ -253,7 +257,7 @@ def test_pair_probes_run_nccl_after_the_perftests_and_the_ddp_test_last(monkeypa
     assert " -x NCCL_DEBUG=INFO " in next(line for t, line in seen if t == "mpirun")
     cfg = ProbeSettings(2, 20, only=frozenset({"ib_write_bw"}))
     seen.clear()
-    ms, _ = certify.pair_probes(_host("node1"), _host("node2"), 1, cfg, tmp_path)
+    ms, _ = certify.pair_probes(_host("node1"), _host("node2"), 1, cfg, tmp_path, io=ssh.SshBackend())
     assert "mpirun" not in [t for t, _ in seen] and all(m.probe == "ib_write_bw" for m in ms)
 
 

@@ -392,7 +392,7 @@ def test_pair_probes_run_one_kind_at_a_time_bandwidth_then_ipoib_then_latency(mo
     monkeypatch.setattr(ssh, "collect_node", fake_reach)
     a = _host("node01", addresses={"ib0": "10.251.0.11/24", "ib1": "10.252.0.11/24"})
     b = _host("node02", addresses={"ib0": "10.251.0.12/24", "ib1": "10.252.0.12/24"})
-    ms, down = certify.pair_probes(a, b, 1, _pre22(), tmp_path)
+    ms, down = certify.pair_probes(a, b, 1, _pre22(), tmp_path, io=ssh.SshBackend())
     # the reachability pass: on the client node, one echo per fabric address, beside the first stage
     ((node, at, asked),) = reach
     assert node == "node01" and at < min(t0 for *_, t0, _ in calls)
@@ -437,7 +437,7 @@ def test_later_pair_probes_are_not_run_against_a_node_that_stopped_answering(mon
     monkeypatch.setattr(ssh, "stop_server", stopped.append)
     a = _host("node01", addresses={"ib0": "10.251.0.11/24", "ib1": "10.252.0.11/24"})
     b = _host("node02", addresses={"ib0": "10.251.0.12/24", "ib1": "10.252.0.12/24"})
-    ms, down = certify.pair_probes(a, b, 1, _pre22(), tmp_path)
+    ms, down = certify.pair_probes(a, b, 1, _pre22(), tmp_path, io=ssh.SshBackend())
     assert down == {"node02"} and set(seen) == {"ib_write_bw"}
     # the later stages' servers are stopped, their probes are errors saying why
     assert sorted(s[2].split()[0] for s in stopped) == ["ib_write_lat"] * 2 + ["iperf3"] * 2
@@ -467,7 +467,7 @@ def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the
     monkeypatch.setattr(ssh, "collect_node", fake_collect)
     host = _host("node01")
     assert host.profile.gpu.nvswitch
-    ms = certify.node_probes(host, _pre22(), tmp_path)
+    ms = certify.node_probes(host, _pre22(), tmp_path, io=ssh.SshBackend())
     # one connection: the rails' loopbacks at once (each client with its server) and, the GPUs being on
     # NVSwitch, NCCL beside them; then one after another
     assert calls == [[["loopback0", "loopback1", "nccl"], ["nvbandwidth"], ["dcgmi_diag"]]]
@@ -491,7 +491,7 @@ def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the
     assert {f.check for f in findings} >= {"probe.gpu_util_under_load", "probe.dcgmi_diag", "probe.nccl_allreduce"}
     # without NVSwitch NCCL's traffic inside the node crosses PCIe, as the loopback traffic does: after the rails
     host.profile = host.profile.model_copy(update={"gpu": host.profile.gpu.model_copy(update={"nvswitch": False})})
-    ms = certify.node_probes(host, _pre22(), tmp_path)
+    ms = certify.node_probes(host, _pre22(), tmp_path, io=ssh.SshBackend())
     assert calls[-1] == [["loopback0", "loopback1"], ["nccl"], ["nvbandwidth"], ["dcgmi_diag"]]
     assert tool_seconds(ms) == 2.5 + 3.0 + 1.0 + 1.0
 
@@ -515,7 +515,8 @@ def test_drift_counts_a_latency_rise_not_a_latency_fall_as_a_drop(monkeypatch, t
         [lat(a.name, b.name, values.get(frozenset((a.name, b.name)), 1.07))], set()))
     inv = SimpleNamespace(hosts={n: SimpleNamespace(name=n, vars=SimpleNamespace()) for n in ("n1", "n2", "n3", "n4")})
     baseline = [{"probe": "ib_write_lat", "fabric": 0, "value": 1.07, "status": "pass"}] * 4
-    items, ms = drift.performance(inv, ["n1", "n2", "n3", "n4"], baseline, lambda n: 0.10, 2)
+    items, ms = drift.performance(inv, ["n1", "n2", "n3", "n4"], baseline, lambda n: 0.10, 2,
+                                  io=ssh.SshBackend())
     assert len(ms) >= 2
     notes = " ".join(i.after or "" for i in items)
     assert "ib_write_lat fabric 0: 1.6 usec vs baseline median 1.07 (+50%" in notes
@@ -580,7 +581,8 @@ def test_run_probes_reports_timing_of_each_phase(monkeypatch, tmp_path):
     inv = SimpleNamespace(hosts={n: _host(n) for n in ("n1", "n2", "n3", "n4")})
     for h in inv.hosts.values():
         h.vars.clustercert_slurm = False
-    out = certify.run(inv, ["n1", "n2", "n3", "n4"], ProbeSettings(1, 5), ThresholdJudge(), 25)
+    out = certify.run(inv, ["n1", "n2", "n3", "n4"], ProbeSettings(1, 5), ThresholdJudge(), 25,
+                      io=ssh.SshBackend())
     t = out.timing
     assert [r["round"] for r in t["rounds"]] == [1] and t["rounds"][0]["tool_s"] == 0.07
     assert t["rounds"][0]["wall_s"] >= 0.1
@@ -630,7 +632,8 @@ def test_round1_servers_start_once_their_node_loopback_tests_end(monkeypatch, tm
              for i, n in enumerate(("node01", "node02", "node03", "node04"), 11)}
     for h in hosts.values():
         h.vars.clustercert_slurm = False
-    out = certify.run(SimpleNamespace(hosts=hosts), list(hosts), ProbeSettings(2, 20), ThresholdJudge(), 25)
+    out = certify.run(SimpleNamespace(hosts=hosts), list(hosts), ProbeSettings(2, 20), ThresholdJudge(), 25,
+                      io=ssh.SshBackend())
     assert len(out.rounds) == 1 and set(plans) == {("node01", "node02"), ("node03", "node04")}
     servers = [i for i, e in enumerate(events) if e[0] == "server"]
     # per pair: ib_write_bw and ib_write_lat per rail, iperf3 per fabric, ib_write_bw --use_cuda per GPU-NIC pair

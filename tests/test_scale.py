@@ -485,7 +485,7 @@ def _fleet_validation(monkeypatch, tmp_path, n: int, **kw):
 
     inv = fleet.inventory(n)
     monkeypatch.setattr(ssh, "collect_node", fleet.Fleet(inv).collect_node)
-    return inv, check_run.validate_nodes(inv, list(COMPONENT_ORDER), 3, **kw)
+    return inv, check_run.validate_nodes(inv, list(COMPONENT_ORDER), 3, **kw, io=ssh.SshBackend())
 
 
 def test_certify_keeps_none_of_the_raw_outputs_and_records_the_same(monkeypatch, tmp_path):

@@ -376,7 +376,7 @@ def test_validators_over_slurm_find_what_they_find_over_ssh(slurm, tmp_path, mon
     monkeypatch.setenv("FAKE_SLURM_STATES", "node01=IDLE,node02=IDLE")
     inv = inventory(tmp_path, hosts=("node01", "node02"))
     comps = ["gpu", "time", "tuning"]
-    over_ssh = check_run.validate_nodes(inv, comps, io=ssh)
+    over_ssh = check_run.validate_nodes(inv, comps, io=ssh.SshBackend())
     sessions = []
     real_agent = srun.Agent
     monkeypatch.setattr(srun, "Agent", lambda argv: sessions.append(argv) or real_agent(argv))

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from clustercert import cmdoptions as opt
 from clustercert import paths
+from clustercert.collect import DEFAULT_FORKS
+from clustercert.commands import Needs
 from clustercert.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, ClustercertError, InputError
 from clustercert.model import names
 
@@ -228,20 +230,13 @@ def build_parser() -> argparse.ArgumentParser:
 # dispatch
 
 def command(name: str):
-    """clustercert.commands.<name>, whose ``run(args)`` runs the verb (``list_hosts``: --list-hosts, on any verb
-    that takes -i). Imported by name when the verb runs, not with this module: the verbs' layers bring pydantic,
-    ansible, ansible-runner, cryptography, jinja2, rich and prometheus_client, and importing every verb's module
-    made `clustercert --help` (and every mistyped flag) take 0.58 s instead of 0.04 s (median of 5, 2-core CI
-    machine, 2026-12-05)."""
+    """clustercert.commands.<name>, whose ``run(args)`` runs the verb (``list_hosts``: --list-hosts, on any
+    verb that takes -i) and whose ``NEEDS`` says what prepare() does first. Imported by name when the verb
+    runs, not with this module: the verbs' layers bring pydantic, ansible, ansible-runner, cryptography,
+    jinja2, rich and prometheus_client, and importing every verb's module made `clustercert --help` (and
+    every mistyped flag) take 0.58 s instead of 0.04 s (median of 5, 2-core CI machine, 2026-12-05)."""
     return importlib.import_module(f"clustercert.commands.{name}")
 
-
-# Verbs that keep state (store, runs, control sockets, locks, keys): the state directory is made 0700
-# and checked before they run.
-STATEFUL = {"bootstrap", "validate", "probe", "certify", "drift", "report", "key"}
-
-# Verbs that open SSH sessions at --forks: their open files are checked against the limit before they run.
-SESSION_VERBS = {"validate", "probe", "certify", "drift"}
 
 # Flags that name where a verb writes: checked before the verb runs (no probe, drain or run record first).
 OUT_FLAGS = {"out": ("--out", "dir"), "prom": ("--prom", "file"), "junit": ("--junit", "file")}
@@ -308,25 +303,27 @@ def connection_flags(args) -> dict[str, str]:
     return env
 
 
-def prepare(args) -> None:
-    """What every verb gets before it runs: a private umask, checked flags, a checked state directory,
-    checked output paths, the become password. Bad input here is exit 2 with nothing run."""
-    if args.verb == "certify" and not args.out:  # required, but not with --list-hosts (argparse cannot say so)
-        raise InputError("--out", None, "required by `clustercert certify`: the directory for certificate.json and "
-                                        "its reports")
-    if args.verb != "lab":  # the lab (its own program, run with this umask) writes node root filesystems with their modes
-        os.umask(0o077)  # state files 0600, directories 0700, whatever writes them (ansible's fact cache too)
-        # main() puts the caller's umask back when the verb returns
+def prepare(args, needs: Needs) -> None:
+    """What every verb gets before it runs, as its module's ``NEEDS`` (clustercert.commands.Needs) asks: a
+    private umask, checked flags, a checked state directory, checked output paths, the open-file limit, the
+    become password. Bad input here is exit 2 with nothing run."""
+    # not asked of --list-hosts (argparse cannot say so): main() ran that before
+    for flag, attr, why in needs.required:
+        if not getattr(args, attr, None):
+            raise InputError(flag, None, f"required by `clustercert {args.verb}`: {why}")
+    if needs.private_umask:
+        # state files 0600, directories 0700 (ansible's fact cache too); main() puts the caller's umask back
+        os.umask(0o077)
     os.environ.update(connection_flags(args))
     for attr, (flag, kind) in OUT_FLAGS.items():
         if getattr(args, attr, None):
             check_out(flag, getattr(args, attr), kind)
-    if args.verb in STATEFUL:
+    if needs.state:
         paths.ensure_state_dir()
-    if args.verb in SESSION_VERBS and not getattr(args, "list_hosts", False):
+    if needs.sessions:
         from clustercert.collect.ssh import check_open_files  # not with the parser: it is what runs the verbs
 
-        check_open_files(args.forks or 25)
+        check_open_files(args.forks or DEFAULT_FORKS)
         paths.control_dir()  # where ssh's control sockets go (a deep state directory's own path cannot hold one)
     if getattr(args, "ask_become_pass", False):
         ask_become_pass()
@@ -391,8 +388,9 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_INPUT
         if getattr(args, "list_hosts", False):
             return command("list_hosts").run(args)
-        prepare(args)
-        return command(args.verb.replace("-", "_")).run(args)
+        verb = command(args.verb.replace("-", "_"))
+        prepare(args, getattr(verb, "NEEDS", Needs()))  # what the verb's module declares it needs
+        return verb.run(args)
 
     try:
         return run_program(lambda: parse(parser, argv), run)

@@ -15,6 +15,8 @@ import argparse
 import re
 from dataclasses import dataclass, field
 
+from clustercert.collect import DEFAULT_FORKS
+
 
 @dataclass(frozen=True)
 class Option:
@@ -111,7 +113,7 @@ VAULT_PASSWORD_FILE = option("--vault-password-file", "--vault-pass-file", dest=
 ASK_VAULT_PASS = option("-J", "--ask-vault-pass", "--ask-vault-password", dest="ask_vault_pass", action="store_true",
                         help="ask once for the vault password (on the terminal, never echoed nor written)")
 FORKS = option("-f", "--forks", type=positive_int, metavar="N",
-               help="how many hosts at once (default 25, as ansible.cfg's forks)")
+               help=f"how many hosts at once (default {DEFAULT_FORKS}, as ansible.cfg's forks)")
 
 # ---- playbook runs -------------------------------------------------------------------------------
 

@@ -92,6 +92,7 @@ def test_a_runaway_parse_during_a_run_is_an_error_naming_the_tool(tmp_path, monk
     """validate's run goes on: the node whose output outruns the parse budget gets an error finding that names
     the parser kind; the other node's same check is judged normally."""
     from clustercert.checks import run as check_run
+    from clustercert.collect import ssh
     from clustercert.collect.ssh import NodeEvidence
     from clustercert.model.evidence import CommandResult
     from clustercert.model.inventory import HostView, Inventory, InventoryVars
@@ -115,10 +116,10 @@ def test_a_runaway_parse_during_a_run_is_an_error_naming_the_tool(tmp_path, monk
                                                 for k in commands_for[n]})
         return out
 
-    monkeypatch.setattr(check_run.ssh, "collect_many", fake_many)
+    monkeypatch.setattr(ssh, "collect_many", fake_many)
     monkeypatch.setenv("CLUSTERCERT_PARSE_TIME_LIMIT_S", "0.2")
     t0 = time.monotonic()
-    results = check_run.validate_nodes(inv, ["bond"], selected={"net.bond_lacp"})
+    results = check_run.validate_nodes(inv, ["bond"], selected={"net.bond_lacp"}, io=ssh.SshBackend())
     assert time.monotonic() - t0 < 30
     (f1,) = [f for f in results["n1"].findings if f.check == "net.bond_lacp"]
     assert f1.status == "error" and "bonding-files" in f1.observed and "did not finish within 0.2 s" in f1.observed

@@ -34,6 +34,7 @@ def leftovers(lab, nodes) -> dict[str, str]:
 
 
 def _pair(lab, tmp_path, a: str, b: str, timeout: float = 20):
+    from clustercert.collect.ssh import SshBackend
     from clustercert.model.inventory import load_inventory
     from clustercert.probes import run as certify
     from clustercert.probes.plan import ProbeSettings
@@ -44,7 +45,8 @@ def _pair(lab, tmp_path, a: str, b: str, timeout: float = 20):
     cp = Path(tempfile.mkdtemp(prefix="cc-", dir="/tmp"))  # short: ssh's control socket path has a length limit
     try:
         t0 = time.monotonic()
-        m = certify.nccl_pair(inv.hosts[a], inv.hosts[b], 1, cfg, cp, th["nccl_allreduce_pair"], set())
+        m = certify.nccl_pair(inv.hosts[a], inv.hosts[b], 1, cfg, cp, th["nccl_allreduce_pair"], set(),
+                              io=SshBackend())
         return m, time.monotonic() - t0, cfg
     finally:
         shutil.rmtree(cp, ignore_errors=True)
@@ -144,6 +146,7 @@ def test_nccl_one_host_makes_the_pairs_of_its_node_an_error_never_a_pass(bootstr
 
 
 def _cluster(lab, nodes: list[str], median: float, fabric: int | None = None):
+    from clustercert.collect.ssh import SshBackend
     from clustercert.model.inventory import load_inventory
     from clustercert.probes import cluster
     from clustercert.probes import run as certify
@@ -156,7 +159,7 @@ def _cluster(lab, nodes: list[str], median: float, fabric: int | None = None):
     cp = Path(tempfile.mkdtemp(prefix="cc-", dir="/tmp"))
     try:
         return certify.nccl_cluster([inv.hosts[n] for n in nodes], group, cfg, cp,
-                                    prof.thresholds["nccl_allreduce_cluster"], median)
+                                    prof.thresholds["nccl_allreduce_cluster"], median, io=SshBackend())
     finally:
         shutil.rmtree(cp, ignore_errors=True)
 

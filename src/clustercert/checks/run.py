@@ -1,8 +1,9 @@
 """The validators' run: collect every node's evidence (one connection each), evaluate it.
 
 The checks' I/O driver, as clustercert.probes.run is the probes': it asks each component for its
-commands, collects them through clustercert.collect.ssh (every node at once; the disruptive bond
-failover test one node after the other) and hands the evidence to the components' pure evaluators.
+commands, collects them through the run's backend (``io``: clustercert.collect.backend.Backend; every node
+at once, the disruptive bond failover test one node after the other) and hands the evidence to the
+components' pure evaluators.
 ``validate_here`` is the same for the machine it runs on (``clustercert node-check``): the node's own
 checks, its commands run here by the same node runner, no SSH, no inventory.
 """
@@ -34,13 +35,14 @@ from clustercert.checks import cluster as cluster_checks
 from clustercert.checks import hardware as hardware_checks
 from clustercert.checks import ib as ib_checks
 from clustercert.checks import rails as rails_checks
-from clustercert.collect import ssh
+from clustercert.collect import DEFAULT_FORKS
 from clustercert.collect.ssh import LOCAL, collect_node
 from clustercert.errors import InputError
 from clustercert.model.evidence import NodeEvidence
 from clustercert.parsers import one_parse_per_output
 
-if TYPE_CHECKING:  # node-check's zipapp has no inventory (nor pydantic)
+if TYPE_CHECKING:  # node-check's zipapp has no inventory (nor pydantic), nor collect.backend
+    from clustercert.collect.backend import Backend
     from clustercert.model.inventory import HostView, Inventory
 
 
@@ -77,11 +79,11 @@ def host_context(h: HostView) -> HostContext:
     )
 
 
-def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disruptive: bool = False,
-                   selected: set[str] | None = None,
+def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = DEFAULT_FORKS,
+                   disruptive: bool = False, selected: set[str] | None = None,
                    nvlink_baseline: dict[str, dict[str, dict[str, int]]] | None = None,
                    keep_outputs: bool = True, after_node: Callable[[], None] | None = None,
-                   io=ssh, progress: Callable[..., None] | None = None) -> dict[str, NodeResult]:
+                   *, io: Backend, progress: Callable[..., None] | None = None) -> dict[str, NodeResult]:
     """Collect and evaluate every node; then the cluster-wide checks over every reachable node's evidence;
     with ``disruptive``, then run the components' disruptive tests (the bond failover test) node by node.
     ``selected``: report only these check ids (the components still run whole: the failover test needs
@@ -90,7 +92,7 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
     is taken from its evidence; without ``keep_outputs`` each node's raw command outputs are then dropped but
     for KEPT_OUTPUTS (certify: at fleet scale they were most of the controller's memory; validate --out keeps
     them, it writes them). ``after_node``: called after each node's evaluation (certify settles its memory).
-    ``io``: the collect layer (the collect.ssh module, or --backend slurm's collect.srun.SlurmBackend).
+    ``io``: the run's collect.backend.Backend (collect.ssh's SshBackend, or --backend slurm's SlurmBackend).
     ``progress``: told as the collection begins and as each node's ends (clustercert.report.progress.RunProgress)."""
     comps = components(comp_names)
     contexts = {name: host_context(h) for name, h in inv.hosts.items()}
@@ -157,7 +159,7 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = 25, disru
                 "gpu.nic_affinity", "fail", "rails", "the GPU->NIC mapping of the node's peers (same profile)",
                 f"differs from its peers': {what}", json.dumps(results_rails[name].to_json(), sort_keys=True)))
     if disruptive and "bond" in comp_names:
-        run_bond_failover(inv, contexts, results, io)
+        run_bond_failover(inv, contexts, results, io=io)
     for r in results.values():
         if selected is not None:
             r.findings = [f for f in r.findings if f.check in selected]
@@ -217,7 +219,7 @@ def validate_here(ctx: HostContext, comp_names: list[str], selected: set[str], t
 
 
 def run_bond_failover(inv: Inventory, contexts: dict[str, HostContext], results: dict[str, NodeResult],
-                      io=ssh) -> None:
+                      *, io: Backend) -> None:
     """--disruptive: the bond failover test on every reachable node, ONE NODE AT A TIME in inventory order,
     after the normal checks. Each node pings the bond address of the next node (in order) that answered
     and whose ib.bond passed: that peer is never failing over at the same moment."""

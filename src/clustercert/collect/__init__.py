@@ -5,3 +5,7 @@ the probes' server/client sessions; collect.engine: playbook runs through ansibl
 collect.slurm: scontrol on a Slurm node. Imports model, remote and the base modules only
 (docs/architecture.md).
 """
+
+# how many nodes a run works on at once where -f/--forks is not given (as ansible.cfg's forks): the verbs, the
+# drivers (checks.run, probes.run) and the backends' collect_many read it from here
+DEFAULT_FORKS = 25

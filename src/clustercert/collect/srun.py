@@ -18,9 +18,10 @@ step of that job (``srun --jobid=J --overlap``), never a connection of the contr
   with no pair (a client alone) is a step of its own; a pair's NCCL and DDP launches are steps of the same job
   (probes.run: the srun inside the client's step joins the job, ``SLURM_OVERLAP``).
 
-SlurmBackend offers the interface of the collect.ssh module (collect_node, collect_many, collect_in_turn,
-start_server, stop_server, finish_probe, run_server_client, runner_limit): checks.run and probes.run run over
-either, so the findings and the localisation come from the same evaluators over the same tools' output.
+SlurmBackend implements collect.backend.Backend, as collect.ssh.SshBackend does (collect_node,
+collect_many, collect_in_turn, start_server, stop_server, finish_probe, run_server_client, runner_limit,
+job_id): checks.run and probes.run run over either, so the findings and the localisation come from the same
+evaluators over the same tools' output.
 
 Slurm gives no node it keeps jobs off (down, reserved, not responding, busy) to the job: such a node is not reached,
 and the reason is Slurm's state, read when the backend opens -- the job is asked for with ``--immediate``, so nothing
@@ -49,7 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clustercert import paths, remote
-from clustercert.collect import maintenance, ssh
+from clustercert.collect import DEFAULT_FORKS, maintenance, ssh
 from clustercert.collect.slurm import slurm_hosts, slurm_name
 from clustercert.errors import InputError
 from clustercert.model.evidence import CommandResult, NodeEvidence
@@ -385,8 +386,8 @@ class SlurmServer:
 
 
 class SlurmBackend:
-    """The collect.ssh interface over the steps of one Slurm job (see the module's text). ``open`` takes the job,
-    ``close`` ends it."""
+    """collect.backend.Backend over the steps of one Slurm job (see the module's text). ``open`` takes the
+    job, ``close`` ends it."""
 
     def __init__(self, inv: Inventory, agent: Agent | None, launch: str, blocked: dict[str, str]) -> None:
         self.names = {n: slurm_name(h) for n, h in inv.hosts.items()}
@@ -545,8 +546,9 @@ class SlurmBackend:
         req = ssh.runner_request(commands, parallel, stages, on_done is not None, path)
         return self._runner_step({node: (commands, req)}, self.runner_limit(commands, stages, parallel), None, on_done)[node]
 
-    def collect_many(self, nodes: dict[str, dict], commands_for: dict[str, dict[str, tuple]], *, forks: int = 25,
-                     control_dir: Path | None = None, each=None) -> dict[str, NodeEvidence]:
+    def collect_many(self, nodes: dict[str, dict], commands_for: dict[str, dict[str, tuple]], *,
+                     forks: int = DEFAULT_FORKS, control_dir: Path | None = None,
+                     each=None) -> dict[str, NodeEvidence]:
         """Every node's commands in ONE srun step (a task per node); ``each`` as each node's document is complete.
         ``forks`` does not apply: Slurm starts the step's tasks, the controller holds one session."""
         requests = {n: (commands_for[n], ssh.runner_request(commands_for[n])) for n in nodes}

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clustercert import remote
+from clustercert.collect import DEFAULT_FORKS
 from clustercert.errors import InputError
 from clustercert.model.evidence import CommandResult, NodeEvidence
 from clustercert.remote.runner import DONE_MARK, REQUEST_MARK
@@ -321,7 +322,7 @@ def collect_many(
     nodes: dict[str, dict],
     commands_for: dict[str, dict[str, tuple[str, float]]],
     *,
-    forks: int = 25,
+    forks: int = DEFAULT_FORKS,
     control_dir: Path | None = None,
     each: Callable[[str, NodeEvidence], NodeEvidence] | None = None,
 ) -> dict[str, NodeEvidence]:
@@ -616,3 +617,38 @@ def run_server_client(
     srv = (start_server(server, timeout, control_dir=control_dir, server_start_delay=server_start_delay,
                         server_port=server_port) if server is not None else None)
     return finish_probe(srv, client, timeout, control_dir=control_dir)
+
+
+# ---- the backend -------------------------------------------------------------------------------
+
+class SshBackend:
+    """This module as a collect.backend.Backend (``--backend ssh``, the default): one connection per node from
+    here. Each method is the module's function of that name, with the arguments as given, looked up when it is
+    called (what replaces the function, a test's fake, is what runs); tests/test_backend_protocol.py holds the
+    functions' signatures to the protocol's. ``job_id`` is None: no Slurm job holds the run's nodes."""
+
+    job_id: str | None = None
+
+    def runner_limit(self, *args, **kwargs) -> float:
+        return runner_limit(*args, **kwargs)
+
+    def collect_node(self, *args, **kwargs) -> NodeEvidence:
+        return collect_node(*args, **kwargs)
+
+    def collect_many(self, *args, **kwargs) -> dict[str, NodeEvidence]:
+        return collect_many(*args, **kwargs)
+
+    def collect_in_turn(self, *args, **kwargs) -> dict[str, NodeEvidence]:
+        return collect_in_turn(*args, **kwargs)
+
+    def start_server(self, *args, **kwargs) -> Server:
+        return start_server(*args, **kwargs)
+
+    def stop_server(self, *args, **kwargs) -> CommandResult:
+        return stop_server(*args, **kwargs)
+
+    def finish_probe(self, *args, **kwargs) -> ProbeRun:
+        return finish_probe(*args, **kwargs)
+
+    def run_server_client(self, *args, **kwargs) -> ProbeRun:
+        return run_server_client(*args, **kwargs)

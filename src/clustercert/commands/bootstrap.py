@@ -19,18 +19,20 @@ unreachable (or the run itself failed). The run uses mitogen's strategy where it
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
 from clustercert import paths
 from clustercert.collect import engine
+from clustercert.commands import STATEFUL
 from clustercert.commands.common import inventory
-from clustercert.errors import EXIT_FINDINGS, EXIT_OK
+from clustercert.commands.output import emit, exit_code, wants_json
 from clustercert.report.diffs import render_changes
 from clustercert.report.documents import bootstrap_document, bootstrap_summary
 from clustercert.report.progress import PlaybookProgress
 from clustercert.report.terminal import bootstrap_table
+
+NEEDS = STATEFUL
 
 
 def _listing(args) -> str | None:
@@ -50,7 +52,7 @@ def run(args) -> int:
     listing = _listing(args)
     started = time.time()
     # with -v, Ansible's own output (on stderr) takes the live table's place
-    show = not listing and not args.verbose and (args.format != "json" or sys.stderr.isatty())
+    show = not listing and not args.verbose and (not wants_json(args) or sys.stderr.isatty())
     output = _write(sys.stdout) if listing else _write(sys.stderr) if args.verbose else None
     progress = PlaybookProgress("bootstrap", enabled=show, total=len(inv.hosts))
     with progress:
@@ -61,16 +63,17 @@ def run(args) -> int:
             start_at_task=args.start_at_task, listing=listing, output=output,
         )
     if listing:
-        return EXIT_OK if result.rc == 0 else EXIT_FINDINGS
+        return exit_code(result.rc == 0)
     summary = bootstrap_summary(result)
     ok = result.ok and all(not (h["failed"] or h["unreachable"]) for h in summary["hosts"].values())
     if not summary["hosts"]:
         ok = False
-    if args.format == "json":
-        doc = bootstrap_document(result, summary, started, time.time(), str(inv.source), args.check, ok)
-        print(json.dumps(doc, indent=2, default=str))
-    else:
+
+    def text() -> None:
         print(bootstrap_table(summary, result, args.check))
         if args.diff:
             print(render_changes(result.changes, args.check) or "(no task reported a difference)")
-    return EXIT_OK if ok else EXIT_FINDINGS
+
+    emit(args, lambda: bootstrap_document(result, summary, started, time.time(), str(inv.source), args.check,
+                                          ok), text)
+    return exit_code(ok)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from clustercert import paths
+from clustercert.commands import STATEFUL
 from clustercert.errors import EXIT_OK
 from clustercert.record import certificate
+
+NEEDS = STATEFUL
 
 
 def run(args) -> int:

@@ -9,7 +9,11 @@ import os
 import subprocess
 import sys
 
+from clustercert.commands import Needs
 from clustercert.errors import InputError
+
+# the lab's program, run with the caller's umask, writes the nodes' root filesystems with their own modes
+NEEDS = Needs(private_umask=False)
 
 LAB_PROGRAM = "clustercert_lab"  # the package whose __main__ is the lab's program
 

@@ -4,6 +4,7 @@ inventory fully checked); nothing runs."""
 from __future__ import annotations
 
 from clustercert.commands.common import inventory
+from clustercert.commands.output import emit
 from clustercert.errors import EXIT_OK
 from clustercert.report import documents
 
@@ -12,11 +13,7 @@ def run(args) -> int:
     started = documents.now()
     inv = inventory(args)
     names = list(inv.hosts)
-    if getattr(args, "format", "table") == "json":
-        print(documents.dumps(documents.envelope("hosts", None, started) | {
-            "inventory": str(inv.source), "limit": args.limit, "hosts": names}))
-        return EXIT_OK
-    print(f"  hosts ({len(names)}):")
-    for n in names:
-        print(f"    {n}")
+    emit(args, lambda: documents.envelope("hosts", None, started) | {
+        "inventory": str(inv.source), "limit": args.limit, "hosts": names},
+        lambda: print(f"  hosts ({len(names)}):", *(f"    {n}" for n in names), sep="\n"))
     return EXIT_OK

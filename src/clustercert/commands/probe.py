@@ -7,22 +7,20 @@ and exits 0 when every probe passed, 1 otherwise.
 
 from __future__ import annotations
 
-import json
-
-from clustercert import paths
 from clustercert.checks import cluster_verdict
-from clustercert.commands.common import inventory
+from clustercert.commands import ON_NODES
+from clustercert.commands.context import Run
+from clustercert.commands.output import emit, exit_code
 from clustercert.errors import InputError
 from clustercert.probes import run as probe_run
 from clustercert.probes.catalog import PROBE_NAMES
 from clustercert.probes.judge import ThresholdJudge
 from clustercert.probes.plan import ProbeSettings
 from clustercert.record.results import cluster_record, cluster_verdict_with, probe_nodes
-from clustercert.record.runlock import inventory_lock
-from clustercert.record.store import Store
 from clustercert.report import documents
-from clustercert.report.progress import RunProgress, wanted
 from clustercert.report.terminal import print_probe
+
+NEEDS = ON_NODES
 
 
 def parse_probe_list(text: str | None) -> frozenset[str] | None:
@@ -40,28 +38,24 @@ def parse_probe_list(text: str | None) -> frozenset[str] | None:
 
 def run(args) -> int:
     selected = parse_probe_list(args.probes)  # bad input first: nothing runs
-    inv = inventory(args)
+    ctx = Run(args, "probe")
+    inv = ctx.inv
     started = documents.now()
     names = sorted(inv.hosts)
-    store = Store()
-    with inventory_lock(str(inv.source), "probe"):
-        run_id = paths.new_run_id()
-        store.start_run(run_id, "probe", str(inv.source), {"limit": args.limit, "probes": sorted(selected or []),
-                                                             "all_pairs": args.all_pairs})
-        cfg = ProbeSettings(args.probe_seconds, args.probe_timeout, selected,
-                            rails=probe_run.discover_rails(inv, names, args.forks or 25))  # the rails' names first
-        with RunProgress("probe", wanted(args.format)) as progress:
-            out = probe_run.run(inv, names, cfg, ThresholdJudge.for_inventory(inv), args.forks or 25, args.all_pairs,
-                                progress=progress)
+    with ctx.locked(), ctx.opened() as io:
+        run_id = ctx.start({"limit": args.limit, "probes": sorted(selected or []),
+                            "all_pairs": args.all_pairs})
+        rails = probe_run.discover_rails(inv, names, ctx.forks, io=io)  # the rails' names first
+        cfg = ProbeSettings(args.probe_seconds, args.probe_timeout, selected, rails=rails)
+        with ctx.progress() as progress:
+            out = probe_run.run(inv, names, cfg, ThresholdJudge.for_inventory(inv), ctx.forks, args.all_pairs,
+                                io=io, progress=progress)
         nodes = probe_nodes(names, out)
         links = [m.link_record() for m in out.pairs]
         clustered = [cluster_record(m) for m in out.cluster]  # probe.nccl_cluster
         verdict = cluster_verdict_with(cluster_verdict(nodes, links), clustered)
-        store.finish_run(run_id, verdict, nodes, links)
-    doc = documents.probe_document(out, run_id, started, str(inv.source), selected, verdict, nodes, links)
+        ctx.finish(verdict, nodes, links)
+    doc = documents.probe_document(out, run_id, started, ctx.source, selected, verdict, nodes, links)
     doc["cluster_findings"] = clustered
-    if args.format == "json":
-        print(json.dumps(doc, indent=2))
-    else:
-        print_probe(doc)
-    return 0 if verdict == "pass" else 1
+    emit(args, doc, lambda: print_probe(doc))
+    return exit_code(verdict == "pass")

@@ -7,11 +7,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from clustercert.commands import STATEFUL
+from clustercert.commands.output import emit
 from clustercert.errors import EXIT_OK, InputError
 from clustercert.record import certificate
 from clustercert.record.store import Store, default_keep, default_path
 from clustercert.report import documents
 from clustercert.report.terminal import print_history, print_runs
+
+NEEDS = STATEFUL
 
 
 def run(args) -> int:
@@ -36,12 +40,8 @@ def run(args) -> int:
         rows = store.runs()
         for r in rows:
             r["meta"] = json.loads(r["meta"]) if isinstance(r.get("meta"), str) and r["meta"] else (r.get("meta") or {})
-    if args.format == "json":
-        print(documents.dumps(documents.report_document(args.what, args.node, rows, started)))
-    elif args.what == "history":
-        print_history(rows)
-    else:
-        print_runs(rows)
+    emit(args, lambda: documents.report_document(args.what, args.node, rows, started),
+         lambda: print_history(rows) if args.what == "history" else print_runs(rows))
     return EXIT_OK
 
 
@@ -53,13 +53,11 @@ def prune(args, store: Store, started) -> int:
     result = store.prune(keep, args.older_than, dry_run=args.dry_run)
     rows = [{"id": i, "action": "would remove" if args.dry_run else "removed"} for i in result["removed"]]
     rows += [{"id": i, "action": "kept: a baseline"} for i in result["protected"]]
-    if args.format == "json":
-        print(documents.dumps(documents.report_document("prune", None, rows, started) | {"prune": result}))
-    else:
-        verb = "would remove" if args.dry_run else "removed"
-        print(f"{verb} {len(result['removed'])} run(s), kept {result['kept']} "
-              f"({len(result['protected'])} kept as baselines); store {result['bytes_before']} -> "
-              f"{result['bytes_after']} bytes")
+    verb = "would remove" if args.dry_run else "removed"
+    emit(args, lambda: documents.report_document("prune", None, rows, started) | {"prune": result},
+         lambda: print(f"{verb} {len(result['removed'])} run(s), kept {result['kept']} "
+                       f"({len(result['protected'])} kept as baselines); store {result['bytes_before']} -> "
+                       f"{result['bytes_after']} bytes"))
     return EXIT_OK
 
 
@@ -74,10 +72,12 @@ def show(args, cert_path: str | None) -> int:
         cert = certificate.expanded(certificate.load_certificate(Path(cert_path)))
     except ValueError as e:
         raise InputError(cert_path, "nodes/links", f"malformed table: {e}") from None
-    if args.format == "json":
-        print(documents.dumps(cert))
-    else:
-        from clustercert.report.markdown import render_summary
-
-        print(render_summary(cert), end="")
+    emit(args, cert, lambda: print(summary_text(cert), end=""))
     return EXIT_OK
+
+
+def summary_text(cert: dict) -> str:
+    """summary.md's text (report.markdown, imported only where it is printed)."""
+    from clustercert.report.markdown import render_summary
+
+    return render_summary(cert)

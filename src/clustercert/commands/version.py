@@ -7,6 +7,7 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 
 from clustercert import __version__, paths
+from clustercert.commands.output import emit
 from clustercert.errors import EXIT_OK
 from clustercert.report import documents
 
@@ -27,11 +28,8 @@ def run(args) -> int:
     state = paths.state_dir()
     origin = "CLUSTERCERT_HOME" if os.environ.get("CLUSTERCERT_HOME") else "default"
     vs = versions()
-    if getattr(args, "format", "table") == "json":
-        print(documents.dumps(documents.envelope("version", None, started) | {
-            "versions": vs, "state_dir": {"path": str(state), "origin": origin, "exists": state.is_dir()}}))
-        return EXIT_OK
-    for name, value in vs.items():
-        print(f"{name} {value}")
-    print(f"state directory {state} ({origin}{'' if state.is_dir() else ', not created yet'})")
+    where = f"state directory {state} ({origin}{'' if state.is_dir() else ', not created yet'})"
+    emit(args, lambda: documents.envelope("version", None, started) | {
+        "versions": vs, "state_dir": {"path": str(state), "origin": origin, "exists": state.is_dir()}},
+        lambda: print(*(f"{name} {value}" for name, value in vs.items()), where, sep="\n"))
     return EXIT_OK

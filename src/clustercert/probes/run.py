@@ -22,11 +22,12 @@ import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clustercert import paths, remote
 from clustercert.checks import rails as rails_checks
 from clustercert.checks.ib import SYSFS_CMD
-from clustercert.collect import ssh
+from clustercert.collect import DEFAULT_FORKS, ssh
 from clustercert.collect.slurm import accepts_step, read_states, slurm_name
 from clustercert.parsers import one_parse_per_output
 from clustercert.probes import cluster, evaluate, workload
@@ -46,6 +47,9 @@ from clustercert.probes.plan import (
 )
 from clustercert.probes.rounds import Round, Rounds
 from clustercert.probes.timing import pair_round_tool_seconds, probe_timing
+
+if TYPE_CHECKING:
+    from clustercert.collect.backend import Backend
 
 
 @dataclass
@@ -76,7 +80,7 @@ def _charge(ms: list[Measurement], res, stage: int | None = None) -> None:
 # ---- a node's own probes ------------------------------------------------------------------------------
 
 def node_probes(h, cfg: ProbeSettings, cp: Path, down: set[str] | None = None, hcas_free=None,
-                io=ssh, why_down: dict | None = None) -> list[Measurement]:
+                *, io: Backend, why_down: dict | None = None) -> list[Measurement]:
     """Probes on one node, in one connection (plan.node_plan). ``hcas_free(node)`` is called once the
     node's loopback tests have ended (its HCAs carry none of its own probes any more), while its other
     probes may still run. Each of the node's outputs is parsed once (``one_parse_per_output``)."""
@@ -173,7 +177,8 @@ def node_phase_limit(h, cfg: ProbeSettings) -> float:
 
 # ---- a pair's probes ------------------------------------------------------------------------------
 
-def start_servers(plan: PairPlan, ex: ThreadPoolExecutor, cp: Path, ahead: float = 0.0, io=ssh) -> None:
+def start_servers(plan: PairPlan, ex: ThreadPoolExecutor, cp: Path, ahead: float = 0.0, *,
+                  io: Backend) -> None:
     """Start every server of ``plan`` in ``ex``; ``ahead``: seconds more than its bound it may wait."""
     plan.servers = [[ex.submit(io.start_server, job.server, plan.bound + ahead, control_dir=cp, server_port=job.port,
                                peer=job.client[0]) for job in jobs] for jobs, _ in plan.stages]
@@ -196,7 +201,8 @@ def _unreachable(plan: PairPlan, ev) -> dict[int, str]:
 
 
 def pair_probes(a, b, rnd: int, cfg: ProbeSettings, cp: Path, slurm_states: dict | None = None,
-                plan: PairPlan | None = None, io=ssh, channels: set | None = None) -> tuple[list[Measurement], set[str]]:
+                plan: PairPlan | None = None, *, io: Backend,
+                channels: set | None = None) -> tuple[list[Measurement], set[str]]:
     """Node-to-node probes between a (client) and b (server), one kind after another (see the module
     docstring); ``channels``: only those a later round asks about. Every server starts with the first
     stage and waits, or earlier (``plan`` with its servers started). A later stage starts with its
@@ -258,13 +264,13 @@ def pair_probes(a, b, rnd: int, cfg: ProbeSettings, cp: Path, slurm_states: dict
     return out, down
 
 
-def _slurm_launch(a, b, slurm_states: dict | None, io=ssh) -> tuple[bool, str]:
+def _slurm_launch(a, b, slurm_states: dict | None, io: Backend) -> tuple[bool, str]:
     """(launch with srun, how it was launched in words ("" for plain mpirun/ssh without Slurm)). Over --backend
     slurm (an ``io`` with the run's job) always srun: a step of that job, started from a's step."""
     return _slurm_launch_all([a, b], slurm_states, io)
 
 
-def _slurm_launch_all(hosts: list, slurm_states: dict | None, io=ssh) -> tuple[bool, str]:
+def _slurm_launch_all(hosts: list, slurm_states: dict | None, io: Backend) -> tuple[bool, str]:
     """_slurm_launch for a launch across ``hosts`` (from the first)."""
     a = hosts[0]
     if getattr(io, "job_id", None):
@@ -282,7 +288,7 @@ def _slurm_launch_all(hosts: list, slurm_states: dict | None, io=ssh) -> tuple[b
 
 
 def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str], slurm_states: dict | None = None,
-              io=ssh, transport: list | None = None) -> Measurement:
+              *, io: Backend, transport: list | None = None) -> Measurement:
     """all_reduce_perf across a and b, launched from a, one process per node driving its GPUs; then
     the ranks (and launch daemons) the launch left on either node are killed. Where the inventory
     says Slurm it is an srun step when Slurm can start one on both nodes now (``slurm_states``:
@@ -333,7 +339,7 @@ def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str], s
 
 
 def ddp_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, down: set[str], slurm_states: dict | None = None,
-             io=ssh) -> list[Measurement]:
+             *, io: Backend) -> list[Measurement]:
     """The DDP test across a and b (clustercert.remote.ddp_smoke under torchrun, rendezvous on a): the launch
     and its all_reduce (probe.ddp_allreduce, of the pair) and each node's DDP steps (probe.ddp_step, of the
     node, its stragglers blamed on it alone);
@@ -379,7 +385,7 @@ def ddp_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, down: set[str], slurm
 
 
 def nccl_cluster(hosts: list, group: cluster.RailGroup, cfg: ProbeSettings, cp: Path, t, median: float | None,
-                 slurm_states: dict | None = None, io=ssh) -> Measurement:
+                 slurm_states: dict | None = None, *, io: Backend) -> Measurement:
     """probe.nccl_cluster's run over one rail group (clustercert.probes.cluster): all_reduce_perf across every
     host of ``hosts`` at once, launched from the first as the pair run is (one srun step where Slurm can place
     it on all of them now, or over --backend slurm; else mpirun over ssh), bounded by the probe limit; then what
@@ -409,7 +415,8 @@ def nccl_cluster(hosts: list, group: cluster.RailGroup, cfg: ProbeSettings, cp: 
 
 
 def cluster_probes(inv, nodes: list[str], cfg: ProbeSettings, cp: Path, pairs: list[Measurement], node_bad: set[str],
-                   down: set[str], localisation, slurm_states: dict | None = None, io=ssh) -> list[Measurement]:
+                   down: set[str], localisation, slurm_states: dict | None = None, *,
+                   io: Backend) -> list[Measurement]:
     """probe.nccl_cluster after the pair rounds, per profile: its runs over the nodes the rounds cleared, one
     rail group after another (each uses the rails the next would measure), or one skip saying why not."""
     hosts = inv.hosts
@@ -434,7 +441,7 @@ def cluster_probes(inv, nodes: list[str], cfg: ProbeSettings, cp: Path, pairs: l
                                                 prof.gpu.count, th[cluster.THRESHOLD], None, cfg.limit, None))
                 continue
             out.append(nccl_cluster([hosts[n] for n in plan.nodes], group, cfg, cp, th[cluster.THRESHOLD], median,
-                                    slurm_states, io))
+                                    slurm_states, io=io))
     return out
 
 
@@ -477,10 +484,10 @@ def _worst(ms: list[Measurement]) -> str:
 
 
 def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs: bool = False,
-        io=ssh, progress=None) -> ProbeOutcome:
+        *, io: Backend, progress=None) -> ProbeOutcome:
     """Every probe on ``nodes`` (their own, then the pair rounds), judged by ``judge``; concurrency
-    bounded by ``forks`` throughout. ``io``: the collect layer (a fake in the tests). ``progress``: told as
-    the node probes and each pair round begin, and as each node and pair ends
+    bounded by ``forks`` throughout. ``io``: the run's collect.backend.Backend (ssh or slurm; a fake in the
+    tests). ``progress``: told as the node probes and each pair round begin, and as each node and pair ends
     (clustercert.report.progress.RunProgress)."""
     tell = progress or (lambda kind, **ev: None)
     cp = paths.control_dir()
@@ -576,7 +583,7 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
     judge.finish([m for ms in per_node.values() for m in ms] + pair_ms)
     t_cluster = time.monotonic()
     clustered = (cluster_probes(inv, list(nodes), cfg, cp, pair_ms, loop.node_bad, down, inference.findings,
-                                slurm_states, io) if cfg.node_probes else [])
+                                slurm_states, io=io) if cfg.node_probes else [])
     cluster_wall = time.monotonic() - t_cluster
     wall = time.monotonic() - t0
     for m in pair_ms:  # a pair's client that did not answer says why in its observed text
@@ -595,7 +602,7 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
 
 # ---- the compute rails' discovery, before `clustercert probe` ---------------------------------------------
 
-def discover_rails(inv, nodes: list[str], forks: int = 25, io=ssh) -> dict:
+def discover_rails(inv, nodes: list[str], forks: int = DEFAULT_FORKS, *, io: Backend) -> dict:
     """{node: its clustercert.checks.rails.NodeRails} for ``nodes`` whose profile has compute rails: each node's
     ``nvidia-smi topo -m`` and /sys/class/infiniband read in one connection, then the one rule applied (certify
     and drift take the rails from the validators' collection pass instead). A node that did not answer, or whose
