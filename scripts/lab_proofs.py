@@ -8,7 +8,7 @@
   names for it, and the checks ALSO_FAILS lists besides) and the probes' (PROBE_FAULTS: each kind, with its
   parameters, fails the probe ids listed).
 
-The result is lab/src/clustercert_lab/proofs/lab.json, shipped by the lab's distribution, which declares it to the
+The result is clustercert-lab/src/clustercert_lab/proofs/lab.json, shipped by the lab's distribution, which declares it to the
 product through the entry point group ``clustercert.proofs`` (the product never imports the lab).
 tests/test_catalogue.py fails when the file is stale against the tests: run ``.venv/bin/python scripts/lab_proofs.py``
 (``--check``: exit 1 when it is stale, writing nothing).
@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-OUT = REPO / "lab" / "src" / "clustercert_lab" / "proofs" / "lab.json"
+OUT = REPO / "clustercert-lab" / "src" / "clustercert_lab" / "proofs" / "lab.json"
 SCHEMA = "clustercert.lab-proofs/v1"
 MATRIX_FILE = "tests/validators/test_validate_lab.py"
 VALIDATE_LAB = f"{MATRIX_FILE}::test_fault_is_caught_on_its_node_only"

@@ -29,7 +29,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-# the product, then the simulated lab, a distribution of its own (lab/pyproject.toml) that the demo and the tests use
+# the product, then the simulated lab, a distribution of its own (clustercert-lab/pyproject.toml) that the demo and the tests use
 .venv/bin/python -m pip install -q -e '.[test]'
-.venv/bin/python -m pip install -q --no-deps -e ./lab
+.venv/bin/python -m pip install -q --no-deps -e ./clustercert-lab
 echo "setup: $(.venv/bin/clustercert version | head -2 | tr '\n' ' ')"

@@ -70,7 +70,7 @@ def test_the_lab_verb_without_the_lab_installed(monkeypatch, capsys):
     assert main(["lab", "status"]) == 2
     assert capsys.readouterr().err == ("clustercert: error: lab: the simulated lab is not installed "
                                        "(no clustercert_lab package beside clustercert: it is the distribution "
-                                       "clustercert-lab, lab/ in clustercert's repository)\n")
+                                       "clustercert-lab, clustercert-lab/ in clustercert's repository)\n")
 
 
 def test_the_lab_verb_in_a_real_process(cli, tmp_path):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib.util
 import re
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Literal
@@ -474,8 +474,8 @@ def installed_profiles() -> dict[str, tuple[str, Path]]:
     A distribution declares a profile by an entry point of the group ``clustercert.profiles`` whose name is the
     profile's and whose value is the directory that holds ``NAME.yml`` as a dotted name (clustercert-lab:
     ``lab = "clustercert_lab.profiles"``). The entry point is never loaded, nothing of it is imported: the file is
-    read from the distribution's files, or, for an editable install (which lists none of them), from where the
-    top-level package is found on sys.path (importlib.util.find_spec of a top-level name only looks for it). A
+    read from the distribution's files, or, for an editable install (which lists none of them), from the
+    directories on sys.path (where its package directory is). A
     name the product's own directory holds is the product's; a declared file that is not there is not a profile.
     Read once per process (what is installed does not change under a run)."""
     out: dict[str, tuple[str, Path]] = {}
@@ -498,10 +498,9 @@ def installed_file(ep: metadata.EntryPoint, filename: str) -> Path | None:
         if f.as_posix() == rel:
             located = Path(ep.dist.locate_file(f))
             return located if located.is_file() else None
-    spec = importlib.util.find_spec(parts[0])  # a top-level name: found, not imported
-    for root in (spec.submodule_search_locations or []) if spec else []:
-        located = Path(root, *parts[1:], filename)
-        if located.is_file():
+    for entry in sys.path:  # an editable install: its package directory is on sys.path (a .pth line)
+        located = Path(entry, *parts, filename) if entry else None
+        if located is not None and located.is_file():
             return located
     return None
 

@@ -86,7 +86,7 @@ def spawn_daemon(argv: list[str], log_path: Path, env: dict | None = None) -> No
 
 def python_env() -> dict:
     """Environment for our own daemons: the same interpreter must import this very package, and the clustercert
-    beside it (the lab is a distribution of its own: lab/src in a checkout, the product's src beside it)."""
+    beside it (the lab is a distribution of its own: clustercert-lab/src in a checkout, the product's src beside it)."""
     import clustercert
 
     roots = (Path(__file__).resolve().parents[1], Path(clustercert.__file__).resolve().parents[1])
