@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-for p in (REPO / "src", REPO / "src" / "clustercert_lab" / "sim"):
+for p in (REPO / "src", REPO / "clustercert-lab" / "src", REPO / "clustercert-lab" / "src" / "clustercert_lab" / "sim"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
@@ -86,7 +86,7 @@ class Fleet(FakeFabric):
     def __init__(self, inv: Inventory, all_probes: bool = False):
         self.inv = inv
         self.all_probes = all_probes  # answer every node probe the lab profile plans (else the loopbacks only)
-        self.profile = yaml.safe_load((REPO / "src/clustercert/profiles/lab.yml").read_text())
+        self.profile = yaml.safe_load((REPO / "clustercert-lab/src/clustercert_lab/profiles/lab.yml").read_text())
         self.index = {n: i for i, n in enumerate(inv.hosts, 1)}
         self.ip = {}
         for n, h in inv.hosts.items():

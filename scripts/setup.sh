@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up a development/CI environment on a fresh Debian 12 machine (run as root from the repo).
-# Installs the Debian packages clustercert and its lab need, then a virtualenv with clustercert.
+# Installs the Debian packages clustercert and its lab need, then a virtualenv with clustercert and its lab.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,5 +29,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+# the product, then the simulated lab, a distribution of its own (clustercert-lab/pyproject.toml) that the demo and the tests use
 .venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/python -m pip install -q --no-deps -e ./clustercert-lab
 echo "setup: $(.venv/bin/clustercert version | head -2 | tr '\n' ' ')"

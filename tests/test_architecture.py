@@ -1,5 +1,6 @@
-"""The layers docs/architecture.md draws, held against the source: the import graph of src/, built with
-``ast`` from every import statement (at module level and inside functions alike)."""
+"""The layers docs/architecture.md draws, held against the source: the import graph of src/ (the product) and
+clustercert-lab/src/ (the simulated lab, a distribution of its own), built with ``ast`` from every import statement (at module
+level and inside functions alike)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src"
+LAB_SRC = Path(__file__).resolve().parent.parent / "clustercert-lab" / "src"  # clustercert_lab: clustercert-lab/pyproject.toml
 
 # The flow, first to last: a module imports its own layer and the layers before it, never a later one.
 LAYERS = ("base", "model", "collect", "parsers", "checks", "probes", "record", "report", "commands", "cli")
@@ -19,14 +21,34 @@ DRIVERS = {"clustercert.checks.run", "clustercert.probes.run"}
 
 
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    root = LAB_SRC if path.is_relative_to(LAB_SRC) else SRC
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
 def modules() -> dict[str, Path]:
-    return {module_name(p): p for p in sorted(SRC.rglob("*.py"))}
+    return {module_name(p): p for root in (SRC, LAB_SRC) for p in sorted(root.rglob("*.py"))}
+
+
+def test_the_product_and_the_lab_are_where_their_distributions_package_them():
+    """src/ holds the product alone, clustercert-lab/src/ the lab alone: each pyproject.toml packages its own. No
+    `lab` at the top of the repository: `-i lab` run there would read it as a path, not the running lab's
+    inventory (the README's demo runs from there)."""
+    import tomllib
+
+    assert not (SRC.parent / "lab").exists()
+
+    assert {p.name for p in SRC.iterdir() if p.is_dir() and not p.name.endswith(".egg-info")} == {"clustercert"}
+    assert {p.name for p in LAB_SRC.iterdir() if p.is_dir()} == {"clustercert_lab"}
+    product = tomllib.loads((SRC.parent / "pyproject.toml").read_text())
+    lab = tomllib.loads((LAB_SRC.parent / "pyproject.toml").read_text())
+    assert product["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["src/clustercert"]
+    assert lab["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["src/clustercert_lab"]
+    assert set(product["project"]["scripts"]) == {"clustercert"} and set(lab["project"]["scripts"]) == {"clustercert-lab"}
+    assert lab["project"]["name"] == "clustercert-lab" and "clustercert" in lab["project"]["dependencies"]
+    assert "clustercert_lab.cli" in modules() and "clustercert.cli" in modules()  # the graph holds both
 
 
 def imports(path: Path, name: str, known: set[str]) -> set[str]:

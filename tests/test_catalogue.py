@@ -101,50 +101,104 @@ def test_every_evidence_key_names_a_command_of_its_component():
         assert e.reads and set(e.reads) <= keys[module] | {"rdma_core_pkg"}, (e.id, e.reads)
 
 
-# ---- the lab's fault table -------------------------------------------------------------------------
+# ---- the lab's proofs: generated from the lab tests' metadata, shipped by the lab --------------------------
+
+def _generator():
+    """scripts/lab_proofs.py, imported by path (it reads the lab tests' metadata; nothing of them runs)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("_lab_proofs", REPO / "scripts" / "lab_proofs.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("_lab_proofs", mod)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _proofs() -> list[tuple[str, catalogue.Proof]]:
+    """(id, proof) for every lab proof the installed lab declares (the tests run with the lab installed)."""
+    lab = catalogue.lab_proofs()
+    assert lab is not None, "the lab (clustercert-lab) is not installed: scripts/setup.sh installs it"
+    return [(i, p) for i, ps in lab.items() for p in ps]
+
+
+def test_the_shipped_lab_proofs_are_the_lab_tests_metadata():
+    """The lab's proofs file (clustercert-lab/src/clustercert_lab/proofs/lab.json) is what scripts/lab_proofs.py makes of the
+    lab tests' `pytest.mark.proves` markers and fault-matrix lists now: a marker added, changed or dropped without
+    regenerating the file fails here; and the product reads that very file through the lab's entry point."""
+    gen = _generator()
+    assert gen.OUT.read_text() == gen.text(gen.generate()), \
+        "clustercert-lab/src/clustercert_lab/proofs/lab.json is stale: run `.venv/bin/python scripts/lab_proofs.py`"
+    want = {(i, p["fault"], json.dumps(p["params"], sort_keys=True), p["status"], p["test"])
+            for i, ps in gen.generate()["proofs"].items() for p in ps}
+    have = {(i, p.fault, json.dumps(p.params, sort_keys=True), p.status, p.test) for i, p in _proofs()}
+    assert have == want and len(have) > 50
+
+
+def test_the_generator_reads_markers_and_refuses_what_is_not_data(tmp_path, monkeypatch):
+    gen = _generator()
+    monkeypatch.setattr(gen, "REPO", tmp_path)
+    f = tmp_path / "tests" / "test_x_lab.py"
+    f.parent.mkdir()
+    f.write_text('import pytest\nSLOW = {"factor": 0.3}\n\n\n'
+                 '@pytest.mark.proves("probe.iperf3", "probe.pairs", fault="link_slow", params=SLOW)\n'
+                 '@pytest.mark.proves("probe.iperf3", fault="bond_slave_down", status="error")\n'
+                 'def test_a(lab):\n    pass\n')
+    assert gen.marked(f) == [
+        ("probe.iperf3", {"fault": "link_slow", "params": {"factor": 0.3}, "status": "fail",
+                          "test": "tests/test_x_lab.py::test_a"}),
+        ("probe.pairs", {"fault": "link_slow", "params": {"factor": 0.3}, "status": "fail",
+                         "test": "tests/test_x_lab.py::test_a"}),
+        ("probe.iperf3", {"fault": "bond_slave_down", "params": {}, "status": "error",
+                          "test": "tests/test_x_lab.py::test_a"})]
+    for bad, why in [('proves("probe.iperf3", fault=kind())', "is not a literal"),
+                     ('proves(fault="link_slow")', "proves(ID, ..., fault=KIND"),
+                     ('proves("probe.iperf3", fault="link_slow", statuss="fail")', "not ['statuss']")]:
+        f.write_text(f"import pytest\n\n\n@pytest.mark.{bad}\ndef test_a(lab):\n    pass\n")
+        with pytest.raises(gen.MetadataError, match=re.escape(why)):
+            gen.marked(f)
+
+
+def test_every_lab_proof_names_an_id_a_verdict_or_a_drift_item():
+    known = set(catalogue.BY_ID) | set(catalogue.VERDICTS) | set(catalogue.DRIFT_ITEM_IDS)
+    assert {i for i, _ in _proofs()} <= known
+
 
 def test_catalogue_agrees_with_the_lab_fault_table():
-    """The product keeps the lab evidence as data (it never imports clustercert_lab); here it is held
-    against the lab's own FAULTS: every fault kind is listed under the check its table names, every fault
-    the catalogue lists exists with those parameters, and every proof for a check the table does not
-    name for that kind points at a lab test that exists and uses that fault."""
+    """The product never imports clustercert_lab: the lab's proofs are its data. Here they are held against the
+    lab's own FAULTS: every fault kind is listed under the check its table names, every fault a proof names
+    exists with those parameters, and every proof names a lab test that exists and uses that fault."""
     from clustercert_lab.faults import FAULTS
 
-    proofs = {(e.id, p.fault): p for e in catalogue.ENTRIES for p in e.proofs}
-    for v, ps in catalogue.VERDICT_PROOFS.items():
-        proofs |= {(v, p.fault): p for p in ps}
-    for item, ps in catalogue.DRIFT_PROOFS.items():  # drift items (kind hardware) a lab fault shows
-        assert item in catalogue.DRIFT_ITEM_IDS, item
-        proofs |= {(item, p.fault): p for p in ps}
+    gen = _generator()
+    proofs = {(i, p.fault): p for i, p in _proofs()}
     for kind, fk in FAULTS.items():
         assert (fk.check, kind) in proofs, f"lab fault {kind} (check {fk.check}) is not in the catalogue"
     for (check, kind), p in proofs.items():
         assert kind in FAULTS, (check, kind)
         assert set(p.params) <= set(FAULTS[kind].params), (check, kind, p.params)
-        assert p.status in ("fail", "error", "unreachable") or (check in catalogue.DRIFT_PROOFS and p.status == "hardware")
-        if FAULTS[kind].check != check:
-            assert p.test, f"{check} <- {kind}: the lab's table names {FAULTS[kind].check}; say which lab test shows it"
-        if p.test:
-            path, _, name = p.test.partition("::")
-            text = (REPO / path).read_text()
-            assert f"def {name}(" in text, p.test
-            body = text.split(f"def {name}(", 1)[1].split("\ndef ", 1)[0]
-            # the fault-matrix tests take the kind from their parametrisation (test_every_lab_proof_is_asserted...)
-            assert kind in body or p.test in (catalogue.VALIDATE_LAB, catalogue.PROBE_LAB), (p.test, kind)
+        assert p.status in ("fail", "error", "unreachable") or (check in catalogue.DRIFT_ITEM_IDS and p.status == "hardware")
+        assert p.test, f"{check} <- {kind}: the proof names no lab test"
+        path, _, name = p.test.partition("::")
+        text = (REPO / path).read_text()
+        assert f"def {name}(" in text, p.test
+        body = text.split(f"def {name}(", 1)[1].split("\ndef ", 1)[0]
+        # the fault-matrix tests take the kind from their parametrisation (test_every_lab_proof_is_asserted...)
+        assert kind in body or p.test in (gen.VALIDATE_LAB, gen.PROBE_LAB), (p.test, kind)
 
 
 def test_every_id_says_how_the_lab_proves_it_or_why_not():
     for e in catalogue.ENTRIES:
-        fails = any(p.status == "fail" for p in e.proofs)
+        fails = any(p.status == "fail" for p in catalogue.proofs_of(e.id))
         assert fails or e.note, f"{e.id}: no lab fault makes it fail, and no note says why"
-        if not e.proofs:
+        if not catalogue.proofs_of(e.id):
             assert len(e.note) > 20, e.id
-    unproven = sorted(e.id for e in catalogue.ENTRIES if not any(p.status == "fail" for p in e.proofs))
+    unproven = sorted(e.id for e in catalogue.ENTRIES if not any(p.status == "fail" for p in catalogue.proofs_of(e.id)))
     # what the lab cannot make fail today (each with its reason in the catalogue)
     assert "gpu.model" in unproven and "gpu.count" not in unproven
 
 
-# ---- every (fault kind -> id) the catalogue lists is asserted by a lab test --------------------------------
+# ---- every (fault kind -> id) the lab proofs list is asserted by a lab test --------------------------------
 
 def _lab_module(path: str):
     """A lab test module, imported by path for its parametrisation lists (nothing runs: the lab fixtures are
@@ -166,8 +220,9 @@ def _matrix() -> dict[str, dict[tuple[str, str], dict]]:
 
     from clustercert_lab.faults import FAULTS
 
-    path = catalogue.VALIDATE_LAB.partition("::")[0]
-    assert catalogue.PROBE_LAB.partition("::")[0] == path
+    gen = _generator()
+    path = gen.VALIDATE_LAB.partition("::")[0]
+    assert gen.PROBE_LAB.partition("::")[0] == path == gen.MATRIX_FILE
     mod = _lab_module(path)
     validators = mod.test_fault_is_caught_on_its_node_only
     probes = mod.test_probe_fault_is_caught_on_its_node_only
@@ -182,7 +237,7 @@ def _matrix() -> dict[str, dict[tuple[str, str], dict]]:
     cases = {(k, FAULTS[k].check): {} for k in mod.VALIDATOR_FAULTS}
     cases |= {(k, c): {} for k, also in mod.ALSO_FAILS.items() for c in also}
     probe_cases = {(k, c): params for k, (params, _probes, ids) in mod.PROBE_FAULTS.items() for c in ids}
-    return {catalogue.VALIDATE_LAB: cases, catalogue.PROBE_LAB: probe_cases}
+    return {gen.VALIDATE_LAB: cases, gen.PROBE_LAB: probe_cases}
 
 
 def _test_text(path: str, name: str) -> str:
@@ -202,59 +257,56 @@ def _test_text(path: str, name: str) -> str:
                     top[t.id] = node
     fn = top.get(name)
     assert isinstance(fn, ast.FunctionDef), f"{path}::{name} does not exist"
-    named = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} & set(top) - {name}
-    return "\n".join(ast.get_source_segment(source, top[x]) for x in (name, *sorted(named)))
+    fn_body = ast.Module(body=fn.body, type_ignores=[])  # the body: not the proves markers above it
+    named = {n.id for n in ast.walk(fn_body) if isinstance(n, ast.Name)} & set(top) - {name}
+    body = "\n".join(ast.get_source_segment(source, node) for node in fn.body)
+    return "\n".join([body, *(ast.get_source_segment(source, top[x]) for x in sorted(named))])
 
 
 def test_every_lab_proof_is_asserted_by_the_lab_test_it_names():
     """Issue 23 acceptance: every id names the lab fault kind that makes it fail, and a lab test asserts it:
     a (fault kind, id) of the validators' or the probes' fault matrix (the kind injected with those
-    parameters, the id failing on that node only), or a named certify/probe/failover lab test that injects the
-    kind and asserts the id (for a node-to-node probe: the links of its probe) with the proof's status. Every
-    fault a proof names is one tests/lab/test_faults.py shows on a node (its CASES)."""
+    parameters, the id failing on that node only), or a lab test marked `proves` that injects the kind and
+    asserts the id (for a node-to-node probe: the links of its probe) with the proof's status, in its body (the
+    marker's own words do not count). Every fault a proof names is one tests/lab/test_faults.py shows on a node
+    (its CASES)."""
     from clustercert.probes.catalog import PAIR_THRESHOLD
 
     matrix = _matrix()
     cases = _lab_module("tests/lab/test_faults.py").CASES
-    for e in catalogue.ENTRIES:
-        for p in e.proofs:
-            assert p.test, f"{e.id} <- {p.fault}: the proof names no lab test"
-            assert p.fault in cases, (e.id, p.fault)
-            if p.test in matrix:
-                assert p.status == "fail", (e.id, p.test)
-                assert (p.fault, e.id) in matrix[p.test], f"{p.test} does not assert {e.id} failing with {p.fault}"
-                assert matrix[p.test][(p.fault, e.id)] == {k: str(v) for k, v in p.params.items()}, (e.id, p.fault)
-                continue
-            path, _, name = p.test.partition("::")
-            text = _test_text(path, name)
-            assert re.search(rf'\.fault\([^)]*"{p.fault}"', text), f"{p.test} does not inject {p.fault}"
-            probe = e.id.removeprefix("probe.")
-            assert e.id in text or (probe in PAIR_THRESHOLD and f'"{probe}' in text), f"{p.test} does not assert {e.id}"
-            assert f'"{p.status}"' in text, f"{p.test} does not assert {e.id} {p.status}"
-    for item, ps in catalogue.DRIFT_PROOFS.items():  # a drift item: the test injects the fault, asserts item and kind
-        for p in ps:
-            assert p.fault in cases, (item, p.fault)
-            path, _, name = p.test.partition("::")
-            text = _test_text(path, name)
-            assert re.search(rf'\.fault\([^)]*"{p.fault}"', text), f"{p.test} does not inject {p.fault}"
-            assert f'"{item}"' in text and f'"{p.status}"' in text, f"{p.test} does not assert a {p.status} item {item}"
+    for ident, p in _proofs():
+        assert p.fault in cases, (ident, p.fault)
+        if p.test in matrix:
+            assert p.status == "fail", (ident, p.test)
+            assert (p.fault, ident) in matrix[p.test], f"{p.test} does not assert {ident} failing with {p.fault}"
+            assert matrix[p.test][(p.fault, ident)] == {k: str(v) for k, v in p.params.items()}, (ident, p.fault)
+            continue
+        path, _, name = p.test.partition("::")
+        text = _test_text(path, name)
+        assert re.search(rf'\.fault\([^)]*"{p.fault}"', text), f"{p.test} does not inject {p.fault}"
+        if ident in catalogue.DRIFT_ITEM_IDS:  # a drift item: the test asserts the item and its kind
+            assert f'"{ident}"' in text and f'"{p.status}"' in text, f"{p.test} does not assert a {p.status} item {ident}"
+            continue
+        probe = ident.removeprefix("probe.")
+        assert ident in text or (probe in PAIR_THRESHOLD and f'"{probe}' in text), f"{p.test} does not assert {ident}"
+        assert f'"{p.status}"' in text, f"{p.test} does not assert {ident} {p.status}"
 
 
 def test_the_fault_matrices_assert_nothing_the_catalogue_does_not_list():
-    """The other way round: each (fault kind, id) a fault-matrix test asserts is a proof of the catalogue (the
-    catalogue names the lab fault for every id any fault fails), and every id no fault makes fail says why."""
-    proofs = {(p.fault, e.id, p.test) for e in catalogue.ENTRIES for p in e.proofs if p.status == "fail"}
+    """The other way round: each (fault kind, id) a fault-matrix test asserts is a lab proof (the lab names the
+    fault for every id any fault fails), and every id no fault makes fail says why."""
+    proofs = {(p.fault, i, p.test) for i, p in _proofs() if p.status == "fail"}
     for test, cases in _matrix().items():
         for kind, check in cases:
             assert (kind, check, test) in proofs, f"{test} asserts {check} failing with {kind}: not in the catalogue"
-    unproven = {e.id: e.note for e in catalogue.ENTRIES if not any(p.status == "fail" for p in e.proofs)}
+    unproven = {e.id: e.note for e in catalogue.ENTRIES if not any(p.status == "fail" for p in catalogue.proofs_of(e.id))}
     assert all(len(note) > 20 for note in unproven.values()), unproven
     assert {"ib.ipoib", "nccl.version", "probe.nccl_allreduce", "probe.ib_write_bw_loopback",
             "probe.nvbandwidth_h2d", "probe.nvbandwidth_d2h"}.isdisjoint(unproven)
 
 
 def test_the_product_does_not_import_the_lab():
-    """No module of the product imports clustercert_lab: the lab evidence here is data, `-i lab` a path
+    """No module of the product imports clustercert_lab: the lab evidence is the lab's data, `-i lab` a path
     convention (clustercert.paths) and the `lab` verb the lab's own program, run in a process of its own.
     tests/test_architecture.py holds every form of import to it, and tests/test_cli_flags.py runs the
     catalogue, the parser and `-i lab` in a fresh interpreter and finds no clustercert_lab module loaded."""

@@ -111,10 +111,10 @@ def test_init_bad_input_is_one_line(setup, argv, fragment, tmp_path, capsys):
 
 
 def test_init_with_a_profile_file(tmp_path, capsys):
-    from clustercert.model.profile import BUILTIN_DIR
+    from clustercert.model.profile import profile_source
 
     own = tmp_path / "my-node.yml"
-    own.write_text((BUILTIN_DIR / "lab.yml").read_text().replace("name: lab", "name: my-node"))
+    own.write_text(profile_source("lab").read_text().replace("name: lab", "name: my-node"))
     site = tmp_path / "site"
     assert _run(capsys, "init", str(site), "--profile", str(own))[0] == 0
     assert f"clustercert_profile: {own}" in (site / "group_vars" / "all.yml").read_text()

@@ -69,7 +69,8 @@ def test_the_lab_verb_without_the_lab_installed(monkeypatch, capsys):
     monkeypatch.setattr(subprocess, "call", lambda argv, **kw: pytest.fail("ran a lab that is not there"))
     assert main(["lab", "status"]) == 2
     assert capsys.readouterr().err == ("clustercert: error: lab: the simulated lab is not installed "
-                                       "(no clustercert_lab package beside clustercert)\n")
+                                       "(no clustercert_lab package beside clustercert: it is the distribution "
+                                       "clustercert-lab, clustercert-lab/ in clustercert's repository)\n")
 
 
 def test_the_lab_verb_in_a_real_process(cli, tmp_path):
@@ -101,3 +102,93 @@ def test_the_lab_prints_its_status(capsys):
     assert out.index("node01") < out.index("node02") and "gpu_missing" in out and "simulated" in out
     lab_cli.print_status({"running": False})
     assert capsys.readouterr().out == "lab: not running\n"
+
+
+# ---- what the product reads of an installed distribution: profiles and lab proofs, by entry point ----------
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    """A directory on sys.path where a test installs a distribution by hand (its dist-info), the product's caches
+    of what is installed cleared before and after."""
+    from clustercert.model import profile
+    from clustercert.report import catalogue
+
+    def clear():
+        profile.installed_profiles.cache_clear()
+        catalogue.lab_proofs.cache_clear()
+
+    clear()
+    root = tmp_path / "site"
+    root.mkdir()
+    monkeypatch.syspath_prepend(str(root))
+    yield root
+    monkeypatch.undo()
+    clear()
+
+
+def _install(site, name: str, entry_points: str, files: dict[str, str], record: bool) -> None:
+    """A distribution ``name`` in ``site``: its files, and a dist-info declaring ``entry_points``; with ``record``
+    a RECORD listing its files (a wheel install), without one none (as an editable install lists none)."""
+    for rel, text in files.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(entry_points)
+    if record:
+        (info / "RECORD").write_text("".join(f"{rel},,\n" for rel in files))
+    from clustercert.model import profile
+    from clustercert.report import catalogue
+
+    profile.installed_profiles.cache_clear()  # read once per process: this one has installed something since
+    catalogue.lab_proofs.cache_clear()
+
+
+@pytest.mark.parametrize("record", [True, False], ids=["wheel", "editable"])
+def test_a_profile_an_installed_distribution_declares_is_known_by_name(site, record, capsys):
+    """`--profile NAME` finds a profile an installed distribution declares (group clustercert.profiles, the value
+    naming its directory), read from the distribution's files or, for an editable install, from sys.path; nothing
+    of the distribution is imported. The product's own names stay the product's; a declared file that is missing,
+    or a value that names no directory, is not a profile."""
+    from clustercert.model.profile import builtin_profiles, load_profile, profile_origin, profile_source
+
+    text = profile_source("lab").read_text().replace("name: lab", "name: site-gpu")
+    _install(site, "site-profiles", "[clustercert.profiles]\nsite-gpu = sitepkg.profiles\n"
+             "h100-sxm-8x-ndr = sitepkg.profiles\nmissing = sitepkg.profiles\nodd = ../etc\n",
+             {"sitepkg/__init__.py": "raise SystemExit('imported')\n", "sitepkg/profiles/site-gpu.yml": text,
+              "sitepkg/profiles/h100-sxm-8x-ndr.yml": "not: the product's\n"}, record)
+    assert {"site-gpu", "h100-sxm-8x-ndr", "lab"} <= set(builtin_profiles())
+    assert "missing" not in builtin_profiles() and "odd" not in builtin_profiles()
+    assert load_profile("site-gpu").name == "site-gpu"
+    assert profile_source("site-gpu") == site / "sitepkg" / "profiles" / "site-gpu.yml"
+    assert profile_origin("site-gpu") == "site-profiles: sitepkg/profiles/site-gpu.yml"
+    assert profile_origin("h100-sxm-8x-ndr") == "profiles/h100-sxm-8x-ndr.yml"
+    assert load_profile("h100-sxm-8x-ndr").gpu.count == 8
+    assert "sitepkg" not in sys.modules
+    assert main(["checks", "--profile", "missing"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown profile 'missing'" in err and "site-gpu" in err
+
+
+def test_lab_proofs_are_read_from_the_file_a_distribution_declares(site, capsys):
+    """`clustercert checks` shows the proofs of every file declared in the group clustercert.proofs beside the
+    lab's; a file that is not a proofs document is exit 2, one line naming it."""
+    from clustercert.report import catalogue
+
+    proof = {"fault": "gpu_missing", "params": {}, "status": "fail", "test": "tests/site/test_x.py::test_y"}
+    doc = {"schema": "clustercert.lab-proofs/v1", "proofs": {"gpu.model": [proof]}}
+    _install(site, "site-proofs", "[clustercert.proofs]\nsite = siteproofs\n",
+             {"siteproofs/site.json": json.dumps(doc)}, True)
+    assert main(["checks", "--format", "json"]) == 0
+    entries = {e["id"]: e for e in json.loads(capsys.readouterr().out)["entries"]}
+    assert entries["gpu.model"]["lab"]["proofs"] == [proof]
+    assert [p["fault"] for p in entries["gpu.count"]["lab"]["proofs"]] == ["gpu_missing"]  # the lab's, still
+    bad = site / "siteproofs" / "site.json"
+    for text, why in [("{", "cannot read the lab proofs"), ('{"schema": "x", "proofs": {}}', "schema: not a lab proofs"),
+                      (json.dumps({**doc, "proofs": {"gpu.model": [{"fault": "x"}]}}), "proofs.gpu.model: each proof")]:
+        bad.write_text(text)
+        catalogue.lab_proofs.cache_clear()
+        assert main(["checks"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(bad) in err and why in err, err

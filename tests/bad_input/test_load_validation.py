@@ -225,7 +225,7 @@ def test_bad_threshold_or_profile_value(case, tmp_path, refused):
 
 def test_bad_profile_file(tmp_path, refused):
     prof = tmp_path / "site.yml"
-    text = (Path(__file__).resolve().parents[2] / "src/clustercert/profiles/lab.yml").read_text()
+    text = (Path(__file__).resolve().parents[2] / "clustercert-lab/src/clustercert_lab/profiles/lab.yml").read_text()
     prof.write_text(text.replace("count: 8\n", "count: 0\n", 1))
     inv = inventory(tmp_path, group_vars=f"clustercert_profile: {prof}\n")
     _expect(refused("validate", "-i", str(inv)), str(prof), "gpu.count", "greater than or equal to 1")

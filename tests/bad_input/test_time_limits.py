@@ -74,7 +74,7 @@ def test_inventory_that_outruns_its_budget_is_refused_naming_it(tmp_path, monkey
 def test_yaml_file_budget_names_the_file_being_read(tmp_path, monkeypatch, cli):
     """A profile (any strict-YAML file) read under the budget: refused naming that file."""
     prof = tmp_path / "site.yml"
-    text = (Path(__file__).resolve().parents[2] / "src/clustercert/profiles/lab.yml").read_text()
+    text = (Path(__file__).resolve().parents[2] / "clustercert-lab/src/clustercert_lab/profiles/lab.yml").read_text()
     prof.write_text(text + "".join(f"# padding {i}\n" for i in range(1)) + "x_filler:\n" +
                     "".join(f"  k{i}: [{', '.join(str(j) for j in range(20))}]\n" for i in range(20000)))
     inv = tmp_path / "inv"

@@ -125,6 +125,10 @@ def test_healthy_lab_is_certified_and_verifiable(lab8, tmp_path):
     assert len(hits) > 5_000, "no heatmap cells on the report's first screen"
 
 
+@pytest.mark.proves("probe.ib_write_bw", "probe.ib_write_lat", "probe.iperf3", fault="link_slow",
+                     params={"fabric": 0, "factor": 0.3})
+@pytest.mark.proves("probe.dcgmi_diag", fault="gpu_row_remap_pending")
+@pytest.mark.proves("probe.gpu_util_under_load", fault="gpu_missing", status="error")
 def test_slow_link_and_missing_gpu_are_localised(lab8, tmp_path):
     lab = lab8
     slow, gpu = "node05", "node02"
@@ -163,6 +167,7 @@ def test_slow_link_and_missing_gpu_are_localised(lab8, tmp_path):
     assert util and all(f["status"] == "error" for f in util), util
 
 
+@pytest.mark.proves("probe.ib_write_bw_loopback", fault="probe_hang", params={"tool": "ib_write_bw"}, status="error")
 def test_hung_probe_is_a_timed_error_and_leaves_nothing(lab8, tmp_path):
     lab = lab8
     target = lab.nodes[0]
@@ -244,6 +249,8 @@ def _findings_off(cert: dict, node: str) -> list:
             if f["status"] in ("fail", "error")]
 
 
+@pytest.mark.proves("probe.pairs", fault="link_slow", params={"fabric": 0, "factor": 0.3})
+@pytest.mark.proves("probe.iperf3", fault="bond_slave_down", params={"slave": "ib1"}, status="error")
 def test_three_faults_on_six_nodes_localised_in_two_rounds_within_twice_the_healthy_time(lab8, tmp_path):
     """Issue 20: a slow fabric-0 link, an NVLink down and a bond slave down, on three nodes of six, each
     in a different round-1 pair (no pair of round 1 passes): each is localised to its node, the healthy
@@ -315,6 +322,10 @@ def test_three_nodes_slow_fabric1_blamed_on_the_node_by_certify_and_drift(lab8, 
     assert "fabric 1" in perf[0]["detail"] and "bad_node" in perf[0]["detail"]
 
 
+@pytest.mark.proves("storage.mounts", fault="mount_missing")
+@pytest.mark.proves("probe.ib_write_bw_gdr", "probe.nccl_transport", fault="gdr_disabled")
+@pytest.mark.proves("probe.nvlink_aggregate", fault="nvlink_down")
+@pytest.mark.proves("probe.checkpoint_write", fault="storage_slow")
 def test_training_faults_fail_their_checks_on_their_node_only(lab8, tmp_path):
     """Issue 22: on six nodes, gdr_disabled on node01, nvlink_down on node02, mount_missing on node03 and
     storage_slow on node04 (node05 and node06 healthy): each fails its own check on that node and on no other
@@ -399,6 +410,7 @@ def test_ddp_smoke_test_runs_real_pytorch_and_names_a_wrong_launch(lab8, tmp_pat
     assert not leftover_probes(lab)
 
 
+@pytest.mark.proves("probe.ddp_step", fault="rank_slow")
 def test_rank_slow_is_a_straggler_on_its_node_only(lab8):
     """Issue 33: `clustercert probe --probes ddp` across node01 and node02 trains a small MLP under Debian's
     PyTorch with DistributedDataParallel (forward, backward, SGD; gloo on the CPU). Healthy, both nodes pass

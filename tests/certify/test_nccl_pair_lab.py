@@ -80,6 +80,7 @@ def test_certify_measures_nccl_across_each_pair(bootstrapped_lab, tmp_path):
     assert not leftovers(lab, lab.nodes)
 
 
+@pytest.mark.proves("probe.nccl_allreduce", fault="link_slow", params={"fabric": 0, "factor": 0.3})
 def test_a_slow_link_on_either_end_fails_the_pair(bootstrapped_lab, tmp_path):
     lab = bootstrapped_lab
     a, b = lab.nodes[0], lab.nodes[1]
@@ -92,6 +93,7 @@ def test_a_slow_link_on_either_end_fails_the_pair(bootstrapped_lab, tmp_path):
     assert not leftovers(lab, [a, b])
 
 
+@pytest.mark.proves("probe.nccl_allreduce", fault="probe_hang", params={"tool": "all_reduce_perf"}, status="error")
 def test_a_hung_rank_is_a_timed_error_and_leaves_no_process(bootstrapped_lab, tmp_path):
     lab = bootstrapped_lab
     a, b = lab.nodes[2], lab.nodes[3]
@@ -125,6 +127,7 @@ def test_cluster_ssh_nodes_reach_each_other_with_host_keys_checked_and_a_limited
     assert p.returncode == 0 and doc["changes"] == [], doc
 
 
+@pytest.mark.proves("probe.nccl_allreduce", fault="nccl_one_host", status="error")
 def test_nccl_one_host_makes_the_pairs_of_its_node_an_error_never_a_pass(bootstrapped_lab, tmp_path):
     """issue 33.1: a launch that puts every rank on the first host prints rank lines of one host, and its figure is
     that host's NVLink one (far above the pair floor): the pair run is an error naming where the ranks ran, with
@@ -164,6 +167,7 @@ def _cluster(lab, nodes: list[str], median: float, fabric: int | None = None):
         shutil.rmtree(cp, ignore_errors=True)
 
 
+@pytest.mark.proves("probe.nccl_cluster", fault="nccl_scale_slow")
 def test_the_cluster_run_scales_and_a_slow_spine_fails_it_while_pairs_pass(bootstrapped_lab, tmp_path):
     """issue 33.2: one all_reduce across the 4 nodes (mpirun -H, 32 ranks) keeps the pair's bus bandwidth (and so
     does one fabric's, NCCL_IB_HCA==mlx5_0, against half of it); with nccl_scale_slow on one node the pairs still

@@ -58,6 +58,7 @@ def test_certify_recorded_each_nodes_hardware(certified):
     assert len(serials) == 32  # every GPU of the four nodes is told apart
 
 
+@pytest.mark.proves("hardware.gpu", fault="gpu_swapped", status="hardware")
 def test_four_tamperings_classified_then_fixed(certified, tmp_path):
     """Four tamperings on four nodes, each of its kind (configuration twice, state, performance); --fix repairs
     the configuration only. Then, on a repaired node, a swapped GPU (issue 21.5: GPU 3 gets another serial and

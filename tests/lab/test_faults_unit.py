@@ -26,7 +26,7 @@ PARAM_NAMES = {"gpu", "hca", "port", "fabric", "slave", "factor", "rate", "xid",
 
 
 def _hw() -> dict:
-    return hardware.build(yaml.safe_load((ROOT / "src/clustercert/profiles/lab.yml").read_text()), "node01", 1, {})
+    return hardware.build(yaml.safe_load((ROOT / "clustercert-lab/src/clustercert_lab/profiles/lab.yml").read_text()), "node01", 1, {})
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import yaml
 from clustercert_lab import hardware, packages
 from clustercert_lab.sim import prepare_node
 
-PROFILE = Path(__file__).resolve().parents[2] / "src/clustercert/profiles/lab.yml"
+PROFILE = Path(__file__).resolve().parents[2] / "clustercert-lab/src/clustercert_lab/profiles/lab.yml"
 
 pytestmark = pytest.mark.skipif(not shutil.which("dpkg-deb") or not shutil.which("gpg")
                                 or not shutil.which("dpkg-scanpackages"),

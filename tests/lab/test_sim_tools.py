@@ -24,7 +24,7 @@ import yaml
 from clustercert_lab import faults, hardware
 from clustercert_lab.sim import SOURCE
 
-PROFILE = Path(__file__).resolve().parents[2] / "src/clustercert/profiles/lab.yml"
+PROFILE = Path(__file__).resolve().parents[2] / "clustercert-lab/src/clustercert_lab/profiles/lab.yml"
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 LAB_H100_BUS = ["00000000:19:00.0", "00000000:3B:00.0", "00000000:4C:00.0", "00000000:5D:00.0",
                 "00000000:9B:00.0", "00000000:BB:00.0", "00000000:CB:00.0", "00000000:DB:00.0"]

@@ -87,6 +87,7 @@ def test_every_node_fails_over_and_comes_back(bootstrapped_lab):
     assert rc == 0 and all([f["status"] for f in findings(doc, n, "ib.bond")] == ["pass"] for n in lab.nodes)
 
 
+@pytest.mark.proves("ib.bond_failover", fault="bond_slave_down", params={"slave": "ib1"})
 def test_backup_slave_down_fails_that_node_only(bootstrapped_lab):
     lab = bootstrapped_lab
     target, first, third = lab.nodes[1], lab.nodes[0], lab.nodes[2]

@@ -111,6 +111,7 @@ def test_hanging_nvidia_smi_is_a_timed_error_not_a_pass(bootstrapped_lab, tmp_pa
     assert all(f["status"] == "pass" for n in lab.nodes[1:] for f in doc["nodes"][n]["findings"] if f["check"] == "gpu.count")
 
 
+@pytest.mark.proves("unreachable", fault="node_down", status="unreachable")
 def test_node_down_is_unreachable_and_others_complete(bootstrapped_lab):
     lab = bootstrapped_lab
     target = lab.nodes[2]

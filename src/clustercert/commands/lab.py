@@ -16,6 +16,7 @@ from clustercert.errors import InputError
 NEEDS = Needs(private_umask=False)
 
 LAB_PROGRAM = "clustercert_lab"  # the package whose __main__ is the lab's program
+LAB_DISTRIBUTION = "clustercert-lab"  # the distribution that installs it (clustercert-lab/pyproject.toml)
 
 
 def command_line(args) -> list[str]:
@@ -34,7 +35,8 @@ def interpreter() -> str:
 def run(args) -> int:
     # find_spec of a top-level name only looks for it on sys.path: nothing of the lab is imported here
     if importlib.util.find_spec(LAB_PROGRAM) is None:
-        raise InputError("lab", None, f"the simulated lab is not installed (no {LAB_PROGRAM} package beside clustercert)")
+        raise InputError("lab", None, f"the simulated lab is not installed (no {LAB_PROGRAM} package beside clustercert: "
+                                      f"it is the distribution {LAB_DISTRIBUTION}, clustercert-lab/ in clustercert's repository)")
     argv = command_line(args)
     if args.own_process:  # the process becomes the lab's: its signals, exit status and a kill reach the lab
         sys.stdout.flush()

@@ -9,6 +9,10 @@ inventory group (``clustercert_profile``) and may override any key with
 from __future__ import annotations
 
 import copy
+import functools
+import re
+import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -37,6 +41,7 @@ from clustercert.model.plain import (
 from clustercert.model.strict_yaml import load_yaml_file
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "profiles"  # clustercert/profiles/
+PROFILE_ENTRY_POINTS = "clustercert.profiles"  # profiles installed distributions declare (installed_profiles)
 
 # Numbers: never a boolean (YAML's yes/true would read as 1), never NaN or infinite.
 Num = Annotated[float, Strict(), Field(allow_inf_nan=False)]
@@ -462,15 +467,69 @@ def deep_merge(base: dict, override: dict, _path: tuple[str, ...] = ()) -> dict:
     return out
 
 
+@functools.cache
+def installed_profiles() -> dict[str, tuple[str, Path]]:
+    """The profiles installed distributions declare (the lab's ``lab``, say): {name: (distribution, file)}.
+
+    A distribution declares a profile by an entry point of the group ``clustercert.profiles`` whose name is the
+    profile's and whose value is the directory that holds ``NAME.yml`` as a dotted name (clustercert-lab:
+    ``lab = "clustercert_lab.profiles"``). The entry point is never loaded, nothing of it is imported: the file is
+    read from the distribution's files, or, for an editable install (which lists none of them), from the
+    directories on sys.path (where its package directory is). A
+    name the product's own directory holds is the product's; a declared file that is not there is not a profile.
+    Read once per process (what is installed does not change under a run)."""
+    out: dict[str, tuple[str, Path]] = {}
+    for ep in sorted(metadata.entry_points(group=PROFILE_ENTRY_POINTS), key=lambda e: e.name):
+        if ep.name in out or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", ep.name):
+            continue
+        path = installed_file(ep, f"{ep.name}.yml")
+        if path is not None:
+            out[ep.name] = (ep.dist.name if ep.dist else "?", path)
+    return out
+
+
+def installed_file(ep: metadata.EntryPoint, filename: str) -> Path | None:
+    """``filename`` in the directory entry point ``ep`` names (``pkg.sub``: pkg/sub/), in its distribution."""
+    parts = ep.value.strip().split(".")
+    if not all(p.isidentifier() for p in parts):
+        return None
+    rel = "/".join([*parts, filename])
+    for f in (ep.dist.files or []) if ep.dist else []:
+        if f.as_posix() == rel:
+            located = Path(ep.dist.locate_file(f))
+            return located if located.is_file() else None
+    for entry in sys.path:  # an editable install: its package directory is on sys.path (a .pth line)
+        located = Path(entry, *parts, filename) if entry else None
+        if located is not None and located.is_file():
+            return located
+    return None
+
+
 def builtin_profiles() -> list[str]:
-    return sorted(p.stem for p in BUILTIN_DIR.glob("*.yml"))
+    """Every profile known by name: the product's own (clustercert/profiles/) and those installed distributions
+    declare (installed_profiles)."""
+    return sorted({p.stem for p in BUILTIN_DIR.glob("*.yml")} | set(installed_profiles()))
 
 
 def profile_source(name_or_path: str) -> Path:
-    """Resolve a profile name (built-in) or a path to a YAML file."""
+    """Resolve a profile name (the product's own, else one an installed distribution declares) or a path to a
+    YAML file."""
     if name_or_path.endswith((".yml", ".yaml")) or "/" in name_or_path:
         return Path(name_or_path)
-    return BUILTIN_DIR / f"{name_or_path}.yml"
+    own = BUILTIN_DIR / f"{name_or_path}.yml"
+    if own.is_file():
+        return own
+    installed = installed_profiles().get(name_or_path)
+    return installed[1] if installed else own
+
+
+def profile_origin(name: str) -> str:
+    """Where a profile known by name comes from, as a listing shows it: ``profiles/NAME.yml`` (the product's),
+    ``DISTRIBUTION: PACKAGE/…/NAME.yml`` (an installed distribution's)."""
+    if (BUILTIN_DIR / f"{name}.yml").is_file():
+        return f"profiles/{name}.yml"
+    dist, path = installed_profiles()[name]
+    return f"{dist}: {'/'.join(path.parts[-3:])}"
 
 
 def format_validation_error(exc: ValidationError) -> tuple[str, str]:

@@ -233,6 +233,8 @@ def print_checks(doc: dict) -> None:
                for p in e["lab"]["proofs"]]
         if e["lab"]["note"]:
             lab.append(("" if e["lab"]["fails_in_lab"] else "none fails it: ") + e["lab"]["note"])
+        if not doc.get("lab_installed", True):
+            lab = ["the lab (clustercert-lab) is not installed"]
         ident = e["id"] + (" (--disruptive)" if e["disruptive"] else "") + f"\n[dim]{escape(e['what'])}[/dim]"
         t.add_row(ident, escape(reads), escape("\n".join(expects) or "-"), escape("\n".join(lab)))
     con.print(t)

@@ -85,8 +85,12 @@ def spawn_daemon(argv: list[str], log_path: Path, env: dict | None = None) -> No
 
 
 def python_env() -> dict:
-    """Environment for our own daemons: the same interpreter must import this very package."""
-    src = str(Path(__file__).resolve().parents[1])
+    """Environment for our own daemons: the same interpreter must import this very package, and the clustercert
+    beside it (the lab is a distribution of its own: clustercert-lab/src in a checkout, the product's src beside it)."""
+    import clustercert
+
+    roots = (Path(__file__).resolve().parents[1], Path(clustercert.__file__).resolve().parents[1])
+    src = os.pathsep.join(dict.fromkeys(str(r) for r in roots))
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "HOME")}
     env["PATH"] = env.get("PATH", "") + ":" + ":".join(("/usr/sbin", "/sbin"))
     env["PYTHONPATH"] = src
