@@ -179,16 +179,12 @@ def test_forged_host_key_is_refused_by_every_verb(bootstrapped_lab, tmp_path, sh
     assert any("StrictHostKeyChecking yes" in r["argv"] for r in records), "mitogen's ssh line not seen"
     assert any("StrictHostKeyChecking=yes" in r["argv"] for r in records)
 
-    # the right keys: the same verbs pass
+    # the right keys: node01 answers again (the baseline certify above passed with them: validate, probes and
+    # the certificate; bootstrap and drift with the right keys are their own lab modules' -- CI time)
     kh.write_text(right)
     for cp in (short_home / "s" / "cp", short_home / "cp"):
         shutil.rmtree(cp, ignore_errors=True)
-    good_runs = {
-        "bootstrap --check": cc(env, "bootstrap", "-i", str(good), "--limit", "node01", "--check"),
-        "validate": cc(env, "validate", "-i", str(good), "--limit", ",".join(PAIR)),
-        # without probes: the right keys' probe sessions are the baseline certify's above
-        "drift": cc(env, "drift", "-i", str(good), "--limit", ",".join(PAIR), "--probes", "none"),
-    }
+    good_runs = {"validate": cc(env, "validate", "-i", str(good), "--limit", ",".join(PAIR))}
     for verb, p in good_runs.items():
         assert p.returncode == 0, f"{verb}: {(p.stdout + p.stderr)[-3000:]}"
     print(f"host-key lab test: {time.time() - t0:.0f} s")
