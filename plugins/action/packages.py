@@ -84,7 +84,7 @@ def hold_diff(changed_holds):
     """The dpkg selections a run changes, as a diff (package and selection per line)."""
     return {"before_header": "dpkg selections", "after_header": "dpkg selections",
             "before": "".join(f"{name} {before}\n" for name, before in changed_holds),
-            "after": "".join(f"{name} hold\n" for name, _ in changed_holds)}
+            "after": "".join(f"{name} hold\n" for name, _before in changed_holds)}
 
 
 class ActionModule(ActionBase):
@@ -98,7 +98,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
 
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
         if args["versionlock"] and not args["versionlock_block"]:
             raise AnsibleActionFail("versionlock_block is required with versionlock")
         specs = args["name"]
@@ -132,7 +132,7 @@ class ActionModule(ActionBase):
                 return self._failed(result, res, f"could not hold {name}")
             if res.get("changed"):
                 changed_holds.append((name, res.get("before", "")))
-        result["held"] = [name for name, _ in changed_holds]
+        result["held"] = [name for name, _before in changed_holds]
         if changed_holds:
             diffs.append(hold_diff(changed_holds))
 

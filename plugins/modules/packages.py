@@ -8,7 +8,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: packages
-author: clustercert maintainers
+author: clustercert maintainers (!UNKNOWN)
 short_description: install a package set in one transaction, skipping the transaction where it has nothing to do, and hold it
 description:
   - The package step of every clustercert role, written once. On a host whose package manager is apt, one
@@ -16,7 +16,7 @@ description:
     package is missing, not cleanly installed, or at no version matching its spec (a glob, as apt reads
     C(name=1.2*)); a spec it cannot read (another operator than C(=)) counts as missing, so apt decides. An
     idempotent run so skips apt's cache load; whatever differs still goes through apt, and is reported.
-  - Then the packages of O(hold) are held (M(ansible.builtin.dpkg_selections)): every one of them after an
+  - Then the packages of O(hold) are held (M(ansible.builtin.dpkg_selections)), every one of them after an
     install (apt drops a package's hold when it moves it to another version), else only those dpkg does not list
     on hold. A hold dropped on its own is this task's change.
   - On any other package manager the set goes to that manager's module (M(ansible.builtin.dnf) on RHEL and its
@@ -39,7 +39,7 @@ options:
   pinned:
     description:
       - The specs pin versions the package manager must reach, downgrades included. apt then also changes held
-        packages and installs no recommended packages; dnf may downgrade.
+        packages and installs no recommended packages; dnf may downgrade. Another package manager fails the task.
       - V(false) installs the specs as M(ansible.builtin.package) with C(state=present) would.
     type: bool
     default: false
@@ -68,6 +68,9 @@ options:
         nothing installed, so apt decides.
     type: int
     default: 60
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
 attributes:
   action:
     support: full
