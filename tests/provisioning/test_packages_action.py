@@ -188,3 +188,138 @@ def test_a_hold_dropped_on_its_own_is_the_only_change(play):
     result, calls = play({"name": [f"libc6={_installed_libc6()}"], "pinned": True, "hold": ["libc6"]})
     assert [c["module"] for c in calls] == ["dpkg_selections"] and calls[0]["check_mode"] is False
     assert (result["changed"], result["installed"], result["held"]) == (True, False, ["libc6"])
+
+
+# -- every role's package step, per distribution ----------------------------------------------------------
+
+ROLES_PLAY = """\
+- name: The roles' package steps for recorded distributions, in check mode, with stand-in package modules
+  hosts: all
+  gather_facts: false
+  environment:
+    CLUSTERCERT_FAKE_HOST: "{{ inventory_hostname }}"
+  vars_files:
+    - %(repo)s/roles/clustercert_defaults/defaults/main.yml
+    - %(repo)s/playbooks/group_vars/all/profile.yml
+  vars:
+    fabricmanager_enabled: true
+  tasks:
+    - name: Use the recorded facts
+      recorded_facts:
+        path: "%(facts)s/{{ render_facts }}.json"
+    - name: Resolve the profile
+      ansible.builtin.set_fact:
+        clustercert_node: "{{ query('clustercert.cluster.clustercert_profile', clustercert_profile,
+                              overrides=clustercert_profile_overrides | default({})) | first }}"
+    - name: Load the roles' variables and run their side-effect-free preflight
+      ansible.builtin.include_role:
+        name: "{{ item.0 }}"
+        tasks_from: "{{ item.1 }}"
+        public: true
+      loop: "{{ roles | product(['vars.yml']) + pinned | product(['preflight.yml']) }}"
+    - name: Run the install step
+      ansible.builtin.include_role:
+        name: "{{ item }}"
+        tasks_from: install.yml
+      loop: "{{ roles }}"
+      # nvidia_driver's module stream is ansible.builtin.dnf (no stand-in for it): its apt hosts only
+      when: item != 'nvidia_driver' or ansible_facts.pkg_mgr == 'apt'
+"""
+FAKE_ANY = FAKE_MODULE.replace('"module": "{NAME}"', '"module": "{NAME}", "host": os.environ["CLUSTERCERT_FAKE_HOST"]')
+
+
+def test_each_role_hands_its_set_holds_and_locks_to_the_package_manager(tmp_path):
+    """Every package-installing role's install step for recorded Debian 12 and Rocky 9 nodes (the roles'
+    variables, profile and pins as bootstrap resolves them), in check mode: the sets, pinned or not, the holds
+    and the versionlock lines each role gave apt, dpkg_selections and dnf before it had this one step."""
+    library = tmp_path / "library"
+    library.mkdir()
+    (library / "recorded_facts.py").write_text((REPO / "tests/provisioning/library/recorded_facts.py").read_text())
+    spec_any = '{"name": {"type": "raw"}, "state": {}, "allow_downgrade": {"type": "bool"}, ' \
+               '"allow_change_held_packages": {"type": "bool"}, "install_recommends": {"type": "bool"}}'
+    for name in ("apt", "dnf"):
+        (library / f"{name}.py").write_text(FAKE_ANY.format(NAME=name, SPEC=spec_any,
+                                                            EXIT="module.exit_json(changed=True)"))
+    (library / "dpkg_selections.py").write_text(FAKE_ANY.format(
+        NAME="dpkg_selections", SPEC='{"name": {}, "selection": {}}',
+        EXIT='module.exit_json(changed=True, before="install", after="hold")'))
+    (library / "blockinfile.py").write_text(FAKE_ANY.format(
+        NAME="blockinfile", SPEC='{k: {"type": "raw"} for k in ("path", "create", "owner", "group", "mode", '
+                                 '"marker", "block")}', EXIT="module.exit_json(changed=True)"))
+    # dpkg knows none of the packages: every set goes to apt, and every hold after it (the decision on what
+    # dpkg has is the tests above'; this one is about what each role hands over)
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "dpkg-query").write_text("#!/bin/sh\nexit 1\n")
+    (fake_bin / "dpkg-query").chmod(0o755)
+    roles = ["nvidia_driver", "fabricmanager", "ofed", "nccl_tools", "container_toolkit", "ib_redundancy",
+             "timesync", "cluster_ssh"]
+    (tmp_path / "pb.yml").write_text(ROLES_PLAY % {"repo": REPO, "facts": REPO / "tests/provisioning/facts"})
+    log = tmp_path / "calls.jsonl"
+    log.write_text("")
+    env = ansible_env(ANSIBLE_LIBRARY=str(library), CLUSTERCERT_FAKE_LOG=str(log))
+    env["PATH"] = f"{fake_bin}:{env['PATH']}"
+    p = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(REPO / "tests/provisioning/inventory.yml"), "--limit",
+         "debian12,ubuntu2204,rocky9", str(tmp_path / "pb.yml"), "--check", "-e", json.dumps(
+             {"roles": roles, "pinned": ["nvidia_driver", "fabricmanager", "ofed", "nccl_tools", "container_toolkit"],
+              "ansible_python_interpreter": sys.executable})],
+        capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
+    calls = [json.loads(x) for x in log.read_text().splitlines()]
+    assert calls and all(c["check_mode"] for c in calls)  # --check: the stand-ins were asked to simulate
+    pinned_apt = {"allow_downgrade": True, "allow_change_held_packages": True, "install_recommends": False}
+
+    def seen(host: str) -> list:
+        out = []
+        for c in (c for c in calls if c["host"] == host):
+            a = {k: v for k, v in c["args"].items() if v is not None}
+            if c["module"] == "dpkg_selections":
+                assert a["selection"] == "hold"
+                out.append(("hold", a["name"]))
+            elif c["module"] == "blockinfile":
+                assert (a["path"], a["create"], a["mode"]) == ("/etc/dnf/plugins/versionlock.list", True, "0644")
+                out.append(("lock", a["marker"], a["block"].splitlines()))
+            else:
+                extra = {k: v for k, v in a.items() if k not in ("name", "state")}
+                assert a["state"] == "present"
+                out.append((c["module"], a["name"], "pinned" if extra else "as shipped"))
+                assert extra in ({}, pinned_apt if c["module"] == "apt" else {"allow_downgrade": True})
+        return out
+
+    nccl = ["libnccl2", "libnccl-dev", "perftest", "nccl-tests", "nvbandwidth", "datacenter-gpu-manager"]
+    toolkit = ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
+               "libnvidia-container1"]
+    driver = ["nvidia-open", "nvidia-driver", "nvidia-kernel-open-dkms", "nvidia-persistenced"]
+    assert seen("debian12") == [
+        ("apt", ["linux-headers-6.1.0-37-amd64"] + [f"{p}=570.172.08-*" for p in driver], "pinned"),
+        *[("hold", p) for p in driver],
+        ("apt", ["nvidia-fabricmanager-570=570.172.08-*"], "pinned"), ("hold", "nvidia-fabricmanager-570"),
+        ("apt", ["doca-ofed=2.10.0*"], "pinned"), ("hold", "doca-ofed"),
+        ("apt", ["libnccl2=2.26.2-1+cuda12.8", "libnccl-dev=2.26.2-1+cuda12.8", "perftest=25.01.0*",
+                 "nccl-tests=2.14.1*", "nvbandwidth=0.7*", "datacenter-gpu-manager=1:3.3.9*"], "pinned"),
+        *[("hold", p) for p in nccl],
+        ("apt", ["iperf3", "fio", "numactl", "python3-torch", "openmpi-bin"], "as shipped"),
+        ("apt", [f"{p}=1.17.8*" for p in toolkit], "pinned"), *[("hold", p) for p in toolkit],
+        ("apt", ["chrony"], "as shipped"), ("apt", ["openssh-client"], "as shipped")]
+    # Ubuntu reads the Debian.yml of the roles without an Ubuntu.yml: the same names as Debian 12
+    ubuntu = seen("ubuntu2204")
+    assert ("apt", ["chrony"], "as shipped") in ubuntu and ("apt", ["openssh-client"], "as shipped") in ubuntu
+    assert ("apt", ["nvidia-fabricmanager-570=570.172.08-*"], "pinned") in ubuntu
+    assert [c for c in ubuntu if c[0] == "hold"][-4:] == [("hold", p) for p in toolkit]
+    assert ("apt", ["iperf3", "fio", "numactl", "openmpi-bin"], "as shipped") in ubuntu
+    assert not [c for c in ubuntu if c[1] in (["ifenslave"], ["opensm"])]  # a bond on networkd, switch-managed SM
+    assert seen("rocky9") == [
+        ("dnf", ["nvidia-fabric-manager-570.172.08"], "pinned"),
+        ("lock", "# {mark} clustercert fabricmanager", ["nvidia-fabric-manager-*:570.172.08-*"]),
+        ("dnf", ["rdma-core", "libibverbs-utils", "infiniband-diags"], "pinned"),  # inbox: neither held nor locked
+        ("dnf", ["libnccl-2.26.2-1+cuda12.8", "libnccl-devel-2.26.2-1+cuda12.8", "perftest-25.01.0",
+                 "nccl-tests-2.14.1", "nvbandwidth-0.7", "datacenter-gpu-manager-3.3.9"], "pinned"),
+        ("lock", "# {mark} clustercert nccl_tools", [
+            "libnccl-*:2.26.2-1+cuda12.8*", "libnccl-devel-*:2.26.2-1+cuda12.8*", "perftest-*:25.01.0*",
+            "nccl-tests-*:2.14.1*", "nvbandwidth-*:0.7*", "datacenter-gpu-manager-*:3.3.9*"]),
+        ("dnf", ["iperf3", "fio", "numactl", "openmpi"], "as shipped"),
+        ("dnf", [f"{p}-1.17.8*" for p in toolkit], "pinned"),
+        ("lock", "# {mark} clustercert container_toolkit", [f"{p}-*:1.17.8*" for p in toolkit]),
+        ("dnf", ["opensm"], "as shipped"),  # its subnet manager
+        ("dnf", ["chrony"], "as shipped"), ("dnf", ["openssh-clients"], "as shipped")]
