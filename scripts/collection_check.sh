@@ -57,6 +57,7 @@ echo "== ansible-doc of every plugin"
 export ANSIBLE_COLLECTIONS_PATH="$tmp"
 for f in plugins/*/*.py; do
   type=$(basename "$(dirname "$f")")
+  case $type in modules|action) type=module ;; esac  # an action plugin is documented as its module
   if [ "$type" = filter ]; then  # one documented filter per YAML file next to the module: every filter it returns
     names=$("$PY" -c 'import ast, sys; t = ast.parse(open(sys.argv[1]).read())
 fn = next(n for n in ast.walk(t) if isinstance(n, ast.FunctionDef) and n.name == "filters")

@@ -19,7 +19,8 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 NCCL_TASK = "Tell NCCL which HCAs are compute rails"
 MEMLOCK_TASK = "Raise memlock and nofile for every login (limits.d)"
 NCCL_INSTALL_TASK = "Install NCCL, perftest, nccl-tests, nvbandwidth and DCGM in one transaction"
-NCCL_HOLD_TASK = "Hold NCCL and the probe tools"
+# the holds are the install task's (the collection's packages action): a hold dropped on its own is its one change
+NCCL_HOLD_TASK = NCCL_INSTALL_TASK
 
 
 
@@ -118,7 +119,7 @@ def test_tampering_is_reported_exactly_and_repaired(lab, bootstrapped):
     rc, doc = bootstrap(lab, "--check", "--diff")
     assert rc == 0
     # The lab's package_drift installs libnccl2's other version the way an upgrade would (which also
-    # drops its hold): one change, reported by the install task; the hold task folds into it.
+    # drops its hold): one change, reported by the install task, which also puts the hold back.
     assert sorted((c["host"], c["task"]) for c in doc["changes"]) == sorted(
         [(node, NCCL_TASK), (node, MEMLOCK_TASK), (node, NCCL_INSTALL_TASK)]), doc["changes"]
     assert {c["role"] for c in doc["changes"]} == {"ib_redundancy", "tuning", "nccl_tools"}

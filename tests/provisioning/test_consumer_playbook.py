@@ -56,8 +56,7 @@ def test_syntax_check_and_list_tasks_of_bootstrap_from_a_clone(tmp_path):
     bootstrap_roles = {r["role"] for play in yaml.safe_load((REPO / "playbooks/bootstrap.yml").read_text())
                        for r in play.get("roles", [])}
     assert bootstrap_roles | {"preflight"} <= roles, sorted(roles)
-    assert "nvidia_driver : Read the installed versions of the driver packages and the kernel headers (read-only)" \
-        in listing.stdout
+    assert "nvidia_driver : Install the driver and the running kernel's headers in one transaction" in listing.stdout
 
 
 def test_the_profile_lookup_resolves_by_fqcn_from_a_clone(tmp_path):

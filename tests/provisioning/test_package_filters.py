@@ -116,6 +116,6 @@ def test_every_role_names_the_filters_by_fqcn():
                                  text), f"{f.relative_to(REPO)}: a filter by its short name"
             if re.search(r"\|\s*clustercert\.cluster\.clustercert_\w+", text):
                 users.add(d.name)
-    assert {"nccl_tools", "nvidia_driver", "ofed", "fabricmanager", "container_toolkit", "timesync",
-            "cluster_ssh"} <= users
+    # the package-installing roles read dpkg through the collection's packages action (test_packages_action.py)
+    assert {"timesync"} <= users
     assert not (ROLES / "clustercert_defaults" / "filter_plugins").exists()

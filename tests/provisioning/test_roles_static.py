@@ -40,8 +40,12 @@ def test_role_layout(role):
     d = ROLES / role
     for sub in ("defaults/main.yml", "handlers/main.yml", "meta/argument_specs.yml", "README.md",
                 "tasks/main.yml", "tasks/preflight.yml", "tasks/install.yml", "tasks/configure.yml",
-                "vars/Debian.yml", "vars/Ubuntu.yml", "vars/RedHat.yml"):
+                "vars/Debian.yml", "vars/RedHat.yml"):
         assert (d / sub).is_file(), f"{role}: {sub} missing"
+    # Ubuntu reads vars/Debian.yml (its os_family) unless the role's Ubuntu values differ (tasks/vars.yml)
+    ubuntu = d / "vars/Ubuntu.yml"
+    assert not ubuntu.exists() or ubuntu.read_bytes() != (d / "vars/Debian.yml").read_bytes(), \
+        f"{role}: vars/Ubuntu.yml repeats vars/Debian.yml"
     main = (d / "tasks/main.yml").read_text()
     for phase in ("preflight.yml", "install.yml", "configure.yml"):
         assert phase in main
