@@ -99,6 +99,8 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = DEFAULT_F
     for name, counters in (nvlink_baseline or {}).items():
         if name in contexts:
             contexts[name].nvlink_baseline = counters
+    tell = progress or (lambda kind, **ev: None)
+    settled = after_node or (lambda: None)
     commands_for = {name: node_commands(ctx, comps) for name, ctx in contexts.items()}
     results: dict[str, NodeResult] = {}
     sysfs: dict[str, dict] = {}
@@ -109,32 +111,17 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = DEFAULT_F
         certificate need of its raw outputs taken, so that (without ``keep_outputs``) they can go now."""
         if not ev.reachable:
             results[name] = NodeResult(name, "unreachable", [], ev.error, ev)
-            if progress is not None:
-                progress("node", name=name, status="unreachable")
+            tell("node", name=name, status="unreachable")
             return ev
-        ctx = contexts[name]
-        with one_parse_per_output():  # the node's outputs parsed once each, whichever checks read them
-            findings = run_evaluations(ev.results, ctx, comps)
-            if "ib" in comp_names:
-                rec, _ = parsed("sysfs-infiniband", ev.results.get("ib_sysfs"), ())
-                if rec is not None:
-                    sysfs[name] = rec
-            if "hardware" in comp_names:
-                parts[name] = cluster_checks.node_parts(ev.results, ctx)
-            hardware = hardware_checks.identity(ev.results, ctx.profile.ib.link_layer)
-            rails = (rails_checks.of_evidence(ctx.profile, ev.results.get("nvsmi_topo"), ev.results.get("ib_sysfs"),
-                                              ctx.timeout_s) if {"hardware", "ib"} & set(comp_names) else None)
+        findings, hardware, rails = _evaluate_node(name, ev, contexts[name], comps, comp_names, sysfs, parts)
         results[name] = NodeResult(name, "pass", findings, "", ev, hardware, True, rails)
         if not keep_outputs:
             ev.results = {k: v for k, v in ev.results.items() if k in KEPT_OUTPUTS}
-        if after_node is not None:
-            after_node()
-        if progress is not None:
-            progress("node", name=name, status=node_verdict(findings))
+        settled()
+        tell("node", name=name, status=node_verdict(findings))
         return ev
 
-    if progress is not None:
-        progress("nodes", phase="validate", names=list(inv.hosts), forks=forks)
+    tell("nodes", phase="validate", names=list(inv.hosts), forks=forks)
 
     evidence = io.collect_many({n: h.connection for n, h in inv.hosts.items()}, commands_for, forks=forks,
                             control_dir=paths.control_dir(), each=take)
@@ -144,30 +131,61 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = DEFAULT_F
     # the inventory's order, not the order the nodes answered in
     results = {n: results[n] for n in evidence}
     sysfs = {n: sysfs[n] for n in evidence if n in sysfs}
+    _add_cluster_findings(inv, results, comp_names, sysfs, parts, contexts)
+    if disruptive and "bond" in comp_names:
+        run_bond_failover(inv, contexts, results, io=io)
+    for r in results.values():
+        _settle(r, selected, keep_outputs)
+    return results
+
+
+def _settle(r: NodeResult, selected: set[str] | None, keep_outputs: bool) -> None:
+    """A node's result once every check has run: its findings narrowed to ``selected``, its verdict from them,
+    and (without ``keep_outputs``) its raw outputs, the failover test's too, dropped but for KEPT_OUTPUTS."""
+    if selected is not None:
+        r.findings = [f for f in r.findings if f.check in selected]
+    if r.verdict != "unreachable":
+        r.verdict = node_verdict(r.findings)
+    if r.evidence is not None and not keep_outputs:
+        r.evidence.results = {k: v for k, v in r.evidence.results.items() if k in KEPT_OUTPUTS}
+
+
+def _evaluate_node(name: str, ev: NodeEvidence, ctx: HostContext, comps: list[Component], comp_names: list[str],
+                   sysfs: dict[str, dict], parts: dict[str, dict]) -> tuple[list[Finding], object, object]:
+    """One reachable node's (findings, hardware identity, rails); what the cluster-wide checks need of its
+    outputs is put in ``sysfs`` and ``parts``."""
+    with one_parse_per_output():  # the node's outputs parsed once each, whichever checks read them
+        findings = run_evaluations(ev.results, ctx, comps)
+        if "ib" in comp_names:
+            rec, _ = parsed("sysfs-infiniband", ev.results.get("ib_sysfs"), ())
+            if rec is not None:
+                sysfs[name] = rec
+        if "hardware" in comp_names:
+            parts[name] = cluster_checks.node_parts(ev.results, ctx)
+        hardware = hardware_checks.identity(ev.results, ctx.profile.ib.link_layer)
+        rails = (rails_checks.of_evidence(ctx.profile, ev.results.get("nvsmi_topo"), ev.results.get("ib_sysfs"),
+                                          ctx.timeout_s) if {"hardware", "ib"} & set(comp_names) else None)
+    return findings, hardware, rails
+
+
+def _add_cluster_findings(inv: Inventory, results: dict[str, NodeResult], comp_names: list[str],
+                          sysfs: dict[str, dict], parts: dict[str, dict], contexts: dict) -> None:
+    """The cluster-wide checks over every reachable node's evidence, added to the nodes' findings."""
     if "ib" in comp_names and len(sysfs) > 1:
         extra = ib_checks.cluster_findings(sysfs, {n: inv.hosts[n].profile for n in sysfs})
         for name, fs in extra.items():
             results[name].findings.extend(fs)
-    if "hardware" in comp_names:
-        reachable = {n: parts[n] for n in results if n in parts}
-        for name, fs in cluster_checks.parts_findings(reachable, contexts).items():
-            results[name].findings.extend(fs)
-        results_rails = {n: r.rails for n, r in results.items() if r.rails is not None}
-        for name, what in rails_checks.peer_differences(
-                results_rails, {n: inv.hosts[n].profile.name for n in results_rails}).items():
-            results[name].findings.append(Finding(
-                "gpu.nic_affinity", "fail", "rails", "the GPU->NIC mapping of the node's peers (same profile)",
-                f"differs from its peers': {what}", json.dumps(results_rails[name].to_json(), sort_keys=True)))
-    if disruptive and "bond" in comp_names:
-        run_bond_failover(inv, contexts, results, io=io)
-    for r in results.values():
-        if selected is not None:
-            r.findings = [f for f in r.findings if f.check in selected]
-        if r.verdict != "unreachable":
-            r.verdict = node_verdict(r.findings)
-        if r.evidence is not None and not keep_outputs:  # the failover test's outputs too
-            r.evidence.results = {k: v for k, v in r.evidence.results.items() if k in KEPT_OUTPUTS}
-    return results
+    if "hardware" not in comp_names:
+        return
+    reachable = {n: parts[n] for n in results if n in parts}
+    for name, fs in cluster_checks.parts_findings(reachable, contexts).items():
+        results[name].findings.extend(fs)
+    results_rails = {n: r.rails for n, r in results.items() if r.rails is not None}
+    for name, what in rails_checks.peer_differences(
+            results_rails, {n: inv.hosts[n].profile.name for n in results_rails}).items():
+        results[name].findings.append(Finding(
+            "gpu.nic_affinity", "fail", "rails", "the GPU->NIC mapping of the node's peers (same profile)",
+            f"differs from its peers': {what}", json.dumps(results_rails[name].to_json(), sort_keys=True)))
 
 
 # the outputs certify still reads once the checks have run: the certificate's versions (nccl, ofed)
