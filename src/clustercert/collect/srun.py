@@ -455,37 +455,18 @@ class SlurmBackend:
         self.blocked = dict(p.blocked)
         if not p.nodes or (reservation is None and not p.drained):
             return
-        by_sn = {}
+        by_sn: dict[str, list[str]] = {}
         for n, sn in self.names.items():
             by_sn.setdefault(sn, []).append(n)
-        if reservation is not None:
-            found = maintenance.read_reservations(call)
-            why = (f"--reservation {reservation}: the reservations could not be read: {found}" if isinstance(found, str)
-                   else maintenance.check_reservation(found.get(reservation), reservation, p.nodes))
-            if why:
-                self.blocked.update({n: why for n in self.names if n not in self.blocked})
-                return
-            self.reservation = reservation
+        if reservation is not None and not self._take_reservation(reservation, p.nodes):
+            return
         if not p.drained:
             return
         saved = maintenance.Saved(self.job_name, reservation or self.job_name, reservation is None, p.drained)
         saved.write(self.state_dir)  # before anything changes: a run killed from here on is recovered
         self.saved = saved
-        if reservation is None:
-            who = call(["id", "-un"], maintenance.SCONTROL_S)
-            user = (who.get("stdout") or "").strip() if maintenance.ok(who) else ""
-            res = (call(maintenance.create_argv(saved.reservation, p.nodes, user), maintenance.SCONTROL_S)
-                   if user and user.isprintable() and " " not in user else who)
-            if not maintenance.ok(res):
-                saved.remove(self.state_dir)
-                self.saved = None
-                why = f"the maintenance reservation for its drain could not be made: {maintenance.why(res)}"
-                for sn, reason in p.drained.items():
-                    self.blocked.update({n: f"{sn} is drained (Reason={reason}); {why}" for n in by_sn[sn]})
-                return
-            self.reservation = saved.reservation
-            self._say(f"reservation {saved.reservation} made on {','.join(p.nodes)} (Flags=MAINT,IGNORE_JOBS, "
-                      f"{maintenance.RESERVATION_MIN} min) to certify the drained {', '.join(sorted(p.drained))}")
+        if reservation is None and not self._make_reservation(saved, p, by_sn):
+            return
         for sn, reason in sorted(p.drained.items()):
             res = call(maintenance.resume_argv(sn), maintenance.SCONTROL_S)
             if not maintenance.ok(res):
@@ -494,6 +475,37 @@ class SlurmBackend:
             else:
                 self._say(f"{sn} resumed in reservation {self.reservation}; its drain (Reason={reason}) is put "
                           "back when the run ends")
+
+    def _take_reservation(self, reservation: str, nodes: list[str]) -> bool:
+        """The admin's --reservation, where it covers ``nodes`` (else every node is blocked, saying why)."""
+        found = maintenance.read_reservations(self._scontrol)
+        why = (f"--reservation {reservation}: the reservations could not be read: {found}" if isinstance(found, str)
+               else maintenance.check_reservation(found.get(reservation), reservation, nodes))
+        if why:
+            self.blocked.update({n: why for n in self.names if n not in self.blocked})
+            return False
+        self.reservation = reservation
+        return True
+
+    def _make_reservation(self, saved: maintenance.Saved, p, by_sn: dict[str, list[str]]) -> bool:
+        """clustercert's own maintenance reservation for the drained nodes (where it cannot be made, they are
+        blocked, saying why, and nothing is left to restore)."""
+        call = self._scontrol
+        who = call(["id", "-un"], maintenance.SCONTROL_S)
+        user = (who.get("stdout") or "").strip() if maintenance.ok(who) else ""
+        res = (call(maintenance.create_argv(saved.reservation, p.nodes, user), maintenance.SCONTROL_S)
+               if user and user.isprintable() and " " not in user else who)
+        if not maintenance.ok(res):
+            saved.remove(self.state_dir)
+            self.saved = None
+            why = f"the maintenance reservation for its drain could not be made: {maintenance.why(res)}"
+            for sn, reason in p.drained.items():
+                self.blocked.update({n: f"{sn} is drained (Reason={reason}); {why}" for n in by_sn[sn]})
+            return False
+        self.reservation = saved.reservation
+        self._say(f"reservation {saved.reservation} made on {','.join(p.nodes)} (Flags=MAINT,IGNORE_JOBS, "
+                  f"{maintenance.RESERVATION_MIN} min) to certify the drained {', '.join(sorted(p.drained))}")
+        return True
 
     def _allocate(self, gres: str | None) -> None:
         """The run's job, on every node not blocked; where Slurm does not give it, every node says why."""
@@ -579,45 +591,54 @@ class SlurmBackend:
             groups.setdefault((tuple(become), first, ssh.interpreter(self.conns[n])), []).append(n)
         lock = threading.Lock()
 
-        def run(key: tuple, names: list[str]) -> None:
-            become, first, interp = key
-            by_sn = {self.names[n]: n for n in names}
-            # every task reads the whole of it: compressed, the nodes' nearly alike requests cost little more than one
-            nodes = json.dumps({self.names[n]: requests[n][1] for n in names}).encode()
-            body = json.dumps({"nodes_z": base64.b64encode(zlib.compress(nodes, 6)).decode("ascii")})
-            stdin = (first.decode() + REQUEST_MARK + body) if first else body
-            argv = srun_argv(self.job_id, sorted(by_sn), label=True, input_all=True) + [
-                *become, interp, "-c", remote.source("runner")]
-            t0 = time.monotonic()
-            deadline = t0 + limit + 30
-            call = self.agent.call(argv, stdin, limit, stream=True)
-            frames, pending = Frames(), dict(by_sn)
-            while (line := call.next_line(deadline - time.monotonic())) is not None:
-                text = _LABEL.sub("", line, count=1)
-                if text.startswith(DONE_MARK):
-                    if on_done is not None:
-                        on_done(text[len(DONE_MARK):].strip())
-                elif (got := frames.add(text)) is not None and got[0] in pending:
-                    n = pending.pop(got[0])
-                    ev = ssh.runner_evidence(n, requests[n][0], got[1], round(time.monotonic() - t0, 3))
-                    with lock:
-                        done(n, ev)
-            if not call.done.is_set():
-                self.agent.cancel(call)
-            res = call.wait(IMMEDIATE_S + 30)
-            why = _why(res, limit)
-            if res and not res.get("lost") and not res.get("timed_out") and (res.get("stderr") or "").strip():
-                # sudo's refusals in words of their own, as over ssh (collect.ssh.describe_failure)
-                err = "\n".join(_LABEL.sub("", ln, count=1) for ln in res["stderr"].splitlines())
-                why = ssh.describe_failure(err, res.get("rc"), self.conns[names[0]])
-            for n in pending.values():
-                with lock:
-                    done(n, NodeEvidence(n, False, why, seconds=round(time.monotonic() - t0, 3)))
+        def locked_done(name: str, ev: NodeEvidence) -> None:
+            with lock:
+                done(name, ev)
 
         if groups:
             with ThreadPoolExecutor(max_workers=len(groups)) as ex:
-                list(ex.map(lambda kv: run(*kv), groups.items()))
+                list(ex.map(lambda kv: self._runner_group(*kv, requests, limit, locked_done, on_done),
+                            groups.items()))
         return {n: out[n] for n in requests}
+
+    def _runner_group(self, key: tuple, names: list[str], requests: dict[str, tuple[dict, dict]], limit: float,
+                      done, on_done) -> None:
+        """One srun step for the nodes ``names`` that become root alike (``key``); ``done`` as each node's
+        document is complete, and for each node the step left without one (why, in words)."""
+        become, first, interp = key
+        by_sn = {self.names[n]: n for n in names}
+        # every task reads the whole of it: compressed, the nodes' nearly alike requests cost little more than one
+        nodes = json.dumps({self.names[n]: requests[n][1] for n in names}).encode()
+        body = json.dumps({"nodes_z": base64.b64encode(zlib.compress(nodes, 6)).decode("ascii")})
+        stdin = (first.decode() + REQUEST_MARK + body) if first else body
+        argv = srun_argv(self.job_id, sorted(by_sn), label=True, input_all=True) + [
+            *become, interp, "-c", remote.source("runner")]
+        t0 = time.monotonic()
+        deadline = t0 + limit + 30
+        call = self.agent.call(argv, stdin, limit, stream=True)
+        frames, pending = Frames(), dict(by_sn)
+        while (line := call.next_line(deadline - time.monotonic())) is not None:
+            text = _LABEL.sub("", line, count=1)
+            if text.startswith(DONE_MARK):
+                if on_done is not None:
+                    on_done(text[len(DONE_MARK):].strip())
+            elif (got := frames.add(text)) is not None and got[0] in pending:
+                n = pending.pop(got[0])
+                done(n, ssh.runner_evidence(n, requests[n][0], got[1], round(time.monotonic() - t0, 3)))
+        if not call.done.is_set():
+            self.agent.cancel(call)
+        why = self._step_failure(call.wait(IMMEDIATE_S + 30), limit, names[0])
+        for n in pending.values():
+            done(n, NodeEvidence(n, False, why, seconds=round(time.monotonic() - t0, 3)))
+
+    def _step_failure(self, res: dict, limit: float, node: str) -> str:
+        """Why a step's node gave no document, from the step's end ``res``."""
+        why = _why(res, limit)
+        if res and not res.get("lost") and not res.get("timed_out") and (res.get("stderr") or "").strip():
+            # sudo's refusals in words of their own, as over ssh (collect.ssh.describe_failure)
+            err = "\n".join(_LABEL.sub("", ln, count=1) for ln in res["stderr"].splitlines())
+            why = ssh.describe_failure(err, res.get("rc"), self.conns[node])
+        return why
 
     # -- the collect.ssh interface: a probe's server and client
 
