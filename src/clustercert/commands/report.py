@@ -32,17 +32,23 @@ def run(args) -> int:
         return prune(args, store, started)
     if (getattr(args, "keep", None) or getattr(args, "older_than", None) or getattr(args, "dry_run", False)):
         raise InputError("--keep/--older-than/--dry-run", args.what, "only `report prune` takes them")
+    rows = _rows(args, store)
+    emit(args, lambda: documents.report_document(args.what, args.node, rows, started),
+         lambda: print_history(rows) if args.what == "history" else print_runs(rows))
+    return EXIT_OK
+
+
+def _rows(args, store: Store) -> list[dict]:
+    """``report history``: the node's (or every node's) results; ``report runs``: the runs, their meta read."""
     if args.what == "history":
         rows = store.history(args.node)
         if args.node and not rows:
             raise InputError("--node", args.node, "no recorded results for this node")
-    else:
-        rows = store.runs()
-        for r in rows:
-            r["meta"] = json.loads(r["meta"]) if isinstance(r.get("meta"), str) and r["meta"] else (r.get("meta") or {})
-    emit(args, lambda: documents.report_document(args.what, args.node, rows, started),
-         lambda: print_history(rows) if args.what == "history" else print_runs(rows))
-    return EXIT_OK
+        return rows
+    rows = store.runs()
+    for r in rows:
+        r["meta"] = json.loads(r["meta"]) if isinstance(r.get("meta"), str) and r["meta"] else (r.get("meta") or {})
+    return rows
 
 
 def prune(args, store: Store, started) -> int:
