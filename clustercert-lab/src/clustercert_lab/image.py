@@ -202,23 +202,29 @@ def host_mirror() -> str:
             text = f.read_text()
         except OSError:
             continue
-        for line in text.splitlines():
-            line = line.strip()
-            if line.startswith("#"):
-                continue
-            m = re.match(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+(\S+)", line)
-            if m and m.group(2) == SUITE:
-                candidates.append(m.group(1))
-                continue
-            m = re.match(r"^URIs:\s*(.+)$", line)
-            if m:
-                for uri in m.group(1).split():
-                    if "security" not in uri:
-                        candidates.append(uri)
+        candidates += _source_uris(text)
     for uri in candidates:
         if uri.startswith("http://") and uri.rstrip("/").endswith("/debian"):
             return uri.rstrip("/")
     return DEFAULT_MIRROR
+
+
+def _source_uris(text: str) -> list[str]:
+    """The mirrors of an apt sources file: a one-line ``deb`` entry's of SUITE, a deb822 ``URIs:`` field's
+    (but for the security archive's)."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("#"):
+            continue
+        m = re.match(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+(\S+)", line)
+        if m and m.group(2) == SUITE:
+            out.append(m.group(1))
+            continue
+        m = re.match(r"^URIs:\s*(.+)$", line)
+        if m:
+            out += [uri for uri in m.group(1).split() if "security" not in uri]
+    return out
 
 
 def sources_list(mirror: str) -> str:

@@ -330,24 +330,38 @@ def up(nodes: int | None = None, spec_path: str | None = None, slurm: bool = Fal
     return status()
 
 
+def _check_running(sp: dict, current: dict) -> None:
+    """A lab already up (``current``, its spec.json) can take ``sp`` in place: same profile and link rate,
+    no node at another address."""
+    for key in ("profile", "link_mbit"):
+        if current[key] != sp[key]:
+            raise InputError(
+                sp.get("source", spec_mod.EMBEDDED), key,
+                f"a lab with {key} {current[key]!r} is running: run `clustercert lab down` first",
+            )  # fmt: skip
+    existing = {h.name: h.index for h in _handles()}
+    wanted = {n: i for i, n in enumerate(sp["nodes"], start=1)}
+    moved = [n for n, i in existing.items() if n in wanted and wanted[n] != i]
+    if moved:
+        raise InputError(
+            sp.get("source", spec_mod.EMBEDDED), "nodes",
+            f"node(s) {', '.join(moved)} would change address: run `clustercert lab down` first",
+        )  # fmt: skip
+
+
+def _apply_spec_faults(handles: list, sp: dict) -> None:
+    """The spec's faults, each on its node unless it is there already."""
+    for f in sp["faults"]:
+        h = next(x for x in handles if x.name == f["node"])
+        if not any(a["kind"] == f["kind"] and a["params"] == f["params"] for a in _faults_of(h)):
+            _apply_fault(h, f["kind"], f["params"])
+
+
 def _up_locked(sp: dict) -> None:
     d = lab_dir()
     current = _read_json(d / "spec.json")
     if current:
-        for key in ("profile", "link_mbit"):
-            if current[key] != sp[key]:
-                raise InputError(
-                    sp.get("source", spec_mod.EMBEDDED), key,
-                    f"a lab with {key} {current[key]!r} is running: run `clustercert lab down` first",
-                )  # fmt: skip
-        existing = {h.name: h.index for h in _handles()}
-        wanted = {n: i for i, n in enumerate(sp["nodes"], start=1)}
-        moved = [n for n, i in existing.items() if n in wanted and wanted[n] != i]
-        if moved:
-            raise InputError(
-                sp.get("source", spec_mod.EMBEDDED), "nodes",
-                f"node(s) {', '.join(moved)} would change address: run `clustercert lab down` first",
-            )  # fmt: skip
+        _check_running(sp, current)
     profile = _profile(sp["profile"])
     image.ensure_image(sp["profile"], profile)
     d.mkdir(parents=True, exist_ok=True)
@@ -386,10 +400,7 @@ def _up_locked(sp: dict) -> None:
     if sp["slurm"] or (slurm_was_up and set(existing) != set(sp["nodes"])):
         _slurm_up(handles, public)
     if first_up or current.get("faults") != public["faults"]:
-        for f in sp["faults"]:
-            h = next(x for x in handles if x.name == f["node"])
-            if not any(a["kind"] == f["kind"] and a["params"] == f["params"] for a in _faults_of(h)):
-                _apply_fault(h, f["kind"], f["params"])
+        _apply_spec_faults(handles, sp)
 
 
 # --------------------------------------------------------------------------------------------- slurm

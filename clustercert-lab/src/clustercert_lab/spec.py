@@ -81,33 +81,36 @@ def _faults(value, source: str, names: list[str], profile: dict, link_mbit: int)
         raise InputError(source, "faults", f"must be a list of {{node, kind, ...params}}, not {type(value).__name__}")
     if not value:
         return []
-    out = []
-    for i, entry in enumerate(value):
-        key = f"faults[{i}]"
-        if not isinstance(entry, dict):
-            raise InputError(source, key, f"must be a mapping {{node, kind, ...params}}, not {type(entry).__name__}")
-        node = entry.get("node")
-        if node is None:
-            raise InputError(source, f"{key}.node", "required key is missing")
-        if node not in names:
-            raise InputError(source, f"{key}.node", f"no node {node!r} in this lab (nodes: {', '.join(names[:8])}{'...' if len(names) > 8 else ''})")
-        kind = entry.get("kind")
-        if kind is None:
-            raise InputError(source, f"{key}.kind", "required key is missing")
-        if kind not in faults.FAULTS:
-            raise InputError(source, f"{key}.kind", f"unknown fault kind {kind!r} (known: {', '.join(sorted(faults.FAULTS))})")
-        params = {k: v for k, v in entry.items() if k not in ("node", "kind")}
-        hw = hardware.build(profile, node, names.index(node) + 1, {"nodes": names, "link_mbit": link_mbit})
-        try:
-            norm = faults.validate(kind, params, hw)
-        except ValueError as exc:
-            msg = str(exc)
-            pkey, _, reason = msg.partition(": ")
-            if reason and (pkey in params or pkey in faults.FAULTS[kind].params):
-                raise InputError(source, f"{key}.{pkey}", reason) from None
-            raise InputError(source, key, msg) from None
-        out.append({"node": node, "kind": kind, "params": norm})
-    return out
+    return [_fault(entry, f"faults[{i}]", source, names, profile, link_mbit) for i, entry in enumerate(value)]
+
+
+def _fault(entry, key: str, source: str, names: list[str], profile: dict, link_mbit: int) -> dict:
+    """One entry of the spec's faults, ``key`` (faults[i]): {node, kind, params}, its params normalised."""
+    if not isinstance(entry, dict):
+        raise InputError(source, key, f"must be a mapping {{node, kind, ...params}}, not {type(entry).__name__}")
+    node = entry.get("node")
+    if node is None:
+        raise InputError(source, f"{key}.node", "required key is missing")
+    if node not in names:
+        raise InputError(source, f"{key}.node", f"no node {node!r} in this lab "
+                         f"(nodes: {', '.join(names[:8])}{'...' if len(names) > 8 else ''})")
+    kind = entry.get("kind")
+    if kind is None:
+        raise InputError(source, f"{key}.kind", "required key is missing")
+    if kind not in faults.FAULTS:
+        raise InputError(source, f"{key}.kind",
+                         f"unknown fault kind {kind!r} (known: {', '.join(sorted(faults.FAULTS))})")
+    params = {k: v for k, v in entry.items() if k not in ("node", "kind")}
+    hw = hardware.build(profile, node, names.index(node) + 1, {"nodes": names, "link_mbit": link_mbit})
+    try:
+        norm = faults.validate(kind, params, hw)
+    except ValueError as exc:
+        msg = str(exc)
+        pkey, _, reason = msg.partition(": ")
+        if reason and (pkey in params or pkey in faults.FAULTS[kind].params):
+            raise InputError(source, f"{key}.{pkey}", reason) from None
+        raise InputError(source, key, msg) from None
+    return {"node": node, "kind": kind, "params": norm}
 
 
 def normalise(raw, source: str = EMBEDDED, nodes_override: int | None = None, slurm: bool = False) -> dict:
