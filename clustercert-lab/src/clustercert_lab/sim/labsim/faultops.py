@@ -59,12 +59,31 @@ def memlock_heal(p: dict) -> None:
         pass
 
 
-def runtime_apply(p: dict) -> bool:
+def _runtime_unconfigured(f: str, text: str) -> str | None:
+    """A container runtime's configuration file ``f`` without its NVIDIA runtime (None: the file goes; the
+    text as it is where it names none)."""
     # only this fault needs the system module (tomllib, re): the idle agent, which imports this module,
     # stays small (the lab's memory per idle node is a measured budget: README, The lab)
     from .system import containerd_has_nvidia, remove_containerd_nvidia
 
-    changed = False
+    if f.endswith("config.toml") and containerd_has_nvidia(text):
+        return remove_containerd_nvidia(text)
+    if f.endswith("99-nvidia.toml"):
+        return None
+    if f.endswith("daemon.json"):
+        try:
+            data = json.loads(text or "{}")
+        except ValueError:
+            return text
+        if "nvidia" in data.get("runtimes", {}):
+            data["runtimes"].pop("nvidia")
+            if data.get("default-runtime") == "nvidia":
+                data.pop("default-runtime")
+            return json.dumps(data, indent=4) + "\n"
+    return text
+
+
+def runtime_apply(p: dict) -> bool:
     backup = {}
     for f in RUNTIME_FILES:
         path = common.root(f)
@@ -73,29 +92,14 @@ def runtime_apply(p: dict) -> bool:
                 text = fh.read()
         except OSError:
             continue
-        new = text
-        if f.endswith("config.toml") and containerd_has_nvidia(text):
-            new = remove_containerd_nvidia(text)
-        elif f.endswith("99-nvidia.toml"):
-            new = None
-        elif f.endswith("daemon.json"):
-            try:
-                data = json.loads(text or "{}")
-            except ValueError:
-                continue
-            if "nvidia" in data.get("runtimes", {}):
-                data["runtimes"].pop("nvidia")
-                if data.get("default-runtime") == "nvidia":
-                    data.pop("default-runtime")
-                new = json.dumps(data, indent=4) + "\n"
+        new = _runtime_unconfigured(f, text)
         if new != text:
             backup[f] = text
             if new is None:
                 os.unlink(path)
             else:
                 common.write_text(path, new)
-            changed = True
-    if not changed:
+    if not backup:
         return False
     common.write_json(common.root(_backup_path("container_runtime_unconfigured")), backup)
     for unit in ("containerd.service", "docker.service", "crio.service"):
