@@ -139,12 +139,8 @@ def _rail_rates(hw: dict, env=None) -> list[float]:
     return rates
 
 
-def main(tool: str, argv: list[str]) -> int:
-    hw = common.load_hw()
-    common.hang_if_configured(tool, hw)
-    launch = launch_env()
-    if tool not in BUS_FACTOR:
-        tool = "all_reduce_perf"
+def _options(argv: list[str]) -> dict | None:
+    """nccl-tests' options, by their one-letter keys, defaults filled in; None: --version was asked."""
     o = {"b": "33554432", "e": "33554432", "f": None, "i": None, "g": "1", "t": "1", "n": "20", "w": "5",
          "c": "1", "G": "0", "d": "float", "o": "sum"}
     longs = {"--minbytes": "b", "--maxbytes": "e", "--stepfactor": "f", "--stepbytes": "i", "--ngpus": "g",
@@ -154,8 +150,7 @@ def main(tool: str, argv: list[str]) -> int:
     while i < len(argv):
         a = argv[i]
         if a in ("--version", "-V"):
-            common.out(f"nccl-tests 2.14.1 ({common.BANNER})\n")
-            return 0
+            return None
         key = None
         val = None
         if a.startswith("--") and "=" in a:
@@ -171,6 +166,19 @@ def main(tool: str, argv: list[str]) -> int:
                 i += 1
             o[key] = val
         i += 1
+    return o
+
+
+def main(tool: str, argv: list[str]) -> int:
+    hw = common.load_hw()
+    common.hang_if_configured(tool, hw)
+    launch = launch_env()
+    if tool not in BUS_FACTOR:
+        tool = "all_reduce_perf"
+    o = _options(argv)
+    if o is None:
+        common.out(f"nccl-tests 2.14.1 ({common.BANNER})\n")
+        return 0
     minb, maxb = _bytes(o["b"]), _bytes(o["e"])
     ngpus = int(o["g"])
     node = socket.gethostname()
@@ -408,6 +416,22 @@ def _member(node: str, launch: dict, me: dict) -> int:
     return 0
 
 
+def _cluster_peak(peers: list[dict]) -> float:
+    """The bus bandwidth a run across ``peers`` reaches: the slowest rank's own, and across nodes the
+    slowest rails' (and, across more than two nodes, the slowest path's scale)."""
+    nodes: dict[str, dict] = {}
+    for p in peers:
+        nodes.setdefault(p["node"], p)
+    peak = min(p["peak"] for p in peers)
+    if len(nodes) > 1:
+        n_rails = min(len(p["rails"]) for p in nodes.values())
+        per_rail = [min(p["rails"][i] for p in nodes.values()) for i in range(n_rails)]
+        peak = min(peak, n_rails * min(per_rail, default=0.0) * INTER_NODE_EFFICIENCY)
+    if len(nodes) > 2:  # nccl_scale_slow: a path only a run across more than two nodes crosses
+        peak *= min(p.get("scale", 1.0) for p in nodes.values())
+    return peak
+
+
 def _root(tool: str, o: dict, node: str, launch: dict, me: dict, ngpus: int, minb: int, maxb: int,
           nccl_version: str) -> int:
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -433,16 +457,7 @@ def _root(tool: str, o: dict, node: str, launch: dict, me: dict, ngpus: int, min
         peers.sort(key=lambda p: p["rank"])
         if any(p.get("one_host") for p in peers):  # nccl_one_host: the launch put every rank on the first host
             peers = [dict(p, node=me["node"]) for p in peers]
-        nodes = {}
-        for p in peers:
-            nodes.setdefault(p["node"], p)
-        peak = min(p["peak"] for p in peers)
-        if len(nodes) > 1:
-            n_rails = min(len(p["rails"]) for p in nodes.values())
-            per_rail = [min(p["rails"][i] for p in nodes.values()) for i in range(n_rails)]
-            peak = min(peak, n_rails * min(per_rail, default=0.0) * INTER_NODE_EFFICIENCY)
-        if len(nodes) > 2:  # nccl_scale_slow: a path only a run across more than two nodes crosses
-            peak *= min(p.get("scale", 1.0) for p in nodes.values())
+        peak = _cluster_peak(peers)
         size = launch["size"] * ngpus  # NCCL ranks: every GPU of every process
         devices = [{"rank": p["rank"] * ngpus + k, "pid": p["pid"], "node": p["node"], **d}
                    for p in peers for k, d in enumerate(p["devices"])]

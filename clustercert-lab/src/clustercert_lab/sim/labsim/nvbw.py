@@ -75,9 +75,8 @@ def _matrix(hw: dict, name: str, gpus: list[dict]) -> list[str]:
     return lines
 
 
-def nvbandwidth(argv: list[str]) -> int:
-    hw = common.load_hw()
-    common.hang_if_configured("nvbandwidth", hw)
+def _testcases(argv: list[str]) -> list[str] | None:
+    """The testcases asked (none: every one); None where --list or --help/--version printed instead."""
     tests: list[str] = []
     i = 0
     while i < len(argv):
@@ -87,13 +86,22 @@ def nvbandwidth(argv: list[str]) -> int:
             i += 1
         elif a in ("-l", "--list"):
             common.out("".join(f"{n:>2}, {t}:\n" for n, t in enumerate(TESTS)))
-            return 0
+            return None
         elif a in ("-h", "--help", "--version"):
             common.out(f"nvbandwidth Version: v0.7 ({common.BANNER})\n")
-            return 0
+            return None
         elif not a.startswith("-"):
             tests.append(a)
         i += 1
+    return tests
+
+
+def nvbandwidth(argv: list[str]) -> int:
+    hw = common.load_hw()
+    common.hang_if_configured("nvbandwidth", hw)
+    tests = _testcases(argv)
+    if tests is None:
+        return 0
     unknown = [t for t in tests if t not in TESTS]
     if unknown:
         common.out(f"ERROR: Testcase {unknown[0]} not found!\n")

@@ -875,18 +875,20 @@ def _select(gpus: list[dict], ids: str | None) -> list[dict] | None:
     return want
 
 
-def main(argv: list[str]) -> int:
-    hw = common.load_hw()
-    common.hang_if_configured("nvidia-smi", hw)
-    if argv[:1] in (["--version"], ["-h"], ["--help"]):
-        if argv[0] == "--version":
-            v = common.library_version(hw)
-            common.out(f"NVIDIA-SMI version  : {v}\nNVML version        : {'.'.join(v.split('.')[:2])}\n"
-                       f"DRIVER version      : {v}\nCUDA Version        : {hw['driver']['cuda']}\n"
-                       f"# {common.BANNER}\n")
-        else:
-            common.out(f"NVIDIA System Management Interface -- {common.BANNER}\n")
-        return 0
+def _about(argv: list[str], hw: dict) -> None:
+    """--version, -h/--help."""
+    if argv[0] == "--version":
+        v = common.library_version(hw)
+        common.out(f"NVIDIA-SMI version  : {v}\nNVML version        : {'.'.join(v.split('.')[:2])}\n"
+                   f"DRIVER version      : {v}\nCUDA Version        : {hw['driver']['cuda']}\n"
+                   f"# {common.BANNER}\n")
+    else:
+        common.out(f"NVIDIA System Management Interface -- {common.BANNER}\n")
+
+
+def _driver_failure(hw: dict) -> int:
+    """nvidia-smi's exit status where the driver is not loaded (9) or is not the library's version (18),
+    said as it says it; 0 where it can talk to the driver."""
     loaded = common.loaded_driver_version()
     if loaded is None:
         common.out("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
@@ -897,15 +899,18 @@ def main(argv: list[str]) -> int:
         common.out("Failed to initialize NVML: Driver/library version mismatch\n"
                    f"NVML library version: {'.'.join(lib.split('.')[:2])}\n")
         return 18
-    gpus = common.present_gpus(hw)
+    return 0
+
+
+def _ids(argv: list[str]) -> tuple[str | None, list[str]]:
+    """(-i/--id's value, the other arguments)."""
     ids = None
-    args = list(argv)
     rest = []
     i = 0
-    while i < len(args):
-        a = args[i]
-        if a in ("-i", "--id") and i + 1 < len(args):
-            ids = args[i + 1]
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-i", "--id") and i + 1 < len(argv):
+            ids = argv[i + 1]
             i += 2
             continue
         if a.startswith("--id="):
@@ -913,7 +918,110 @@ def main(argv: list[str]) -> int:
         else:
             rest.append(a)
         i += 1
-    sel = _select(gpus, ids)
+    return ids, rest
+
+
+def _topo(hw: dict, sel: list[dict], rest: list[str]) -> int:
+    if len(rest) > 1 and rest[1] in ("-m", "--matrix", "-mp"):
+        common.out(topo(hw, sel))
+        return 0
+    if len(rest) > 2 and rest[1] in ("-p2p", "--p2pstatus") and rest[2] in ("r", "w", "n", "a", "p"):
+        common.out(topo_p2p(sel, rest[2]))
+        return 0
+    common.err("usage: nvidia-smi topo -m | -p2p r|w|n|a|p (the lab simulates these)\n")
+    return 2
+
+
+def _nvlink(sel: list[dict], rest: list[str]) -> int:
+    if len(rest) > 1 and rest[1] in ("-s", "--status"):
+        common.out(nvlink_status(sel))
+        return 0
+    if len(rest) > 1 and rest[1] in ("-e", "--errorcounters"):
+        common.out(nvlink_errors(sel))
+        return 0
+    common.err("usage: nvidia-smi nvlink -s | -e (the lab simulates --status and --errorcounters)\n")
+    return 2
+
+
+def _persistence(sel: list[dict]) -> int:
+    common.out("".join(f"Persistence mode is already Enabled for GPU {g['bus_id']}.\n" for g in sel)
+               if common.persistence_on() else
+               "".join(f"Enabled persistence mode for GPU {g['bus_id']}.\n" for g in sel))
+    common.out("All done.\n")
+    return 0
+
+
+def _list(sel: list[dict]) -> int:
+    common.out(list_gpus(sel))
+    return 0
+
+
+def _loop_seconds(a: str, nxt: str) -> float | None:
+    """-l SEC / -lms MS (``nxt``: the argument after it) in seconds (5 without a value); None: not a number
+    (said)."""
+    raw = a.split("=", 1)[1] if "=" in a else nxt
+    ms = a.startswith(("-lms", "--loop-ms"))
+    try:
+        return float(raw) / (1000.0 if ms else 1.0) if raw else 5.0
+    except ValueError:
+        common.out(f'Invalid value "{raw}" for {a.split("=")[0]}.\n')
+        return None
+
+
+def _queries(rest: list[str]) -> dict | None:
+    """The query options among ``rest``: query (--query-gpu's fields), fmt, q, xml, loop_s; None where a
+    loop interval is not a number (said)."""
+    o: dict = {"query": None, "fmt": set(), "xml": False, "q": False, "loop_s": None}
+    for i, a in enumerate(rest):
+        if a in ("-l", "--loop", "-lms", "--loop-ms") or a.startswith(("--loop=", "--loop-ms=")):
+            o["loop_s"] = _loop_seconds(a, rest[i + 1] if i + 1 < len(rest) else "")
+            if o["loop_s"] is None:
+                return None
+        elif a.startswith("--query-gpu="):
+            o["query"] = [f.strip() for f in a.split("=", 1)[1].split(",") if f.strip()]
+        elif a.startswith("--format="):
+            o["fmt"] = {f.strip() for f in a.split("=", 1)[1].split(",")}
+        elif a in ("-q", "--query"):
+            o["q"] = True
+        elif a in ("-x", "--xml-format"):
+            o["xml"] = True
+        elif a == "-qx" or a == "-xq":
+            o["q"] = o["xml"] = True
+    return o
+
+
+def _query(hw: dict, sel: list[dict], rest: list[str], ids: str | None) -> int:
+    """--query-gpu (with -l/-lms: again and again), -q/-x."""
+    o = _queries(rest)
+    if o is None:
+        return 2
+    if o["query"] is not None:
+        if "csv" not in o["fmt"]:
+            common.out('"--format" must be specified when querying.\n')
+            return 2
+        rc, text = query_gpu(hw, sel, o["query"], o["fmt"])
+        common.out(text)
+        if rc != 0 or o["loop_s"] is None:
+            return rc
+        return _loop(o["query"], o["fmt"], ids, o["loop_s"])
+    if o["q"]:
+        common.out(q_xml(hw, sel) if o["xml"] else q_text(hw, sel))
+        return 0
+    common.err(f"Invalid combination of input arguments: {' '.join(rest)} ({common.BANNER})\n")
+    return 2
+
+
+def main(argv: list[str]) -> int:
+    hw = common.load_hw()
+    common.hang_if_configured("nvidia-smi", hw)
+    if argv[:1] in (["--version"], ["-h"], ["--help"]):
+        _about(argv, hw)
+        return 0
+    failed = _driver_failure(hw)
+    if failed:
+        return failed
+    ids, rest = _ids(list(argv))
+    sel = _select(common.present_gpus(hw), ids)
     if sel is None:
         common.out("No devices were found\n")
         return 6
@@ -921,70 +1029,14 @@ def main(argv: list[str]) -> int:
         common.out(table(hw, sel))
         return 0
     if rest[0] == "topo":
-        if len(rest) > 1 and rest[1] in ("-m", "--matrix", "-mp"):
-            common.out(topo(hw, sel))
-            return 0
-        if len(rest) > 2 and rest[1] in ("-p2p", "--p2pstatus") and rest[2] in ("r", "w", "n", "a", "p"):
-            common.out(topo_p2p(sel, rest[2]))
-            return 0
-        common.err("usage: nvidia-smi topo -m | -p2p r|w|n|a|p (the lab simulates these)\n")
-        return 2
+        return _topo(hw, sel, rest)
     if rest[0] == "nvlink":
-        if len(rest) > 1 and rest[1] in ("-s", "--status"):
-            common.out(nvlink_status(sel))
-            return 0
-        if len(rest) > 1 and rest[1] in ("-e", "--errorcounters"):
-            common.out(nvlink_errors(sel))
-            return 0
-        common.err("usage: nvidia-smi nvlink -s | -e (the lab simulates --status and --errorcounters)\n")
-        return 2
+        return _nvlink(sel, rest)
     if rest[0] in ("-pm", "--persistence-mode"):
-        common.out("".join(f"Persistence mode is already Enabled for GPU {g['bus_id']}.\n" for g in sel)
-                   if common.persistence_on() else
-                   "".join(f"Enabled persistence mode for GPU {g['bus_id']}.\n" for g in sel))
-        common.out("All done.\n")
-        return 0
+        return _persistence(sel)
     if rest[0] in ("-L", "--list-gpus"):
-        common.out(list_gpus(sel))
-        return 0
-    query = None
-    fmt: set[str] = set()
-    xml = False
-    q = False
-    loop_s = None
-    for i, a in enumerate(rest):
-        if a in ("-l", "--loop", "-lms", "--loop-ms") or a.startswith(("--loop=", "--loop-ms=")):
-            raw = a.split("=", 1)[1] if "=" in a else (rest[i + 1] if i + 1 < len(rest) else "")
-            ms = a.startswith(("-lms", "--loop-ms"))
-            try:
-                loop_s = float(raw) / (1000.0 if ms else 1.0) if raw else 5.0
-            except ValueError:
-                common.out(f'Invalid value "{raw}" for {a.split("=")[0]}.\n')
-                return 2
-        elif a.startswith("--query-gpu="):
-            query = [f.strip() for f in a.split("=", 1)[1].split(",") if f.strip()]
-        elif a.startswith("--format="):
-            fmt = {f.strip() for f in a.split("=", 1)[1].split(",")}
-        elif a in ("-q", "--query"):
-            q = True
-        elif a in ("-x", "--xml-format"):
-            xml = True
-        elif a == "-qx" or a == "-xq":
-            q = xml = True
-    if query is not None:
-        if "csv" not in fmt:
-            common.out('"--format" must be specified when querying.\n')
-            return 2
-        rc, text = query_gpu(hw, sel, query, fmt)
-        common.out(text)
-        if rc != 0 or loop_s is None:
-            return rc
-        return _loop(query, fmt, ids, loop_s)
-    if q:
-        common.out(q_xml(hw, sel) if xml else q_text(hw, sel))
-        return 0
-    common.err(f"Invalid combination of input arguments: {' '.join(rest)} ({common.BANNER})\n")
-    return 2
+        return _list(sel)
+    return _query(hw, sel, rest, ids)
 
 
 def _loop(query: list[str], fmt: set[str], ids: str | None, interval_s: float) -> int:

@@ -103,21 +103,26 @@ def lspci(argv: list[str]) -> int:
         i += 1
     lines: list[str] = []
     for d in devices(hw):
-        if spec is not None and not _matches(d, spec):
-            continue
-        cls = f"{d['class']} [{d['class_id']}]" if nn else d["class"]
-        ids = f" [{d['vendor']}:{d['device']}]" if nn else ""
-        rev = f" (rev {d['rev']})" if d["rev"] else ""
-        lines.append(f"{_addr(d['bus'], domain)} {cls}: {d['name']}{ids}{rev}")
-        if verbose:
-            lines.append(f"\tSubsystem: {d['name']}")
-            lines.append(f"\tNUMA node: {d['numa']}")
-            if verbose >= 2:
-                lines += _express(d)
-            lines.append(f"\tKernel driver in use: {d['driver']}")
-            lines.append("")
+        if spec is None or _matches(d, spec):
+            lines += _device_lines(d, domain, nn, verbose)
     common.out("\n".join(lines) + ("\n" if lines else ""))
     return 0
+
+
+def _device_lines(d: dict, domain: bool, nn: bool, verbose: int) -> list[str]:
+    """One device as lspci prints it: -D (domain), -n (numeric ids), -v/-vv (verbose)."""
+    cls = f"{d['class']} [{d['class_id']}]" if nn else d["class"]
+    ids = f" [{d['vendor']}:{d['device']}]" if nn else ""
+    rev = f" (rev {d['rev']})" if d["rev"] else ""
+    lines = [f"{_addr(d['bus'], domain)} {cls}: {d['name']}{ids}{rev}"]
+    if verbose:
+        lines.append(f"\tSubsystem: {d['name']}")
+        lines.append(f"\tNUMA node: {d['numa']}")
+        if verbose >= 2:
+            lines += _express(d)
+        lines.append(f"\tKernel driver in use: {d['driver']}")
+        lines.append("")
+    return lines
 
 
 # ---------------------------------------------------------------- dmidecode
@@ -164,6 +169,20 @@ KEYWORDS = {"bios-vendor": (0, "Vendor"), "bios-version": (0, "Version"), "bios-
             "chassis-asset-tag": (3, "Asset Tag")}
 
 
+def _types(arg: str) -> list[int] | None:
+    """-t's comma-separated types (names or numbers); None where one is neither (said)."""
+    types = []
+    for part in arg.split(","):
+        if part in TYPE_NAMES:
+            types += TYPE_NAMES[part]
+        elif part.isdigit():
+            types.append(int(part))
+        else:
+            common.err(f"Invalid type keyword: {part}\n")
+            return None
+    return types
+
+
 def dmidecode(argv: list[str]) -> int:
     hw = common.load_hw()
     recs = _records(hw)
@@ -180,14 +199,10 @@ def dmidecode(argv: list[str]) -> int:
             common.out(dict(recs[t][1])[field] + "\n")
             return 0
         if a in ("-t", "--type") and i + 1 < len(argv):
-            for part in argv[i + 1].split(","):
-                if part in TYPE_NAMES:
-                    types += TYPE_NAMES[part]
-                elif part.isdigit():
-                    types.append(int(part))
-                else:
-                    common.err(f"Invalid type keyword: {part}\n")
-                    return 2
+            asked = _types(argv[i + 1])
+            if asked is None:
+                return 2
+            types += asked
             i += 2
             continue
         if a in ("--version", "-V"):

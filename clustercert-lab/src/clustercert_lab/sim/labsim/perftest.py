@@ -27,38 +27,40 @@ def _size(text: str) -> int:
     return int(text)
 
 
+# the options that take a value, and the option names they set
+TAKES = {"-d": "dev", "--ib-dev": "dev", "-i": "ib_port", "--ib-port": "ib_port", "-p": "port",
+         "--port": "port", "-s": "size", "--size": "size", "-n": "iters", "--iters": "iters",
+         "-D": "duration", "--duration": "duration", "-q": "qps", "--qp": "qps", "-x": "gid", "--gid-index": "gid",
+         "-m": "mtu", "--mtu": "mtu", "-t": "tx", "--tx-depth": "tx"}
+# the options that take none: the option name each sets, and to what
+FLAGS = {"-a": ("all", True), "--all": ("all", True), "--report_gbits": ("gbits", True),
+         "-b": ("bidir", True), "--bidirectional": ("bidir", True), "-R": ("rdma_cm", True),
+         "--rdma_cm": ("rdma_cm", True), "--use_cuda": ("cuda", "0")}
+
+
+def _long_value(o: dict, a: str) -> None:
+    """--name=value."""
+    k, v = a.split("=", 1)
+    if k == "--use_cuda":
+        o["cuda"] = v
+    elif k in TAKES:
+        o[TAKES[k]] = v
+
+
 def parse_args(argv: list[str]) -> dict:
     o = {"dev": None, "ib_port": 1, "port": 18515, "size": None, "iters": None, "all": False,
          "gbits": False, "bidir": False, "duration": None, "host": None, "qps": 1, "cuda": None, "rdma_cm": False}
     i = 0
-    takes = {"-d": "dev", "--ib-dev": "dev", "-i": "ib_port", "--ib-port": "ib_port", "-p": "port",
-             "--port": "port", "-s": "size", "--size": "size", "-n": "iters", "--iters": "iters",
-             "-D": "duration", "--duration": "duration", "-q": "qps", "--qp": "qps", "-x": "gid", "--gid-index": "gid",
-             "-m": "mtu", "--mtu": "mtu", "-t": "tx", "--tx-depth": "tx"}
     while i < len(argv):
         a = argv[i]
         if "=" in a and a.startswith("--"):
-            k, v = a.split("=", 1)
-            if k == "--use_cuda":
-                o["cuda"] = v
-            elif k in takes:
-                o[takes[k]] = v
+            _long_value(o, a)
+        elif a in TAKES and i + 1 < len(argv):
+            o[TAKES[a]] = argv[i + 1]
             i += 1
-            continue
-        if a in takes and i + 1 < len(argv):
-            o[takes[a]] = argv[i + 1]
-            i += 2
-            continue
-        if a in ("-a", "--all"):
-            o["all"] = True
-        elif a == "--report_gbits":
-            o["gbits"] = True
-        elif a in ("-b", "--bidirectional"):
-            o["bidir"] = True
-        elif a in ("-R", "--rdma_cm"):
-            o["rdma_cm"] = True
-        elif a == "--use_cuda":
-            o["cuda"] = "0"
+        elif a in FLAGS:
+            key, value = FLAGS[a]
+            o[key] = value
         elif not a.startswith("-"):
             o["host"] = a
         i += 1
@@ -194,6 +196,25 @@ def usage(tool: str, hw: dict) -> str:
     return "\n".join(lines) + "\n\n"
 
 
+def _gpu_buffer(hw: dict, o: dict, me: dict) -> bool:
+    """--use_cuda: the buffer on a GPU, which GPUDirect RDMA registers with the HCA (through the CPU's root
+    complex, slower, where GPUDirect is not available); False where it cannot be (said)."""
+    gpus = {str(g["index"]): g for g in common.present_gpus(hw)}
+    gpu = gpus.get(str(o["cuda"]).strip())
+    if gpu is None or common.loaded_driver_version() is None:
+        common.err(f"No CUDA device {o['cuda']} found (cuInit failed or invalid device ordinal)\n"
+                   " Couldn't create CUDA context\n")
+        return False
+    if "nvidia_peermem" not in common.modules():
+        common.out("\n".join(_cuda_lines(hw, gpu)) + "\n")
+        common.err(" Couldn't allocate MR\n failed to create mr\n Failed to create MR\n")
+        return False
+    common.out("\n".join(_cuda_lines(hw, gpu)) + "\n")
+    if not gdr_available(hw):
+        me["factor"] *= GDR_BOUNCE
+    return True
+
+
 def main(tool: str, argv: list[str]) -> int:
     hw = common.load_hw()
     common.hang_if_configured(tool, hw)
@@ -219,20 +240,8 @@ def main(tool: str, argv: list[str]) -> int:
     me = {"factor": _factor(hw, hca, port), "link_factor": _link_factor(hw, port), "lid": port["lid"], "seed": _hexid(hw["node"], hca["name"], time.time()),
           "tool": tool, "bidir": o["bidir"], "all": o["all"], "size": o["size"], "iters": o["iters"],
           "node": hw["node"]}
-    if o["cuda"] is not None:  # the buffer on a GPU: GPUDirect RDMA registers it with the HCA
-        gpus = {str(g["index"]): g for g in common.present_gpus(hw)}
-        gpu = gpus.get(str(o["cuda"]).strip())
-        if gpu is None or common.loaded_driver_version() is None:
-            common.err(f"No CUDA device {o['cuda']} found (cuInit failed or invalid device ordinal)\n"
-                       " Couldn't create CUDA context\n")
-            return 1
-        if "nvidia_peermem" not in common.modules():
-            common.out("\n".join(_cuda_lines(hw, gpu)) + "\n")
-            common.err(" Couldn't allocate MR\n failed to create mr\n Failed to create MR\n")
-            return 1
-        common.out("\n".join(_cuda_lines(hw, gpu)) + "\n")
-        if not gdr_available(hw):
-            me["factor"] *= GDR_BOUNCE
+    if o["cuda"] is not None and not _gpu_buffer(hw, o, me):
+        return 1
     if o["host"] is None:
         return _server(tool, o, hw, hca, port, me)
     return _client(tool, o, hw, hca, port, me)

@@ -121,6 +121,62 @@ def cdi_spec(hw: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _runtime_configure(opts: dict[str, str]) -> int:
+    """nvidia-ctk runtime configure --runtime=R [--config=F] [--set-as-default]."""
+    rt = opts.get("runtime", "docker")
+    set_default = opts.get("set-as-default", "false") == "true"
+    if rt == "containerd":
+        _configure_containerd(common.root(opts.get("config", "/etc/containerd/config.toml")), set_default)
+    elif rt == "docker":
+        _configure_docker(common.root(opts.get("config", "/etc/docker/daemon.json")), set_default)
+    elif rt == "crio":
+        _configure_crio(common.root(opts.get("config", "/etc/crio/crio.conf.d/99-nvidia.toml")), set_default)
+    else:
+        common.err(f'ERRO[0000] unrecognized runtime \'{rt}\'\n')
+        return 1
+    return 0
+
+
+def _cdi_generate(hw: dict, opts: dict[str, str]) -> int:
+    """nvidia-ctk cdi generate [--output=F]."""
+    if common.loaded_driver_version() is None:
+        common.err("ERRO[0000] failed to generate CDI spec: failed to create device CDI specs: failed to "
+                   "initalize NVML: ERROR_LIBRARY_NOT_FOUND\n")
+        return 1
+    spec = cdi_spec(hw)
+    dest = opts.get("output")
+    _log("INFO", f"Using driver version {common.loaded_driver_version()}")
+    if dest:
+        # nvidia-ctk saves the spec every time (its mtime is what container.cdi and the role compare
+        # with the driver's install time): an unchanged spec is written again all the same
+        common.write_text(common.root(dest), spec, always=True)
+        _log("INFO", 'Generated CDI spec with version 0.5.0')
+    else:
+        common.out(spec)
+    return 0
+
+
+def _cdi_list() -> int:
+    """nvidia-ctk cdi list: the devices of the CDI specs in /etc/cdi and /var/run/cdi."""
+    names = []
+    for d in ("/etc/cdi", "/var/run/cdi"):
+        try:
+            files = sorted(os.listdir(common.root(d)))
+        except OSError:
+            continue
+        for fn in files:
+            if not fn.endswith((".yaml", ".json")):
+                continue
+            with open(common.root(f"{d}/{fn}")) as f:
+                text = f.read()
+            kind = re.search(r"(?m)^kind: (\S+)", text)
+            for n in re.findall(r'(?m)^  name: "?([^"\n]+)"?', text):
+                names.append(f"{kind.group(1) if kind else 'nvidia.com/gpu'}={n}")
+    _log("INFO", f"Found {len(names)} CDI devices")
+    common.out("".join(n + "\n" for n in names))
+    return 0
+
+
 def nvidia_ctk(argv: list[str]) -> int:
     hw = common.load_hw()
     common.hang_if_configured("nvidia-ctk", hw)
@@ -139,52 +195,11 @@ def nvidia_ctk(argv: list[str]) -> int:
         else:
             pos.append(a)
     if pos[:2] == ["runtime", "configure"]:
-        rt = opts.get("runtime", "docker")
-        set_default = opts.get("set-as-default", "false") == "true"
-        if rt == "containerd":
-            _configure_containerd(common.root(opts.get("config", "/etc/containerd/config.toml")), set_default)
-        elif rt == "docker":
-            _configure_docker(common.root(opts.get("config", "/etc/docker/daemon.json")), set_default)
-        elif rt == "crio":
-            _configure_crio(common.root(opts.get("config", "/etc/crio/crio.conf.d/99-nvidia.toml")), set_default)
-        else:
-            common.err(f'ERRO[0000] unrecognized runtime \'{rt}\'\n')
-            return 1
-        return 0
+        return _runtime_configure(opts)
     if pos[:2] == ["cdi", "generate"]:
-        if common.loaded_driver_version() is None:
-            common.err("ERRO[0000] failed to generate CDI spec: failed to create device CDI specs: failed to "
-                       "initalize NVML: ERROR_LIBRARY_NOT_FOUND\n")
-            return 1
-        spec = cdi_spec(hw)
-        dest = opts.get("output")
-        _log("INFO", f"Using driver version {common.loaded_driver_version()}")
-        if dest:
-            # nvidia-ctk saves the spec every time (its mtime is what container.cdi and the role compare
-            # with the driver's install time): an unchanged spec is written again all the same
-            common.write_text(common.root(dest), spec, always=True)
-            _log("INFO", 'Generated CDI spec with version 0.5.0')
-        else:
-            common.out(spec)
-        return 0
+        return _cdi_generate(hw, opts)
     if pos[:2] == ["cdi", "list"]:
-        names = []
-        for d in ("/etc/cdi", "/var/run/cdi"):
-            try:
-                files = sorted(os.listdir(common.root(d)))
-            except OSError:
-                continue
-            for fn in files:
-                if not fn.endswith((".yaml", ".json")):
-                    continue
-                with open(common.root(f"{d}/{fn}")) as f:
-                    text = f.read()
-                kind = re.search(r"(?m)^kind: (\S+)", text)
-                for n in re.findall(r'(?m)^  name: "?([^"\n]+)"?', text):
-                    names.append(f"{kind.group(1) if kind else 'nvidia.com/gpu'}={n}")
-        _log("INFO", f"Found {len(names)} CDI devices")
-        common.out("".join(n + "\n" for n in names))
-        return 0
+        return _cdi_list()
     common.err(f"nvidia-ctk: the lab simulates 'runtime configure', 'cdi generate', 'cdi list' ({common.BANNER})\n")
     return 1
 
