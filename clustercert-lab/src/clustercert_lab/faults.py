@@ -107,7 +107,8 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in [
     FaultKind("bond_slave_down", _p(Param("slave", str, "ib0")), "ib.bond", True,
               "the slave's link goes down (ip link set SLAVE down inside the node): bond0 fails over, "
               "bonding_slave/mii_status down, link failure count +1"),
-    FaultKind("link_slow", _p(Param("fabric", int, 0, (0, 1)), Param("factor", float, 0.3)), "probe.iperf3", True,
+    FaultKind("link_slow", _p(Param("fabric", int, 0, (0, 1)), Param("factor", float, 0.3)), "probe.iperf3",
+              True,
               "the node's fabric link is re-shaped (tc tbf) to link_mbit x FACTOR, both directions"),
     FaultKind("nccl_busbw_low", _p(Param("factor", float, 0.5)), "probe.nccl_allreduce", True,
               "all_reduce_perf bus bandwidth x FACTOR"),
@@ -123,7 +124,8 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in [
               "probe.nccl_allreduce", True,
               "the simulated TOOL never returns (until killed); the check or probe running TOOL (by default "
               "probe.nccl_allreduce) must report a timeout error"),
-    FaultKind("package_drift", _p(Param("package", str, "libnccl2", tuple(DRIFT_FAMILIES)), Param("version", str, None)),
+    FaultKind("package_drift",
+              _p(Param("package", str, "libnccl2", tuple(DRIFT_FAMILIES)), Param("version", str, None)),
               "packages.pinned", False,
               "apt-get installs the other version of PACKAGE from the lab repo (as an unattended upgrade would)"),
     FaultKind("nvlink_crc_errors", _p(GPU, Param("port", int, 0)), "gpu.nvlink_errors", True,
@@ -335,7 +337,8 @@ def _port(hw: dict, hca: str, port: int) -> dict:
 
 def _add_xid(hw: dict, gpu: int, xid: int, key: str) -> None:
     hw.setdefault("xid_events", []).append(
-        {"gpu": gpu, "xid": xid, "message": XID_TEXT.get(xid, "Graphics Exception"), "time": time.time(), "fault": key})
+        {"gpu": gpu, "xid": xid, "message": XID_TEXT.get(xid, "Graphics Exception"), "time": time.time(),
+         "fault": key})
 
 
 def _apply_hw(hw: dict, kind: str, p: dict, key: str) -> None:
@@ -383,7 +386,8 @@ def _apply_gpu_fault(hw: dict, kind: str, p: dict, saved: dict, key: str) -> Non
         g["pcie"]["gen_current"] = max(1, g["pcie"]["gen_max"] - 1)
         g["pcie"]["width_current"] = min(8, g["pcie"]["width_max"])
     elif kind == "gpu_clock_throttle":
-        saved[key] = {"throttle": g["throttle"], "temperature_c": g["temperature_c"], "clocks": dict(g["clocks"])}
+        saved[key] = {"throttle": g["throttle"], "temperature_c": g["temperature_c"],
+                      "clocks": dict(g["clocks"])}
         g["throttle"] = ["hw_slowdown", "hw_thermal_slowdown"]
         g["temperature_c"] = 92
         g["clocks"]["graphics_mhz"] = g["clocks"]["sm_mhz"] = 1005
@@ -435,9 +439,9 @@ def _apply_health_fault(hw: dict, kind: str, p: dict, saved: dict, key: str) -> 
 
 
 def _apply_evidence_fault(hw: dict, kind: str, p: dict, saved: dict, key: str) -> None:
-    """The faults of the hardware evidence checks (issue 21): NVLink error counters, an HCA's slot, an NVSwitch
-    off the bus, odd firmware/VBIOS, a degraded fabric registration, a swapped GPU. ``saved[key]``: what heal
-    puts back."""
+    """The faults of the hardware evidence checks (issue 21): NVLink error counters, an HCA's slot, an
+    NVSwitch off the bus, odd firmware/VBIOS, a degraded fabric registration, a swapped GPU. ``saved[key]``:
+    what heal puts back."""
     if kind == "nvlink_crc_errors":
         nv = _gpu(hw, p["gpu"])["nvlink"]
         saved[key] = {"errors": copy.deepcopy(nv.get("errors"))}

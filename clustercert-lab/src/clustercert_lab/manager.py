@@ -238,7 +238,8 @@ def wait_ssh(handles: list[node.NodeHandle], timeout: float = SSH_WAIT_S) -> Non
                 if name:
                     pending.pop(name, None)
             if pending:
-                dead = [n for n, h in pending.items() if h.state() not in ("starting", "running", "rebooting")]
+                dead = [n for n,
+                        h in pending.items() if h.state() not in ("starting", "running", "rebooting")]
                 if dead:
                     raise LabError(f"node(s) {', '.join(dead)} stopped while booting (see {lab_dir()}/nodes/*/console.log)")
                 time.sleep(0.1)
@@ -547,7 +548,8 @@ def fault(node_name: str, kind: str, params: dict[str, str]) -> None:
     with _lock():
         h = handle(node_name)
         if kind not in faults.FAULTS:
-            raise InputError("clustercert lab fault", kind, f"unknown fault kind (known: {', '.join(sorted(faults.FAULTS))})")
+            raise InputError("clustercert lab fault", kind,
+                             f"unknown fault kind (known: {', '.join(sorted(faults.FAULTS))})")
         try:
             norm = faults.validate(kind, dict(params), _hw(h))
         except ValueError as exc:

@@ -86,7 +86,8 @@ def start_repo_server(lab_dir: Path, repo: Path) -> int:
 
 def stop(lab_dir: Path) -> None:
     pdir = lab_dir / "proxy"
-    for pidfile, marker in ((pdir / "acng.pid", "apt-cacher-ng"), (pdir / "repo.pid", "clustercert_lab.repo_server")):
+    for pidfile, marker in ((pdir / "acng.pid", "apt-cacher-ng"),
+                            (pdir / "repo.pid", "clustercert_lab.repo_server")):
         pid = read_pid(pidfile)
         if pid_alive(pid, marker):
             with contextlib.suppress(ProcessLookupError):

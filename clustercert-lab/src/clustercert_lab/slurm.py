@@ -1,5 +1,6 @@
 """The lab's Slurm: Debian's slurm-wlm and munge on every lab node, slurmctld on the first node and slurmd on
-all, as a site runs them (`clustercert lab up --slurm`, the spec's ``slurm: true``, `clustercert lab slurm up|down`).
+all, as a site runs them (`clustercert lab up --slurm`, the spec's ``slurm: true``, `clustercert lab slurm
+up|down`).
 
 ``up`` installs the two packages (apt, through the lab's apt proxy, as every node's apt does), writes one
 munge key to every node, slurm.conf and gres.conf, starts the daemons and waits until `sinfo` shows every node
@@ -162,8 +163,9 @@ def _munge_key(handles: Sequence[NodeHandle]) -> bool:
     if all(sums.values()) and len({tuple(s) for s in sums.values()}) == 1:
         return False
     key = base64.b64encode(secrets.token_bytes(1024)).decode()
-    _on_all(handles, lambda h: _check(h, f"base64 -d > {MUNGE_KEY}.new && chown munge:munge {MUNGE_KEY}.new && "
-                                         f"chmod 400 {MUNGE_KEY}.new && mv -f {MUNGE_KEY}.new {MUNGE_KEY}", input=key))
+    _on_all(handles,
+            lambda h: _check(h, f"base64 -d > {MUNGE_KEY}.new && chown munge:munge {MUNGE_KEY}.new && "
+                                f"chmod 400 {MUNGE_KEY}.new && mv -f {MUNGE_KEY}.new {MUNGE_KEY}", input=key))
     return True
 
 

@@ -55,16 +55,19 @@ def _nodes(value, source: str) -> list[str]:
         for i, name in enumerate(value):
             key = f"nodes[{i}]"
             if not isinstance(name, str):
-                raise InputError(source, key, f"a node name must be a string, not {type(name).__name__} {name!r}")
+                raise InputError(source, key,
+                                 f"a node name must be a string, not {type(name).__name__} {name!r}")
             if not NAME_RE.match(name) or len(name) > 32:
-                raise InputError(source, key, f"invalid node name {name!r} (want [a-z][a-z0-9-]*, at most 32 chars)")
+                raise InputError(source, key,
+                                 f"invalid node name {name!r} (want [a-z][a-z0-9-]*, at most 32 chars)")
             if name in seen:
                 raise InputError(source, key, f"duplicate node name {name!r}")
             seen.add(name)
         return list(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return node_names(_int(value, source, "nodes", 1, MAX_NODES))
-    raise InputError(source, "nodes", f"must be an integer 1..{MAX_NODES} or a list of node names, not {type(value).__name__}")
+    raise InputError(source, "nodes",
+                     f"must be an integer 1..{MAX_NODES} or a list of node names, not {type(value).__name__}")
 
 
 def _profile(value, source: str) -> tuple[str, dict]:
@@ -78,7 +81,8 @@ def _faults(value, source: str, names: list[str], profile: dict, link_mbit: int)
     if value is None:
         return []
     if not isinstance(value, list):
-        raise InputError(source, "faults", f"must be a list of {{node, kind, ...params}}, not {type(value).__name__}")
+        raise InputError(source, "faults",
+                         f"must be a list of {{node, kind, ...params}}, not {type(value).__name__}")
     if not value:
         return []
     return [_fault(entry, f"faults[{i}]", source, names, profile, link_mbit) for i, entry in enumerate(value)]
@@ -87,7 +91,8 @@ def _faults(value, source: str, names: list[str], profile: dict, link_mbit: int)
 def _fault(entry, key: str, source: str, names: list[str], profile: dict, link_mbit: int) -> dict:
     """One entry of the spec's faults, ``key`` (faults[i]): {node, kind, params}, its params normalised."""
     if not isinstance(entry, dict):
-        raise InputError(source, key, f"must be a mapping {{node, kind, ...params}}, not {type(entry).__name__}")
+        raise InputError(source, key,
+                         f"must be a mapping {{node, kind, ...params}}, not {type(entry).__name__}")
     node = entry.get("node")
     if node is None:
         raise InputError(source, f"{key}.node", "required key is missing")
@@ -131,7 +136,8 @@ def normalise(raw, source: str = EMBEDDED, nodes_override: int | None = None, sl
     link_mbit = _int(raw.get("link_mbit", DEFAULT_LINK_MBIT), source, "link_mbit", 10, 10000)
     injected = _faults(raw.get("faults"), source, names, profile, link_mbit)
     with_slurm = _bool(raw.get("slurm", False), source, "slurm") or slurm
-    return {"nodes": names, "profile": profile_name, "link_mbit": link_mbit, "faults": injected, "slurm": with_slurm,
+    return {"nodes": names, "profile": profile_name, "link_mbit": link_mbit, "faults": injected,
+            "slurm": with_slurm,
             "source": source}
 
 

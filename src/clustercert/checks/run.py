@@ -57,8 +57,8 @@ class NodeResult:
     # outputs are dropped; None: not taken (or nothing known)
     hardware: dict | None = None
     hardware_taken: bool = False
-    # the node's compute rails as its evidence shows them (clustercert.checks.rails): what the certificate records
-    # and the probes use; None: not taken (its components did not run)
+    # the node's compute rails as its evidence shows them (clustercert.checks.rails): what the certificate
+    # records and the probes use; None: not taken (its components did not run)
     rails: rails_checks.NodeRails | None = None
 
     def to_json(self) -> dict:
@@ -88,12 +88,13 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = DEFAULT_F
     with ``disruptive``, then run the components' disruptive tests (the bond failover test) node by node.
     ``selected``: report only these check ids (the components still run whole: the failover test needs
     ib.bond's verdict); the node verdicts follow them. ``nvlink_baseline`` (drift): per node the NVLink
-    error counters of the baseline run (clustercert.checks.hardware.nvlink_baseline). Each result's ``hardware``
-    is taken from its evidence; without ``keep_outputs`` each node's raw command outputs are then dropped but
-    for KEPT_OUTPUTS (certify: at fleet scale they were most of the controller's memory; validate --out keeps
-    them, it writes them). ``after_node``: called after each node's evaluation (certify settles its memory).
-    ``io``: the run's collect.backend.Backend (collect.ssh's SshBackend, or --backend slurm's SlurmBackend).
-    ``progress``: told as the collection begins and as each node's ends (clustercert.report.progress.RunProgress)."""
+    error counters of the baseline run (clustercert.checks.hardware.nvlink_baseline). Each result's
+    ``hardware`` is taken from its evidence; without ``keep_outputs`` each node's raw command outputs are then
+    dropped but for KEPT_OUTPUTS (certify: at fleet scale they were most of the controller's memory; validate
+    --out keeps them, it writes them). ``after_node``: called after each node's evaluation (certify settles
+    its memory). ``io``: the run's collect.backend.Backend (collect.ssh's SshBackend, or --backend slurm's
+    SlurmBackend). ``progress``: told as the collection begins and as each node's ends
+    (clustercert.report.progress.RunProgress)."""
     comps = components(comp_names)
     contexts = {name: host_context(h) for name, h in inv.hosts.items()}
     for name, counters in (nvlink_baseline or {}).items():
@@ -150,7 +151,8 @@ def _settle(r: NodeResult, selected: set[str] | None, keep_outputs: bool) -> Non
         r.evidence.results = {k: v for k, v in r.evidence.results.items() if k in KEPT_OUTPUTS}
 
 
-def _evaluate_node(name: str, ev: NodeEvidence, ctx: HostContext, comps: list[Component], comp_names: list[str],
+def _evaluate_node(name: str, ev: NodeEvidence, ctx: HostContext, comps: list[Component],
+                   comp_names: list[str],
                    sysfs: dict[str, dict], parts: dict[str, dict]) -> tuple[list[Finding], object, object]:
     """One reachable node's (findings, hardware identity, rails); what the cluster-wide checks need of its
     outputs is put in ``sysfs`` and ``parts``."""
@@ -163,7 +165,8 @@ def _evaluate_node(name: str, ev: NodeEvidence, ctx: HostContext, comps: list[Co
         if "hardware" in comp_names:
             parts[name] = cluster_checks.node_parts(ev.results, ctx)
         hardware = hardware_checks.identity(ev.results, ctx.profile.ib.link_layer)
-        rails = (rails_checks.of_evidence(ctx.profile, ev.results.get("nvsmi_topo"), ev.results.get("ib_sysfs"),
+        rails = (rails_checks.of_evidence(ctx.profile, ev.results.get("nvsmi_topo"),
+                                          ev.results.get("ib_sysfs"),
                                           ctx.timeout_s) if {"hardware", "ib"} & set(comp_names) else None)
     return findings, hardware, rails
 
@@ -210,8 +213,9 @@ NOT_HERE = ({c: "is cluster-wide (it compares the nodes): `clustercert validate`
 
 
 def node_selection(checks: str | None, skip: str | None) -> tuple[list[str], set[str]]:
-    """node-check's ``--checks``/``--skip`` -> (the components to run, in order; the check ids to report): every
-    per-node check unless narrowed. Naming a check of NOT_HERE, an unknown id, or leaving nothing is bad input."""
+    """node-check's ``--checks``/``--skip`` -> (the components to run, in order; the check ids to report):
+    every per-node check unless narrowed. Naming a check of NOT_HERE, an unknown id, or leaving nothing is bad
+    input."""
     chosen = expand("--checks", checks, NOT_HERE)
     skipped = expand("--skip", skip) or set()
     ids = (chosen if chosen is not None else set(registry())) - skipped - set(NOT_HERE)
@@ -257,7 +261,8 @@ def run_bond_failover(inv: Inventory, contexts: dict[str, HostContext], results:
             todo[name] = cmds
         else:  # nothing to run on the node (no bond in its profile): the evaluator says why
             results[name].findings.extend(run_evaluations({}, ctx, [comp]))
-    evidence = io.collect_in_turn({n: inv.hosts[n].connection for n in todo}, todo, control_dir=paths.control_dir())
+    evidence = io.collect_in_turn({n: inv.hosts[n].connection for n in todo}, todo,
+                                  control_dir=paths.control_dir())
     for name, ev in evidence.items():
         r = results[name]
         if r.evidence is not None:  # the node's checking time includes its failover test

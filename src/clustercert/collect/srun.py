@@ -2,32 +2,36 @@
 
 The controller holds ONE SSH session for the run: to the launch node, the first Slurm node of the inventory
 (``clustercert_slurm: true``, in its order) that answers and has srun, where clustercert/remote/slurm_agent.py
-runs. There the run first takes its nodes in one job (``salloc --no-shell --exclusive``: no user job shares a node
-while it is measured; the nodes' GPUs as GRES where they all have the same); every command for a node is then a
-step of that job (``srun --jobid=J --overlap``), never a connection of the controller's own:
+runs. There the run first takes its nodes in one job (``salloc --no-shell --exclusive``: no user job shares a
+node while it is measured; the nodes' GPUs as GRES where they all have the same); every command for a node is
+then a step of that job (``srun --jobid=J --overlap``), never a connection of the controller's own:
 
-* many nodes' commands at once (collect_many: validate's checks, certify's, drift's): ONE step across them, one
-  task per node; every task gets the same stdin (``--input=all``), the node runner's "nodes" request, runs its own
-  node's part and writes its document framed in short lines (remote/runner.py: framed) that ``--label`` keeps whole;
-* one node's commands (collect_node: a node's own probes, a pair's reachability pass): the runner in a step on it;
-* a pair's probes: ONE step across the two nodes (PairStep, remote/pair_step.py), started with the pair's first
-  server and ended once its last process has been waited for. Its stdin stays open: each server and each client
-  is a line sent there, so they start in the order they do over SSH -- the server's output (its port listening)
-  comes back through srun before its client is sent --, each bounded as over SSH (collect.ssh.bounded). A process
-  that does not end by itself is killed there, and cancelling the job ends every process of every step. A probe
-  with no pair (a client alone) is a step of its own; a pair's NCCL and DDP launches are steps of the same job
-  (probes.run: the srun inside the client's step joins the job, ``SLURM_OVERLAP``).
+* many nodes' commands at once (collect_many: validate's checks, certify's, drift's): ONE step across them,
+  one task per node; every task gets the same stdin (``--input=all``), the node runner's "nodes" request, runs
+  its own node's part and writes its document framed in short lines (remote/runner.py: framed) that
+  ``--label`` keeps whole;
+* one node's commands (collect_node: a node's own probes, a pair's reachability pass): the runner in a step on
+  it;
+* a pair's probes: ONE step across the two nodes (PairStep, remote/pair_step.py), started with the pair's
+  first server and ended once its last process has been waited for. Its stdin stays open: each server and each
+  client is a line sent there, so they start in the order they do over SSH -- the server's output (its port
+  listening) comes back through srun before its client is sent --, each bounded as over SSH
+  (collect.ssh.bounded). A process that does not end by itself is killed there, and cancelling the job ends
+  every process of every step. A probe with no pair (a client alone) is a step of its own; a pair's NCCL and
+  DDP launches are steps of the same job (probes.run: the srun inside the client's step joins the job,
+  ``SLURM_OVERLAP``).
 
 SlurmBackend implements collect.backend.Backend, as collect.ssh.SshBackend does (collect_node,
 collect_many, collect_in_turn, start_server, stop_server, finish_probe, run_server_client, runner_limit,
 job_id): checks.run and probes.run run over either, so the findings and the localisation come from the same
 evaluators over the same tools' output.
 
-Slurm gives no node it keeps jobs off (down, reserved, not responding, busy) to the job: such a node is not reached,
-and the reason is Slurm's state, read when the backend opens -- the job is asked for with ``--immediate``, so nothing
-waits in the queue. A drained node (IDLE, drain all that keeps jobs off it) is resumed inside a maintenance
-reservation for the run and drained again with its own reason at the end (collect.maintenance). ``close`` cancels the job; the agent cancels it too when its
-session ends (the controller gone).
+Slurm gives no node it keeps jobs off (down, reserved, not responding, busy) to the job: such a node is not
+reached, and the reason is Slurm's state, read when the backend opens -- the job is asked for with
+``--immediate``, so nothing waits in the queue. A drained node (IDLE, drain all that keeps jobs off it) is
+resumed inside a maintenance reservation for the run and drained again with its own reason at the end
+(collect.maintenance). ``close`` cancels the job; the agent cancels it too when its session ends (the
+controller gone).
 """
 
 from __future__ import annotations
@@ -81,17 +85,17 @@ def check_inventory(inv: Inventory) -> None:
 
 
 def salloc_argv(nodes: list[str], job: str, gres: str | None, reservation: str | None = None) -> list[str]:
-    """The run's job: ``nodes`` (Slurm NodeNames) whole (--exclusive), now or not at all (--immediate), no shell
-    (the steps are started beside it); ``gres`` (e.g. gpu:8) per node where every node has it; in ``reservation``
-    where the run has one (collect.maintenance)."""
+    """The run's job: ``nodes`` (Slurm NodeNames) whole (--exclusive), now or not at all (--immediate), no
+    shell (the steps are started beside it); ``gres`` (e.g. gpu:8) per node where every node has it; in
+    ``reservation`` where the run has one (collect.maintenance)."""
     return ["salloc", "--no-shell", "--exclusive", f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}",
             f"--job-name={job}", f"--immediate={IMMEDIATE_S}", *([f"--gres={gres}"] if gres else []),
             *([f"--reservation={reservation}"] if reservation else [])]
 
 
 def srun_argv(job_id: str, nodes: list[str], *, label: bool = False, input_all: bool = False) -> list[str]:
-    """srun for one step of job ``job_id``: one task on each of ``nodes`` (Slurm NodeNames), sharing the nodes with
-    the job's other steps (--overlap); a task that fails ends no other node's (--kill-on-bad-exit=0)."""
+    """srun for one step of job ``job_id``: one task on each of ``nodes`` (Slurm NodeNames), sharing the nodes
+    with the job's other steps (--overlap); a task that fails ends no other node's (--kill-on-bad-exit=0)."""
     argv = ["srun", f"--jobid={job_id}", "--overlap", f"--nodes={len(nodes)}", "--ntasks-per-node=1",
             f"--nodelist={','.join(nodes)}", "--kill-on-bad-exit=0", "--quiet"]
     if label:
@@ -102,8 +106,8 @@ def srun_argv(job_id: str, nodes: list[str], *, label: bool = False, input_all: 
 
 
 def job_gres(hosts) -> str | None:
-    """The GRES every node of the job asks for (clustercert_slurm_gres and the profile's GPU count), where all have
-    the same; None otherwise (the steps then see what Slurm gives an exclusive job)."""
+    """The GRES every node of the job asks for (clustercert_slurm_gres and the profile's GPU count), where all
+    have the same; None otherwise (the steps then see what Slurm gives an exclusive job)."""
     want = {(h.vars.clustercert_slurm_gres, h.profile.gpu.count) for h in hosts}
     if len(want) != 1:
         return None
@@ -176,7 +180,8 @@ class Agent:
     """The agent on the launch node, over one SSH session (or a local process for a local connection)."""
 
     def __init__(self, argv: list[str]) -> None:
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
         self.calls: dict[int, Call] = {}
         self.lock = threading.Lock()
         self.next_id = 0
@@ -216,7 +221,8 @@ class Agent:
         err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
         self.gone = "the Slurm launch node's session ended" + (f": {err.strip().splitlines()[-1][:200]}" if err.strip() else "")
         for call in list(self.calls.values()):
-            call.result = {"rc": None, "stdout": "", "stderr": self.gone, "timed_out": False, "seconds": 0.0, "lost": True}
+            call.result = {"rc": None, "stdout": "", "stderr": self.gone, "timed_out": False, "seconds": 0.0,
+                           "lost": True}
             call.done.set()
             call.lines.put(None)
         self.calls.clear()
@@ -238,10 +244,12 @@ class Agent:
             rid, self.next_id = self.next_id, self.next_id + 1
         self.calls[rid] = call
         call.id = rid
-        if self.gone or not self._send({"op": "run", "id": rid, "argv": argv, "stdin": stdin, "timeout": timeout,
+        if self.gone or not self._send({"op": "run", "id": rid, "argv": argv, "stdin": stdin,
+                                        "timeout": timeout,
                                         "stream": stream, "hold": hold}):
             self.calls.pop(rid, None)
-            call.result = {"rc": None, "stdout": "", "stderr": self.gone or "the Slurm launch node's session ended",
+            call.result = {"rc": None, "stdout": "",
+                           "stderr": self.gone or "the Slurm launch node's session ended",
                            "timed_out": False, "seconds": 0.0, "lost": True}
             call.done.set()
             call.lines.put(None)
@@ -312,8 +320,9 @@ class StepProc(Call):
 
 
 class PairStep:
-    """The probes between two nodes as processes of ONE step across both (remote/pair_step.py; the module's text).
-    ``users``: the servers and clients that still need it; the last ``release`` closes its stdin, which ends it."""
+    """The probes between two nodes as processes of ONE step across both (remote/pair_step.py; the module's
+    text). ``users``: the servers and clients that still need it; the last ``release`` closes its stdin, which
+    ends it."""
 
     def __init__(self, agent: Agent, argv: list[str], limit: float, nodes: set[str]) -> None:
         self.agent, self.limit, self.nodes = agent, limit, nodes  # nodes: the two Slurm NodeNames
@@ -358,7 +367,8 @@ class PairStep:
             self.procs[proc.id] = proc
             self.next_id += 1
             ended = self.ended
-        if ended or not self.agent.write(self.call, json.dumps({"node": node, "id": proc.id, "run": script}) + "\n"):
+        if ended or not self.agent.write(self.call,
+                                         json.dumps({"node": node, "id": proc.id, "run": script}) + "\n"):
             proc.end(None, 0.0, "the pair's step had ended: " + _why(self.call.wait(0), self.limit))
         return proc
 
@@ -406,13 +416,14 @@ class SlurmBackend:
     @classmethod
     def open(cls, inv: Inventory, control_dir: Path | None = None, reservation: str | None = None,
              state_dir: Path | None = None) -> SlurmBackend:
-        """The agent on the first Slurm node that answers and has srun; there, the states of every node, the drained
-        ones resumed in a maintenance reservation (collect.maintenance; ``reservation``: the admin's), and the job
-        of those Slurm would give one."""
+        """The agent on the first Slurm node that answers and has srun; there, the states of every node, the
+        drained ones resumed in a maintenance reservation (collect.maintenance; ``reservation``: the admin's),
+        and the job of those Slurm would give one."""
         tried = []
         for name, h in slurm_hosts(inv).items():
             conn = h.connection
-            line = " ".join(shlex.quote(w) for w in (ssh.interpreter(conn), "-c", remote.source("slurm_agent")))
+            line = " ".join(shlex.quote(w) for w in (ssh.interpreter(conn), "-c",
+                                                     remote.source("slurm_agent")))
             argv = (["/bin/sh", "-c", line] if conn.get("ansible_connection") == "local"
                     else ssh.ssh_argv(conn, name, control_dir) + [line])
             agent = Agent(argv)
@@ -442,9 +453,9 @@ class SlurmBackend:
         print(f"clustercert: slurm: {text}", file=sys.stderr)
 
     def _prepare(self, reservation: str | None) -> None:
-        """Which nodes the job takes (self.blocked: the others, and why); a drained one resumed in a maintenance
-        reservation -- clustercert's own, made only where a node is drained, or the admin's ``reservation`` -- its
-        reason saved first, for close() to restore."""
+        """Which nodes the job takes (self.blocked: the others, and why); a drained one resumed in a
+        maintenance reservation -- clustercert's own, made only where a node is drained, or the admin's
+        ``reservation`` -- its reason saved first, for close() to restore."""
         call = self._scontrol
         maintenance.recover(call, self.state_dir, self._say)
         states = maintenance.read_nodes(call)
@@ -521,8 +532,8 @@ class SlurmBackend:
         self.blocked.update({n: why for n in self.names if n not in self.blocked})
 
     def close(self) -> None:
-        """Cancel the run's job (every step of it ends), put the drains back and delete clustercert's reservation
-        (collect.maintenance.restore), then end the agent's session."""
+        """Cancel the run's job (every step of it ends), put the drains back and delete clustercert's
+        reservation (collect.maintenance.restore), then end the agent's session."""
         if self.agent is not None:
             try:
                 for step in list(self.pairs.values()):
@@ -553,16 +564,19 @@ class SlurmBackend:
     def runner_limit(commands: dict[str, tuple], stages: list[list[str]] | None = None, parallel: int = 8) -> float:
         return ssh.runner_limit(commands, stages, parallel) + SLACK_S
 
-    def collect_node(self, node: str, conn: dict, commands: dict[str, tuple], *, control_dir: Path | None = None,
+    def collect_node(self, node: str, conn: dict, commands: dict[str, tuple], *,
+                     control_dir: Path | None = None,
                      parallel: int = 8, stages: list[list[str]] | None = None, on_done=None, path: str = "") -> NodeEvidence:
         req = ssh.runner_request(commands, parallel, stages, on_done is not None, path)
-        return self._runner_step({node: (commands, req)}, self.runner_limit(commands, stages, parallel), None, on_done)[node]
+        return self._runner_step({node: (commands, req)}, self.runner_limit(commands, stages, parallel), None,
+                                 on_done)[node]
 
     def collect_many(self, nodes: dict[str, dict], commands_for: dict[str, dict[str, tuple]], *,
                      forks: int = DEFAULT_FORKS, control_dir: Path | None = None,
                      each=None) -> dict[str, NodeEvidence]:
-        """Every node's commands in ONE srun step (a task per node); ``each`` as each node's document is complete.
-        ``forks`` does not apply: Slurm starts the step's tasks, the controller holds one session."""
+        """Every node's commands in ONE srun step (a task per node); ``each`` as each node's document is
+        complete. ``forks`` does not apply: Slurm starts the step's tasks, the controller holds one
+        session."""
         requests = {n: (commands_for[n], ssh.runner_request(commands_for[n])) for n in nodes}
         limit = max((self.runner_limit(c) for c, _ in requests.values()), default=SLACK_S)
         return self._runner_step(requests, limit, each)
@@ -601,13 +615,15 @@ class SlurmBackend:
                             groups.items()))
         return {n: out[n] for n in requests}
 
-    def _runner_group(self, key: tuple, names: list[str], requests: dict[str, tuple[dict, dict]], limit: float,
+    def _runner_group(self, key: tuple, names: list[str], requests: dict[str, tuple[dict, dict]],
+                      limit: float,
                       done, on_done) -> None:
         """One srun step for the nodes ``names`` that become root alike (``key``); ``done`` as each node's
         document is complete, and for each node the step left without one (why, in words)."""
         become, first, interp = key
         by_sn = {self.names[n]: n for n in names}
-        # every task reads the whole of it: compressed, the nodes' nearly alike requests cost little more than one
+        # every task reads the whole of it: compressed, the nodes' nearly alike requests cost little more than
+        # one
         nodes = json.dumps({self.names[n]: requests[n][1] for n in names}).encode()
         body = json.dumps({"nodes_z": base64.b64encode(zlib.compress(nodes, 6)).decode("ascii")})
         stdin = (first.decode() + REQUEST_MARK + body) if first else body
@@ -728,12 +744,13 @@ class SlurmBackend:
                              float(res.get("seconds") or 0.0), srv.cmd)
 
     def _run_client(self, srv: SlurmServer | None, node: str, script: str, t_int: int) -> tuple[dict, str]:
-        """The client's answer, and where it ran: in its server's pair step where it has one, else in a step of
-        its own."""
+        """The client's answer, and where it ran: in its server's pair step where it has one, else in a step
+        of its own."""
         step = srv.step if srv is not None and srv.step is not None and not srv.step.ended else None
         if step is None or self.names[node] not in step.nodes:  # (a client elsewhere than its server's pair)
             call = self.agent.call(self._probe_argv(node, script), None, t_int + SLACK_S)
-            return call.wait(t_int + SLACK_S + 30) or {"rc": None, "stderr": "", "timed_out": True, "seconds": t_int}, ""
+            return call.wait(t_int + SLACK_S + 30) or {"rc": None, "stderr": "", "timed_out": True,
+                                                       "seconds": t_int}, ""
         self._use(step)
         try:
             proc = step.start(self.names[node], STEP_ENV + script)
@@ -769,11 +786,14 @@ class SlurmBackend:
             else:
                 server_res = self.stop_server(srv, wait)
         error = "" if started else (self.blocked.get(node) or _why(res, t_int))
-        return ssh.ProbeRun(server_res, client_res, started, error, srv is None or srv.pgid is not None, where)
+        return ssh.ProbeRun(server_res, client_res, started, error, srv is None or srv.pgid is not None,
+                            where)
 
-    def run_server_client(self, server: tuple[str, dict, str] | None, client: tuple[str, dict, str], timeout: float,
+    def run_server_client(self, server: tuple[str, dict, str] | None, client: tuple[str, dict, str],
+                          timeout: float,
                           *, control_dir: Path | None = None, server_start_delay: float = 0.5,
                           server_port: int | None = None) -> ssh.ProbeRun:
-        srv = (self.start_server(server, timeout, server_start_delay=server_start_delay, server_port=server_port,
+        srv = (self.start_server(server, timeout, server_start_delay=server_start_delay,
+                                 server_port=server_port,
                                  peer=client[0]) if server is not None else None)
         return self.finish_probe(srv, client, timeout)

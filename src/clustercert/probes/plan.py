@@ -27,8 +27,9 @@ class ProbeSettings:
     node_probes: bool = True  # each node's own probes (loopback, NCCL on the node, nvbandwidth, dcgmi); drift: off
     training: bool = True     # the DDP smoke test and NCCL's transport check (correctness, no figure); drift: off
     ddp_nproc: int | None = None  # torchrun --nproc_per_node for the DDP smoke test; None: the profile's ranks
-    # each node's compute rails (clustercert.checks.rails.NodeRails), discovered before the probes (certify and
-    # drift: by the validators' collection; probe: probes.rails.discover); a node not in it: not discovered
+    # each node's compute rails (clustercert.checks.rails.NodeRails), discovered before the probes (certify
+    # and drift: by the validators' collection; probe: probes.rails.discover); a node not in it: not
+    # discovered
     rails: dict | None = None
 
     @property
@@ -266,7 +267,8 @@ def _iperf_jobs(a, b, rnd: int, cfg: ProbeSettings, evaluators, th: dict,
         m = Measurement("iperf3", a.name, b.name, subject=f"fabric {f} {sa}->{sb}", fabric=f, round=rnd,
                         threshold="iperf3_ipoib")
         jobs.append(Job(m, server, client, port,
-                        lambda m, r: evaluators.eval_iperf3(m, th["iperf3_ipoib"], r.client, cfg.limit), f, True))
+                        lambda m, r: evaluators.eval_iperf3(m, th["iperf3_ipoib"], r.client, cfg.limit), f,
+                        True))
     return jobs, reach
 
 
@@ -287,7 +289,8 @@ def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators, channels: set | No
     def unknown(tool: str, key: str) -> None:  # one error per rail the profile states
         if why and key in th:
             for i in range(max(na.expected, 1)):
-                errors.append(Measurement(tool, a.name, b.name, subject=f"rail {i} {a.name}->{b.name}", round=rnd,
+                errors.append(Measurement(tool, a.name, b.name, subject=f"rail {i} {a.name}->{b.name}",
+                                          round=rnd,
                                           threshold=key).error(why, th[key]))
 
     def perftest(tool: str, port0: int) -> list[Job]:  # one job per rail
@@ -299,8 +302,10 @@ def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators, channels: set | No
                 continue
             port = port0 + i
             server = (b.name, b.connection, cmd.perftest_cmd(tool, rb_.hca, rb_.port, port, cfg.seconds))
-            client = (a.name, a.connection, cmd.perftest_cmd(tool, ra.hca, ra.port, port, cfg.seconds, addr(b)))
-            m = Measurement(tool, a.name, b.name, subject=f"{ra.hca} {a.name}->{b.name}", fabric=ra.fabric, round=rnd,
+            client = (a.name, a.connection,
+                      cmd.perftest_cmd(tool, ra.hca, ra.port, port, cfg.seconds, addr(b)))
+            m = Measurement(tool, a.name, b.name, subject=f"{ra.hca} {a.name}->{b.name}", fabric=ra.fabric,
+                            round=rnd,
                             threshold=key)
             jobs.append(Job(m, server, client, port,
                             lambda m, r, key=key, lat=lat: evaluators.eval_perftest(
@@ -313,12 +318,14 @@ def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators, channels: set | No
         unknown("ib_write_bw_gdr", "ib_write_bw_gdr_pair")
     gdr = _gdr_jobs(a, b, rnd, cfg, evaluators, th, rails, asked)
     iperf, reach = _iperf_jobs(a, b, rnd, cfg, evaluators, th, asked)
-    stages = [(s, key) for s, key in ((bw, "ib_write_bw_pair"), (gdr, "ib_write_bw_gdr_pair"), (iperf, "iperf3_ipoib"),
-                                      (lat, "ib_write_lat_p99")) if s]
+    stages = [(s, key) for s,
+              key in ((bw, "ib_write_bw_pair"), (gdr, "ib_write_bw_gdr_pair"), (iperf, "iperf3_ipoib"),
+                      (lat, "ib_write_lat_p99")) if s]
     transport = cfg.transport(a.profile) and "nccl_allreduce_pair" in th
     nccl = "nccl_allreduce_pair" in th and (asked("nccl_allreduce", None) or transport and asked("nccl_transport", None))
     return PairPlan(a, b, th, stages, len(stages) * (cfg.limit + CLIENT_START_S) + SERVER_MARGIN_S, reach,
-                    nccl, nccl and transport, cfg.ddp(a.profile) and asked("ddp_allreduce", None), errors=errors)
+                    nccl, nccl and transport, cfg.ddp(a.profile) and asked("ddp_allreduce", None),
+                    errors=errors)
 
 
 def reach_commands(plan: PairPlan) -> dict[str, tuple[str, float]]:

@@ -141,7 +141,8 @@ def _nccl_1node_ms(h, cfg, th, results, stage_of) -> list[Measurement]:
         out.append(evaluate.eval_nccl(m, th["nccl_allreduce_1node"], res, cfg.limit, {h.name: addr(h)},
                                       prof.gpu.count))
     if sample_util:
-        out += evaluate.eval_gpu_util(h.name, th["gpu_util_under_load"], prof.gpu.count, res, samples, cfg.limit)
+        out += evaluate.eval_gpu_util(h.name, th["gpu_util_under_load"], prof.gpu.count, res, samples,
+                                      cfg.limit)
     _charge(out, results.get("nccl"), stage_of["nccl"])
     return out
 
@@ -233,7 +234,8 @@ def node_phase_limit(h, cfg: ProbeSettings) -> float:
 def start_servers(plan: PairPlan, ex: ThreadPoolExecutor, cp: Path, ahead: float = 0.0, *,
                   io: Backend) -> None:
     """Start every server of ``plan`` in ``ex``; ``ahead``: seconds more than its bound it may wait."""
-    plan.servers = [[ex.submit(io.start_server, job.server, plan.bound + ahead, control_dir=cp, server_port=job.port,
+    plan.servers = [[ex.submit(io.start_server, job.server, plan.bound + ahead, control_dir=cp,
+                               server_port=job.port,
                                peer=job.client[0]) for job in jobs] for jobs, _ in plan.stages]
 
 
@@ -266,7 +268,8 @@ def _pair_stage(jobs, t, started, plan: PairPlan, reach: Future | None, down: se
     or an error where a node stopped answering earlier or the job's IPoIB path is not reachable."""
     if down:  # a node stopped answering: do not wait out each remaining probe's timeout
         list(ex.map(io.stop_server, started))
-        return [job.m.error(f"not run: {', '.join(sorted(down))} stopped answering during the earlier probes", t)
+        return [job.m.error(f"not run: {', '.join(sorted(down))} stopped answering during the earlier probes",
+                            t)
                 for job in jobs]
     dead = _unreachable(plan, reach.result()) if reach is not None and any(j.ipoib for j in jobs) else {}
     out, run = [], []
@@ -316,7 +319,8 @@ def pair_probes(a, b, rnd: int, cfg: ProbeSettings, cp: Path, slurm_states: dict
         if plan.servers is None:
             start_servers(plan, ex, cp, io=io)
         for (jobs, key), futures in zip(stages, plan.servers, strict=True):
-            out += _pair_stage(jobs, th[key], [f.result() for f in futures], plan, reach, down, ex, ends, finish,
+            out += _pair_stage(jobs, th[key], [f.result() for f in futures], plan, reach, down, ex, ends,
+                               finish,
                                io)
         if plan.nccl:  # after the perftests: it uses every rail, so it overlaps no other probe
             transport: list[Measurement] | None = [] if plan.transport else None
@@ -329,8 +333,8 @@ def pair_probes(a, b, rnd: int, cfg: ProbeSettings, cp: Path, slurm_states: dict
 
 
 def _slurm_launch(a, b, slurm_states: dict | None, io: Backend) -> tuple[bool, str]:
-    """(launch with srun, how it was launched in words ("" for plain mpirun/ssh without Slurm)). Over --backend
-    slurm (an ``io`` with the run's job) always srun: a step of that job, started from a's step."""
+    """(launch with srun, how it was launched in words ("" for plain mpirun/ssh without Slurm)). Over
+    --backend slurm (an ``io`` with the run's job) always srun: a step of that job, started from a's step."""
     return _slurm_launch_all([a, b], slurm_states, io)
 
 
@@ -351,7 +355,8 @@ def _slurm_launch_all(hosts: list, slurm_states: dict | None, io: Backend) -> tu
     return slurm, launch
 
 
-def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str], slurm_states: dict | None = None,
+def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str],
+              slurm_states: dict | None = None,
               *, io: Backend, transport: list | None = None) -> Measurement:
     """all_reduce_perf across a and b, launched from a, one process per node driving its GPUs; then
     the ranks (and launch daemons) the launch left on either node are killed. Where the inventory
@@ -359,12 +364,14 @@ def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str], s
     inventory name -> Slurm state, read before the rounds); a node being certified is usually
     drained, and then the launch is mpirun over ssh, the evidence says why."""
     gpus = a.profile.gpu.count
-    m = Measurement("nccl_allreduce", a.name, b.name, subject=f"{a.name}+{b.name}, {2 * gpus} GPUs", round=rnd,
+    m = Measurement("nccl_allreduce", a.name, b.name, subject=f"{a.name}+{b.name}, {2 * gpus} GPUs",
+                    round=rnd,
                     threshold="nccl_allreduce_pair")
     if down & {a.name, b.name}:
         why = f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the other probes"
         if transport is not None:
-            transport.append(Measurement("nccl_transport", a.name, b.name, subject=f"{a.name}+{b.name}", round=rnd,
+            transport.append(Measurement("nccl_transport", a.name, b.name, subject=f"{a.name}+{b.name}",
+                                         round=rnd,
                                          relative=False).error(why))
         return m.error(why, t)
     tag = uuid.uuid4().hex[:12]
@@ -381,7 +388,8 @@ def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str], s
     if not r.reachable:
         down.add(a.name)
     cleanup = {"cleanup": (cmd.nccl_pair_cleanup_cmd(tag, slurm), 15.0)}
-    io.collect_many({h.name: h.connection for h in (a, b)}, {a.name: cleanup, b.name: cleanup}, control_dir=cp)
+    io.collect_many({h.name: h.connection for h in (a, b)}, {a.name: cleanup, b.name: cleanup},
+                    control_dir=cp)
     # the bandwidth's evidence is the nccl-tests table: the INFO lines are the transport check's
     table = r.client if not debug else dataclasses.replace(r.client, stdout="".join(
         ln for ln in r.client.stdout.splitlines(keepends=True) if " NCCL INFO " not in ln))
@@ -393,7 +401,8 @@ def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str], s
         m.evidence = f"launched with {launch}\n{m.evidence}"
     if transport is not None:
         tm = workload.eval_nccl_transport(a.name, b.name, a.profile, r.client, cfg.limit,
-                                          {a.name: addr(a), b.name: addr(b)}, f"launched with {launch}\n" if launch else "",
+                                          {a.name: addr(a), b.name: addr(b)},
+                                          f"launched with {launch}\n" if launch else "",
                                           {h.name: rails_of(h, cfg).names or [] for h in (a, b)})
         tm.round = rnd
         if not r.reachable:
@@ -413,7 +422,8 @@ def ddp_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, down: set[str], slurm
     prof = a.profile
     ddp, want = prof.ddp, prof.ddp_ranks
     nproc = cfg.ddp_nproc or getattr(a.vars, "clustercert_ddp_nproc_per_node", None) or want
-    m = Measurement("ddp_allreduce", a.name, b.name, subject=f"{a.name}+{b.name}, {2 * nproc} ranks", round=rnd,
+    m = Measurement("ddp_allreduce", a.name, b.name, subject=f"{a.name}+{b.name}, {2 * nproc} ranks",
+                    round=rnd,
                     lower_is_better=True, relative=False)
     if down & {a.name, b.name}:
         return [m.error(f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the other "
@@ -427,15 +437,19 @@ def ddp_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, down: set[str], slurm
         ddp.steps, ddp.width, ddp.depth, ddp.batch)
     text = remote.source("ddp_smoke")
     if slurm:
-        line = cmd.ddp_srun_cmd([slurm_name(h) for h in (a, b)], addr(a), ddp.launcher, ddp.python, text, args, nproc,
-                                dict(ddp.env), tag, ddp.timeout_s, a.vars.clustercert_slurm_gres, gpus or prof.gpu.count)
+        line = cmd.ddp_srun_cmd([slurm_name(h) for h in (a, b)], addr(a), ddp.launcher, ddp.python, text,
+                                args, nproc,
+                                dict(ddp.env), tag, ddp.timeout_s, a.vars.clustercert_slurm_gres,
+                                gpus or prof.gpu.count)
     else:
-        line = cmd.ddp_launch_cmd([addr(a), addr(b)], ddp.launcher, ddp.python, text, args, nproc, dict(ddp.env), tag)
+        line = cmd.ddp_launch_cmd([addr(a), addr(b)], ddp.launcher, ddp.python, text, args, nproc,
+                                  dict(ddp.env), tag)
     r = io.run_server_client(None, (a.name, a.connection, line), ddp.timeout_s, control_dir=cp)
     if not r.reachable:
         down.add(a.name)
     cleanup = {"cleanup": (cmd.nccl_pair_cleanup_cmd(tag, slurm, cmd.DDP_JOB), 15.0)}
-    io.collect_many({h.name: h.connection for h in (a, b)}, {a.name: cleanup, b.name: cleanup}, control_dir=cp)
+    io.collect_many({h.name: h.connection for h in (a, b)}, {a.name: cleanup, b.name: cleanup},
+                    control_dir=cp)
     m = workload.eval_ddp(a.name, b.name, prof, nproc, r.client, ddp.timeout_s, f"launched with {launch}\n")
     m.round, m.elapsed = rnd, r.client.seconds
     steps = workload.eval_ddp_step(a.name, b.name, prof, nproc, r.client, ddp.timeout_s)
@@ -452,8 +466,8 @@ def nccl_cluster(hosts: list, group: cluster.RailGroup, cfg: ProbeSettings, cp: 
                  slurm_states: dict | None = None, *, io: Backend) -> Measurement:
     """probe.nccl_cluster's run over one rail group (clustercert.probes.cluster): all_reduce_perf across every
     host of ``hosts`` at once, launched from the first as the pair run is (one srun step where Slurm can place
-    it on all of them now, or over --backend slurm; else mpirun over ssh), bounded by the probe limit; then what
-    the launch left on any of them is killed."""
+    it on all of them now, or over --backend slurm; else mpirun over ssh), bounded by the probe limit; then
+    what the launch left on any of them is killed."""
     a, gpus = hosts[0], hosts[0].profile.gpu.count
     names = {h.name: addr(h) for h in hosts}
     tag = uuid.uuid4().hex[:12]
@@ -478,7 +492,8 @@ def nccl_cluster(hosts: list, group: cluster.RailGroup, cfg: ProbeSettings, cp: 
     return m
 
 
-def cluster_probes(inv, nodes: list[str], cfg: ProbeSettings, cp: Path, pairs: list[Measurement], node_bad: set[str],
+def cluster_probes(inv, nodes: list[str], cfg: ProbeSettings, cp: Path, pairs: list[Measurement],
+                   node_bad: set[str],
                    down: set[str], localisation, slurm_states: dict | None = None, *,
                    io: Backend) -> list[Measurement]:
     """probe.nccl_cluster after the pair rounds, per profile: its runs over the nodes the rounds cleared, one
@@ -504,7 +519,8 @@ def cluster_probes(inv, nodes: list[str], cfg: ProbeSettings, cp: Path, pairs: l
                 out.append(cluster.eval_cluster(plan.nodes[0], group, {n: addr(hosts[n]) for n in plan.nodes},
                                                 prof.gpu.count, th[cluster.THRESHOLD], None, cfg.limit, None))
                 continue
-            out.append(nccl_cluster([hosts[n] for n in plan.nodes], group, cfg, cp, th[cluster.THRESHOLD], median,
+            out.append(nccl_cluster([hosts[n] for n in plan.nodes], group, cfg, cp, th[cluster.THRESHOLD],
+                                    median,
                                     slurm_states, io=io))
     return out
 
@@ -591,7 +607,8 @@ def _pair_round(rnd, loop: Rounds, hosts, cfg: ProbeSettings, cp: Path, forks: i
          pairs=pairs, question=rnd.question, forks=forks)
 
     def one_pair(p):
-        out = pair_probes(hosts[p[0]], hosts[p[1]], k, cfg, cp, slurm_states, plans.get(p) if k == 1 else None,
+        out = pair_probes(hosts[p[0]], hosts[p[1]], k, cfg, cp, slurm_states,
+                          plans.get(p) if k == 1 else None,
                           io=io, channels=rnd.channels(*p))
         tell("pair", a=p[0], b=p[1], status=_worst(out[0]))
         return out
@@ -632,7 +649,8 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
     down: set[str] = set()
     why_down: dict[str, str] = {}
     forks = max(1, forks)
-    domains = {n: hosts[n].vars.clustercert_rack for n in nodes if getattr(hosts[n].vars, "clustercert_rack", None)}
+    domains = {n: hosts[n].vars.clustercert_rack for n in nodes if getattr(hosts[n].vars, "clustercert_rack",
+                                                                           None)}
     loop = Rounds(list(nodes), domains=domains or None, all_pairs=all_pairs)
     first = loop.first()
     plans = _early_plans(hosts, nodes, cfg, first, forks)
@@ -686,17 +704,19 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
     timing = probe_timing(per_node, node_wall, round_times, wall)
     if clustered:
         _cluster_timing(timing, clustered, cluster_wall, wall)
-    return ProbeOutcome(per_node, pair_ms, inference.findings, loop.done, down, round(wall, 2), timing, inference,
+    return ProbeOutcome(per_node, pair_ms, inference.findings, loop.done, down, round(wall, 2), timing,
+                        inference,
                         why_down, clustered)
 
 
 # ---- the compute rails' discovery, before `clustercert probe` ---------------------------------------------
 
 def discover_rails(inv, nodes: list[str], forks: int = DEFAULT_FORKS, *, io: Backend) -> dict:
-    """{node: its clustercert.checks.rails.NodeRails} for ``nodes`` whose profile has compute rails: each node's
-    ``nvidia-smi topo -m`` and /sys/class/infiniband read in one connection, then the one rule applied (certify
-    and drift take the rails from the validators' collection pass instead). A node that did not answer, or whose
-    evidence did not run or parse, has unknown rails: each of its rail probes is then an error."""
+    """{node: its clustercert.checks.rails.NodeRails} for ``nodes`` whose profile has compute rails: each
+    node's ``nvidia-smi topo -m`` and /sys/class/infiniband read in one connection, then the one rule applied
+    (certify and drift take the rails from the validators' collection pass instead). A node that did not
+    answer, or whose evidence did not run or parse, has unknown rails: each of its rail probes is then an
+    error."""
     hosts = {n: inv.hosts[n] for n in nodes if rails_checks.wanted(inv.hosts[n].profile)}
     if not hosts:
         return {}
@@ -712,6 +732,7 @@ def discover_rails(inv, nodes: list[str], forks: int = DEFAULT_FORKS, *, io: Bac
             why = f"{n} did not answer: {ev.error if ev is not None else 'not collected'}"
             out[n] = rails_checks.node_rails(h.profile, None, None, why)
         else:
-            out[n] = rails_checks.of_evidence(h.profile, ev.results.get("nvsmi_topo"), ev.results.get("ib_sysfs"),
+            out[n] = rails_checks.of_evidence(h.profile, ev.results.get("nvsmi_topo"),
+                                              ev.results.get("ib_sysfs"),
                                               timeout[n])
     return out

@@ -77,7 +77,8 @@ def prepare_image(rootfs: Path) -> None:
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(f"/etc/systemd/system/{AGENT_UNIT}")
-    # the node's kernel log, module list, PCI devices, firmware tables and NUMA placement come from the simulator
+    # the node's kernel log, module list, PCI devices, firmware tables and NUMA placement come from the
+    # simulator
     for pkg_path, tool in (("/bin/dmesg", "dmesg"), ("/bin/lsmod", "lsmod"), ("/sbin/lsmod", "lsmod"),
                            ("/usr/bin/lspci", "lspci"), ("/usr/sbin/dmidecode", "dmidecode"),
                            ("/usr/bin/numactl", "numactl")):
@@ -107,7 +108,8 @@ def _divert(rootfs: Path, pkg_path: str, tool: str) -> None:
                             capture_output=True, text=True, timeout=60)
     if pkg_path not in listed.stdout:
         subprocess.run(["chroot", str(rootfs), "dpkg-divert", "--local", "--rename", "--divert",
-                        pkg_path + ".distrib", "--add", pkg_path], check=True, capture_output=True, timeout=60)
+                        pkg_path + ".distrib", "--add", pkg_path], check=True, capture_output=True,
+                        timeout=60)
     target = rootfs / pkg_path.lstrip("/")
     if target.is_symlink() or target.exists():
         target.unlink()

@@ -17,8 +17,8 @@ mount namespace:
   the slaves' operstate every 25 ms until the next tick, so a failover takes tens of milliseconds,
   like a bond with miimon=100, and an idle node's agent wakes once a second. The bond's data path
   is the lab's `bondlink` veth (host end on the lab's bond bridge): the agent enslaves it to bond0
-  and keeps its link up while at least one slave is up (active-backup reachability). networkd cannot configure a bond0 whose
-  kind is not bond, so the agent applies the Address= entries of bond0's .network file itself.
+  and keeps its link up while at least one slave is up (active-backup reachability). networkd cannot configure
+  a bond0 whose kind is not bond, so the agent applies the Address= entries of bond0's .network file itself.
   /proc/net/bonding cannot be simulated (procfs, no bonding module), see docs/lab-faults.md.
 * IB port state changes (ib_port_down) take the port's IPoIB netdev down, as losing the link does.
 """
@@ -402,7 +402,8 @@ def _write_bond_files(merged: str, cfg: dict, slaves: list[str], active: str, mi
              "slaves": " ".join(slaves), "active_slave": active, "mii_status": mii,
              "primary": cfg["primary"], "miimon": str(cfg["miimon"]),
              "fail_over_mac": f"{cfg['fail_over_mac']} {FOM_NUM.get(cfg['fail_over_mac'], 0)}",
-             "primary_reselect": f"{cfg.get('primary_reselect', 'always')} 0", "updelay": "0", "downdelay": "0"}
+             "primary_reselect": f"{cfg.get('primary_reselect', 'always')} 0", "updelay": "0",
+             "downdelay": "0"}
     for k, v in files.items():
         common.write_text(os.path.join(b, k), v + "\n")
     for s in slaves:

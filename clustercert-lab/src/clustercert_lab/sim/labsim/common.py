@@ -73,7 +73,8 @@ def dumps(data) -> str:
     if _json is None:
         import json
         return json.dumps(data)
-    encode = _json.make_encoder(None, _unserialisable, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+    encode = _json.make_encoder(None, _unserialisable, _json.encode_basestring_ascii, None, ": ", ", ", False,
+                                False, True)
     return "".join(encode(data, 0))
 
 

@@ -16,10 +16,13 @@ import subprocess
 from . import common
 
 LIMITS_FILE = "/etc/security/limits.d/zz-local-memlock.conf"
-RUNTIME_FILES = ["/etc/containerd/config.toml", "/etc/containerd/conf.d/99-nvidia.toml", "/etc/docker/daemon.json",
+RUNTIME_FILES = ["/etc/containerd/config.toml", "/etc/containerd/conf.d/99-nvidia.toml",
+                 "/etc/docker/daemon.json",
                  "/etc/crio/crio.conf.d/99-nvidia.toml"]
-TIME_UNITS = ["chrony.service", "chronyd.service", "systemd-timesyncd.service", "ntpsec.service", "ntp.service"]
-DRIVER_PACKAGES = ["nvidia-driver", "nvidia-open", "cuda-drivers", "cuda-drivers-570", "nvidia-smi", "libnvidia-ml1",
+TIME_UNITS = ["chrony.service", "chronyd.service", "systemd-timesyncd.service", "ntpsec.service",
+              "ntp.service"]
+DRIVER_PACKAGES = ["nvidia-driver", "nvidia-open", "cuda-drivers", "cuda-drivers-570", "nvidia-smi",
+                   "libnvidia-ml1",
                    "nvidia-persistenced", "nvidia-kernel-open-dkms", "nvidia-kernel-dkms", "libcuda1",
                    "nvidia-fabricmanager-570", "nvidia-fabricmanager"]
 
@@ -47,8 +50,9 @@ def _unit_known(unit: str) -> bool:
 def memlock_apply(p: dict) -> bool:
     path = common.root(LIMITS_FILE)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    common.write_text(path, "# local change: memlock limited to 64 KiB\n*\tsoft\tmemlock\t64\n*\thard\tmemlock\t64\n"
-                            "root\tsoft\tmemlock\t64\nroot\thard\tmemlock\t64\n")
+    common.write_text(path,
+                      "# local change: memlock limited to 64 KiB\n*\tsoft\tmemlock\t64\n*\thard\tmemlock\t64\n"
+                      "root\tsoft\tmemlock\t64\nroot\thard\tmemlock\t64\n")
     return True
 
 

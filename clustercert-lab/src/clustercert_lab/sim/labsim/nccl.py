@@ -10,9 +10,9 @@ tool, only process 0 prints the table, one "Rank" line per GPU. Ranks > 0 connec
 to rank 0 over TCP (like the simulated perftest's out-of-band exchange) and send their node's health;
 rank 0 reports the figure the slowest part allows: each node's NVLink figure and, across nodes, the
 compute rails x the slowest end's per-rail rate (health factors and link_slow of EITHER node), and
-tells the ranks when it is done. NCCL_IB_HCA selects the rails as NCCL's IB transport reads it (ib_hca_selected).
-Faults: nccl_one_host (any rank's node) puts every rank on rank 0's host; nccl_scale_slow scales a run across
-more than two nodes. Rank 0's address comes from the launcher: OpenMPI's
+tells the ranks when it is done. NCCL_IB_HCA selects the rails as NCCL's IB transport reads it
+(ib_hca_selected). Faults: nccl_one_host (any rank's node) puts every rank on rank 0's host; nccl_scale_slow
+scales a run across more than two nodes. Rank 0's address comes from the launcher: OpenMPI's
 OMPI_MCA_orte_hnp_uri (mpirun runs where rank 0 runs), Slurm's SLURM_LAUNCH_NODE_IPADDR or the first
 node of SLURM_STEP_NODELIST. Nothing is measured on the lab's virtual links.
 """
@@ -107,8 +107,8 @@ def root_addresses(env) -> list[str]:
 
 def ib_hca_selected(names: list[str], spec: str | None) -> list[str]:
     """The HCAs of ``names`` NCCL's IB transport uses under NCCL_IB_HCA=``spec``, as it reads the variable: a
-    comma-separated list of HCA[:port] entries, matched as name prefixes; a leading "=" makes them exact names, a
-    leading "^" excludes them instead (both: "^="). Unset or empty: every HCA."""
+    comma-separated list of HCA[:port] entries, matched as name prefixes; a leading "=" makes them exact
+    names, a leading "^" excludes them instead (both: "^="). Unset or empty: every HCA."""
     spec = (spec or "").strip()
     if not spec:
         return list(names)
@@ -258,7 +258,8 @@ def _head(tool: str, o: dict, ngpus, minb: int, maxb: int, devices: list[dict], 
     return lines
 
 
-def _run(tool: str, o: dict, node: str, lines: list[str], sizes: list[int], peak: float, fac: float, wsize: int,
+def _run(tool: str, o: dict, node: str, lines: list[str], sizes: list[int], peak: float, fac: float,
+         wsize: int,
          ngpus: int) -> int:
     total = 0.0
     took = 0.0
@@ -357,7 +358,8 @@ def info_lines(hw: dict, launch: dict, first: int, ngpus: int) -> list[str]:
         pre = f"{host}:{pid}:{pid + 60 + idx} [{idx}] NCCL INFO "
         out += [pre + f"NET/IB : Using {nics} ; OOB eth0:<0>", pre + "Using network IB"]
         if not gdr:
-            out += [pre + f"NET/IB : GPU Direct RDMA Disabled for HCA {i} '{h['name']}'" for i, h in enumerate(hcas)]
+            out += [pre + f"NET/IB : GPU Direct RDMA Disabled for HCA {i} '{h['name']}'" for i,
+                    h in enumerate(hcas)]
         if idx in near:
             n, peer, prev = near[idx], (r + ngpus) % total, (r - ngpus) % total
             flag = "/GDRDMA" if gdr else ""

@@ -1,5 +1,5 @@
-"""Simulated nvbandwidth (v0.7-style text output) and dcgmi: diag (the DCGM 3.3 table; -j in the JSON layout of the
-installed DCGM version, 3.x or 4.x) and nvlink (--link-status, -e -g GPU [-j])."""
+"""Simulated nvbandwidth (v0.7-style text output) and dcgmi: diag (the DCGM 3.3 table; -j in the JSON layout
+of the installed DCGM version, 3.x or 4.x) and nvlink (--link-status, -e -g GPU [-j])."""
 
 from __future__ import annotations
 
@@ -10,12 +10,16 @@ from . import common
 TESTS = {
     "host_to_device_memcpy_ce": ("memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)", "h2d"),
     "device_to_host_memcpy_ce": ("memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)", "d2h"),
-    "host_to_device_bidirectional_memcpy_ce": ("memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)", "h2d_bi"),
-    "device_to_host_bidirectional_memcpy_ce": ("memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)", "d2h_bi"),
+    "host_to_device_bidirectional_memcpy_ce": ("memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)",
+                                               "h2d_bi"),
+    "device_to_host_bidirectional_memcpy_ce": ("memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)",
+                                               "d2h_bi"),
     "device_to_device_memcpy_read_ce": ("memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)", "d2d"),
     "device_to_device_memcpy_write_ce": ("memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)", "d2d"),
-    "device_to_device_bidirectional_memcpy_read_ce": ("memcpy CE GPU(row) <-> GPU(column) bandwidth (GB/s)", "d2d_bi"),
-    "device_to_device_bidirectional_memcpy_write_ce": ("memcpy CE GPU(row) <-> GPU(column) bandwidth (GB/s)", "d2d_bi"),
+    "device_to_device_bidirectional_memcpy_read_ce": ("memcpy CE GPU(row) <-> GPU(column) bandwidth (GB/s)",
+                                                      "d2d_bi"),
+    "device_to_device_bidirectional_memcpy_write_ce": ("memcpy CE GPU(row) <-> GPU(column) bandwidth (GB/s)",
+                                                       "d2d_bi"),
     # one row: per GPU, what all its peers write into it / what it writes into all of them at once
     "all_to_one_write_ce": ("memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)", "a2o"),
     "one_to_all_write_ce": ("memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)", "o2a"),
@@ -249,10 +253,12 @@ def _diag_text(gpus: list[dict], tests) -> str:
     """The DCGM 3.3 table (``dcgmi diag -r N``)."""
     dev_ids = ",".join(g["pci_device_id"][2:6].lower() for g in gpus)
     sep = "+---------------------------+------------------------------------------------+"
-    out = ["Successfully ran diagnostic for group.", sep, "| Diagnostic                | Result                                         |",
+    out = ["Successfully ran diagnostic for group.", sep,
+           "| Diagnostic                | Result                                         |",
            "+===========================+================================================+",
            "|-----  Metadata  ----------+------------------------------------------------|",
-           _row("DCGM Version", dcgm_version()), _row("Driver Version Detected", common.loaded_driver_version()),
+           _row("DCGM Version", dcgm_version()),
+           _row("Driver Version Detected", common.loaded_driver_version()),
            _row("GPU Device IDs Detected", dev_ids),
            "|-----  Deployment  --------+------------------------------------------------|"]
     category = "Deployment"
@@ -288,14 +294,16 @@ def _diag_json3(gpus: list[dict], tests) -> dict:
             status = "Pass" if all(r == "Pass" for r in res.values()) else "Fail"
             result = {"gpu_ids": ",".join(str(i) for i in res), "status": status}
             if msg and status != "Pass":
-                result["warnings"] = [{"warning": msg, "error_id": 0, "error_category": 0, "error_severity": 2}]
+                result["warnings"] = [{"warning": msg, "error_id": 0, "error_category": 0,
+                                       "error_severity": 2}]
             cats[-1]["tests"].append({"name": name, "results": [result]})
             continue
         results = []
         for i, r in res.items():
             result = {"gpu_ids": str(i), "status": r}
             if r != "Pass" and msg:
-                result["warnings"] = [{"warning": msg, "error_id": 0, "error_category": 0, "error_severity": 2}]
+                result["warnings"] = [{"warning": msg, "error_id": 0, "error_category": 0,
+                                       "error_severity": 2}]
             results.append(result)
         cats[-1]["tests"].append({"name": name, "results": results})
     return {"DCGM GPU Diagnostic": {"test_categories": cats}, "version": dcgm_version(),
@@ -342,7 +350,8 @@ def _diag_json4(gpus: list[dict], tests) -> dict:
                                   for i, r in res.items()], "test_summary": summary(res, msg)})
     return {"DCGM Diagnostic": {"test_categories": cats},
             "entity_groups": [{"entity_group_id": 1, "entity_group": "GPU", "entities": [
-                {"entity_id": g["index"], "serial_num": g["serial"], "device_id": g["pci_device_id"][2:6].lower()}
+                {"entity_id": g["index"], "serial_num": g["serial"],
+                 "device_id": g["pci_device_id"][2:6].lower()}
                 for g in gpus]}],
             "metadata": {"version": dcgm_version(), "Driver Version Detected": common.loaded_driver_version()}}
 
@@ -364,7 +373,8 @@ def dcgmi_nvlink(hw: dict, argv: list[str]) -> int:
             down = set(g["nvlink"].get("down", []))
             out += [f"    gpuId {g['index']}:",
                     "        " + " ".join("D" if i in down else "U" for i in range(g["nvlink"]["links"]))]
-        out += ["NvSwitches:", "    No NvSwitches found.", "", "Key: Up=U, Down=D, Disabled=X, Not Supported=_"]
+        out += ["NvSwitches:", "    No NvSwitches found.", "",
+                "Key: Up=U, Down=D, Disabled=X, Not Supported=_"]
         common.out("\n".join(out) + "\n")
         return 0
     if "-e" in argv or "--errors" in argv:
@@ -380,7 +390,8 @@ def dcgmi_nvlink(hw: dict, argv: list[str]) -> int:
         links = {f"Link {i}": {label: str(int((errors.get(str(i)) or {}).get(key, 0)) if key else 0)
                                for label, key in _DCGMI_NVLINK_COUNTERS} for i in range(g["nvlink"]["links"])}
         if "-j" in argv or "--json" in argv:
-            doc = {"body": {k: {"children": {label: {"value": v} for label, v in c.items()}} for k, c in links.items()},
+            doc = {"body": {k: {"children": {label: {"value": v} for label, v in c.items()}} for k,
+                            c in links.items()},
                    "header": ["NVLINK Error Counts", f"GPU {g['index']}"]}
             common.out(common.dumps(doc) + "\n")
             return 0

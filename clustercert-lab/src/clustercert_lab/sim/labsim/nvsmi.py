@@ -94,7 +94,8 @@ def _throttle_map(g: dict) -> tuple[list[tuple[str, str, int]], set[str]]:
     return [
         ("Idle", "gpu_idle", 1), ("Applications Clocks Setting", "applications_clocks_setting", 1),
         ("SW Power Cap", "sw_power_cap", 1), ("HW Slowdown", "hw_slowdown", 1),
-        ("HW Thermal Slowdown", "hw_thermal_slowdown", 2), ("HW Power Brake Slowdown", "hw_power_brake_slowdown", 2),
+        ("HW Thermal Slowdown", "hw_thermal_slowdown", 2),
+        ("HW Power Brake Slowdown", "hw_power_brake_slowdown", 2),
         ("Sync Boost", "sync_boost", 1), ("SW Thermal Slowdown", "sw_thermal_slowdown", 1),
         ("Display Clock Setting", "display_clocks_setting", 1),
     ], active
@@ -109,7 +110,8 @@ def _clock_events(g: dict) -> list[tuple[str, str, int, bool]]:
     slowdown, gpu_idle when nothing else is."""
     names, active = _throttle_map(g)
     hw_slow = bool(active & {"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
-    return [(label, key, lvl, key in active or (key == "hw_slowdown" and hw_slow) or (key == "gpu_idle" and not active))
+    return [(label, key, lvl,
+             key in active or (key == "hw_slowdown" and hw_slow) or (key == "gpu_idle" and not active))
             for label, key, lvl in names]
 
 
@@ -332,7 +334,8 @@ class _XmlLog:
     """``nvidia-smi -q -x`` lines: one element a line, a tab an indent level."""
 
     def __init__(self) -> None:
-        self.lines: list[str] = ['<?xml version="1.0" ?>', '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">',
+        self.lines: list[str] = ['<?xml version="1.0" ?>',
+                                 '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">',
                                  "<nvidia_smi_log>"]
 
     def el(self, depth: int, tag: str, value=None, attrs: str = "") -> None:
@@ -584,16 +587,19 @@ def _xml_fabric(x: _XmlLog, hw: dict, g: dict) -> None:
 ALIASES = {
     "gpu_name": "name", "gpu_bus_id": "pci.bus_id", "gpu_serial": "serial", "gpu_uuid": "uuid",
     "persistence_mode": "persistence_mode", "clocks_throttle_reasons.active": "clocks_event_reasons.active",
-    "clocks.gr": "clocks.current.graphics", "clocks.sm": "clocks.current.sm", "clocks.mem": "clocks.current.memory",
+    "clocks.gr": "clocks.current.graphics", "clocks.sm": "clocks.current.sm",
+    "clocks.mem": "clocks.current.memory",
     "clocks.max.gr": "clocks.max.graphics", "clocks.max.mem": "clocks.max.memory", "pcie.link.gen.gpucurrent":
-    "pcie.link.gen.gpucurrent", "temperature.memory": "temperature.memory", "utilization.gpu": "utilization.gpu",
+    "pcie.link.gen.gpucurrent", "temperature.memory": "temperature.memory",
+    "utilization.gpu": "utilization.gpu",
     "ecc.errors.uncorrected.volatile.total": "ecc.errors.uncorrected.volatile.total",
     "power.draw": "power.draw", "memory.total": "memory.total", "memory.used": "memory.used",
     "memory.free": "memory.free", "power.limit": "power.limit", "driver_version": "driver_version",
     "vbios_version": "vbios_version", "compute_cap": "compute_cap", "pstate": "pstate",
 }
 
-_THROTTLE_BITS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
+_THROTTLE_BITS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4,
+                  "hw_slowdown": 0x8,
                   "sync_boost": 0x10, "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40,
                   "hw_power_brake_slowdown": 0x80, "display_clocks_setting": 0x100}
 
@@ -654,8 +660,10 @@ def _fields(hw: dict, g: dict, count: int) -> dict[str, tuple[str, str]]:
         "utilization.memory": ("%", "0 %"),
         "ecc.mode.current": ("", g["ecc"]["mode"]),
         "ecc.mode.pending": ("", g["ecc"]["mode"]),
-        "ecc.errors.corrected.volatile.total": ("", str(e["volatile"]["dram_correctable"] + e["volatile"]["sram_correctable"])),
-        "ecc.errors.corrected.aggregate.total": ("", str(e["aggregate"]["dram_correctable"] + e["aggregate"]["sram_correctable"])),
+        "ecc.errors.corrected.volatile.total": ("",
+                                                str(e["volatile"]["dram_correctable"] + e["volatile"]["sram_correctable"])),
+        "ecc.errors.corrected.aggregate.total": ("",
+                                                 str(e["aggregate"]["dram_correctable"] + e["aggregate"]["sram_correctable"])),
         "ecc.errors.uncorrected.volatile.total": ("", str(unc_v)),
         "ecc.errors.uncorrected.aggregate.total": ("", str(unc_a)),
         "ecc.errors.uncorrected.volatile.dram": ("", str(e["volatile"]["dram_uncorrectable"])),
@@ -801,7 +809,8 @@ Legend:
 def topo_p2p(gpus: list[dict], cap: str) -> str:
     """``topo -p2p r|w|n|a|p``: P2P status per GPU pair. Over NVLink (both GPUs with an active link) read,
     write, atomics and NVLink are OK; without it NVLink is NS and the others go over PCIe, OK within a NUMA
-    node and CNS across the host bridges (as PCIe-only P2P is on most chipsets); ``p`` (PCIe) is always that."""
+    node and CNS across the host bridges (as PCIe-only P2P is on most chipsets); ``p`` (PCIe) is always
+    that."""
     lines = [" \t" + "\t".join(f"GPU{g['index']}" for g in gpus) + "\t"]
     for g in gpus:
         cells = []

@@ -13,7 +13,8 @@ from . import common
 
 # PCI ids and names as pciutils' database prints them
 GPU_NAMES = {"2330": "GH100 [H100 SXM5 80GB]", "20b2": "GA100 [A100 SXM4 80GB]"}
-HCA_PCI = {"MT4129": ("1021", "MT2910 Family [ConnectX-7]"), "MT4123": ("101b", "MT28908 Family [ConnectX-6]")}
+HCA_PCI = {"MT4129": ("1021", "MT2910 Family [ConnectX-7]"),
+           "MT4123": ("101b", "MT28908 Family [ConnectX-6]")}
 GEN_GTS = {1: "2.5", 2: "5", 3: "8", 4: "16", 5: "32", 6: "64", 7: "128"}
 NVSWITCH_LINK = (4, 2)  # an NVSwitch's PCIe management link (Gen4 x2)
 
@@ -34,13 +35,17 @@ def devices(hw: dict) -> list[dict]:
             continue
         dev = g["pci_device_id"][2:6].lower()
         p = g["pcie"]
-        out.append({"bus": g["bus_id"], "vendor": "10de", "device": dev, "class": "3D controller", "class_id": "0302",
-                    "name": f"NVIDIA Corporation {GPU_NAMES.get(dev, 'Device')}", "rev": "a1", "numa": g["numa_node"],
-                    "driver": "nvidia", "cap": (p["gen_max"], p["width_max"]), "sta": (p["gen_current"], p["width_current"])})
+        out.append({"bus": g["bus_id"], "vendor": "10de", "device": dev, "class": "3D controller",
+                    "class_id": "0302",
+                    "name": f"NVIDIA Corporation {GPU_NAMES.get(dev, 'Device')}", "rev": "a1",
+                    "numa": g["numa_node"],
+                    "driver": "nvidia", "cap": (p["gen_max"], p["width_max"]),
+                    "sta": (p["gen_current"], p["width_current"])})
     for s in hw.get("nvswitches", []):
         if not s.get("on_bus", True):
             continue
-        out.append({"bus": s["bus_id"], "vendor": "10de", "device": s["device_id"], "class": "Bridge", "class_id": "0680",
+        out.append({"bus": s["bus_id"], "vendor": "10de", "device": s["device_id"], "class": "Bridge",
+                    "class_id": "0680",
                     "name": "NVIDIA Corporation Device", "rev": "a1", "numa": 0, "driver": "nvidia-nvswitch",
                     "cap": NVSWITCH_LINK, "sta": NVSWITCH_LINK})
     for h in hw["hcas"]:
@@ -49,7 +54,8 @@ def devices(hw: dict) -> list[dict]:
         link = h.get("pcie") or {"gen": 5, "width": 16}
         out.append({"bus": h["bus_id"], "vendor": "15b3", "device": dev,
                     "class": "Ethernet controller" if eth else "Infiniband controller",
-                    "class_id": "0200" if eth else "0207", "name": f"Mellanox Technologies {name}", "rev": None,
+                    "class_id": "0200" if eth else "0207", "name": f"Mellanox Technologies {name}",
+                    "rev": None,
                     "numa": h.get("numa_node", 0), "driver": "mlx5_core",
                     "cap": (link["gen"], link["width"]), "sta": (link["gen"], link["width"])})
     return sorted(out, key=lambda d: _addr(d["bus"], True))
@@ -134,7 +140,8 @@ def board(hw: dict) -> dict:
         return b
     h = hashlib.sha256(f"board/{hw['node']}".encode()).hexdigest()
     return {"manufacturer": "clustercert lab", "product": "simulated HGX node",
-            "system_serial": f"LAB{int(h[0:10], 16) % 10**9:09d}", "baseboard_serial": f"LBB{int(h[10:20], 16) % 10**9:09d}",
+            "system_serial": f"LAB{int(h[0:10], 16) % 10**9:09d}",
+            "baseboard_serial": f"LBB{int(h[10:20], 16) % 10**9:09d}",
             "chassis_serial": f"LCH{int(h[20:30], 16) % 10**9:09d}",
             "uuid": f"{h[32:40]}-{h[40:44]}-{h[44:48]}-{h[48:52]}-{h[52:64]}"}
 
@@ -145,27 +152,33 @@ def _records(hw: dict) -> dict[int, tuple[str, list[tuple[str, str]]]]:
         0: ("BIOS Information", [("Vendor", "clustercert lab"), ("Version", "1.0 (simulated)"),
                                  ("Release Date", "01/01/2026")]),
         1: ("System Information", [("Manufacturer", b["manufacturer"]), ("Product Name", b["product"]),
-                                   ("Version", "1.0"), ("Serial Number", b["system_serial"]), ("UUID", b["uuid"]),
+                                   ("Version", "1.0"), ("Serial Number", b["system_serial"]),
+                                   ("UUID", b["uuid"]),
                                    ("Wake-up Type", "Power Switch"), ("SKU Number", "Not Specified"),
                                    ("Family", "clustercert lab (simulated)")]),
-        2: ("Base Board Information", [("Manufacturer", b["manufacturer"]), ("Product Name", "simulated baseboard"),
-                                       ("Version", "1.0"), ("Serial Number", b["baseboard_serial"]),
-                                       ("Asset Tag", "Not Specified")]),
+        2: ("Base Board Information",
+            [("Manufacturer", b["manufacturer"]), ("Product Name", "simulated baseboard"),
+             ("Version", "1.0"), ("Serial Number", b["baseboard_serial"]),
+             ("Asset Tag", "Not Specified")]),
         3: ("Chassis Information", [("Manufacturer", b["manufacturer"]), ("Type", "Rack Mount Chassis"),
-                                    ("Lock", "Not Present"), ("Version", "1.0"), ("Serial Number", b["chassis_serial"]),
+                                    ("Lock", "Not Present"), ("Version", "1.0"),
+                                    ("Serial Number", b["chassis_serial"]),
                                     ("Asset Tag", "Not Specified")]),
     }
 
 
 TYPE_NAMES = {"bios": [0], "system": [1], "baseboard": [2], "chassis": [3]}
-KEYWORDS = {"bios-vendor": (0, "Vendor"), "bios-version": (0, "Version"), "bios-release-date": (0, "Release Date"),
+KEYWORDS = {"bios-vendor": (0, "Vendor"), "bios-version": (0, "Version"),
+            "bios-release-date": (0, "Release Date"),
             "system-manufacturer": (1, "Manufacturer"), "system-product-name": (1, "Product Name"),
-            "system-version": (1, "Version"), "system-serial-number": (1, "Serial Number"), "system-uuid": (1, "UUID"),
+            "system-version": (1, "Version"), "system-serial-number": (1, "Serial Number"),
+            "system-uuid": (1, "UUID"),
             "system-sku-number": (1, "SKU Number"), "system-family": (1, "Family"),
             "baseboard-manufacturer": (2, "Manufacturer"), "baseboard-product-name": (2, "Product Name"),
             "baseboard-version": (2, "Version"), "baseboard-serial-number": (2, "Serial Number"),
             "baseboard-asset-tag": (2, "Asset Tag"), "chassis-manufacturer": (3, "Manufacturer"),
-            "chassis-type": (3, "Type"), "chassis-version": (3, "Version"), "chassis-serial-number": (3, "Serial Number"),
+            "chassis-type": (3, "Type"), "chassis-version": (3, "Version"),
+            "chassis-serial-number": (3, "Serial Number"),
             "chassis-asset-tag": (3, "Asset Tag")}
 
 
@@ -209,7 +222,8 @@ def dmidecode(argv: list[str]) -> int:
             common.out(f"3.4 ({common.BANNER})\n")
             return 0
         i += 1
-    out = ["# dmidecode 3.4", f"# {common.BANNER}", "Getting SMBIOS data from sysfs.", "SMBIOS 3.5.0 present.", ""]
+    out = ["# dmidecode 3.4", f"# {common.BANNER}", "Getting SMBIOS data from sysfs.",
+           "SMBIOS 3.5.0 present.", ""]
     for t in sorted(recs):
         if types and t not in types:
             continue

@@ -17,7 +17,8 @@ import time
 from . import common
 from .ibtools import find_hca, port_of
 
-TITLES = {"ib_write_bw": "RDMA_Write BW Test", "ib_read_bw": "RDMA_Read BW Test", "ib_send_bw": "Send BW Test",
+TITLES = {"ib_write_bw": "RDMA_Write BW Test", "ib_read_bw": "RDMA_Read BW Test",
+          "ib_send_bw": "Send BW Test",
           "ib_write_lat": "RDMA_Write Latency Test", "ib_read_lat": "RDMA_Read Latency Test",
           "ib_send_lat": "Send Latency Test"}
 SEP = "-" * 87
@@ -30,7 +31,8 @@ def _size(text: str) -> int:
 # the options that take a value, and the option names they set
 TAKES = {"-d": "dev", "--ib-dev": "dev", "-i": "ib_port", "--ib-port": "ib_port", "-p": "port",
          "--port": "port", "-s": "size", "--size": "size", "-n": "iters", "--iters": "iters",
-         "-D": "duration", "--duration": "duration", "-q": "qps", "--qp": "qps", "-x": "gid", "--gid-index": "gid",
+         "-D": "duration", "--duration": "duration", "-q": "qps", "--qp": "qps", "-x": "gid",
+         "--gid-index": "gid",
          "-m": "mtu", "--mtu": "mtu", "-t": "tx", "--tx-depth": "tx"}
 # the options that take none: the option name each sets, and to what
 FLAGS = {"-a": ("all", True), "--all": ("all", True), "--report_gbits": ("gbits", True),
@@ -49,7 +51,8 @@ def _long_value(o: dict, a: str) -> None:
 
 def parse_args(argv: list[str]) -> dict:
     o = {"dev": None, "ib_port": 1, "port": 18515, "size": None, "iters": None, "all": False,
-         "gbits": False, "bidir": False, "duration": None, "host": None, "qps": 1, "cuda": None, "rdma_cm": False}
+         "gbits": False, "bidir": False, "duration": None, "host": None, "qps": 1, "cuda": None,
+         "rdma_cm": False}
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -90,7 +93,8 @@ def _cuda_lines(hw: dict, gpu: dict) -> list[str]:
     bus = gpu["bus_id"][9:16].lower()
     return ["initializing CUDA", "Listing all CUDA devices in system:",
             f"CUDA device {gpu['index']}: PCIe address is {bus[:5]}", "",
-            f"Picking device No. {gpu['index']}", f"[pid = {os.getpid()}, dev = {gpu['index']}] device name = [{gpu['name']}]",
+            f"Picking device No. {gpu['index']}",
+            f"[pid = {os.getpid()}, dev = {gpu['index']}] device name = [{gpu['name']}]",
             "creating CUDA Ctx", "making it the current CUDA Ctx",
             "cuMemAlloc() of a 131072 bytes GPU buffer",
             f"allocated GPU buffer address at {0x7f2a4c000000 + gpu['index'] * 0x200000:016x} pointer=0x7f2a4c000000"]
@@ -237,7 +241,8 @@ def main(tool: str, argv: list[str]) -> int:
         common.err(f" Port number {o['ib_port']} state is {port['state'].capitalize()}\n"
                    " Couldn't set the link layer\n Couldn't get context for the device\n")
         return 1
-    me = {"factor": _factor(hw, hca, port), "link_factor": _link_factor(hw, port), "lid": port["lid"], "seed": _hexid(hw["node"], hca["name"], time.time()),
+    me = {"factor": _factor(hw, hca, port), "link_factor": _link_factor(hw, port), "lid": port["lid"],
+          "seed": _hexid(hw["node"], hca["name"], time.time()),
           "tool": tool, "bidir": o["bidir"], "all": o["all"], "size": o["size"], "iters": o["iters"],
           "node": hw["node"]}
     if o["cuda"] is not None and not _gpu_buffer(hw, o, me):

@@ -245,7 +245,8 @@ def hostengine(argv: list[str]) -> int:
     if "--version" in argv or "-v" in argv:
         common.out(f"nv-hostengine version 3.3.9\n# {common.BANNER}\n")
         return 0
-    return _daemon(common.HOSTENGINE_PID, "nv-hostengine", argv + (["--foreground"] if "-n" in argv else []), "")
+    return _daemon(common.HOSTENGINE_PID, "nv-hostengine", argv + (["--foreground"] if "-n" in argv else []),
+                   "")
 
 
 def fabricmanager(argv: list[str]) -> int:
