@@ -19,9 +19,11 @@ NODES = opt.option("--nodes", type=opt.positive_int, metavar="N",
                    help="how many nodes (default: the spec's, else 4)")
 SPEC = opt.option("--spec", metavar="FILE", help="lab spec YAML: nodes, profile, link_mbit, faults, slurm")
 SLURM = opt.option("--slurm", action="store_true",
-                   help="with Slurm on the nodes (slurmctld on the first, slurmd on all), as the spec's `slurm: true`")
+                   help="with Slurm on the nodes (slurmctld on the first, slurmd on all), as the spec's "
+                        "`slurm: true`")
 SLURM_ACTION = opt.option("action", choices=("up", "down"),
-                          help="up: install and start Slurm, wait until every node is idle; down: stop and disable it")
+                          help="up: install and start Slurm, wait until every node is idle; down: stop and "
+                               "disable it")
 FAULT_NODE = opt.option("node", help="the lab node (node01, ...)")
 FAULT_KIND = opt.option("kind",
                         help="the fault kind (docs/lab-faults.md; `clustercert checks` names the check each "
@@ -38,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         """\
         Start, inspect, break and mend the lab: systemd-nspawn nodes with their own root filesystems,
         network namespaces, sshd and apt; simulated GPUs and HCAs. Needs root.""",
-        "clustercert lab up --nodes 4\nclustercert lab fault node02 gpu_missing gpu=3\nclustercert lab heal node02\n"
+        "clustercert lab up --nodes 4\nclustercert lab fault node02 gpu_missing gpu=3\nclustercert lab heal "
+        "node02\n"
         "clustercert lab down"))
     top.set_defaults(verb="lab")  # Parser names the command in its errors: `clustercert lab up`
     opt.VERBOSE.add(top, dest="verbose_verb")
@@ -107,7 +110,8 @@ def print_status(status: dict) -> None:
         faults = ", ".join(f.get("kind", str(f)) if isinstance(f, dict) else str(f) for f in n.get("faults") or [])
         t.add_row(name, str(n.get("state", "")), str(n.get("mgmt_ip", "")), faults)
     con.print(t)
-    con.print("hardware in the lab is simulated (GPUs, HCAs, perftest/NCCL output); network, systemd, sshd and apt are real")
+    con.print("hardware in the lab is simulated (GPUs, HCAs, perftest/NCCL output); network, systemd, sshd "
+              "and apt are real")
 
 
 def slurm_line(slurm: dict) -> str:

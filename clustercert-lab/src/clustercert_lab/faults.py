@@ -127,13 +127,14 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in [
     FaultKind("package_drift",
               _p(Param("package", str, "libnccl2", tuple(DRIFT_FAMILIES)), Param("version", str, None)),
               "packages.pinned", False,
-              "apt-get installs the other version of PACKAGE from the lab repo (as an unattended upgrade would)"),
+              "apt-get installs the other version of PACKAGE from the lab repo (as an unattended upgrade "
+              "would)"),
     FaultKind("nvlink_crc_errors", _p(GPU, Param("port", int, 0)), "gpu.nvlink_errors", True,
-              f"NVLink link PORT of the GPU counts +{NVLINK_CRC_ADDED} CRC errors and +{NVLINK_REPLAY_ADDED} replays "
-              "(nvidia-smi nvlink -e, dcgmi nvlink -e)"),
+              f"NVLink link PORT of the GPU counts +{NVLINK_CRC_ADDED} CRC errors and +{NVLINK_REPLAY_ADDED} "
+              "replays (nvidia-smi nvlink -e, dcgmi nvlink -e)"),
     FaultKind("hca_moved", _p(HCA), "gpu.nic_affinity", True,
-              "the HCA sits in a slot of the other CPU socket, under no GPU's PCIe switch (nvidia-smi topo -m: SYS to "
-              "the GPU it should sit beside)"),
+              "the HCA sits in a slot of the other CPU socket, under no GPU's PCIe switch (nvidia-smi topo "
+              "-m: SYS to the GPU it should sit beside)"),
     FaultKind("pcie_device_missing", {}, "hw.pcie_manifest", True,
               "the node's last NVSwitch is gone from the PCIe bus (lspci lists one fewer)"),
     FaultKind("hca_firmware_odd", _p(HCA, Param("version", str, None)), "ib.firmware_uniform", True,
@@ -141,31 +142,33 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in [
     FaultKind("gpu_vbios_odd", _p(GPU, Param("version", str, None)), "gpu.vbios_uniform", True,
               "the GPU runs another VBIOS (nvidia-smi); default: its last group + 1"),
     FaultKind("gpu_fabric_degraded", _p(GPU), "gpu.fabric_state", True,
-              f"the GPU's NVLink fabric registration completes with status '{FABRIC_ERROR}' (nvidia-smi -q Fabric)"),
+              f"the GPU's NVLink fabric registration completes with status '{FABRIC_ERROR}' (nvidia-smi -q "
+              "Fabric)"),
     FaultKind("gpu_swapped", _p(GPU), "hardware.gpu", True,
               "the GPU in that slot is another board: a new serial number and UUID (nvidia-smi, dcgmi)"),
     # issue 22
     FaultKind("gdr_disabled", {}, "probe.nccl_transport", True,
-              "nvidia_peermem stays loaded but GPUDirect RDMA is not used (as with PCIe ACS on between GPU and NIC): "
-              "ib_write_bw --use_cuda moves GPU memory through the CPU (bandwidth x 0.3), NCCL's connections of "
-              "this node lose GDRDMA"),
+              "nvidia_peermem stays loaded but GPUDirect RDMA is not used (as with PCIe ACS on between GPU "
+              "and NIC): ib_write_bw --use_cuda moves GPU memory through the CPU (bandwidth x 0.3), NCCL's "
+              "connections of this node lose GDRDMA"),
     FaultKind("mount_missing", {}, "storage.mounts", False,
-              "umount /shared inside the node (the shared mount jobs read data from is gone; its directory stays)"),
+              "umount /shared inside the node (the shared mount jobs read data from is gone; its directory "
+              "stays)"),
     FaultKind("storage_slow", _p(Param("mbyte_per_s", float, 2.0)), "probe.checkpoint_write", True,
-              "the node's writes to the lab's disk are throttled to MBYTE_PER_S (its cgroup's blkio/io write limit): "
-              "a checkpoint to /shared or /scratch writes that slowly"),
+              "the node's writes to the lab's disk are throttled to MBYTE_PER_S (its cgroup's blkio/io write "
+              "limit): a checkpoint to /shared or /scratch writes that slowly"),
     # issue 33
     FaultKind("rank_slow", _p(Param("factor", float, 8.0)), "probe.ddp_step", True,
-              "the node's CPU time is capped at 1/FACTOR of one CPU (its cgroup's cpu.cfs_quota_us over a 10 ms "
-              "cpu.cfs_period_us, or cpu.max on cgroup v2): everything on the node, its DDP ranks too, runs at "
-              "least FACTOR times slower"),
+              "the node's CPU time is capped at 1/FACTOR of one CPU (its cgroup's cpu.cfs_quota_us over a 10 "
+              "ms cpu.cfs_period_us, or cpu.max on cgroup v2): everything on the node, its DDP ranks too, "
+              "runs at least FACTOR times slower"),
     FaultKind("nccl_one_host", {}, "probe.nccl_allreduce", True,
-              "the simulated launch of an nccl-tests run across nodes that includes this node puts every rank on "
-              "the run's first host (as a hostfile the launcher ignored, or nccl-tests built without MPI): its rank "
-              "lines name one host, its figure is that host's NVLink one"),
+              "the simulated launch of an nccl-tests run across nodes that includes this node puts every "
+              "rank on the run's first host (as a hostfile the launcher ignored, or nccl-tests built without "
+              "MPI): its rank lines name one host, its figure is that host's NVLink one"),
     FaultKind("nccl_scale_slow", _p(Param("factor", float, 0.5)), "probe.nccl_cluster", True,
-              "an nccl-tests run across more than two nodes that includes this node reaches FACTOR x its rails' "
-              "figure (as an oversubscribed or slow spine does); a pair's run is not slowed"),
+              "an nccl-tests run across more than two nodes that includes this node reaches FACTOR x its "
+              "rails' figure (as an oversubscribed or slow spine does); a pair's run is not slowed"),
 ]}
 
 
@@ -309,7 +312,8 @@ def _check_range(kind: str, out: dict) -> None:
         raise ValueError(f"rate: {out['rate']} is not an InfiniBand rate ({', '.join(map(str, IB_RATES))})")
     if kind == "rank_slow":
         if not 1 < out["factor"] <= 100:
-            raise ValueError(f"factor: {out['factor']} must be in (1, 100] (how many times slower the node runs)")
+            raise ValueError(f"factor: {out['factor']} must be in (1, 100] (how many times slower the node "
+                             "runs)")
     elif "factor" in out and not 0 < out["factor"] <= 1:
         raise ValueError(f"factor: {out['factor']} must be in (0, 1]")
     if kind == "storage_slow" and not 0 < out["mbyte_per_s"] <= 100000:
@@ -317,7 +321,8 @@ def _check_range(kind: str, out: dict) -> None:
     if kind == "gpu_xid" and not 1 <= out["xid"] <= 255:
         raise ValueError(f"xid: {out['xid']} is not an Xid number (1..255)")
     if kind == "probe_hang" and out["tool"] not in HANGABLE_TOOLS:
-        raise ValueError(f"tool: {out['tool']!r} is not a simulated tool (choices: {', '.join(HANGABLE_TOOLS)})")
+        raise ValueError(f"tool: {out['tool']!r} is not a simulated tool (choices: "
+                         f"{', '.join(HANGABLE_TOOLS)})")
 
 
 # ---------------------------------------------------------------- apply / heal
@@ -592,8 +597,9 @@ def _netdevs_settled(node, hw: dict) -> bool:
     checks = []
     for nd in netdevs:  # the administrative state the agent sets, and the bond's view of the slave
         up, mii = ("1", "up") if nd not in down else ("0", "down")
-        checks.append(f"if [ -e /sys/class/net/{nd} ]; then [ $(ip -o link show {nd} | grep -c ',UP') = {up} ] || exit 1; "
-                      f"m=/sys/class/net/{nd}/bonding_slave/mii_status; [ ! -e $m ] || grep -qx {mii} $m || exit 1; fi")
+        checks.append(f"if [ -e /sys/class/net/{nd} ]; then [ $(ip -o link show {nd} | grep -c ',UP') = {up} "
+                      f"] || exit 1; m=/sys/class/net/{nd}/bonding_slave/mii_status; [ ! -e $m ] || grep -qx "
+                      f"{mii} $m || exit 1; fi")
     r = node.exec(["sh", "-c", "; ".join(checks)], timeout=10)
     return r.returncode == 0
 

@@ -35,7 +35,8 @@ REFERENCES: dict[str, dict] = {
         },
         "nvbandwidth_d2h_gbyte_per_s": {
             "value": 54.0,
-            "source": "anchors.md: PCIe Gen5 x16 51-55 GB/s (D2H slightly above H2D, as in nvbandwidth captures)",
+            "source": "anchors.md: PCIe Gen5 x16 51-55 GB/s (D2H slightly above H2D, as in nvbandwidth "
+                      "captures)",
         },
         "nvbandwidth_d2d_gbyte_per_s": {
             "value": 389.0,
@@ -51,8 +52,8 @@ REFERENCES: dict[str, dict] = {
         },
         "nvlink_aggregate_gbyte_per_s": {
             "value": 840.0,
-            "source": "lab assumption: 93% of the 900 GB/s NVIDIA quotes per H100 SXM GPU (18 NVLink4 links, both "
-                      "directions), above the seed guide's 800; one link down of 18 leaves 793",
+            "source": "lab assumption: 93% of the 900 GB/s NVIDIA quotes per H100 SXM GPU (18 NVLink4 links, "
+                      "both directions), above the seed guide's 800; one link down of 18 leaves 793",
         },
     },
     "NVIDIA A100-SXM4-80GB": {

@@ -241,7 +241,8 @@ def wait_ssh(handles: list[node.NodeHandle], timeout: float = SSH_WAIT_S) -> Non
                 dead = [n for n,
                         h in pending.items() if h.state() not in ("starting", "running", "rebooting")]
                 if dead:
-                    raise LabError(f"node(s) {', '.join(dead)} stopped while booting (see {lab_dir()}/nodes/*/console.log)")
+                    raise LabError(f"node(s) {', '.join(dead)} stopped while booting (see "
+                                   f"{lab_dir()}/nodes/*/console.log)")
                 time.sleep(0.1)
     if pending:
         raise LabError(

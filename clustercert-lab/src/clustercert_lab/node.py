@@ -394,7 +394,8 @@ class NodeHandle:
         if not apply_cpu_limit(self.name, factor) and factor:
             from clustercert_lab.errors import LabError
 
-            raise LabError(f"{self.name}: no cpu cgroup of the node took a CPU cap (cpu.cfs_quota_us or cpu.max)")
+            raise LabError(f"{self.name}: no cpu cgroup of the node took a CPU cap (cpu.cfs_quota_us or "
+                           "cpu.max)")
 
     def set_link_rate(self, fabric: int, mbit: float) -> None:
         """Re-shape the node's fabric link (both directions); remembered across reboots."""
@@ -430,7 +431,8 @@ class NodeHandle:
             if st.startswith("failed"):
                 raise RuntimeError(f"{self.name}: {st} (see {self.state_dir / 'supervisor.log'})")
             time.sleep(0.05)
-        raise RuntimeError(f"{self.name}: did not start within {timeout:.0f} s (see {self.state_dir}/console.log)")
+        raise RuntimeError(f"{self.name}: did not start within {timeout:.0f} s (see "
+                           f"{self.state_dir}/console.log)")
 
     def request_power_off(self) -> int | None:
         """Ask the supervisor to shut the node down (returns its pid; use wait_power_off)."""

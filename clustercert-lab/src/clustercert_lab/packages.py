@@ -163,12 +163,14 @@ def ctk_packages(v: str) -> list[Pkg]:
         Pkg("libnvidia-container-tools", v,
             f"NVIDIA container runtime library (command-line tools) - {SIM_NOTE}",
             [f"libnvidia-container1 {pin}"],
-            {"/usr/bin/nvidia-container-cli": ("#!/bin/sh\necho 'nvidia-container-cli: clustercert lab simulation "
+            {"/usr/bin/nvidia-container-cli": ("#!/bin/sh\necho 'nvidia-container-cli: clustercert lab "
+                                               "simulation "
                "(not simulated)' >&2\nexit 1\n", 0o755)}),
         Pkg("nvidia-container-toolkit-base", v, f"NVIDIA Container Toolkit Base - {SIM_NOTE}", [],
             {"/usr/bin/nvidia-ctk": (wrapper("nvidia-ctk", "simulated nvidia-ctk",
                                              {"CLUSTERCERT_LAB_CTK_VERSION": v.split("-")[0]}), 0o755),
-             "/usr/bin/nvidia-container-runtime": ("#!/bin/sh\n# clustercert lab simulation\nexec runc \"$@\"\n", 0o755),
+             "/usr/bin/nvidia-container-runtime": ("#!/bin/sh\n# clustercert lab simulation\nexec runc "
+                                                   "\"$@\"\n", 0o755),
              "/usr/bin/nvidia-cdi-hook": ("#!/bin/sh\n# clustercert lab simulation\nexit 0\n", 0o755)}),
         Pkg("nvidia-container-toolkit", v, f"NVIDIA Container toolkit - {SIM_NOTE}",
             [f"nvidia-container-toolkit-base {pin}", f"libnvidia-container-tools {pin}"],
@@ -339,7 +341,8 @@ def build_repo(repo_dir: Path, profile: dict) -> None:
         f.write(scan.stdout.encode())
     date = time.strftime("%a, %d %b %Y %H:%M:%S UTC", time.gmtime())
     release = (f"Origin: clustercert-lab\nLabel: clustercert-lab\nSuite: lab\nCodename: lab\nDate: {date}\n"
-               "Architectures: amd64 all\nDescription: clustercert lab repository (simulated NVIDIA/DOCA packages)\n"
+               "Architectures: amd64 all\nDescription: clustercert lab repository (simulated NVIDIA/DOCA "
+               "packages)\n"
                + _hashes([packages, repo_dir / "Packages.gz"], repo_dir))
     (repo_dir / "Release").write_text(release)
     home = signing_home(repo_dir)

@@ -78,14 +78,16 @@ def slurm_conf(nodes: Sequence[tuple[str, str]], real_memory: dict[str, int], gp
     for name, ip in nodes:
         lines.append(f"NodeName={name} NodeAddr={ip} {NODE_HARDWARE} RealMemory={real_memory[name]} "
                      f"Gres=gpu:{gpus} State=UNKNOWN")
-    lines.append(f"PartitionName={PARTITION} Nodes={','.join(n for n, _ in nodes)} Default=YES MaxTime=INFINITE State=UP")
+    lines.append(f"PartitionName={PARTITION} Nodes={','.join(n for n, _ in nodes)} Default=YES "
+                 "MaxTime=INFINITE State=UP")
     return "\n".join(lines) + "\n"
 
 
 def gres_conf(gpus: int) -> str:
     # slurmd's gpu plugin counts a GPU per device file; the lab simulates GPUs without device nodes, so
     # empty files stand in for them (no cgroup device constraint here: nothing opens them)
-    return ("# clustercert lab: the lab simulates GPU device files (/dev/nvidiaN, empty) for slurmd's GRES count\n"
+    return ("# clustercert lab: the lab simulates GPU device files (/dev/nvidiaN, empty) for slurmd's GRES "
+            "count\n"
             f"Name=gpu File=/dev/nvidia[0-{gpus - 1}]\n")
 
 
@@ -147,7 +149,8 @@ def _install(h: NodeHandle) -> bool:
 def _write_if_changed(h: NodeHandle, path: str, content: str, mode: str = "644", owner: str = "root:root") -> bool:
     """``content`` at ``path`` unless it is there already (True: written)."""
     out = _check(h, f'f={path}; t="$f.clustercert-new"; mkdir -p "$(dirname "$f")" && base64 -d > "$t" && '
-                    f'if cmp -s "$t" "$f"; then rm -f "$t"; echo same; else chown {owner} "$t" && chmod {mode} "$t" '
+                    f'if cmp -s "$t" "$f"; then rm -f "$t"; echo same; else chown {owner} "$t" && chmod '
+                    f'{mode} "$t" '
                     '&& mv -f "$t" "$f" && echo changed; fi',
                  input=base64.b64encode(content.encode()).decode())
     return out.strip() == "changed"
@@ -173,7 +176,8 @@ def _stand_ins(h: NodeHandle, gpus: int) -> bool:
     """The spool and log directories, and an empty /dev/nvidiaN per GPU (True: a device file was missing)."""
     out = _check(h, "mkdir -p /var/lib/slurm/slurmctld /var/lib/slurm/slurmd /var/log/slurm && "
                     "chown slurm:slurm /var/lib/slurm/slurmctld /var/log/slurm && "
-                    f"for i in $(seq 0 {gpus - 1}); do [ -e /dev/nvidia$i ] || {{ touch /dev/nvidia$i; echo created; }}; "
+                    f"for i in $(seq 0 {gpus - 1}); do [ -e /dev/nvidia$i ] || {{ touch /dev/nvidia$i; echo "
+                    f"created; }}; "
                     "done; true")
     return "created" in out
 

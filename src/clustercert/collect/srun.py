@@ -72,16 +72,16 @@ JOB_PREFIX = "clustercert-"
 # a probe step's commands keep only the job's id of the step's SLURM_* variables, and SLURM_OVERLAP: an srun
 # inside them (the pair NCCL and DDP launches) is then a step of the run's job, across the nodes it names,
 # sharing them with the steps running there (not the task count and node list of the step it started from)
-STEP_ENV = ("for v in $(env | sed -n 's/^\\(SLURM[A-Za-z0-9_]*\\)=.*/\\1/p'); do case $v in SLURM_JOB_ID|SLURM_JOBID) ;; "
-            "*) unset \"$v\";; esac; done; export SLURM_OVERLAP=1; ")
+STEP_ENV = ("for v in $(env | sed -n 's/^\\(SLURM[A-Za-z0-9_]*\\)=.*/\\1/p'); do case $v in "
+            "SLURM_JOB_ID|SLURM_JOBID) ;; *) unset \"$v\";; esac; done; export SLURM_OVERLAP=1; ")
 _LABEL = re.compile(r"^\s*\d+: ")
 def check_inventory(inv: Inventory) -> None:
     """Before anything runs: --backend slurm reaches only Slurm nodes (clustercert_slurm: true)."""
     others = sorted(set(inv.hosts) - set(slurm_hosts(inv)))
     if others:
         raise InputError(str(inv.source), "clustercert_slurm", f"--backend slurm: {', '.join(others[:5])}"
-                         f"{' and more' if len(others) > 5 else ''} not a Slurm node (clustercert_slurm: true): "
-                         "select Slurm nodes (--limit), or use --backend ssh")
+                         f"{' and more' if len(others) > 5 else ''} not a Slurm node (clustercert_slurm: "
+                         "true): select Slurm nodes (--limit), or use --backend ssh")
 
 
 def salloc_argv(nodes: list[str], job: str, gres: str | None, reservation: str | None = None) -> list[str]:
@@ -484,8 +484,8 @@ class SlurmBackend:
                 self.blocked.update({n: f"{sn} is drained (Reason={reason}) and could not be resumed in the "
                                         f"reservation: {maintenance.why(res)}" for n in by_sn[sn]})
             else:
-                self._say(f"{sn} resumed in reservation {self.reservation}; its drain (Reason={reason}) is put "
-                          "back when the run ends")
+                self._say(f"{sn} resumed in reservation {self.reservation}; its drain (Reason={reason}) is "
+                          "put back when the run ends")
 
     def _take_reservation(self, reservation: str, nodes: list[str]) -> bool:
         """The admin's --reservation, where it covers ``nodes`` (else every node is blocked, saying why)."""

@@ -74,7 +74,8 @@ def show(args, cert_path: str | None) -> int:
     its tables are malformed) and printed expanded."""
     if cert_path is None:
         raise InputError("CERT", None,
-                         "`report show` needs a certificate file: clustercert report show cert/certificate.json")
+                         "`report show` needs a certificate file: clustercert report show "
+                         "cert/certificate.json")
     if args.node or getattr(args, "keep", None) or getattr(args, "older_than", None) or getattr(args, "dry_run", False):
         raise InputError("--node/--keep/--older-than/--dry-run", "show",
                          "`report show` takes a certificate file only")

@@ -426,8 +426,8 @@ def ddp_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, down: set[str], slurm
                     round=rnd,
                     lower_is_better=True, relative=False)
     if down & {a.name, b.name}:
-        return [m.error(f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the other "
-                        "probes")]
+        return [m.error(f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the "
+                        "other probes")]
     tag = uuid.uuid4().hex[:12]
     slurm, launch = _slurm_launch(a, b, slurm_states, io)
     launch = launch or "torchrun over ssh"

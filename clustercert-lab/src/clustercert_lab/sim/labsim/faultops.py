@@ -51,7 +51,8 @@ def memlock_apply(p: dict) -> bool:
     path = common.root(LIMITS_FILE)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     common.write_text(path,
-                      "# local change: memlock limited to 64 KiB\n*\tsoft\tmemlock\t64\n*\thard\tmemlock\t64\n"
+                      "# local change: memlock limited to 64 "
+                      "KiB\n*\tsoft\tmemlock\t64\n*\thard\tmemlock\t64\n"
                       "root\tsoft\tmemlock\t64\nroot\thard\tmemlock\t64\n")
     return True
 

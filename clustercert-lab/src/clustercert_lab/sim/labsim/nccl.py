@@ -185,8 +185,8 @@ def main(tool: str, argv: list[str]) -> int:
     ranked = launch is not None and launch["size"] > 1
     nccl_version = _nccl_version()
     if nccl_version is None:
-        common.err(f"{tool}: error while loading shared libraries: libnccl.so.2: cannot open shared object file: "
-                   "No such file or directory\n")
+        common.err(f"{tool}: error while loading shared libraries: libnccl.so.2: cannot open shared object "
+                   "file: No such file or directory\n")
         return 127
     if common.loaded_driver_version() is None:
         common.out(_cuda_fail(node, "no CUDA-capable device is detected"))
@@ -244,17 +244,22 @@ def _sizes(o: dict, minb: int, maxb: int) -> list[int]:
 def _head(tool: str, o: dict, ngpus, minb: int, maxb: int, devices: list[dict], nccl_version: str) -> list[str]:
     step_desc = f"{_bytes(o['i'])}(bytes)" if o["i"] is not None else f"{int(o['f'] or 2)}(factor)"
     lines = [f"# Collective test starting: {tool}",
-             f"# nThread {o['t']} nGpus {ngpus} minBytes {minb} maxBytes {maxb} step: {step_desc} warmup iters: {o['w']} "
+             f"# nThread {o['t']} nGpus {ngpus} minBytes {minb} maxBytes {maxb} step: {step_desc} warmup "
+             f"iters: {o['w']} "
              f"iters: {o['n']} agg iters: 1 validation: {o['c']} graph: {o['G']}",
              "#", "# Using devices"]
     for d in devices:
-        lines.append(f"#  Rank {d['rank']:>2} Group  0 Pid {d['pid']:>6} on {d['node']:>10} device {d['gpu']:>2} "
+        lines.append(f"#  Rank {d['rank']:>2} Group  0 Pid {d['pid']:>6} on {d['node']:>10} device "
+                     f"{d['gpu']:>2} "
                      f"[{d['bus']}] {d['name']}")
     lines.append(f"NCCL version {nccl_version}")
     lines += ["#",
-              "#                                                              out-of-place                       in-place          ",
-              "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
-              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       "]
+              "#                                                              out-of-place                   "
+              "    in-place          ",
+              "#       size         count      type   redop    root     time   algbw   busbw #wrong     time "
+              "  algbw   busbw #wrong",
+              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us) "
+              " (GB/s)  (GB/s)       "]
     return lines
 
 
@@ -281,7 +286,8 @@ def _run(tool: str, o: dict, node: str, lines: list[str], sizes: list[int], peak
         ip_bus = bus / (1 + jitter)
         redop = o["o"] if tool in HAS_REDOP else "none"
         root = "0" if tool in HAS_ROOT else "-1"
-        lines.append(f"{s:>12}  {count:>12}  {o['d']:>8}  {redop:>6}  {root:>6}  {_t(t_us):>7}  {alg:>6.2f}  {bus:>6.2f}  "
+        lines.append(f"{s:>12}  {count:>12}  {o['d']:>8}  {redop:>6}  {root:>6}  {_t(t_us):>7}  {alg:>6.2f}  "
+                     f"{bus:>6.2f}  "
                      f"{check:>5}  {_t(ip_t):>7}  {ip_alg:>6.2f}  {ip_bus:>6.2f}  {check:>5}")
         total += bus
         # about the time the size takes (warm-up + timed iterations, out-of-place and in-place), capped
@@ -364,7 +370,8 @@ def info_lines(hw: dict, launch: dict, first: int, ngpus: int) -> list[str]:
             n, peer, prev = near[idx], (r + ngpus) % total, (r - ngpus) % total
             flag = "/GDRDMA" if gdr else ""
             for ch in (2 * n, 2 * n + 1):
-                out += [pre + f"Channel {ch:02d}/0 : {prev}[{idx}] -> {r}[{idx}] [receive] via NET/IB/{n}{flag}",
+                out += [pre + f"Channel {ch:02d}/0 : {prev}[{idx}] -> {r}[{idx}] [receive] via "
+                              f"NET/IB/{n}{flag}",
                         pre + f"Channel {ch:02d}/0 : {r}[{idx}] -> {peer}[{idx}] [send] via NET/IB/{n}{flag}"]
         elif k + 1 < ngpus:
             out.append(pre + f"Channel 00/0 : {r}[{idx}] -> {r + 1}[{idx + 1}] via P2P/CUMEM")
@@ -390,8 +397,8 @@ def _ranked(tool: str, o: dict, hw: dict, node: str, launch: dict, ngpus: int, m
 
 
 def _fail(node: str, what: str) -> int:
-    common.out(f"{node}: Test NCCL failure common.cu:1005 'remote process exited or there was a network error' "
-               f"({what})\n .. {node} pid {os.getpid()}: Test failure common.cu:1159\n")
+    common.out(f"{node}: Test NCCL failure common.cu:1005 'remote process exited or there was a network "
+               f"error' ({what})\n .. {node} pid {os.getpid()}: Test failure common.cu:1159\n")
     return 1
 
 

@@ -178,7 +178,8 @@ def dcgmi(argv: list[str]) -> int:
     if argv[0] == "nvlink":
         return dcgmi_nvlink(hw, argv[1:])
     if argv[0] != "diag":
-        common.err(f"dcgmi: the lab simulates 'dcgmi diag -r N [-j]' and 'dcgmi nvlink' only ({common.BANNER})\n")
+        common.err("dcgmi: the lab simulates 'dcgmi diag -r N [-j]' and 'dcgmi nvlink' only "
+                   f"({common.BANNER})\n")
         return 2
     level = None
     for i, a in enumerate(argv):
@@ -190,8 +191,8 @@ def dcgmi(argv: list[str]) -> int:
     except (TypeError, ValueError):
         level = 0
     if not 1 <= level <= 4:
-        common.out("Error: the lab simulates the suite levels only: -r 1|2|3|4 (quick/short, medium, long, xlong) "
-                   f"({common.BANNER})\n")
+        common.out("Error: the lab simulates the suite levels only: -r 1|2|3|4 (quick/short, medium, long, "
+                   f"xlong) ({common.BANNER})\n")
         return 2
     if _engine_down():
         return 255
@@ -384,7 +385,8 @@ def dcgmi_nvlink(hw: dict, argv: list[str]) -> int:
                 gid = argv[i + 1]
         g = next((g for g in gpus if str(g["index"]) == str(gid)), None)
         if g is None:
-            common.out(f"Error: Invalid GPU ID {gid} (give -g with one of the GPU ids of dcgmi discovery -l)\n")
+            common.out(f"Error: Invalid GPU ID {gid} (give -g with one of the GPU ids of dcgmi discovery "
+                       "-l)\n")
             return 255
         errors = g["nvlink"].get("errors") or {}
         links = {f"Link {i}": {label: str(int((errors.get(str(i)) or {}).get(key, 0)) if key else 0)

@@ -67,10 +67,13 @@ def table(hw: dict, gpus: list[dict]) -> str:
         name = g["name"]
         if len(name) > 29:
             name = name[:26] + "..."
-        lines.append(f"|{g['index']:>4}  {name:<29}{pm:>4}  |{_bus_short(g['bus_id']):>19} {'Off':<3} |{ecc:>21} |")
+        lines.append(f"|{g['index']:>4}  {name:<29}{pm:>4}  |{_bus_short(g['bus_id']):>19} {'Off':<3} "
+                     f"|{ecc:>21} |")
         pw = str(int(round(g["power_draw_w"])))
-        lines.append(f"| N/A   {g['temperature_c']:>2}C    {_perf_state(g):<2}{pw:>15}W /{g['power_limit_w']:>5}W "
-                     f"|{_used_mib(g):>8}MiB / {g['memory']['total_mib']:>6}MiB |{_gpu_util(g):>7}%{'Default':>13} |")
+        lines.append(f"| N/A   {g['temperature_c']:>2}C    {_perf_state(g):<2}{pw:>15}W "
+                     f"/{g['power_limit_w']:>5}W "
+                     f"|{_used_mib(g):>8}MiB / {g['memory']['total_mib']:>6}MiB "
+                     f"|{_gpu_util(g):>7}%{'Default':>13} |")
         lines.append("|" + " " * 41 + "|" + " " * 24 + "|" + f"{'Disabled':>21} |")
         lines.append(sep)
     lines += ["", border,

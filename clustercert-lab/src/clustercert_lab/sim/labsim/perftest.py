@@ -97,7 +97,8 @@ def _cuda_lines(hw: dict, gpu: dict) -> list[str]:
             f"[pid = {os.getpid()}, dev = {gpu['index']}] device name = [{gpu['name']}]",
             "creating CUDA Ctx", "making it the current CUDA Ctx",
             "cuMemAlloc() of a 131072 bytes GPU buffer",
-            f"allocated GPU buffer address at {0x7f2a4c000000 + gpu['index'] * 0x200000:016x} pointer=0x7f2a4c000000"]
+            f"allocated GPU buffer address at {0x7f2a4c000000 + gpu['index'] * 0x200000:016x} "
+            "pointer=0x7f2a4c000000"]
 
 
 def _link_factor(hw: dict, port: dict) -> float:
@@ -169,8 +170,8 @@ def _report_lat(tool: str, o: dict, hca: dict, port: dict, typ: float, local: st
     s = int(o["size"] or 2)
     it = int(o["iters"] or 1000)
     lines += [f" local address: {local}", f" remote address: {remote}", SEP,
-              " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]"
-              "   99% percentile[usec]   99.9% percentile[usec] ",
+              " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    "
+              "t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ",
               f" {s:<7} {it:<10}    {typ - 0.04:.2f}           {typ + 0.35:.2f}         {typ:.2f}     \t"
               f"       {typ + 0.01:.2f}        \t0.01   \t\t{typ + 0.05:.2f}    \t\t{typ + 0.3:.2f}   ",
               SEP]
@@ -186,7 +187,8 @@ def usage(tool: str, hw: dict) -> str:
              "  -a, --all  Run sizes from 2 till 2^23",
              "  -d, --ib-dev=<dev>  Use IB device <dev> (default first device found)",
              "  -D, --duration  Run test for a customized period of seconds.",
-             "  -F, --CPU-freq  Do not show a warning even if cpufreq_ondemand module is loaded, and cpu-freq is not on max.",
+             "  -F, --CPU-freq  Do not show a warning even if cpufreq_ondemand module is loaded, and "
+             "cpu-freq is not on max.",
              "  -h, --help  Show this help screen.",
              "  -i, --ib-port=<port>  Use port <port> of IB device (default 1)",
              "  -n, --iters=<iters>  Number of exchanges (at least 5, default 5000)",
@@ -195,8 +197,8 @@ def usage(tool: str, hw: dict) -> str:
              "      --report_gbits  Report Max/Average BW of test in Gbit/sec (instead of MiB/sec)"]
     if hw.get("gpus"):
         lines += ["      --use_cuda=<cuda device id> Use CUDA specific device for GPUDirect RDMA testing",
-                  "      --use_cuda_bus_id=<cuda full BUS id> Use CUDA specific device, based on its full PCIe "
-                  "address, for GPUDirect RDMA testing"]
+                  "      --use_cuda_bus_id=<cuda full BUS id> Use CUDA specific device, based on its full "
+                  "PCIe address, for GPUDirect RDMA testing"]
     return "\n".join(lines) + "\n\n"
 
 
@@ -291,8 +293,8 @@ def _server(tool: str, o: dict, hw: dict, hca: dict, port: dict, me: dict) -> in
     try:
         srv.bind(("0.0.0.0", o["port"]))
     except OSError:
-        common.err(f" Couldn't bind to port {o['port']}\n Unable to open file descriptor for socket connection"
-                   " Unable to init the socket connection\n")
+        common.err(f" Couldn't bind to port {o['port']}\n Unable to open file descriptor for socket "
+                   "connection Unable to init the socket connection\n")
         return 1
     srv.listen(1)
     common.out("\n************************************\n* Waiting for client to connect... *\n"
@@ -323,7 +325,8 @@ def _client(tool: str, o: dict, hw: dict, hca: dict, port: dict, me: dict) -> in
         except OSError:
             if time.time() > deadline:
                 common.err(f"Couldn't connect to {host}:{o['port']}\n"
-                           "Unable to open file descriptor for socket connection Unable to init the socket connection\n")
+                           "Unable to open file descriptor for socket connection Unable to init the socket "
+                           "connection\n")
                 return 1
             time.sleep(0.05)
     with sock:

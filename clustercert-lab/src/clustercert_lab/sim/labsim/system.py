@@ -200,7 +200,8 @@ def nvidia_ctk(argv: list[str]) -> int:
         return _cdi_generate(hw, opts)
     if pos[:2] == ["cdi", "list"]:
         return _cdi_list()
-    common.err(f"nvidia-ctk: the lab simulates 'runtime configure', 'cdi generate', 'cdi list' ({common.BANNER})\n")
+    common.err("nvidia-ctk: the lab simulates 'runtime configure', 'cdi generate', 'cdi list' "
+               f"({common.BANNER})\n")
     return 1
 
 
