@@ -107,7 +107,8 @@ def print_status(status: dict) -> None:
     for col in ("node", "state", "mgmt ip", "faults"):
         t.add_column(col)
     for name, n in sorted(nodes.items()):
-        faults = ", ".join(f.get("kind", str(f)) if isinstance(f, dict) else str(f) for f in n.get("faults") or [])
+        faults = ", ".join(f.get("kind", str(f)) if isinstance(f, dict) else str(f)
+                           for f in n.get("faults") or [])
         t.add_row(name, str(n.get("state", "")), str(n.get("mgmt_ip", "")), faults)
     con.print(t)
     con.print("hardware in the lab is simulated (GPUs, HCAs, perftest/NCCL output); network, systemd, sshd "

@@ -71,7 +71,8 @@ def _p(*params: Param) -> dict[str, Param]:
 
 GPU = Param("gpu", int, 0)
 NVLINK_CRC_ADDED, NVLINK_REPLAY_ADDED = 1000, 150  # nvlink_crc_errors: above the profiles' ceilings of 100
-FABRIC_ERROR = "Timeout"  # gpu_fabric_degraded: the NVML error string its fabric status shows (nvmlErrorString)
+# gpu_fabric_degraded: the NVML error string its fabric status shows (nvmlErrorString)
+FABRIC_ERROR = "Timeout"
 HCA = Param("hca", str, None)
 PORT = Param("port", int, 1)
 
@@ -92,14 +93,16 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in [
               "NVLink link PORT of the GPU <inactive> (nvlink -s), NV17 in topo -m, lower D2D bandwidth"),
     FaultKind("driver_version_mismatch", _p(Param("version", str, None)), "driver.module_loaded", False,
               "apt-get installs the other driver version from the lab repo without a reboot: the loaded "
-              "module stays, nvidia-smi reports 'Driver/library version mismatch' (the GPU checks then error)"),
+              "module stays, nvidia-smi reports 'Driver/library version mismatch' (the GPU checks then "
+              "error)"),
     FaultKind("fabricmanager_stopped", {}, "gpu.fabricmanager", False,
               "systemctl stop nvidia-fabricmanager: GPU fabric state 'In Progress', CUDA apps fail "
               "'system not yet initialized'"),
     FaultKind("peermem_unloaded", {}, "rdma.peermem", False,
               "modprobe -r nvidia_peermem (applied once it is loaded if not yet)"),
     FaultKind("ib_port_down", _p(HCA, PORT), "ib.port_state", True,
-              "port state DOWN / Polling in sysfs (ibstat), ibv_devinfo PORT_DOWN, its IPoIB netdev goes down"),
+              "port state DOWN / Polling in sysfs (ibstat), ibv_devinfo PORT_DOWN, its IPoIB netdev goes "
+              "down"),
     FaultKind("ib_port_rate_degraded", _p(HCA, PORT, Param("rate", int, 200, IB_RATES)), "ib.port_rate", True,
               "port rate RATE Gb/s in sysfs/ibstat; ib_write_bw scales by RATE/rated"),
     FaultKind("ib_symbol_errors", _p(HCA, PORT), "ib.counters", True,

@@ -209,7 +209,8 @@ def _gpus(profile: dict, node_name: str, model: str, refs: dict) -> list[dict]:
     """The node's GPUs as nvidia-smi shows them: identity, PCIe, NVLink, memory, ECC, clocks, power."""
     count = int(_get(profile, "gpu", "count", default=8))
     numa_split = count // 2 if count > 1 else 1
-    return [_gpu(profile, node_name, model, refs, i, numa_node=0 if i < numa_split else 1) for i in range(count)]
+    return [_gpu(profile, node_name, model, refs, i, numa_node=0 if i < numa_split else 1)
+            for i in range(count)]
 
 
 def _gpu(profile: dict, node_name: str, model: str, refs: dict, i: int, numa_node: int) -> dict:
@@ -242,7 +243,8 @@ def _gpu(profile: dict, node_name: str, model: str, refs: dict, i: int, numa_nod
                  "width_current": pcie_width, "replays": 0},
         "nvlink": {"links": int(_get(profile, "gpu", "nvlink_links_per_gpu", default=18)),
                    "speed_gbyte_per_s": refs["nvlink_link_gbyte_per_s"]["value"], "down": [],
-                   "errors": {}},  # link -> {crc, replay, recovery} counters (nvidia-smi nvlink -e); absent: 0
+                   # link -> {crc, replay, recovery} counters (nvidia-smi nvlink -e); absent: 0
+                   "errors": {}},
         "ecc": {"mode": "Enabled", "volatile": _ecc_zero(), "aggregate": _ecc_zero()},
         "retired_pages": {"single_bit": 0, "double_bit": 0, "pending": False},
         "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False,

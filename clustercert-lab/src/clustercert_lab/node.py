@@ -249,7 +249,8 @@ def apply_cpu_limit(name: str, factor: float | None) -> int:
 
 
 def cgroup_memory_bytes(name: str) -> int | None:
-    """Memory charged to the node (v1 memory controller: rss + cache - inactive_file; or cgroup2 memory.current)."""
+    """Memory charged to the node (v1 memory controller: rss + cache - inactive_file; or cgroup2
+    memory.current)."""
     for d in cgroup_dirs(name):
         stat = d / "memory.stat"
         if d.parent.parent.name == "memory" and stat.exists():
@@ -503,7 +504,8 @@ def mount_root(handle: NodeHandle, lowerdirs: str) -> None:
     for sub in ("upper", "work", "root"):
         (handle.state_dir / sub).mkdir(parents=True, exist_ok=True)
     if not is_mountpoint(handle.root):
-        opts = f"lowerdir={lowerdirs},upperdir={handle.state_dir / 'upper'},workdir={handle.state_dir / 'work'}"
+        opts = (f"lowerdir={lowerdirs},upperdir={handle.state_dir / 'upper'},"
+                f"workdir={handle.state_dir / 'work'}")
         proc = subprocess.run(
             ["mount", "-t", "overlay", f"cclab-{handle.name}", "-o", opts, str(handle.root)],
             capture_output=True, text=True, timeout=30,
@@ -587,7 +589,8 @@ def write_storage(root: Path) -> None:
                          + "# clustercert lab: the shared mount every node sees\n" + FSTAB_LINE + "\n")
 
 
-def personalise(handle: NodeHandle, all_nodes: dict[str, int], authorized_key: str, host_key_dir: Path) -> None:
+def personalise(handle: NodeHandle, all_nodes: dict[str, int], authorized_key: str,
+                host_key_dir: Path) -> None:
     """Write the node's identity into its (mounted) root: hostname, hosts, machine-id, host key,
     authorized key (root's and the operator's, see ensure_lab_user), network config."""
     root = handle.root

@@ -73,7 +73,8 @@ def versions(profile: dict) -> dict[str, dict[str, str]]:
     }
 
 
-def _unit(desc: str, exec_start: str, extra_unit: str = "", svc: str = "", wanted: str = "multi-user.target") -> str:
+def _unit(desc: str, exec_start: str, extra_unit: str = "", svc: str = "",
+          wanted: str = "multi-user.target") -> str:
     return (f"[Unit]\nDescription={desc}\n{extra_unit}\n[Service]\n{svc}ExecStart={exec_start}\n\n"
             f"[Install]\nWantedBy={wanted}\n")
 
@@ -97,8 +98,8 @@ def driver_packages(v: str, branch: str) -> list[Pkg]:
     persist_unit = _unit("NVIDIA Persistence Daemon (clustercert lab simulation)",
                          "/usr/bin/nvidia-persistenced --user root",
                          "Wants=syslog.target\n",
-                         "Type=forking\nPIDFile=/run/nvidia-persistenced/nvidia-persistenced.pid\nRestart=always\n"
-                         "ExecStopPost=/bin/rm -rf /run/nvidia-persistenced\n")
+                         "Type=forking\nPIDFile=/run/nvidia-persistenced/nvidia-persistenced.pid\n"
+                         "Restart=always\nExecStopPost=/bin/rm -rf /run/nvidia-persistenced\n")
     fm_unit = _unit("NVIDIA fabric manager service (clustercert lab simulation)",
                     "/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg",
                     "After=network-online.target\nRequires=network-online.target\n",
@@ -134,8 +135,8 @@ def driver_packages(v: str, branch: str) -> list[Pkg]:
             [],
             {"/usr/bin/nv-fabricmanager": (wrapper("nv-fabricmanager", "simulated fabric manager",
                                                     {"CLUSTERCERT_LAB_FM_VERSION": up}), 0o755),
-             "/usr/share/nvidia/nvswitch/fabricmanager.cfg": ("LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\n"
-                                                              "FABRIC_MODE=0\n", 0o644),
+             "/usr/share/nvidia/nvswitch/fabricmanager.cfg": (
+                 "LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\nFABRIC_MODE=0\n", 0o644),
              "/lib/systemd/system/nvidia-fabricmanager.service": (fm_unit, 0o644)},
             conflicts=["nvidia-fabricmanager"], provides=["nvidia-fabricmanager"],
             postinst=_enable_postinst("nvidia-fabricmanager.service", start=False)),
@@ -181,7 +182,8 @@ def ctk_packages(v: str) -> list[Pkg]:
 
 def ofed_packages(v: str) -> list[Pkg]:
     doca = v.split("-")[0]
-    internal = {"2.10.0": "25.01-0.6.0", "2.9.1": "24.10-1.1.4", "3.0.0": "25.04-0.6.1"}.get(doca, "25.01-0.6.0")
+    internal = {"2.10.0": "25.01-0.6.0", "2.9.1": "24.10-1.1.4",
+                "3.0.0": "25.04-0.6.1"}.get(doca, "25.01-0.6.0")
     user = "2501mlnx56-1.2501060"
     return [
         Pkg("mlnx-ofed-kernel-utils", f"{internal}-1",

@@ -92,7 +92,8 @@ def gres_conf(gpus: int) -> str:
 
 
 def parse_real_memory(slurmd_c: str) -> int:
-    """RealMemory from `slurmd -C`'s first line (``NodeName=node01 CPUs=2 ... RealMemory=7936 UpTime=...``)."""
+    """RealMemory from `slurmd -C`'s first line (``NodeName=node01 CPUs=2 ... RealMemory=7936
+    UpTime=...``)."""
     fields = dict(f.split("=", 1) for f in (slurmd_c.splitlines() or [""])[0].split() if "=" in f)
     try:
         return int(fields["RealMemory"])
@@ -133,7 +134,8 @@ def _on_all(handles: Sequence[NodeHandle], fn: Callable[[NodeHandle], T]) -> dic
 
 def _installed(h: NodeHandle) -> bool:
     r = _run(h, f"dpkg-query -W -f='${{Status}}\\n' {' '.join(PACKAGES)}")
-    return r.returncode == 0 and r.stdout.split("\n")[: len(PACKAGES)] == ["install ok installed"] * len(PACKAGES)
+    return (r.returncode == 0
+            and r.stdout.split("\n")[: len(PACKAGES)] == ["install ok installed"] * len(PACKAGES))
 
 
 def _install(h: NodeHandle) -> bool:
@@ -146,7 +148,8 @@ def _install(h: NodeHandle) -> bool:
     return True
 
 
-def _write_if_changed(h: NodeHandle, path: str, content: str, mode: str = "644", owner: str = "root:root") -> bool:
+def _write_if_changed(h: NodeHandle, path: str, content: str, mode: str = "644",
+                      owner: str = "root:root") -> bool:
     """``content`` at ``path`` unless it is there already (True: written)."""
     out = _check(h, f'f={path}; t="$f.clustercert-new"; mkdir -p "$(dirname "$f")" && base64 -d > "$t" && '
                     f'if cmp -s "$t" "$f"; then rm -f "$t"; echo same; else chown {owner} "$t" && chmod '

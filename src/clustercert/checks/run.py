@@ -224,7 +224,8 @@ def node_selection(checks: str | None, skip: str | None) -> tuple[list[str], set
     return components_for(ids), ids
 
 
-def validate_here(ctx: HostContext, comp_names: list[str], selected: set[str], tool_path: str = "") -> NodeResult:
+def validate_here(ctx: HostContext, comp_names: list[str], selected: set[str],
+                  tool_path: str = "") -> NodeResult:
     """The node's own checks on this machine: the components' commands run here by the node runner
     (clustercert.remote.runner: each under its timeout in a process group of its own, LC_ALL=C, its fixed PATH
     after ``tool_path``), all at once, then the same evaluators as validate's. Only ``selected`` ids are
@@ -270,7 +271,8 @@ def run_bond_failover(inv: Inventory, contexts: dict[str, HostContext], results:
         if not ev.reachable:
             bond = contexts[name].profile.ib.bond
             r.findings.extend(Finding(c, "error", bond.name if bond else "", "",
-                                      f"the node did not answer for the failover test: {ev.error}") for c in comp.check_ids)
+                                      f"the node did not answer for the failover test: {ev.error}")
+                              for c in comp.check_ids)
             continue
         r.findings.extend(run_evaluations(ev.results, contexts[name], [comp]))
         if r.evidence is not None:

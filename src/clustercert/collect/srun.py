@@ -219,7 +219,8 @@ class Agent:
                 call.done.set()
                 call.lines.put(None)
         err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-        self.gone = "the Slurm launch node's session ended" + (f": {err.strip().splitlines()[-1][:200]}" if err.strip() else "")
+        self.gone = ("the Slurm launch node's session ended"
+                     + (f": {err.strip().splitlines()[-1][:200]}" if err.strip() else ""))
         for call in list(self.calls.values()):
             call.result = {"rc": None, "stdout": "", "stderr": self.gone, "timed_out": False, "seconds": 0.0,
                            "lost": True}
@@ -260,7 +261,8 @@ class Agent:
             self._send({"op": "cancel", "id": call.id})
 
     def write(self, call: Call, text: str, *, eof: bool = False) -> bool:
-        """``text`` to the stdin of a held call; with ``eof``, then close it. False where the session has ended."""
+        """``text`` to the stdin of a held call; with ``eof``, then close it. False where the session has
+        ended."""
         if call.done.is_set():
             return False
         return self._send({"op": "eof" if eof else "input", "id": call.id, "data": text})
@@ -446,7 +448,8 @@ class SlurmBackend:
         return cls(inv, None, "", {n: why for n in inv.hosts})
 
     def _scontrol(self, argv: list[str], timeout: float) -> dict:
-        """``argv`` (scontrol, no shell) on the launch node, under ``timeout``: its answer ({} past the time)."""
+        """``argv`` (scontrol, no shell) on the launch node, under ``timeout``: its answer ({} past the
+        time)."""
         return self.agent.call(argv, None, timeout).wait(timeout + 10)
 
     def _say(self, text: str) -> None:
@@ -460,7 +463,8 @@ class SlurmBackend:
         maintenance.recover(call, self.state_dir, self._say)
         states = maintenance.read_nodes(call)
         if isinstance(states, str):
-            self.blocked = {n: f"Slurm's node states could not be read on {self.launch}: {states}" for n in self.names}
+            self.blocked = {n: f"Slurm's node states could not be read on {self.launch}: {states}"
+                            for n in self.names}
             return
         p = maintenance.plan(self.names, states, reserved=reservation is not None)
         self.blocked = dict(p.blocked)
@@ -490,7 +494,8 @@ class SlurmBackend:
     def _take_reservation(self, reservation: str, nodes: list[str]) -> bool:
         """The admin's --reservation, where it covers ``nodes`` (else every node is blocked, saying why)."""
         found = maintenance.read_reservations(self._scontrol)
-        why = (f"--reservation {reservation}: the reservations could not be read: {found}" if isinstance(found, str)
+        why = (f"--reservation {reservation}: the reservations could not be read: {found}"
+               if isinstance(found, str)
                else maintenance.check_reservation(found.get(reservation), reservation, nodes))
         if why:
             self.blocked.update({n: why for n in self.names if n not in self.blocked})
@@ -525,7 +530,8 @@ class SlurmBackend:
             return
         argv = salloc_argv(nodes, self.job_name, gres, self.reservation)
         res = self.agent.call(argv, None, IMMEDIATE_S + 30).wait(IMMEDIATE_S + 40)
-        if res.get("rc") == 0 and res.get("job"):  # the agent read it from salloc's "Granted job allocation N"
+        # the agent read the job from salloc's "Granted job allocation N"
+        if res.get("rc") == 0 and res.get("job"):
             self.job_id = str(res["job"])
             return
         why = f"Slurm did not give the run's job ({' '.join(argv[1:])}): {_why(res, IMMEDIATE_S + 30)}"
@@ -548,8 +554,8 @@ class SlurmBackend:
                         self._say(f"drains restored on {', '.join(sorted(saved.drained))}"
                                   + (f"; reservation {saved.reservation} deleted" if saved.created else ""))
                     else:
-                        self._say(f"not all was put back: the next --backend slurm run restores it "
-                                  f"({maintenance.saved_dir(self.state_dir) / (saved.reservation + '.json')})")
+                        kept = maintenance.saved_dir(self.state_dir) / (saved.reservation + ".json")
+                        self._say(f"not all was put back: the next --backend slurm run restores it ({kept})")
                 self.agent.close()
 
     def __enter__(self) -> SlurmBackend:
@@ -561,12 +567,14 @@ class SlurmBackend:
     # -- the collect.ssh interface: the node runner
 
     @staticmethod
-    def runner_limit(commands: dict[str, tuple], stages: list[list[str]] | None = None, parallel: int = 8) -> float:
+    def runner_limit(commands: dict[str, tuple], stages: list[list[str]] | None = None,
+                     parallel: int = 8) -> float:
         return ssh.runner_limit(commands, stages, parallel) + SLACK_S
 
     def collect_node(self, node: str, conn: dict, commands: dict[str, tuple], *,
                      control_dir: Path | None = None,
-                     parallel: int = 8, stages: list[list[str]] | None = None, on_done=None, path: str = "") -> NodeEvidence:
+                     parallel: int = 8, stages: list[list[str]] | None = None, on_done=None,
+                     path: str = "") -> NodeEvidence:
         req = ssh.runner_request(commands, parallel, stages, on_done is not None, path)
         return self._runner_step({node: (commands, req)}, self.runner_limit(commands, stages, parallel), None,
                                  on_done)[node]
@@ -763,7 +771,8 @@ class SlurmBackend:
             self._release(step)
 
     def finish_probe(self, srv: SlurmServer | None, client: tuple[str, dict, str], timeout: float, *,
-                     control_dir: Path | None = None, background: ThreadPoolExecutor | None = None) -> ssh.ProbeRun:
+                     control_dir: Path | None = None,
+                     background: ThreadPoolExecutor | None = None) -> ssh.ProbeRun:
         t_int = int(max(1, timeout))
         node, _conn, cmd = client
         where = ""

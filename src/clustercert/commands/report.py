@@ -41,7 +41,8 @@ def run(args) -> int:
 
 
 def _rows(args, store: Store) -> list[dict]:
-    """``report history``: the node's (or every node's) results; ``report runs``: the runs, their meta read."""
+    """``report history``: the node's (or every node's) results; ``report runs``: the runs, their meta
+    read."""
     if args.what == "history":
         rows = store.history(args.node)
         if args.node and not rows:
@@ -49,7 +50,8 @@ def _rows(args, store: Store) -> list[dict]:
         return rows
     rows = store.runs()
     for r in rows:
-        r["meta"] = json.loads(r["meta"]) if isinstance(r.get("meta"), str) and r["meta"] else (r.get("meta") or {})
+        meta = r.get("meta")
+        r["meta"] = json.loads(meta) if isinstance(meta, str) and meta else (meta or {})
     return rows
 
 
@@ -76,7 +78,8 @@ def show(args, cert_path: str | None) -> int:
         raise InputError("CERT", None,
                          "`report show` needs a certificate file: clustercert report show "
                          "cert/certificate.json")
-    if args.node or getattr(args, "keep", None) or getattr(args, "older_than", None) or getattr(args, "dry_run", False):
+    if (args.node or getattr(args, "keep", None) or getattr(args, "older_than", None)
+            or getattr(args, "dry_run", False)):
         raise InputError("--node/--keep/--older-than/--dry-run", "show",
                          "`report show` takes a certificate file only")
     try:

@@ -23,10 +23,14 @@ REACH_TIMEOUT_S = 3.0
 class ProbeSettings:
     seconds: int = 5          # duration of each bandwidth probe
     timeout: float = 60.0     # hard limit of one probe (server and client are killed after it)
-    only: frozenset[str] | None = None  # probe names (catalog.PROBE_NAMES) to run; None: all the profile asks for
-    node_probes: bool = True  # each node's own probes (loopback, NCCL on the node, nvbandwidth, dcgmi); drift: off
-    training: bool = True     # the DDP smoke test and NCCL's transport check (correctness, no figure); drift: off
-    ddp_nproc: int | None = None  # torchrun --nproc_per_node for the DDP smoke test; None: the profile's ranks
+    # probe names (catalog.PROBE_NAMES) to run; None: all the profile asks for
+    only: frozenset[str] | None = None
+    # each node's own probes (loopback, NCCL on the node, nvbandwidth, dcgmi); drift: off
+    node_probes: bool = True
+    # the DDP smoke test and NCCL's transport check (correctness, no figure); drift: off
+    training: bool = True
+    # torchrun --nproc_per_node for the DDP smoke test; None: the profile's ranks
+    ddp_nproc: int | None = None
     # each node's compute rails (clustercert.checks.rails.NodeRails), discovered before the probes (certify
     # and drift: by the validators' collection; probe: probes.rails.discover); a node not in it: not
     # discovered
@@ -113,8 +117,8 @@ def _loopback_commands(rails: list, cfg: ProbeSettings) -> dict[str, tuple]:
         port = cmd.PERFTEST_PORT + 100 + i
         server = {"cmd": cmd.perftest_cmd("ib_write_bw", r.hca, r.port, port, cfg.seconds),
                   "port": port, "timeout": cfg.limit + CLIENT_START_S}
-        cmds[f"loopback{i}"] = (cmd.perftest_cmd("ib_write_bw", r.hca, r.port, port, cfg.seconds, "localhost"),
-                                cfg.limit, server)
+        client = cmd.perftest_cmd("ib_write_bw", r.hca, r.port, port, cfg.seconds, "localhost")
+        cmds[f"loopback{i}"] = (client, cfg.limit, server)
     return cmds
 
 
@@ -186,7 +190,8 @@ def gdr_pairs(h, cfg: ProbeSettings) -> list:
 
 
 def checkpoint_paths(prof, th: dict) -> list[str]:
-    """Where probe.checkpoint_write writes: the profile's storage paths, where a checkpoint floor is judged."""
+    """Where probe.checkpoint_write writes: the profile's storage paths, where a checkpoint floor is
+    judged."""
     if prof.storage is None or not ({"checkpoint_write", "checkpoint_read"} & set(th)):
         return []
     return prof.storage.checkpoint_paths
@@ -237,7 +242,9 @@ class PairPlan:
 def _gdr_jobs(a, b, rnd: int, cfg: ProbeSettings, evaluators, th: dict, rails: list, asked) -> list[Job]:
     """GPUDirect RDMA across the pair, one job per rail (where a's profile has a gpudirect section)."""
     jobs = []
-    for i, (p, q) in enumerate(rails if a.profile.gpudirect is not None and "ib_write_bw_gdr_pair" in th else []):
+    if a.profile.gpudirect is None or "ib_write_bw_gdr_pair" not in th:
+        return []
+    for i, (p, q) in enumerate(rails):
         if not asked("ib_write_bw_gdr", p.fabric):
             continue
         port = cmd.GDR_PORT + 50 + i
@@ -322,7 +329,8 @@ def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators, channels: set | No
               key in ((bw, "ib_write_bw_pair"), (gdr, "ib_write_bw_gdr_pair"), (iperf, "iperf3_ipoib"),
                       (lat, "ib_write_lat_p99")) if s]
     transport = cfg.transport(a.profile) and "nccl_allreduce_pair" in th
-    nccl = "nccl_allreduce_pair" in th and (asked("nccl_allreduce", None) or transport and asked("nccl_transport", None))
+    nccl = "nccl_allreduce_pair" in th and (asked("nccl_allreduce", None)
+                                            or transport and asked("nccl_transport", None))
     return PairPlan(a, b, th, stages, len(stages) * (cfg.limit + CLIENT_START_S) + SERVER_MARGIN_S, reach,
                     nccl, nccl and transport, cfg.ddp(a.profile) and asked("ddp_allreduce", None),
                     errors=errors)

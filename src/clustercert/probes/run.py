@@ -157,7 +157,8 @@ def _gdr_ms(h, cfg, th, results, stage_of) -> list[Measurement]:
         m = Measurement("ib_write_bw_gdr", h.name, subject=f"GPU{p.gpu}-{p.hca} loopback", fabric=p.fabric,
                         threshold="ib_write_bw_gdr_loopback")
         m = evaluate.eval_perftest(m, th["ib_write_bw_gdr_loopback"], results.get(f"gdr{i}"), cfg.limit)
-        if no_gdr:  # its perftest cannot put a buffer on a GPU: whatever the run printed, an error with the fix
+        # its perftest cannot put a buffer on a GPU: whatever the run printed, an error with the fix
+        if no_gdr:
             m.error(no_gdr, th["ib_write_bw_gdr_loopback"])
         _charge([m], results.get(f"gdr{i}"), stage_of.get(f"gdr{i}"))
         out.append(m)
@@ -256,7 +257,8 @@ def _unreachable(plan: PairPlan, ev) -> dict[int, str]:
 
 
 def _start_reach(a, plan: PairPlan, ex, cp: Path, io: Backend) -> Future | None:
-    """The reachability pass from ``a`` over the pair's IPoIB paths, started in ``ex`` (None: no IPoIB probe)."""
+    """The reachability pass from ``a`` over the pair's IPoIB paths, started in ``ex`` (None: no IPoIB
+    probe)."""
     if any(job.ipoib for jobs, _ in plan.stages for job in jobs):
         return ex.submit(io.collect_node, a.name, a.connection, reach_commands(plan), control_dir=cp)
     return None
@@ -368,7 +370,8 @@ def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str],
                     round=rnd,
                     threshold="nccl_allreduce_pair")
     if down & {a.name, b.name}:
-        why = f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the other probes"
+        why = (f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the other "
+               "probes")
         if transport is not None:
             transport.append(Measurement("nccl_transport", a.name, b.name, subject=f"{a.name}+{b.name}",
                                          round=rnd,
@@ -529,7 +532,8 @@ def slurm_launch_states(inv, nodes: list[str], cfg: ProbeSettings, cp: Path) -> 
     """Slurm states of the nodes whose pair NCCL may launch with srun (inventory name -> state, or the
     error text of reading it); None where no pair NCCL runs through Slurm."""
     hosts = {n: inv.hosts[n] for n in nodes if getattr(inv.hosts[n].vars, "clustercert_slurm", False)
-             and ("nccl_allreduce_pair" in cfg.thresholds(inv.hosts[n].profile) or cfg.ddp(inv.hosts[n].profile))}
+             and ("nccl_allreduce_pair" in cfg.thresholds(inv.hosts[n].profile)
+                  or cfg.ddp(inv.hosts[n].profile))}
     if len(nodes) < 2 or not hosts:
         return None
     names = {n: slurm_name(h) for n, h in hosts.items()}
@@ -563,7 +567,8 @@ def _worst(ms: list[Measurement]) -> str:
     return next((s for s in ("fail", "error") if s in statuses), "pass")
 
 
-def _early_plans(hosts, nodes: list[str], cfg: ProbeSettings, first, forks: int) -> dict[tuple[str, str], PairPlan]:
+def _early_plans(hosts, nodes: list[str], cfg: ProbeSettings, first,
+                 forks: int) -> dict[tuple[str, str], PairPlan]:
     """Round 1 is known before any probe runs: the plans of its pairs that start at once (``forks`` of them),
     whose servers are started as soon as their node's loopback tests have ended, while the node's GPU probes
     still run; the round then begins with its clients. Such a server may wait past the whole node phase."""

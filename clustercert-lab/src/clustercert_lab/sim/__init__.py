@@ -65,7 +65,8 @@ The simulated tools come from the lab's apt repository and run {labsim}.
 
 
 def prepare_image(rootfs: Path) -> None:
-    """Install the agent unit and the dmesg/lsmod/lspci/dmidecode replacements into the image at ``rootfs``."""
+    """Install the agent unit and the dmesg/lsmod/lspci/dmidecode replacements into the image at
+    ``rootfs``."""
     rootfs = Path(rootfs)
     (rootfs / NODE_SIM_DIR.lstrip("/")).mkdir(parents=True, exist_ok=True)
     unit = rootfs / "etc/systemd/system" / AGENT_UNIT

@@ -51,7 +51,8 @@ def _bytes(text: str) -> int:
 
 
 def _cuda_fail(node: str, msg: str, line: int = 1065) -> str:
-    return f"{node}: Test CUDA failure common.cu:{line} '{msg}'\n .. {node} pid {os.getpid()}: Test failure common.cu:1159\n"
+    return (f"{node}: Test CUDA failure common.cu:{line} '{msg}'\n"
+            f" .. {node} pid {os.getpid()}: Test failure common.cu:1159\n")
 
 
 def busbw_curve(peak: float, size: int) -> float:
@@ -135,7 +136,8 @@ def _rail_rates(hw: dict, env=None) -> list[float]:
             continue
         port = hca["ports"][0]
         up = port.get("state") == "ACTIVE"
-        rates.append(port["rated_gbit_per_s"] / 8 * _factor(hw, hca, port) * _link_factor(hw, port) if up else 0.0)
+        rates.append(port["rated_gbit_per_s"] / 8 * _factor(hw, hca, port) * _link_factor(hw, port)
+                     if up else 0.0)
     return rates
 
 
@@ -224,7 +226,9 @@ def _bus(g: dict) -> str:
 
 def _wsize(o: dict) -> int:
     d = o["d"]
-    return 4 if d in ("float", "int32", "uint32", "int", "float32") else (8 if "64" in d or d == "double" else 2)
+    if d in ("float", "int32", "uint32", "int", "float32"):
+        return 4
+    return 8 if "64" in d or d == "double" else 2
 
 
 def _sizes(o: dict, minb: int, maxb: int) -> list[int]:
@@ -241,7 +245,8 @@ def _sizes(o: dict, minb: int, maxb: int) -> list[int]:
     return sizes or [minb]
 
 
-def _head(tool: str, o: dict, ngpus, minb: int, maxb: int, devices: list[dict], nccl_version: str) -> list[str]:
+def _head(tool: str, o: dict, ngpus, minb: int, maxb: int, devices: list[dict],
+          nccl_version: str) -> list[str]:
     step_desc = f"{_bytes(o['i'])}(bytes)" if o["i"] is not None else f"{int(o['f'] or 2)}(factor)"
     lines = [f"# Collective test starting: {tool}",
              f"# nThread {o['t']} nGpus {ngpus} minBytes {minb} maxBytes {maxb} step: {step_desc} warmup "
@@ -329,7 +334,8 @@ def _node_info(hw: dict, node: str, first: int, ngpus: int) -> dict:
         h.get("nccl_factor", 1.0)
     mine = gpus[first:first + ngpus]
     if mine:
-        peak *= min((g["nvlink"]["links"] - len(set(g["nvlink"]["down"]))) / g["nvlink"]["links"] for g in mine)
+        peak *= min((g["nvlink"]["links"] - len(set(g["nvlink"]["down"]))) / g["nvlink"]["links"]
+                    for g in mine)
     return {"node": node, "pid": os.getpid(), "peak": peak, "rails": _rail_rates(hw),
             "one_host": bool(h.get("nccl_one_host")), "scale": float(h.get("nccl_scale_factor", 1.0)),
             "devices": [{"gpu": first + k, "bus": _bus(g), "name": g["name"]} for k, g in enumerate(mine)]}
@@ -464,7 +470,8 @@ def _root(tool: str, o: dict, node: str, launch: dict, me: dict, ngpus: int, min
             except (OSError, ValueError, ConnectionError):
                 return _fail(node, "a rank went away")
         peers.sort(key=lambda p: p["rank"])
-        if any(p.get("one_host") for p in peers):  # nccl_one_host: the launch put every rank on the first host
+        # nccl_one_host: the launch put every rank on the first host
+        if any(p.get("one_host") for p in peers):
             peers = [dict(p, node=me["node"]) for p in peers]
         peak = _cluster_peak(peers)
         size = launch["size"] * ngpus  # NCCL ranks: every GPU of every process

@@ -235,9 +235,11 @@ def diag_tests(gpus: list[dict], level: int) -> list[tuple[str, str, dict[int, s
     if level >= 2:
         pcie_bad = [g["index"] for g in gpus if nvlink_factor(g) < 1.0 or pcie_factor(g) < 1.0]
         tests.append(("Integration", "PCIe", per_gpu(pcie_bad),
-                      f"GPU {pcie_bad[0]}: PCIe/NVLink bandwidth below the expected value" if pcie_bad else None))
+                      f"GPU {pcie_bad[0]}: PCIe/NVLink bandwidth below the expected value"
+                      if pcie_bad else None))
         tests.append(("Hardware", "GPU Memory", per_gpu(bad_mem),
-                      f"GPU {first} had uncorrectable memory errors and row remapping is pending" if bad_mem else None))
+                      f"GPU {first} had uncorrectable memory errors and row remapping is pending"
+                      if bad_mem else None))
     if level >= 3:
         throttled = [g["index"] for g in gpus if g.get("throttle")]
         tests += [("Stress", "Targeted Stress", per_gpu([]), None),
@@ -265,7 +267,8 @@ def _diag_text(gpus: list[dict], tests) -> str:
     category = "Deployment"
     for cat, name, res, msg in tests:
         if cat != category:
-            out.append(f"+-----  {cat}  " + "-" * (18 - len(cat)) + "+------------------------------------------------+")
+            out.append(f"+-----  {cat}  " + "-" * (18 - len(cat))
+                       + "+------------------------------------------------+")
             category = cat
         if cat == "Deployment":
             ok = all(r == "Pass" for r in res.values())
@@ -286,7 +289,8 @@ def _diag_text(gpus: list[dict], tests) -> str:
 
 
 def _diag_json3(gpus: list[dict], tests) -> dict:
-    """DCGM 3.x ``dcgmi diag -j``: {"DCGM GPU Diagnostic": {"test_categories": [...]}} with per-result gpu_ids."""
+    """DCGM 3.x ``dcgmi diag -j``: {"DCGM GPU Diagnostic": {"test_categories": [...]}} with per-result
+    gpu_ids."""
     cats: list[dict] = []
     for cat, name, res, msg in tests:
         if not cats or cats[-1]["category"] != cat:
@@ -354,7 +358,8 @@ def _diag_json4(gpus: list[dict], tests) -> dict:
                 {"entity_id": g["index"], "serial_num": g["serial"],
                  "device_id": g["pci_device_id"][2:6].lower()}
                 for g in gpus]}],
-            "metadata": {"version": dcgm_version(), "Driver Version Detected": common.loaded_driver_version()}}
+            "metadata": {"version": dcgm_version(),
+                         "Driver Version Detected": common.loaded_driver_version()}}
 
 
 # ---------------------------------------------------------------- dcgmi nvlink

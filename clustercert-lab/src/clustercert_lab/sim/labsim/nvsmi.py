@@ -62,8 +62,9 @@ def table(hw: dict, gpus: list[dict]) -> str:
              "|                                         |                        |               MIG M. |",
              "|" + "=" * 41 + "+" + "=" * 24 + "+" + "=" * 22 + "|"]
     for g in gpus:
-        ecc = str(g["ecc"]["volatile"]["dram_uncorrectable"] + g["ecc"]["volatile"]["sram_uncorrectable_secded"]
-                  + g["ecc"]["volatile"]["sram_uncorrectable_parity"])
+        vol = g["ecc"]["volatile"]
+        ecc = str(vol["dram_uncorrectable"] + vol["sram_uncorrectable_secded"]
+                  + vol["sram_uncorrectable_parity"])
         name = g["name"]
         if len(name) > 29:
             name = name[:26] + "..."
@@ -663,10 +664,10 @@ def _fields(hw: dict, g: dict, count: int) -> dict[str, tuple[str, str]]:
         "utilization.memory": ("%", "0 %"),
         "ecc.mode.current": ("", g["ecc"]["mode"]),
         "ecc.mode.pending": ("", g["ecc"]["mode"]),
-        "ecc.errors.corrected.volatile.total": ("",
-                                                str(e["volatile"]["dram_correctable"] + e["volatile"]["sram_correctable"])),
-        "ecc.errors.corrected.aggregate.total": ("",
-                                                 str(e["aggregate"]["dram_correctable"] + e["aggregate"]["sram_correctable"])),
+        "ecc.errors.corrected.volatile.total": ("", str(e["volatile"]["dram_correctable"]
+                                                        + e["volatile"]["sram_correctable"])),
+        "ecc.errors.corrected.aggregate.total": ("", str(e["aggregate"]["dram_correctable"]
+                                                         + e["aggregate"]["sram_correctable"])),
         "ecc.errors.uncorrected.volatile.total": ("", str(unc_v)),
         "ecc.errors.uncorrected.aggregate.total": ("", str(unc_a)),
         "ecc.errors.uncorrected.volatile.dram": ("", str(e["volatile"]["dram_uncorrectable"])),
@@ -790,7 +791,8 @@ def _switch_gpus(gpus: list[dict], hcas: list[dict]) -> dict[int, int]:
             if h["switch_gpu"] is not None:
                 near[i] = h["switch_gpu"]
             continue
-        cand = [g["index"] for g in gpus if g["numa_node"] == h["numa_node"] and g["index"] not in near.values()]
+        cand = [g["index"] for g in gpus
+                if g["numa_node"] == h["numa_node"] and g["index"] not in near.values()]
         if cand:
             near[i] = cand[0]
     return near
@@ -880,7 +882,8 @@ def _select(gpus: list[dict], ids: str | None) -> list[dict] | None:
     want = []
     for part in ids.split(","):
         part = part.strip()
-        match = [g for g in gpus if str(g["index"]) == part or g["uuid"] == part or g["bus_id"].lower() == part.lower()]
+        match = [g for g in gpus
+                 if str(g["index"]) == part or g["uuid"] == part or g["bus_id"].lower() == part.lower()]
         if not match:
             return None
         want += match

@@ -134,7 +134,8 @@ def _device_lines(d: dict, domain: bool, nn: bool, verbose: int) -> list[str]:
 # ---------------------------------------------------------------- dmidecode
 
 def board(hw: dict) -> dict:
-    """hw.json's board (a node built before it was recorded: derived from the node's name, as build() does)."""
+    """hw.json's board (a node built before it was recorded: derived from the node's name, as build()
+    does)."""
     b = hw.get("board")
     if b:
         return b

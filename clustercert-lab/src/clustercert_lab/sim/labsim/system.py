@@ -34,7 +34,8 @@ def containerd_has_nvidia(text: str) -> bool:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return False
-    runtimes = data.get("plugins", {}).get("io.containerd.grpc.v1.cri", {}).get("containerd", {}).get("runtimes", {})
+    cri = data.get("plugins", {}).get("io.containerd.grpc.v1.cri", {})
+    runtimes = cri.get("containerd", {}).get("runtimes", {})
     return "nvidia" in runtimes
 
 
@@ -116,7 +117,8 @@ def cdi_spec(hw: dict) -> str:
         for name in (str(g["index"]), g["uuid"]):
             lines += ["- containerEdits:", "    deviceNodes:", f"    - path: /dev/nvidia{g['index']}",
                       f"  name: \"{name}\"" if name.startswith("GPU-") else f"  name: \"{name}\""]
-    lines += ["- containerEdits:", "    deviceNodes:"] + [f"    - path: /dev/nvidia{g['index']}" for g in gpus]
+    lines += ["- containerEdits:", "    deviceNodes:"]
+    lines += [f"    - path: /dev/nvidia{g['index']}" for g in gpus]
     lines += ['  name: all', "kind: nvidia.com/gpu"]
     return "\n".join(lines) + "\n"
 
@@ -328,7 +330,8 @@ def dmesg(argv: list[str]) -> int:
         if ctime:
             prefix = "[" + time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(t)) + "] "
         elif iso:
-            prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) + f",{int((t % 1) * 1e6):06d}+00:00 "
+            prefix = (time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+                      + f",{int((t % 1) * 1e6):06d}+00:00 ")
         else:
             prefix = f"[{rel:12.6f}] "
         common.out(prefix + msg + "\n")
