@@ -111,8 +111,7 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in [
               "the slave's link goes down (ip link set SLAVE down inside the node): bond0 fails over, "
               "bonding_slave/mii_status down, link failure count +1"),
     FaultKind("link_slow", _p(Param("fabric", int, 0, (0, 1)), Param("factor", float, 0.3)), "probe.iperf3",
-              True,
-              "the node's fabric link is re-shaped (tc tbf) to link_mbit x FACTOR, both directions"),
+              True, "the node's fabric link is re-shaped (tc tbf) to link_mbit x FACTOR, both directions"),
     FaultKind("nccl_busbw_low", _p(Param("factor", float, 0.5)), "probe.nccl_allreduce", True,
               "all_reduce_perf bus bandwidth x FACTOR"),
     FaultKind("container_runtime_unconfigured", {}, "container.runtime", False,

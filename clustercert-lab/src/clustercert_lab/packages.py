@@ -132,8 +132,7 @@ def driver_packages(v: str, branch: str) -> list[Pkg]:
             [f"nvidia-open {pin}"]),
         Pkg("cuda-drivers", v, f"CUDA Driver meta-package - {SIM_NOTE}", [f"cuda-drivers-{branch} {pin}"]),
         Pkg(f"nvidia-fabricmanager-{branch}", v, f"Fabric Manager for NVSwitch based systems - {SIM_NOTE}",
-            [],
-            {"/usr/bin/nv-fabricmanager": (wrapper("nv-fabricmanager", "simulated fabric manager",
+            [], {"/usr/bin/nv-fabricmanager": (wrapper("nv-fabricmanager", "simulated fabric manager",
                                                     {"CLUSTERCERT_LAB_FM_VERSION": up}), 0o755),
              "/usr/share/nvidia/nvswitch/fabricmanager.cfg": (
                  "LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\nFABRIC_MODE=0\n", 0o644),

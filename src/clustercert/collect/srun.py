@@ -624,8 +624,7 @@ class SlurmBackend:
         return {n: out[n] for n in requests}
 
     def _runner_group(self, key: tuple, names: list[str], requests: dict[str, tuple[dict, dict]],
-                      limit: float,
-                      done, on_done) -> None:
+                      limit: float, done, on_done) -> None:
         """One srun step for the nodes ``names`` that become root alike (``key``); ``done`` as each node's
         document is complete, and for each node the step left without one (why, in words)."""
         become, first, interp = key
@@ -799,10 +798,8 @@ class SlurmBackend:
                             where)
 
     def run_server_client(self, server: tuple[str, dict, str] | None, client: tuple[str, dict, str],
-                          timeout: float,
-                          *, control_dir: Path | None = None, server_start_delay: float = 0.5,
+                          timeout: float, *, control_dir: Path | None = None, server_start_delay: float = 0.5,
                           server_port: int | None = None) -> ssh.ProbeRun:
         srv = (self.start_server(server, timeout, server_start_delay=server_start_delay,
-                                 server_port=server_port,
-                                 peer=client[0]) if server is not None else None)
+                                 server_port=server_port, peer=client[0]) if server is not None else None)
         return self.finish_probe(srv, client, timeout)

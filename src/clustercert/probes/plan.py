@@ -297,8 +297,7 @@ def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators, channels: set | No
         if why and key in th:
             for i in range(max(na.expected, 1)):
                 errors.append(Measurement(tool, a.name, b.name, subject=f"rail {i} {a.name}->{b.name}",
-                                          round=rnd,
-                                          threshold=key).error(why, th[key]))
+                                          round=rnd, threshold=key).error(why, th[key]))
 
     def perftest(tool: str, port0: int) -> list[Job]:  # one job per rail
         key, lat = PAIR_THRESHOLD[tool], tool.endswith("_lat")
@@ -312,8 +311,7 @@ def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators, channels: set | No
             client = (a.name, a.connection,
                       cmd.perftest_cmd(tool, ra.hca, ra.port, port, cfg.seconds, addr(b)))
             m = Measurement(tool, a.name, b.name, subject=f"{ra.hca} {a.name}->{b.name}", fabric=ra.fabric,
-                            round=rnd,
-                            threshold=key)
+                            round=rnd, threshold=key)
             jobs.append(Job(m, server, client, port,
                             lambda m, r, key=key, lat=lat: evaluators.eval_perftest(
                                 m, th[key], r.client, cfg.limit, lat=lat), ra.fabric))

@@ -322,8 +322,7 @@ def pair_probes(a, b, rnd: int, cfg: ProbeSettings, cp: Path, slurm_states: dict
             start_servers(plan, ex, cp, io=io)
         for (jobs, key), futures in zip(stages, plan.servers, strict=True):
             out += _pair_stage(jobs, th[key], [f.result() for f in futures], plan, reach, down, ex, ends,
-                               finish,
-                               io)
+                               finish, io)
         if plan.nccl:  # after the perftests: it uses every rail, so it overlaps no other probe
             transport: list[Measurement] | None = [] if plan.transport else None
             out.append(nccl_pair(a, b, rnd, cfg, cp, th["nccl_allreduce_pair"], down, slurm_states, io=io,
@@ -358,8 +357,7 @@ def _slurm_launch_all(hosts: list, slurm_states: dict | None, io: Backend) -> tu
 
 
 def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str],
-              slurm_states: dict | None = None,
-              *, io: Backend, transport: list | None = None) -> Measurement:
+              slurm_states: dict | None = None, *, io: Backend, transport: list | None = None) -> Measurement:
     """all_reduce_perf across a and b, launched from a, one process per node driving its GPUs; then
     the ranks (and launch daemons) the launch left on either node are killed. Where the inventory
     says Slurm it is an srun step when Slurm can start one on both nodes now (``slurm_states``:
@@ -367,15 +365,13 @@ def nccl_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, t, down: set[str],
     drained, and then the launch is mpirun over ssh, the evidence says why."""
     gpus = a.profile.gpu.count
     m = Measurement("nccl_allreduce", a.name, b.name, subject=f"{a.name}+{b.name}, {2 * gpus} GPUs",
-                    round=rnd,
-                    threshold="nccl_allreduce_pair")
+                    round=rnd, threshold="nccl_allreduce_pair")
     if down & {a.name, b.name}:
         why = (f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the other "
                "probes")
         if transport is not None:
             transport.append(Measurement("nccl_transport", a.name, b.name, subject=f"{a.name}+{b.name}",
-                                         round=rnd,
-                                         relative=False).error(why))
+                                         round=rnd, relative=False).error(why))
         return m.error(why, t)
     tag = uuid.uuid4().hex[:12]
     slurm, launch = _slurm_launch(a, b, slurm_states, io)
@@ -426,8 +422,7 @@ def ddp_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, down: set[str], slurm
     ddp, want = prof.ddp, prof.ddp_ranks
     nproc = cfg.ddp_nproc or getattr(a.vars, "clustercert_ddp_nproc_per_node", None) or want
     m = Measurement("ddp_allreduce", a.name, b.name, subject=f"{a.name}+{b.name}, {2 * nproc} ranks",
-                    round=rnd,
-                    lower_is_better=True, relative=False)
+                    round=rnd, lower_is_better=True, relative=False)
     if down & {a.name, b.name}:
         return [m.error(f"not run: {', '.join(sorted(down & {a.name, b.name}))} stopped answering during the "
                         "other probes")]
@@ -441,8 +436,7 @@ def ddp_pair(a, b, rnd: int, cfg: ProbeSettings, cp: Path, down: set[str], slurm
     text = remote.source("ddp_smoke")
     if slurm:
         line = cmd.ddp_srun_cmd([slurm_name(h) for h in (a, b)], addr(a), ddp.launcher, ddp.python, text,
-                                args, nproc,
-                                dict(ddp.env), tag, ddp.timeout_s, a.vars.clustercert_slurm_gres,
+                                args, nproc, dict(ddp.env), tag, ddp.timeout_s, a.vars.clustercert_slurm_gres,
                                 gpus or prof.gpu.count)
     else:
         line = cmd.ddp_launch_cmd([addr(a), addr(b)], ddp.launcher, ddp.python, text, args, nproc,
@@ -496,8 +490,7 @@ def nccl_cluster(hosts: list, group: cluster.RailGroup, cfg: ProbeSettings, cp: 
 
 
 def cluster_probes(inv, nodes: list[str], cfg: ProbeSettings, cp: Path, pairs: list[Measurement],
-                   node_bad: set[str],
-                   down: set[str], localisation, slurm_states: dict | None = None, *,
+                   node_bad: set[str], down: set[str], localisation, slurm_states: dict | None = None, *,
                    io: Backend) -> list[Measurement]:
     """probe.nccl_cluster after the pair rounds, per profile: its runs over the nodes the rounds cleared, one
     rail group after another (each uses the rails the next would measure), or one skip saying why not."""
@@ -523,8 +516,7 @@ def cluster_probes(inv, nodes: list[str], cfg: ProbeSettings, cp: Path, pairs: l
                                                 prof.gpu.count, th[cluster.THRESHOLD], None, cfg.limit, None))
                 continue
             out.append(nccl_cluster([hosts[n] for n in plan.nodes], group, cfg, cp, th[cluster.THRESHOLD],
-                                    median,
-                                    slurm_states, io=io))
+                                    median, slurm_states, io=io))
     return out
 
 
@@ -613,8 +605,7 @@ def _pair_round(rnd, loop: Rounds, hosts, cfg: ProbeSettings, cp: Path, forks: i
 
     def one_pair(p):
         out = pair_probes(hosts[p[0]], hosts[p[1]], k, cfg, cp, slurm_states,
-                          plans.get(p) if k == 1 else None,
-                          io=io, channels=rnd.channels(*p))
+                          plans.get(p) if k == 1 else None, io=io, channels=rnd.channels(*p))
         tell("pair", a=p[0], b=p[1], status=_worst(out[0]))
         return out
 
@@ -710,8 +701,7 @@ def run(inv, nodes: list[str], cfg: ProbeSettings, judge, forks: int, all_pairs:
     if clustered:
         _cluster_timing(timing, clustered, cluster_wall, wall)
     return ProbeOutcome(per_node, pair_ms, inference.findings, loop.done, down, round(wall, 2), timing,
-                        inference,
-                        why_down, clustered)
+                        inference, why_down, clustered)
 
 
 # ---- the compute rails' discovery, before `clustercert probe` ---------------------------------------------
@@ -738,6 +728,5 @@ def discover_rails(inv, nodes: list[str], forks: int = DEFAULT_FORKS, *, io: Bac
             out[n] = rails_checks.node_rails(h.profile, None, None, why)
         else:
             out[n] = rails_checks.of_evidence(h.profile, ev.results.get("nvsmi_topo"),
-                                              ev.results.get("ib_sysfs"),
-                                              timeout[n])
+                                              ev.results.get("ib_sysfs"), timeout[n])
     return out

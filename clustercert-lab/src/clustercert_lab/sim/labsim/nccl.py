@@ -269,8 +269,7 @@ def _head(tool: str, o: dict, ngpus, minb: int, maxb: int, devices: list[dict],
 
 
 def _run(tool: str, o: dict, node: str, lines: list[str], sizes: list[int], peak: float, fac: float,
-         wsize: int,
-         ngpus: int) -> int:
+         wsize: int, ngpus: int) -> int:
     total = 0.0
     took = 0.0
     check = "N/A" if o["c"] == "0" else "0"

@@ -163,8 +163,7 @@ def _records(hw: dict) -> dict[int, tuple[str, list[tuple[str, str]]]]:
              ("Asset Tag", "Not Specified")]),
         3: ("Chassis Information", [("Manufacturer", b["manufacturer"]), ("Type", "Rack Mount Chassis"),
                                     ("Lock", "Not Present"), ("Version", "1.0"),
-                                    ("Serial Number", b["chassis_serial"]),
-                                    ("Asset Tag", "Not Specified")]),
+                                    ("Serial Number", b["chassis_serial"]), ("Asset Tag", "Not Specified")]),
     }
 
 
