@@ -1,5 +1,6 @@
-"""The lab's program: `clustercert lab up|down|status|fault|heal|inventory|slurm` (the product's `lab` verb runs it
-with the words after ``lab``), also ``python3 -m clustercert_lab ...`` and the ``clustercert-lab`` script.
+"""The lab's program: `clustercert lab up|down|status|fault|heal|inventory|slurm` (the product's `lab` verb
+runs it with the words after ``lab``), also ``python3 -m clustercert_lab ...`` and the ``clustercert-lab``
+script.
 
 It speaks as `clustercert lab` whichever way it starts: the same help, one-line errors
 ("clustercert: error: lab fault: ...") and exit statuses as every clustercert verb (clustercert.cli's
@@ -14,17 +15,22 @@ from clustercert import cmdoptions as opt
 from clustercert.cli import PROG, Parser, help_format, parse, run_program
 from clustercert.errors import EXIT_OK, InputError
 
-NODES = opt.option("--nodes", type=opt.positive_int, metavar="N", help="how many nodes (default: the spec's, else 4)")
+NODES = opt.option("--nodes", type=opt.positive_int, metavar="N",
+                   help="how many nodes (default: the spec's, else 4)")
 SPEC = opt.option("--spec", metavar="FILE", help="lab spec YAML: nodes, profile, link_mbit, faults, slurm")
 SLURM = opt.option("--slurm", action="store_true",
-                   help="with Slurm on the nodes (slurmctld on the first, slurmd on all), as the spec's `slurm: true`")
+                   help="with Slurm on the nodes (slurmctld on the first, slurmd on all), as the spec's "
+                        "`slurm: true`")
 SLURM_ACTION = opt.option("action", choices=("up", "down"),
-                          help="up: install and start Slurm, wait until every node is idle; down: stop and disable it")
+                          help="up: install and start Slurm, wait until every node is idle; down: stop and "
+                               "disable it")
 FAULT_NODE = opt.option("node", help="the lab node (node01, ...)")
-FAULT_KIND = opt.option("kind", help="the fault kind (docs/lab-faults.md; `clustercert checks` names the check each "
-                                     "fails)")
-FAULT_PARAMS = opt.option("params", nargs="*", metavar="KEY=VALUE", help="the fault's parameters (defaults where "
-                                                                          "left out)")
+FAULT_KIND = opt.option("kind",
+                        help="the fault kind (docs/lab-faults.md; `clustercert checks` names the check each "
+                             "fails)")
+FAULT_PARAMS = opt.option("params", nargs="*", metavar="KEY=VALUE",
+                          help="the fault's parameters (defaults where "
+                                "left out)")
 HEAL_NODE = opt.option("node", help="the lab node")
 HEAL_KIND = opt.option("kind", nargs="?", help="only this fault kind (default: every fault of the node)")
 
@@ -34,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         """\
         Start, inspect, break and mend the lab: systemd-nspawn nodes with their own root filesystems,
         network namespaces, sshd and apt; simulated GPUs and HCAs. Needs root.""",
-        "clustercert lab up --nodes 4\nclustercert lab fault node02 gpu_missing gpu=3\nclustercert lab heal node02\n"
+        "clustercert lab up --nodes 4\nclustercert lab fault node02 gpu_missing gpu=3\nclustercert lab heal "
+        "node02\n"
         "clustercert lab down"))
     top.set_defaults(verb="lab")  # Parser names the command in its errors: `clustercert lab up`
     opt.VERBOSE.add(top, dest="verbose_verb")
@@ -45,16 +52,20 @@ def build_parser() -> argparse.ArgumentParser:
         opt.VERBOSE.add(p, dest="verbose_cmd")
         opt.add(p, *options)
 
-    command("up", "start the lab (idempotent)", "Build the image once (cached), start the nodes, write the inventory.",
+    command("up", "start the lab (idempotent)",
+            "Build the image once (cached), start the nodes, write the inventory.",
             "clustercert lab up --nodes 4 --spec lab.yml", NODES, SPEC, SLURM)
     command("down", "stop the lab and remove every trace",
-            "Stop every node and remove the lab's links, bridges, mounts and processes.", "clustercert lab down")
+            "Stop every node and remove the lab's links, bridges, mounts and processes.",
+            "clustercert lab down")
     command("status", "nodes, their state and faults", "Show the lab's nodes, addresses and active faults.",
             "clustercert lab status --format json", opt.output_format("table", "json"))
     command("fault", "inject a fault into a running node",
             "Inject a hardware or configuration fault (see docs/lab-faults.md for kinds and parameters).",
-            "clustercert lab fault node03 link_slow fabric=1 factor=0.3", FAULT_NODE, FAULT_KIND, FAULT_PARAMS)
-    command("heal", "remove a node's faults (all, or one kind)", "Heal a node.", "clustercert lab heal node03 link_slow",
+            "clustercert lab fault node03 link_slow fabric=1 factor=0.3", FAULT_NODE, FAULT_KIND,
+            FAULT_PARAMS)
+    command("heal", "remove a node's faults (all, or one kind)", "Heal a node.",
+            "clustercert lab heal node03 link_slow",
             HEAL_NODE, HEAL_KIND)
     command("slurm", "bring the running lab's Slurm up or down",
             "Slurm on the running lab (slurmctld on the first node, slurmd on all), or stopped and disabled.",
@@ -96,10 +107,12 @@ def print_status(status: dict) -> None:
     for col in ("node", "state", "mgmt ip", "faults"):
         t.add_column(col)
     for name, n in sorted(nodes.items()):
-        faults = ", ".join(f.get("kind", str(f)) if isinstance(f, dict) else str(f) for f in n.get("faults") or [])
+        faults = ", ".join(f.get("kind", str(f)) if isinstance(f, dict) else str(f)
+                           for f in n.get("faults") or [])
         t.add_row(name, str(n.get("state", "")), str(n.get("mgmt_ip", "")), faults)
     con.print(t)
-    con.print("hardware in the lab is simulated (GPUs, HCAs, perftest/NCCL output); network, systemd, sshd and apt are real")
+    con.print("hardware in the lab is simulated (GPUs, HCAs, perftest/NCCL output); network, systemd, sshd "
+              "and apt are real")
 
 
 def slurm_line(slurm: dict) -> str:

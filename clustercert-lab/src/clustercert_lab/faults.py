@@ -71,7 +71,8 @@ def _p(*params: Param) -> dict[str, Param]:
 
 GPU = Param("gpu", int, 0)
 NVLINK_CRC_ADDED, NVLINK_REPLAY_ADDED = 1000, 150  # nvlink_crc_errors: above the profiles' ceilings of 100
-FABRIC_ERROR = "Timeout"  # gpu_fabric_degraded: the NVML error string its fabric status shows (nvmlErrorString)
+# gpu_fabric_degraded: the NVML error string its fabric status shows (nvmlErrorString)
+FABRIC_ERROR = "Timeout"
 HCA = Param("hca", str, None)
 PORT = Param("port", int, 1)
 
@@ -92,14 +93,16 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in [
               "NVLink link PORT of the GPU <inactive> (nvlink -s), NV17 in topo -m, lower D2D bandwidth"),
     FaultKind("driver_version_mismatch", _p(Param("version", str, None)), "driver.module_loaded", False,
               "apt-get installs the other driver version from the lab repo without a reboot: the loaded "
-              "module stays, nvidia-smi reports 'Driver/library version mismatch' (the GPU checks then error)"),
+              "module stays, nvidia-smi reports 'Driver/library version mismatch' (the GPU checks then "
+              "error)"),
     FaultKind("fabricmanager_stopped", {}, "gpu.fabricmanager", False,
               "systemctl stop nvidia-fabricmanager: GPU fabric state 'In Progress', CUDA apps fail "
               "'system not yet initialized'"),
     FaultKind("peermem_unloaded", {}, "rdma.peermem", False,
               "modprobe -r nvidia_peermem (applied once it is loaded if not yet)"),
     FaultKind("ib_port_down", _p(HCA, PORT), "ib.port_state", True,
-              "port state DOWN / Polling in sysfs (ibstat), ibv_devinfo PORT_DOWN, its IPoIB netdev goes down"),
+              "port state DOWN / Polling in sysfs (ibstat), ibv_devinfo PORT_DOWN, its IPoIB netdev goes "
+              "down"),
     FaultKind("ib_port_rate_degraded", _p(HCA, PORT, Param("rate", int, 200, IB_RATES)), "ib.port_rate", True,
               "port rate RATE Gb/s in sysfs/ibstat; ib_write_bw scales by RATE/rated"),
     FaultKind("ib_symbol_errors", _p(HCA, PORT), "ib.counters", True,
@@ -107,8 +110,8 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in [
     FaultKind("bond_slave_down", _p(Param("slave", str, "ib0")), "ib.bond", True,
               "the slave's link goes down (ip link set SLAVE down inside the node): bond0 fails over, "
               "bonding_slave/mii_status down, link failure count +1"),
-    FaultKind("link_slow", _p(Param("fabric", int, 0, (0, 1)), Param("factor", float, 0.3)), "probe.iperf3", True,
-              "the node's fabric link is re-shaped (tc tbf) to link_mbit x FACTOR, both directions"),
+    FaultKind("link_slow", _p(Param("fabric", int, 0, (0, 1)), Param("factor", float, 0.3)), "probe.iperf3",
+              True, "the node's fabric link is re-shaped (tc tbf) to link_mbit x FACTOR, both directions"),
     FaultKind("nccl_busbw_low", _p(Param("factor", float, 0.5)), "probe.nccl_allreduce", True,
               "all_reduce_perf bus bandwidth x FACTOR"),
     FaultKind("container_runtime_unconfigured", {}, "container.runtime", False,
@@ -123,15 +126,17 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in [
               "probe.nccl_allreduce", True,
               "the simulated TOOL never returns (until killed); the check or probe running TOOL (by default "
               "probe.nccl_allreduce) must report a timeout error"),
-    FaultKind("package_drift", _p(Param("package", str, "libnccl2", tuple(DRIFT_FAMILIES)), Param("version", str, None)),
+    FaultKind("package_drift",
+              _p(Param("package", str, "libnccl2", tuple(DRIFT_FAMILIES)), Param("version", str, None)),
               "packages.pinned", False,
-              "apt-get installs the other version of PACKAGE from the lab repo (as an unattended upgrade would)"),
+              "apt-get installs the other version of PACKAGE from the lab repo (as an unattended upgrade "
+              "would)"),
     FaultKind("nvlink_crc_errors", _p(GPU, Param("port", int, 0)), "gpu.nvlink_errors", True,
-              f"NVLink link PORT of the GPU counts +{NVLINK_CRC_ADDED} CRC errors and +{NVLINK_REPLAY_ADDED} replays "
-              "(nvidia-smi nvlink -e, dcgmi nvlink -e)"),
+              f"NVLink link PORT of the GPU counts +{NVLINK_CRC_ADDED} CRC errors and +{NVLINK_REPLAY_ADDED} "
+              "replays (nvidia-smi nvlink -e, dcgmi nvlink -e)"),
     FaultKind("hca_moved", _p(HCA), "gpu.nic_affinity", True,
-              "the HCA sits in a slot of the other CPU socket, under no GPU's PCIe switch (nvidia-smi topo -m: SYS to "
-              "the GPU it should sit beside)"),
+              "the HCA sits in a slot of the other CPU socket, under no GPU's PCIe switch (nvidia-smi topo "
+              "-m: SYS to the GPU it should sit beside)"),
     FaultKind("pcie_device_missing", {}, "hw.pcie_manifest", True,
               "the node's last NVSwitch is gone from the PCIe bus (lspci lists one fewer)"),
     FaultKind("hca_firmware_odd", _p(HCA, Param("version", str, None)), "ib.firmware_uniform", True,
@@ -139,31 +144,33 @@ FAULTS: dict[str, FaultKind] = {f.kind: f for f in [
     FaultKind("gpu_vbios_odd", _p(GPU, Param("version", str, None)), "gpu.vbios_uniform", True,
               "the GPU runs another VBIOS (nvidia-smi); default: its last group + 1"),
     FaultKind("gpu_fabric_degraded", _p(GPU), "gpu.fabric_state", True,
-              f"the GPU's NVLink fabric registration completes with status '{FABRIC_ERROR}' (nvidia-smi -q Fabric)"),
+              f"the GPU's NVLink fabric registration completes with status '{FABRIC_ERROR}' (nvidia-smi -q "
+              "Fabric)"),
     FaultKind("gpu_swapped", _p(GPU), "hardware.gpu", True,
               "the GPU in that slot is another board: a new serial number and UUID (nvidia-smi, dcgmi)"),
     # issue 22
     FaultKind("gdr_disabled", {}, "probe.nccl_transport", True,
-              "nvidia_peermem stays loaded but GPUDirect RDMA is not used (as with PCIe ACS on between GPU and NIC): "
-              "ib_write_bw --use_cuda moves GPU memory through the CPU (bandwidth x 0.3), NCCL's connections of "
-              "this node lose GDRDMA"),
+              "nvidia_peermem stays loaded but GPUDirect RDMA is not used (as with PCIe ACS on between GPU "
+              "and NIC): ib_write_bw --use_cuda moves GPU memory through the CPU (bandwidth x 0.3), NCCL's "
+              "connections of this node lose GDRDMA"),
     FaultKind("mount_missing", {}, "storage.mounts", False,
-              "umount /shared inside the node (the shared mount jobs read data from is gone; its directory stays)"),
+              "umount /shared inside the node (the shared mount jobs read data from is gone; its directory "
+              "stays)"),
     FaultKind("storage_slow", _p(Param("mbyte_per_s", float, 2.0)), "probe.checkpoint_write", True,
-              "the node's writes to the lab's disk are throttled to MBYTE_PER_S (its cgroup's blkio/io write limit): "
-              "a checkpoint to /shared or /scratch writes that slowly"),
+              "the node's writes to the lab's disk are throttled to MBYTE_PER_S (its cgroup's blkio/io write "
+              "limit): a checkpoint to /shared or /scratch writes that slowly"),
     # issue 33
     FaultKind("rank_slow", _p(Param("factor", float, 8.0)), "probe.ddp_step", True,
-              "the node's CPU time is capped at 1/FACTOR of one CPU (its cgroup's cpu.cfs_quota_us over a 10 ms "
-              "cpu.cfs_period_us, or cpu.max on cgroup v2): everything on the node, its DDP ranks too, runs at "
-              "least FACTOR times slower"),
+              "the node's CPU time is capped at 1/FACTOR of one CPU (its cgroup's cpu.cfs_quota_us over a 10 "
+              "ms cpu.cfs_period_us, or cpu.max on cgroup v2): everything on the node, its DDP ranks too, "
+              "runs at least FACTOR times slower"),
     FaultKind("nccl_one_host", {}, "probe.nccl_allreduce", True,
-              "the simulated launch of an nccl-tests run across nodes that includes this node puts every rank on "
-              "the run's first host (as a hostfile the launcher ignored, or nccl-tests built without MPI): its rank "
-              "lines name one host, its figure is that host's NVLink one"),
+              "the simulated launch of an nccl-tests run across nodes that includes this node puts every "
+              "rank on the run's first host (as a hostfile the launcher ignored, or nccl-tests built without "
+              "MPI): its rank lines name one host, its figure is that host's NVLink one"),
     FaultKind("nccl_scale_slow", _p(Param("factor", float, 0.5)), "probe.nccl_cluster", True,
-              "an nccl-tests run across more than two nodes that includes this node reaches FACTOR x its rails' "
-              "figure (as an oversubscribed or slow spine does); a pair's run is not slowed"),
+              "an nccl-tests run across more than two nodes that includes this node reaches FACTOR x its "
+              "rails' figure (as an oversubscribed or slow spine does); a pair's run is not slowed"),
 ]}
 
 
@@ -204,8 +211,16 @@ def validate(kind: str, params: dict, hw: dict, healing: bool = False) -> dict:
     out: dict[str, Any] = {}
     for name, p in fk.params.items():
         out[name] = _convert(p, params[name]) if name in params else p.default
-    gpus = hw.get("gpus", [])
-    hcas = hw.get("hcas", [])
+    _check_gpu(kind, out, hw.get("gpus", []))
+    _check_hca(out, hw.get("hcas", []))
+    _check_version(kind, out, hw, healing)
+    _check_node_has(kind, out, hw)
+    _check_range(kind, out)
+    return out
+
+
+def _check_gpu(kind: str, out: dict, gpus: list[dict]) -> None:
+    """``gpu`` (-1: the last) is a GPU of the node; ``port``, for an NVLink fault, one of its links."""
     if "gpu" in out:
         if out["gpu"] == -1:
             out["gpu"] = len(gpus) - 1
@@ -215,46 +230,92 @@ def validate(kind: str, params: dict, hw: dict, healing: bool = False) -> dict:
         links = gpus[out["gpu"]]["nvlink"]["links"]
         if not 0 <= out["port"] < links:
             raise ValueError(f"port: NVLink link {out['port']} does not exist (0..{links - 1})")
-    if "hca" in out:
-        names = [h["name"] for h in hcas]
-        if out["hca"] is None:
-            out["hca"] = names[0] if names else None
-        if out["hca"] not in names:
-            raise ValueError(f"hca: {out['hca']!r} is not an HCA of this node (known: {', '.join(names)})")
-        hca = next(h for h in hcas if h["name"] == out["hca"])
-        ports = [pt["port"] for pt in hca["ports"]]
-        if "port" in out and out["port"] not in ports:
-            raise ValueError(f"port: {out['hca']} has no port {out['port']} (ports: {ports})")
+
+
+def _check_hca(out: dict, hcas: list[dict]) -> None:
+    """``hca`` (None: the first) is an HCA of the node; ``port``, where given, one of its ports."""
+    if "hca" not in out:
+        return
+    names = [h["name"] for h in hcas]
+    if out["hca"] is None:
+        out["hca"] = names[0] if names else None
+    if out["hca"] not in names:
+        raise ValueError(f"hca: {out['hca']!r} is not an HCA of this node (known: {', '.join(names)})")
+    hca = next(h for h in hcas if h["name"] == out["hca"])
+    ports = [pt["port"] for pt in hca["ports"]]
+    if "port" in out and out["port"] not in ports:
+        raise ValueError(f"port: {out['hca']} has no port {out['port']} (ports: {ports})")
+
+
+def _check_version(kind: str, out: dict, hw: dict, healing: bool) -> None:
+    """The version an odd-firmware/VBIOS or drift fault puts on the node (None: one that differs)."""
     if kind == "hca_firmware_odd":
-        fw = next(h for h in hcas if h["name"] == out["hca"])["fw_ver"]
+        fw = next(h for h in hw.get("hcas", []) if h["name"] == out["hca"])["fw_ver"]
         if out["version"] is None:
             major, minor, *rest = fw.split(".")
             out["version"] = ".".join([major, str(int(minor) - 1 if int(minor) > 0 else 1), *rest])
         if out["version"] == fw and not healing:  # healing: the node runs the fault's version, as it should
             raise ValueError(f"version: {fw} is the firmware {out['hca']} runs already")
-    if kind == "gpu_vbios_odd":
-        vbios = gpus[out["gpu"]]["vbios_version"]
+    elif kind == "gpu_vbios_odd":
+        vbios = hw.get("gpus", [])[out["gpu"]]["vbios_version"]
         if out["version"] is None:
             head, _, last = vbios.rpartition(".")
             out["version"] = f"{head}.{(int(last, 16) + 1) % 256:02X}"
         if out["version"] == vbios and not healing:
             raise ValueError(f"version: {vbios} is the VBIOS GPU {out['gpu']} runs already")
+    elif kind == "package_drift":
+        _check_package_drift(out, hw)
+    elif kind == "driver_version_mismatch":
+        _check_driver_version(out, hw)
+
+
+def _check_driver_version(out: dict, hw: dict) -> None:
+    fam = repo_versions(hw)["driver"]
+    if out["version"] is None:
+        out["version"] = fam["alt"]
+    if out["version"] not in fam.values():
+        raise ValueError(f"version: {out['version']!r} is not a driver version in the lab repo "
+                         f"(versions: {', '.join(fam.values())})")
+    if out["version"] == fam["main"]:
+        raise ValueError(f"version: {out['version']} is the profile's driver version (no mismatch)")
+
+
+def _check_package_drift(out: dict, hw: dict) -> None:
+    if out["package"] not in DRIFT_FAMILIES:
+        raise ValueError(f"package: {out['package']!r} has no other version in the lab repo "
+                         f"(choices: {', '.join(DRIFT_FAMILIES)})")
+    fam = repo_versions(hw)[DRIFT_FAMILIES[out["package"]]]
+    if out["version"] is None:
+        out["version"] = fam["alt"]
+    if out["version"] not in fam.values():
+        raise ValueError(f"version: {out['version']!r} of {out['package']} is not in the lab repo "
+                         f"(versions: {', '.join(fam.values())})")
+
+
+def _check_node_has(kind: str, out: dict, hw: dict) -> None:
+    """What the fault takes away or slows is on the node: an NVSwitch on the bus, a bond slave, a fabric."""
+    hcas = hw.get("hcas", [])
     if kind == "pcie_device_missing" and not [s for s in hw.get("nvswitches", []) if s.get("on_bus", True)]:
         raise ValueError("kind: pcie_device_missing takes an NVSwitch off the bus: this node has none")
-    if kind == "ib_port_rate_degraded":
-        if out["rate"] not in IB_RATES:
-            raise ValueError(f"rate: {out['rate']} is not an InfiniBand rate ({', '.join(map(str, IB_RATES))})")
     if kind == "bond_slave_down":
         slaves = [pt.get("netdev") for h in hcas for pt in h["ports"] if pt.get("netdev")]
         if out["slave"] not in slaves:
-            raise ValueError(f"slave: {out['slave']!r} is not a bond slave of this node (choices: {', '.join(slaves)})")
+            raise ValueError(f"slave: {out['slave']!r} is not a bond slave of this node "
+                             f"(choices: {', '.join(slaves)})")
     if kind == "link_slow":
         fabrics = sorted({pt.get("fabric", 0) for h in hcas for pt in h["ports"]})
         if out["fabric"] not in fabrics:
             raise ValueError(f"fabric: {out['fabric']} is not a fabric of this node (choices: {fabrics})")
+
+
+def _check_range(kind: str, out: dict) -> None:
+    """A rate, factor, throughput, Xid or tool within what the fault takes."""
+    if kind == "ib_port_rate_degraded" and out["rate"] not in IB_RATES:
+        raise ValueError(f"rate: {out['rate']} is not an InfiniBand rate ({', '.join(map(str, IB_RATES))})")
     if kind == "rank_slow":
         if not 1 < out["factor"] <= 100:
-            raise ValueError(f"factor: {out['factor']} must be in (1, 100] (how many times slower the node runs)")
+            raise ValueError(f"factor: {out['factor']} must be in (1, 100] (how many times slower the node "
+                             "runs)")
     elif "factor" in out and not 0 < out["factor"] <= 1:
         raise ValueError(f"factor: {out['factor']} must be in (0, 1]")
     if kind == "storage_slow" and not 0 < out["mbyte_per_s"] <= 100000:
@@ -262,27 +323,8 @@ def validate(kind: str, params: dict, hw: dict, healing: bool = False) -> dict:
     if kind == "gpu_xid" and not 1 <= out["xid"] <= 255:
         raise ValueError(f"xid: {out['xid']} is not an Xid number (1..255)")
     if kind == "probe_hang" and out["tool"] not in HANGABLE_TOOLS:
-        raise ValueError(f"tool: {out['tool']!r} is not a simulated tool (choices: {', '.join(HANGABLE_TOOLS)})")
-    if kind == "package_drift":
-        if out["package"] not in DRIFT_FAMILIES:
-            raise ValueError(f"package: {out['package']!r} has no other version in the lab repo "
-                             f"(choices: {', '.join(DRIFT_FAMILIES)})")
-        fam = repo_versions(hw)[DRIFT_FAMILIES[out["package"]]]
-        if out["version"] is None:
-            out["version"] = fam["alt"]
-        if out["version"] not in fam.values():
-            raise ValueError(f"version: {out['version']!r} of {out['package']} is not in the lab repo "
-                             f"(versions: {', '.join(fam.values())})")
-    if kind == "driver_version_mismatch":
-        fam = repo_versions(hw)["driver"]
-        if out["version"] is None:
-            out["version"] = fam["alt"]
-        if out["version"] not in fam.values():
-            raise ValueError(f"version: {out['version']!r} is not a driver version in the lab repo "
-                             f"(versions: {', '.join(fam.values())})")
-        if out["version"] == fam["main"]:
-            raise ValueError(f"version: {out['version']} is the profile's driver version (no mismatch)")
-    return out
+        raise ValueError(f"tool: {out['tool']!r} is not a simulated tool (choices: "
+                         f"{', '.join(HANGABLE_TOOLS)})")
 
 
 # ---------------------------------------------------------------- apply / heal
@@ -302,43 +344,66 @@ def _port(hw: dict, hca: str, port: int) -> dict:
 
 def _add_xid(hw: dict, gpu: int, xid: int, key: str) -> None:
     hw.setdefault("xid_events", []).append(
-        {"gpu": gpu, "xid": xid, "message": XID_TEXT.get(xid, "Graphics Exception"), "time": time.time(), "fault": key})
+        {"gpu": gpu, "xid": xid, "message": XID_TEXT.get(xid, "Graphics Exception"), "time": time.time(),
+         "fault": key})
 
 
 def _apply_hw(hw: dict, kind: str, p: dict, key: str) -> None:
+    """The fault ``kind`` put into the hardware description ``hw``; ``hw["fault_state"][key]``: what heal puts
+    back."""
     saved = hw.setdefault("fault_state", {})
+    if kind in _GPU_KINDS:
+        _apply_gpu_fault(hw, kind, p, saved, key)
+    elif kind in _LINK_KINDS:
+        _apply_link_fault(hw, kind, p, saved, key)
+    elif kind in _HEALTH_KINDS:
+        _apply_health_fault(hw, kind, p, saved, key)
+    else:
+        _apply_evidence_fault(hw, kind, p, saved, key)
+
+
+# the hardware faults by what they change: a GPU's state, an IB port or netdev, the simulated tools' health
+_GPU_KINDS = frozenset({"gpu_missing", "gpu_ecc_uncorrectable", "gpu_row_remap_pending", "gpu_xid",
+                        "gpu_pcie_degraded", "gpu_clock_throttle", "nvlink_down"})
+_LINK_KINDS = frozenset({"ib_port_down", "ib_port_rate_degraded", "ib_symbol_errors", "bond_slave_down",
+                         "link_slow"})
+_HEALTH_KINDS = frozenset({"nccl_busbw_low", "probe_hang", "gdr_disabled", "storage_slow", "rank_slow",
+                           "nccl_one_host", "nccl_scale_slow"})
+
+
+def _apply_gpu_fault(hw: dict, kind: str, p: dict, saved: dict, key: str) -> None:
+    if kind == "gpu_xid":
+        _add_xid(hw, p["gpu"], p["xid"], key)
+        return
+    g = _gpu(hw, p["gpu"])
     if kind == "gpu_missing":
-        _gpu(hw, p["gpu"])["present"] = False
+        g["present"] = False
     elif kind == "gpu_ecc_uncorrectable":
-        g = _gpu(hw, p["gpu"])
         saved[key] = copy.deepcopy(g["ecc"])
         g["ecc"]["volatile"]["dram_uncorrectable"] += 1
         g["ecc"]["aggregate"]["dram_uncorrectable"] += 1
         _add_xid(hw, p["gpu"], 48, key)
     elif kind == "gpu_row_remap_pending":
-        g = _gpu(hw, p["gpu"])
         saved[key] = copy.deepcopy(g["remapped_rows"])
         g["remapped_rows"]["uncorrectable"] += 1
         g["remapped_rows"]["pending"] = True
         _add_xid(hw, p["gpu"], 63, key)
-    elif kind == "gpu_xid":
-        _add_xid(hw, p["gpu"], p["xid"], key)
     elif kind == "gpu_pcie_degraded":
-        g = _gpu(hw, p["gpu"])
         saved[key] = copy.deepcopy(g["pcie"])
         g["pcie"]["gen_current"] = max(1, g["pcie"]["gen_max"] - 1)
         g["pcie"]["width_current"] = min(8, g["pcie"]["width_max"])
     elif kind == "gpu_clock_throttle":
-        g = _gpu(hw, p["gpu"])
-        saved[key] = {"throttle": g["throttle"], "temperature_c": g["temperature_c"], "clocks": dict(g["clocks"])}
+        saved[key] = {"throttle": g["throttle"], "temperature_c": g["temperature_c"],
+                      "clocks": dict(g["clocks"])}
         g["throttle"] = ["hw_slowdown", "hw_thermal_slowdown"]
         g["temperature_c"] = 92
         g["clocks"]["graphics_mhz"] = g["clocks"]["sm_mhz"] = 1005
-    elif kind == "nvlink_down":
-        down = _gpu(hw, p["gpu"])["nvlink"]["down"]
-        if p["port"] not in down:
-            down.append(p["port"])
-    elif kind == "ib_port_down":
+    elif kind == "nvlink_down" and p["port"] not in g["nvlink"]["down"]:
+        g["nvlink"]["down"].append(p["port"])
+
+
+def _apply_link_fault(hw: dict, kind: str, p: dict, saved: dict, key: str) -> None:
+    if kind == "ib_port_down":
         pt = _port(hw, p["hca"], p["port"])
         saved[key] = {"state": pt["state"], "phys_state": pt["phys_state"]}
         pt["state"], pt["phys_state"] = "DOWN", "Polling"
@@ -356,32 +421,34 @@ def _apply_hw(hw: dict, kind: str, p: dict, key: str) -> None:
         nd = hw.setdefault("netdevs_down", [])
         if p["slave"] not in nd:
             nd.append(p["slave"])
-    elif kind == "nccl_busbw_low":
-        saved[key] = {"nccl_factor": hw["health"].get("nccl_factor", 1.0)}
-        hw["health"]["nccl_factor"] = p["factor"]
     elif kind == "link_slow":
         hw["health"].setdefault("link_factor", {})[str(p["fabric"])] = p["factor"]
+
+
+def _apply_health_fault(hw: dict, kind: str, p: dict, saved: dict, key: str) -> None:
+    health = hw["health"]
+    if kind == "nccl_busbw_low":
+        saved[key] = {"nccl_factor": health.get("nccl_factor", 1.0)}
+        health["nccl_factor"] = p["factor"]
     elif kind == "probe_hang":
         if p["tool"] not in hw["hanging_tools"]:
             hw["hanging_tools"].append(p["tool"])
     elif kind == "gdr_disabled":
-        hw["health"]["gdr"] = False
+        health["gdr"] = False
     elif kind == "storage_slow":
-        hw["health"]["io_write_bps"] = int(p["mbyte_per_s"] * 1e6)
+        health["io_write_bps"] = int(p["mbyte_per_s"] * 1e6)
     elif kind == "rank_slow":
-        hw["health"]["cpu_slow_factor"] = p["factor"]  # a record of the fault; the node's cgroup slows it
+        health["cpu_slow_factor"] = p["factor"]  # a record of the fault; the node's cgroup slows it
     elif kind == "nccl_one_host":
-        hw["health"]["nccl_one_host"] = True
+        health["nccl_one_host"] = True
     elif kind == "nccl_scale_slow":
-        hw["health"]["nccl_scale_factor"] = p["factor"]
-    else:
-        _apply_evidence_fault(hw, kind, p, saved, key)
+        health["nccl_scale_factor"] = p["factor"]
 
 
 def _apply_evidence_fault(hw: dict, kind: str, p: dict, saved: dict, key: str) -> None:
-    """The faults of the hardware evidence checks (issue 21): NVLink error counters, an HCA's slot, an NVSwitch
-    off the bus, odd firmware/VBIOS, a degraded fabric registration, a swapped GPU. ``saved[key]``: what heal
-    puts back."""
+    """The faults of the hardware evidence checks (issue 21): NVLink error counters, an HCA's slot, an
+    NVSwitch off the bus, odd firmware/VBIOS, a degraded fabric registration, a swapped GPU. ``saved[key]``:
+    what heal puts back."""
     if kind == "nvlink_crc_errors":
         nv = _gpu(hw, p["gpu"])["nvlink"]
         saved[key] = {"errors": copy.deepcopy(nv.get("errors"))}
@@ -443,46 +510,64 @@ def _heal_evidence_fault(hw: dict, kind: str, p: dict, saved: dict | None) -> No
 
 
 def _heal_hw(hw: dict, kind: str, p: dict, key: str) -> None:
+    """The fault ``kind`` taken out of ``hw``: what _apply_hw saved put back."""
     saved = hw.setdefault("fault_state", {}).pop(key, None)
     hw["xid_events"] = [e for e in hw.get("xid_events", []) if e.get("fault") != key]
+    if kind in _GPU_KINDS:
+        _heal_gpu_fault(hw, kind, p, saved)
+    elif kind in _LINK_KINDS:
+        _heal_link_fault(hw, kind, p, saved)
+    elif kind in _HEALTH_KINDS:
+        _heal_health_fault(hw, kind, p, saved)
+    else:
+        _heal_evidence_fault(hw, kind, p, saved)
+
+
+def _heal_gpu_fault(hw: dict, kind: str, p: dict, saved: dict | None) -> None:
+    if kind == "gpu_xid":  # its event, gone already
+        return
+    g = _gpu(hw, p["gpu"])
     if kind == "gpu_missing":
-        _gpu(hw, p["gpu"])["present"] = True
-    elif kind == "gpu_ecc_uncorrectable" and saved:
-        _gpu(hw, p["gpu"])["ecc"] = saved
-    elif kind == "gpu_row_remap_pending" and saved:
-        _gpu(hw, p["gpu"])["remapped_rows"] = saved
-    elif kind == "gpu_pcie_degraded" and saved:
-        _gpu(hw, p["gpu"])["pcie"] = saved
-    elif kind == "gpu_clock_throttle" and saved:
-        _gpu(hw, p["gpu"]).update(saved)
+        g["present"] = True
     elif kind == "nvlink_down":
-        down = _gpu(hw, p["gpu"])["nvlink"]["down"]
-        if p["port"] in down:
-            down.remove(p["port"])
-    elif kind in ("ib_port_down", "ib_port_rate_degraded", "ib_symbol_errors") and saved:
+        if p["port"] in g["nvlink"]["down"]:
+            g["nvlink"]["down"].remove(p["port"])
+    elif not saved:
+        return
+    elif kind == "gpu_ecc_uncorrectable":
+        g["ecc"] = saved
+    elif kind == "gpu_row_remap_pending":
+        g["remapped_rows"] = saved
+    elif kind == "gpu_pcie_degraded":
+        g["pcie"] = saved
+    elif kind == "gpu_clock_throttle":
+        g.update(saved)
+
+
+def _heal_link_fault(hw: dict, kind: str, p: dict, saved: dict | None) -> None:
+    if kind in ("ib_port_down", "ib_port_rate_degraded", "ib_symbol_errors") and saved:
         _port(hw, p["hca"], p["port"]).update(saved)
     elif kind == "bond_slave_down":
         if p["slave"] in hw.get("netdevs_down", []):
             hw["netdevs_down"].remove(p["slave"])
-    elif kind == "nccl_busbw_low" and saved:
-        hw["health"]["nccl_factor"] = saved["nccl_factor"]
     elif kind == "link_slow":
         hw["health"].get("link_factor", {}).pop(str(p["fabric"]), None)
+
+
+# the health keys a fault sets, which its healing removes
+_HEALTH_KEY = {"gdr_disabled": "gdr", "storage_slow": "io_write_bps", "rank_slow": "cpu_slow_factor",
+               "nccl_one_host": "nccl_one_host", "nccl_scale_slow": "nccl_scale_factor"}
+
+
+def _heal_health_fault(hw: dict, kind: str, p: dict, saved: dict | None) -> None:
+    if kind == "nccl_busbw_low":
+        if saved:
+            hw["health"]["nccl_factor"] = saved["nccl_factor"]
     elif kind == "probe_hang":
         if p["tool"] in hw["hanging_tools"]:
             hw["hanging_tools"].remove(p["tool"])
-    elif kind == "gdr_disabled":
-        hw["health"].pop("gdr", None)
-    elif kind == "storage_slow":
-        hw["health"].pop("io_write_bps", None)
-    elif kind == "rank_slow":
-        hw["health"].pop("cpu_slow_factor", None)
-    elif kind == "nccl_one_host":
-        hw["health"].pop("nccl_one_host", None)
-    elif kind == "nccl_scale_slow":
-        hw["health"].pop("nccl_scale_factor", None)
     else:
-        _heal_evidence_fault(hw, kind, p, saved)
+        hw["health"].pop(_HEALTH_KEY[kind], None)
 
 
 def _node_exec(node, argv: list[str], timeout: float = 900) -> str:
@@ -514,8 +599,9 @@ def _netdevs_settled(node, hw: dict) -> bool:
     checks = []
     for nd in netdevs:  # the administrative state the agent sets, and the bond's view of the slave
         up, mii = ("1", "up") if nd not in down else ("0", "down")
-        checks.append(f"if [ -e /sys/class/net/{nd} ]; then [ $(ip -o link show {nd} | grep -c ',UP') = {up} ] || exit 1; "
-                      f"m=/sys/class/net/{nd}/bonding_slave/mii_status; [ ! -e $m ] || grep -qx {mii} $m || exit 1; fi")
+        checks.append(f"if [ -e /sys/class/net/{nd} ]; then [ $(ip -o link show {nd} | grep -c ',UP') = {up} "
+                      f"] || exit 1; m=/sys/class/net/{nd}/bonding_slave/mii_status; [ ! -e $m ] || grep -qx "
+                      f"{mii} $m || exit 1; fi")
     r = node.exec(["sh", "-c", "; ".join(checks)], timeout=10)
     return r.returncode == 0
 

@@ -35,7 +35,8 @@ REFERENCES: dict[str, dict] = {
         },
         "nvbandwidth_d2h_gbyte_per_s": {
             "value": 54.0,
-            "source": "anchors.md: PCIe Gen5 x16 51-55 GB/s (D2H slightly above H2D, as in nvbandwidth captures)",
+            "source": "anchors.md: PCIe Gen5 x16 51-55 GB/s (D2H slightly above H2D, as in nvbandwidth "
+                      "captures)",
         },
         "nvbandwidth_d2d_gbyte_per_s": {
             "value": 389.0,
@@ -51,19 +52,23 @@ REFERENCES: dict[str, dict] = {
         },
         "nvlink_aggregate_gbyte_per_s": {
             "value": 840.0,
-            "source": "lab assumption: 93% of the 900 GB/s NVIDIA quotes per H100 SXM GPU (18 NVLink4 links, both "
-                      "directions), above the seed guide's 800; one link down of 18 leaves 793",
+            "source": "lab assumption: 93% of the 900 GB/s NVIDIA quotes per H100 SXM GPU (18 NVLink4 links, "
+                      "both directions), above the seed guide's 800; one link down of 18 leaves 793",
         },
     },
     "NVIDIA A100-SXM4-80GB": {
-        "nccl_allreduce_busbw_gbyte_per_s": {"value": 232.0, "source": "anchors.md: 8xA100 all_reduce ~232 GB/s"},
+        "nccl_allreduce_busbw_gbyte_per_s": {"value": 232.0,
+                                             "source": "anchors.md: 8xA100 all_reduce ~232 GB/s"},
         "nvbandwidth_h2d_gbyte_per_s": {"value": 26.0, "source": "anchors.md: PCIe Gen4 ~26 GB/s"},
         "nvbandwidth_d2h_gbyte_per_s": {"value": 26.0, "source": "anchors.md: PCIe Gen4 ~26 GB/s"},
-        "nvbandwidth_d2d_gbyte_per_s": {"value": 260.0, "source": "AzNHC threshold 235 GB/s + margin (anchors)"},
+        "nvbandwidth_d2d_gbyte_per_s": {"value": 260.0,
+                                        "source": "AzNHC threshold 235 GB/s + margin (anchors)"},
         "nvbandwidth_d2d_bidir_gbyte_per_s": {"value": 480.0, "source": "NVLink3 300 GB/s per direction"},
-        "nvlink_link_gbyte_per_s": {"value": 25.0, "source": "fixture nvidia-smi nvlink -s on A100 (12 x 25 GB/s)"},
-        "nvlink_aggregate_gbyte_per_s": {"value": 560.0, "source": "lab assumption: 93% of the 600 GB/s NVIDIA quotes "
-                                                                   "per A100 SXM GPU (12 NVLink3 links, both directions)"},
+        "nvlink_link_gbyte_per_s": {"value": 25.0,
+                                    "source": "fixture nvidia-smi nvlink -s on A100 (12 x 25 GB/s)"},
+        "nvlink_aggregate_gbyte_per_s": {"value": 560.0,
+                                         "source": "lab assumption: 93% of the 600 GB/s NVIDIA quotes "
+                                                   "per A100 SXM GPU (12 NVLink3 links, both directions)"},
     },
 }
 IB_REFERENCES: dict[int, dict] = {
@@ -72,7 +77,8 @@ IB_REFERENCES: dict[int, dict] = {
             "value": 392.3,
             "source": "anchors.md: NDR 400 Gb/s ib_write_bw 390-399.9 Gb/s; fixture cx7 NDR 392.34 Gb/s",
         },
-        "ib_write_lat_usec": {"value": 1.02, "source": "NDR RC write latency ~1 us (fixture ib_write_lat t_typical)"},
+        "ib_write_lat_usec": {"value": 1.02,
+                              "source": "NDR RC write latency ~1 us (fixture ib_write_lat t_typical)"},
     },
     200: {
         "ib_write_bw_gbit_per_s": {"value": 196.0, "source": "anchors.md: HDR >= 180 Gb/s (AzNHC)"},
@@ -120,7 +126,8 @@ def gpu_serial(node_name: str, index: int) -> str:
 def board_serials(node_name: str) -> dict[str, str]:
     """The node's system, baseboard and chassis serial numbers and system UUID (dmidecode)."""
     h = _digest("board", node_name)
-    return {"system_serial": f"LAB{int(h[0:10], 16) % 10**9:09d}", "baseboard_serial": f"LBB{int(h[10:20], 16) % 10**9:09d}",
+    return {"system_serial": f"LAB{int(h[0:10], 16) % 10**9:09d}",
+            "baseboard_serial": f"LBB{int(h[10:20], 16) % 10**9:09d}",
             "chassis_serial": f"LCH{int(h[20:30], 16) % 10**9:09d}",
             "uuid": f"{h[32:40]}-{h[40:44]}-{h[44:48]}-{h[48:52]}-{h[52:64]}"}
 
@@ -170,7 +177,8 @@ def build(profile: dict, node_name: str, node_index: int, spec: dict | None = No
         "index": int(node_index),
         "profile": profile.get("name", "lab"),
         "driver": _driver(profile),
-        "board": {"manufacturer": "clustercert lab", "product": f"simulated HGX {model} node", **board_serials(node_name)},
+        "board": {"manufacturer": "clustercert lab", "product": f"simulated HGX {model} node",
+                  **board_serials(node_name)},
         "gpus": gpus,
         "nvswitches": _nvswitches(profile, model, len(gpus)),
         "hcas": hcas,
@@ -201,7 +209,8 @@ def _gpus(profile: dict, node_name: str, model: str, refs: dict) -> list[dict]:
     """The node's GPUs as nvidia-smi shows them: identity, PCIe, NVLink, memory, ECC, clocks, power."""
     count = int(_get(profile, "gpu", "count", default=8))
     numa_split = count // 2 if count > 1 else 1
-    return [_gpu(profile, node_name, model, refs, i, numa_node=0 if i < numa_split else 1) for i in range(count)]
+    return [_gpu(profile, node_name, model, refs, i, numa_node=0 if i < numa_split else 1)
+            for i in range(count)]
 
 
 def _gpu(profile: dict, node_name: str, model: str, refs: dict, i: int, numa_node: int) -> dict:
@@ -234,7 +243,8 @@ def _gpu(profile: dict, node_name: str, model: str, refs: dict, i: int, numa_nod
                  "width_current": pcie_width, "replays": 0},
         "nvlink": {"links": int(_get(profile, "gpu", "nvlink_links_per_gpu", default=18)),
                    "speed_gbyte_per_s": refs["nvlink_link_gbyte_per_s"]["value"], "down": [],
-                   "errors": {}},  # link -> {crc, replay, recovery} counters (nvidia-smi nvlink -e); absent: 0
+                   # link -> {crc, replay, recovery} counters (nvidia-smi nvlink -e); absent: 0
+                   "errors": {}},
         "ecc": {"mode": "Enabled", "volatile": _ecc_zero(), "aggregate": _ecc_zero()},
         "retired_pages": {"single_bit": 0, "double_bit": 0, "pending": False},
         "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False,
@@ -264,8 +274,8 @@ def _nvswitches(profile: dict, model: str, gpu_count: int) -> list[dict]:
 
 
 def _place_hcas(gpus: list[dict], hcas: list[dict]) -> None:
-    """Each HCA's PCIe switch: the one of the first GPU of its NUMA node no HCA took before it (``switch_gpu``;
-    None: a switch of its own). nvidia-smi topo -m shows the HCA PIX to that GPU."""
+    """Each HCA's PCIe switch: the one of the first GPU of its NUMA node no HCA took before it
+    (``switch_gpu``; None: a switch of its own). nvidia-smi topo -m shows the HCA PIX to that GPU."""
     taken: set[int] = set()
     for h in hcas:
         cand = [g["index"] for g in gpus if g["numa_node"] == h["numa_node"] and g["index"] not in taken]
@@ -278,7 +288,8 @@ def _hcas(profile: dict, node_name: str, node_index: int) -> list[dict]:
     """The node's HCAs as ibstat, ibv_devinfo and sysfs show them, one port each."""
     hca_list = _get(profile, "ib", "hcas", default=None) or DEFAULT_HCAS
     link_layer = _get(profile, "ib", "link_layer", default="InfiniBand")
-    return [_hca(h, n, node_name, node_index, link_layer, numa_node=0 if n < max(1, len(hca_list) // 2) else 1)
+    return [_hca(h, n, node_name, node_index, link_layer,
+                 numa_node=0 if n < max(1, len(hca_list) // 2) else 1)
             for n, h in enumerate(hca_list)]
 
 

@@ -8,8 +8,8 @@ Layout under the image cache (env ``CLUSTERCERT_LAB_CACHE``, default /var/cache/
                    every node at bootstrap: Debian's python3-torch (PyTorch for the DDP smoke test, about
                    1 GB installed), and fio and numactl; the roles still install them, finding them there
   extras.recipe    sha256 of the base recipe and EXTRA_PACKAGES (rebuilt only when either changes)
-  simlayer/        an overlay upper layer on top of extras/ and base/ holding what ``sim.prepare_image`` installed
-  simlayer.recipe  sha256 over the simulator's source files (cheap to rebuild: seconds)
+  simlayer/        an overlay upper layer on top of extras/ and base/ holding what ``sim.prepare_image``
+  installed simlayer.recipe  sha256 over the simulator's source files (cheap to rebuild: seconds)
   repo/<profile>/  the simulated apt repository built by ``packages.build_repo``
   apt-proxy/       the apt proxy's package cache (kept across labs: nodes' apt installs stay fast)
   debs/            debootstrap's downloaded .debs (a rebuild does not download them again)
@@ -202,23 +202,29 @@ def host_mirror() -> str:
             text = f.read_text()
         except OSError:
             continue
-        for line in text.splitlines():
-            line = line.strip()
-            if line.startswith("#"):
-                continue
-            m = re.match(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+(\S+)", line)
-            if m and m.group(2) == SUITE:
-                candidates.append(m.group(1))
-                continue
-            m = re.match(r"^URIs:\s*(.+)$", line)
-            if m:
-                for uri in m.group(1).split():
-                    if "security" not in uri:
-                        candidates.append(uri)
+        candidates += _source_uris(text)
     for uri in candidates:
         if uri.startswith("http://") and uri.rstrip("/").endswith("/debian"):
             return uri.rstrip("/")
     return DEFAULT_MIRROR
+
+
+def _source_uris(text: str) -> list[str]:
+    """The mirrors of an apt sources file: a one-line ``deb`` entry's of SUITE, a deb822 ``URIs:`` field's
+    (but for the security archive's)."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("#"):
+            continue
+        m = re.match(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+(\S+)", line)
+        if m and m.group(2) == SUITE:
+            out.append(m.group(1))
+            continue
+        m = re.match(r"^URIs:\s*(.+)$", line)
+        if m:
+            out += [uri for uri in m.group(1).split() if "security" not in uri]
+    return out
 
 
 def sources_list(mirror: str) -> str:
@@ -278,7 +284,8 @@ def _chroot(root: Path, argv: list[str], timeout: float = 300) -> subprocess.Com
 @contextlib.contextmanager
 def _host_dns(root: Path):
     """The host's resolver in the image's root while the image build fetches from the mirror (a node has no
-    DNS: RESOLV_CONF); put back afterwards. A mirror named by DNS (deb.debian.org) is unreachable otherwise."""
+    DNS: RESOLV_CONF); put back afterwards. A mirror named by DNS (deb.debian.org) is unreachable
+    otherwise."""
     resolv = root / "etc/resolv.conf"
     kept = resolv.read_text() if resolv.exists() and not resolv.is_symlink() else RESOLV_CONF
     if resolv.is_symlink():

@@ -52,7 +52,8 @@ def bond_ip(index: int) -> str:
 
 
 def host_ifaces(index: int) -> tuple[str, str, str, str]:
-    """Host-side veth names of node ``index`` (management, fabric 0, fabric 1, bond data path); <= 15 chars."""
+    """Host-side veth names of node ``index`` (management, fabric 0, fabric 1, bond data path); <= 15
+    chars."""
     return (f"cc{index:02d}m", f"cc{index:02d}i0", f"cc{index:02d}i1", f"cc{index:02d}b")
 
 
@@ -85,7 +86,8 @@ def tbf_args(mbit: float) -> list[str]:
 
 
 def shape(dev: str, mbit: float, netns_pid: int | None = None) -> None:
-    """Limit what leaves ``dev`` to ``mbit`` (replace any previous limit). In a node's netns if a pid is given."""
+    """Limit what leaves ``dev`` to ``mbit`` (replace any previous limit). In a node's netns if a pid is
+    given."""
     argv = ["tc", "qdisc", "replace", "dev", dev, "root", *tbf_args(mbit)]
     if netns_pid is not None:
         argv = ["nsenter", "-t", str(netns_pid), "-n", *argv]

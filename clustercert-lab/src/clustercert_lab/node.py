@@ -85,8 +85,9 @@ def spawn_daemon(argv: list[str], log_path: Path, env: dict | None = None) -> No
 
 
 def python_env() -> dict:
-    """Environment for our own daemons: the same interpreter must import this very package, and the clustercert
-    beside it (the lab is a distribution of its own: clustercert-lab/src in a checkout, the product's src beside it)."""
+    """Environment for our own daemons: the same interpreter must import this very package, and the
+    clustercert beside it (the lab is a distribution of its own: clustercert-lab/src in a checkout, the
+    product's src beside it)."""
     import clustercert
 
     roots = (Path(__file__).resolve().parents[1], Path(clustercert.__file__).resolve().parents[1])
@@ -236,7 +237,8 @@ def apply_cpu_limit(name: str, factor: float | None) -> int:
         quota = int(CPU_PERIOD_US / factor) if factor else None
         writes = []
         if (d / "cpu.cfs_quota_us").exists():
-            writes = [(d / "cpu.cfs_period_us", str(CPU_PERIOD_US)), (d / "cpu.cfs_quota_us", str(quota or -1))]
+            writes = [(d / "cpu.cfs_period_us", str(CPU_PERIOD_US)),
+                      (d / "cpu.cfs_quota_us", str(quota or -1))]
         elif (d / "cpu.max").exists():
             writes = [(d / "cpu.max", f"{quota or 'max'} {CPU_PERIOD_US}")]
         for target, value in writes:
@@ -247,7 +249,8 @@ def apply_cpu_limit(name: str, factor: float | None) -> int:
 
 
 def cgroup_memory_bytes(name: str) -> int | None:
-    """Memory charged to the node (v1 memory controller: rss + cache - inactive_file; or cgroup2 memory.current)."""
+    """Memory charged to the node (v1 memory controller: rss + cache - inactive_file; or cgroup2
+    memory.current)."""
     for d in cgroup_dirs(name):
         stat = d / "memory.stat"
         if d.parent.parent.name == "memory" and stat.exists():
@@ -392,7 +395,8 @@ class NodeHandle:
         if not apply_cpu_limit(self.name, factor) and factor:
             from clustercert_lab.errors import LabError
 
-            raise LabError(f"{self.name}: no cpu cgroup of the node took a CPU cap (cpu.cfs_quota_us or cpu.max)")
+            raise LabError(f"{self.name}: no cpu cgroup of the node took a CPU cap (cpu.cfs_quota_us or "
+                           "cpu.max)")
 
     def set_link_rate(self, fabric: int, mbit: float) -> None:
         """Re-shape the node's fabric link (both directions); remembered across reboots."""
@@ -428,7 +432,8 @@ class NodeHandle:
             if st.startswith("failed"):
                 raise RuntimeError(f"{self.name}: {st} (see {self.state_dir / 'supervisor.log'})")
             time.sleep(0.05)
-        raise RuntimeError(f"{self.name}: did not start within {timeout:.0f} s (see {self.state_dir}/console.log)")
+        raise RuntimeError(f"{self.name}: did not start within {timeout:.0f} s (see "
+                           f"{self.state_dir}/console.log)")
 
     def request_power_off(self) -> int | None:
         """Ask the supervisor to shut the node down (returns its pid; use wait_power_off)."""
@@ -499,7 +504,8 @@ def mount_root(handle: NodeHandle, lowerdirs: str) -> None:
     for sub in ("upper", "work", "root"):
         (handle.state_dir / sub).mkdir(parents=True, exist_ok=True)
     if not is_mountpoint(handle.root):
-        opts = f"lowerdir={lowerdirs},upperdir={handle.state_dir / 'upper'},workdir={handle.state_dir / 'work'}"
+        opts = (f"lowerdir={lowerdirs},upperdir={handle.state_dir / 'upper'},"
+                f"workdir={handle.state_dir / 'work'}")
         proc = subprocess.run(
             ["mount", "-t", "overlay", f"cclab-{handle.name}", "-o", opts, str(handle.root)],
             capture_output=True, text=True, timeout=30,
@@ -515,7 +521,8 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
 
 
 # The lab's non-root operator: logs in with the lab's key, becomes root with password-less sudo (as a site's
-# admin account does); `clustercert lab` writes an inventory for it next to root's (manager.user_inventory_path).
+# admin account does); `clustercert lab` writes an inventory for it next to root's
+# (manager.user_inventory_path).
 LAB_USER = "ccadmin"
 LAB_UID = 1500
 SUDOERS_FILE = "etc/sudoers.d/clustercert-lab"
@@ -544,7 +551,8 @@ def ensure_lab_user(root: Path, authorized_key: str) -> None:
     """The operator account in a node's (mounted) root: passwd/shadow/group entries (no password: key login
     only), a home with the lab's key authorised, and password-less sudo."""
     etc = root / "etc"
-    _add_line(etc / "passwd", LAB_USER, f"{LAB_USER}:x:{LAB_UID}:{LAB_UID}:clustercert lab operator:/home/{LAB_USER}:/bin/bash")
+    _add_line(etc / "passwd", LAB_USER,
+              f"{LAB_USER}:x:{LAB_UID}:{LAB_UID}:clustercert lab operator:/home/{LAB_USER}:/bin/bash")
     _add_line(etc / "group", LAB_USER, f"{LAB_USER}:x:{LAB_UID}:")
     _add_line(etc / "shadow", LAB_USER, f"{LAB_USER}:*:20000:0:99999:7:::")
     if (etc / "gshadow").exists():
@@ -560,7 +568,8 @@ def ensure_lab_user(root: Path, authorized_key: str) -> None:
     _write(root / SUDOERS_FILE, SUDOERS_NOPASSWD, 0o440)
     # GPUs are every user's (on real nodes /dev/nvidia* are 0666): the simulated workload's busy markers too,
     # so node-to-node probes run as the login user as they do on hardware
-    _write(root / "etc/tmpfiles.d/clustercert-lab-user.conf", "d /run/clustercert-lab/busy 1777 root root -\n")
+    _write(root / "etc/tmpfiles.d/clustercert-lab-user.conf",
+           "d /run/clustercert-lab/busy 1777 root root -\n")
 
 
 SHARED_STAGING = "/var/lib/clustercert-lab-storage/shared"
@@ -580,12 +589,14 @@ def write_storage(root: Path) -> None:
                          + "# clustercert lab: the shared mount every node sees\n" + FSTAB_LINE + "\n")
 
 
-def personalise(handle: NodeHandle, all_nodes: dict[str, int], authorized_key: str, host_key_dir: Path) -> None:
+def personalise(handle: NodeHandle, all_nodes: dict[str, int], authorized_key: str,
+                host_key_dir: Path) -> None:
     """Write the node's identity into its (mounted) root: hostname, hosts, machine-id, host key,
     authorized key (root's and the operator's, see ensure_lab_user), network config."""
     root = handle.root
     _write(root / "etc/hostname", handle.name + "\n")
-    hosts = ["127.0.0.1\tlocalhost", f"127.0.1.1\t{handle.name}", "::1\tlocalhost ip6-localhost ip6-loopback", ""]
+    hosts = ["127.0.0.1\tlocalhost", f"127.0.1.1\t{handle.name}", "::1\tlocalhost ip6-localhost ip6-loopback",
+             ""]
     hosts += [f"{network.mgmt_ip(i)}\t{n}" for n, i in sorted(all_nodes.items(), key=lambda kv: kv[1])]
     _write(root / "etc/hosts", "\n".join(hosts) + "\n")
     if not (root / "etc/machine-id").exists() or not (root / "etc/machine-id").read_text().strip():

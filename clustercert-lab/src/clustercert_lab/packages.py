@@ -73,7 +73,8 @@ def versions(profile: dict) -> dict[str, dict[str, str]]:
     }
 
 
-def _unit(desc: str, exec_start: str, extra_unit: str = "", svc: str = "", wanted: str = "multi-user.target") -> str:
+def _unit(desc: str, exec_start: str, extra_unit: str = "", svc: str = "",
+          wanted: str = "multi-user.target") -> str:
     return (f"[Unit]\nDescription={desc}\n{extra_unit}\n[Service]\n{svc}ExecStart={exec_start}\n\n"
             f"[Install]\nWantedBy={wanted}\n")
 
@@ -97,8 +98,8 @@ def driver_packages(v: str, branch: str) -> list[Pkg]:
     persist_unit = _unit("NVIDIA Persistence Daemon (clustercert lab simulation)",
                          "/usr/bin/nvidia-persistenced --user root",
                          "Wants=syslog.target\n",
-                         "Type=forking\nPIDFile=/run/nvidia-persistenced/nvidia-persistenced.pid\nRestart=always\n"
-                         "ExecStopPost=/bin/rm -rf /run/nvidia-persistenced\n")
+                         "Type=forking\nPIDFile=/run/nvidia-persistenced/nvidia-persistenced.pid\n"
+                         "Restart=always\nExecStopPost=/bin/rm -rf /run/nvidia-persistenced\n")
     fm_unit = _unit("NVIDIA fabric manager service (clustercert lab simulation)",
                     "/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg",
                     "After=network-online.target\nRequires=network-online.target\n",
@@ -114,8 +115,10 @@ def driver_packages(v: str, branch: str) -> list[Pkg]:
         Pkg("libcuda1", v, f"NVIDIA CUDA Driver Library - {SIM_NOTE}", [],
             {f"{LIB}/libcuda.so.{up}": (f"{SIM_NOTE}\n", 0o644)}, section="libs"),
         Pkg("nvidia-smi", v, f"NVIDIA System Management Interface - {SIM_NOTE}", [f"libnvidia-ml1 {pin}"],
-            {"/usr/bin/nvidia-smi": (wrapper("nvidia-smi", "simulated nvidia-smi", env), 0o755)}, section="utils"),
-        Pkg("nvidia-persistenced", v, f"daemon to maintain persistent software state in the NVIDIA driver - {SIM_NOTE}",
+            {"/usr/bin/nvidia-smi": (wrapper("nvidia-smi", "simulated nvidia-smi", env), 0o755)},
+            section="utils"),
+        Pkg("nvidia-persistenced", v,
+            f"daemon to maintain persistent software state in the NVIDIA driver - {SIM_NOTE}",
             [f"libnvidia-ml1 {pin}"],
             {"/usr/bin/nvidia-persistenced": (wrapper("nvidia-persistenced", "simulated daemon", env), 0o755),
              "/lib/systemd/system/nvidia-persistenced.service": (persist_unit, 0o644)},
@@ -128,11 +131,11 @@ def driver_packages(v: str, branch: str) -> list[Pkg]:
         Pkg(f"cuda-drivers-{branch}", v, f"CUDA Driver meta-package, branch-specific - {SIM_NOTE}",
             [f"nvidia-open {pin}"]),
         Pkg("cuda-drivers", v, f"CUDA Driver meta-package - {SIM_NOTE}", [f"cuda-drivers-{branch} {pin}"]),
-        Pkg(f"nvidia-fabricmanager-{branch}", v, f"Fabric Manager for NVSwitch based systems - {SIM_NOTE}", [],
-            {"/usr/bin/nv-fabricmanager": (wrapper("nv-fabricmanager", "simulated fabric manager",
+        Pkg(f"nvidia-fabricmanager-{branch}", v, f"Fabric Manager for NVSwitch based systems - {SIM_NOTE}",
+            [], {"/usr/bin/nv-fabricmanager": (wrapper("nv-fabricmanager", "simulated fabric manager",
                                                     {"CLUSTERCERT_LAB_FM_VERSION": up}), 0o755),
-             "/usr/share/nvidia/nvswitch/fabricmanager.cfg": ("LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\n"
-                                                              "FABRIC_MODE=0\n", 0o644),
+             "/usr/share/nvidia/nvswitch/fabricmanager.cfg": (
+                 "LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\nFABRIC_MODE=0\n", 0o644),
              "/lib/systemd/system/nvidia-fabricmanager.service": (fm_unit, 0o644)},
             conflicts=["nvidia-fabricmanager"], provides=["nvidia-fabricmanager"],
             postinst=_enable_postinst("nvidia-fabricmanager.service", start=False)),
@@ -144,9 +147,11 @@ def nccl_packages(v: str) -> list[Pkg]:
     return [
         Pkg("libnccl2", v, f"NVIDIA Collective Communication Library (NCCL) Runtime - {SIM_NOTE}", [],
             {f"{LIB}/libnccl.so.{up}": (SIM_NOTE + "\n", 0o644)}, section="libs"),
-        Pkg("libnccl-dev", v, f"NVIDIA Collective Communication Library (NCCL) Development Files - {SIM_NOTE}",
-            [f"libnccl2 (= {v})"], {"/usr/include/nccl.h": (f"/* {SIM_NOTE} */\n#define NCCL_VERSION_STRING \"{up}\"\n",
-                                                           0o644)}, section="libdevel"),
+        Pkg("libnccl-dev", v,
+            f"NVIDIA Collective Communication Library (NCCL) Development Files - {SIM_NOTE}",
+            [f"libnccl2 (= {v})"],
+            {"/usr/include/nccl.h": (f"/* {SIM_NOTE} */\n#define NCCL_VERSION_STRING \"{up}\"\n",
+                  0o644)}, section="libdevel"),
     ]
 
 
@@ -155,27 +160,33 @@ def ctk_packages(v: str) -> list[Pkg]:
     return [
         Pkg("libnvidia-container1", v, f"NVIDIA container runtime library - {SIM_NOTE}", [],
             {f"{LIB}/libnvidia-container.so.{v.split('-')[0]}": (SIM_NOTE + "\n", 0o644)}, section="libs"),
-        Pkg("libnvidia-container-tools", v, f"NVIDIA container runtime library (command-line tools) - {SIM_NOTE}",
+        Pkg("libnvidia-container-tools", v,
+            f"NVIDIA container runtime library (command-line tools) - {SIM_NOTE}",
             [f"libnvidia-container1 {pin}"],
-            {"/usr/bin/nvidia-container-cli": ("#!/bin/sh\necho 'nvidia-container-cli: clustercert lab simulation "
-                                               "(not simulated)' >&2\nexit 1\n", 0o755)}),
+            {"/usr/bin/nvidia-container-cli": ("#!/bin/sh\necho 'nvidia-container-cli: clustercert lab "
+                                               "simulation "
+               "(not simulated)' >&2\nexit 1\n", 0o755)}),
         Pkg("nvidia-container-toolkit-base", v, f"NVIDIA Container Toolkit Base - {SIM_NOTE}", [],
             {"/usr/bin/nvidia-ctk": (wrapper("nvidia-ctk", "simulated nvidia-ctk",
                                              {"CLUSTERCERT_LAB_CTK_VERSION": v.split("-")[0]}), 0o755),
-             "/usr/bin/nvidia-container-runtime": ("#!/bin/sh\n# clustercert lab simulation\nexec runc \"$@\"\n", 0o755),
+             "/usr/bin/nvidia-container-runtime": ("#!/bin/sh\n# clustercert lab simulation\nexec runc "
+                                                   "\"$@\"\n", 0o755),
              "/usr/bin/nvidia-cdi-hook": ("#!/bin/sh\n# clustercert lab simulation\nexit 0\n", 0o755)}),
         Pkg("nvidia-container-toolkit", v, f"NVIDIA Container toolkit - {SIM_NOTE}",
             [f"nvidia-container-toolkit-base {pin}", f"libnvidia-container-tools {pin}"],
-            {"/usr/bin/nvidia-container-runtime-hook": ("#!/bin/sh\n# clustercert lab simulation\nexit 0\n", 0o755)}),
+            {"/usr/bin/nvidia-container-runtime-hook": ("#!/bin/sh\n# clustercert lab simulation\nexit 0\n",
+                                                        0o755)}),
     ]
 
 
 def ofed_packages(v: str) -> list[Pkg]:
     doca = v.split("-")[0]
-    internal = {"2.10.0": "25.01-0.6.0", "2.9.1": "24.10-1.1.4", "3.0.0": "25.04-0.6.1"}.get(doca, "25.01-0.6.0")
+    internal = {"2.10.0": "25.01-0.6.0", "2.9.1": "24.10-1.1.4",
+                "3.0.0": "25.04-0.6.1"}.get(doca, "25.01-0.6.0")
     user = "2501mlnx56-1.2501060"
     return [
-        Pkg("mlnx-ofed-kernel-utils", f"{internal}-1", f"Userspace tools to restart and tune mlx5 drivers - {SIM_NOTE}",
+        Pkg("mlnx-ofed-kernel-utils", f"{internal}-1",
+            f"Userspace tools to restart and tune mlx5 drivers - {SIM_NOTE}",
             [], {"/usr/bin/ofed_info": (f"#!/bin/sh\n# clustercert lab simulation of DOCA-OFED {doca}\n"
                                         f"case \"$1\" in -s) echo 'OFED-internal-{internal}:';; "
                                         f"-n) echo '{internal}';; *) echo 'OFED-internal-{internal}:'; echo; "
@@ -186,7 +197,8 @@ def ofed_packages(v: str) -> list[Pkg]:
             {"/usr/bin/ibv_devinfo": (wrapper("ibv_devinfo", "simulated ibv_devinfo"), 0o755)}),
         Pkg("perftest", "25.01.0-0.84.1", f"Infiniband verbs performance tests - {SIM_NOTE}", [],
             {f"/usr/bin/{t}": (wrapper(t, "simulated perftest"), 0o755)
-             for t in ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat")}),
+             for t in ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_write_lat", "ib_read_lat",
+                       "ib_send_lat")}),
         Pkg("doca-ofed", v, f"DOCA-OFED meta package - {SIM_NOTE}",
             ["mlnx-ofed-kernel-utils", "mlnx-tools", "ibverbs-utils", "infiniband-diags", "perftest"]),
     ]
@@ -196,9 +208,12 @@ def tool_packages(nccl_v: str, cuda: str) -> list[Pkg]:
     colls = ("all_reduce_perf", "all_gather_perf", "broadcast_perf", "reduce_perf", "reduce_scatter_perf",
              "alltoall_perf", "sendrecv_perf")
     return [
-        # like the real package: the host engine's unit is installed, not enabled (the nccl_tools role enables it)
-        Pkg("datacenter-gpu-manager", f"1:{DCGM_VERSION}", f"NVIDIA Data Center GPU Manager (DCGM) - {SIM_NOTE}", [],
-            {"/usr/bin/dcgmi": (wrapper("dcgmi", "simulated dcgmi", {"CLUSTERCERT_LAB_DCGM_VERSION": DCGM_VERSION}),
+        # like the real package: the host engine's unit is installed, not enabled (the nccl_tools role enables
+        # it)
+        Pkg("datacenter-gpu-manager", f"1:{DCGM_VERSION}",
+            f"NVIDIA Data Center GPU Manager (DCGM) - {SIM_NOTE}", [],
+            {"/usr/bin/dcgmi": (wrapper("dcgmi", "simulated dcgmi",
+                                        {"CLUSTERCERT_LAB_DCGM_VERSION": DCGM_VERSION}),
                                 0o755),
              "/usr/bin/nv-hostengine": (wrapper("nv-hostengine", "simulated DCGM host engine"), 0o755),
              "/lib/systemd/system/nvidia-dcgm.service": (_unit(
@@ -327,7 +342,8 @@ def build_repo(repo_dir: Path, profile: dict) -> None:
         f.write(scan.stdout.encode())
     date = time.strftime("%a, %d %b %Y %H:%M:%S UTC", time.gmtime())
     release = (f"Origin: clustercert-lab\nLabel: clustercert-lab\nSuite: lab\nCodename: lab\nDate: {date}\n"
-               "Architectures: amd64 all\nDescription: clustercert lab repository (simulated NVIDIA/DOCA packages)\n"
+               "Architectures: amd64 all\nDescription: clustercert lab repository (simulated NVIDIA/DOCA "
+               "packages)\n"
                + _hashes([packages, repo_dir / "Packages.gz"], repo_dir))
     (repo_dir / "Release").write_text(release)
     home = signing_home(repo_dir)
@@ -339,4 +355,5 @@ def build_repo(repo_dir: Path, profile: dict) -> None:
     # also under the name the nvidia_repos role expects next to a site mirror (its default), so the lab
     # is configured exactly as a site is: by the mirror URL alone
     (repo_dir / "clustercert-mirror.gpg").write_bytes(key)
-    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True, timeout=30)
+    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True,
+                   timeout=30)

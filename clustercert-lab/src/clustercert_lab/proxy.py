@@ -56,7 +56,8 @@ def start_proxy(lab_dir: Path) -> int:
     # apt-cacher-ng daemonises itself (ForeGround: 0) and writes PidFile.
     spawn_daemon(["apt-cacher-ng", "-c", str(pdir / "conf")], pdir / "log" / "start.log")
     if not _wait_port(image.PROXY_PORT, 10):
-        raise RuntimeError(f"apt proxy did not listen on {image.MGMT_HOST_IP}:{image.PROXY_PORT} (see {pdir}/log)")
+        raise RuntimeError(f"apt proxy did not listen on {image.MGMT_HOST_IP}:{image.PROXY_PORT} (see "
+                           f"{pdir}/log)")
     for _ in range(50):
         pid = read_pid(pdir / "acng.pid")
         if pid:
@@ -80,13 +81,15 @@ def start_repo_server(lab_dir: Path, repo: Path) -> int:
         env=python_env(),
     )  # fmt: skip
     if not _wait_port(image.REPO_PORT, 10):
-        raise RuntimeError(f"repo server did not listen on {image.MGMT_HOST_IP}:{image.REPO_PORT} (see {pdir}/repo.log)")
+        raise RuntimeError(f"repo server did not listen on {image.MGMT_HOST_IP}:{image.REPO_PORT} (see "
+                           f"{pdir}/repo.log)")
     return read_pid(pidfile) or 0
 
 
 def stop(lab_dir: Path) -> None:
     pdir = lab_dir / "proxy"
-    for pidfile, marker in ((pdir / "acng.pid", "apt-cacher-ng"), (pdir / "repo.pid", "clustercert_lab.repo_server")):
+    for pidfile, marker in ((pdir / "acng.pid", "apt-cacher-ng"),
+                            (pdir / "repo.pid", "clustercert_lab.repo_server")):
         pid = read_pid(pidfile)
         if pid_alive(pid, marker):
             with contextlib.suppress(ProcessLookupError):

@@ -1,5 +1,6 @@
 """The lab's Slurm: Debian's slurm-wlm and munge on every lab node, slurmctld on the first node and slurmd on
-all, as a site runs them (`clustercert lab up --slurm`, the spec's ``slurm: true``, `clustercert lab slurm up|down`).
+all, as a site runs them (`clustercert lab up --slurm`, the spec's ``slurm: true``, `clustercert lab slurm
+up|down`).
 
 ``up`` installs the two packages (apt, through the lab's apt proxy, as every node's apt does), writes one
 munge key to every node, slurm.conf and gres.conf, starts the daemons and waits until `sinfo` shows every node
@@ -77,19 +78,22 @@ def slurm_conf(nodes: Sequence[tuple[str, str]], real_memory: dict[str, int], gp
     for name, ip in nodes:
         lines.append(f"NodeName={name} NodeAddr={ip} {NODE_HARDWARE} RealMemory={real_memory[name]} "
                      f"Gres=gpu:{gpus} State=UNKNOWN")
-    lines.append(f"PartitionName={PARTITION} Nodes={','.join(n for n, _ in nodes)} Default=YES MaxTime=INFINITE State=UP")
+    lines.append(f"PartitionName={PARTITION} Nodes={','.join(n for n, _ in nodes)} Default=YES "
+                 "MaxTime=INFINITE State=UP")
     return "\n".join(lines) + "\n"
 
 
 def gres_conf(gpus: int) -> str:
     # slurmd's gpu plugin counts a GPU per device file; the lab simulates GPUs without device nodes, so
     # empty files stand in for them (no cgroup device constraint here: nothing opens them)
-    return ("# clustercert lab: the lab simulates GPU device files (/dev/nvidiaN, empty) for slurmd's GRES count\n"
+    return ("# clustercert lab: the lab simulates GPU device files (/dev/nvidiaN, empty) for slurmd's GRES "
+            "count\n"
             f"Name=gpu File=/dev/nvidia[0-{gpus - 1}]\n")
 
 
 def parse_real_memory(slurmd_c: str) -> int:
-    """RealMemory from `slurmd -C`'s first line (``NodeName=node01 CPUs=2 ... RealMemory=7936 UpTime=...``)."""
+    """RealMemory from `slurmd -C`'s first line (``NodeName=node01 CPUs=2 ... RealMemory=7936
+    UpTime=...``)."""
     fields = dict(f.split("=", 1) for f in (slurmd_c.splitlines() or [""])[0].split() if "=" in f)
     try:
         return int(fields["RealMemory"])
@@ -130,7 +134,8 @@ def _on_all(handles: Sequence[NodeHandle], fn: Callable[[NodeHandle], T]) -> dic
 
 def _installed(h: NodeHandle) -> bool:
     r = _run(h, f"dpkg-query -W -f='${{Status}}\\n' {' '.join(PACKAGES)}")
-    return r.returncode == 0 and r.stdout.split("\n")[: len(PACKAGES)] == ["install ok installed"] * len(PACKAGES)
+    return (r.returncode == 0
+            and r.stdout.split("\n")[: len(PACKAGES)] == ["install ok installed"] * len(PACKAGES))
 
 
 def _install(h: NodeHandle) -> bool:
@@ -143,10 +148,12 @@ def _install(h: NodeHandle) -> bool:
     return True
 
 
-def _write_if_changed(h: NodeHandle, path: str, content: str, mode: str = "644", owner: str = "root:root") -> bool:
+def _write_if_changed(h: NodeHandle, path: str, content: str, mode: str = "644",
+                      owner: str = "root:root") -> bool:
     """``content`` at ``path`` unless it is there already (True: written)."""
     out = _check(h, f'f={path}; t="$f.clustercert-new"; mkdir -p "$(dirname "$f")" && base64 -d > "$t" && '
-                    f'if cmp -s "$t" "$f"; then rm -f "$t"; echo same; else chown {owner} "$t" && chmod {mode} "$t" '
+                    f'if cmp -s "$t" "$f"; then rm -f "$t"; echo same; else chown {owner} "$t" && chmod '
+                    f'{mode} "$t" '
                     '&& mv -f "$t" "$f" && echo changed; fi',
                  input=base64.b64encode(content.encode()).decode())
     return out.strip() == "changed"
@@ -162,8 +169,9 @@ def _munge_key(handles: Sequence[NodeHandle]) -> bool:
     if all(sums.values()) and len({tuple(s) for s in sums.values()}) == 1:
         return False
     key = base64.b64encode(secrets.token_bytes(1024)).decode()
-    _on_all(handles, lambda h: _check(h, f"base64 -d > {MUNGE_KEY}.new && chown munge:munge {MUNGE_KEY}.new && "
-                                         f"chmod 400 {MUNGE_KEY}.new && mv -f {MUNGE_KEY}.new {MUNGE_KEY}", input=key))
+    _on_all(handles,
+            lambda h: _check(h, f"base64 -d > {MUNGE_KEY}.new && chown munge:munge {MUNGE_KEY}.new && "
+                                f"chmod 400 {MUNGE_KEY}.new && mv -f {MUNGE_KEY}.new {MUNGE_KEY}", input=key))
     return True
 
 
@@ -171,7 +179,8 @@ def _stand_ins(h: NodeHandle, gpus: int) -> bool:
     """The spool and log directories, and an empty /dev/nvidiaN per GPU (True: a device file was missing)."""
     out = _check(h, "mkdir -p /var/lib/slurm/slurmctld /var/lib/slurm/slurmd /var/log/slurm && "
                     "chown slurm:slurm /var/lib/slurm/slurmctld /var/log/slurm && "
-                    f"for i in $(seq 0 {gpus - 1}); do [ -e /dev/nvidia$i ] || {{ touch /dev/nvidia$i; echo created; }}; "
+                    f"for i in $(seq 0 {gpus - 1}); do [ -e /dev/nvidia$i ] || {{ touch /dev/nvidia$i; echo "
+                    f"created; }}; "
                     "done; true")
     return "created" in out
 

@@ -55,16 +55,19 @@ def _nodes(value, source: str) -> list[str]:
         for i, name in enumerate(value):
             key = f"nodes[{i}]"
             if not isinstance(name, str):
-                raise InputError(source, key, f"a node name must be a string, not {type(name).__name__} {name!r}")
+                raise InputError(source, key,
+                                 f"a node name must be a string, not {type(name).__name__} {name!r}")
             if not NAME_RE.match(name) or len(name) > 32:
-                raise InputError(source, key, f"invalid node name {name!r} (want [a-z][a-z0-9-]*, at most 32 chars)")
+                raise InputError(source, key,
+                                 f"invalid node name {name!r} (want [a-z][a-z0-9-]*, at most 32 chars)")
             if name in seen:
                 raise InputError(source, key, f"duplicate node name {name!r}")
             seen.add(name)
         return list(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return node_names(_int(value, source, "nodes", 1, MAX_NODES))
-    raise InputError(source, "nodes", f"must be an integer 1..{MAX_NODES} or a list of node names, not {type(value).__name__}")
+    raise InputError(source, "nodes",
+                     f"must be an integer 1..{MAX_NODES} or a list of node names, not {type(value).__name__}")
 
 
 def _profile(value, source: str) -> tuple[str, dict]:
@@ -78,36 +81,41 @@ def _faults(value, source: str, names: list[str], profile: dict, link_mbit: int)
     if value is None:
         return []
     if not isinstance(value, list):
-        raise InputError(source, "faults", f"must be a list of {{node, kind, ...params}}, not {type(value).__name__}")
+        raise InputError(source, "faults",
+                         f"must be a list of {{node, kind, ...params}}, not {type(value).__name__}")
     if not value:
         return []
-    out = []
-    for i, entry in enumerate(value):
-        key = f"faults[{i}]"
-        if not isinstance(entry, dict):
-            raise InputError(source, key, f"must be a mapping {{node, kind, ...params}}, not {type(entry).__name__}")
-        node = entry.get("node")
-        if node is None:
-            raise InputError(source, f"{key}.node", "required key is missing")
-        if node not in names:
-            raise InputError(source, f"{key}.node", f"no node {node!r} in this lab (nodes: {', '.join(names[:8])}{'...' if len(names) > 8 else ''})")
-        kind = entry.get("kind")
-        if kind is None:
-            raise InputError(source, f"{key}.kind", "required key is missing")
-        if kind not in faults.FAULTS:
-            raise InputError(source, f"{key}.kind", f"unknown fault kind {kind!r} (known: {', '.join(sorted(faults.FAULTS))})")
-        params = {k: v for k, v in entry.items() if k not in ("node", "kind")}
-        hw = hardware.build(profile, node, names.index(node) + 1, {"nodes": names, "link_mbit": link_mbit})
-        try:
-            norm = faults.validate(kind, params, hw)
-        except ValueError as exc:
-            msg = str(exc)
-            pkey, _, reason = msg.partition(": ")
-            if reason and (pkey in params or pkey in faults.FAULTS[kind].params):
-                raise InputError(source, f"{key}.{pkey}", reason) from None
-            raise InputError(source, key, msg) from None
-        out.append({"node": node, "kind": kind, "params": norm})
-    return out
+    return [_fault(entry, f"faults[{i}]", source, names, profile, link_mbit) for i, entry in enumerate(value)]
+
+
+def _fault(entry, key: str, source: str, names: list[str], profile: dict, link_mbit: int) -> dict:
+    """One entry of the spec's faults, ``key`` (faults[i]): {node, kind, params}, its params normalised."""
+    if not isinstance(entry, dict):
+        raise InputError(source, key,
+                         f"must be a mapping {{node, kind, ...params}}, not {type(entry).__name__}")
+    node = entry.get("node")
+    if node is None:
+        raise InputError(source, f"{key}.node", "required key is missing")
+    if node not in names:
+        raise InputError(source, f"{key}.node", f"no node {node!r} in this lab "
+                         f"(nodes: {', '.join(names[:8])}{'...' if len(names) > 8 else ''})")
+    kind = entry.get("kind")
+    if kind is None:
+        raise InputError(source, f"{key}.kind", "required key is missing")
+    if kind not in faults.FAULTS:
+        raise InputError(source, f"{key}.kind",
+                         f"unknown fault kind {kind!r} (known: {', '.join(sorted(faults.FAULTS))})")
+    params = {k: v for k, v in entry.items() if k not in ("node", "kind")}
+    hw = hardware.build(profile, node, names.index(node) + 1, {"nodes": names, "link_mbit": link_mbit})
+    try:
+        norm = faults.validate(kind, params, hw)
+    except ValueError as exc:
+        msg = str(exc)
+        pkey, _, reason = msg.partition(": ")
+        if reason and (pkey in params or pkey in faults.FAULTS[kind].params):
+            raise InputError(source, f"{key}.{pkey}", reason) from None
+        raise InputError(source, key, msg) from None
+    return {"node": node, "kind": kind, "params": norm}
 
 
 def normalise(raw, source: str = EMBEDDED, nodes_override: int | None = None, slurm: bool = False) -> dict:
@@ -128,7 +136,8 @@ def normalise(raw, source: str = EMBEDDED, nodes_override: int | None = None, sl
     link_mbit = _int(raw.get("link_mbit", DEFAULT_LINK_MBIT), source, "link_mbit", 10, 10000)
     injected = _faults(raw.get("faults"), source, names, profile, link_mbit)
     with_slurm = _bool(raw.get("slurm", False), source, "slurm") or slurm
-    return {"nodes": names, "profile": profile_name, "link_mbit": link_mbit, "faults": injected, "slurm": with_slurm,
+    return {"nodes": names, "profile": profile_name, "link_mbit": link_mbit, "faults": injected,
+            "slurm": with_slurm,
             "source": source}
 
 

@@ -57,8 +57,8 @@ class NodeResult:
     # outputs are dropped; None: not taken (or nothing known)
     hardware: dict | None = None
     hardware_taken: bool = False
-    # the node's compute rails as its evidence shows them (clustercert.checks.rails): what the certificate records
-    # and the probes use; None: not taken (its components did not run)
+    # the node's compute rails as its evidence shows them (clustercert.checks.rails): what the certificate
+    # records and the probes use; None: not taken (its components did not run)
     rails: rails_checks.NodeRails | None = None
 
     def to_json(self) -> dict:
@@ -88,17 +88,20 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = DEFAULT_F
     with ``disruptive``, then run the components' disruptive tests (the bond failover test) node by node.
     ``selected``: report only these check ids (the components still run whole: the failover test needs
     ib.bond's verdict); the node verdicts follow them. ``nvlink_baseline`` (drift): per node the NVLink
-    error counters of the baseline run (clustercert.checks.hardware.nvlink_baseline). Each result's ``hardware``
-    is taken from its evidence; without ``keep_outputs`` each node's raw command outputs are then dropped but
-    for KEPT_OUTPUTS (certify: at fleet scale they were most of the controller's memory; validate --out keeps
-    them, it writes them). ``after_node``: called after each node's evaluation (certify settles its memory).
-    ``io``: the run's collect.backend.Backend (collect.ssh's SshBackend, or --backend slurm's SlurmBackend).
-    ``progress``: told as the collection begins and as each node's ends (clustercert.report.progress.RunProgress)."""
+    error counters of the baseline run (clustercert.checks.hardware.nvlink_baseline). Each result's
+    ``hardware`` is taken from its evidence; without ``keep_outputs`` each node's raw command outputs are then
+    dropped but for KEPT_OUTPUTS (certify: at fleet scale they were most of the controller's memory; validate
+    --out keeps them, it writes them). ``after_node``: called after each node's evaluation (certify settles
+    its memory). ``io``: the run's collect.backend.Backend (collect.ssh's SshBackend, or --backend slurm's
+    SlurmBackend). ``progress``: told as the collection begins and as each node's ends
+    (clustercert.report.progress.RunProgress)."""
     comps = components(comp_names)
     contexts = {name: host_context(h) for name, h in inv.hosts.items()}
     for name, counters in (nvlink_baseline or {}).items():
         if name in contexts:
             contexts[name].nvlink_baseline = counters
+    tell = progress or (lambda kind, **ev: None)
+    settled = after_node or (lambda: None)
     commands_for = {name: node_commands(ctx, comps) for name, ctx in contexts.items()}
     results: dict[str, NodeResult] = {}
     sysfs: dict[str, dict] = {}
@@ -109,32 +112,17 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = DEFAULT_F
         certificate need of its raw outputs taken, so that (without ``keep_outputs``) they can go now."""
         if not ev.reachable:
             results[name] = NodeResult(name, "unreachable", [], ev.error, ev)
-            if progress is not None:
-                progress("node", name=name, status="unreachable")
+            tell("node", name=name, status="unreachable")
             return ev
-        ctx = contexts[name]
-        with one_parse_per_output():  # the node's outputs parsed once each, whichever checks read them
-            findings = run_evaluations(ev.results, ctx, comps)
-            if "ib" in comp_names:
-                rec, _ = parsed("sysfs-infiniband", ev.results.get("ib_sysfs"), ())
-                if rec is not None:
-                    sysfs[name] = rec
-            if "hardware" in comp_names:
-                parts[name] = cluster_checks.node_parts(ev.results, ctx)
-            hardware = hardware_checks.identity(ev.results, ctx.profile.ib.link_layer)
-            rails = (rails_checks.of_evidence(ctx.profile, ev.results.get("nvsmi_topo"), ev.results.get("ib_sysfs"),
-                                              ctx.timeout_s) if {"hardware", "ib"} & set(comp_names) else None)
+        findings, hardware, rails = _evaluate_node(name, ev, contexts[name], comps, comp_names, sysfs, parts)
         results[name] = NodeResult(name, "pass", findings, "", ev, hardware, True, rails)
         if not keep_outputs:
             ev.results = {k: v for k, v in ev.results.items() if k in KEPT_OUTPUTS}
-        if after_node is not None:
-            after_node()
-        if progress is not None:
-            progress("node", name=name, status=node_verdict(findings))
+        settled()
+        tell("node", name=name, status=node_verdict(findings))
         return ev
 
-    if progress is not None:
-        progress("nodes", phase="validate", names=list(inv.hosts), forks=forks)
+    tell("nodes", phase="validate", names=list(inv.hosts), forks=forks)
 
     evidence = io.collect_many({n: h.connection for n, h in inv.hosts.items()}, commands_for, forks=forks,
                             control_dir=paths.control_dir(), each=take)
@@ -144,30 +132,63 @@ def validate_nodes(inv: Inventory, comp_names: list[str], forks: int = DEFAULT_F
     # the inventory's order, not the order the nodes answered in
     results = {n: results[n] for n in evidence}
     sysfs = {n: sysfs[n] for n in evidence if n in sysfs}
+    _add_cluster_findings(inv, results, comp_names, sysfs, parts, contexts)
+    if disruptive and "bond" in comp_names:
+        run_bond_failover(inv, contexts, results, io=io)
+    for r in results.values():
+        _settle(r, selected, keep_outputs)
+    return results
+
+
+def _settle(r: NodeResult, selected: set[str] | None, keep_outputs: bool) -> None:
+    """A node's result once every check has run: its findings narrowed to ``selected``, its verdict from them,
+    and (without ``keep_outputs``) its raw outputs, the failover test's too, dropped but for KEPT_OUTPUTS."""
+    if selected is not None:
+        r.findings = [f for f in r.findings if f.check in selected]
+    if r.verdict != "unreachable":
+        r.verdict = node_verdict(r.findings)
+    if r.evidence is not None and not keep_outputs:
+        r.evidence.results = {k: v for k, v in r.evidence.results.items() if k in KEPT_OUTPUTS}
+
+
+def _evaluate_node(name: str, ev: NodeEvidence, ctx: HostContext, comps: list[Component],
+                   comp_names: list[str],
+                   sysfs: dict[str, dict], parts: dict[str, dict]) -> tuple[list[Finding], object, object]:
+    """One reachable node's (findings, hardware identity, rails); what the cluster-wide checks need of its
+    outputs is put in ``sysfs`` and ``parts``."""
+    with one_parse_per_output():  # the node's outputs parsed once each, whichever checks read them
+        findings = run_evaluations(ev.results, ctx, comps)
+        if "ib" in comp_names:
+            rec, _ = parsed("sysfs-infiniband", ev.results.get("ib_sysfs"), ())
+            if rec is not None:
+                sysfs[name] = rec
+        if "hardware" in comp_names:
+            parts[name] = cluster_checks.node_parts(ev.results, ctx)
+        hardware = hardware_checks.identity(ev.results, ctx.profile.ib.link_layer)
+        rails = (rails_checks.of_evidence(ctx.profile, ev.results.get("nvsmi_topo"),
+                                          ev.results.get("ib_sysfs"),
+                                          ctx.timeout_s) if {"hardware", "ib"} & set(comp_names) else None)
+    return findings, hardware, rails
+
+
+def _add_cluster_findings(inv: Inventory, results: dict[str, NodeResult], comp_names: list[str],
+                          sysfs: dict[str, dict], parts: dict[str, dict], contexts: dict) -> None:
+    """The cluster-wide checks over every reachable node's evidence, added to the nodes' findings."""
     if "ib" in comp_names and len(sysfs) > 1:
         extra = ib_checks.cluster_findings(sysfs, {n: inv.hosts[n].profile for n in sysfs})
         for name, fs in extra.items():
             results[name].findings.extend(fs)
-    if "hardware" in comp_names:
-        reachable = {n: parts[n] for n in results if n in parts}
-        for name, fs in cluster_checks.parts_findings(reachable, contexts).items():
-            results[name].findings.extend(fs)
-        results_rails = {n: r.rails for n, r in results.items() if r.rails is not None}
-        for name, what in rails_checks.peer_differences(
-                results_rails, {n: inv.hosts[n].profile.name for n in results_rails}).items():
-            results[name].findings.append(Finding(
-                "gpu.nic_affinity", "fail", "rails", "the GPU->NIC mapping of the node's peers (same profile)",
-                f"differs from its peers': {what}", json.dumps(results_rails[name].to_json(), sort_keys=True)))
-    if disruptive and "bond" in comp_names:
-        run_bond_failover(inv, contexts, results, io=io)
-    for r in results.values():
-        if selected is not None:
-            r.findings = [f for f in r.findings if f.check in selected]
-        if r.verdict != "unreachable":
-            r.verdict = node_verdict(r.findings)
-        if r.evidence is not None and not keep_outputs:  # the failover test's outputs too
-            r.evidence.results = {k: v for k, v in r.evidence.results.items() if k in KEPT_OUTPUTS}
-    return results
+    if "hardware" not in comp_names:
+        return
+    reachable = {n: parts[n] for n in results if n in parts}
+    for name, fs in cluster_checks.parts_findings(reachable, contexts).items():
+        results[name].findings.extend(fs)
+    results_rails = {n: r.rails for n, r in results.items() if r.rails is not None}
+    for name, what in rails_checks.peer_differences(
+            results_rails, {n: inv.hosts[n].profile.name for n in results_rails}).items():
+        results[name].findings.append(Finding(
+            "gpu.nic_affinity", "fail", "rails", "the GPU->NIC mapping of the node's peers (same profile)",
+            f"differs from its peers': {what}", json.dumps(results_rails[name].to_json(), sort_keys=True)))
 
 
 # the outputs certify still reads once the checks have run: the certificate's versions (nccl, ofed)
@@ -192,8 +213,9 @@ NOT_HERE = ({c: "is cluster-wide (it compares the nodes): `clustercert validate`
 
 
 def node_selection(checks: str | None, skip: str | None) -> tuple[list[str], set[str]]:
-    """node-check's ``--checks``/``--skip`` -> (the components to run, in order; the check ids to report): every
-    per-node check unless narrowed. Naming a check of NOT_HERE, an unknown id, or leaving nothing is bad input."""
+    """node-check's ``--checks``/``--skip`` -> (the components to run, in order; the check ids to report):
+    every per-node check unless narrowed. Naming a check of NOT_HERE, an unknown id, or leaving nothing is bad
+    input."""
     chosen = expand("--checks", checks, NOT_HERE)
     skipped = expand("--skip", skip) or set()
     ids = (chosen if chosen is not None else set(registry())) - skipped - set(NOT_HERE)
@@ -202,7 +224,8 @@ def node_selection(checks: str | None, skip: str | None) -> tuple[list[str], set
     return components_for(ids), ids
 
 
-def validate_here(ctx: HostContext, comp_names: list[str], selected: set[str], tool_path: str = "") -> NodeResult:
+def validate_here(ctx: HostContext, comp_names: list[str], selected: set[str],
+                  tool_path: str = "") -> NodeResult:
     """The node's own checks on this machine: the components' commands run here by the node runner
     (clustercert.remote.runner: each under its timeout in a process group of its own, LC_ALL=C, its fixed PATH
     after ``tool_path``), all at once, then the same evaluators as validate's. Only ``selected`` ids are
@@ -239,7 +262,8 @@ def run_bond_failover(inv: Inventory, contexts: dict[str, HostContext], results:
             todo[name] = cmds
         else:  # nothing to run on the node (no bond in its profile): the evaluator says why
             results[name].findings.extend(run_evaluations({}, ctx, [comp]))
-    evidence = io.collect_in_turn({n: inv.hosts[n].connection for n in todo}, todo, control_dir=paths.control_dir())
+    evidence = io.collect_in_turn({n: inv.hosts[n].connection for n in todo}, todo,
+                                  control_dir=paths.control_dir())
     for name, ev in evidence.items():
         r = results[name]
         if r.evidence is not None:  # the node's checking time includes its failover test
@@ -247,7 +271,8 @@ def run_bond_failover(inv: Inventory, contexts: dict[str, HostContext], results:
         if not ev.reachable:
             bond = contexts[name].profile.ib.bond
             r.findings.extend(Finding(c, "error", bond.name if bond else "", "",
-                                      f"the node did not answer for the failover test: {ev.error}") for c in comp.check_ids)
+                                      f"the node did not answer for the failover test: {ev.error}")
+                              for c in comp.check_ids)
             continue
         r.findings.extend(run_evaluations(ev.results, contexts[name], [comp]))
         if r.evidence is not None:

@@ -2,32 +2,36 @@
 
 The controller holds ONE SSH session for the run: to the launch node, the first Slurm node of the inventory
 (``clustercert_slurm: true``, in its order) that answers and has srun, where clustercert/remote/slurm_agent.py
-runs. There the run first takes its nodes in one job (``salloc --no-shell --exclusive``: no user job shares a node
-while it is measured; the nodes' GPUs as GRES where they all have the same); every command for a node is then a
-step of that job (``srun --jobid=J --overlap``), never a connection of the controller's own:
+runs. There the run first takes its nodes in one job (``salloc --no-shell --exclusive``: no user job shares a
+node while it is measured; the nodes' GPUs as GRES where they all have the same); every command for a node is
+then a step of that job (``srun --jobid=J --overlap``), never a connection of the controller's own:
 
-* many nodes' commands at once (collect_many: validate's checks, certify's, drift's): ONE step across them, one
-  task per node; every task gets the same stdin (``--input=all``), the node runner's "nodes" request, runs its own
-  node's part and writes its document framed in short lines (remote/runner.py: framed) that ``--label`` keeps whole;
-* one node's commands (collect_node: a node's own probes, a pair's reachability pass): the runner in a step on it;
-* a pair's probes: ONE step across the two nodes (PairStep, remote/pair_step.py), started with the pair's first
-  server and ended once its last process has been waited for. Its stdin stays open: each server and each client
-  is a line sent there, so they start in the order they do over SSH -- the server's output (its port listening)
-  comes back through srun before its client is sent --, each bounded as over SSH (collect.ssh.bounded). A process
-  that does not end by itself is killed there, and cancelling the job ends every process of every step. A probe
-  with no pair (a client alone) is a step of its own; a pair's NCCL and DDP launches are steps of the same job
-  (probes.run: the srun inside the client's step joins the job, ``SLURM_OVERLAP``).
+* many nodes' commands at once (collect_many: validate's checks, certify's, drift's): ONE step across them,
+  one task per node; every task gets the same stdin (``--input=all``), the node runner's "nodes" request, runs
+  its own node's part and writes its document framed in short lines (remote/runner.py: framed) that
+  ``--label`` keeps whole;
+* one node's commands (collect_node: a node's own probes, a pair's reachability pass): the runner in a step on
+  it;
+* a pair's probes: ONE step across the two nodes (PairStep, remote/pair_step.py), started with the pair's
+  first server and ended once its last process has been waited for. Its stdin stays open: each server and each
+  client is a line sent there, so they start in the order they do over SSH -- the server's output (its port
+  listening) comes back through srun before its client is sent --, each bounded as over SSH
+  (collect.ssh.bounded). A process that does not end by itself is killed there, and cancelling the job ends
+  every process of every step. A probe with no pair (a client alone) is a step of its own; a pair's NCCL and
+  DDP launches are steps of the same job (probes.run: the srun inside the client's step joins the job,
+  ``SLURM_OVERLAP``).
 
 SlurmBackend implements collect.backend.Backend, as collect.ssh.SshBackend does (collect_node,
 collect_many, collect_in_turn, start_server, stop_server, finish_probe, run_server_client, runner_limit,
 job_id): checks.run and probes.run run over either, so the findings and the localisation come from the same
 evaluators over the same tools' output.
 
-Slurm gives no node it keeps jobs off (down, reserved, not responding, busy) to the job: such a node is not reached,
-and the reason is Slurm's state, read when the backend opens -- the job is asked for with ``--immediate``, so nothing
-waits in the queue. A drained node (IDLE, drain all that keeps jobs off it) is resumed inside a maintenance
-reservation for the run and drained again with its own reason at the end (collect.maintenance). ``close`` cancels the job; the agent cancels it too when its
-session ends (the controller gone).
+Slurm gives no node it keeps jobs off (down, reserved, not responding, busy) to the job: such a node is not
+reached, and the reason is Slurm's state, read when the backend opens -- the job is asked for with
+``--immediate``, so nothing waits in the queue. A drained node (IDLE, drain all that keeps jobs off it) is
+resumed inside a maintenance reservation for the run and drained again with its own reason at the end
+(collect.maintenance). ``close`` cancels the job; the agent cancels it too when its session ends (the
+controller gone).
 """
 
 from __future__ import annotations
@@ -68,30 +72,30 @@ JOB_PREFIX = "clustercert-"
 # a probe step's commands keep only the job's id of the step's SLURM_* variables, and SLURM_OVERLAP: an srun
 # inside them (the pair NCCL and DDP launches) is then a step of the run's job, across the nodes it names,
 # sharing them with the steps running there (not the task count and node list of the step it started from)
-STEP_ENV = ("for v in $(env | sed -n 's/^\\(SLURM[A-Za-z0-9_]*\\)=.*/\\1/p'); do case $v in SLURM_JOB_ID|SLURM_JOBID) ;; "
-            "*) unset \"$v\";; esac; done; export SLURM_OVERLAP=1; ")
+STEP_ENV = ("for v in $(env | sed -n 's/^\\(SLURM[A-Za-z0-9_]*\\)=.*/\\1/p'); do case $v in "
+            "SLURM_JOB_ID|SLURM_JOBID) ;; *) unset \"$v\";; esac; done; export SLURM_OVERLAP=1; ")
 _LABEL = re.compile(r"^\s*\d+: ")
 def check_inventory(inv: Inventory) -> None:
     """Before anything runs: --backend slurm reaches only Slurm nodes (clustercert_slurm: true)."""
     others = sorted(set(inv.hosts) - set(slurm_hosts(inv)))
     if others:
         raise InputError(str(inv.source), "clustercert_slurm", f"--backend slurm: {', '.join(others[:5])}"
-                         f"{' and more' if len(others) > 5 else ''} not a Slurm node (clustercert_slurm: true): "
-                         "select Slurm nodes (--limit), or use --backend ssh")
+                         f"{' and more' if len(others) > 5 else ''} not a Slurm node (clustercert_slurm: "
+                         "true): select Slurm nodes (--limit), or use --backend ssh")
 
 
 def salloc_argv(nodes: list[str], job: str, gres: str | None, reservation: str | None = None) -> list[str]:
-    """The run's job: ``nodes`` (Slurm NodeNames) whole (--exclusive), now or not at all (--immediate), no shell
-    (the steps are started beside it); ``gres`` (e.g. gpu:8) per node where every node has it; in ``reservation``
-    where the run has one (collect.maintenance)."""
+    """The run's job: ``nodes`` (Slurm NodeNames) whole (--exclusive), now or not at all (--immediate), no
+    shell (the steps are started beside it); ``gres`` (e.g. gpu:8) per node where every node has it; in
+    ``reservation`` where the run has one (collect.maintenance)."""
     return ["salloc", "--no-shell", "--exclusive", f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}",
             f"--job-name={job}", f"--immediate={IMMEDIATE_S}", *([f"--gres={gres}"] if gres else []),
             *([f"--reservation={reservation}"] if reservation else [])]
 
 
 def srun_argv(job_id: str, nodes: list[str], *, label: bool = False, input_all: bool = False) -> list[str]:
-    """srun for one step of job ``job_id``: one task on each of ``nodes`` (Slurm NodeNames), sharing the nodes with
-    the job's other steps (--overlap); a task that fails ends no other node's (--kill-on-bad-exit=0)."""
+    """srun for one step of job ``job_id``: one task on each of ``nodes`` (Slurm NodeNames), sharing the nodes
+    with the job's other steps (--overlap); a task that fails ends no other node's (--kill-on-bad-exit=0)."""
     argv = ["srun", f"--jobid={job_id}", "--overlap", f"--nodes={len(nodes)}", "--ntasks-per-node=1",
             f"--nodelist={','.join(nodes)}", "--kill-on-bad-exit=0", "--quiet"]
     if label:
@@ -102,8 +106,8 @@ def srun_argv(job_id: str, nodes: list[str], *, label: bool = False, input_all: 
 
 
 def job_gres(hosts) -> str | None:
-    """The GRES every node of the job asks for (clustercert_slurm_gres and the profile's GPU count), where all have
-    the same; None otherwise (the steps then see what Slurm gives an exclusive job)."""
+    """The GRES every node of the job asks for (clustercert_slurm_gres and the profile's GPU count), where all
+    have the same; None otherwise (the steps then see what Slurm gives an exclusive job)."""
     want = {(h.vars.clustercert_slurm_gres, h.profile.gpu.count) for h in hosts}
     if len(want) != 1:
         return None
@@ -176,7 +180,8 @@ class Agent:
     """The agent on the launch node, over one SSH session (or a local process for a local connection)."""
 
     def __init__(self, argv: list[str]) -> None:
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
         self.calls: dict[int, Call] = {}
         self.lock = threading.Lock()
         self.next_id = 0
@@ -214,9 +219,11 @@ class Agent:
                 call.done.set()
                 call.lines.put(None)
         err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-        self.gone = "the Slurm launch node's session ended" + (f": {err.strip().splitlines()[-1][:200]}" if err.strip() else "")
+        self.gone = ("the Slurm launch node's session ended"
+                     + (f": {err.strip().splitlines()[-1][:200]}" if err.strip() else ""))
         for call in list(self.calls.values()):
-            call.result = {"rc": None, "stdout": "", "stderr": self.gone, "timed_out": False, "seconds": 0.0, "lost": True}
+            call.result = {"rc": None, "stdout": "", "stderr": self.gone, "timed_out": False, "seconds": 0.0,
+                           "lost": True}
             call.done.set()
             call.lines.put(None)
         self.calls.clear()
@@ -238,10 +245,12 @@ class Agent:
             rid, self.next_id = self.next_id, self.next_id + 1
         self.calls[rid] = call
         call.id = rid
-        if self.gone or not self._send({"op": "run", "id": rid, "argv": argv, "stdin": stdin, "timeout": timeout,
+        if self.gone or not self._send({"op": "run", "id": rid, "argv": argv, "stdin": stdin,
+                                        "timeout": timeout,
                                         "stream": stream, "hold": hold}):
             self.calls.pop(rid, None)
-            call.result = {"rc": None, "stdout": "", "stderr": self.gone or "the Slurm launch node's session ended",
+            call.result = {"rc": None, "stdout": "",
+                           "stderr": self.gone or "the Slurm launch node's session ended",
                            "timed_out": False, "seconds": 0.0, "lost": True}
             call.done.set()
             call.lines.put(None)
@@ -252,7 +261,8 @@ class Agent:
             self._send({"op": "cancel", "id": call.id})
 
     def write(self, call: Call, text: str, *, eof: bool = False) -> bool:
-        """``text`` to the stdin of a held call; with ``eof``, then close it. False where the session has ended."""
+        """``text`` to the stdin of a held call; with ``eof``, then close it. False where the session has
+        ended."""
         if call.done.is_set():
             return False
         return self._send({"op": "eof" if eof else "input", "id": call.id, "data": text})
@@ -312,8 +322,9 @@ class StepProc(Call):
 
 
 class PairStep:
-    """The probes between two nodes as processes of ONE step across both (remote/pair_step.py; the module's text).
-    ``users``: the servers and clients that still need it; the last ``release`` closes its stdin, which ends it."""
+    """The probes between two nodes as processes of ONE step across both (remote/pair_step.py; the module's
+    text). ``users``: the servers and clients that still need it; the last ``release`` closes its stdin, which
+    ends it."""
 
     def __init__(self, agent: Agent, argv: list[str], limit: float, nodes: set[str]) -> None:
         self.agent, self.limit, self.nodes = agent, limit, nodes  # nodes: the two Slurm NodeNames
@@ -358,7 +369,8 @@ class PairStep:
             self.procs[proc.id] = proc
             self.next_id += 1
             ended = self.ended
-        if ended or not self.agent.write(self.call, json.dumps({"node": node, "id": proc.id, "run": script}) + "\n"):
+        if ended or not self.agent.write(self.call,
+                                         json.dumps({"node": node, "id": proc.id, "run": script}) + "\n"):
             proc.end(None, 0.0, "the pair's step had ended: " + _why(self.call.wait(0), self.limit))
         return proc
 
@@ -406,13 +418,14 @@ class SlurmBackend:
     @classmethod
     def open(cls, inv: Inventory, control_dir: Path | None = None, reservation: str | None = None,
              state_dir: Path | None = None) -> SlurmBackend:
-        """The agent on the first Slurm node that answers and has srun; there, the states of every node, the drained
-        ones resumed in a maintenance reservation (collect.maintenance; ``reservation``: the admin's), and the job
-        of those Slurm would give one."""
+        """The agent on the first Slurm node that answers and has srun; there, the states of every node, the
+        drained ones resumed in a maintenance reservation (collect.maintenance; ``reservation``: the admin's),
+        and the job of those Slurm would give one."""
         tried = []
         for name, h in slurm_hosts(inv).items():
             conn = h.connection
-            line = " ".join(shlex.quote(w) for w in (ssh.interpreter(conn), "-c", remote.source("slurm_agent")))
+            line = " ".join(shlex.quote(w) for w in (ssh.interpreter(conn), "-c",
+                                                     remote.source("slurm_agent")))
             argv = (["/bin/sh", "-c", line] if conn.get("ansible_connection") == "local"
                     else ssh.ssh_argv(conn, name, control_dir) + [line])
             agent = Agent(argv)
@@ -435,65 +448,80 @@ class SlurmBackend:
         return cls(inv, None, "", {n: why for n in inv.hosts})
 
     def _scontrol(self, argv: list[str], timeout: float) -> dict:
-        """``argv`` (scontrol, no shell) on the launch node, under ``timeout``: its answer ({} past the time)."""
+        """``argv`` (scontrol, no shell) on the launch node, under ``timeout``: its answer ({} past the
+        time)."""
         return self.agent.call(argv, None, timeout).wait(timeout + 10)
 
     def _say(self, text: str) -> None:
         print(f"clustercert: slurm: {text}", file=sys.stderr)
 
     def _prepare(self, reservation: str | None) -> None:
-        """Which nodes the job takes (self.blocked: the others, and why); a drained one resumed in a maintenance
-        reservation -- clustercert's own, made only where a node is drained, or the admin's ``reservation`` -- its
-        reason saved first, for close() to restore."""
+        """Which nodes the job takes (self.blocked: the others, and why); a drained one resumed in a
+        maintenance reservation -- clustercert's own, made only where a node is drained, or the admin's
+        ``reservation`` -- its reason saved first, for close() to restore."""
         call = self._scontrol
         maintenance.recover(call, self.state_dir, self._say)
         states = maintenance.read_nodes(call)
         if isinstance(states, str):
-            self.blocked = {n: f"Slurm's node states could not be read on {self.launch}: {states}" for n in self.names}
+            self.blocked = {n: f"Slurm's node states could not be read on {self.launch}: {states}"
+                            for n in self.names}
             return
         p = maintenance.plan(self.names, states, reserved=reservation is not None)
         self.blocked = dict(p.blocked)
         if not p.nodes or (reservation is None and not p.drained):
             return
-        by_sn = {}
+        by_sn: dict[str, list[str]] = {}
         for n, sn in self.names.items():
             by_sn.setdefault(sn, []).append(n)
-        if reservation is not None:
-            found = maintenance.read_reservations(call)
-            why = (f"--reservation {reservation}: the reservations could not be read: {found}" if isinstance(found, str)
-                   else maintenance.check_reservation(found.get(reservation), reservation, p.nodes))
-            if why:
-                self.blocked.update({n: why for n in self.names if n not in self.blocked})
-                return
-            self.reservation = reservation
+        if reservation is not None and not self._take_reservation(reservation, p.nodes):
+            return
         if not p.drained:
             return
         saved = maintenance.Saved(self.job_name, reservation or self.job_name, reservation is None, p.drained)
         saved.write(self.state_dir)  # before anything changes: a run killed from here on is recovered
         self.saved = saved
-        if reservation is None:
-            who = call(["id", "-un"], maintenance.SCONTROL_S)
-            user = (who.get("stdout") or "").strip() if maintenance.ok(who) else ""
-            res = (call(maintenance.create_argv(saved.reservation, p.nodes, user), maintenance.SCONTROL_S)
-                   if user and user.isprintable() and " " not in user else who)
-            if not maintenance.ok(res):
-                saved.remove(self.state_dir)
-                self.saved = None
-                why = f"the maintenance reservation for its drain could not be made: {maintenance.why(res)}"
-                for sn, reason in p.drained.items():
-                    self.blocked.update({n: f"{sn} is drained (Reason={reason}); {why}" for n in by_sn[sn]})
-                return
-            self.reservation = saved.reservation
-            self._say(f"reservation {saved.reservation} made on {','.join(p.nodes)} (Flags=MAINT,IGNORE_JOBS, "
-                      f"{maintenance.RESERVATION_MIN} min) to certify the drained {', '.join(sorted(p.drained))}")
+        if reservation is None and not self._make_reservation(saved, p, by_sn):
+            return
         for sn, reason in sorted(p.drained.items()):
             res = call(maintenance.resume_argv(sn), maintenance.SCONTROL_S)
             if not maintenance.ok(res):
                 self.blocked.update({n: f"{sn} is drained (Reason={reason}) and could not be resumed in the "
                                         f"reservation: {maintenance.why(res)}" for n in by_sn[sn]})
             else:
-                self._say(f"{sn} resumed in reservation {self.reservation}; its drain (Reason={reason}) is put "
-                          "back when the run ends")
+                self._say(f"{sn} resumed in reservation {self.reservation}; its drain (Reason={reason}) is "
+                          "put back when the run ends")
+
+    def _take_reservation(self, reservation: str, nodes: list[str]) -> bool:
+        """The admin's --reservation, where it covers ``nodes`` (else every node is blocked, saying why)."""
+        found = maintenance.read_reservations(self._scontrol)
+        why = (f"--reservation {reservation}: the reservations could not be read: {found}"
+               if isinstance(found, str)
+               else maintenance.check_reservation(found.get(reservation), reservation, nodes))
+        if why:
+            self.blocked.update({n: why for n in self.names if n not in self.blocked})
+            return False
+        self.reservation = reservation
+        return True
+
+    def _make_reservation(self, saved: maintenance.Saved, p, by_sn: dict[str, list[str]]) -> bool:
+        """clustercert's own maintenance reservation for the drained nodes (where it cannot be made, they are
+        blocked, saying why, and nothing is left to restore)."""
+        call = self._scontrol
+        who = call(["id", "-un"], maintenance.SCONTROL_S)
+        user = (who.get("stdout") or "").strip() if maintenance.ok(who) else ""
+        res = (call(maintenance.create_argv(saved.reservation, p.nodes, user), maintenance.SCONTROL_S)
+               if user and user.isprintable() and " " not in user else who)
+        if not maintenance.ok(res):
+            saved.remove(self.state_dir)
+            self.saved = None
+            why = f"the maintenance reservation for its drain could not be made: {maintenance.why(res)}"
+            for sn, reason in p.drained.items():
+                self.blocked.update({n: f"{sn} is drained (Reason={reason}); {why}" for n in by_sn[sn]})
+            return False
+        self.reservation = saved.reservation
+        self._say(f"reservation {saved.reservation} made on {','.join(p.nodes)} (Flags=MAINT,IGNORE_JOBS, "
+                  f"{maintenance.RESERVATION_MIN} min) to certify the drained {', '.join(sorted(p.drained))}")
+        return True
 
     def _allocate(self, gres: str | None) -> None:
         """The run's job, on every node not blocked; where Slurm does not give it, every node says why."""
@@ -502,15 +530,16 @@ class SlurmBackend:
             return
         argv = salloc_argv(nodes, self.job_name, gres, self.reservation)
         res = self.agent.call(argv, None, IMMEDIATE_S + 30).wait(IMMEDIATE_S + 40)
-        if res.get("rc") == 0 and res.get("job"):  # the agent read it from salloc's "Granted job allocation N"
+        # the agent read the job from salloc's "Granted job allocation N"
+        if res.get("rc") == 0 and res.get("job"):
             self.job_id = str(res["job"])
             return
         why = f"Slurm did not give the run's job ({' '.join(argv[1:])}): {_why(res, IMMEDIATE_S + 30)}"
         self.blocked.update({n: why for n in self.names if n not in self.blocked})
 
     def close(self) -> None:
-        """Cancel the run's job (every step of it ends), put the drains back and delete clustercert's reservation
-        (collect.maintenance.restore), then end the agent's session."""
+        """Cancel the run's job (every step of it ends), put the drains back and delete clustercert's
+        reservation (collect.maintenance.restore), then end the agent's session."""
         if self.agent is not None:
             try:
                 for step in list(self.pairs.values()):
@@ -525,8 +554,8 @@ class SlurmBackend:
                         self._say(f"drains restored on {', '.join(sorted(saved.drained))}"
                                   + (f"; reservation {saved.reservation} deleted" if saved.created else ""))
                     else:
-                        self._say(f"not all was put back: the next --backend slurm run restores it "
-                                  f"({maintenance.saved_dir(self.state_dir) / (saved.reservation + '.json')})")
+                        kept = maintenance.saved_dir(self.state_dir) / (saved.reservation + ".json")
+                        self._say(f"not all was put back: the next --backend slurm run restores it ({kept})")
                 self.agent.close()
 
     def __enter__(self) -> SlurmBackend:
@@ -538,19 +567,24 @@ class SlurmBackend:
     # -- the collect.ssh interface: the node runner
 
     @staticmethod
-    def runner_limit(commands: dict[str, tuple], stages: list[list[str]] | None = None, parallel: int = 8) -> float:
+    def runner_limit(commands: dict[str, tuple], stages: list[list[str]] | None = None,
+                     parallel: int = 8) -> float:
         return ssh.runner_limit(commands, stages, parallel) + SLACK_S
 
-    def collect_node(self, node: str, conn: dict, commands: dict[str, tuple], *, control_dir: Path | None = None,
-                     parallel: int = 8, stages: list[list[str]] | None = None, on_done=None, path: str = "") -> NodeEvidence:
+    def collect_node(self, node: str, conn: dict, commands: dict[str, tuple], *,
+                     control_dir: Path | None = None,
+                     parallel: int = 8, stages: list[list[str]] | None = None, on_done=None,
+                     path: str = "") -> NodeEvidence:
         req = ssh.runner_request(commands, parallel, stages, on_done is not None, path)
-        return self._runner_step({node: (commands, req)}, self.runner_limit(commands, stages, parallel), None, on_done)[node]
+        return self._runner_step({node: (commands, req)}, self.runner_limit(commands, stages, parallel), None,
+                                 on_done)[node]
 
     def collect_many(self, nodes: dict[str, dict], commands_for: dict[str, dict[str, tuple]], *,
                      forks: int = DEFAULT_FORKS, control_dir: Path | None = None,
                      each=None) -> dict[str, NodeEvidence]:
-        """Every node's commands in ONE srun step (a task per node); ``each`` as each node's document is complete.
-        ``forks`` does not apply: Slurm starts the step's tasks, the controller holds one session."""
+        """Every node's commands in ONE srun step (a task per node); ``each`` as each node's document is
+        complete. ``forks`` does not apply: Slurm starts the step's tasks, the controller holds one
+        session."""
         requests = {n: (commands_for[n], ssh.runner_request(commands_for[n])) for n in nodes}
         limit = max((self.runner_limit(c) for c, _ in requests.values()), default=SLACK_S)
         return self._runner_step(requests, limit, each)
@@ -579,45 +613,55 @@ class SlurmBackend:
             groups.setdefault((tuple(become), first, ssh.interpreter(self.conns[n])), []).append(n)
         lock = threading.Lock()
 
-        def run(key: tuple, names: list[str]) -> None:
-            become, first, interp = key
-            by_sn = {self.names[n]: n for n in names}
-            # every task reads the whole of it: compressed, the nodes' nearly alike requests cost little more than one
-            nodes = json.dumps({self.names[n]: requests[n][1] for n in names}).encode()
-            body = json.dumps({"nodes_z": base64.b64encode(zlib.compress(nodes, 6)).decode("ascii")})
-            stdin = (first.decode() + REQUEST_MARK + body) if first else body
-            argv = srun_argv(self.job_id, sorted(by_sn), label=True, input_all=True) + [
-                *become, interp, "-c", remote.source("runner")]
-            t0 = time.monotonic()
-            deadline = t0 + limit + 30
-            call = self.agent.call(argv, stdin, limit, stream=True)
-            frames, pending = Frames(), dict(by_sn)
-            while (line := call.next_line(deadline - time.monotonic())) is not None:
-                text = _LABEL.sub("", line, count=1)
-                if text.startswith(DONE_MARK):
-                    if on_done is not None:
-                        on_done(text[len(DONE_MARK):].strip())
-                elif (got := frames.add(text)) is not None and got[0] in pending:
-                    n = pending.pop(got[0])
-                    ev = ssh.runner_evidence(n, requests[n][0], got[1], round(time.monotonic() - t0, 3))
-                    with lock:
-                        done(n, ev)
-            if not call.done.is_set():
-                self.agent.cancel(call)
-            res = call.wait(IMMEDIATE_S + 30)
-            why = _why(res, limit)
-            if res and not res.get("lost") and not res.get("timed_out") and (res.get("stderr") or "").strip():
-                # sudo's refusals in words of their own, as over ssh (collect.ssh.describe_failure)
-                err = "\n".join(_LABEL.sub("", ln, count=1) for ln in res["stderr"].splitlines())
-                why = ssh.describe_failure(err, res.get("rc"), self.conns[names[0]])
-            for n in pending.values():
-                with lock:
-                    done(n, NodeEvidence(n, False, why, seconds=round(time.monotonic() - t0, 3)))
+        def locked_done(name: str, ev: NodeEvidence) -> None:
+            with lock:
+                done(name, ev)
 
         if groups:
             with ThreadPoolExecutor(max_workers=len(groups)) as ex:
-                list(ex.map(lambda kv: run(*kv), groups.items()))
+                list(ex.map(lambda kv: self._runner_group(*kv, requests, limit, locked_done, on_done),
+                            groups.items()))
         return {n: out[n] for n in requests}
+
+    def _runner_group(self, key: tuple, names: list[str], requests: dict[str, tuple[dict, dict]],
+                      limit: float, done, on_done) -> None:
+        """One srun step for the nodes ``names`` that become root alike (``key``); ``done`` as each node's
+        document is complete, and for each node the step left without one (why, in words)."""
+        become, first, interp = key
+        by_sn = {self.names[n]: n for n in names}
+        # every task reads the whole of it: compressed, the nodes' nearly alike requests cost little more than
+        # one
+        nodes = json.dumps({self.names[n]: requests[n][1] for n in names}).encode()
+        body = json.dumps({"nodes_z": base64.b64encode(zlib.compress(nodes, 6)).decode("ascii")})
+        stdin = (first.decode() + REQUEST_MARK + body) if first else body
+        argv = srun_argv(self.job_id, sorted(by_sn), label=True, input_all=True) + [
+            *become, interp, "-c", remote.source("runner")]
+        t0 = time.monotonic()
+        deadline = t0 + limit + 30
+        call = self.agent.call(argv, stdin, limit, stream=True)
+        frames, pending = Frames(), dict(by_sn)
+        while (line := call.next_line(deadline - time.monotonic())) is not None:
+            text = _LABEL.sub("", line, count=1)
+            if text.startswith(DONE_MARK):
+                if on_done is not None:
+                    on_done(text[len(DONE_MARK):].strip())
+            elif (got := frames.add(text)) is not None and got[0] in pending:
+                n = pending.pop(got[0])
+                done(n, ssh.runner_evidence(n, requests[n][0], got[1], round(time.monotonic() - t0, 3)))
+        if not call.done.is_set():
+            self.agent.cancel(call)
+        why = self._step_failure(call.wait(IMMEDIATE_S + 30), limit, names[0])
+        for n in pending.values():
+            done(n, NodeEvidence(n, False, why, seconds=round(time.monotonic() - t0, 3)))
+
+    def _step_failure(self, res: dict, limit: float, node: str) -> str:
+        """Why a step's node gave no document, from the step's end ``res``."""
+        why = _why(res, limit)
+        if res and not res.get("lost") and not res.get("timed_out") and (res.get("stderr") or "").strip():
+            # sudo's refusals in words of their own, as over ssh (collect.ssh.describe_failure)
+            err = "\n".join(_LABEL.sub("", ln, count=1) for ln in res["stderr"].splitlines())
+            why = ssh.describe_failure(err, res.get("rc"), self.conns[node])
+        return why
 
     # -- the collect.ssh interface: a probe's server and client
 
@@ -707,12 +751,13 @@ class SlurmBackend:
                              float(res.get("seconds") or 0.0), srv.cmd)
 
     def _run_client(self, srv: SlurmServer | None, node: str, script: str, t_int: int) -> tuple[dict, str]:
-        """The client's answer, and where it ran: in its server's pair step where it has one, else in a step of
-        its own."""
+        """The client's answer, and where it ran: in its server's pair step where it has one, else in a step
+        of its own."""
         step = srv.step if srv is not None and srv.step is not None and not srv.step.ended else None
         if step is None or self.names[node] not in step.nodes:  # (a client elsewhere than its server's pair)
             call = self.agent.call(self._probe_argv(node, script), None, t_int + SLACK_S)
-            return call.wait(t_int + SLACK_S + 30) or {"rc": None, "stderr": "", "timed_out": True, "seconds": t_int}, ""
+            return call.wait(t_int + SLACK_S + 30) or {"rc": None, "stderr": "", "timed_out": True,
+                                                       "seconds": t_int}, ""
         self._use(step)
         try:
             proc = step.start(self.names[node], STEP_ENV + script)
@@ -725,7 +770,8 @@ class SlurmBackend:
             self._release(step)
 
     def finish_probe(self, srv: SlurmServer | None, client: tuple[str, dict, str], timeout: float, *,
-                     control_dir: Path | None = None, background: ThreadPoolExecutor | None = None) -> ssh.ProbeRun:
+                     control_dir: Path | None = None,
+                     background: ThreadPoolExecutor | None = None) -> ssh.ProbeRun:
         t_int = int(max(1, timeout))
         node, _conn, cmd = client
         where = ""
@@ -748,11 +794,12 @@ class SlurmBackend:
             else:
                 server_res = self.stop_server(srv, wait)
         error = "" if started else (self.blocked.get(node) or _why(res, t_int))
-        return ssh.ProbeRun(server_res, client_res, started, error, srv is None or srv.pgid is not None, where)
+        return ssh.ProbeRun(server_res, client_res, started, error, srv is None or srv.pgid is not None,
+                            where)
 
-    def run_server_client(self, server: tuple[str, dict, str] | None, client: tuple[str, dict, str], timeout: float,
-                          *, control_dir: Path | None = None, server_start_delay: float = 0.5,
+    def run_server_client(self, server: tuple[str, dict, str] | None, client: tuple[str, dict, str],
+                          timeout: float, *, control_dir: Path | None = None, server_start_delay: float = 0.5,
                           server_port: int | None = None) -> ssh.ProbeRun:
-        srv = (self.start_server(server, timeout, server_start_delay=server_start_delay, server_port=server_port,
-                                 peer=client[0]) if server is not None else None)
+        srv = (self.start_server(server, timeout, server_start_delay=server_start_delay,
+                                 server_port=server_port, peer=client[0]) if server is not None else None)
         return self.finish_probe(srv, client, timeout)

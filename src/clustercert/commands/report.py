@@ -1,6 +1,7 @@
 """`clustercert report history|runs|prune|show`: per-node trends and past runs from the store; retention; a
 certificate file (`show CERT`: summary.md's text, or with --format json the certificate expanded: each node's
-findings and the links as lists of objects, as docs/schemas/certificate.schema.json describes; not verified)."""
+findings and the links as lists of objects, as docs/schemas/certificate.schema.json describes; not
+verified)."""
 
 from __future__ import annotations
 
@@ -26,23 +27,32 @@ def run(args) -> int:
     if cert_path is not None:
         raise InputError("CERT", cert_path, "only `report show` takes a certificate file")
     if not default_path().exists():
-        raise InputError(str(default_path()), None, "no store yet: run `clustercert validate` or `certify` first")
+        raise InputError(str(default_path()), None,
+                         "no store yet: run `clustercert validate` or `certify` first")
     store = Store()
     if args.what == "prune":
         return prune(args, store, started)
     if (getattr(args, "keep", None) or getattr(args, "older_than", None) or getattr(args, "dry_run", False)):
         raise InputError("--keep/--older-than/--dry-run", args.what, "only `report prune` takes them")
+    rows = _rows(args, store)
+    emit(args, lambda: documents.report_document(args.what, args.node, rows, started),
+         lambda: print_history(rows) if args.what == "history" else print_runs(rows))
+    return EXIT_OK
+
+
+def _rows(args, store: Store) -> list[dict]:
+    """``report history``: the node's (or every node's) results; ``report runs``: the runs, their meta
+    read."""
     if args.what == "history":
         rows = store.history(args.node)
         if args.node and not rows:
             raise InputError("--node", args.node, "no recorded results for this node")
-    else:
-        rows = store.runs()
-        for r in rows:
-            r["meta"] = json.loads(r["meta"]) if isinstance(r.get("meta"), str) and r["meta"] else (r.get("meta") or {})
-    emit(args, lambda: documents.report_document(args.what, args.node, rows, started),
-         lambda: print_history(rows) if args.what == "history" else print_runs(rows))
-    return EXIT_OK
+        return rows
+    rows = store.runs()
+    for r in rows:
+        meta = r.get("meta")
+        r["meta"] = json.loads(meta) if isinstance(meta, str) and meta else (meta or {})
+    return rows
 
 
 def prune(args, store: Store, started) -> int:
@@ -62,12 +72,16 @@ def prune(args, store: Store, started) -> int:
 
 
 def show(args, cert_path: str | None) -> int:
-    """``report show CERT``: the certificate file read (and refused, exit 2, where it is not a certificate or its
-    tables are malformed) and printed expanded."""
+    """``report show CERT``: the certificate file read (and refused, exit 2, where it is not a certificate or
+    its tables are malformed) and printed expanded."""
     if cert_path is None:
-        raise InputError("CERT", None, "`report show` needs a certificate file: clustercert report show cert/certificate.json")
-    if args.node or getattr(args, "keep", None) or getattr(args, "older_than", None) or getattr(args, "dry_run", False):
-        raise InputError("--node/--keep/--older-than/--dry-run", "show", "`report show` takes a certificate file only")
+        raise InputError("CERT", None,
+                         "`report show` needs a certificate file: clustercert report show "
+                         "cert/certificate.json")
+    if (args.node or getattr(args, "keep", None) or getattr(args, "older_than", None)
+            or getattr(args, "dry_run", False)):
+        raise InputError("--node/--keep/--older-than/--dry-run", "show",
+                         "`report show` takes a certificate file only")
     try:
         cert = certificate.expanded(certificate.load_certificate(Path(cert_path)))
     except ValueError as e:

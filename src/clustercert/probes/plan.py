@@ -23,12 +23,17 @@ REACH_TIMEOUT_S = 3.0
 class ProbeSettings:
     seconds: int = 5          # duration of each bandwidth probe
     timeout: float = 60.0     # hard limit of one probe (server and client are killed after it)
-    only: frozenset[str] | None = None  # probe names (catalog.PROBE_NAMES) to run; None: all the profile asks for
-    node_probes: bool = True  # each node's own probes (loopback, NCCL on the node, nvbandwidth, dcgmi); drift: off
-    training: bool = True     # the DDP smoke test and NCCL's transport check (correctness, no figure); drift: off
-    ddp_nproc: int | None = None  # torchrun --nproc_per_node for the DDP smoke test; None: the profile's ranks
-    # each node's compute rails (clustercert.checks.rails.NodeRails), discovered before the probes (certify and
-    # drift: by the validators' collection; probe: probes.rails.discover); a node not in it: not discovered
+    # probe names (catalog.PROBE_NAMES) to run; None: all the profile asks for
+    only: frozenset[str] | None = None
+    # each node's own probes (loopback, NCCL on the node, nvbandwidth, dcgmi); drift: off
+    node_probes: bool = True
+    # the DDP smoke test and NCCL's transport check (correctness, no figure); drift: off
+    training: bool = True
+    # torchrun --nproc_per_node for the DDP smoke test; None: the profile's ranks
+    ddp_nproc: int | None = None
+    # each node's compute rails (clustercert.checks.rails.NodeRails), discovered before the probes (certify
+    # and drift: by the validators' collection; probe: probes.rails.discover); a node not in it: not
+    # discovered
     rails: dict | None = None
 
     @property
@@ -105,26 +110,22 @@ class NodePlan:
     expected: int = 0                # how many rails the profile states
 
 
-def node_plan(h, cfg: ProbeSettings) -> NodePlan:
-    """Loopback ib_write_bw per compute HCA (the rails at once, each server started on the node before
-    its client) and, on an NVSwitch node, NCCL on the node beside them (nccl_beside_loopback); then one
-    after another: NCCL on the node with GPU utilisation sampled while it runs, nvbandwidth, dcgmi diag."""
-    prof = h.profile
-    th = cfg.thresholds(prof) if cfg.node_probes else {}
-    nr = rails_of(h, cfg)
-    rails = list(nr.rails or ()) if "ib_write_bw_loopback" in th else []
-    cmds: dict[str, tuple] = {}
+def _loopback_commands(rails: list, cfg: ProbeSettings) -> dict[str, tuple]:
+    """Loopback ib_write_bw per compute rail, its server started on the node before its client."""
+    cmds = {}
     for i, r in enumerate(rails):
         port = cmd.PERFTEST_PORT + 100 + i
         server = {"cmd": cmd.perftest_cmd("ib_write_bw", r.hca, r.port, port, cfg.seconds),
                   "port": port, "timeout": cfg.limit + CLIENT_START_S}
-        cmds[f"loopback{i}"] = (cmd.perftest_cmd("ib_write_bw", r.hca, r.port, port, cfg.seconds, "localhost"),
-                                cfg.limit, server)
-    if "nccl_allreduce_1node" in th or "gpu_util_under_load" in th:
-        nccl = cmd.nccl_1node_cmd(prof.gpu.count)
-        cmds["nccl"] = (cmd.with_util_sampling(nccl) if "gpu_util_under_load" in th else nccl, cfg.limit)
-    gdr = gdr_pairs(h, cfg) if "ib_write_bw_gdr_loopback" in th else []
-    for i, p in enumerate(gdr):  # GPUDirect RDMA loopback per GPU-NIC pair, GPU memory at both ends
+        client = cmd.perftest_cmd("ib_write_bw", r.hca, r.port, port, cfg.seconds, "localhost")
+        cmds[f"loopback{i}"] = (client, cfg.limit, server)
+    return cmds
+
+
+def _gdr_commands(gdr: list, cfg: ProbeSettings) -> dict[str, tuple]:
+    """GPUDirect RDMA loopback per GPU-NIC pair, GPU memory at both ends; topo -m and the preflight."""
+    cmds = {}
+    for i, p in enumerate(gdr):
         port = cmd.GDR_PORT + i
         server = {"cmd": cmd.gdr_perftest_cmd(p.hca, p.port, port, cfg.seconds, p.gpu, p.numa),
                   "port": port, "timeout": cfg.limit + CLIENT_START_S}
@@ -133,15 +134,12 @@ def node_plan(h, cfg: ProbeSettings) -> NodePlan:
     if gdr:
         cmds["topo"] = (cmd.topo_cmd(), cfg.limit)
         cmds["gdr_help"] = (cmd.perftest_help_cmd(), min(cfg.limit, 15.0))  # the GPUDirect preflight
-    nvlink = cmd.NVLINK_TESTS if "nvlink_aggregate" in th else ()
-    if any(k in th for k in NVBW_TESTS) or nvlink:
-        cmds["nvbandwidth"] = (cmd.nvbandwidth_cmd(nvlink, any(k in th for k in NVBW_TESTS)), cfg.limit)
-    diag = cfg.dcgm_diag(prof) if cfg.node_probes else None
-    if diag is not None and diag.level > 0:
-        cmds["dcgmi_diag"] = (cmd.dcgmi_diag_cmd(diag.level), diag.limit_s)
-    for i, path in enumerate(checkpoint_paths(prof, th)):
-        cmds[f"checkpoint{i}"] = (cmd.checkpoint_cmd(path, h.name, prof.storage.checkpoint_size_mib,
-                                                     max(2, cfg.seconds)), cfg.limit)
+    return cmds
+
+
+def _node_stages(cmds: dict[str, tuple], gdr: list, prof) -> list[list[str]]:
+    """The loopbacks at once (with NCCL beside them on an NVSwitch node), then the GPUDirect loopbacks,
+    then every other command one after another."""
     stage0 = [n for n in cmds if n.startswith("loopback") or (n == "nccl" and nccl_beside_loopback(prof))]
     # the GPUDirect loopbacks use the rails the host-memory ones use: the stage after them, one pair per HCA
     # at a time (with topo -m beside the first)
@@ -155,7 +153,33 @@ def node_plan(h, cfg: ProbeSettings) -> NodePlan:
         gdr_stages[0].append("topo")
         stage0.append("gdr_help")  # before the GPUDirect loopbacks, beside the host-memory ones
     staged = set(stage0) | {n for st in gdr_stages for n in st}
-    stages = ([stage0] if stage0 else []) + gdr_stages + [[n] for n in cmds if n not in staged]
+    return ([stage0] if stage0 else []) + gdr_stages + [[n] for n in cmds if n not in staged]
+
+
+def node_plan(h, cfg: ProbeSettings) -> NodePlan:
+    """Loopback ib_write_bw per compute HCA (the rails at once, each server started on the node before
+    its client) and, on an NVSwitch node, NCCL on the node beside them (nccl_beside_loopback); then one
+    after another: NCCL on the node with GPU utilisation sampled while it runs, nvbandwidth, dcgmi diag."""
+    prof = h.profile
+    th = cfg.thresholds(prof) if cfg.node_probes else {}
+    nr = rails_of(h, cfg)
+    rails = list(nr.rails or ()) if "ib_write_bw_loopback" in th else []
+    cmds: dict[str, tuple] = _loopback_commands(rails, cfg)
+    if "nccl_allreduce_1node" in th or "gpu_util_under_load" in th:
+        nccl = cmd.nccl_1node_cmd(prof.gpu.count)
+        cmds["nccl"] = (cmd.with_util_sampling(nccl) if "gpu_util_under_load" in th else nccl, cfg.limit)
+    gdr = gdr_pairs(h, cfg) if "ib_write_bw_gdr_loopback" in th else []
+    cmds |= _gdr_commands(gdr, cfg)
+    nvlink = cmd.NVLINK_TESTS if "nvlink_aggregate" in th else ()
+    if any(k in th for k in NVBW_TESTS) or nvlink:
+        cmds["nvbandwidth"] = (cmd.nvbandwidth_cmd(nvlink, any(k in th for k in NVBW_TESTS)), cfg.limit)
+    diag = cfg.dcgm_diag(prof) if cfg.node_probes else None
+    if diag is not None and diag.level > 0:
+        cmds["dcgmi_diag"] = (cmd.dcgmi_diag_cmd(diag.level), diag.limit_s)
+    for i, path in enumerate(checkpoint_paths(prof, th)):
+        cmds[f"checkpoint{i}"] = (cmd.checkpoint_cmd(path, h.name, prof.storage.checkpoint_size_mib,
+                                                     max(2, cfg.seconds)), cfg.limit)
+    stages = _node_stages(cmds, gdr, prof)
     return NodePlan(th, rails, cmds, stages, unknown_rails(nr), nr.expected)
 
 
@@ -166,7 +190,8 @@ def gdr_pairs(h, cfg: ProbeSettings) -> list:
 
 
 def checkpoint_paths(prof, th: dict) -> list[str]:
-    """Where probe.checkpoint_write writes: the profile's storage paths, where a checkpoint floor is judged."""
+    """Where probe.checkpoint_write writes: the profile's storage paths, where a checkpoint floor is
+    judged."""
     if prof.storage is None or not ({"checkpoint_write", "checkpoint_read"} & set(th)):
         return []
     return prof.storage.checkpoint_paths
@@ -214,6 +239,46 @@ class PairPlan:
     errors: list = field(default_factory=list)  # rail probes that cannot run: an end's rails are unknown
 
 
+def _gdr_jobs(a, b, rnd: int, cfg: ProbeSettings, evaluators, th: dict, rails: list, asked) -> list[Job]:
+    """GPUDirect RDMA across the pair, one job per rail (where a's profile has a gpudirect section)."""
+    jobs = []
+    if a.profile.gpudirect is None or "ib_write_bw_gdr_pair" not in th:
+        return []
+    for i, (p, q) in enumerate(rails):
+        if not asked("ib_write_bw_gdr", p.fabric):
+            continue
+        port = cmd.GDR_PORT + 50 + i
+        server = (b.name, b.connection, cmd.gdr_perftest_cmd(q.hca, q.port, port, cfg.seconds, q.gpu, q.numa))
+        client = (a.name, a.connection,
+                  cmd.gdr_perftest_cmd(p.hca, p.port, port, cfg.seconds, p.gpu, p.numa, addr(b)))
+        m = Measurement("ib_write_bw_gdr", a.name, b.name, subject=f"GPU{p.gpu}-{p.hca} {a.name}->{b.name}",
+                        fabric=p.fabric, round=rnd, threshold="ib_write_bw_gdr_pair")
+        jobs.append(Job(m, server, client, port, lambda m, r: evaluators.eval_perftest(
+            m, th["ib_write_bw_gdr_pair"], r.client, cfg.limit), p.fabric))
+    return jobs
+
+
+def _iperf_jobs(a, b, rnd: int, cfg: ProbeSettings, evaluators, th: dict,
+                asked) -> tuple[list[Job], dict[int, tuple[str, str]]]:
+    """iperf3 over IPoIB per fabric both ends have an address on, and those addresses (the reachability
+    pass checks them first)."""
+    jobs, reach = [], {}
+    for f in sorted({x.fabric for x in a.profile.ib.hcas}) if "iperf3_ipoib" in th else []:
+        sa, sb = fabric_ip(a, f), fabric_ip(b, f)
+        if not sa or not sb or not asked("iperf3", f):
+            continue
+        reach[f] = (sa, sb)
+        port = cmd.IPERF_PORT + f
+        server = (b.name, b.connection, cmd.iperf3_server_cmd(sb, port))
+        client = (a.name, a.connection, cmd.iperf3_client_cmd(sb, sa, port, cfg.seconds))
+        m = Measurement("iperf3", a.name, b.name, subject=f"fabric {f} {sa}->{sb}", fabric=f, round=rnd,
+                        threshold="iperf3_ipoib")
+        jobs.append(Job(m, server, client, port,
+                        lambda m, r: evaluators.eval_iperf3(m, th["iperf3_ipoib"], r.client, cfg.limit), f,
+                        True))
+    return jobs, reach
+
+
 def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators, channels: set | None = None) -> PairPlan:
     """``evaluators``: the module with eval_perftest and eval_iperf3 (clustercert.probes.evaluate);
     ``channels``: only the probes of these (probe, fabric) channels -- what a later round asks -- or all."""
@@ -231,8 +296,8 @@ def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators, channels: set | No
     def unknown(tool: str, key: str) -> None:  # one error per rail the profile states
         if why and key in th:
             for i in range(max(na.expected, 1)):
-                errors.append(Measurement(tool, a.name, b.name, subject=f"rail {i} {a.name}->{b.name}", round=rnd,
-                                          threshold=key).error(why, th[key]))
+                errors.append(Measurement(tool, a.name, b.name, subject=f"rail {i} {a.name}->{b.name}",
+                                          round=rnd, threshold=key).error(why, th[key]))
 
     def perftest(tool: str, port0: int) -> list[Job]:  # one job per rail
         key, lat = PAIR_THRESHOLD[tool], tool.endswith("_lat")
@@ -243,9 +308,10 @@ def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators, channels: set | No
                 continue
             port = port0 + i
             server = (b.name, b.connection, cmd.perftest_cmd(tool, rb_.hca, rb_.port, port, cfg.seconds))
-            client = (a.name, a.connection, cmd.perftest_cmd(tool, ra.hca, ra.port, port, cfg.seconds, addr(b)))
-            m = Measurement(tool, a.name, b.name, subject=f"{ra.hca} {a.name}->{b.name}", fabric=ra.fabric, round=rnd,
-                            threshold=key)
+            client = (a.name, a.connection,
+                      cmd.perftest_cmd(tool, ra.hca, ra.port, port, cfg.seconds, addr(b)))
+            m = Measurement(tool, a.name, b.name, subject=f"{ra.hca} {a.name}->{b.name}", fabric=ra.fabric,
+                            round=rnd, threshold=key)
             jobs.append(Job(m, server, client, port,
                             lambda m, r, key=key, lat=lat: evaluators.eval_perftest(
                                 m, th[key], r.client, cfg.limit, lat=lat), ra.fabric))
@@ -253,38 +319,19 @@ def pair_plan(a, b, rnd: int, cfg: ProbeSettings, evaluators, channels: set | No
 
     bw = perftest("ib_write_bw", cmd.PERFTEST_PORT)
     lat = perftest("ib_write_lat", cmd.PERFTEST_PORT + 200)
-    gdr = []
     if a.profile.gpudirect is not None:
         unknown("ib_write_bw_gdr", "ib_write_bw_gdr_pair")
-    for i, (p, q) in enumerate(rails if a.profile.gpudirect is not None and "ib_write_bw_gdr_pair" in th else []):
-        if not asked("ib_write_bw_gdr", p.fabric):
-            continue
-        port = cmd.GDR_PORT + 50 + i
-        server = (b.name, b.connection, cmd.gdr_perftest_cmd(q.hca, q.port, port, cfg.seconds, q.gpu, q.numa))
-        client = (a.name, a.connection, cmd.gdr_perftest_cmd(p.hca, p.port, port, cfg.seconds, p.gpu, p.numa, addr(b)))
-        m = Measurement("ib_write_bw_gdr", a.name, b.name, subject=f"GPU{p.gpu}-{p.hca} {a.name}->{b.name}",
-                        fabric=p.fabric, round=rnd, threshold="ib_write_bw_gdr_pair")
-        gdr.append(Job(m, server, client, port, lambda m, r: evaluators.eval_perftest(
-            m, th["ib_write_bw_gdr_pair"], r.client, cfg.limit), p.fabric))
-    iperf, reach = [], {}
-    for f in sorted({x.fabric for x in a.profile.ib.hcas}) if "iperf3_ipoib" in th else []:
-        sa, sb = fabric_ip(a, f), fabric_ip(b, f)
-        if not sa or not sb or not asked("iperf3", f):
-            continue
-        reach[f] = (sa, sb)
-        port = cmd.IPERF_PORT + f
-        server = (b.name, b.connection, cmd.iperf3_server_cmd(sb, port))
-        client = (a.name, a.connection, cmd.iperf3_client_cmd(sb, sa, port, cfg.seconds))
-        m = Measurement("iperf3", a.name, b.name, subject=f"fabric {f} {sa}->{sb}", fabric=f, round=rnd,
-                        threshold="iperf3_ipoib")
-        iperf.append(Job(m, server, client, port,
-                         lambda m, r: evaluators.eval_iperf3(m, th["iperf3_ipoib"], r.client, cfg.limit), f, True))
-    stages = [(s, key) for s, key in ((bw, "ib_write_bw_pair"), (gdr, "ib_write_bw_gdr_pair"), (iperf, "iperf3_ipoib"),
-                                      (lat, "ib_write_lat_p99")) if s]
+    gdr = _gdr_jobs(a, b, rnd, cfg, evaluators, th, rails, asked)
+    iperf, reach = _iperf_jobs(a, b, rnd, cfg, evaluators, th, asked)
+    stages = [(s, key) for s,
+              key in ((bw, "ib_write_bw_pair"), (gdr, "ib_write_bw_gdr_pair"), (iperf, "iperf3_ipoib"),
+                      (lat, "ib_write_lat_p99")) if s]
     transport = cfg.transport(a.profile) and "nccl_allreduce_pair" in th
-    nccl = "nccl_allreduce_pair" in th and (asked("nccl_allreduce", None) or transport and asked("nccl_transport", None))
+    nccl = "nccl_allreduce_pair" in th and (asked("nccl_allreduce", None)
+                                            or transport and asked("nccl_transport", None))
     return PairPlan(a, b, th, stages, len(stages) * (cfg.limit + CLIENT_START_S) + SERVER_MARGIN_S, reach,
-                    nccl, nccl and transport, cfg.ddp(a.profile) and asked("ddp_allreduce", None), errors=errors)
+                    nccl, nccl and transport, cfg.ddp(a.profile) and asked("ddp_allreduce", None),
+                    errors=errors)
 
 
 def reach_commands(plan: PairPlan) -> dict[str, tuple[str, float]]:

@@ -65,7 +65,8 @@ The simulated tools come from the lab's apt repository and run {labsim}.
 
 
 def prepare_image(rootfs: Path) -> None:
-    """Install the agent unit and the dmesg/lsmod/lspci/dmidecode replacements into the image at ``rootfs``."""
+    """Install the agent unit and the dmesg/lsmod/lspci/dmidecode replacements into the image at
+    ``rootfs``."""
     rootfs = Path(rootfs)
     (rootfs / NODE_SIM_DIR.lstrip("/")).mkdir(parents=True, exist_ok=True)
     unit = rootfs / "etc/systemd/system" / AGENT_UNIT
@@ -77,7 +78,8 @@ def prepare_image(rootfs: Path) -> None:
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(f"/etc/systemd/system/{AGENT_UNIT}")
-    # the node's kernel log, module list, PCI devices, firmware tables and NUMA placement come from the simulator
+    # the node's kernel log, module list, PCI devices, firmware tables and NUMA placement come from the
+    # simulator
     for pkg_path, tool in (("/bin/dmesg", "dmesg"), ("/bin/lsmod", "lsmod"), ("/sbin/lsmod", "lsmod"),
                            ("/usr/bin/lspci", "lspci"), ("/usr/sbin/dmidecode", "dmidecode"),
                            ("/usr/bin/numactl", "numactl")):
@@ -107,7 +109,8 @@ def _divert(rootfs: Path, pkg_path: str, tool: str) -> None:
                             capture_output=True, text=True, timeout=60)
     if pkg_path not in listed.stdout:
         subprocess.run(["chroot", str(rootfs), "dpkg-divert", "--local", "--rename", "--divert",
-                        pkg_path + ".distrib", "--add", pkg_path], check=True, capture_output=True, timeout=60)
+                        pkg_path + ".distrib", "--add", pkg_path], check=True, capture_output=True,
+                        timeout=60)
     target = rootfs / pkg_path.lstrip("/")
     if target.is_symlink() or target.exists():
         target.unlink()

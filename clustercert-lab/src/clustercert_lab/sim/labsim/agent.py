@@ -17,8 +17,8 @@ mount namespace:
   the slaves' operstate every 25 ms until the next tick, so a failover takes tens of milliseconds,
   like a bond with miimon=100, and an idle node's agent wakes once a second. The bond's data path
   is the lab's `bondlink` veth (host end on the lab's bond bridge): the agent enslaves it to bond0
-  and keeps its link up while at least one slave is up (active-backup reachability). networkd cannot configure a bond0 whose
-  kind is not bond, so the agent applies the Address= entries of bond0's .network file itself.
+  and keeps its link up while at least one slave is up (active-backup reachability). networkd cannot configure
+  a bond0 whose kind is not bond, so the agent applies the Address= entries of bond0's .network file itself.
   /proc/net/bonding cannot be simulated (procfs, no bonding module), see docs/lab-faults.md.
 * IB port state changes (ib_port_down) take the port's IPoIB netdev down, as losing the link does.
 """
@@ -248,40 +248,52 @@ def networkd_bond_config() -> dict | None:
     for d in reversed(NETWORKD_DIRS):
         for f in glob.glob(common.root(d) + "/*"):
             files[os.path.basename(f)] = f
-    bonds = {}
-    for name in sorted(files):
-        if name.endswith(".netdev"):
-            cp = _read_unit(files[name])
-            if cp.get("NetDev", "Kind", fallback="") == "bond":
-                bn = cp.get("NetDev", "Name", fallback="")
-                if bn and bn not in bonds:
-                    mode = cp.get("Bond", "Mode", fallback="balance-rr")
-                    fom = cp.get("Bond", "FailOverMACPolicy", fallback="none")
-                    bonds[bn] = {"name": bn, "mode": mode, "miimon": _sec(cp.get("Bond", "MIIMonitorSec", fallback="0")),
-                                 "fail_over_mac": fom, "slaves": [], "primary": "",
-                                 "primary_reselect": cp.get("Bond", "PrimaryReselectPolicy", fallback="always")}
+    bonds = _netdev_bonds(files)
     if not bonds:
         return None
     for name in sorted(files):
-        if not name.endswith(".network"):
-            continue
-        cp = _read_unit(files[name])
-        matched = cp.get("Match", "Name", fallback="").split()
-        for bn, b in bonds.items():
-            # the first .network file matching the bond configures it (networkd's rule): its addresses
-            if "addresses" not in b and any(fnmatch.fnmatchcase(bn, pat) for pat in matched):
-                b["addresses"] = [v for sec, k, v in _unit_entries(files[name])
-                                  if k == "Address" and sec in ("Network", "Address") and v]
-        bond = cp.get("Network", "Bond", fallback="")
-        if bond in bonds:
-            for nd in cp.get("Match", "Name", fallback="").split():
-                if nd not in bonds[bond]["slaves"]:
-                    bonds[bond]["slaves"].append(nd)
-                if cp.get("Network", "PrimarySlave", fallback="no").lower() in ("yes", "true", "1", "on"):
-                    bonds[bond]["primary"] = nd
+        if name.endswith(".network"):
+            _network_file(files[name], bonds)
     for b in bonds.values():
         b.setdefault("addresses", [])
     return bonds.get("bond0") or next(iter(bonds.values()))
+
+
+def _netdev_bonds(files: dict[str, str]) -> dict[str, dict]:
+    """The bonds the .netdev files create (the first file naming one wins), their slaves still empty."""
+    bonds: dict[str, dict] = {}
+    for name in sorted(files):
+        if not name.endswith(".netdev"):
+            continue
+        cp = _read_unit(files[name])
+        bn = cp.get("NetDev", "Name", fallback="") if cp.get("NetDev", "Kind", fallback="") == "bond" else ""
+        if bn and bn not in bonds:
+            bonds[bn] = {"name": bn, "mode": cp.get("Bond", "Mode", fallback="balance-rr"),
+                         "miimon": _sec(cp.get("Bond", "MIIMonitorSec", fallback="0")),
+                         "fail_over_mac": cp.get("Bond", "FailOverMACPolicy", fallback="none"),
+                         "slaves": [], "primary": "",
+                         "primary_reselect": cp.get("Bond", "PrimaryReselectPolicy", fallback="always")}
+    return bonds
+
+
+def _network_file(path: str, bonds: dict[str, dict]) -> None:
+    """What one .network file gives ``bonds``: a bond's addresses, or slaves (and its primary)."""
+    cp = _read_unit(path)
+    matched = cp.get("Match", "Name", fallback="").split()
+    for bn, b in bonds.items():
+        # the first .network file matching the bond configures it (networkd's rule): its addresses
+        if "addresses" not in b and any(fnmatch.fnmatchcase(bn, pat) for pat in matched):
+            b["addresses"] = [v for sec, k, v in _unit_entries(path)
+                              if k == "Address" and sec in ("Network", "Address") and v]
+    bond = cp.get("Network", "Bond", fallback="")
+    if bond not in bonds:
+        return
+    primary = cp.get("Network", "PrimarySlave", fallback="no").lower() in ("yes", "true", "1", "on")
+    for nd in matched:
+        if nd not in bonds[bond]["slaves"]:
+            bonds[bond]["slaves"].append(nd)
+        if primary:
+            bonds[bond]["primary"] = nd
 
 
 def networkd_pid() -> int | None:
@@ -338,37 +350,85 @@ def networkd_config_signature() -> tuple:
     return tuple(sig)
 
 
-def sync_bond(state: dict) -> None:
+def _networkd_changed(state: dict) -> None:
+    """Read the bond's configuration again where networkd (re)started, reconfigured links, or its
+    configuration changed: the bonding driver sees the config on disk now. A changed configuration counts
+    as applied: `networkctl reload` (what the roles run right after writing it) leaves no trace to watch,
+    and would create a real bond there and then."""
     pid = networkd_pid()
     stamp = networkd_applied_stamp()
     sig = networkd_config_signature()
     if pid is not None and (pid != state.get("networkd_pid") or stamp != state.get("networkd_stamp")
                             or sig != state.get("networkd_config")):
-        # networkd (re)started, reconfigured links, or its configuration changed: the bonding driver sees the
-        # config on disk now. A changed configuration counts as applied: `networkctl reload` (what the roles
-        # run right after writing it) leaves no trace to watch, and would create a real bond there and then.
         state["networkd_pid"] = pid
         state["networkd_stamp"] = stamp
         state["networkd_config"] = sig
         state["bond_config"] = networkd_bond_config()
+
+
+def _ensure_bond(name: str, state: dict) -> bool:
+    """The bond's netdev (a bridge standing in for it), made where it is missing; False: it could not be."""
+    if os.path.exists(common.root(f"/sys/class/net/{name}")):
+        return True
+    r = sh("ip", "link", "add", name, "type", "bridge", "stp_state", "0", "forward_delay", "0")
+    if r.returncode != 0:
+        return False
+    sh("ip", "link", "set", name, "up")
+    state["bond_created"] = True
+    state["bond_active"] = ""
+    state["link_failures"] = {}
+    state["bond_addresses"] = None
+    return True
+
+
+def _active_slave(cfg: dict, slaves: list[str], up: dict[str, bool], active: str) -> str:
+    """The active slave of an active-backup bond (the primary where it is up and reselected, else the
+    current one while it is up, else the first up); "" in the other modes."""
+    if cfg["mode"] != "active-backup":
+        return ""
+    if cfg["primary"] and up.get(cfg["primary"]) and cfg.get("primary_reselect", "always") == "always":
+        return cfg["primary"]
+    if not active or not up.get(active):
+        return next((s for s in slaves if up[s]), "")
+    return active
+
+
+def _write_bond_files(merged: str, cfg: dict, slaves: list[str], active: str, mii: str, up: dict[str, bool],
+                      fails: dict[str, int]) -> None:
+    """The bond's /sys/class/net/<bond>/bonding and each slave's bonding_slave."""
+    b = os.path.join(merged, "bonding")
+    os.makedirs(b, exist_ok=True)
+    files = {"mode": f"{cfg['mode']} {MODE_NUM.get(cfg['mode'], 0)}",
+             "slaves": " ".join(slaves), "active_slave": active, "mii_status": mii,
+             "primary": cfg["primary"], "miimon": str(cfg["miimon"]),
+             "fail_over_mac": f"{cfg['fail_over_mac']} {FOM_NUM.get(cfg['fail_over_mac'], 0)}",
+             "primary_reselect": f"{cfg.get('primary_reselect', 'always')} 0", "updelay": "0",
+             "downdelay": "0"}
+    for k, v in files.items():
+        common.write_text(os.path.join(b, k), v + "\n")
+    for s in slaves:
+        sm = overlay_netdev(s)
+        if sm is None:
+            continue
+        d = os.path.join(sm, "bonding_slave")
+        os.makedirs(d, exist_ok=True)
+        common.write_text(os.path.join(d, "state"), ("active" if s == active else "backup") + "\n")
+        common.write_text(os.path.join(d, "mii_status"), ("up" if up[s] else "down") + "\n")
+        common.write_text(os.path.join(d, "link_failure_count"), f"{fails.get(s, 0)}\n")
+
+
+def sync_bond(state: dict) -> None:
+    _networkd_changed(state)
     cfg = state.get("bond_config")
-    exists = os.path.exists(common.root("/sys/class/net/bond0"))
     if cfg is None:
-        if exists and state.get("bond_created"):
+        if os.path.exists(common.root("/sys/class/net/bond0")) and state.get("bond_created"):
             sh("ip", "link", "del", "bond0")
             state["bond_created"] = False
         sync_bond_link(None, False)
         return
     name = cfg["name"]
-    if not os.path.exists(common.root(f"/sys/class/net/{name}")):
-        r = sh("ip", "link", "add", name, "type", "bridge", "stp_state", "0", "forward_delay", "0")
-        if r.returncode != 0:
-            return
-        sh("ip", "link", "set", name, "up")
-        state["bond_created"] = True
-        state["bond_active"] = ""
-        state["link_failures"] = {}
-        state["bond_addresses"] = None
+    if not _ensure_bond(name, state):
+        return
     sync_bond_addresses(name, cfg.get("addresses", []), state)
     merged = overlay_netdev(name)
     if merged is None:
@@ -381,35 +441,11 @@ def sync_bond(state: dict) -> None:
         if prev_up.get(s, True) and not up[s]:
             fails[s] = fails.get(s, 0) + 1
     state["slave_up"] = up
-    active = state.get("bond_active", "")
-    if cfg["mode"] == "active-backup":
-        if cfg["primary"] and up.get(cfg["primary"]) and cfg.get("primary_reselect", "always") == "always":
-            active = cfg["primary"]
-        elif not active or not up.get(active):
-            active = next((s for s in slaves if up[s]), "")
-    else:
-        active = ""
+    active = _active_slave(cfg, slaves, up, state.get("bond_active", ""))
     state["bond_active"] = active
     mii = "up" if any(up.values()) else "down"
     sync_bond_link(name, mii == "up")
-    b = os.path.join(merged, "bonding")
-    os.makedirs(b, exist_ok=True)
-    files = {"mode": f"{cfg['mode']} {MODE_NUM.get(cfg['mode'], 0)}",
-             "slaves": " ".join(slaves), "active_slave": active, "mii_status": mii,
-             "primary": cfg["primary"], "miimon": str(cfg["miimon"]),
-             "fail_over_mac": f"{cfg['fail_over_mac']} {FOM_NUM.get(cfg['fail_over_mac'], 0)}",
-             "primary_reselect": f"{cfg.get('primary_reselect', 'always')} 0", "updelay": "0", "downdelay": "0"}
-    for k, v in files.items():
-        common.write_text(os.path.join(b, k), v + "\n")
-    for s in slaves:
-        sm = overlay_netdev(s)
-        if sm is None:
-            continue
-        d = os.path.join(sm, "bonding_slave")
-        os.makedirs(d, exist_ok=True)
-        common.write_text(os.path.join(d, "state"), ("active" if s == active else "backup") + "\n")
-        common.write_text(os.path.join(d, "mii_status"), ("up" if up[s] else "down") + "\n")
-        common.write_text(os.path.join(d, "link_failure_count"), f"{fails.get(s, 0)}\n")
+    _write_bond_files(merged, cfg, slaves, active, mii, up, fails)
 
 
 BOND_LINK = "bondlink"  # the veth the lab gives every node as its emulated bond's data path
@@ -535,14 +571,8 @@ def watch_bond(state: dict, seconds: float, events=None, hw_changed=None) -> Non
 
 # ---------------------------------------------------------------- boot
 
-def boot_modules() -> None:
-    for m in ("ib_core", "mlx5_core", "ib_uverbs", "mlx5_ib", "ib_ipoib"):
-        common.module_load(m)
-    v = common.installed_driver_version()
-    if v:
-        for m in ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"):
-            common.module_load(m, v)
-        common.kmsg(f"NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  {v}  Release Build")
+def _wanted_modules() -> list[str]:
+    """The modules /etc/modules-load.d/*.conf and /etc/modules name, in order."""
     wanted = []
     for f in sorted(glob.glob(common.root("/etc/modules-load.d/*.conf"))) + [common.root("/etc/modules")]:
         try:
@@ -553,6 +583,18 @@ def boot_modules() -> None:
                         wanted.append(line.replace("-", "_"))
         except OSError:
             continue
+    return wanted
+
+
+def boot_modules() -> None:
+    for m in ("ib_core", "mlx5_core", "ib_uverbs", "mlx5_ib", "ib_ipoib"):
+        common.module_load(m)
+    v = common.installed_driver_version()
+    if v:
+        for m in ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"):
+            common.module_load(m, v)
+        common.kmsg(f"NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  {v}  Release Build")
+    wanted = _wanted_modules()
     for m in wanted:
         if m in common.KNOWN_MODULES and (not m.startswith("nvidia") or v):
             ok, msg = common.module_load(m, v if m.startswith("nvidia") else None)

@@ -73,7 +73,8 @@ def dumps(data) -> str:
     if _json is None:
         import json
         return json.dumps(data)
-    encode = _json.make_encoder(None, _unserialisable, _json.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+    encode = _json.make_encoder(None, _unserialisable, _json.encode_basestring_ascii, None, ": ", ", ", False,
+                                False, True)
     return "".join(encode(data, 0))
 
 
@@ -201,12 +202,14 @@ def module_load(name: str, version: str | None = None) -> tuple[bool, str]:
     if name in table:
         return True, ""
     if name not in KNOWN_MODULES:
-        return False, f"modprobe: FATAL: Module {name} not found in directory /lib/modules/{os.uname().release}"
+        return False, (f"modprobe: FATAL: Module {name} not found in directory "
+                       f"/lib/modules/{os.uname().release}")
     size, deps = KNOWN_MODULES[name]
     missing = [d for d in deps if d not in table]
     if name == "nvidia_peermem" and any(d.startswith("ib_") for d in missing):
         # real symptom: nvidia_peermem needs ib_core symbols from the OFED stack
-        return False, "modprobe: ERROR: could not insert 'nvidia_peermem': Unknown symbol in module, or unknown parameter (see dmesg)"
+        return False, ("modprobe: ERROR: could not insert 'nvidia_peermem': Unknown symbol in module, or "
+                       "unknown parameter (see dmesg)")
     for d in missing:
         ok, msg = module_load(d, version if d.startswith("nvidia") else None)
         if not ok:

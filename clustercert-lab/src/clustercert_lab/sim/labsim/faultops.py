@@ -16,10 +16,13 @@ import subprocess
 from . import common
 
 LIMITS_FILE = "/etc/security/limits.d/zz-local-memlock.conf"
-RUNTIME_FILES = ["/etc/containerd/config.toml", "/etc/containerd/conf.d/99-nvidia.toml", "/etc/docker/daemon.json",
+RUNTIME_FILES = ["/etc/containerd/config.toml", "/etc/containerd/conf.d/99-nvidia.toml",
+                 "/etc/docker/daemon.json",
                  "/etc/crio/crio.conf.d/99-nvidia.toml"]
-TIME_UNITS = ["chrony.service", "chronyd.service", "systemd-timesyncd.service", "ntpsec.service", "ntp.service"]
-DRIVER_PACKAGES = ["nvidia-driver", "nvidia-open", "cuda-drivers", "cuda-drivers-570", "nvidia-smi", "libnvidia-ml1",
+TIME_UNITS = ["chrony.service", "chronyd.service", "systemd-timesyncd.service", "ntpsec.service",
+              "ntp.service"]
+DRIVER_PACKAGES = ["nvidia-driver", "nvidia-open", "cuda-drivers", "cuda-drivers-570", "nvidia-smi",
+                   "libnvidia-ml1",
                    "nvidia-persistenced", "nvidia-kernel-open-dkms", "nvidia-kernel-dkms", "libcuda1",
                    "nvidia-fabricmanager-570", "nvidia-fabricmanager"]
 
@@ -47,8 +50,10 @@ def _unit_known(unit: str) -> bool:
 def memlock_apply(p: dict) -> bool:
     path = common.root(LIMITS_FILE)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    common.write_text(path, "# local change: memlock limited to 64 KiB\n*\tsoft\tmemlock\t64\n*\thard\tmemlock\t64\n"
-                            "root\tsoft\tmemlock\t64\nroot\thard\tmemlock\t64\n")
+    common.write_text(path,
+                      "# local change: memlock limited to 64 "
+                      "KiB\n*\tsoft\tmemlock\t64\n*\thard\tmemlock\t64\n"
+                      "root\tsoft\tmemlock\t64\nroot\thard\tmemlock\t64\n")
     return True
 
 
@@ -59,12 +64,31 @@ def memlock_heal(p: dict) -> None:
         pass
 
 
-def runtime_apply(p: dict) -> bool:
+def _runtime_unconfigured(f: str, text: str) -> str | None:
+    """A container runtime's configuration file ``f`` without its NVIDIA runtime (None: the file goes; the
+    text as it is where it names none)."""
     # only this fault needs the system module (tomllib, re): the idle agent, which imports this module,
     # stays small (the lab's memory per idle node is a measured budget: README, The lab)
     from .system import containerd_has_nvidia, remove_containerd_nvidia
 
-    changed = False
+    if f.endswith("config.toml") and containerd_has_nvidia(text):
+        return remove_containerd_nvidia(text)
+    if f.endswith("99-nvidia.toml"):
+        return None
+    if f.endswith("daemon.json"):
+        try:
+            data = json.loads(text or "{}")
+        except ValueError:
+            return text
+        if "nvidia" in data.get("runtimes", {}):
+            data["runtimes"].pop("nvidia")
+            if data.get("default-runtime") == "nvidia":
+                data.pop("default-runtime")
+            return json.dumps(data, indent=4) + "\n"
+    return text
+
+
+def runtime_apply(p: dict) -> bool:
     backup = {}
     for f in RUNTIME_FILES:
         path = common.root(f)
@@ -73,29 +97,14 @@ def runtime_apply(p: dict) -> bool:
                 text = fh.read()
         except OSError:
             continue
-        new = text
-        if f.endswith("config.toml") and containerd_has_nvidia(text):
-            new = remove_containerd_nvidia(text)
-        elif f.endswith("99-nvidia.toml"):
-            new = None
-        elif f.endswith("daemon.json"):
-            try:
-                data = json.loads(text or "{}")
-            except ValueError:
-                continue
-            if "nvidia" in data.get("runtimes", {}):
-                data["runtimes"].pop("nvidia")
-                if data.get("default-runtime") == "nvidia":
-                    data.pop("default-runtime")
-                new = json.dumps(data, indent=4) + "\n"
+        new = _runtime_unconfigured(f, text)
         if new != text:
             backup[f] = text
             if new is None:
                 os.unlink(path)
             else:
                 common.write_text(path, new)
-            changed = True
-    if not changed:
+    if not backup:
         return False
     common.write_json(common.root(_backup_path("container_runtime_unconfigured")), backup)
     for unit in ("containerd.service", "docker.service", "crio.service"):

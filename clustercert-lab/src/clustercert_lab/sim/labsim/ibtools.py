@@ -35,6 +35,40 @@ def netdev_oper(netdev: str) -> str:
         return "down"
 
 
+def _devinfo_port(p: dict, verbose: bool) -> list[str]:
+    st = p["state"]
+    lines = [f"\t\tport:\t{p['port']}",
+             f"\t\t\tstate:\t\t\tPORT_{st} ({STATE_NUM.get(st, 1)})",
+             "\t\t\tmax_mtu:\t\t4096 (5)",
+             f"\t\t\tactive_mtu:\t\t{'4096 (5)' if st == 'ACTIVE' else '4096 (5)'}",
+             f"\t\t\tsm_lid:\t\t\t{p['sm_lid'] if st == 'ACTIVE' else 0}",
+             f"\t\t\tport_lid:\t\t{p['lid'] if st == 'ACTIVE' else 65535}",
+             "\t\t\tport_lmc:\t\t0x00",
+             f"\t\t\tlink_layer:\t\t{p['link_layer']}"]
+    if verbose:
+        gbps = p["rate_gbit_per_s"] // 4 if p["width"] == "4X" else p["rate_gbit_per_s"]
+        lines += [f"\t\t\tactive_width:\t\t{p['width']} ({2 if p['width'] == '4X' else 1})",
+                  f"\t\t\tactive_speed:\t\t{gbps}.0 Gbps ({p['speed']})",
+                  f"\t\t\tphys_state:\t\t{p['phys_state'].upper()} ({PHYS_NUM.get(p['phys_state'], 3)})"]
+    return lines
+
+
+def _devinfo_hca(h: dict, verbose: bool) -> str:
+    lines = [f"hca_id:\t{h['name']}",
+             "\ttransport:\t\t\tInfiniBand (0)",
+             f"\tfw_ver:\t\t\t\t{h['fw_ver']}",
+             f"\tnode_guid:\t\t\t{h['node_guid']}",
+             f"\tsys_image_guid:\t\t\t{h['sys_image_guid']}",
+             "\tvendor_id:\t\t\t0x02c9",
+             f"\tvendor_part_id:\t\t\t{h['vendor_part_id']}",
+             f"\thw_ver:\t\t\t\t{h['hw_rev']}",
+             f"\tboard_id:\t\t\t{h['board_id']}",
+             f"\tphys_port_cnt:\t\t\t{len(h['ports'])}"]
+    for p in h["ports"]:
+        lines += _devinfo_port(p, verbose)
+    return "\n".join(lines) + "\n"
+
+
 def ibv_devinfo(hw: dict, argv: list[str]) -> int:
     dev = None
     verbose = False
@@ -63,35 +97,7 @@ def ibv_devinfo(hw: dict, argv: list[str]) -> int:
     if not hcas:
         common.err(f"IB device '{dev}' wasn't found\n")
         return 255
-    blocks = []
-    for h in hcas:
-        lines = [f"hca_id:\t{h['name']}",
-                 "\ttransport:\t\t\tInfiniBand (0)",
-                 f"\tfw_ver:\t\t\t\t{h['fw_ver']}",
-                 f"\tnode_guid:\t\t\t{h['node_guid']}",
-                 f"\tsys_image_guid:\t\t\t{h['sys_image_guid']}",
-                 "\tvendor_id:\t\t\t0x02c9",
-                 f"\tvendor_part_id:\t\t\t{h['vendor_part_id']}",
-                 f"\thw_ver:\t\t\t\t{h['hw_rev']}",
-                 f"\tboard_id:\t\t\t{h['board_id']}",
-                 f"\tphys_port_cnt:\t\t\t{len(h['ports'])}"]
-        for p in h["ports"]:
-            st = p["state"]
-            lines += [f"\t\tport:\t{p['port']}",
-                      f"\t\t\tstate:\t\t\tPORT_{st} ({STATE_NUM.get(st, 1)})",
-                      "\t\t\tmax_mtu:\t\t4096 (5)",
-                      f"\t\t\tactive_mtu:\t\t{'4096 (5)' if st == 'ACTIVE' else '4096 (5)'}",
-                      f"\t\t\tsm_lid:\t\t\t{p['sm_lid'] if st == 'ACTIVE' else 0}",
-                      f"\t\t\tport_lid:\t\t{p['lid'] if st == 'ACTIVE' else 65535}",
-                      "\t\t\tport_lmc:\t\t0x00",
-                      f"\t\t\tlink_layer:\t\t{p['link_layer']}"]
-            if verbose:
-                lines += [f"\t\t\tactive_width:\t\t{p['width']} ({2 if p['width'] == '4X' else 1})",
-                          f"\t\t\tactive_speed:\t\t{p['rate_gbit_per_s'] // 4 if p['width'] == '4X' else p['rate_gbit_per_s']}.0 Gbps"
-                          f" ({p['speed']})",
-                          f"\t\t\tphys_state:\t\t{p['phys_state'].upper()} ({PHYS_NUM.get(p['phys_state'], 3)})"]
-        blocks.append("\n".join(lines) + "\n")
-    common.out("\n".join(blocks) + "\n")
+    common.out("\n".join(_devinfo_hca(h, verbose) for h in hcas) + "\n")
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -25,18 +26,36 @@ def main(argv: list[str]) -> int:
         raise
 
 
+# tool -> (its module, its function); each takes the arguments, those marked hw the node's hardware first
+_TOOLS = {
+    "nvidia-smi": ("nvsmi", "main"),
+    "ibv_devinfo": ("ibtools", "ibv_devinfo", "hw"),
+    "ibdev2netdev": ("ibtools", "ibdev2netdev", "hw"),
+    "nvbandwidth": ("nvbw", "nvbandwidth"),
+    "dcgmi": ("nvbw", "dcgmi"),
+    "nvidia-ctk": ("system", "nvidia_ctk"),
+    "nvidia-persistenced": ("system", "persistenced"),
+    "nv-hostengine": ("system", "hostengine"),
+    "nv-fabricmanager": ("system", "fabricmanager"),
+    "lsmod": ("system", "lsmod"),
+    "modload": ("system", "modload"),
+    "modunload": ("system", "modunload"),
+    "dmesg": ("system", "dmesg"),
+    "lspci": ("pci", "lspci"),
+    "dmidecode": ("pci", "dmidecode"),
+    "numactl": ("numa", "numactl"),
+    "agent": ("agent", "main"),
+    "fault": ("faultops", "main"),
+}
+
+
 def _run(tool: str, args: list[str]) -> int:
     # each call imports only its own tool's module: every simulated tool starts a Python, on CPUs every
     # lab node shares (start-up measured: README, Benchmarks)
-    if tool == "nvidia-smi":
-        from . import nvsmi
-        return nvsmi.main(args)
-    if tool == "ibv_devinfo":
-        from . import ibtools
-        return ibtools.ibv_devinfo(common.load_hw(), args)
-    if tool == "ibdev2netdev":
-        from . import ibtools
-        return ibtools.ibdev2netdev(common.load_hw(), args)
+    if tool in _TOOLS:
+        mod, func, *hw = _TOOLS[tool]
+        run = getattr(importlib.import_module(f".{mod}", __package__), func)
+        return run(common.load_hw(), args) if hw else run(args)
     if tool.startswith("ib_") and (tool.endswith("_bw") or tool.endswith("_lat")):
         from . import perftest
         if tool not in perftest.TITLES:
@@ -46,51 +65,6 @@ def _run(tool: str, args: list[str]) -> int:
     if tool.endswith("_perf"):
         from . import nccl
         return nccl.main(tool, args)
-    if tool == "nvbandwidth":
-        from . import nvbw
-        return nvbw.nvbandwidth(args)
-    if tool == "dcgmi":
-        from . import nvbw
-        return nvbw.dcgmi(args)
-    if tool == "nvidia-ctk":
-        from . import system
-        return system.nvidia_ctk(args)
-    if tool == "nvidia-persistenced":
-        from . import system
-        return system.persistenced(args)
-    if tool == "nv-hostengine":
-        from . import system
-        return system.hostengine(args)
-    if tool == "nv-fabricmanager":
-        from . import system
-        return system.fabricmanager(args)
-    if tool == "lsmod":
-        from . import system
-        return system.lsmod(args)
-    if tool == "modload":
-        from . import system
-        return system.modload(args)
-    if tool == "modunload":
-        from . import system
-        return system.modunload(args)
-    if tool == "dmesg":
-        from . import system
-        return system.dmesg(args)
-    if tool == "lspci":
-        from . import pci
-        return pci.lspci(args)
-    if tool == "dmidecode":
-        from . import pci
-        return pci.dmidecode(args)
-    if tool == "numactl":
-        from . import numa
-        return numa.numactl(args)
-    if tool == "agent":
-        from . import agent
-        return agent.main(args)
-    if tool == "fault":
-        from . import faultops
-        return faultops.main(args)
     common.err(f"labsim: unknown tool {tool!r} ({common.BANNER})\n")
     return 2
 

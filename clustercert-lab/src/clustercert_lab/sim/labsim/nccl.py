@@ -10,9 +10,9 @@ tool, only process 0 prints the table, one "Rank" line per GPU. Ranks > 0 connec
 to rank 0 over TCP (like the simulated perftest's out-of-band exchange) and send their node's health;
 rank 0 reports the figure the slowest part allows: each node's NVLink figure and, across nodes, the
 compute rails x the slowest end's per-rail rate (health factors and link_slow of EITHER node), and
-tells the ranks when it is done. NCCL_IB_HCA selects the rails as NCCL's IB transport reads it (ib_hca_selected).
-Faults: nccl_one_host (any rank's node) puts every rank on rank 0's host; nccl_scale_slow scales a run across
-more than two nodes. Rank 0's address comes from the launcher: OpenMPI's
+tells the ranks when it is done. NCCL_IB_HCA selects the rails as NCCL's IB transport reads it
+(ib_hca_selected). Faults: nccl_one_host (any rank's node) puts every rank on rank 0's host; nccl_scale_slow
+scales a run across more than two nodes. Rank 0's address comes from the launcher: OpenMPI's
 OMPI_MCA_orte_hnp_uri (mpirun runs where rank 0 runs), Slurm's SLURM_LAUNCH_NODE_IPADDR or the first
 node of SLURM_STEP_NODELIST. Nothing is measured on the lab's virtual links.
 """
@@ -51,7 +51,8 @@ def _bytes(text: str) -> int:
 
 
 def _cuda_fail(node: str, msg: str, line: int = 1065) -> str:
-    return f"{node}: Test CUDA failure common.cu:{line} '{msg}'\n .. {node} pid {os.getpid()}: Test failure common.cu:1159\n"
+    return (f"{node}: Test CUDA failure common.cu:{line} '{msg}'\n"
+            f" .. {node} pid {os.getpid()}: Test failure common.cu:1159\n")
 
 
 def busbw_curve(peak: float, size: int) -> float:
@@ -107,8 +108,8 @@ def root_addresses(env) -> list[str]:
 
 def ib_hca_selected(names: list[str], spec: str | None) -> list[str]:
     """The HCAs of ``names`` NCCL's IB transport uses under NCCL_IB_HCA=``spec``, as it reads the variable: a
-    comma-separated list of HCA[:port] entries, matched as name prefixes; a leading "=" makes them exact names, a
-    leading "^" excludes them instead (both: "^="). Unset or empty: every HCA."""
+    comma-separated list of HCA[:port] entries, matched as name prefixes; a leading "=" makes them exact
+    names, a leading "^" excludes them instead (both: "^="). Unset or empty: every HCA."""
     spec = (spec or "").strip()
     if not spec:
         return list(names)
@@ -135,16 +136,13 @@ def _rail_rates(hw: dict, env=None) -> list[float]:
             continue
         port = hca["ports"][0]
         up = port.get("state") == "ACTIVE"
-        rates.append(port["rated_gbit_per_s"] / 8 * _factor(hw, hca, port) * _link_factor(hw, port) if up else 0.0)
+        rates.append(port["rated_gbit_per_s"] / 8 * _factor(hw, hca, port) * _link_factor(hw, port)
+                     if up else 0.0)
     return rates
 
 
-def main(tool: str, argv: list[str]) -> int:
-    hw = common.load_hw()
-    common.hang_if_configured(tool, hw)
-    launch = launch_env()
-    if tool not in BUS_FACTOR:
-        tool = "all_reduce_perf"
+def _options(argv: list[str]) -> dict | None:
+    """nccl-tests' options, by their one-letter keys, defaults filled in; None: --version was asked."""
     o = {"b": "33554432", "e": "33554432", "f": None, "i": None, "g": "1", "t": "1", "n": "20", "w": "5",
          "c": "1", "G": "0", "d": "float", "o": "sum"}
     longs = {"--minbytes": "b", "--maxbytes": "e", "--stepfactor": "f", "--stepbytes": "i", "--ngpus": "g",
@@ -154,8 +152,7 @@ def main(tool: str, argv: list[str]) -> int:
     while i < len(argv):
         a = argv[i]
         if a in ("--version", "-V"):
-            common.out(f"nccl-tests 2.14.1 ({common.BANNER})\n")
-            return 0
+            return None
         key = None
         val = None
         if a.startswith("--") and "=" in a:
@@ -171,14 +168,27 @@ def main(tool: str, argv: list[str]) -> int:
                 i += 1
             o[key] = val
         i += 1
+    return o
+
+
+def main(tool: str, argv: list[str]) -> int:
+    hw = common.load_hw()
+    common.hang_if_configured(tool, hw)
+    launch = launch_env()
+    if tool not in BUS_FACTOR:
+        tool = "all_reduce_perf"
+    o = _options(argv)
+    if o is None:
+        common.out(f"nccl-tests 2.14.1 ({common.BANNER})\n")
+        return 0
     minb, maxb = _bytes(o["b"]), _bytes(o["e"])
     ngpus = int(o["g"])
     node = socket.gethostname()
     ranked = launch is not None and launch["size"] > 1
     nccl_version = _nccl_version()
     if nccl_version is None:
-        common.err(f"{tool}: error while loading shared libraries: libnccl.so.2: cannot open shared object file: "
-                   "No such file or directory\n")
+        common.err(f"{tool}: error while loading shared libraries: libnccl.so.2: cannot open shared object "
+                   "file: No such file or directory\n")
         return 127
     if common.loaded_driver_version() is None:
         common.out(_cuda_fail(node, "no CUDA-capable device is detected"))
@@ -216,7 +226,9 @@ def _bus(g: dict) -> str:
 
 def _wsize(o: dict) -> int:
     d = o["d"]
-    return 4 if d in ("float", "int32", "uint32", "int", "float32") else (8 if "64" in d or d == "double" else 2)
+    if d in ("float", "int32", "uint32", "int", "float32"):
+        return 4
+    return 8 if "64" in d or d == "double" else 2
 
 
 def _sizes(o: dict, minb: int, maxb: int) -> list[int]:
@@ -233,25 +245,31 @@ def _sizes(o: dict, minb: int, maxb: int) -> list[int]:
     return sizes or [minb]
 
 
-def _head(tool: str, o: dict, ngpus, minb: int, maxb: int, devices: list[dict], nccl_version: str) -> list[str]:
+def _head(tool: str, o: dict, ngpus, minb: int, maxb: int, devices: list[dict],
+          nccl_version: str) -> list[str]:
     step_desc = f"{_bytes(o['i'])}(bytes)" if o["i"] is not None else f"{int(o['f'] or 2)}(factor)"
     lines = [f"# Collective test starting: {tool}",
-             f"# nThread {o['t']} nGpus {ngpus} minBytes {minb} maxBytes {maxb} step: {step_desc} warmup iters: {o['w']} "
+             f"# nThread {o['t']} nGpus {ngpus} minBytes {minb} maxBytes {maxb} step: {step_desc} warmup "
+             f"iters: {o['w']} "
              f"iters: {o['n']} agg iters: 1 validation: {o['c']} graph: {o['G']}",
              "#", "# Using devices"]
     for d in devices:
-        lines.append(f"#  Rank {d['rank']:>2} Group  0 Pid {d['pid']:>6} on {d['node']:>10} device {d['gpu']:>2} "
+        lines.append(f"#  Rank {d['rank']:>2} Group  0 Pid {d['pid']:>6} on {d['node']:>10} device "
+                     f"{d['gpu']:>2} "
                      f"[{d['bus']}] {d['name']}")
     lines.append(f"NCCL version {nccl_version}")
     lines += ["#",
-              "#                                                              out-of-place                       in-place          ",
-              "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
-              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       "]
+              "#                                                              out-of-place                   "
+              "    in-place          ",
+              "#       size         count      type   redop    root     time   algbw   busbw #wrong     time "
+              "  algbw   busbw #wrong",
+              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us) "
+              " (GB/s)  (GB/s)       "]
     return lines
 
 
-def _run(tool: str, o: dict, node: str, lines: list[str], sizes: list[int], peak: float, fac: float, wsize: int,
-         ngpus: int) -> int:
+def _run(tool: str, o: dict, node: str, lines: list[str], sizes: list[int], peak: float, fac: float,
+         wsize: int, ngpus: int) -> int:
     total = 0.0
     took = 0.0
     check = "N/A" if o["c"] == "0" else "0"
@@ -272,7 +290,8 @@ def _run(tool: str, o: dict, node: str, lines: list[str], sizes: list[int], peak
         ip_bus = bus / (1 + jitter)
         redop = o["o"] if tool in HAS_REDOP else "none"
         root = "0" if tool in HAS_ROOT else "-1"
-        lines.append(f"{s:>12}  {count:>12}  {o['d']:>8}  {redop:>6}  {root:>6}  {_t(t_us):>7}  {alg:>6.2f}  {bus:>6.2f}  "
+        lines.append(f"{s:>12}  {count:>12}  {o['d']:>8}  {redop:>6}  {root:>6}  {_t(t_us):>7}  {alg:>6.2f}  "
+                     f"{bus:>6.2f}  "
                      f"{check:>5}  {_t(ip_t):>7}  {ip_alg:>6.2f}  {ip_bus:>6.2f}  {check:>5}")
         total += bus
         # about the time the size takes (warm-up + timed iterations, out-of-place and in-place), capped
@@ -314,7 +333,8 @@ def _node_info(hw: dict, node: str, first: int, ngpus: int) -> dict:
         h.get("nccl_factor", 1.0)
     mine = gpus[first:first + ngpus]
     if mine:
-        peak *= min((g["nvlink"]["links"] - len(set(g["nvlink"]["down"]))) / g["nvlink"]["links"] for g in mine)
+        peak *= min((g["nvlink"]["links"] - len(set(g["nvlink"]["down"]))) / g["nvlink"]["links"]
+                    for g in mine)
     return {"node": node, "pid": os.getpid(), "peak": peak, "rails": _rail_rates(hw),
             "one_host": bool(h.get("nccl_one_host")), "scale": float(h.get("nccl_scale_factor", 1.0)),
             "devices": [{"gpu": first + k, "bus": _bus(g), "name": g["name"]} for k, g in enumerate(mine)]}
@@ -349,12 +369,14 @@ def info_lines(hw: dict, launch: dict, first: int, ngpus: int) -> list[str]:
         pre = f"{host}:{pid}:{pid + 60 + idx} [{idx}] NCCL INFO "
         out += [pre + f"NET/IB : Using {nics} ; OOB eth0:<0>", pre + "Using network IB"]
         if not gdr:
-            out += [pre + f"NET/IB : GPU Direct RDMA Disabled for HCA {i} '{h['name']}'" for i, h in enumerate(hcas)]
+            out += [pre + f"NET/IB : GPU Direct RDMA Disabled for HCA {i} '{h['name']}'" for i,
+                    h in enumerate(hcas)]
         if idx in near:
             n, peer, prev = near[idx], (r + ngpus) % total, (r - ngpus) % total
             flag = "/GDRDMA" if gdr else ""
             for ch in (2 * n, 2 * n + 1):
-                out += [pre + f"Channel {ch:02d}/0 : {prev}[{idx}] -> {r}[{idx}] [receive] via NET/IB/{n}{flag}",
+                out += [pre + f"Channel {ch:02d}/0 : {prev}[{idx}] -> {r}[{idx}] [receive] via "
+                              f"NET/IB/{n}{flag}",
                         pre + f"Channel {ch:02d}/0 : {r}[{idx}] -> {peer}[{idx}] [send] via NET/IB/{n}{flag}"]
         elif k + 1 < ngpus:
             out.append(pre + f"Channel 00/0 : {r}[{idx}] -> {r + 1}[{idx + 1}] via P2P/CUMEM")
@@ -380,8 +402,8 @@ def _ranked(tool: str, o: dict, hw: dict, node: str, launch: dict, ngpus: int, m
 
 
 def _fail(node: str, what: str) -> int:
-    common.out(f"{node}: Test NCCL failure common.cu:1005 'remote process exited or there was a network error' "
-               f"({what})\n .. {node} pid {os.getpid()}: Test failure common.cu:1159\n")
+    common.out(f"{node}: Test NCCL failure common.cu:1005 'remote process exited or there was a network "
+               f"error' ({what})\n .. {node} pid {os.getpid()}: Test failure common.cu:1159\n")
     return 1
 
 
@@ -408,6 +430,22 @@ def _member(node: str, launch: dict, me: dict) -> int:
     return 0
 
 
+def _cluster_peak(peers: list[dict]) -> float:
+    """The bus bandwidth a run across ``peers`` reaches: the slowest rank's own, and across nodes the
+    slowest rails' (and, across more than two nodes, the slowest path's scale)."""
+    nodes: dict[str, dict] = {}
+    for p in peers:
+        nodes.setdefault(p["node"], p)
+    peak = min(p["peak"] for p in peers)
+    if len(nodes) > 1:
+        n_rails = min(len(p["rails"]) for p in nodes.values())
+        per_rail = [min(p["rails"][i] for p in nodes.values()) for i in range(n_rails)]
+        peak = min(peak, n_rails * min(per_rail, default=0.0) * INTER_NODE_EFFICIENCY)
+    if len(nodes) > 2:  # nccl_scale_slow: a path only a run across more than two nodes crosses
+        peak *= min(p.get("scale", 1.0) for p in nodes.values())
+    return peak
+
+
 def _root(tool: str, o: dict, node: str, launch: dict, me: dict, ngpus: int, minb: int, maxb: int,
           nccl_version: str) -> int:
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -431,18 +469,10 @@ def _root(tool: str, o: dict, node: str, launch: dict, me: dict, ngpus: int, min
             except (OSError, ValueError, ConnectionError):
                 return _fail(node, "a rank went away")
         peers.sort(key=lambda p: p["rank"])
-        if any(p.get("one_host") for p in peers):  # nccl_one_host: the launch put every rank on the first host
+        # nccl_one_host: the launch put every rank on the first host
+        if any(p.get("one_host") for p in peers):
             peers = [dict(p, node=me["node"]) for p in peers]
-        nodes = {}
-        for p in peers:
-            nodes.setdefault(p["node"], p)
-        peak = min(p["peak"] for p in peers)
-        if len(nodes) > 1:
-            n_rails = min(len(p["rails"]) for p in nodes.values())
-            per_rail = [min(p["rails"][i] for p in nodes.values()) for i in range(n_rails)]
-            peak = min(peak, n_rails * min(per_rail, default=0.0) * INTER_NODE_EFFICIENCY)
-        if len(nodes) > 2:  # nccl_scale_slow: a path only a run across more than two nodes crosses
-            peak *= min(p.get("scale", 1.0) for p in nodes.values())
+        peak = _cluster_peak(peers)
         size = launch["size"] * ngpus  # NCCL ranks: every GPU of every process
         devices = [{"rank": p["rank"] * ngpus + k, "pid": p["pid"], "node": p["node"], **d}
                    for p in peers for k, d in enumerate(p["devices"])]

@@ -1,5 +1,5 @@
-"""Simulated nvbandwidth (v0.7-style text output) and dcgmi: diag (the DCGM 3.3 table; -j in the JSON layout of the
-installed DCGM version, 3.x or 4.x) and nvlink (--link-status, -e -g GPU [-j])."""
+"""Simulated nvbandwidth (v0.7-style text output) and dcgmi: diag (the DCGM 3.3 table; -j in the JSON layout
+of the installed DCGM version, 3.x or 4.x) and nvlink (--link-status, -e -g GPU [-j])."""
 
 from __future__ import annotations
 
@@ -10,12 +10,16 @@ from . import common
 TESTS = {
     "host_to_device_memcpy_ce": ("memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)", "h2d"),
     "device_to_host_memcpy_ce": ("memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)", "d2h"),
-    "host_to_device_bidirectional_memcpy_ce": ("memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)", "h2d_bi"),
-    "device_to_host_bidirectional_memcpy_ce": ("memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)", "d2h_bi"),
+    "host_to_device_bidirectional_memcpy_ce": ("memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)",
+                                               "h2d_bi"),
+    "device_to_host_bidirectional_memcpy_ce": ("memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)",
+                                               "d2h_bi"),
     "device_to_device_memcpy_read_ce": ("memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)", "d2d"),
     "device_to_device_memcpy_write_ce": ("memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)", "d2d"),
-    "device_to_device_bidirectional_memcpy_read_ce": ("memcpy CE GPU(row) <-> GPU(column) bandwidth (GB/s)", "d2d_bi"),
-    "device_to_device_bidirectional_memcpy_write_ce": ("memcpy CE GPU(row) <-> GPU(column) bandwidth (GB/s)", "d2d_bi"),
+    "device_to_device_bidirectional_memcpy_read_ce": ("memcpy CE GPU(row) <-> GPU(column) bandwidth (GB/s)",
+                                                      "d2d_bi"),
+    "device_to_device_bidirectional_memcpy_write_ce": ("memcpy CE GPU(row) <-> GPU(column) bandwidth (GB/s)",
+                                                       "d2d_bi"),
     # one row: per GPU, what all its peers write into it / what it writes into all of them at once
     "all_to_one_write_ce": ("memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)", "a2o"),
     "one_to_all_write_ce": ("memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)", "o2a"),
@@ -75,9 +79,8 @@ def _matrix(hw: dict, name: str, gpus: list[dict]) -> list[str]:
     return lines
 
 
-def nvbandwidth(argv: list[str]) -> int:
-    hw = common.load_hw()
-    common.hang_if_configured("nvbandwidth", hw)
+def _testcases(argv: list[str]) -> list[str] | None:
+    """The testcases asked (none: every one); None where --list or --help/--version printed instead."""
     tests: list[str] = []
     i = 0
     while i < len(argv):
@@ -87,13 +90,22 @@ def nvbandwidth(argv: list[str]) -> int:
             i += 1
         elif a in ("-l", "--list"):
             common.out("".join(f"{n:>2}, {t}:\n" for n, t in enumerate(TESTS)))
-            return 0
+            return None
         elif a in ("-h", "--help", "--version"):
             common.out(f"nvbandwidth Version: v0.7 ({common.BANNER})\n")
-            return 0
+            return None
         elif not a.startswith("-"):
             tests.append(a)
         i += 1
+    return tests
+
+
+def nvbandwidth(argv: list[str]) -> int:
+    hw = common.load_hw()
+    common.hang_if_configured("nvbandwidth", hw)
+    tests = _testcases(argv)
+    if tests is None:
+        return 0
     unknown = [t for t in tests if t not in TESTS]
     if unknown:
         common.out(f"ERROR: Testcase {unknown[0]} not found!\n")
@@ -166,7 +178,8 @@ def dcgmi(argv: list[str]) -> int:
     if argv[0] == "nvlink":
         return dcgmi_nvlink(hw, argv[1:])
     if argv[0] != "diag":
-        common.err(f"dcgmi: the lab simulates 'dcgmi diag -r N [-j]' and 'dcgmi nvlink' only ({common.BANNER})\n")
+        common.err("dcgmi: the lab simulates 'dcgmi diag -r N [-j]' and 'dcgmi nvlink' only "
+                   f"({common.BANNER})\n")
         return 2
     level = None
     for i, a in enumerate(argv):
@@ -178,8 +191,8 @@ def dcgmi(argv: list[str]) -> int:
     except (TypeError, ValueError):
         level = 0
     if not 1 <= level <= 4:
-        common.out("Error: the lab simulates the suite levels only: -r 1|2|3|4 (quick/short, medium, long, xlong) "
-                   f"({common.BANNER})\n")
+        common.out("Error: the lab simulates the suite levels only: -r 1|2|3|4 (quick/short, medium, long, "
+                   f"xlong) ({common.BANNER})\n")
         return 2
     if _engine_down():
         return 255
@@ -222,9 +235,11 @@ def diag_tests(gpus: list[dict], level: int) -> list[tuple[str, str, dict[int, s
     if level >= 2:
         pcie_bad = [g["index"] for g in gpus if nvlink_factor(g) < 1.0 or pcie_factor(g) < 1.0]
         tests.append(("Integration", "PCIe", per_gpu(pcie_bad),
-                      f"GPU {pcie_bad[0]}: PCIe/NVLink bandwidth below the expected value" if pcie_bad else None))
+                      f"GPU {pcie_bad[0]}: PCIe/NVLink bandwidth below the expected value"
+                      if pcie_bad else None))
         tests.append(("Hardware", "GPU Memory", per_gpu(bad_mem),
-                      f"GPU {first} had uncorrectable memory errors and row remapping is pending" if bad_mem else None))
+                      f"GPU {first} had uncorrectable memory errors and row remapping is pending"
+                      if bad_mem else None))
     if level >= 3:
         throttled = [g["index"] for g in gpus if g.get("throttle")]
         tests += [("Stress", "Targeted Stress", per_gpu([]), None),
@@ -241,16 +256,19 @@ def _diag_text(gpus: list[dict], tests) -> str:
     """The DCGM 3.3 table (``dcgmi diag -r N``)."""
     dev_ids = ",".join(g["pci_device_id"][2:6].lower() for g in gpus)
     sep = "+---------------------------+------------------------------------------------+"
-    out = ["Successfully ran diagnostic for group.", sep, "| Diagnostic                | Result                                         |",
+    out = ["Successfully ran diagnostic for group.", sep,
+           "| Diagnostic                | Result                                         |",
            "+===========================+================================================+",
            "|-----  Metadata  ----------+------------------------------------------------|",
-           _row("DCGM Version", dcgm_version()), _row("Driver Version Detected", common.loaded_driver_version()),
+           _row("DCGM Version", dcgm_version()),
+           _row("Driver Version Detected", common.loaded_driver_version()),
            _row("GPU Device IDs Detected", dev_ids),
            "|-----  Deployment  --------+------------------------------------------------|"]
     category = "Deployment"
     for cat, name, res, msg in tests:
         if cat != category:
-            out.append(f"+-----  {cat}  " + "-" * (18 - len(cat)) + "+------------------------------------------------+")
+            out.append(f"+-----  {cat}  " + "-" * (18 - len(cat))
+                       + "+------------------------------------------------+")
             category = cat
         if cat == "Deployment":
             ok = all(r == "Pass" for r in res.values())
@@ -271,7 +289,8 @@ def _diag_text(gpus: list[dict], tests) -> str:
 
 
 def _diag_json3(gpus: list[dict], tests) -> dict:
-    """DCGM 3.x ``dcgmi diag -j``: {"DCGM GPU Diagnostic": {"test_categories": [...]}} with per-result gpu_ids."""
+    """DCGM 3.x ``dcgmi diag -j``: {"DCGM GPU Diagnostic": {"test_categories": [...]}} with per-result
+    gpu_ids."""
     cats: list[dict] = []
     for cat, name, res, msg in tests:
         if not cats or cats[-1]["category"] != cat:
@@ -280,14 +299,16 @@ def _diag_json3(gpus: list[dict], tests) -> dict:
             status = "Pass" if all(r == "Pass" for r in res.values()) else "Fail"
             result = {"gpu_ids": ",".join(str(i) for i in res), "status": status}
             if msg and status != "Pass":
-                result["warnings"] = [{"warning": msg, "error_id": 0, "error_category": 0, "error_severity": 2}]
+                result["warnings"] = [{"warning": msg, "error_id": 0, "error_category": 0,
+                                       "error_severity": 2}]
             cats[-1]["tests"].append({"name": name, "results": [result]})
             continue
         results = []
         for i, r in res.items():
             result = {"gpu_ids": str(i), "status": r}
             if r != "Pass" and msg:
-                result["warnings"] = [{"warning": msg, "error_id": 0, "error_category": 0, "error_severity": 2}]
+                result["warnings"] = [{"warning": msg, "error_id": 0, "error_category": 0,
+                                       "error_severity": 2}]
             results.append(result)
         cats[-1]["tests"].append({"name": name, "results": results})
     return {"DCGM GPU Diagnostic": {"test_categories": cats}, "version": dcgm_version(),
@@ -334,9 +355,11 @@ def _diag_json4(gpus: list[dict], tests) -> dict:
                                   for i, r in res.items()], "test_summary": summary(res, msg)})
     return {"DCGM Diagnostic": {"test_categories": cats},
             "entity_groups": [{"entity_group_id": 1, "entity_group": "GPU", "entities": [
-                {"entity_id": g["index"], "serial_num": g["serial"], "device_id": g["pci_device_id"][2:6].lower()}
+                {"entity_id": g["index"], "serial_num": g["serial"],
+                 "device_id": g["pci_device_id"][2:6].lower()}
                 for g in gpus]}],
-            "metadata": {"version": dcgm_version(), "Driver Version Detected": common.loaded_driver_version()}}
+            "metadata": {"version": dcgm_version(),
+                         "Driver Version Detected": common.loaded_driver_version()}}
 
 
 # ---------------------------------------------------------------- dcgmi nvlink
@@ -356,7 +379,8 @@ def dcgmi_nvlink(hw: dict, argv: list[str]) -> int:
             down = set(g["nvlink"].get("down", []))
             out += [f"    gpuId {g['index']}:",
                     "        " + " ".join("D" if i in down else "U" for i in range(g["nvlink"]["links"]))]
-        out += ["NvSwitches:", "    No NvSwitches found.", "", "Key: Up=U, Down=D, Disabled=X, Not Supported=_"]
+        out += ["NvSwitches:", "    No NvSwitches found.", "",
+                "Key: Up=U, Down=D, Disabled=X, Not Supported=_"]
         common.out("\n".join(out) + "\n")
         return 0
     if "-e" in argv or "--errors" in argv:
@@ -366,13 +390,15 @@ def dcgmi_nvlink(hw: dict, argv: list[str]) -> int:
                 gid = argv[i + 1]
         g = next((g for g in gpus if str(g["index"]) == str(gid)), None)
         if g is None:
-            common.out(f"Error: Invalid GPU ID {gid} (give -g with one of the GPU ids of dcgmi discovery -l)\n")
+            common.out(f"Error: Invalid GPU ID {gid} (give -g with one of the GPU ids of dcgmi discovery "
+                       "-l)\n")
             return 255
         errors = g["nvlink"].get("errors") or {}
         links = {f"Link {i}": {label: str(int((errors.get(str(i)) or {}).get(key, 0)) if key else 0)
                                for label, key in _DCGMI_NVLINK_COUNTERS} for i in range(g["nvlink"]["links"])}
         if "-j" in argv or "--json" in argv:
-            doc = {"body": {k: {"children": {label: {"value": v} for label, v in c.items()}} for k, c in links.items()},
+            doc = {"body": {k: {"children": {label: {"value": v} for label, v in c.items()}} for k,
+                            c in links.items()},
                    "header": ["NVLINK Error Counts", f"GPU {g['index']}"]}
             common.out(common.dumps(doc) + "\n")
             return 0

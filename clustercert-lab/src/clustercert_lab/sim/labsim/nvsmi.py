@@ -62,15 +62,19 @@ def table(hw: dict, gpus: list[dict]) -> str:
              "|                                         |                        |               MIG M. |",
              "|" + "=" * 41 + "+" + "=" * 24 + "+" + "=" * 22 + "|"]
     for g in gpus:
-        ecc = str(g["ecc"]["volatile"]["dram_uncorrectable"] + g["ecc"]["volatile"]["sram_uncorrectable_secded"]
-                  + g["ecc"]["volatile"]["sram_uncorrectable_parity"])
+        vol = g["ecc"]["volatile"]
+        ecc = str(vol["dram_uncorrectable"] + vol["sram_uncorrectable_secded"]
+                  + vol["sram_uncorrectable_parity"])
         name = g["name"]
         if len(name) > 29:
             name = name[:26] + "..."
-        lines.append(f"|{g['index']:>4}  {name:<29}{pm:>4}  |{_bus_short(g['bus_id']):>19} {'Off':<3} |{ecc:>21} |")
+        lines.append(f"|{g['index']:>4}  {name:<29}{pm:>4}  |{_bus_short(g['bus_id']):>19} {'Off':<3} "
+                     f"|{ecc:>21} |")
         pw = str(int(round(g["power_draw_w"])))
-        lines.append(f"| N/A   {g['temperature_c']:>2}C    {_perf_state(g):<2}{pw:>15}W /{g['power_limit_w']:>5}W "
-                     f"|{_used_mib(g):>8}MiB / {g['memory']['total_mib']:>6}MiB |{_gpu_util(g):>7}%{'Default':>13} |")
+        lines.append(f"| N/A   {g['temperature_c']:>2}C    {_perf_state(g):<2}{pw:>15}W "
+                     f"/{g['power_limit_w']:>5}W "
+                     f"|{_used_mib(g):>8}MiB / {g['memory']['total_mib']:>6}MiB "
+                     f"|{_gpu_util(g):>7}%{'Default':>13} |")
         lines.append("|" + " " * 41 + "|" + " " * 24 + "|" + f"{'Disabled':>21} |")
         lines.append(sep)
     lines += ["", border,
@@ -94,7 +98,8 @@ def _throttle_map(g: dict) -> tuple[list[tuple[str, str, int]], set[str]]:
     return [
         ("Idle", "gpu_idle", 1), ("Applications Clocks Setting", "applications_clocks_setting", 1),
         ("SW Power Cap", "sw_power_cap", 1), ("HW Slowdown", "hw_slowdown", 1),
-        ("HW Thermal Slowdown", "hw_thermal_slowdown", 2), ("HW Power Brake Slowdown", "hw_power_brake_slowdown", 2),
+        ("HW Thermal Slowdown", "hw_thermal_slowdown", 2),
+        ("HW Power Brake Slowdown", "hw_power_brake_slowdown", 2),
         ("Sync Boost", "sync_boost", 1), ("SW Thermal Slowdown", "sw_thermal_slowdown", 1),
         ("Display Clock Setting", "display_clocks_setting", 1),
     ], active
@@ -109,7 +114,8 @@ def _clock_events(g: dict) -> list[tuple[str, str, int, bool]]:
     slowdown, gpu_idle when nothing else is."""
     names, active = _throttle_map(g)
     hw_slow = bool(active & {"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
-    return [(label, key, lvl, key in active or (key == "hw_slowdown" and hw_slow) or (key == "gpu_idle" and not active))
+    return [(label, key, lvl,
+             key in active or (key == "hw_slowdown" and hw_slow) or (key == "gpu_idle" and not active))
             for label, key, lvl in names]
 
 
@@ -332,7 +338,8 @@ class _XmlLog:
     """``nvidia-smi -q -x`` lines: one element a line, a tab an indent level."""
 
     def __init__(self) -> None:
-        self.lines: list[str] = ['<?xml version="1.0" ?>', '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">',
+        self.lines: list[str] = ['<?xml version="1.0" ?>',
+                                 '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">',
                                  "<nvidia_smi_log>"]
 
     def el(self, depth: int, tag: str, value=None, attrs: str = "") -> None:
@@ -584,16 +591,19 @@ def _xml_fabric(x: _XmlLog, hw: dict, g: dict) -> None:
 ALIASES = {
     "gpu_name": "name", "gpu_bus_id": "pci.bus_id", "gpu_serial": "serial", "gpu_uuid": "uuid",
     "persistence_mode": "persistence_mode", "clocks_throttle_reasons.active": "clocks_event_reasons.active",
-    "clocks.gr": "clocks.current.graphics", "clocks.sm": "clocks.current.sm", "clocks.mem": "clocks.current.memory",
+    "clocks.gr": "clocks.current.graphics", "clocks.sm": "clocks.current.sm",
+    "clocks.mem": "clocks.current.memory",
     "clocks.max.gr": "clocks.max.graphics", "clocks.max.mem": "clocks.max.memory", "pcie.link.gen.gpucurrent":
-    "pcie.link.gen.gpucurrent", "temperature.memory": "temperature.memory", "utilization.gpu": "utilization.gpu",
+    "pcie.link.gen.gpucurrent", "temperature.memory": "temperature.memory",
+    "utilization.gpu": "utilization.gpu",
     "ecc.errors.uncorrected.volatile.total": "ecc.errors.uncorrected.volatile.total",
     "power.draw": "power.draw", "memory.total": "memory.total", "memory.used": "memory.used",
     "memory.free": "memory.free", "power.limit": "power.limit", "driver_version": "driver_version",
     "vbios_version": "vbios_version", "compute_cap": "compute_cap", "pstate": "pstate",
 }
 
-_THROTTLE_BITS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
+_THROTTLE_BITS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4,
+                  "hw_slowdown": 0x8,
                   "sync_boost": 0x10, "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40,
                   "hw_power_brake_slowdown": 0x80, "display_clocks_setting": 0x100}
 
@@ -654,8 +664,10 @@ def _fields(hw: dict, g: dict, count: int) -> dict[str, tuple[str, str]]:
         "utilization.memory": ("%", "0 %"),
         "ecc.mode.current": ("", g["ecc"]["mode"]),
         "ecc.mode.pending": ("", g["ecc"]["mode"]),
-        "ecc.errors.corrected.volatile.total": ("", str(e["volatile"]["dram_correctable"] + e["volatile"]["sram_correctable"])),
-        "ecc.errors.corrected.aggregate.total": ("", str(e["aggregate"]["dram_correctable"] + e["aggregate"]["sram_correctable"])),
+        "ecc.errors.corrected.volatile.total": ("", str(e["volatile"]["dram_correctable"]
+                                                        + e["volatile"]["sram_correctable"])),
+        "ecc.errors.corrected.aggregate.total": ("", str(e["aggregate"]["dram_correctable"]
+                                                         + e["aggregate"]["sram_correctable"])),
         "ecc.errors.uncorrected.volatile.total": ("", str(unc_v)),
         "ecc.errors.uncorrected.aggregate.total": ("", str(unc_a)),
         "ecc.errors.uncorrected.volatile.dram": ("", str(e["volatile"]["dram_uncorrectable"])),
@@ -779,7 +791,8 @@ def _switch_gpus(gpus: list[dict], hcas: list[dict]) -> dict[int, int]:
             if h["switch_gpu"] is not None:
                 near[i] = h["switch_gpu"]
             continue
-        cand = [g["index"] for g in gpus if g["numa_node"] == h["numa_node"] and g["index"] not in near.values()]
+        cand = [g["index"] for g in gpus
+                if g["numa_node"] == h["numa_node"] and g["index"] not in near.values()]
         if cand:
             near[i] = cand[0]
     return near
@@ -801,7 +814,8 @@ Legend:
 def topo_p2p(gpus: list[dict], cap: str) -> str:
     """``topo -p2p r|w|n|a|p``: P2P status per GPU pair. Over NVLink (both GPUs with an active link) read,
     write, atomics and NVLink are OK; without it NVLink is NS and the others go over PCIe, OK within a NUMA
-    node and CNS across the host bridges (as PCIe-only P2P is on most chipsets); ``p`` (PCIe) is always that."""
+    node and CNS across the host bridges (as PCIe-only P2P is on most chipsets); ``p`` (PCIe) is always
+    that."""
     lines = [" \t" + "\t".join(f"GPU{g['index']}" for g in gpus) + "\t"]
     for g in gpus:
         cells = []
@@ -868,25 +882,28 @@ def _select(gpus: list[dict], ids: str | None) -> list[dict] | None:
     want = []
     for part in ids.split(","):
         part = part.strip()
-        match = [g for g in gpus if str(g["index"]) == part or g["uuid"] == part or g["bus_id"].lower() == part.lower()]
+        match = [g for g in gpus
+                 if str(g["index"]) == part or g["uuid"] == part or g["bus_id"].lower() == part.lower()]
         if not match:
             return None
         want += match
     return want
 
 
-def main(argv: list[str]) -> int:
-    hw = common.load_hw()
-    common.hang_if_configured("nvidia-smi", hw)
-    if argv[:1] in (["--version"], ["-h"], ["--help"]):
-        if argv[0] == "--version":
-            v = common.library_version(hw)
-            common.out(f"NVIDIA-SMI version  : {v}\nNVML version        : {'.'.join(v.split('.')[:2])}\n"
-                       f"DRIVER version      : {v}\nCUDA Version        : {hw['driver']['cuda']}\n"
-                       f"# {common.BANNER}\n")
-        else:
-            common.out(f"NVIDIA System Management Interface -- {common.BANNER}\n")
-        return 0
+def _about(argv: list[str], hw: dict) -> None:
+    """--version, -h/--help."""
+    if argv[0] == "--version":
+        v = common.library_version(hw)
+        common.out(f"NVIDIA-SMI version  : {v}\nNVML version        : {'.'.join(v.split('.')[:2])}\n"
+                   f"DRIVER version      : {v}\nCUDA Version        : {hw['driver']['cuda']}\n"
+                   f"# {common.BANNER}\n")
+    else:
+        common.out(f"NVIDIA System Management Interface -- {common.BANNER}\n")
+
+
+def _driver_failure(hw: dict) -> int:
+    """nvidia-smi's exit status where the driver is not loaded (9) or is not the library's version (18),
+    said as it says it; 0 where it can talk to the driver."""
     loaded = common.loaded_driver_version()
     if loaded is None:
         common.out("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
@@ -897,15 +914,18 @@ def main(argv: list[str]) -> int:
         common.out("Failed to initialize NVML: Driver/library version mismatch\n"
                    f"NVML library version: {'.'.join(lib.split('.')[:2])}\n")
         return 18
-    gpus = common.present_gpus(hw)
+    return 0
+
+
+def _ids(argv: list[str]) -> tuple[str | None, list[str]]:
+    """(-i/--id's value, the other arguments)."""
     ids = None
-    args = list(argv)
     rest = []
     i = 0
-    while i < len(args):
-        a = args[i]
-        if a in ("-i", "--id") and i + 1 < len(args):
-            ids = args[i + 1]
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-i", "--id") and i + 1 < len(argv):
+            ids = argv[i + 1]
             i += 2
             continue
         if a.startswith("--id="):
@@ -913,7 +933,110 @@ def main(argv: list[str]) -> int:
         else:
             rest.append(a)
         i += 1
-    sel = _select(gpus, ids)
+    return ids, rest
+
+
+def _topo(hw: dict, sel: list[dict], rest: list[str]) -> int:
+    if len(rest) > 1 and rest[1] in ("-m", "--matrix", "-mp"):
+        common.out(topo(hw, sel))
+        return 0
+    if len(rest) > 2 and rest[1] in ("-p2p", "--p2pstatus") and rest[2] in ("r", "w", "n", "a", "p"):
+        common.out(topo_p2p(sel, rest[2]))
+        return 0
+    common.err("usage: nvidia-smi topo -m | -p2p r|w|n|a|p (the lab simulates these)\n")
+    return 2
+
+
+def _nvlink(sel: list[dict], rest: list[str]) -> int:
+    if len(rest) > 1 and rest[1] in ("-s", "--status"):
+        common.out(nvlink_status(sel))
+        return 0
+    if len(rest) > 1 and rest[1] in ("-e", "--errorcounters"):
+        common.out(nvlink_errors(sel))
+        return 0
+    common.err("usage: nvidia-smi nvlink -s | -e (the lab simulates --status and --errorcounters)\n")
+    return 2
+
+
+def _persistence(sel: list[dict]) -> int:
+    common.out("".join(f"Persistence mode is already Enabled for GPU {g['bus_id']}.\n" for g in sel)
+               if common.persistence_on() else
+               "".join(f"Enabled persistence mode for GPU {g['bus_id']}.\n" for g in sel))
+    common.out("All done.\n")
+    return 0
+
+
+def _list(sel: list[dict]) -> int:
+    common.out(list_gpus(sel))
+    return 0
+
+
+def _loop_seconds(a: str, nxt: str) -> float | None:
+    """-l SEC / -lms MS (``nxt``: the argument after it) in seconds (5 without a value); None: not a number
+    (said)."""
+    raw = a.split("=", 1)[1] if "=" in a else nxt
+    ms = a.startswith(("-lms", "--loop-ms"))
+    try:
+        return float(raw) / (1000.0 if ms else 1.0) if raw else 5.0
+    except ValueError:
+        common.out(f'Invalid value "{raw}" for {a.split("=")[0]}.\n')
+        return None
+
+
+def _queries(rest: list[str]) -> dict | None:
+    """The query options among ``rest``: query (--query-gpu's fields), fmt, q, xml, loop_s; None where a
+    loop interval is not a number (said)."""
+    o: dict = {"query": None, "fmt": set(), "xml": False, "q": False, "loop_s": None}
+    for i, a in enumerate(rest):
+        if a in ("-l", "--loop", "-lms", "--loop-ms") or a.startswith(("--loop=", "--loop-ms=")):
+            o["loop_s"] = _loop_seconds(a, rest[i + 1] if i + 1 < len(rest) else "")
+            if o["loop_s"] is None:
+                return None
+        elif a.startswith("--query-gpu="):
+            o["query"] = [f.strip() for f in a.split("=", 1)[1].split(",") if f.strip()]
+        elif a.startswith("--format="):
+            o["fmt"] = {f.strip() for f in a.split("=", 1)[1].split(",")}
+        elif a in ("-q", "--query"):
+            o["q"] = True
+        elif a in ("-x", "--xml-format"):
+            o["xml"] = True
+        elif a == "-qx" or a == "-xq":
+            o["q"] = o["xml"] = True
+    return o
+
+
+def _query(hw: dict, sel: list[dict], rest: list[str], ids: str | None) -> int:
+    """--query-gpu (with -l/-lms: again and again), -q/-x."""
+    o = _queries(rest)
+    if o is None:
+        return 2
+    if o["query"] is not None:
+        if "csv" not in o["fmt"]:
+            common.out('"--format" must be specified when querying.\n')
+            return 2
+        rc, text = query_gpu(hw, sel, o["query"], o["fmt"])
+        common.out(text)
+        if rc != 0 or o["loop_s"] is None:
+            return rc
+        return _loop(o["query"], o["fmt"], ids, o["loop_s"])
+    if o["q"]:
+        common.out(q_xml(hw, sel) if o["xml"] else q_text(hw, sel))
+        return 0
+    common.err(f"Invalid combination of input arguments: {' '.join(rest)} ({common.BANNER})\n")
+    return 2
+
+
+def main(argv: list[str]) -> int:
+    hw = common.load_hw()
+    common.hang_if_configured("nvidia-smi", hw)
+    if argv[:1] in (["--version"], ["-h"], ["--help"]):
+        _about(argv, hw)
+        return 0
+    failed = _driver_failure(hw)
+    if failed:
+        return failed
+    ids, rest = _ids(list(argv))
+    sel = _select(common.present_gpus(hw), ids)
     if sel is None:
         common.out("No devices were found\n")
         return 6
@@ -921,70 +1044,14 @@ def main(argv: list[str]) -> int:
         common.out(table(hw, sel))
         return 0
     if rest[0] == "topo":
-        if len(rest) > 1 and rest[1] in ("-m", "--matrix", "-mp"):
-            common.out(topo(hw, sel))
-            return 0
-        if len(rest) > 2 and rest[1] in ("-p2p", "--p2pstatus") and rest[2] in ("r", "w", "n", "a", "p"):
-            common.out(topo_p2p(sel, rest[2]))
-            return 0
-        common.err("usage: nvidia-smi topo -m | -p2p r|w|n|a|p (the lab simulates these)\n")
-        return 2
+        return _topo(hw, sel, rest)
     if rest[0] == "nvlink":
-        if len(rest) > 1 and rest[1] in ("-s", "--status"):
-            common.out(nvlink_status(sel))
-            return 0
-        if len(rest) > 1 and rest[1] in ("-e", "--errorcounters"):
-            common.out(nvlink_errors(sel))
-            return 0
-        common.err("usage: nvidia-smi nvlink -s | -e (the lab simulates --status and --errorcounters)\n")
-        return 2
+        return _nvlink(sel, rest)
     if rest[0] in ("-pm", "--persistence-mode"):
-        common.out("".join(f"Persistence mode is already Enabled for GPU {g['bus_id']}.\n" for g in sel)
-                   if common.persistence_on() else
-                   "".join(f"Enabled persistence mode for GPU {g['bus_id']}.\n" for g in sel))
-        common.out("All done.\n")
-        return 0
+        return _persistence(sel)
     if rest[0] in ("-L", "--list-gpus"):
-        common.out(list_gpus(sel))
-        return 0
-    query = None
-    fmt: set[str] = set()
-    xml = False
-    q = False
-    loop_s = None
-    for i, a in enumerate(rest):
-        if a in ("-l", "--loop", "-lms", "--loop-ms") or a.startswith(("--loop=", "--loop-ms=")):
-            raw = a.split("=", 1)[1] if "=" in a else (rest[i + 1] if i + 1 < len(rest) else "")
-            ms = a.startswith(("-lms", "--loop-ms"))
-            try:
-                loop_s = float(raw) / (1000.0 if ms else 1.0) if raw else 5.0
-            except ValueError:
-                common.out(f'Invalid value "{raw}" for {a.split("=")[0]}.\n')
-                return 2
-        elif a.startswith("--query-gpu="):
-            query = [f.strip() for f in a.split("=", 1)[1].split(",") if f.strip()]
-        elif a.startswith("--format="):
-            fmt = {f.strip() for f in a.split("=", 1)[1].split(",")}
-        elif a in ("-q", "--query"):
-            q = True
-        elif a in ("-x", "--xml-format"):
-            xml = True
-        elif a == "-qx" or a == "-xq":
-            q = xml = True
-    if query is not None:
-        if "csv" not in fmt:
-            common.out('"--format" must be specified when querying.\n')
-            return 2
-        rc, text = query_gpu(hw, sel, query, fmt)
-        common.out(text)
-        if rc != 0 or loop_s is None:
-            return rc
-        return _loop(query, fmt, ids, loop_s)
-    if q:
-        common.out(q_xml(hw, sel) if xml else q_text(hw, sel))
-        return 0
-    common.err(f"Invalid combination of input arguments: {' '.join(rest)} ({common.BANNER})\n")
-    return 2
+        return _list(sel)
+    return _query(hw, sel, rest, ids)
 
 
 def _loop(query: list[str], fmt: set[str], ids: str | None, interval_s: float) -> int:

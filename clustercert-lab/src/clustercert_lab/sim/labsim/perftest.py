@@ -17,7 +17,8 @@ import time
 from . import common
 from .ibtools import find_hca, port_of
 
-TITLES = {"ib_write_bw": "RDMA_Write BW Test", "ib_read_bw": "RDMA_Read BW Test", "ib_send_bw": "Send BW Test",
+TITLES = {"ib_write_bw": "RDMA_Write BW Test", "ib_read_bw": "RDMA_Read BW Test",
+          "ib_send_bw": "Send BW Test",
           "ib_write_lat": "RDMA_Write Latency Test", "ib_read_lat": "RDMA_Read Latency Test",
           "ib_send_lat": "Send Latency Test"}
 SEP = "-" * 87
@@ -27,38 +28,42 @@ def _size(text: str) -> int:
     return int(text)
 
 
+# the options that take a value, and the option names they set
+TAKES = {"-d": "dev", "--ib-dev": "dev", "-i": "ib_port", "--ib-port": "ib_port", "-p": "port",
+         "--port": "port", "-s": "size", "--size": "size", "-n": "iters", "--iters": "iters",
+         "-D": "duration", "--duration": "duration", "-q": "qps", "--qp": "qps", "-x": "gid",
+         "--gid-index": "gid",
+         "-m": "mtu", "--mtu": "mtu", "-t": "tx", "--tx-depth": "tx"}
+# the options that take none: the option name each sets, and to what
+FLAGS = {"-a": ("all", True), "--all": ("all", True), "--report_gbits": ("gbits", True),
+         "-b": ("bidir", True), "--bidirectional": ("bidir", True), "-R": ("rdma_cm", True),
+         "--rdma_cm": ("rdma_cm", True), "--use_cuda": ("cuda", "0")}
+
+
+def _long_value(o: dict, a: str) -> None:
+    """--name=value."""
+    k, v = a.split("=", 1)
+    if k == "--use_cuda":
+        o["cuda"] = v
+    elif k in TAKES:
+        o[TAKES[k]] = v
+
+
 def parse_args(argv: list[str]) -> dict:
     o = {"dev": None, "ib_port": 1, "port": 18515, "size": None, "iters": None, "all": False,
-         "gbits": False, "bidir": False, "duration": None, "host": None, "qps": 1, "cuda": None, "rdma_cm": False}
+         "gbits": False, "bidir": False, "duration": None, "host": None, "qps": 1, "cuda": None,
+         "rdma_cm": False}
     i = 0
-    takes = {"-d": "dev", "--ib-dev": "dev", "-i": "ib_port", "--ib-port": "ib_port", "-p": "port",
-             "--port": "port", "-s": "size", "--size": "size", "-n": "iters", "--iters": "iters",
-             "-D": "duration", "--duration": "duration", "-q": "qps", "--qp": "qps", "-x": "gid", "--gid-index": "gid",
-             "-m": "mtu", "--mtu": "mtu", "-t": "tx", "--tx-depth": "tx"}
     while i < len(argv):
         a = argv[i]
         if "=" in a and a.startswith("--"):
-            k, v = a.split("=", 1)
-            if k == "--use_cuda":
-                o["cuda"] = v
-            elif k in takes:
-                o[takes[k]] = v
+            _long_value(o, a)
+        elif a in TAKES and i + 1 < len(argv):
+            o[TAKES[a]] = argv[i + 1]
             i += 1
-            continue
-        if a in takes and i + 1 < len(argv):
-            o[takes[a]] = argv[i + 1]
-            i += 2
-            continue
-        if a in ("-a", "--all"):
-            o["all"] = True
-        elif a == "--report_gbits":
-            o["gbits"] = True
-        elif a in ("-b", "--bidirectional"):
-            o["bidir"] = True
-        elif a in ("-R", "--rdma_cm"):
-            o["rdma_cm"] = True
-        elif a == "--use_cuda":
-            o["cuda"] = "0"
+        elif a in FLAGS:
+            key, value = FLAGS[a]
+            o[key] = value
         elif not a.startswith("-"):
             o["host"] = a
         i += 1
@@ -88,10 +93,12 @@ def _cuda_lines(hw: dict, gpu: dict) -> list[str]:
     bus = gpu["bus_id"][9:16].lower()
     return ["initializing CUDA", "Listing all CUDA devices in system:",
             f"CUDA device {gpu['index']}: PCIe address is {bus[:5]}", "",
-            f"Picking device No. {gpu['index']}", f"[pid = {os.getpid()}, dev = {gpu['index']}] device name = [{gpu['name']}]",
+            f"Picking device No. {gpu['index']}",
+            f"[pid = {os.getpid()}, dev = {gpu['index']}] device name = [{gpu['name']}]",
             "creating CUDA Ctx", "making it the current CUDA Ctx",
             "cuMemAlloc() of a 131072 bytes GPU buffer",
-            f"allocated GPU buffer address at {0x7f2a4c000000 + gpu['index'] * 0x200000:016x} pointer=0x7f2a4c000000"]
+            f"allocated GPU buffer address at {0x7f2a4c000000 + gpu['index'] * 0x200000:016x} "
+            "pointer=0x7f2a4c000000"]
 
 
 def _link_factor(hw: dict, port: dict) -> float:
@@ -163,8 +170,8 @@ def _report_lat(tool: str, o: dict, hca: dict, port: dict, typ: float, local: st
     s = int(o["size"] or 2)
     it = int(o["iters"] or 1000)
     lines += [f" local address: {local}", f" remote address: {remote}", SEP,
-              " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]"
-              "   99% percentile[usec]   99.9% percentile[usec] ",
+              " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    "
+              "t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ",
               f" {s:<7} {it:<10}    {typ - 0.04:.2f}           {typ + 0.35:.2f}         {typ:.2f}     \t"
               f"       {typ + 0.01:.2f}        \t0.01   \t\t{typ + 0.05:.2f}    \t\t{typ + 0.3:.2f}   ",
               SEP]
@@ -180,7 +187,8 @@ def usage(tool: str, hw: dict) -> str:
              "  -a, --all  Run sizes from 2 till 2^23",
              "  -d, --ib-dev=<dev>  Use IB device <dev> (default first device found)",
              "  -D, --duration  Run test for a customized period of seconds.",
-             "  -F, --CPU-freq  Do not show a warning even if cpufreq_ondemand module is loaded, and cpu-freq is not on max.",
+             "  -F, --CPU-freq  Do not show a warning even if cpufreq_ondemand module is loaded, and "
+             "cpu-freq is not on max.",
              "  -h, --help  Show this help screen.",
              "  -i, --ib-port=<port>  Use port <port> of IB device (default 1)",
              "  -n, --iters=<iters>  Number of exchanges (at least 5, default 5000)",
@@ -189,9 +197,28 @@ def usage(tool: str, hw: dict) -> str:
              "      --report_gbits  Report Max/Average BW of test in Gbit/sec (instead of MiB/sec)"]
     if hw.get("gpus"):
         lines += ["      --use_cuda=<cuda device id> Use CUDA specific device for GPUDirect RDMA testing",
-                  "      --use_cuda_bus_id=<cuda full BUS id> Use CUDA specific device, based on its full PCIe "
-                  "address, for GPUDirect RDMA testing"]
+                  "      --use_cuda_bus_id=<cuda full BUS id> Use CUDA specific device, based on its full "
+                  "PCIe address, for GPUDirect RDMA testing"]
     return "\n".join(lines) + "\n\n"
+
+
+def _gpu_buffer(hw: dict, o: dict, me: dict) -> bool:
+    """--use_cuda: the buffer on a GPU, which GPUDirect RDMA registers with the HCA (through the CPU's root
+    complex, slower, where GPUDirect is not available); False where it cannot be (said)."""
+    gpus = {str(g["index"]): g for g in common.present_gpus(hw)}
+    gpu = gpus.get(str(o["cuda"]).strip())
+    if gpu is None or common.loaded_driver_version() is None:
+        common.err(f"No CUDA device {o['cuda']} found (cuInit failed or invalid device ordinal)\n"
+                   " Couldn't create CUDA context\n")
+        return False
+    if "nvidia_peermem" not in common.modules():
+        common.out("\n".join(_cuda_lines(hw, gpu)) + "\n")
+        common.err(" Couldn't allocate MR\n failed to create mr\n Failed to create MR\n")
+        return False
+    common.out("\n".join(_cuda_lines(hw, gpu)) + "\n")
+    if not gdr_available(hw):
+        me["factor"] *= GDR_BOUNCE
+    return True
 
 
 def main(tool: str, argv: list[str]) -> int:
@@ -216,23 +243,12 @@ def main(tool: str, argv: list[str]) -> int:
         common.err(f" Port number {o['ib_port']} state is {port['state'].capitalize()}\n"
                    " Couldn't set the link layer\n Couldn't get context for the device\n")
         return 1
-    me = {"factor": _factor(hw, hca, port), "link_factor": _link_factor(hw, port), "lid": port["lid"], "seed": _hexid(hw["node"], hca["name"], time.time()),
+    me = {"factor": _factor(hw, hca, port), "link_factor": _link_factor(hw, port), "lid": port["lid"],
+          "seed": _hexid(hw["node"], hca["name"], time.time()),
           "tool": tool, "bidir": o["bidir"], "all": o["all"], "size": o["size"], "iters": o["iters"],
           "node": hw["node"]}
-    if o["cuda"] is not None:  # the buffer on a GPU: GPUDirect RDMA registers it with the HCA
-        gpus = {str(g["index"]): g for g in common.present_gpus(hw)}
-        gpu = gpus.get(str(o["cuda"]).strip())
-        if gpu is None or common.loaded_driver_version() is None:
-            common.err(f"No CUDA device {o['cuda']} found (cuInit failed or invalid device ordinal)\n"
-                       " Couldn't create CUDA context\n")
-            return 1
-        if "nvidia_peermem" not in common.modules():
-            common.out("\n".join(_cuda_lines(hw, gpu)) + "\n")
-            common.err(" Couldn't allocate MR\n failed to create mr\n Failed to create MR\n")
-            return 1
-        common.out("\n".join(_cuda_lines(hw, gpu)) + "\n")
-        if not gdr_available(hw):
-            me["factor"] *= GDR_BOUNCE
+    if o["cuda"] is not None and not _gpu_buffer(hw, o, me):
+        return 1
     if o["host"] is None:
         return _server(tool, o, hw, hca, port, me)
     return _client(tool, o, hw, hca, port, me)
@@ -277,8 +293,8 @@ def _server(tool: str, o: dict, hw: dict, hca: dict, port: dict, me: dict) -> in
     try:
         srv.bind(("0.0.0.0", o["port"]))
     except OSError:
-        common.err(f" Couldn't bind to port {o['port']}\n Unable to open file descriptor for socket connection"
-                   " Unable to init the socket connection\n")
+        common.err(f" Couldn't bind to port {o['port']}\n Unable to open file descriptor for socket "
+                   "connection Unable to init the socket connection\n")
         return 1
     srv.listen(1)
     common.out("\n************************************\n* Waiting for client to connect... *\n"
@@ -309,7 +325,8 @@ def _client(tool: str, o: dict, hw: dict, hca: dict, port: dict, me: dict) -> in
         except OSError:
             if time.time() > deadline:
                 common.err(f"Couldn't connect to {host}:{o['port']}\n"
-                           "Unable to open file descriptor for socket connection Unable to init the socket connection\n")
+                           "Unable to open file descriptor for socket connection Unable to init the socket "
+                           "connection\n")
                 return 1
             time.sleep(0.05)
     with sock:

@@ -34,7 +34,8 @@ def containerd_has_nvidia(text: str) -> bool:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return False
-    runtimes = data.get("plugins", {}).get("io.containerd.grpc.v1.cri", {}).get("containerd", {}).get("runtimes", {})
+    cri = data.get("plugins", {}).get("io.containerd.grpc.v1.cri", {})
+    runtimes = cri.get("containerd", {}).get("runtimes", {})
     return "nvidia" in runtimes
 
 
@@ -116,9 +117,66 @@ def cdi_spec(hw: dict) -> str:
         for name in (str(g["index"]), g["uuid"]):
             lines += ["- containerEdits:", "    deviceNodes:", f"    - path: /dev/nvidia{g['index']}",
                       f"  name: \"{name}\"" if name.startswith("GPU-") else f"  name: \"{name}\""]
-    lines += ["- containerEdits:", "    deviceNodes:"] + [f"    - path: /dev/nvidia{g['index']}" for g in gpus]
+    lines += ["- containerEdits:", "    deviceNodes:"]
+    lines += [f"    - path: /dev/nvidia{g['index']}" for g in gpus]
     lines += ['  name: all', "kind: nvidia.com/gpu"]
     return "\n".join(lines) + "\n"
+
+
+def _runtime_configure(opts: dict[str, str]) -> int:
+    """nvidia-ctk runtime configure --runtime=R [--config=F] [--set-as-default]."""
+    rt = opts.get("runtime", "docker")
+    set_default = opts.get("set-as-default", "false") == "true"
+    if rt == "containerd":
+        _configure_containerd(common.root(opts.get("config", "/etc/containerd/config.toml")), set_default)
+    elif rt == "docker":
+        _configure_docker(common.root(opts.get("config", "/etc/docker/daemon.json")), set_default)
+    elif rt == "crio":
+        _configure_crio(common.root(opts.get("config", "/etc/crio/crio.conf.d/99-nvidia.toml")), set_default)
+    else:
+        common.err(f'ERRO[0000] unrecognized runtime \'{rt}\'\n')
+        return 1
+    return 0
+
+
+def _cdi_generate(hw: dict, opts: dict[str, str]) -> int:
+    """nvidia-ctk cdi generate [--output=F]."""
+    if common.loaded_driver_version() is None:
+        common.err("ERRO[0000] failed to generate CDI spec: failed to create device CDI specs: failed to "
+                   "initalize NVML: ERROR_LIBRARY_NOT_FOUND\n")
+        return 1
+    spec = cdi_spec(hw)
+    dest = opts.get("output")
+    _log("INFO", f"Using driver version {common.loaded_driver_version()}")
+    if dest:
+        # nvidia-ctk saves the spec every time (its mtime is what container.cdi and the role compare
+        # with the driver's install time): an unchanged spec is written again all the same
+        common.write_text(common.root(dest), spec, always=True)
+        _log("INFO", 'Generated CDI spec with version 0.5.0')
+    else:
+        common.out(spec)
+    return 0
+
+
+def _cdi_list() -> int:
+    """nvidia-ctk cdi list: the devices of the CDI specs in /etc/cdi and /var/run/cdi."""
+    names = []
+    for d in ("/etc/cdi", "/var/run/cdi"):
+        try:
+            files = sorted(os.listdir(common.root(d)))
+        except OSError:
+            continue
+        for fn in files:
+            if not fn.endswith((".yaml", ".json")):
+                continue
+            with open(common.root(f"{d}/{fn}")) as f:
+                text = f.read()
+            kind = re.search(r"(?m)^kind: (\S+)", text)
+            for n in re.findall(r'(?m)^  name: "?([^"\n]+)"?', text):
+                names.append(f"{kind.group(1) if kind else 'nvidia.com/gpu'}={n}")
+    _log("INFO", f"Found {len(names)} CDI devices")
+    common.out("".join(n + "\n" for n in names))
+    return 0
 
 
 def nvidia_ctk(argv: list[str]) -> int:
@@ -139,53 +197,13 @@ def nvidia_ctk(argv: list[str]) -> int:
         else:
             pos.append(a)
     if pos[:2] == ["runtime", "configure"]:
-        rt = opts.get("runtime", "docker")
-        set_default = opts.get("set-as-default", "false") == "true"
-        if rt == "containerd":
-            _configure_containerd(common.root(opts.get("config", "/etc/containerd/config.toml")), set_default)
-        elif rt == "docker":
-            _configure_docker(common.root(opts.get("config", "/etc/docker/daemon.json")), set_default)
-        elif rt == "crio":
-            _configure_crio(common.root(opts.get("config", "/etc/crio/crio.conf.d/99-nvidia.toml")), set_default)
-        else:
-            common.err(f'ERRO[0000] unrecognized runtime \'{rt}\'\n')
-            return 1
-        return 0
+        return _runtime_configure(opts)
     if pos[:2] == ["cdi", "generate"]:
-        if common.loaded_driver_version() is None:
-            common.err("ERRO[0000] failed to generate CDI spec: failed to create device CDI specs: failed to "
-                       "initalize NVML: ERROR_LIBRARY_NOT_FOUND\n")
-            return 1
-        spec = cdi_spec(hw)
-        dest = opts.get("output")
-        _log("INFO", f"Using driver version {common.loaded_driver_version()}")
-        if dest:
-            # nvidia-ctk saves the spec every time (its mtime is what container.cdi and the role compare
-            # with the driver's install time): an unchanged spec is written again all the same
-            common.write_text(common.root(dest), spec, always=True)
-            _log("INFO", 'Generated CDI spec with version 0.5.0')
-        else:
-            common.out(spec)
-        return 0
+        return _cdi_generate(hw, opts)
     if pos[:2] == ["cdi", "list"]:
-        names = []
-        for d in ("/etc/cdi", "/var/run/cdi"):
-            try:
-                files = sorted(os.listdir(common.root(d)))
-            except OSError:
-                continue
-            for fn in files:
-                if not fn.endswith((".yaml", ".json")):
-                    continue
-                with open(common.root(f"{d}/{fn}")) as f:
-                    text = f.read()
-                kind = re.search(r"(?m)^kind: (\S+)", text)
-                for n in re.findall(r'(?m)^  name: "?([^"\n]+)"?', text):
-                    names.append(f"{kind.group(1) if kind else 'nvidia.com/gpu'}={n}")
-        _log("INFO", f"Found {len(names)} CDI devices")
-        common.out("".join(n + "\n" for n in names))
-        return 0
-    common.err(f"nvidia-ctk: the lab simulates 'runtime configure', 'cdi generate', 'cdi list' ({common.BANNER})\n")
+        return _cdi_list()
+    common.err("nvidia-ctk: the lab simulates 'runtime configure', 'cdi generate', 'cdi list' "
+               f"({common.BANNER})\n")
     return 1
 
 
@@ -230,7 +248,8 @@ def hostengine(argv: list[str]) -> int:
     if "--version" in argv or "-v" in argv:
         common.out(f"nv-hostengine version 3.3.9\n# {common.BANNER}\n")
         return 0
-    return _daemon(common.HOSTENGINE_PID, "nv-hostengine", argv + (["--foreground"] if "-n" in argv else []), "")
+    return _daemon(common.HOSTENGINE_PID, "nv-hostengine", argv + (["--foreground"] if "-n" in argv else []),
+                   "")
 
 
 def fabricmanager(argv: list[str]) -> int:
@@ -311,7 +330,8 @@ def dmesg(argv: list[str]) -> int:
         if ctime:
             prefix = "[" + time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(t)) + "] "
         elif iso:
-            prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) + f",{int((t % 1) * 1e6):06d}+00:00 "
+            prefix = (time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+                      + f",{int((t % 1) * 1e6):06d}+00:00 ")
         else:
             prefix = f"[{rel:12.6f}] "
         common.out(prefix + msg + "\n")
