@@ -2,8 +2,7 @@
 (clustercert.checks.run calls ``cluster_findings``). Pure: evidence and contexts in, findings per node out.
 
 * ``ib.firmware_uniform``: each HCA of the profile (by name) runs the same firmware (sysfs ``fw_ver``) on
-every
-  node of the profile.
+  every node of the profile.
 * ``gpu.vbios_uniform``: every GPU runs the same VBIOS (``nvidia-smi -q -x``) across the nodes of the profile.
 
 The version most parts of the profile carry is the reference; a part on another version fails on its own node,

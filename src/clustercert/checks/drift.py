@@ -4,8 +4,7 @@
 2. state: the validators' findings against the baseline's; new failures, and changed versions.
 3. performance: the pair probes judged against the baseline's values; a drop beyond the profile's tolerance.
 4. hardware: the node's parts against the baseline certificate's (GPU serial/UUID per slot, HCA GUID, board
-and
-   chassis serials, the NVSwitch count); a swapped, missing or new part is an item naming it.
+   and chassis serials, the NVSwitch count); a swapped, missing or new part is an item naming it.
 A state failure that configuration drift explains (the bootstrap would put it back) is reported
 once, as the configuration item that causes it. Pure: results in, items out (`clustercert drift`,
 clustercert.commands.drift, runs the playbook, the validators and the probes).

@@ -9,13 +9,11 @@ Slurm gives a DRAINED node to no job, not even inside a MAINT reservation. So, a
    Flags=MAINT,IGNORE_JOBS``), made only where a node is drained, or the admin's (``--reservation NAME``: it
    must be ACTIVE and hold every node; clustercert never creates, changes nor deletes it);
 3. save the drained nodes' reasons (the state directory, ``slurm-reservations/<job name>.json``, 0600), then
-resume
-   ONLY those nodes: inside the reservation no user job starts on them;
+   resume ONLY those nodes: inside the reservation no user job starts on them;
 4. the run's job asks for the reservation (``salloc --reservation=NAME``);
 5. at the end (``close``; also on an error or Ctrl-C): drain every node that was drained again with its
-ORIGINAL
-   reason, verbatim (a node someone drained meanwhile keeps that), then delete the reservation only if
-   clustercert made it, and the saved file. ``certify --drain slurm`` decides after that, by its own rules
+   ORIGINAL reason, verbatim (a node someone drained meanwhile keeps that), then delete the reservation only
+   if clustercert made it, and the saved file. ``certify --drain slurm`` decides after that, by its own rules
    (collect.slurm).
 
 A run killed outright leaves its nodes resumed but reserved until the reservation ends; the next ``--backend

@@ -12,10 +12,9 @@ clustercert/remote/runner.py).
 On stdin, one JSON object per line:
 
 * ``{"node": NAME, "id": K, "run": SCRIPT}``: start ``/bin/sh -c SCRIPT`` on node NAME (the script bounds
-itself:
-  clustercert.collect.ssh.bounded; it prints ``PGID=<group>`` first).
+  itself: clustercert.collect.ssh.bounded; it prints ``PGID=<group>`` first).
 * ``{"node": NAME, "id": K, "kill": true}``: SIGKILL K's process group (the one its PGID= line named, and its
-own).
+  own).
 
 On stdout, lines of at most about 640 characters (srun --label keeps a short line whole): first
 ``MARK - step <job>.<step>`` (the step's id, for the evidence); ``MARK K o <base64>`` (a piece of K's output,

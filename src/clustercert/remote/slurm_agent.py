@@ -9,15 +9,13 @@ node: python3 >= 3.6, stdlib only, no file of clustercert's there (as clustercer
 On stdin, one JSON object per line:
 
 * ``{"op": "run", "id": N, "argv": [...], "stdin": TEXT or null, "timeout": S, "stream": BOOL, "hold":
-BOOL}``:
-  start ``argv`` (salloc, srun, scontrol, scancel: no shell) with TEXT on its stdin. With ``stream``, each
-  line it prints is sent as it comes. With ``hold``, its stdin stays open for ``input`` (a pair step:
+  BOOL}``: start ``argv`` (salloc, srun, scontrol, scancel: no shell) with TEXT on its stdin. With ``stream``,
+  each line it prints is sent as it comes. With ``hold``, its stdin stays open for ``input`` (a pair step:
   clustercert/remote/pair_step.py).
 * ``{"op": "input", "id": N, "data": TEXT}``: TEXT to the stdin of N (held); ``{"op": "eof", "id": N}``: close
-it.
+  it.
 * ``{"op": "cancel", "id": N}``: end it: SIGTERM (srun passes it to the step's tasks, and Slurm ends every
-process
-  of the step once they have ended), SIGKILL after GRACE_S.
+  process of the step once they have ended), SIGKILL after GRACE_S.
 
 On stdout, one JSON object per line: first ``{"hello": HOSTNAME, "srun": PATH or null}``; then ``{"id": N,
 "line": TEXT}`` (stream) and, once it has ended, ``{"id": N, "rc": INT or null, "stdout": TEXT, "stderr":
