@@ -1,17 +1,17 @@
 """Write the lab proofs `clustercert checks` shows, from the lab tests' own metadata (nothing runs, no pytest):
 
-- a lab test marked ``@pytest.mark.proves(ID, ..., fault=KIND, params={...}, status="fail")`` shows each ID come
-  out ``status`` (fail, error, unreachable, or a drift item's kind) on the node the lab fault KIND (with those
-  parameters) is injected on;
-- the two fault matrices of tests/validators/test_validate_lab.py, from the lists they are parametrised over: the
-  validators' (VALIDATOR_FAULTS: each kind fails the check the lab's fault table, clustercert_lab.faults FAULTS,
-  names for it, and the checks ALSO_FAILS lists besides) and the probes' (PROBE_FAULTS: each kind, with its
-  parameters, fails the probe ids listed).
+- a lab test marked ``@pytest.mark.proves(ID, ..., fault=KIND, params={...}, status="fail")`` shows each ID
+  come out ``status`` (fail, error, unreachable, or a drift item's kind) on the node the lab fault KIND (with
+  those parameters) is injected on;
+- the two fault matrices of tests/validators/test_validate_lab.py, from the lists they are parametrised over:
+  the validators' (VALIDATOR_FAULTS: each kind fails the check the lab's fault table, clustercert_lab.faults
+  FAULTS, names for it, and the checks ALSO_FAILS lists besides) and the probes' (PROBE_FAULTS: each kind,
+  with its parameters, fails the probe ids listed).
 
-The result is clustercert-lab/src/clustercert_lab/proofs/lab.json, shipped by the lab's distribution, which declares it to the
-product through the entry point group ``clustercert.proofs`` (the product never imports the lab).
-tests/test_catalogue.py fails when the file is stale against the tests: run ``.venv/bin/python scripts/lab_proofs.py``
-(``--check``: exit 1 when it is stale, writing nothing).
+The result is clustercert-lab/src/clustercert_lab/proofs/lab.json, shipped by the lab's distribution, which
+declares it to the product through the entry point group ``clustercert.proofs`` (the product never imports the
+lab). tests/test_catalogue.py fails when the file is stale against the tests: run ``.venv/bin/python
+scripts/lab_proofs.py`` (``--check``: exit 1 when it is stale, writing nothing).
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ def lab_fault_checks() -> dict[str, str]:
 
 
 def generate(faults: dict[str, str] | None = None) -> dict:
-    """The proofs document: {"schema", "generated_by", "proofs": {id: [proof, ...]}}, ids and proofs sorted."""
+    """The proofs document: {"schema", "generated_by", "proofs": {id: [proof, ...]}}, ids and proofs
+    sorted."""
     pairs = matrices(lab_fault_checks() if faults is None else faults)
     for path in sorted((REPO / "tests").rglob("test_*.py")):
         if f"mark.{MARKER}(" in path.read_text():
