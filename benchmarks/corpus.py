@@ -3,11 +3,12 @@
 Usage: python benchmarks/corpus.py DIR [--kinds KIND,KIND...] [--verbose]
 
 DIR is the shared corpus (/work/shared/fixtures) or the project's own tests/fixtures, which carries its
-own MANIFEST.tsv (rows for every fixture file, same columns). DIR holds MANIFEST.tsv (columns: file tool command source hardware/version status notes use) and the
-samples it names. Each sample is mapped to parser kind(s) from its tool and command columns, parsed, and
-counted per tool as parsed / ParseError / crash (any other exception, reported with the traceback's
-last line). Tools without a parser are listed as skipped; a kind that is not registered yet is reported
-as "no parser". Exit status 1 when any sample crashed or any ``healthy`` sample did not parse.
+own MANIFEST.tsv (rows for every fixture file, same columns). DIR holds MANIFEST.tsv (columns: file tool
+command source hardware/version status notes use) and the samples it names. Each sample is mapped to parser
+kind(s) from its tool and command columns, parsed, and counted per tool as parsed / ParseError / crash (any
+other exception, reported with the traceback's last line). Tools without a parser are listed as skipped; a
+kind that is not registered yet is reported as "no parser". Exit status 1 when any sample crashed or any
+``healthy`` sample did not parse.
 
 Sysfs samples that are directory trees (``file`` ending in '/') or ``.ttar`` archives are converted to
 the ``PATH:VALUE`` dump (``grep -r . DIR``) that the sysfs parsers read.
@@ -79,10 +80,21 @@ def kinds_for(tool: str, command: str, file: str) -> list[str]:
     if tool == "iperf3":
         return ["iperf3-json" if is_json or " -J" in cmd else "iperf3"]
     simple = {
-        "lspci": "lspci", "nvidia-ctk": "nvidia-ctk", "lsmod": "lsmod", "modinfo": "modinfo",
-        "ibstat": "ibstat", "ibstatus": "ibstatus", "ibv_devinfo": "ibv-devinfo", "ibdev2netdev": "ibdev2netdev",
-        "perfquery": "perfquery", "perftest": "perftest", "nccl-tests": "nccl-tests", "bonding": "bonding",
-        "rdma": "rdma-link", "sysfs-infiniband": "sysfs-infiniband", "sysfs-bonding": "bonding-sysfs",
+        "lspci": "lspci",
+        "nvidia-ctk": "nvidia-ctk",
+        "lsmod": "lsmod",
+        "modinfo": "modinfo",
+        "ibstat": "ibstat",
+        "ibstatus": "ibstatus",
+        "ibv_devinfo": "ibv-devinfo",
+        "ibdev2netdev": "ibdev2netdev",
+        "perfquery": "perfquery",
+        "perftest": "perftest",
+        "nccl-tests": "nccl-tests",
+        "bonding": "bonding",
+        "rdma": "rdma-link",
+        "sysfs-infiniband": "sysfs-infiniband",
+        "sysfs-bonding": "bonding-sysfs",
         "nccl-info": "nccl-info-transport",
     }
     return [simple[tool]] if tool in simple else []
@@ -165,9 +177,15 @@ def main(argv: list[str] | None = None) -> int:
         c = counts[tool]
         print(f"{tool:<26} {c['parsed']:>7} {c['parse_error']:>9} {c['crash']:>6}")
     if skipped:
-        print("\nskipped (no parser for this tool): " + ", ".join(f"{t} ({n})" for t, n in sorted(skipped.items())))
+        print(
+            "\nskipped (no parser for this tool): "
+            + ", ".join(f"{t} ({n})" for t, n in sorted(skipped.items()))
+        )
     if no_parser:
-        print("no parser (kind not registered yet): " + ", ".join(f"{k} ({n})" for k, n in sorted(no_parser.items())))
+        print(
+            "no parser (kind not registered yet): "
+            + ", ".join(f"{k} ({n})" for k, n in sorted(no_parser.items()))
+        )
     if args.verbose and parse_errors:
         print("\nParseError:")
         for line in parse_errors:

@@ -36,7 +36,9 @@ def write_inventory(root: Path, hosts: int, form: str = "yaml") -> Path:
         lines = ["all:", "  children:", "    gpu_nodes:", "      children:"]
         for rack, names in racks.items():
             lines += [f"        {rack}:", "          hosts:"]
-            lines += [f"            {n}: {{ansible_host: {addr[n]}, clustercert_rack: {rack}}}" for n in names]
+            lines += [
+                f"            {n}: {{ansible_host: {addr[n]}, clustercert_rack: {rack}}}" for n in names
+            ]
         (d / "hosts.yml").write_text("\n".join(lines) + "\n")
     else:
         lines = []
@@ -58,8 +60,13 @@ def run_once(inv: Path) -> tuple[float, float]:
     env = {**os.environ, "PYTHONPATH": str(SRC), "CLUSTERCERT_HOME": str(inv.parent / "home")}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "clustercert", "inventory", "-i", str(inv), "--format", "json"],
-                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "clustercert", "inventory", "-i", str(inv), "--format", "json"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:

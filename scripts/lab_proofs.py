@@ -1,17 +1,18 @@
-"""Write the lab proofs `clustercert checks` shows, from the lab tests' own metadata (nothing runs, no pytest):
+"""Write the lab proofs `clustercert checks` shows, from the lab tests' own metadata (nothing runs, no
+pytest):
 
-- a lab test marked ``@pytest.mark.proves(ID, ..., fault=KIND, params={...}, status="fail")`` shows each ID come
-  out ``status`` (fail, error, unreachable, or a drift item's kind) on the node the lab fault KIND (with those
-  parameters) is injected on;
-- the two fault matrices of tests/validators/test_validate_lab.py, from the lists they are parametrised over: the
-  validators' (VALIDATOR_FAULTS: each kind fails the check the lab's fault table, clustercert_lab.faults FAULTS,
-  names for it, and the checks ALSO_FAILS lists besides) and the probes' (PROBE_FAULTS: each kind, with its
-  parameters, fails the probe ids listed).
+- a lab test marked ``@pytest.mark.proves(ID, ..., fault=KIND, params={...}, status="fail")`` shows each ID
+  come out ``status`` (fail, error, unreachable, or a drift item's kind) on the node the lab fault KIND (with
+  those parameters) is injected on;
+- the two fault matrices of tests/validators/test_validate_lab.py, from the lists they are parametrised over:
+  the validators' (VALIDATOR_FAULTS: each kind fails the check the lab's fault table, clustercert_lab.faults
+  FAULTS, names for it, and the checks ALSO_FAILS lists besides) and the probes' (PROBE_FAULTS: each kind,
+  with its parameters, fails the probe ids listed).
 
-The result is clustercert-lab/src/clustercert_lab/proofs/lab.json, shipped by the lab's distribution, which declares it to the
-product through the entry point group ``clustercert.proofs`` (the product never imports the lab).
-tests/test_catalogue.py fails when the file is stale against the tests: run ``.venv/bin/python scripts/lab_proofs.py``
-(``--check``: exit 1 when it is stale, writing nothing).
+The result is clustercert-lab/src/clustercert_lab/proofs/lab.json, shipped by the lab's distribution, which
+declares it to the product through the entry point group ``clustercert.proofs`` (the product never imports the
+lab). tests/test_catalogue.py fails when the file is stale against the tests: run ``.venv/bin/python
+scripts/lab_proofs.py`` (``--check``: exit 1 when it is stale, writing nothing).
 """
 
 from __future__ import annotations
@@ -78,8 +79,12 @@ def marked(path: Path) -> list[tuple[str, dict]]:
             if not ids or not all(isinstance(i, str) for i in ids) or "fault" not in kw or unknown:
                 raise MetadataError(f"{where}: proves(ID, ..., fault=KIND[, params={{...}}][, status=...]) "
                                     f"expected{f', not {sorted(unknown)}' if unknown else ''}")
-            proof = {"fault": kw["fault"], "params": dict(kw.get("params") or {}), "status": kw.get("status", "fail"),
-                     "test": f"{rel}::{fn.name}"}
+            proof = {
+                "fault": kw["fault"],
+                "params": dict(kw.get("params") or {}),
+                "status": kw.get("status", "fail"),
+                "test": f"{rel}::{fn.name}",
+            }
             out += [(i, proof) for i in ids]
     return out
 
@@ -93,14 +98,18 @@ def matrices(faults: dict[str, str]) -> list[tuple[str, dict]]:
            for name in ("PROBE_OWNED", "DRIFT_OWNED", "ALSO_FAILS", "PROBE_FAULTS")}
     # VALIDATOR_FAULTS is an expression over FAULTS and the literal sets above: evaluated over them alone
     expr = ast.Expression(consts["VALIDATOR_FAULTS"])
-    validator_faults = eval(compile(expr, MATRIX_FILE, "eval"),  # noqa: S307 -- the repository's own test data
-                            {"__builtins__": {"sorted": sorted, "set": set, "len": len}, "FAULTS": faults, **lit})
+    validator_faults = eval(
+        compile(expr, MATRIX_FILE, "eval"),  # noqa: S307 -- the repository's own test data
+        {"__builtins__": {"sorted": sorted, "set": set, "len": len}, "FAULTS": faults, **lit},
+    )
     out = []
     for kind in validator_faults:
         for check in (faults[kind], *lit["ALSO_FAILS"].get(kind, {})):
             out.append((check, {"fault": kind, "params": {}, "status": "fail", "test": VALIDATE_LAB}))
     for kind, (params, _probes, ids) in sorted(lit["PROBE_FAULTS"].items()):
-        out += [(i, {"fault": kind, "params": dict(params), "status": "fail", "test": PROBE_LAB}) for i in ids]
+        out += [
+            (i, {"fault": kind, "params": dict(params), "status": "fail", "test": PROBE_LAB}) for i in ids
+        ]
     return out
 
 
@@ -111,7 +120,8 @@ def lab_fault_checks() -> dict[str, str]:
 
 
 def generate(faults: dict[str, str] | None = None) -> dict:
-    """The proofs document: {"schema", "generated_by", "proofs": {id: [proof, ...]}}, ids and proofs sorted."""
+    """The proofs document: {"schema", "generated_by", "proofs": {id: [proof, ...]}}, ids and proofs
+    sorted."""
     pairs = matrices(lab_fault_checks() if faults is None else faults)
     for path in sorted((REPO / "tests").rglob("test_*.py")):
         if f"mark.{MARKER}(" in path.read_text():
@@ -121,9 +131,12 @@ def generate(faults: dict[str, str] | None = None) -> dict:
         if proof not in proofs.setdefault(ident, []):
             proofs[ident].append(proof)
     key = lambda p: (p["test"], p["fault"], p["status"], json.dumps(p["params"], sort_keys=True))  # noqa: E731
-    return {"schema": SCHEMA,
-            "generated_by": "scripts/lab_proofs.py, from the lab tests' metadata (pytest.mark.proves, the fault matrices)",
-            "proofs": {i: sorted(ps, key=key) for i, ps in sorted(proofs.items())}}
+    return {
+        "schema": SCHEMA,
+        "generated_by": "scripts/lab_proofs.py, from the lab tests' metadata (pytest.mark.proves, the fault "
+                        "matrices)",
+        "proofs": {i: sorted(ps, key=key) for i, ps in sorted(proofs.items())},
+    }
 
 
 def text(doc: dict) -> str:

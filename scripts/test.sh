@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 echo "== ruff"
-.venv/bin/ruff check src clustercert-lab tests benchmarks scripts/lab_proofs.py
+.venv/bin/ruff check src clustercert-lab tests benchmarks scripts plugins
 echo "== ansible-lint (production profile)"
 .venv/bin/ansible-lint --profile production -q roles playbooks
 echo "== the collection: ansible-galaxy build, ansible-test sanity (offline)" && bash scripts/collection_check.sh

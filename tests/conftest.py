@@ -11,7 +11,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-def run_cli(*args: str, env: dict | None = None, timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, env: dict | None = None, timeout: float = 120, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
     """Run `python -m clustercert ARGS` as a user would, capturing output."""
     full_env = dict(os.environ)
     full_env.update(env or {})
@@ -146,9 +148,9 @@ def bootstrap_lab(running_lab, nodes: int):
         return running_lab
     _BOOTSTRAPPED.clear()
     if added:
-        # grown from bootstrapped nodes, as a site adds nodes: the new ones bootstrapped on their own, then the
-        # cluster's known-hosts file (cluster_ssh, the one role that names every node) on all of them (CI time:
-        # a full run would take the earlier nodes through every role again, changing nothing)
+        # grown from bootstrapped nodes, as a site adds nodes: the new ones bootstrapped on their own, then
+        # the cluster's known-hosts file (cluster_ssh, the one role that names every node) on all of them (CI
+        # time: a full run would take the earlier nodes through every role again, changing nothing)
         _bootstrap(running_lab, "--limit", ",".join(added))
         _bootstrap(running_lab, "--tags", "cluster_ssh")
     else:
@@ -171,8 +173,9 @@ def _bootstrap(running_lab, *args: str) -> None:
 
 
 def _added_to_bootstrapped(running_lab) -> list[str] | None:
-    """The nodes added at the end of a lab whose other nodes are the ones the last bootstrap left (same machine
-    ids) and pass the validators; None where that is not so (nothing added, or the earlier nodes changed)."""
+    """The nodes added at the end of a lab whose other nodes are the ones the last bootstrap left (same
+    machine ids) and pass the validators; None where that is not so (nothing added, or the earlier nodes
+    changed)."""
     if not _BOOTSTRAPPED:
         return None
     ids = _machine_ids(running_lab)
@@ -198,9 +201,11 @@ LAB_MODULE_ORDER = (
     "tests/drift/test_drift_lab.py",
     "tests/certify/test_nccl_pair_lab.py",
     "tests/certify/test_drain_slurm_lab.py",
-    "tests/certify/test_backend_slurm_lab.py",    # right after: the lab's Slurm again (its packages are there)
+    # right after: the lab's Slurm again (its packages are there)
+    "tests/certify/test_backend_slurm_lab.py",
     "tests/certify/test_certify_lab.py",          # grows the lab to 8 nodes
-    "tests/provisioning/test_rolling_reboot_lab.py",  # reboots 4 of the 8 into another driver: nothing undoes it
+    # reboots 4 of the 8 into another driver: nothing undoes it
+    "tests/provisioning/test_rolling_reboot_lab.py",
 )
 
 

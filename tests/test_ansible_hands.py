@@ -1,5 +1,5 @@
-"""Issue 34.3/34.4, 36.3, 35.5 (bootstrap): Ansible Vault in inventories, the ansible-playbook flags, --diff as
-Ansible prints it, conflicting group profiles/overrides, and bootstrap's table beyond one screen."""
+"""Issue 34.3/34.4, 36.3, 35.5 (bootstrap): Ansible Vault in inventories, the ansible-playbook flags, --diff
+as Ansible prints it, conflicting group profiles/overrides, and bootstrap's table beyond one screen."""
 
 from __future__ import annotations
 
@@ -46,7 +46,9 @@ def _inline(password: str) -> str:
 def test_inline_vault_value_loads_with_the_password_file(tmp_path):
     inv = _inventory(tmp_path, _inline("pw1"))
     (tmp_path / "pw").write_text("pw1\n")
-    r = run_cli("inventory", "-i", str(inv), "--vault-password-file", str(tmp_path / "pw"), "--format", "json")
+    r = run_cli(
+        "inventory", "-i", str(inv), "--vault-password-file", str(tmp_path / "pw"), "--format", "json"
+    )
     assert r.returncode == 0, r.stderr
     assert PLAIN not in r.stdout + r.stderr
     r = run_cli("inventory", "-i", str(inv), "--vault-id", f"default@{tmp_path / 'pw'}")
@@ -68,7 +70,9 @@ def test_vault_without_or_with_a_wrong_password_is_one_line_naming_file_and_key(
 def test_a_vaulted_group_vars_file_loads(tmp_path):
     inv = _inventory(tmp_path, _encrypt("clustercert_profile: lab\n", "pw2"))
     (tmp_path / "pw").write_text("pw2\n")
-    r = run_cli("inventory", "-i", str(inv), "--vault-password-file", str(tmp_path / "pw"), "--format", "json")
+    r = run_cli(
+        "inventory", "-i", str(inv), "--vault-password-file", str(tmp_path / "pw"), "--format", "json"
+    )
     assert r.returncode == 0, r.stderr
     assert '"profile": "lab"' in r.stdout
     r = run_cli("inventory", "-i", str(inv))
@@ -118,7 +122,9 @@ def test_list_tasks_prints_ansible_playbooks_answer(tmp_path):
 
 
 def test_diff_renders_like_ansibles_default_callback():
-    text = render_diff({"before": "a\nb\n", "after": "a\nc\n", "before_header": "/etc/x", "after_header": "/etc/x"})
+    text = render_diff(
+        {"before": "a\nb\n", "after": "a\nc\n", "before_header": "/etc/x", "after_header": "/etc/x"}
+    )
     assert text.splitlines()[:2] == ["--- before: /etc/x", "+++ after: /etc/x"]
     assert "-b" in text.splitlines() and "+c" in text.splitlines()
     assert render_diff({"prepared": "pkg foo installed"}) == "pkg foo installed"
@@ -135,7 +141,9 @@ def test_conflicting_group_overrides_refused_and_profile_origin_shown(tmp_path):
     assert r.returncode == 0, r.stderr
     assert '"profile_from": "group b"' in r.stdout
     (inv / "group_vars" / "a.yml").write_text("clustercert_profile_overrides: {thresholds: {}}\n")
-    (inv / "group_vars" / "b.yml").write_text("clustercert_profile: lab\nclustercert_profile_overrides: {x: 1}\n")
+    (inv / "group_vars" / "b.yml").write_text(
+        "clustercert_profile: lab\nclustercert_profile_overrides: {x: 1}\n"
+    )
     r = run_cli("inventory", "-i", str(inv))
     assert r.returncode == 2 and "host n1" in r.stderr and "threshold overrides" in r.stderr, r.stderr
 
@@ -192,7 +200,8 @@ def test_a_real_check_diff_run_gives_ansibles_diff_and_output(tmp_path):
 
 
 def _recording_sudo(tmp_path: Path) -> tuple[Path, Path]:
-    """A stand-in sudo on PATH: records its arguments and the line it read on stdin (-S), then runs the command."""
+    """A stand-in sudo on PATH: records its arguments and the line it read on stdin (-S), then runs the
+    command."""
     bindir, rec = tmp_path / "bin", tmp_path / "sudo.log"
     bindir.mkdir()
     (bindir / "sudo").write_text(textwrap.dedent(f"""\
@@ -212,7 +221,9 @@ def _recording_sudo(tmp_path: Path) -> tuple[Path, Path]:
     return bindir, rec
 
 
-def test_a_vaulted_inventory_become_password_reaches_the_collectors_sudo_and_is_never_shown(tmp_path, monkeypatch):
+def test_a_vaulted_inventory_become_password_reaches_the_collectors_sudo_and_is_never_shown(
+    tmp_path, monkeypatch
+):
     """Issue 34.3: the inventory's ansible_become_password (inline !vault) is what the collector's `sudo -S`
     reads (validate, probe and certify collect through it), before -K's ANSIBLE_BECOME_PASS as Ansible's
     variables come before its flags; no repr, str or JSON of the host's view shows it."""
@@ -250,7 +261,9 @@ def test_a_vaulted_inventory_become_password_reaches_the_collectors_sudo_and_is_
     assert PLAIN not in line.rsplit(" pw=", 1)[0] and PLAIN not in repr(ev)
 
     # ansible_become_pass (Ansible's other name), not vaulted, the same way; without either, -K's answer
-    (inv / "group_vars" / "all.yml").write_text("clustercert_profile: lab\nansible_become_pass: plain-pw-34\n")
+    (inv / "group_vars" / "all.yml").write_text(
+        "clustercert_profile: lab\nansible_become_pass: plain-pw-34\n"
+    )
     host = load_inventory(str(inv)).hosts["n1"]
     assert ssh.become_argv(host.connection)[1] == b"plain-pw-34\n" and "plain-pw-34" not in repr(host)
     (inv / "group_vars" / "all.yml").write_text("clustercert_profile: lab\n")

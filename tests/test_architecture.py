@@ -1,6 +1,6 @@
 """The layers docs/architecture.md draws, held against the source: the import graph of src/ (the product) and
-clustercert-lab/src/ (the simulated lab, a distribution of its own), built with ``ast`` from every import statement (at module
-level and inside functions alike)."""
+clustercert-lab/src/ (the simulated lab, a distribution of its own), built with ``ast`` from every import
+statement (at module level and inside functions alike)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src"
-LAB_SRC = Path(__file__).resolve().parent.parent / "clustercert-lab" / "src"  # clustercert_lab: clustercert-lab/pyproject.toml
+# clustercert_lab: clustercert-lab/pyproject.toml
+LAB_SRC = Path(__file__).resolve().parent.parent / "clustercert-lab" / "src"
 
 # The flow, first to last: a module imports its own layer and the layers before it, never a later one.
 LAYERS = ("base", "model", "collect", "parsers", "checks", "probes", "record", "report", "commands", "cli")
@@ -33,20 +34,24 @@ def modules() -> dict[str, Path]:
 
 
 def test_the_product_and_the_lab_are_where_their_distributions_package_them():
-    """src/ holds the product alone, clustercert-lab/src/ the lab alone: each pyproject.toml packages its own. No
-    `lab` at the top of the repository: `-i lab` run there would read it as a path, not the running lab's
+    """src/ holds the product alone, clustercert-lab/src/ the lab alone: each pyproject.toml packages its own.
+    No `lab` at the top of the repository: `-i lab` run there would read it as a path, not the running lab's
     inventory (the README's demo runs from there)."""
     import tomllib
 
     assert not (SRC.parent / "lab").exists()
 
-    assert {p.name for p in SRC.iterdir() if p.is_dir() and not p.name.endswith(".egg-info")} == {"clustercert"}
+    assert {p.name for p in SRC.iterdir() if p.is_dir() and not p.name.endswith(".egg-info")} == {
+        "clustercert"
+    }
     assert {p.name for p in LAB_SRC.iterdir() if p.is_dir()} == {"clustercert_lab"}
     product = tomllib.loads((SRC.parent / "pyproject.toml").read_text())
     lab = tomllib.loads((LAB_SRC.parent / "pyproject.toml").read_text())
     assert product["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["src/clustercert"]
     assert lab["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["src/clustercert_lab"]
-    assert set(product["project"]["scripts"]) == {"clustercert"} and set(lab["project"]["scripts"]) == {"clustercert-lab"}
+    assert set(product["project"]["scripts"]) == {"clustercert"} and set(lab["project"]["scripts"]) == {
+        "clustercert-lab"
+    }
     assert lab["project"]["name"] == "clustercert-lab" and "clustercert" in lab["project"]["dependencies"]
     assert "clustercert_lab.cli" in modules() and "clustercert.cli" in modules()  # the graph holds both
 
@@ -96,9 +101,13 @@ def test_every_module_has_a_layer(graph):
 
 
 def test_no_import_runs_against_the_flow(graph):
-    bad = [f"{m} ({layer(m)}) imports {t} ({layer(t)})" for m, ts in sorted(graph.items()) if m.startswith("clustercert")
-           and not m.startswith("clustercert_lab") for t in sorted(ts) if t.startswith("clustercert.")
-           and LAYERS.index(layer(t)) > LAYERS.index(layer(m))]
+    bad = [
+        f"{m} ({layer(m)}) imports {t} ({layer(t)})"
+        for m, ts in sorted(graph.items())
+        if m.startswith("clustercert") and not m.startswith("clustercert_lab")
+        for t in sorted(ts)
+        if t.startswith("clustercert.") and LAYERS.index(layer(t)) > LAYERS.index(layer(m))
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -107,9 +116,9 @@ IMPORTING_CALLS = {"import_module", "__import__", "run_module"}  # importlib's, 
 
 
 def _literal_prefix(node: ast.expr, constants: dict[str, str]) -> str | None:
-    """The text a string argument starts with: a literal's whole text (or a module constant's, ``NAME = "..."``
-    at the top of the module), an f-string's leading literal part; None for anything else (another name, a
-    call: it could hold any module's name)."""
+    """The text a string argument starts with: a literal's whole text (or a module constant's, ``NAME =
+    "..."`` at the top of the module), an f-string's leading literal part; None for anything else (another
+    name, a call: it could hold any module's name)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.Name) and node.id in constants:
@@ -128,8 +137,13 @@ def lab_imports(path: Path) -> list[str]:
     allowed; of a dotted lab name it imports the package above it."""
     found = []
     tree = ast.parse(path.read_text(), str(path))
-    constants = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
-                 and isinstance(n.value.value, str) for t in n.targets if isinstance(t, ast.Name)}
+    constants = {
+        t.id: n.value.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
     for node in ast.walk(tree):
         names: list[str] = []
         if isinstance(node, ast.Import):
@@ -160,13 +174,24 @@ def test_no_product_module_imports_the_lab(graph):
 
 def test_the_lab_import_check_sees_every_form(tmp_path):
     f = tmp_path / "m.py"
-    caught = ["import clustercert_lab", "import clustercert_lab.paths as p", "from clustercert_lab import manager",
-              "from clustercert_lab.paths import inventory_path", "import os, clustercert_lab.manager",
-              "def f():\n    from clustercert_lab import cli", "importlib.import_module('clustercert_lab.manager')",
-              "import_module('clustercert_lab')", "importlib.import_module(f'clustercert_lab.{x}')",
-              "importlib.import_module(name)", "__import__('clustercert_lab')", "runpy.run_module('clustercert_lab')",
-              "importlib.util.find_spec('clustercert_lab.manager')", "importlib.util.find_spec(name)",
-              "LAB = 'clustercert_lab'\nimportlib.import_module(LAB)", "LAB = 'clustercert_lab.cli'\nfind_spec(LAB)"]
+    caught = [
+        "import clustercert_lab",
+        "import clustercert_lab.paths as p",
+        "from clustercert_lab import manager",
+        "from clustercert_lab.paths import inventory_path",
+        "import os, clustercert_lab.manager",
+        "def f():\n    from clustercert_lab import cli",
+        "importlib.import_module('clustercert_lab.manager')",
+        "import_module('clustercert_lab')",
+        "importlib.import_module(f'clustercert_lab.{x}')",
+        "importlib.import_module(name)",
+        "__import__('clustercert_lab')",
+        "runpy.run_module('clustercert_lab')",
+        "importlib.util.find_spec('clustercert_lab.manager')",
+        "importlib.util.find_spec(name)",
+        "LAB = 'clustercert_lab'\nimportlib.import_module(LAB)",
+        "LAB = 'clustercert_lab.cli'\nfind_spec(LAB)",
+    ]
     for text in caught:
         f.write_text(text + "\n")
         assert lab_imports(f), text
@@ -181,16 +206,32 @@ def test_the_lab_import_check_sees_every_form(tmp_path):
 
 def test_parsers_and_evaluators_do_no_io(graph):
     """parse and evaluate are pure: no parser, check or probe module but the two drivers imports collect."""
-    pure = [m for m in graph if m.split(".")[1:2] in (["parsers"], ["checks"], ["probes"]) and m not in DRIVERS]
-    bad = [f"{m} imports {t}" for m in sorted(pure) for t in sorted(graph[m]) if t.startswith("clustercert.collect")]
+    pure = [
+        m for m in graph if m.split(".")[1:2] in (["parsers"], ["checks"], ["probes"]) and m not in DRIVERS
+    ]
+    bad = [
+        f"{m} imports {t}"
+        for m in sorted(pure)
+        for t in sorted(graph[m])
+        if t.startswith("clustercert.collect")
+    ]
     assert not bad, "\n".join(bad)
-    assert all(t.startswith("clustercert.parsers") for m in pure if m.startswith("clustercert.parsers")
-               for t in graph[m] if t.startswith("clustercert.")), "a parser imports something besides parsers"
+    assert all(
+        t.startswith("clustercert.parsers")
+        for m in pure
+        if m.startswith("clustercert.parsers")
+        for t in graph[m]
+        if t.startswith("clustercert.")
+    ), "a parser imports something besides parsers"
 
 
 @pytest.mark.parametrize("package", ["clustercert", "clustercert_lab"])
 def test_no_import_circle(graph, package):
-    sub = {m: {t for t in ts if t.split(".")[0] == package} for m, ts in graph.items() if m.split(".")[0] == package}
+    sub = {
+        m: {t for t in ts if t.split(".")[0] == package}
+        for m, ts in graph.items()
+        if m.split(".")[0] == package
+    }
     state: dict[str, int] = {}
     path: list[str] = []
     circles: list[list[str]] = []

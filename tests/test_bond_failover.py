@@ -1,5 +1,6 @@
 """ib.bond_failover (validate --disruptive): the pure evaluator, the peer choice, the command, and the glue
-that runs it node by node after the normal checks. No lab: the lab test is tests/validators/test_failover_lab.py."""
+that runs it node by node after the normal checks. No lab: the lab test is
+tests/validators/test_failover_lab.py."""
 
 from __future__ import annotations
 
@@ -35,12 +36,21 @@ BOND_OUT = """\
 
 
 def res(stdout: str = "", rc: int | None = 0, stderr: str = "", timed_out: bool = False) -> CommandResult:
-    return CommandResult(rc, stdout, stderr, timed_out, 0.5, "python3 -c '...' bond0 ib0 10.253.0.12 2000 10000 37")
+    return CommandResult(
+        rc, stdout, stderr, timed_out, 0.5, "python3 -c '...' bond0 ib0 10.253.0.12 2000 10000 37"
+    )
 
 
 def ctx(peer: str | None = "10.253.0.12", note: str = "node02", **kw) -> HostContext:
-    return HostContext("node01", load_profile("lab", kw.pop("overrides", None)), timeout_s=30, bond_address="10.253.0.11/24",
-                       bond_peer=peer, bond_peer_note=note if peer else "no other node with a healthy bond", **kw)
+    return HostContext(
+        "node01",
+        load_profile("lab", kw.pop("overrides", None)),
+        timeout_s=30,
+        bond_address="10.253.0.11/24",
+        bond_peer=peer,
+        bond_peer_note=note if peer else "no other node with a healthy bond",
+        **kw,
+    )
 
 
 def evaluate(stdout: str, c: HostContext | None = None, **kw):
@@ -70,8 +80,20 @@ def test_slow_failover_fails_and_says_how_slow():
 
 
 def test_miimon_sets_the_limit():
-    slow_mon = ctx(overrides={"ib": {"bond": {"name": "bond0", "mode": "active-backup", "slaves": ["ib0", "ib1"],
-                                              "primary": "ib0", "miimon_ms": 200, "fail_over_mac": "active"}}})
+    slow_mon = ctx(
+        overrides={
+            "ib": {
+                "bond": {
+                    "name": "bond0",
+                    "mode": "active-backup",
+                    "slaves": ["ib0", "ib1"],
+                    "primary": "ib0",
+                    "miimon_ms": 200,
+                    "fail_over_mac": "active",
+                }
+            }
+        }
+    )
     fs = by_subject(evaluate(TESTED.replace("failover_ms=41.7", "failover_ms=450.2"), slow_mon))
     assert fs["bond0 failover"].status == "pass" and "within 600 ms" in fs["bond0 failover"].expected
 
@@ -84,7 +106,10 @@ def test_no_failover_within_the_bound_fails():
 
 
 def test_peer_unreachable_during_the_outage_fails():
-    text = TESTED.replace("3 packets transmitted, 3 received, 0% packet loss", "3 packets transmitted, 0 received, 100% packet loss")
+    text = TESTED.replace(
+        "3 packets transmitted, 3 received, 0% packet loss",
+        "3 packets transmitted, 0 received, 100% packet loss",
+    )
     fs = by_subject(evaluate(text))
     peer = fs["bond0 peer 10.253.0.12 (node02)"]
     assert peer.status == "fail" and peer.observed == "0/3 replies; bond0 addresses: 10.253.0.11/24"
@@ -95,22 +120,33 @@ def test_peer_unreachable_during_the_outage_fails():
 def test_peer_unreachable_even_before_fails_and_says_so():
     text = TESTED.replace("1 packets transmitted, 1 received", "1 packets transmitted, 0 received")
     peer = by_subject(evaluate(text))["bond0 peer 10.253.0.12 (node02)"]
-    assert peer.status == "fail" and "even before the failover" in peer.observed and "10.253.0.11/24" in peer.observed
+    assert (
+        peer.status == "fail"
+        and "even before the failover" in peer.observed
+        and "10.253.0.11/24" in peer.observed
+    )
     # the role did not put the inventory's address on the bond: the finding says so
-    peer = by_subject(evaluate(text.replace("addresses=10.253.0.11/24", "addresses=")))["bond0 peer 10.253.0.12 (node02)"]
+    peer = by_subject(evaluate(text.replace("addresses=10.253.0.11/24", "addresses=")))[
+        "bond0 peer 10.253.0.12 (node02)"
+    ]
     assert peer.observed.endswith("; bond0 addresses: none, not the inventory's 10.253.0.11/24")
 
 
 def test_ping_missing_is_an_error_not_a_pass():
-    text = TESTED.replace("ping_rc=0\nping_summary=3 packets transmitted, 3 received, 0% packet loss, time 404ms\nping_message=\n",
-                          "ping_error=ping not found\n")
+    text = TESTED.replace(
+        "ping_rc=0\nping_summary=3 packets transmitted, 3 received, 0% packet loss, time 404ms\n"
+        "ping_message=\n",
+        "ping_error=ping not found\n",
+    )
     peer = by_subject(evaluate(text))["bond0 peer 10.253.0.12 (node02)"]
     assert peer.status == "error" and "ping not found" in peer.observed
 
 
 def test_no_peer_skips_reachability_but_still_times_the_failover():
     fs = by_subject(evaluate(TESTED.replace("peer=10.253.0.12", "peer="), ctx(peer=None)))
-    assert fs["bond0 peer"].status == "skip" and "no other node with a healthy bond" in fs["bond0 peer"].observed
+    assert (
+        fs["bond0 peer"].status == "skip" and "no other node with a healthy bond" in fs["bond0 peer"].observed
+    )
     assert fs["bond0 failover"].status == "pass" and fs["bond0 back to ib0"].status == "pass"
 
 
@@ -121,10 +157,16 @@ def test_primary_not_back_fails():
 
 
 def test_slave_not_restored_fails_loudly():
-    text = (TESTED.replace("restored=1", "restored=0\nrestore_error=RTNETLINK answers: No such device")
-            .replace("return_bound_ms=10000\nreturn_ms=22.3\n", "").replace("active_after=ib0", "active_after=ib1"))
+    text = (
+        TESTED.replace("restored=1", "restored=0\nrestore_error=RTNETLINK answers: No such device")
+        .replace("return_bound_ms=10000\nreturn_ms=22.3\n", "")
+        .replace("active_after=ib0", "active_after=ib1")
+    )
     back = by_subject(evaluate(text))["bond0 back to ib0"]
-    assert back.status == "fail" and "could not be brought back up: RTNETLINK answers: No such device" in back.observed
+    assert (
+        back.status == "fail"
+        and "could not be brought back up: RTNETLINK answers: No such device" in back.observed
+    )
     assert "watchdog retries after 37 s" in back.observed
 
 
@@ -135,21 +177,40 @@ def test_backup_down_is_a_fail_without_disturbing_the_node():
 
 
 def test_no_active_slave_is_a_fail():
-    text = BACKUP_DOWN.replace("active_before=ib0", "active_before=").replace("backup=ib1", "backup=ib0 ib1").replace(
-        "backup_down", "no_active")
+    text = (
+        BACKUP_DOWN.replace("active_before=ib0", "active_before=")
+        .replace("backup=ib1", "backup=ib0 ib1")
+        .replace("backup_down", "no_active")
+    )
     (f,) = evaluate(text)
     assert f.status == "fail" and "no active slave before the test" in f.observed
 
 
-@pytest.mark.parametrize("stdout,kw,reason", [
-    ("format=clustercert-bond-failover 1\nbond=bond0\noutcome=no_bond\nend=1\n", {}, "bond bond0 does not exist"),
-    ("", {"rc": None, "timed_out": True}, "timed out after 32 s"),
-    (TESTED.split("restored=1")[0], {"rc": 1, "stderr": "Traceback ..."}, "exit status 1: bond failover step"),
-    (TESTED.split("restored=1")[0], {}, "unparseable bond-failover output: truncated"),
-    ("", {"rc": 127, "stderr": "sh: 1: python3: not found"}, "tool not found: bond failover step"),
-    (BACKUP_DOWN.replace("outcome=backup_down", "down_error=Operation not permitted\noutcome=down_failed"), {},
-     "could not take ib0 down: Operation not permitted"),
-])
+@pytest.mark.parametrize(
+    "stdout,kw,reason",
+    [
+        (
+            "format=clustercert-bond-failover 1\nbond=bond0\noutcome=no_bond\nend=1\n",
+            {},
+            "bond bond0 does not exist",
+        ),
+        ("", {"rc": None, "timed_out": True}, "timed out after 32 s"),
+        (
+            TESTED.split("restored=1")[0],
+            {"rc": 1, "stderr": "Traceback ..."},
+            "exit status 1: bond failover step",
+        ),
+        (TESTED.split("restored=1")[0], {}, "unparseable bond-failover output: truncated"),
+        ("", {"rc": 127, "stderr": "sh: 1: python3: not found"}, "tool not found: bond failover step"),
+        (
+            BACKUP_DOWN.replace(
+                "outcome=backup_down", "down_error=Operation not permitted\noutcome=down_failed"
+            ),
+            {},
+            "could not take ib0 down: Operation not permitted",
+        ),
+    ],
+)
 def test_step_that_could_not_run_is_an_error(stdout, kw, reason):
     (f,) = evaluate(stdout, **kw)
     assert f.status == "error" and f.check == CHECK and f.subject == "bond0"
@@ -181,18 +242,41 @@ def test_one_command_with_a_timeout_that_covers_its_bounds():
 
 def test_the_step_on_a_machine_without_the_bond_touches_nothing():
     """The real script, run here: a bond that does not exist is reported as such (nothing is taken down)."""
-    c = ctx(overrides={"ib": {"bond": {"name": "ccnosuchbond", "mode": "active-backup", "slaves": ["ib0", "ib1"],
-                                       "primary": "ib0", "miimon_ms": 100, "fail_over_mac": "active"}}})
+    c = ctx(
+        overrides={
+            "ib": {
+                "bond": {
+                    "name": "ccnosuchbond",
+                    "mode": "active-backup",
+                    "slaves": ["ib0", "ib1"],
+                    "primary": "ib0",
+                    "miimon_ms": 100,
+                    "fail_over_mac": "active",
+                }
+            }
+        }
+    )
     cmd, timeout = bond_failover.commands(c)["bond_failover"]
     p = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, text=True, timeout=timeout,
                        env={"PATH": "/usr/bin:/bin", "CLUSTERCERT_PYTHON": sys.executable})
-    (f,) = bond_failover.evaluate({"bond_failover": CommandResult(p.returncode, p.stdout, p.stderr, False, 0.1, cmd)}, c)
-    assert f.status == "error" and f.observed == "bond ccnosuchbond does not exist: the failover test could not run"
+    (f,) = bond_failover.evaluate(
+        {"bond_failover": CommandResult(p.returncode, p.stdout, p.stderr, False, 0.1, cmd)}, c
+    )
+    assert (
+        f.status == "error"
+        and f.observed == "bond ccnosuchbond does not exist: the failover test could not run"
+    )
 
 
 def test_peers_are_the_next_healthy_node_in_the_same_subnet():
     order = ["n1", "n2", "n3", "n4", "n5"]
-    addrs = {"n1": "10.253.0.11/24", "n2": "10.253.0.12/24", "n3": "10.253.0.13/24", "n4": None, "n5": "10.9.0.15/24"}
+    addrs = {
+        "n1": "10.253.0.11/24",
+        "n2": "10.253.0.12/24",
+        "n3": "10.253.0.13/24",
+        "n4": None,
+        "n5": "10.9.0.15/24",
+    }
     peers = bond_failover.choose_peers(order, addrs, eligible={"n1", "n3", "n4", "n5"})
     assert peers["n1"] == ("10.253.0.13", "n3")          # n2's bond is not healthy
     assert peers["n2"] == ("10.253.0.13", "n3")
@@ -212,8 +296,17 @@ def test_check_ids_and_component_wiring():
 
 def _inventory(names: list[str]) -> Inventory:
     prof = load_profile("lab")
-    hosts = {n: HostView(n, ["lab"], InventoryVars(clustercert_profile="lab"), prof, {"ansible_host": f"10.0.0.{i}"},
-                         f"10.253.0.{10 + i}/24") for i, n in enumerate(names, 1)}
+    hosts = {
+        n: HostView(
+            n,
+            ["lab"],
+            InventoryVars(clustercert_profile="lab"),
+            prof,
+            {"ansible_host": f"10.0.0.{i}"},
+            f"10.253.0.{10 + i}/24",
+        )
+        for i, n in enumerate(names, 1)
+    }
     return Inventory(Path("/nonexistent"), hosts, [])
 
 
@@ -225,14 +318,24 @@ def test_validate_runs_the_failover_node_by_node_after_the_normal_checks(monkeyp
     def fake_many(nodes, commands_for, **kw):
         calls.append(("many", sorted(nodes), sorted(next(iter(commands_for.values())))))
         bad = BOND_OUT.replace("ib1/bonding_slave/mii_status:up", "ib1/bonding_slave/mii_status:down")
-        out = {n: NodeEvidence(n, True, "", {"bonding": res(bad if n == "n2" else BOND_OUT), "bonding_proc": res("")})
-               for n in nodes if n != "n4"}
+        out = {
+            n: NodeEvidence(
+                n, True, "", {"bonding": res(bad if n == "n2" else BOND_OUT), "bonding_proc": res("")}
+            )
+            for n in nodes
+            if n != "n4"
+        }
         out["n4"] = NodeEvidence("n4", False, "Connection refused")
         return out
 
     def fake_in_turn(nodes, commands_for, **kw):
-        calls.append(("in_turn", list(nodes), {n: commands_for[n]["bond_failover"][0].split()[-4] for n in nodes}))
-        return {n: NodeEvidence(n, True, "", {"bond_failover": res(BACKUP_DOWN if n == "n2" else TESTED)}) for n in nodes}
+        calls.append(
+            ("in_turn", list(nodes), {n: commands_for[n]["bond_failover"][0].split()[-4] for n in nodes})
+        )
+        return {
+            n: NodeEvidence(n, True, "", {"bond_failover": res(BACKUP_DOWN if n == "n2" else TESTED)})
+            for n in nodes
+        }
 
     monkeypatch.setattr(ssh, "collect_many", fake_many)
     monkeypatch.setattr(ssh, "collect_in_turn", fake_in_turn)
@@ -240,7 +343,11 @@ def test_validate_runs_the_failover_node_by_node_after_the_normal_checks(monkeyp
     # normal checks first (all nodes at once), then the failover on the reachable nodes one by one, in order;
     # each pings the next reachable node whose ib.bond passed (n2's backup slave is down, n4 does not answer)
     assert calls[0] == ("many", ["n1", "n2", "n3", "n4"], ["bonding", "bonding_proc"])
-    assert calls[1] == ("in_turn", ["n1", "n2", "n3"], {"n1": "10.253.0.13", "n2": "10.253.0.13", "n3": "10.253.0.11"})
+    assert calls[1] == (
+        "in_turn",
+        ["n1", "n2", "n3"],
+        {"n1": "10.253.0.13", "n2": "10.253.0.13", "n3": "10.253.0.11"},
+    )
     assert len(calls) == 2
     assert results["n4"].verdict == "unreachable" and results["n4"].findings == []
     for n in ("n1", "n3"):

@@ -1,5 +1,6 @@
-"""Issue 23.4: the catalogue of check and probe ids (clustercert.report.catalogue) against what the code emits, the
-profiles, the lab's fault table and the lab tests it names; docs/checks.md is generated from it; validate
+"""Issue 23.4: the catalogue of check and probe ids (clustercert.report.catalogue) against what the code
+emits, the profiles, the lab's fault table and the lab tests it names; docs/checks.md is generated from it;
+validate
 --checks/--skip take its ids."""
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ SRC = REPO / "src" / "clustercert"
 
 
 def _emitted_check_ids() -> set[str]:
-    """Check ids in the checks package's source: CHECK_IDS tuples, Finding("...") / judge/ok/error("...") calls,
-    and CHECK = "..." constants."""
+    """Check ids in the checks package's source: CHECK_IDS tuples, Finding("...") / judge/ok/error("...")
+    calls, and CHECK = "..." constants."""
     ids = set()
-    pattern = re.compile(r'(?:Finding|judge|ok|error)\(\s*"([a-z0-9_]+\.[a-z0-9_]+)"|CHECK\s*=\s*"([a-z0-9_.]+)"')
+    pattern = re.compile(
+        r'(?:Finding|judge|ok|error)\(\s*"([a-z0-9_]+\.[a-z0-9_]+)"|CHECK\s*=\s*"([a-z0-9_.]+)"'
+    )
     for f in (SRC / "checks").glob("*.py"):
         text = f.read_text()
         for m in pattern.finditer(text):
@@ -41,7 +44,9 @@ def _emitted_probe_ids() -> set[str]:
     names = set()
     for f in (SRC / "probes").glob("*.py"):
         names |= set(re.findall(r'Measurement\(\s*"([a-z0-9_]+)"', f.read_text()))
-        names |= {m.removeprefix("probe.") for m in re.findall(r'Finding\(\s*"(probe\.[a-z0-9_]+)"', f.read_text())}
+        names |= {
+            m.removeprefix("probe.") for m in re.findall(r'Finding\(\s*"(probe\.[a-z0-9_]+)"', f.read_text())
+        }
     names |= set(PAIR_THRESHOLD) | set(NVBW_TESTS)
     return {f"probe.{n}" for n in names}
 
@@ -123,12 +128,16 @@ def _proofs() -> list[tuple[str, catalogue.Proof]]:
 
 
 def test_the_shipped_lab_proofs_are_the_lab_tests_metadata():
-    """The lab's proofs file (clustercert-lab/src/clustercert_lab/proofs/lab.json) is what scripts/lab_proofs.py makes of the
-    lab tests' `pytest.mark.proves` markers and fault-matrix lists now: a marker added, changed or dropped without
-    regenerating the file fails here; and the product reads that very file through the lab's entry point."""
+    """The lab's proofs file (clustercert-lab/src/clustercert_lab/proofs/lab.json) is what
+    scripts/lab_proofs.py makes of the lab tests' `pytest.mark.proves` markers and fault-matrix lists now: a
+    marker added, changed or dropped without regenerating the file fails here; and the product reads that very
+    file through the lab's entry point."""
     gen = _generator()
     assert gen.OUT.read_text() == gen.text(gen.generate()), \
-        "clustercert-lab/src/clustercert_lab/proofs/lab.json is stale: run `.venv/bin/python scripts/lab_proofs.py`"
+        (
+            "clustercert-lab/src/clustercert_lab/proofs/lab.json is stale: run `.venv/bin/python scripts/"
+            "lab_proofs.py`"
+        )
     want = {(i, p["fault"], json.dumps(p["params"], sort_keys=True), p["status"], p["test"])
             for i, ps in gen.generate()["proofs"].items() for p in ps}
     have = {(i, p.fault, json.dumps(p.params, sort_keys=True), p.status, p.test) for i, p in _proofs()}
@@ -165,9 +174,9 @@ def test_every_lab_proof_names_an_id_a_verdict_or_a_drift_item():
 
 
 def test_catalogue_agrees_with_the_lab_fault_table():
-    """The product never imports clustercert_lab: the lab's proofs are its data. Here they are held against the
-    lab's own FAULTS: every fault kind is listed under the check its table names, every fault a proof names
-    exists with those parameters, and every proof names a lab test that exists and uses that fault."""
+    """The product never imports clustercert_lab: the lab's proofs are its data. Here they are held against
+    the lab's own FAULTS: every fault kind is listed under the check its table names, every fault a proof
+    names exists with those parameters, and every proof names a lab test that exists and uses that fault."""
     from clustercert_lab.faults import FAULTS
 
     gen = _generator()
@@ -177,13 +186,16 @@ def test_catalogue_agrees_with_the_lab_fault_table():
     for (check, kind), p in proofs.items():
         assert kind in FAULTS, (check, kind)
         assert set(p.params) <= set(FAULTS[kind].params), (check, kind, p.params)
-        assert p.status in ("fail", "error", "unreachable") or (check in catalogue.DRIFT_ITEM_IDS and p.status == "hardware")
+        assert p.status in ("fail", "error", "unreachable") or (
+            check in catalogue.DRIFT_ITEM_IDS and p.status == "hardware"
+        )
         assert p.test, f"{check} <- {kind}: the proof names no lab test"
         path, _, name = p.test.partition("::")
         text = (REPO / path).read_text()
         assert f"def {name}(" in text, p.test
         body = text.split(f"def {name}(", 1)[1].split("\ndef ", 1)[0]
-        # the fault-matrix tests take the kind from their parametrisation (test_every_lab_proof_is_asserted...)
+        # the fault-matrix tests take the kind from their parametrisation
+        # (test_every_lab_proof_is_asserted...)
         assert kind in body or p.test in (gen.VALIDATE_LAB, gen.PROBE_LAB), (p.test, kind)
 
 
@@ -193,7 +205,9 @@ def test_every_id_says_how_the_lab_proves_it_or_why_not():
         assert fails or e.note, f"{e.id}: no lab fault makes it fail, and no note says why"
         if not catalogue.proofs_of(e.id):
             assert len(e.note) > 20, e.id
-    unproven = sorted(e.id for e in catalogue.ENTRIES if not any(p.status == "fail" for p in catalogue.proofs_of(e.id)))
+    unproven = sorted(
+        e.id for e in catalogue.ENTRIES if not any(p.status == "fail" for p in catalogue.proofs_of(e.id))
+    )
     # what the lab cannot make fail today (each with its reason in the catalogue)
     assert "gpu.model" in unproven and "gpu.count" not in unproven
 
@@ -212,10 +226,11 @@ def _lab_module(path: str):
 
 
 def _matrix() -> dict[str, dict[tuple[str, str], dict]]:
-    """The two lab fault matrices as {test: {(fault kind, id): the parameters the test injects}}: the validators'
-    test_fault_is_caught_on_its_node_only (VALIDATOR_FAULTS: each kind with the check the lab's fault table names,
-    and ALSO_FAILS besides) and test_probe_fault_is_caught_on_its_node_only (PROBE_FAULTS), each test parametrised
-    over those very lists and asserting that every id of its case fails on the faulty node and on no other."""
+    """The two lab fault matrices as {test: {(fault kind, id): the parameters the test injects}}: the
+    validators' test_fault_is_caught_on_its_node_only (VALIDATOR_FAULTS: each kind with the check the lab's
+    fault table names, and ALSO_FAILS besides) and test_probe_fault_is_caught_on_its_node_only (PROBE_FAULTS),
+    each test parametrised over those very lists and asserting that every id of its case fails on the faulty
+    node and on no other."""
     import inspect
 
     from clustercert_lab.faults import FAULTS
@@ -226,11 +241,16 @@ def _matrix() -> dict[str, dict[tuple[str, str], dict]]:
     mod = _lab_module(path)
     validators = mod.test_fault_is_caught_on_its_node_only
     probes = mod.test_probe_fault_is_caught_on_its_node_only
-    marks = {f: [m for m in getattr(f, "pytestmark", []) if m.name == "parametrize"] for f in (validators, probes)}
+    marks = {
+        f: [m for m in getattr(f, "pytestmark", []) if m.name == "parametrize"] for f in (validators, probes)
+    }
     assert [m.args for m in marks[validators]] == [("kind", mod.VALIDATOR_FAULTS)]
     assert [m.args for m in marks[probes]] == [("kind", sorted(mod.PROBE_FAULTS))]
     # each case's ids are asserted failing on the faulty node (fail, not error), and not failing elsewhere
-    for f, lists in ((validators, ("FAULTS[kind].check", "ALSO_FAILS.get(kind")), (probes, ("PROBE_FAULTS[kind]",))):
+    for f, lists in (
+        (validators, ("FAULTS[kind].check", "ALSO_FAILS.get(kind")),
+        (probes, ("PROBE_FAULTS[kind]",)),
+    ):
         src = inspect.getsource(f)
         assert all(x in src for x in lists) and src.count('["status"] == "fail"') >= 2, f.__name__
     assert set(mod.ALSO_FAILS) <= set(mod.VALIDATOR_FAULTS) and set(mod.PROBE_FAULTS) <= set(FAULTS)
@@ -267,9 +287,9 @@ def test_every_lab_proof_is_asserted_by_the_lab_test_it_names():
     """Issue 23 acceptance: every id names the lab fault kind that makes it fail, and a lab test asserts it:
     a (fault kind, id) of the validators' or the probes' fault matrix (the kind injected with those
     parameters, the id failing on that node only), or a lab test marked `proves` that injects the kind and
-    asserts the id (for a node-to-node probe: the links of its probe) with the proof's status, in its body (the
-    marker's own words do not count). Every fault a proof names is one tests/lab/test_faults.py shows on a node
-    (its CASES)."""
+    asserts the id (for a node-to-node probe: the links of its probe) with the proof's status, in its body
+    (the marker's own words do not count). Every fault a proof names is one tests/lab/test_faults.py shows on
+    a node (its CASES)."""
     from clustercert.probes.catalog import PAIR_THRESHOLD
 
     matrix = _matrix()
@@ -278,28 +298,43 @@ def test_every_lab_proof_is_asserted_by_the_lab_test_it_names():
         assert p.fault in cases, (ident, p.fault)
         if p.test in matrix:
             assert p.status == "fail", (ident, p.test)
-            assert (p.fault, ident) in matrix[p.test], f"{p.test} does not assert {ident} failing with {p.fault}"
-            assert matrix[p.test][(p.fault, ident)] == {k: str(v) for k, v in p.params.items()}, (ident, p.fault)
+            assert (p.fault, ident) in matrix[p.test], (
+                f"{p.test} does not assert {ident} failing with {p.fault}"
+            )
+            assert matrix[p.test][(p.fault, ident)] == {k: str(v) for k, v in p.params.items()}, (
+                ident,
+                p.fault,
+            )
             continue
         path, _, name = p.test.partition("::")
         text = _test_text(path, name)
         assert re.search(rf'\.fault\([^)]*"{p.fault}"', text), f"{p.test} does not inject {p.fault}"
         if ident in catalogue.DRIFT_ITEM_IDS:  # a drift item: the test asserts the item and its kind
-            assert f'"{ident}"' in text and f'"{p.status}"' in text, f"{p.test} does not assert a {p.status} item {ident}"
+            assert f'"{ident}"' in text and f'"{p.status}"' in text, (
+                f"{p.test} does not assert a {p.status} item {ident}"
+            )
             continue
         probe = ident.removeprefix("probe.")
-        assert ident in text or (probe in PAIR_THRESHOLD and f'"{probe}' in text), f"{p.test} does not assert {ident}"
+        assert ident in text or (probe in PAIR_THRESHOLD and f'"{probe}' in text), (
+            f"{p.test} does not assert {ident}"
+        )
         assert f'"{p.status}"' in text, f"{p.test} does not assert {ident} {p.status}"
 
 
 def test_the_fault_matrices_assert_nothing_the_catalogue_does_not_list():
-    """The other way round: each (fault kind, id) a fault-matrix test asserts is a lab proof (the lab names the
-    fault for every id any fault fails), and every id no fault makes fail says why."""
+    """The other way round: each (fault kind, id) a fault-matrix test asserts is a lab proof (the lab names
+    the fault for every id any fault fails), and every id no fault makes fail says why."""
     proofs = {(p.fault, i, p.test) for i, p in _proofs() if p.status == "fail"}
     for test, cases in _matrix().items():
         for kind, check in cases:
-            assert (kind, check, test) in proofs, f"{test} asserts {check} failing with {kind}: not in the catalogue"
-    unproven = {e.id: e.note for e in catalogue.ENTRIES if not any(p.status == "fail" for p in catalogue.proofs_of(e.id))}
+            assert (kind, check, test) in proofs, (
+                f"{test} asserts {check} failing with {kind}: not in the catalogue"
+            )
+    unproven = {
+        e.id: e.note
+        for e in catalogue.ENTRIES
+        if not any(p.status == "fail" for p in catalogue.proofs_of(e.id))
+    }
     assert all(len(note) > 20 for note in unproven.values()), unproven
     assert {"ib.ipoib", "nccl.version", "probe.nccl_allreduce", "probe.ib_write_bw_loopback",
             "probe.nvbandwidth_h2d", "probe.nvbandwidth_d2h"}.isdisjoint(unproven)
@@ -319,7 +354,9 @@ def test_the_product_does_not_import_the_lab():
 def test_docs_checks_md_is_generated_from_the_catalogue():
     want = catalogue.markdown(catalogue.document())
     have = (REPO / "docs" / "checks.md").read_text()
-    assert have == want, "docs/checks.md is stale: run `clustercert checks --format markdown > docs/checks.md`"
+    assert have == want, (
+        "docs/checks.md is stale: run `clustercert checks --format markdown > docs/checks.md`"
+    )
     for e in catalogue.ENTRIES:
         assert f"### `{e.id}`" in have
 
@@ -378,8 +415,8 @@ def test_bad_check_selection_is_one_line_before_anything_runs(argv, fragment, ca
 
 
 def test_checks_lists_the_cluster_probe_and_the_one_host_launch_with_their_lab_faults(capsys):
-    """Issue 33: `clustercert checks` lists probe.nccl_cluster with its threshold and the lab fault that fails it
-    (nccl_scale_slow), and probe.nccl_allreduce with nccl_one_host (every rank on one host: error)."""
+    """Issue 33: `clustercert checks` lists probe.nccl_cluster with its threshold and the lab fault that fails
+    it (nccl_scale_slow), and probe.nccl_allreduce with nccl_one_host (every rank on one host: error)."""
     assert main(["checks", "--format", "json"]) == 0
     doc = {e["id"]: e for e in json.loads(capsys.readouterr().out)["entries"]}
     scale = doc["probe.nccl_cluster"]

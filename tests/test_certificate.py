@@ -39,13 +39,23 @@ NODES = [f"gpu-node-{i:02d}" for i in range(1, 9)]
 REACHABLE = NODES[:7]
 HCAS = ("mlx5_0", "mlx5_1")
 
-NVIDIA_SMI_L_7 = "\n".join(
-    f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i:x}1c7a2e0-5b3d-4e8f-9a6c-{i:012x})" for i in range(7)) + "\n"
-NVIDIA_SMI_L_8 = "\n".join(
-    f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i:x}1c7a2e0-5b3d-4e8f-9a6c-{i:012x})" for i in range(8)) + "\n"
+NVIDIA_SMI_L_7 = (
+    "\n".join(
+        f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i:x}1c7a2e0-5b3d-4e8f-9a6c-{i:012x})" for i in range(7)
+    )
+    + "\n"
+)
+NVIDIA_SMI_L_8 = (
+    "\n".join(
+        f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i:x}1c7a2e0-5b3d-4e8f-9a6c-{i:012x})" for i in range(8)
+    )
+    + "\n"
+)
 
 
-def _finding(check, status, subject="", expected="", observed="", evidence="", value=None, unit=None, threshold=None):
+def _finding(
+    check, status, subject="", expected="", observed="", evidence="", value=None, unit=None, threshold=None
+):
     f = {"check": check, "status": status, "subject": subject, "expected": expected, "observed": observed,
          "evidence": evidence}
     if value is not None:
@@ -71,7 +81,8 @@ def _node_findings(name: str, idx: int) -> list[dict]:
     ]
     for hca in HCAS:
         fs.append(_finding("ib.port_state", "pass", f"{hca}/1", "Active / LinkUp", "Active / LinkUp",
-                           f"CA '{hca}'\n\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n\t\tRate: 400\n"))
+                           f"CA '{hca}'\n\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n"
+                           "\t\tRate: 400\n"))
     for hca in HCAS:
         fs.append(_finding("ib.port_rate", "pass", f"{hca}/1", "400 Gb/s (NDR)", "400 Gb/s (NDR)",
                            f"{hca} port 1 rate: 400 Gb/sec (4X NDR)\n"))
@@ -80,18 +91,31 @@ def _node_findings(name: str, idx: int) -> list[dict]:
     for h, hca in enumerate(HCAS):
         v = 388.0 + ((idx * 7 + h * 3) % 9)
         fs.append(_finding("perf.ib_loopback", "pass", hca, ">= 380 gbit_per_s", f"{v:.2f} Gb/s",
-                           f" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
-                           f" 8388608    5000             {v + 1.2:.2f}             {v:.2f}                 0.005790\n",
+                           " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   "
+                           "MsgRate[Mpps]\n"
+                           f" 8388608    5000             {v + 1.2:.2f}             {v:.2f}                 "
+                           "0.005790\n",
                            value=v, unit="gbit_per_s", threshold="ib_write_bw_loopback"))
     busbw = 401.7 if bad else 470.0 + (idx * 5) % 11
-    fs.append(_finding("nccl.allreduce_1node", "fail" if bad else "pass", "all_reduce_perf -g 8" if not bad else
-                       "all_reduce_perf -g 7", ">= 460 gbyte_per_s", f"{busbw} GB/s",
-                       f"#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
-                       f"  8589934592    2147483648     float     sum      -1    36510  235.27  {busbw:.2f}      0\n"
-                       f"# Avg bus bandwidth    : {busbw:.3f}\n", value=busbw, unit="gbyte_per_s",
-                       threshold="nccl_allreduce_1node"))
+    fs.append(
+        _finding(
+            "nccl.allreduce_1node",
+            "fail" if bad else "pass",
+            "all_reduce_perf -g 8" if not bad else "all_reduce_perf -g 7",
+            ">= 460 gbyte_per_s",
+            f"{busbw} GB/s",
+            "#       size         count      type   redop    root     time   algbw   busbw "
+            "#wrong\n"
+            f"  8589934592    2147483648     float     sum      -1    36510  235.27  {busbw:.2f}  "
+            f"    0\n# Avg bus bandwidth    : {busbw:.3f}\n",
+            value=busbw,
+            unit="gbyte_per_s",
+            threshold="nccl_allreduce_1node",
+        )
+    )
     fs.append(_finding("time.sync", "pass", "", "synchronised, offset < 10 ms", "offset 0.000021 s",
-                       "Reference ID    : A9FE A97B (169.254.169.123)\nSystem time     : 0.000021 seconds fast of NTP time\n"))
+                       "Reference ID    : A9FE A97B (169.254.169.123)\n"
+                       "System time     : 0.000021 seconds fast of NTP time\n"))
     if name == "gpu-node-02":
         # untrusted tool output: markup and a URL must come out as text; ANSI colour must not break XML
         fs[1]["evidence"] += ('\x1b[31mWARN\x1b[0m <script>alert("x")</script>'
@@ -133,30 +157,71 @@ def sample_certificate() -> dict:
     return {
         "schema": "clustercert.certificate/v1",
         "cluster": "lab-h100-a",
-        "profiles": {"h100-sxm-8x-ndr": {"name": "h100-sxm-8x-ndr", "gpu": {"count": 8, "model": "NVIDIA H100 80GB HBM3"},
-                                         "ib": {"ports": 2, "rate_gbps": 400}}},
+        "profiles": {
+            "h100-sxm-8x-ndr": {
+                "name": "h100-sxm-8x-ndr",
+                "gpu": {"count": 8, "model": "NVIDIA H100 80GB HBM3"},
+                "ib": {"ports": 2, "rate_gbps": 400},
+            }
+        },
         "started": "2024-06-12T08:14:03Z",
         "finished": "2024-06-12T08:41:57Z",
-        "versions": {"clustercert": "0.1.0", "ansible-core": "2.17.4",
-                     "nodes": {n: ({"driver": None, "nccl": None, "ofed": None} if n == "gpu-node-08" else
-                                   {"driver": "550.90.07", "nccl": "2.21.5", "ofed": "MLNX_OFED_LINUX-24.04-0.7.0.0"})
-                               for n in NODES}},
+        "versions": {
+            "clustercert": "0.1.0",
+            "ansible-core": "2.17.4",
+            "nodes": {
+                n: (
+                    {"driver": None, "nccl": None, "ofed": None}
+                    if n == "gpu-node-08"
+                    else {"driver": "550.90.07", "nccl": "2.21.5", "ofed": "MLNX_OFED_LINUX-24.04-0.7.0.0"}
+                )
+                for n in NODES
+            },
+        },
         "verdict": "fail",
         "rounds": 2,
         "nodes": nodes,
         "links": _links(),
         "localisation": [
-            {"node": "gpu-node-03", "kind": "bad_node", "reason": "gpu.count: 7 of 8 GPUs visible (Xid 79, fallen off the bus)"},
-            {"link": {"a": "gpu-node-05", "b": "gpu-node-06", "fabric": 1}, "kind": "bad_link",
-             "reason": "ib_write_bw 212.4 then 208.9 Gb/s (floor 320) while both ends reach >= 384 Gb/s with other peers"},
-            {"node": "gpu-node-08", "kind": "bad_node", "reason": "unreachable over SSH (connection timed out)"},
+            {
+                "node": "gpu-node-03",
+                "kind": "bad_node",
+                "reason": "gpu.count: 7 of 8 GPUs visible (Xid 79, fallen off the bus)",
+            },
+            {
+                "link": {"a": "gpu-node-05", "b": "gpu-node-06", "fabric": 1},
+                "kind": "bad_link",
+                "reason": "ib_write_bw 212.4 then 208.9 Gb/s (floor 320) while both ends reach >= 384 Gb/s "
+                          "with other peers",
+            },
+            {
+                "node": "gpu-node-08",
+                "kind": "bad_node",
+                "reason": "unreachable over SSH (connection timed out)",
+            },
         ],
         "thresholds": {
-            "ib_write_bw": {"floor": 320.0, "unit": "gbit_per_s", "source": "seed guide: InfiniBand >= 80% of rated; NDR rated 400 Gb/s"},
-            "iperf3": {"floor": 20.0, "unit": "gbit_per_s", "source": "clustercert default for single-stream IPoIB"},
-            "ib_write_lat": {"ceiling": 4.2, "unit": "usec", "source": "Imbue: p99 latency above 4.2 us fails"},
+            "ib_write_bw": {
+                "floor": 320.0,
+                "unit": "gbit_per_s",
+                "source": "seed guide: InfiniBand >= 80% of rated; NDR rated 400 Gb/s",
+            },
+            "iperf3": {
+                "floor": 20.0,
+                "unit": "gbit_per_s",
+                "source": "clustercert default for single-stream IPoIB",
+            },
+            "ib_write_lat": {
+                "ceiling": 4.2,
+                "unit": "usec",
+                "source": "Imbue: p99 latency above 4.2 us fails",
+            },
             "ib_write_bw_loopback": {"floor": 380.0, "unit": "gbit_per_s", "source": "seed guide: loopback"},
-            "nccl_allreduce_1node": {"floor": 460.0, "unit": "gbyte_per_s", "source": "seed guide: NCCL in a node"},
+            "nccl_allreduce_1node": {
+                "floor": 460.0,
+                "unit": "gbyte_per_s",
+                "source": "seed guide: NCCL in a node",
+            },
         },
     }
 
@@ -224,7 +289,9 @@ def test_key_created_once_0600_openssh_pub_and_reused(tmp_path):
     # the private key is written nowhere else
     assert sorted(p.name for p in (tmp_path / "keys").iterdir()) == ["signing.key", "signing.pub"]
     if shutil.which("ssh-keygen"):
-        out = subprocess.run(["ssh-keygen", "-lf", str(pub)], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            ["ssh-keygen", "-lf", str(pub)], capture_output=True, text=True, check=True
+        ).stdout
         assert out.split()[1] == cc.fingerprint(key.public_key())
 
 
@@ -301,7 +368,8 @@ def test_reformatting_whitespace_between_tokens_keeps_it_valid(signed):
 
 
 @pytest.mark.parametrize("old,new", [
-    ('"fail","","8","7"', '"fail","","8","8"'),  # a value (the failing GPU count, in its node's findings table)
+    # a value (the failing GPU count, in its node's findings table)
+    ('"fail","","8","7"', '"fail","","8","8"'),
     ('"fail",212.4]', '"fail",212.5]'),                  # a number (a link's value, in the links table)
     ('"verdict": "fail",\n  "versions"', '"verdict": "pass",\n  "versions"'),  # the top-level verdict
     ('"columns": ["a","b"', '"columns": ["b","a"'),     # the links table's columns: the two ends swapped
@@ -326,7 +394,8 @@ def test_added_and_removed_keys_fail(signed):
     path.write_text(json.dumps(cert))
     assert cc.verify(path, pub)[0] is False
     cert = json.loads(original)
-    del cert["nodes"]["gpu-node-03"]["findings"]["rows"][0][-1]  # a finding's evidence (its table's last column)
+    # a finding's evidence (its table's last column)
+    del cert["nodes"]["gpu-node-03"]["findings"]["rows"][0][-1]
     path.write_text(json.dumps(cert))
     assert cc.verify(path, pub)[0] is False
     cert = json.loads(original)
@@ -426,8 +495,12 @@ def test_signed_bytes_are_the_canonical_bytes_of_the_file_form():
 def test_a_certificate_signed_before_the_findings_table_still_verifies(tmp_path):
     key, pub = new_key(tmp_path)
     cert = json.loads(json.dumps(sample_certificate()))
-    cert["signature"] = {"algorithm": "ed25519", "public_key": base64.b64encode(cc.public_raw(key.public_key())).decode(),
-                         "value": base64.b64encode(key.sign(cc.canonical_bytes(cert))).decode()}  # findings as objects
+    cert["signature"] = {
+        "algorithm": "ed25519",
+        "public_key": base64.b64encode(cc.public_raw(key.public_key())).decode(),
+        # findings as objects
+        "value": base64.b64encode(key.sign(cc.canonical_bytes(cert))).decode(),
+    }
     path = tmp_path / "old.json"
     path.write_text(json.dumps(cert, indent=2))
     assert cc.verify(path, pub) == (True, "")
@@ -445,7 +518,11 @@ def test_a_malformed_findings_table_is_refused(tmp_path):
     ok, why = cc.verify(cc.write_certificate(cc.sign(cert, key), path), pub)
     assert not ok and "unknown member 'nodes.gpu-node-01.findings.note'" in why
     cert["nodes"]["gpu-node-01"]["findings"] = []
-    cert["links"] = {"columns": ["a", "probe", "expected"], "rows": [["x", "nccl", None]], "repeat": ["expected"]}
+    cert["links"] = {
+        "columns": ["a", "probe", "expected"],
+        "rows": [["x", "nccl", None]],
+        "repeat": ["expected"],
+    }
     ok, why = cc.verify(cc.write_certificate(cc.sign(cert, key), path), pub)
     assert not ok and why.startswith("evidence references do not hold: links: row 0 repeats the expected")
 
@@ -482,7 +559,11 @@ def test_bad_input_raises_input_error(signed, tmp_path, case, fragment):
     elif case == "schema":
         path.write_text(text.replace("clustercert.certificate/v1", "clustercert.certificate/v2"))
     elif case == "duplicate":
-        path.write_text(text.replace('"verdict": "fail",\n  "versions"', '"verdict": "fail", "verdict": "pass",\n  "versions"'))
+        path.write_text(
+            text.replace(
+                '"verdict": "fail",\n  "versions"', '"verdict": "fail", "verdict": "pass",\n  "versions"'
+            )
+        )
     elif case == "array":
         path.write_text("[]")
     elif case == "algorithm":
@@ -572,8 +653,8 @@ CERTIFICATES = Path(__file__).parent / "certificates"
 def test_a_certificate_signed_by_an_earlier_clustercert_still_verifies(tmp_path, capsys):
     """tests/certificates/v1-python-json.*: written and signed by clustercert at commit 007c05b (main before
     RFC 8785), over Python's json.dumps form; it has numbers whose text differs in JCS (390.0, 1e-07, 1e+16,
-    -0.0, an integer beyond 2**53) and a non-BMP character. It verifies with its key, the legacy path; the same
-    content under the new form would not."""
+    -0.0, an integer beyond 2**53) and a non-BMP character. It verifies with its key, the legacy path; the
+    same content under the new form would not."""
     path, pub = CERTIFICATES / "v1-python-json.certificate.json", CERTIFICATES / "v1-python-json.signing.pub"
     assert cc.verify(path, pub) == (True, "")
     assert verify_command(str(path), str(pub)) == 0
@@ -584,7 +665,10 @@ def test_a_certificate_signed_by_an_earlier_clustercert_still_verifies(tmp_path,
     with pytest.raises(ValueError, match="exceeds safe integer domain"):  # JCS cannot even write it
         cc.canonical_bytes(raw, "rfc8785")
     rows = raw["links"]["rows"]
-    small = dict(raw, links=dict(raw["links"], rows=[r for r in rows if not (isinstance(r[-1], int) and r[-1] > 2**53)]))
+    small = dict(
+        raw,
+        links=dict(raw["links"], rows=[r for r in rows if not (isinstance(r[-1], int) and r[-1] > 2**53)]),
+    )
     assert cc.legacy_canonical_bytes(small) != cc.canonical_bytes(small, "rfc8785")
     # changed after signing: refused, as before
     copy = tmp_path / "old.json"
@@ -609,7 +693,8 @@ def test_new_certificates_are_signed_over_rfc8785_bytes_any_jcs_implementation_r
     body = rfc8785.dumps({k: v for k, v in raw.items() if k != "signature"})
     public = Ed25519PublicKey.from_public_bytes(base64.b64decode(raw["signature"]["public_key"]))
     public.verify(base64.b64decode(raw["signature"]["value"]), body)  # raises if it does not verify
-    whole = re.compile(rb"[0-9]\.0[,\]}]")  # a number written with ".0": Python's form of 390.0, not JCS's (390)
+    # a number written with ".0": Python's form of 390.0, not JCS's (390)
+    whole = re.compile(rb"[0-9]\.0[,\]}]")
     assert whole.search(cc.legacy_canonical_bytes(raw)) and not whole.search(body)
     # the marker removed, the verifier reads it as an old certificate: the Python form's bytes do not match
     del raw["signature"]["canonicalization"]
@@ -619,8 +704,9 @@ def test_new_certificates_are_signed_over_rfc8785_bytes_any_jcs_implementation_r
 
 
 def test_rfc8785_examples_from_the_rfc():
-    """RFC 8785 section 3.2.2's example (numbers as ECMAScript writes them, string escapes) and section 3.2.3's
-    key order (by UTF-16 code units), through canonical_bytes and through signed_bytes' node-by-node build."""
+    """RFC 8785 section 3.2.2's example (numbers as ECMAScript writes them, string escapes) and section
+    3.2.3's key order (by UTF-16 code units), through canonical_bytes and through signed_bytes' node-by-node
+    build."""
     doc = {"numbers": [333333333.33333329, 1e30, 4.50, 2e-3, 0.000000000000000000000000001],
            "string": "\u20ac$\u000f\u000aA'\u0042\u0022\u005c\\\"/", "literals": [None, True, False]}
     want = ('{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],'
@@ -658,6 +744,8 @@ def test_certificate_numbers_survive_signing_writing_and_verifying(tmp_path):
 
 def test_an_unknown_canonicalization_is_an_input_error(signed):
     path, pub, _ = signed
-    path.write_text(path.read_text().replace('"canonicalization": "rfc8785"', '"canonicalization": "xml-c14n"'))
+    path.write_text(
+        path.read_text().replace('"canonicalization": "rfc8785"', '"canonicalization": "xml-c14n"')
+    )
     with pytest.raises(InputError, match="unsupported canonicalization 'xml-c14n'"):
         cc.verify(path, pub)

@@ -1,5 +1,5 @@
-"""clustercert.record.settle as certify uses it: between its stages what a stage made is collected once and set
-aside from the cyclic garbage collector (gc.freeze), and given back at the end of the run."""
+"""clustercert.record.settle as certify uses it: between its stages what a stage made is collected once and
+set aside from the cyclic garbage collector (gc.freeze), and given back at the end of the run."""
 
 import gc
 

@@ -15,7 +15,9 @@ from clustercert.parsers import parse
 FIX = Path(__file__).parent / "fixtures"
 
 
-def res(stdout: str = "", rc: int | None = 0, stderr: str = "", timed_out: bool = False, cmd: str = "cmd") -> CommandResult:
+def res(
+    stdout: str = "", rc: int | None = 0, stderr: str = "", timed_out: bool = False, cmd: str = "cmd"
+) -> CommandResult:
     return CommandResult(rc, stdout, stderr, timed_out, 0.1, cmd)
 
 
@@ -27,12 +29,15 @@ def by_check(findings, check):
 def a100_single():
     # the A100 fixture is one GPU, ECC on, Gen4 x16, persistence off
     # (its gpudirect pairs name GPUs 0-7: a one-GPU override drops the section, or the profile is refused)
-    return HostContext("n1", load_profile("a100-sxm-8x-hdr", {"gpu": {"count": 1}, "gpudirect": None}), timeout_s=20)
+    return HostContext(
+        "n1", load_profile("a100-sxm-8x-hdr", {"gpu": {"count": 1}, "gpudirect": None}), timeout_s=20
+    )
 
 
 def test_stable_check_ids_cover_the_issue_list():
     ids = all_check_ids()
-    assert len(ids) == len(set(ids)) == 43  # 34, issue 21's six hardware checks, issue 22's storage.mounts/scratch, issue 36's net.bond_lacp
+    # 34, issue 21's six hardware checks, issue 22's storage.mounts/scratch, issue 36's net.bond_lacp
+    assert len(ids) == len(set(ids)) == 43
     for cid in ("gpu.count", "gpu.row_remap", "driver.module_loaded", "rdma.peermem", "ib.bond", "ib.sm",
                 "container.cdi", "tuning.memlock", "time.sync", "packages.pinned"):
         assert cid in ids
@@ -40,9 +45,15 @@ def test_stable_check_ids_cover_the_issue_list():
 
 def test_gpu_findings_from_real_xml(a100_single):
     xml = (FIX / "nvidia-smi" / "q-x-a100-sxm4-80gb-mig-535.xml").read_text()
-    ev = {"nvsmi_xml": res(xml), "nvsmi_nvlink": res("", rc=127, stderr="sh: nvidia-smi: not found"),
-          "kernel_log": res(""), "svc_fabricmanager": res("LoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\n"),
-          "svc_persistenced": res("ActiveState=active\n")}
+    ev = {
+        "nvsmi_xml": res(xml),
+        "nvsmi_nvlink": res("", rc=127, stderr="sh: nvidia-smi: not found"),
+        "kernel_log": res(""),
+        "svc_fabricmanager": res(
+            "LoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\n"
+        ),
+        "svc_persistenced": res("ActiveState=active\n"),
+    }
     fs = component("gpu").evaluate(ev, a100_single)
     (count,) = by_check(fs, "gpu.count")
     assert (count.status, count.observed, count.value) == ("pass", "1", 1)
@@ -154,7 +165,8 @@ BOND_OK = """\
 def test_bond_healthy_and_failed_over():
     ctx = HostContext("n1", load_profile("lab"), timeout_s=10)
 
-    def ib_bond(ev, ctx):  # the bond component also judges 802.3ad bonds (net.bond_lacp: tests/test_checks_bond_lacp.py)
+    # the bond component also judges 802.3ad bonds (net.bond_lacp: tests/test_checks_bond_lacp.py)
+    def ib_bond(ev, ctx):
         return by_check(component("bond").evaluate(ev, ctx), "ib.bond")
 
     (ok,) = ib_bond({"bonding": res(BOND_OK)}, ctx)
@@ -174,8 +186,9 @@ def test_bond_healthy_and_failed_over():
 
 def test_time_sync():
     ctx = HostContext("n1", load_profile("lab"), timeout_s=10)
-    synced = ("Reference ID    : 0AFA0001 (10.250.0.1)\nStratum         : 9\nSystem time     : 0.000012000 seconds slow of NTP time\n"
-              "Last offset     : -0.000003 seconds\nLeap status     : Normal\n")
+    synced = ("Reference ID    : 0AFA0001 (10.250.0.1)\nStratum         : 9\n"
+              "System time     : 0.000012000 seconds slow of NTP time\nLast offset     : -0.000003 seconds\n"
+              "Leap status     : Normal\n")
     (f,) = component("time").evaluate({"chrony": res(synced)}, ctx)
     assert f.status == "pass" and f.value == pytest.approx(-0.012)
     unsynced = synced.replace("Normal", "Not synchronised")
@@ -197,8 +210,14 @@ def test_evaluator_crash_is_an_error_not_a_pass(monkeypatch):
 
 def test_tuning_memlock_and_sysctl():
     ctx = HostContext("n1", load_profile("lab", {"tuning": {"memlock": "unlimited"}}), timeout_s=10)
-    ev = {"memlock": res("unlimited\nDefaultLimitMEMLOCK=infinity\n"), "hugepages": res("0\n"),
-          "sysctl": res("net.ipv4.conf.all.arp_announce = 2\nnet.ipv4.conf.all.arp_ignore = 1\nnet.ipv4.conf.all.rp_filter = 0\n")}
+    ev = {
+        "memlock": res("unlimited\nDefaultLimitMEMLOCK=infinity\n"),
+        "hugepages": res("0\n"),
+        "sysctl": res(
+            "net.ipv4.conf.all.arp_announce = 2\nnet.ipv4.conf.all.arp_ignore = 1\n"
+            "net.ipv4.conf.all.rp_filter = 0\n"
+        ),
+    }
     fs = component("tuning").evaluate(ev, ctx)
     assert by_check(fs, "tuning.memlock")[0].status == "pass"
     sysctl = {f.subject: f.status for f in by_check(fs, "tuning.sysctl")}

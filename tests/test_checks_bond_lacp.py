@@ -12,7 +12,9 @@ from clustercert.model.profile import load_profile
 from clustercert.parsers import parse
 
 FIX = Path(__file__).parent / "fixtures" / "bonding"
-OTHER_AGGREGATOR = (FIX / "proc-net-bonding-802.3ad-slave-in-other-aggregator-systemd-11635-excerpt.txt").read_text()
+OTHER_AGGREGATOR = (
+    FIX / "proc-net-bonding-802.3ad-slave-in-other-aggregator-systemd-11635-excerpt.txt"
+).read_text()
 NO_AGGREGATOR = (FIX / "proc-net-bonding-802.3ad-no-active-aggregator-accelerated-text-387.txt").read_text()
 SYSFS_CAT = (FIX / "sysfs-cat-bond0-ad-aggregator-mismatch-node_exporter-1604.txt").read_text()
 
@@ -82,7 +84,11 @@ def res(stdout: str, rc: int | None = 0, timed_out: bool = False) -> CommandResu
 
 def lacp(stdout: str, **kw) -> list:
     ctx = HostContext("n1", load_profile("lab"), timeout_s=20)
-    return [f for f in component("bond").evaluate({"bonding_proc": res(stdout, **kw)}, ctx) if f.check == "net.bond_lacp"]
+    return [
+        f
+        for f in component("bond").evaluate({"bonding_proc": res(stdout, **kw)}, ctx)
+        if f.check == "net.bond_lacp"
+    ]
 
 
 def test_slave_in_another_aggregator_is_a_finding():
@@ -105,8 +111,8 @@ def test_healthy_lacp_bond_passes_and_each_bond_is_judged():
 
 def test_slave_down_in_an_lacp_bond_is_a_finding():
     down = HEALTHY.replace("MII Status: up\nSpeed: 100000 Mbps\nDuplex: full\nLink Failure Count: 0\n"
-                           "Permanent HW addr: 94:6d:ae:11:22:31", "MII Status: down\nSpeed: Unknown\nDuplex: Unknown\n"
-                           "Link Failure Count: 1\nPermanent HW addr: 94:6d:ae:11:22:31")
+                           "Permanent HW addr: 94:6d:ae:11:22:31", "MII Status: down\nSpeed: Unknown\n"
+                           "Duplex: Unknown\nLink Failure Count: 1\nPermanent HW addr: 94:6d:ae:11:22:31")
     (f,) = lacp(tail(bond0=down))
     assert f.status == "fail" and "slave down enp65s0f1np1" in f.observed
 
@@ -132,8 +138,8 @@ def test_sysfs_view_of_the_same_fault():
             path = ln.removeprefix("$ cat ")
         else:
             lines.append(f"{path}:{ln}")
-    dump = "\n".join(lines).replace("/sys/class/net/bond0/bonding/slaves:", "/sys/class/net/bond0/bonding/mode:"
-                                    "802.3ad 4\n/sys/class/net/bond0/bonding/slaves:")
+    dump = "\n".join(lines).replace("/sys/class/net/bond0/bonding/slaves:", "/sys/class/net/bond0/bonding/"
+                                    "mode:802.3ad 4\n/sys/class/net/bond0/bonding/slaves:")
     rec = parse("bonding-sysfs", dump)["bonds"]["bond0"]
     assert (rec["ad_aggregator"], [s["aggregator_id"] for s in rec["slaves"]]) == (2, [2, 3])
     for s in rec["slaves"]:

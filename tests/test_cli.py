@@ -7,8 +7,23 @@ import pytest
 from clustercert.cli import build_parser, main
 from clustercert_lab import cli as lab_cli
 
-VERBS = ["init", "bootstrap", "validate", "node-check", "probe", "certify", "drift", "lab", "parse", "inventory", "checks", "report",
-         "verify", "key", "version"]
+VERBS = [
+    "init",
+    "bootstrap",
+    "validate",
+    "node-check",
+    "probe",
+    "certify",
+    "drift",
+    "lab",
+    "parse",
+    "inventory",
+    "checks",
+    "report",
+    "verify",
+    "key",
+    "version",
+]
 
 
 def test_top_level_help_lists_every_verb(cli):
@@ -58,7 +73,9 @@ def test_probe_selection_keeps_only_the_named_probes_thresholds():
     everything = ProbeSettings()
     assert everything.thresholds(prof) == prof.thresholds and everything.dcgm_diag(prof) is prof.dcgm_diag
     lat = ProbeSettings(only=parse_probe_list("ib_write_lat, iperf3"))
-    assert set(lat.thresholds(prof)) == {"ib_write_lat_p99", "iperf3_ipoib", "outlier_ratio"} & set(prof.thresholds)
+    assert set(lat.thresholds(prof)) == {"ib_write_lat_p99", "iperf3_ipoib", "outlier_ratio"} & set(
+        prof.thresholds
+    )
     assert "ib_write_lat_p99" in lat.thresholds(prof) and lat.dcgm_diag(prof) is None
 
 
@@ -108,5 +125,18 @@ def test_parse_verb_good_and_bad_files(cli, tmp_path):
 def test_parse_list_names_the_kinds(cli):
     r = cli("parse", "--list")
     kinds = {line.split()[0] for line in r.stdout.splitlines()}
-    assert {"nvidia-smi-xml", "nvidia-smi-csv", "nvidia-smi-topo", "ibstat", "ibv-devinfo", "perftest", "nccl-tests",
-            "nvbandwidth", "dcgmi-diag", "iperf3-json", "bonding", "lspci", "xid"} <= kinds
+    assert {
+        "nvidia-smi-xml",
+        "nvidia-smi-csv",
+        "nvidia-smi-topo",
+        "ibstat",
+        "ibv-devinfo",
+        "perftest",
+        "nccl-tests",
+        "nvbandwidth",
+        "dcgmi-diag",
+        "iperf3-json",
+        "bonding",
+        "lspci",
+        "xid",
+    } <= kinds

@@ -72,7 +72,10 @@ def test_every_verb_and_lab_command_help_has_a_real_example(path, capsys):
     lines = [x.strip() for x in example.splitlines() if x.strip()]
     assert lines, out
     # each example is a command line of this verb (the lab inventory's example uses ansible)
-    assert any(x.startswith(f"clustercert {' '.join(path)}") for x in lines) or path == ("lab", "inventory"), lines
+    assert any(x.startswith(f"clustercert {' '.join(path)}") for x in lines) or path == (
+        "lab",
+        "inventory",
+    ), lines
     # and every example parses (flags, choices, required options): it would run as written
     for line in lines:
         if line.startswith("clustercert "):
@@ -86,9 +89,31 @@ def test_shared_options_are_defined_once():
     for _path, parser in ALL_PARSERS:
         for action in parser._actions:
             for flag in action.option_strings:
-                if flag in ("-i", "-l", "--list-hosts", "-u", "--private-key", "-K", "-f", "-e", "--skip-tags", "--prom"):
+                if flag in (
+                    "-i",
+                    "-l",
+                    "--list-hosts",
+                    "-u",
+                    "--private-key",
+                    "-K",
+                    "-f",
+                    "-e",
+                    "--skip-tags",
+                    "--prom",
+                ):
                     helps.setdefault(flag, set()).add(action.help)
-    assert set(helps) >= {"-i", "-l", "--list-hosts", "-u", "--private-key", "-K", "-f", "-e", "--skip-tags", "--prom"}
+    assert set(helps) >= {
+        "-i",
+        "-l",
+        "--list-hosts",
+        "-u",
+        "--private-key",
+        "-K",
+        "-f",
+        "-e",
+        "--skip-tags",
+        "--prom",
+    }
     assert all(len(h) == 1 for h in helps.values()), {k: v for k, v in helps.items() if len(v) > 1}
     for verb in ("bootstrap", "validate", "probe", "certify", "drift"):
         flags = {s for a in dict(ALL_PARSERS)[(verb,)]._actions for s in a.option_strings}
@@ -143,21 +168,57 @@ def test_verbose_reaches_ansible_playbook(monkeypatch, tmp_path):
 
     def fake_run_playbook(playbook, inventory, **kw):
         got.update(kw)
-        return clustercert.collect.engine.RunResult("r1", tmp_path, 0, "successful", {"gpu01": clustercert.collect.engine.HostStats(ok=1)})
+        return clustercert.collect.engine.RunResult(
+            "r1", tmp_path, 0, "successful", {"gpu01": clustercert.collect.engine.HostStats(ok=1)}
+        )
 
     monkeypatch.setattr(clustercert.collect.engine, "run_playbook", fake_run_playbook)
     vars_file = tmp_path / "site.yml"
     vars_file.write_text("site_var: 42\nshared: from-file\n")
     json_file = tmp_path / "more.json"
     json_file.write_text('{"from_json": [1, 2]}')
-    rc = main(["-v", "bootstrap", "-i", "sample:h100", "-l", "gpu01", "--check", "--diff", "-t", "nccl,tuning",
-               "--skip-tags", "container_toolkit", "-f", "7", "-vv", "-e", f"@{vars_file}", "-e", f"@{json_file}",
-               "-e", '{"shared": "from-json", "n": 3}', "-e", "k1=v1 msg='two words'", "--format", "json"])
+    rc = main(
+        [
+            "-v",
+            "bootstrap",
+            "-i",
+            "sample:h100",
+            "-l",
+            "gpu01",
+            "--check",
+            "--diff",
+            "-t",
+            "nccl,tuning",
+            "--skip-tags",
+            "container_toolkit",
+            "-f",
+            "7",
+            "-vv",
+            "-e",
+            f"@{vars_file}",
+            "-e",
+            f"@{json_file}",
+            "-e",
+            '{"shared": "from-json", "n": 3}',
+            "-e",
+            "k1=v1 msg='two words'",
+            "--format",
+            "json",
+        ]
+    )
     assert rc == 0
     assert got["verbosity"] == 3 and got["check"] and got["diff"] and got["forks"] == 7
-    assert got["tags"] == "nccl,tuning" and got["skip_tags"] == "container_toolkit" and got["limit"] == "gpu01"
-    assert got["extra_vars"] == {"site_var": 42, "shared": "from-json", "from_json": [1, 2], "n": 3, "k1": "v1",
-                                 "msg": "two words"}
+    assert (
+        got["tags"] == "nccl,tuning" and got["skip_tags"] == "container_toolkit" and got["limit"] == "gpu01"
+    )
+    assert got["extra_vars"] == {
+        "site_var": 42,
+        "shared": "from-json",
+        "from_json": [1, 2],
+        "n": 3,
+        "k1": "v1",
+        "msg": "two words",
+    }
 
 
 # ---- -e ----------------------------------------------------------------------------------------
@@ -220,7 +281,9 @@ def test_usage_errors_are_one_line_naming_the_flag(argv, names, capfd):
 def test_unknown_argument_after_the_verb_in_a_real_process(cli):
     r = cli("validate", "-i", "sample:h100", "-vv", "--bogus-flag")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
-    assert r.stderr.startswith("clustercert: error: --bogus-flag: unrecognized argument for `clustercert validate`")
+    assert r.stderr.startswith(
+        "clustercert: error: --bogus-flag: unrecognized argument for `clustercert validate`"
+    )
 
 
 def test_version_flag_prints_what_the_version_verb_prints(cli):
@@ -314,12 +377,32 @@ def test_flags_reach_ansible_playbook_in_a_real_run(tmp_path, cli):
     """bootstrap against a host that refuses the connection (127.0.0.1 port 1): the command line and the
     environment ansible-runner recorded hold -vv, --check, --skip-tags, ANSIBLE_REMOTE_USER and the key."""
     inv = tmp_path / "hosts.yml"
-    inv.write_text("all:\n  vars: {clustercert_profile: lab}\n  hosts:\n    gone: {ansible_host: 127.0.0.1, ansible_port: 1}\n")
+    inv.write_text(
+        "all:\n  vars: {clustercert_profile: lab}\n  hosts:\n"
+        "    gone: {ansible_host: 127.0.0.1, ansible_port: 1}\n"
+    )
     key = tmp_path / "key"
     key.write_text("x\n")
     home = tmp_path / "state"
-    r = cli("bootstrap", "-i", str(inv), "--check", "--skip-tags", "nccl", "-u", "ops", "--private-key", str(key),
-            "-e", "site_var=1", "--format", "json", "-vv", env={"CLUSTERCERT_HOME": str(home)}, timeout=300)
+    r = cli(
+        "bootstrap",
+        "-i",
+        str(inv),
+        "--check",
+        "--skip-tags",
+        "nccl",
+        "-u",
+        "ops",
+        "--private-key",
+        str(key),
+        "-e",
+        "site_var=1",
+        "--format",
+        "json",
+        "-vv",
+        env={"CLUSTERCERT_HOME": str(home)},
+        timeout=300,
+    )
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
     assert doc["hosts"]["gone"]["unreachable"] == 1 and doc["ok"] is False
@@ -356,10 +439,11 @@ def test_no_verb_prints_help_and_exit_2(cli):
 def test_module_runs_without_the_lab_package(tmp_path):
     """The product's CLI, catalogue, `lab` verb and `-i lab` never import clustercert_lab (the lab is a
     product beside it, with its own program)."""
-    code = ("import sys; from clustercert import cli; from clustercert.report import catalogue; "
-            "from clustercert.commands import common, lab; catalogue.document(); "
-            "args = cli.parse(cli.build_parser(), ['lab', 'up', '--nodes', '3']); lab.command_line(args); "
-            "print(common.inventory_path('lab')); print([m for m in sys.modules if m.startswith('clustercert_lab')])")
+    code = ("import sys; from clustercert import cli; from clustercert.report import catalogue; from "
+            "clustercert.commands import common, lab; catalogue.document(); args = "
+            "cli.parse(cli.build_parser(), ['lab', 'up', '--nodes', '3']); lab.command_line(args); "
+            "print(common.inventory_path('lab')); print([m for m in sys.modules if "
+            "m.startswith('clustercert_lab')])")
     (tmp_path / "inventory").mkdir()
     (tmp_path / "inventory" / "hosts.yml").write_text("all: {}\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -370,7 +454,9 @@ def test_module_runs_without_the_lab_package(tmp_path):
 def test_certify_needs_out_before_any_prompt(capsys, monkeypatch):
     import getpass
 
-    monkeypatch.setattr(getpass, "getpass", lambda prompt="": pytest.fail("prompted before the flags were checked"))
+    monkeypatch.setattr(
+        getpass, "getpass", lambda prompt="": pytest.fail("prompted before the flags were checked")
+    )
     assert main(["certify", "-i", "sample:h100", "-K"]) == 2
     assert "--out: required by `clustercert certify`" in capsys.readouterr().err
 

@@ -46,15 +46,25 @@ def test_the_commented_variables_are_known_and_valid(tmp_path, capsys):
     all_yml = site / "group_vars" / "all.yml"
     text = all_yml.read_text()
     commented = re.findall(r"^# (clustercert_[a-z_]+):", text, re.M)
-    assert set(commented) >= {"clustercert_profile_overrides", "clustercert_package_mirror", "clustercert_slurm",
-                              "clustercert_max_parallel_reboots", "clustercert_command_timeout_s",
-                              "clustercert_ntp_servers", "clustercert_slurm_gres"}
+    assert set(commented) >= {
+        "clustercert_profile_overrides",
+        "clustercert_package_mirror",
+        "clustercert_slurm",
+        "clustercert_max_parallel_reboots",
+        "clustercert_command_timeout_s",
+        "clustercert_ntp_servers",
+        "clustercert_slurm_gres",
+    }
     assert set(commented) <= KNOWN_VARS
     # uncomment the site-wide ones (not the per-host Slurm name, not the second ansible_user block)
     lines = []
     for line in text.splitlines():
-        m = re.match(r"^(# clustercert_(profile_overrides|package_mirror|max_parallel_reboots|command_timeout_s|"
-                     r"ntp_servers|slurm|slurm_gres)\b.*|#   .*)$", line)
+        m = re.match(
+            r"^(# "
+            r"clustercert_(profile_overrides|package_mirror|max_parallel_reboots|command_timeout_s|"
+            r"ntp_servers|slurm|slurm_gres)\b.*|#   .*)$",
+            line,
+        )
         lines.append(line[2:] if m else line)
     all_yml.write_text("\n".join(lines) + "\n")
     inv = load_inventory(str(site))
@@ -67,10 +77,18 @@ def test_known_hosts_note_says_how_to_populate_it(tmp_path, capsys):
     site = tmp_path / "site"
     assert _run(capsys, "init", str(site))[0] == 0
     note = (site / "known_hosts.md").read_text()
-    for fragment in ("ssh-keyscan", "ssh-keygen -lf", "@cert-authority", "docs/security.md", "UserKnownHostsFile"):
+    for fragment in (
+        "ssh-keyscan",
+        "ssh-keygen -lf",
+        "@cert-authority",
+        "docs/security.md",
+        "UserKnownHostsFile",
+    ):
         assert fragment in note, fragment
     # the commented ssh args point outside the inventory directory (Ansible would read a file in it)
-    line = next(x for x in (site / "group_vars" / "all.yml").read_text().splitlines() if "UserKnownHostsFile" in x)
+    line = next(
+        x for x in (site / "group_vars" / "all.yml").read_text().splitlines() if "UserKnownHostsFile" in x
+    )
     path = Path(line.split("UserKnownHostsFile=")[1].rstrip('"'))
     assert path.is_absolute() and site.resolve() not in path.parents
 

@@ -15,7 +15,9 @@ from clustercert.collect.engine import run_playbook
 
 def _local_inventory(tmp: Path, hosts: list[str]) -> Path:
     inv = tmp / "inv.ini"
-    lines = ["[nodes]"] + [f"{h} ansible_connection=local ansible_python_interpreter={sys.executable}" for h in hosts]
+    lines = ["[nodes]"] + [
+        f"{h} ansible_connection=local ansible_python_interpreter={sys.executable}" for h in hosts
+    ]
     inv.write_text("\n".join(lines) + "\n")
     return inv
 
@@ -49,12 +51,25 @@ def test_engine_events_and_stats(tmp_path):
     result = run_playbook(_playbook(tmp_path), inv, progress=seen.append, state=tmp_path / "state", diff=True)
 
     assert result.status == "failed"
-    assert result.stats["alpha"].ok == 2 and result.stats["alpha"].skipped == 1 and result.stats["alpha"].changed == 1 and result.stats["alpha"].failed == 0
-    assert result.stats["beta"].failed == 1 and result.stats["beta"].changed == 1 and result.stats["beta"].ok == 1
+    assert (
+        result.stats["alpha"].ok == 2
+        and result.stats["alpha"].skipped == 1
+        and result.stats["alpha"].changed == 1
+        and result.stats["alpha"].failed == 0
+    )
+    assert (
+        result.stats["beta"].failed == 1
+        and result.stats["beta"].changed == 1
+        and result.stats["beta"].ok == 1
+    )
     assert not result.ok
 
     tasks = [e["task"] for e in seen if e["kind"] == "task"]
-    assert tasks == ["write a marker per host", "fail on the second host only", "runs only where the previous task passed"]
+    assert tasks == [
+        "write a marker per host",
+        "fail on the second host only",
+        "runs only where the previous task passed",
+    ]
     changed = [(e["host"], e["task"]) for e in seen if e["kind"] == "host" and e["status"] == "changed"]
     assert sorted(changed) == [("alpha", "write a marker per host"), ("beta", "write a marker per host")]
     assert result.failures == [{"host": "beta", "task": "fail on the second host only", "status": "failed",
@@ -80,7 +95,9 @@ def test_engine_check_mode_changes_nothing(tmp_path):
             - name: would write
               ansible.builtin.copy: {{content: "x", dest: "{tmp_path}/never.txt", mode: "0644"}}
         """))
-    result = run_playbook(pb, inv, check=True, diff=True, state=tmp_path / "state", extra_vars={"secret_token": "s3cr3t"})
+    result = run_playbook(
+        pb, inv, check=True, diff=True, state=tmp_path / "state", extra_vars={"secret_token": "s3cr3t"}
+    )
     assert result.ok
     assert result.stats["alpha"].changed == 1
     assert not (tmp_path / "never.txt").exists()
@@ -126,7 +143,8 @@ def _processes_with(marker: str) -> list[str]:
 
 
 def _long_task_playbook(tmp: Path) -> Path:
-    """A playbook that touches TMP/started, then runs a command (named TMP/long) that ignores SIGTERM and SIGHUP."""
+    """A playbook that touches TMP/started, then runs a command (named TMP/long) that ignores SIGTERM and
+    SIGHUP."""
     pb = tmp / "slow-playbook.yml"
     pb.write_text(textwrap.dedent(f"""\
         - hosts: all

@@ -1,7 +1,7 @@
 """Issue 21.3/21.5: the hardware component's checks (gpu.nvlink_errors, gpu.nic_affinity, hw.pcie_manifest,
-gpu.fabric_state), the cluster-wide ones (ib.firmware_uniform, gpu.vbios_uniform), the node's hardware identity
-and drift's hardware items, on real and constructed tool output. A value that reads N/A or Not Supported is
-never a pass."""
+gpu.fabric_state), the cluster-wide ones (ib.firmware_uniform, gpu.vbios_uniform), the node's hardware
+identity and drift's hardware items, on real and constructed tool output. A value that reads N/A or Not
+Supported is never a pass."""
 
 from __future__ import annotations
 
@@ -49,7 +49,9 @@ def test_nvlink_errors_judge_each_gpu_against_the_thresholds():
     text = nvlink_e({0: {0: (0, 0, 0), 1: (0, 0, 0)}, 1: {0: (60, 0, 40), 1: (50, 0, 70)}, 2: {0: (0, 1, 0)}})
     fs = hw_checks.nvlink_errors(res(text), ctx())
     by = {f.subject: f for f in fs}
-    assert by["GPU0"].status == "pass" and by["GPU0"].observed.startswith("crc 0, replay 0, recovery 0 since the counters")
+    assert by["GPU0"].status == "pass" and by["GPU0"].observed.startswith(
+        "crc 0, replay 0, recovery 0 since the counters"
+    )
     # CRC 110 and replay 110 over the GPU's links: both above 100
     assert by["GPU1"].status == "fail" and "crc 110, replay 110" in by["GPU1"].observed
     assert "link 0: crc_errors 40, replay_errors 60" in by["GPU1"].observed and by["GPU1"].value == 110
@@ -70,7 +72,11 @@ def test_nvlink_errors_na_inactive_and_missing_counters_are_errors_never_passes(
     gb200 = (FIX / "nvidia-smi" / "nvlink-e-gb200-extended-counters-constructed.txt").read_text()
     fs = hw_checks.nvlink_errors(res(gb200), ctx())
     assert fs and all(f.status == "error" and "not in the output" in f.observed for f in fs)
-    for bad in (res("", rc=127, stderr="sh: nvidia-smi: not found"), res(timed_out=True, rc=None), res("garbage\n")):
+    for bad in (
+        res("", rc=127, stderr="sh: nvidia-smi: not found"),
+        res(timed_out=True, rc=None),
+        res("garbage\n"),
+    ):
         (f,) = hw_checks.nvlink_errors(bad, ctx())
         assert f.status == "error"
     (skip,) = hw_checks.nvlink_errors(res(""), ctx(overrides={"gpu": {"nvlink_links_per_gpu": 0}}))
@@ -89,8 +95,12 @@ def test_nvlink_errors_in_drift_count_what_was_added_since_the_baseline():
     # 150 CRC now: +55 since the baseline passes, although 150 is above the ceiling
     now = nvlink_e({0: {0: (100, 0, 150)}})
     (f,) = hw_checks.nvlink_errors(res(now), ctx(nvlink_baseline=baseline["n1"]))
-    assert f.status == "pass" and f.observed.startswith("crc 55, replay 10, recovery 0 since the baseline run")
-    (f,) = hw_checks.nvlink_errors(res(nvlink_e({0: {0: (100, 1, 300)}})), ctx(nvlink_baseline=baseline["n1"]))
+    assert f.status == "pass" and f.observed.startswith(
+        "crc 55, replay 10, recovery 0 since the baseline run"
+    )
+    (f,) = hw_checks.nvlink_errors(
+        res(nvlink_e({0: {0: (100, 1, 300)}})), ctx(nvlink_baseline=baseline["n1"])
+    )
     assert f.status == "fail" and "crc 205" in f.observed and "recovery 1" in f.observed
     # counters below the baseline's were reset meanwhile (driver reload): read whole
     (f,) = hw_checks.nvlink_errors(res(nvlink_e({0: {0: (0, 0, 120)}})), ctx(nvlink_baseline=baseline["n1"]))
@@ -145,7 +155,10 @@ def test_profile_mapping_is_replaced_whole_and_a_gpu_beyond_the_count_is_an_erro
     p = load_profile("a100-sxm-8x-hdr", {"gpu": {"count": 1}})
     assert p.hardware is not None and p.hardware.rails.count == 8
     assert load_profile("lab", {"hardware": {"nic_gpu": {"mlx5_1": 3}}}).hardware.nic_gpu == {"mlx5_1": 3}
-    assert load_profile("lab", {"hardware": {"nvswitch_count": 2}}).hardware.nic_gpu == {"mlx5_0": 0, "mlx5_1": 4}
+    assert load_profile("lab", {"hardware": {"nvswitch_count": 2}}).hardware.nic_gpu == {
+        "mlx5_0": 0,
+        "mlx5_1": 4,
+    }
     # ... and gpu.nic_affinity says the mapping names a GPU the profile does not have: an error, never a pass
     fs = hw_checks.nic_affinity(res(TOPO_12NIC), ctx("h100-sxm-8x-ndr", {"gpu": {"count": 1}, "hardware": {
         "nic_gpu": {"mlx5_0": 0, "mlx5_3": 1}}}))
@@ -174,20 +187,38 @@ def lspci_vv(gpus=8, gpu_sta=("32", 16), hcas=2, nvswitches=4, hca_sta=("32", 16
     out = []
     buses = ["19", "3b", "4c", "5d", "9b", "bb", "cb", "db"]
     for i in range(gpus):
-        out += dev(f"{buses[i]}:00.0", "3D controller [0302]", "NVIDIA Corporation GH100 [H100 SXM5 80GB]", "10de:2330",
-                   gpu_sta if i == 0 else ("32", 16))
+        out += dev(
+            f"{buses[i]}:00.0",
+            "3D controller [0302]",
+            "NVIDIA Corporation GH100 [H100 SXM5 80GB]",
+            "10de:2330",
+            gpu_sta if i == 0 else ("32", 16),
+        )
     for i in range(nvswitches):
-        out += dev(f"0{5 + i}:00.0", "Bridge [0680]", "NVIDIA Corporation Device", "10de:22a3", ("16", 2), ("16", 2))
+        out += dev(
+            f"0{5 + i}:00.0", "Bridge [0680]", "NVIDIA Corporation Device", "10de:22a3", ("16", 2), ("16", 2)
+        )
     for i, b in enumerate(["18", "2a"][:hcas]):
-        out += dev(f"{b}:00.0", "Infiniband controller [0207]", "Mellanox Technologies MT2910 Family [ConnectX-7]",
-                   "15b3:1021", hca_sta if i == 0 else ("32", 16))
+        out += dev(
+            f"{b}:00.0",
+            "Infiniband controller [0207]",
+            "Mellanox Technologies MT2910 Family [ConnectX-7]",
+            "15b3:1021",
+            hca_sta if i == 0 else ("32", 16),
+        )
     return "\n".join(out)
 
 
 def test_pcie_manifest_counts_and_links():
     fs = hw_checks.pcie_manifest(res(lspci_vv()), ctx())
     assert {f.status for f in fs} == {"pass"}
-    assert {f.subject for f in fs} >= {"GPUs", "HCAs", "NVSwitches", "GPU0 00000000:19:00.0", "HCA 00000000:18:00.0"}
+    assert {f.subject for f in fs} >= {
+        "GPUs",
+        "HCAs",
+        "NVSwitches",
+        "GPU0 00000000:19:00.0",
+        "HCA 00000000:18:00.0",
+    }
     by = {f.subject: f for f in hw_checks.pcie_manifest(res(lspci_vv(gpu_sta=("16", 8))), ctx())}
     assert by["GPU0 00000000:19:00.0"].status == "fail"
     assert by["GPU0 00000000:19:00.0"].observed == "16 GT/s x8 (downgraded)"
@@ -206,10 +237,12 @@ def test_pcie_manifest_unreadable_links_are_errors_and_virtual_functions_no_hcas
     by = {f.subject: f for f in hw_checks.pcie_manifest(res(a100), ctx("a100-sxm-8x-hdr"))}
     assert by["GPUs"].status == "pass" and by["NVSwitches"].status == "pass"  # 8 A100s, 6 NVSwitches
     assert by["HCAs"].status == "fail" and by["HCAs"].value == 0  # ConnectX-6 virtual functions are no HCAs
-    assert all(f.status == "error" for s, f in by.items() if s.startswith("GPU") and s != "GPUs")  # lspci -nn: no -vv
+    # lspci -nn: no -vv
+    assert all(f.status == "error" for s, f in by.items() if s.startswith("GPU") and s != "GPUs")
     (f,) = [f for f in hw_checks.pcie_manifest(res("", rc=127, stderr="lspci: not found"), ctx())]
     assert f.status == "error" and "tool not found" in f.observed
-    empty = {f.subject: f for f in hw_checks.pcie_manifest(res(""), ctx())}  # no NVIDIA or Mellanox function at all
+    # no NVIDIA or Mellanox function at all
+    empty = {f.subject: f for f in hw_checks.pcie_manifest(res(""), ctx())}
     assert empty["GPUs"].status == "fail" and empty["GPUs"].value == 0
 
 
@@ -219,21 +252,28 @@ def smi_xml(fabric: list[tuple[str, str] | None], vbios: str = "96.00.99.00.01",
     gpus = []
     for i, fab in enumerate(fabric):
         f = "" if fab is None else f"<fabric><state>{fab[0]}</state><status>{fab[1]}</status></fabric>"
-        gpus.append(f'<gpu id="00000000:{0x19 + i:02X}:00.0"><product_name>NVIDIA H100 80GB HBM3</product_name>'
-                    f"<serial>{serial}{i}</serial><uuid>GPU-{i:04d}</uuid><vbios_version>{vbios}</vbios_version>{f}</gpu>")
-    return f"<?xml version=\"1.0\" ?><nvidia_smi_log><driver_version>570.172.08</driver_version>{''.join(gpus)}</nvidia_smi_log>"
+        gpus.append(
+            f'<gpu id="00000000:{0x19 + i:02X}:00.0"><product_name>NVIDIA H100 80GB HBM3</product_name>'
+            f"<serial>{serial}{i}</serial><uuid>GPU-{i:04d}</uuid><vbios_version>{vbios}</vbios_version>{f}</gpu>"
+        )
+    return (
+        f'<?xml version="1.0" ?><nvidia_smi_log><driver_version>570.172.08</driver_version>{"".join(gpus)}</'
+        'nvidia_smi_log>'
+    )
 
 
 def test_fabric_state_completed_success_passes_anything_else_does_not():
-    # a Completed registration with an NVML error status fails; "Unknown Error" is nvidia-smi's placeholder for
-    # a value it could not read (as N/A): an error
+    # a Completed registration with an NVML error status fails; "Unknown Error" is nvidia-smi's placeholder
+    # for a value it could not read (as N/A): an error
     xml = smi_xml([("Completed", "Success"), ("In Progress", "N/A"), ("Completed", "Timeout"),
                    ("Completed", "N/A"), ("N/A", "N/A"), ("Not Supported", "Not Supported"), None,
                    ("Completed", "Unknown Error")])
     got = [(f.subject.split()[0], f.status) for f in hw_checks.fabric_state(res(xml), ctx())]
     assert got == [("GPU0", "pass"), ("GPU1", "fail"), ("GPU2", "fail"), ("GPU3", "error"), ("GPU4", "error"),
                    ("GPU5", "error"), ("GPU6", "error"), ("GPU7", "error")]
-    (f,) = hw_checks.fabric_state(res(xml), ctx(overrides={"gpu": {"nvswitch": False}, "hardware": {"nvswitch_count": 0}}))
+    (f,) = hw_checks.fabric_state(
+        res(xml), ctx(overrides={"gpu": {"nvswitch": False}, "hardware": {"nvswitch_count": 0}})
+    )
     assert f.status == "skip" and "profile" in f.observed
     (f,) = hw_checks.fabric_state(res("", rc=18, stderr="Failed to initialize NVML"), ctx())
     assert f.status == "error"
@@ -253,8 +293,18 @@ def test_vbios_version_is_parsed_from_xml_and_q_text():
 def test_component_commands_and_every_per_node_check_reports():
     comp = component("hardware")
     cmds = comp.commands(ctx())
-    assert set(cmds) == {"nvsmi_xml", "nvsmi_nvlink_errors", "nvsmi_topo", "lspci", "hca_identity", "dmi", "ib_sysfs"}
-    assert cmds["lspci"][0].startswith("lspci -D -nn -vv -d 10de:") and cmds["dmi"][0].startswith("dmidecode -t system")
+    assert set(cmds) == {
+        "nvsmi_xml",
+        "nvsmi_nvlink_errors",
+        "nvsmi_topo",
+        "lspci",
+        "hca_identity",
+        "dmi",
+        "ib_sysfs",
+    }
+    assert cmds["lspci"][0].startswith("lspci -D -nn -vv -d 10de:") and cmds["dmi"][0].startswith(
+        "dmidecode -t system"
+    )
     fs = comp.evaluate({}, ctx())  # nothing collected: every per-node check is an error, none passes
     assert {f.check for f in fs} == set(hw_checks.NODE_CHECK_IDS)
     assert {f.status for f in fs} == {"error"} and node_verdict(fs) == "error"
@@ -285,7 +335,10 @@ def test_firmware_uniform_names_the_odd_one_out_on_its_node_only():
 
 
 def test_firmware_uniform_ties_single_nodes_na_and_bad_evidence():
-    two = {"a": {"hca_identity": res(ib_identity())}, "b": {"hca_identity": res(ib_identity(fw0="28.42.1014"))}}
+    two = {
+        "a": {"hca_identity": res(ib_identity())},
+        "b": {"hca_identity": res(ib_identity(fw0="28.42.1014"))},
+    }
     out = cluster(two)
     assert [f.status for f in of(out["a"], "ib.firmware_uniform")] == ["error"]  # no majority: not told which
     assert "no majority" in of(out["b"], "ib.firmware_uniform")[0].observed
@@ -305,7 +358,9 @@ def test_firmware_uniform_ties_single_nodes_na_and_bad_evidence():
 def test_vbios_uniform_names_the_odd_gpu():
     xml = smi_xml([("Completed", "Success")] * 8)
     evs = {n: {"nvsmi_xml": res(xml)} for n in ("a", "b", "c")}
-    odd = xml.replace("<vbios_version>96.00.99.00.01</vbios_version>", "<vbios_version>96.00.99.00.02</vbios_version>", 1)
+    odd = xml.replace(
+        "<vbios_version>96.00.99.00.01</vbios_version>", "<vbios_version>96.00.99.00.02</vbios_version>", 1
+    )
     evs["b"] = {"nvsmi_xml": res(odd)}
     out = cluster(evs)
     assert [f.status for f in of(out["a"], "gpu.vbios_uniform")] == ["pass"]
@@ -370,7 +425,11 @@ def test_dmidecode_parser_keeps_identities_and_drops_placeholders():
     assert rec["system"]["sku_number"] is None and rec["baseboard"]["serial_number"] == "OM23AS001234"
     assert rec["chassis"]["serial_number"] == "C8170AM39A01234" and rec["chassis"]["asset_tag"] is None
     assert rec["records"][1]["fields"]["Features"] == ""  # a list's continuation lines are not kept
-    for bad in ("", "# dmidecode 3.4\n/dev/mem: Permission denied\n", "No SMBIOS nor DMI entry point found, sorry.\n"):
+    for bad in (
+        "",
+        "# dmidecode 3.4\n/dev/mem: Permission denied\n",
+        "No SMBIOS nor DMI entry point found, sorry.\n",
+    ):
         with pytest.raises(ParseError):
             parse("dmidecode", bad)
 
@@ -384,11 +443,19 @@ def full_evidence(serial: str = "1650", guid: str = "58a2:e103:0001:0001", nvswi
 def test_identity_records_every_part_and_unknown_parts_as_none():
     ident = hw_checks.identity(full_evidence())
     assert [g["serial"] for g in ident["gpus"]] == [f"1650{i}" for i in range(8)]
-    assert ident["gpus"][0] == {"index": 0, "bus_id": "00000000:19:00.0", "serial": "16500", "uuid": "GPU-0000",
-                                "vbios": "96.00.99.00.01"}
+    assert ident["gpus"][0] == {
+        "index": 0,
+        "bus_id": "00000000:19:00.0",
+        "serial": "16500",
+        "uuid": "GPU-0000",
+        "vbios": "96.00.99.00.01",
+    }
     assert ident["hcas"][0] == {"name": "mlx5_0", "node_guid": "58a2:e103:0001:0001", "fw_ver": "28.43.1014",
                                 "board_id": "MT_0000000838"}
-    assert ident["board"]["system_serial"] == "S4220613X3A0123" and ident["board"]["chassis_serial"] == "C8170AM39A01234"
+    assert (
+        ident["board"]["system_serial"] == "S4220613X3A0123"
+        and ident["board"]["chassis_serial"] == "C8170AM39A01234"
+    )
     assert ident["nvswitch_count"] == 4
     partial = hw_checks.identity({"nvsmi_xml": res("", rc=9), "dmi": res(DMI)})
     assert partial["gpus"] is None and partial["hcas"] is None and partial["board"] is not None
@@ -420,7 +487,8 @@ def test_drift_hardware_items_on_the_changed_node_only():
     now = {"a": hw_checks.identity(full_evidence()), "b": hw_checks.identity(full_evidence(serial="1777")),
            "c": None, "d": hw_checks.identity(full_evidence())}
     items = hardware_items(now, base)
-    assert {i.node for i in items} == {"b"} and len(items) == 8  # every GPU of b; c unknown, d has no baseline
+    # every GPU of b; c unknown, d has no baseline
+    assert {i.node for i in items} == {"b"} and len(items) == 8
     i = items[0]
     assert (i.kind, i.check, i.detail) == ("hardware", "hardware.gpu", "GPU0 00000000:19:00.0: swapped")
     assert i.before == "serial 16500, UUID GPU-0000" and i.after == "serial 17770, UUID GPU-0000"

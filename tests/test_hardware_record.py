@@ -1,6 +1,7 @@
-"""Issue 21.5: the certificate records, per node, the hardware that was certified (``nodes.<n>.hardware``: in the
-member whitelist and the certify schema), the store keeps it, and `drift` reports a swapped part as a
-``hardware`` item against the baseline's -- and hands the baseline's NVLink error counters to the validators."""
+"""Issue 21.5: the certificate records, per node, the hardware that was certified (``nodes.<n>.hardware``: in
+the member whitelist and the certify schema), the store keeps it, and `drift` reports a swapped part as a
+``hardware`` item against the baseline's -- and hands the baseline's NVLink error counters to the
+validators."""
 
 from __future__ import annotations
 
@@ -23,9 +24,18 @@ def res(stdout: str, rc: int = 0) -> CommandResult:
 
 
 def evidence(node: str, serial: str = "1650") -> NodeEvidence:
-    return NodeEvidence(node, True, "", {"nvsmi_xml": res(smi_xml([("Completed", "Success")] * 8, serial=serial)),
-                                         "hca_identity": res(ib_identity()), "dmi": res(DMI), "lspci": res(lspci_vv())},
-                        1.0)
+    return NodeEvidence(
+        node,
+        True,
+        "",
+        {
+            "nvsmi_xml": res(smi_xml([("Completed", "Success")] * 8, serial=serial)),
+            "hca_identity": res(ib_identity()),
+            "dmi": res(DMI),
+            "lspci": res(lspci_vv()),
+        },
+        1.0,
+    )
 
 
 def results(serials: dict[str, str]) -> dict[str, NodeResult]:
@@ -44,12 +54,17 @@ def test_the_certificate_records_each_node_s_hardware_and_verify_accepts_it():
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     val = results({"gpu01": "1650", "gpu02": "1660"})
-    val["gpu03"] = NodeResult("gpu03", "unreachable", [], "no route to host", NodeEvidence("gpu03", False, "no route"))
+    val["gpu03"] = NodeResult(
+        "gpu03", "unreachable", [], "no route to host", NodeEvidence("gpu03", False, "no route")
+    )
     nodes = build_nodes(val, Outcome())
     assert "hardware" not in nodes["gpu03"]
     hw = nodes["gpu01"]["hardware"]
     assert [g["serial"] for g in hw["gpus"]][:2] == ["16500", "16501"] and hw["nvswitch_count"] == 4
-    assert hw["board"]["chassis_serial"] == "C8170AM39A01234" and hw["hcas"][1]["node_guid"] == "58a2:e103:0001:0002"
+    assert (
+        hw["board"]["chassis_serial"] == "C8170AM39A01234"
+        and hw["hcas"][1]["node_guid"] == "58a2:e103:0001:0002"
+    )
     cert = certificate.sign({"schema": certificate.SCHEMA, "nodes": nodes}, Ed25519PrivateKey.generate())
     assert certificate.unknown_member(cert) is None
     assert "hardware" in certificate.NODE_MEMBERS
@@ -112,7 +127,9 @@ def test_drift_reports_a_swapped_gpu_as_a_hardware_item(tmp_path, capsys, monkey
                                       "evidence": counters})
     store.start_run("base", "certify", str(inv.source), {})
     store.finish_run("base", "pass", base)
-    monkeypatch.setattr(engine, "run_playbook", lambda *a, **k: engine.RunResult("p1", tmp_path, 0, "successful", {}))
+    monkeypatch.setattr(
+        engine, "run_playbook", lambda *a, **k: engine.RunResult("p1", tmp_path, 0, "successful", {})
+    )
     asked = {}
 
     def validate(*a, **k):
@@ -131,8 +148,14 @@ def test_drift_reports_a_swapped_gpu_as_a_hardware_item(tmp_path, capsys, monkey
     Draft202012Validator(documents.schema_for("drift")).validate(doc)
     assert rc == 1 and doc["verdict"] == "drift"
     (item,) = doc["items"]
-    assert item == {"node": "gpu02", "kind": "hardware", "check": "hardware.gpu", "before": "serial 16603, UUID GPU-0003",
-                    "after": "serial 19993, UUID GPU-0003", "detail": "GPU3 00000000:1C:00.0: swapped"}
+    assert item == {
+        "node": "gpu02",
+        "kind": "hardware",
+        "check": "hardware.gpu",
+        "before": "serial 16603, UUID GPU-0003",
+        "after": "serial 19993, UUID GPU-0003",
+        "detail": "GPU3 00000000:1C:00.0: swapped",
+    }
     assert asked["nvlink_baseline"] == {"gpu01": {"GPU-0000": {"crc": 5, "replay": 5, "recovery": 0}}}
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -157,9 +180,11 @@ def test_the_html_report_shows_each_node_s_certified_hardware():
     name = sorted(cert["nodes"])[0]
     cert["nodes"][name]["hardware"] = build_nodes(results({name: "1650"}), Outcome())[name]["hardware"]
     line = hardware_text(cert["nodes"][name]["hardware"])
-    assert line.startswith("system serial S4220613X3A0123, chassis C8170AM39A01234; 8 GPUs (GPU0 16500, GPU1 16501")
-    assert line.endswith("HCAs mlx5_0 58a2:e103:0001:0001 fw 28.43.1014, mlx5_1 58a2:e103:0001:0002 fw 28.43.1014; "
-                         "4 NVSwitches")
+    assert line.startswith(
+        "system serial S4220613X3A0123, chassis C8170AM39A01234; 8 GPUs (GPU0 16500, GPU1 16501"
+    )
+    assert line.endswith("HCAs mlx5_0 58a2:e103:0001:0001 fw 28.43.1014, mlx5_1 58a2:e103:0001:0002 fw "
+                         "28.43.1014; 4 NVSwitches")
     page = render_html(cert)
     assert f"certified hardware: {line}" in page
     assert page.count("certified hardware:") == 1 and hardware_text(None) == ""

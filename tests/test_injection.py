@@ -69,8 +69,15 @@ def sandbox(tmp_path):
 
         @staticmethod
         def run(cmd: str, timeout: float = 60, **env) -> subprocess.CompletedProcess:
-            e = {"PATH": f"{bindir}:/usr/bin:/bin", "ARGV_LOG": str(log), "CLUSTERCERT_PYTHON": sys.executable, **env}
-            return subprocess.run(["/bin/sh", "-c", cmd], cwd=work, capture_output=True, text=True, timeout=timeout, env=e)
+            e = {
+                "PATH": f"{bindir}:/usr/bin:/bin",
+                "ARGV_LOG": str(log),
+                "CLUSTERCERT_PYTHON": sys.executable,
+                **env,
+            }
+            return subprocess.run(
+                ["/bin/sh", "-c", cmd], cwd=work, capture_output=True, text=True, timeout=timeout, env=e
+            )
 
         @staticmethod
         def argv() -> list[list[str]]:
@@ -110,8 +117,13 @@ def test_bond_check_command(sandbox, value):
     assert not sandbox.marked(), cmd
     # the name was one word: test -d looked for that directory and said it is not there
     assert p.returncode == 1, (cmd, p.stderr)
-    (f,) = [f for f in component("bond").evaluate({"bonding": CommandResult(p.returncode, p.stdout, p.stderr, False, 0.1, cmd)},
-                                                  ctx) if f.check == "ib.bond"]
+    (f,) = [
+        f
+        for f in component("bond").evaluate(
+            {"bonding": CommandResult(p.returncode, p.stdout, p.stderr, False, 0.1, cmd)}, ctx
+        )
+        if f.check == "ib.bond"
+    ]
     assert (f.status, f.observed) == ("fail", "bond does not exist")
 
 
@@ -132,21 +144,34 @@ def test_a_sysctl_key_with_equals_is_never_sent(sandbox):
     """sysctl WRITES an argument that holds '=' (even without -w): such a key is not read, and says so."""
     prof = load_profile("lab")
     keys = {"kernel.domainname=" + MARK: "1", "net.ipv4.conf.all.rp_filter": "2", "../../etc/shadow": "x"}
-    ctx = HostContext("n1", prof.model_copy(update={"tuning": prof.tuning.model_copy(update={"sysctl": keys})}), timeout_s=10)
+    ctx = HostContext(
+        "n1",
+        prof.model_copy(update={"tuning": prof.tuning.model_copy(update={"sysctl": keys})}),
+        timeout_s=10,
+    )
     cmd, _ = component("tuning").commands(ctx)["sysctl"]
     sandbox.run(cmd)
     assert sandbox.argv() == [["sysctl", "--", "net.ipv4.conf.all.rp_filter"]]
-    fs = component("tuning").evaluate({"sysctl": CommandResult(0, "net.ipv4.conf.all.rp_filter = 2\n", "", False, 0.1, cmd)}, ctx)
+    fs = component("tuning").evaluate(
+        {"sysctl": CommandResult(0, "net.ipv4.conf.all.rp_filter = 2\n", "", False, 0.1, cmd)}, ctx
+    )
     got = {f.subject: (f.status, f.observed) for f in fs if f.check == "tuning.sysctl"}
     assert got["net.ipv4.conf.all.rp_filter"][0] == "pass"
-    assert got["kernel.domainname=" + MARK][0] == "error" and "not a sysctl key" in got["kernel.domainname=" + MARK][1]
+    assert (
+        got["kernel.domainname=" + MARK][0] == "error"
+        and "not a sysctl key" in got["kernel.domainname=" + MARK][1]
+    )
     assert got["../../etc/shadow"][0] == "error"
 
 
 @pytest.mark.parametrize("value", HOSTILE, ids=IDS)
 def test_slurm_show_and_update(sandbox, value):
     a = slurm.Action("n1", value, "drain", f"clustercert: gpu.count {value}", True)
-    for cmd in (slurm.show_cmd(value), slurm.update_cmd(a), slurm.update_cmd(slurm.Action("n1", value, "resume"))):
+    for cmd in (
+        slurm.show_cmd(value),
+        slurm.update_cmd(a),
+        slurm.update_cmd(slurm.Action("n1", value, "resume")),
+    ):
         sandbox.run(cmd)
         assert not sandbox.marked(), cmd
     assert sandbox.argv() == [
@@ -218,12 +243,22 @@ def test_the_failover_watchdog_gets_the_slave_as_an_argument(sandbox, tmp_path, 
 
 def hostile_inventory(value: str) -> Inventory:
     prof = hostile_profile(value)
-    hv = HostView(name="local1", groups=["all"], vars=InventoryVars(clustercert_profile="lab", clustercert_command_timeout_s=20),
-                  profile=prof, connection={"ansible_connection": "local"}, bond_address=None)
+    hv = HostView(
+        name="local1",
+        groups=["all"],
+        vars=InventoryVars(clustercert_profile="lab", clustercert_command_timeout_s=20),
+        profile=prof,
+        connection={"ansible_connection": "local"},
+        bond_address=None,
+    )
     return Inventory(source=Path("hostile.yml"), hosts={"local1": hv}, files=[])
 
 
-@pytest.mark.parametrize("value", [HOSTILE[0], HOSTILE[1], HOSTILE[4], HOSTILE[5]], ids=["semicolon", "dollar-paren", "leading-dash", "newline"])
+@pytest.mark.parametrize(
+    "value",
+    [HOSTILE[0], HOSTILE[1], HOSTILE[4], HOSTILE[5]],
+    ids=["semicolon", "dollar-paren", "leading-dash", "newline"],
+)
 def test_every_check_command_through_the_collector(tmp_path, monkeypatch, value):
     """End to end: every component's commands for a host whose profile is hostile throughout, collected
     through clustercert.collect with ansible_connection: local (the commands run on this machine, in the
@@ -263,7 +298,10 @@ def test_slurm_apply_through_the_collector(tmp_path, monkeypatch, capsys):
                          vars=base.model_copy(update={"clustercert_slurm_node_name": sn}))
              for n, sn in names.items()}
     inv = Inventory(source=Path("hostile.yml"), hosts=hosts, files=[])
-    nodes = {n: {"verdict": "fail", "findings": [{"check": f"gpu.count; touch {MARK}", "status": "fail"}]} for n in names}
+    nodes = {
+        n: {"verdict": "fail", "findings": [{"check": f"gpu.count; touch {MARK}", "status": "fail"}]}
+        for n in names
+    }
     entries = {e["node"]: e for e in slurm.apply(inv, nodes)}
     assert not list(tmp_path.rglob(MARK))
     assert all(not e["ok"] for e in entries.values())  # no scontrol here: nothing is claimed done
@@ -285,5 +323,7 @@ def test_probe_commands_keep_hostile_values_inert(tmp_path, build):
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "touch").symlink_to(shutil.which("touch"))  # only touch is found: the probe tools are not
-    subprocess.run(["/bin/sh", "-c", cmd], cwd=tmp_path, capture_output=True, timeout=20, env={"PATH": str(bindir)})
+    subprocess.run(
+        ["/bin/sh", "-c", cmd], cwd=tmp_path, capture_output=True, timeout=20, env={"PATH": str(bindir)}
+    )
     assert not marker.exists(), cmd

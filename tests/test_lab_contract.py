@@ -45,7 +45,9 @@ def test_i_lab_without_a_running_lab_is_one_line_exit_2(tmp_path, monkeypatch, c
 def test_i_lab_reads_the_inventory_the_lab_wrote(tmp_path, monkeypatch, capsys):
     inv = tmp_path / "lab" / "inventory" / "hosts.yml"
     inv.parent.mkdir(parents=True)
-    inv.write_text("all:\n  vars: {clustercert_profile: lab}\n  hosts:\n    node01: {ansible_host: 10.250.0.11}\n")
+    inv.write_text(
+        "all:\n  vars: {clustercert_profile: lab}\n  hosts:\n    node01: {ansible_host: 10.250.0.11}\n"
+    )
     monkeypatch.setenv("CLUSTERCERT_LAB_DIR", str(tmp_path / "lab"))
     monkeypatch.chdir(tmp_path / "lab")  # no file or directory named `lab` here
     assert main(["inventory", "-i", "lab", "--format", "json"]) == 0
@@ -57,8 +59,11 @@ def test_the_lab_verb_runs_the_lab_program_as_typed(monkeypatch):
     ran = []
     monkeypatch.setattr(subprocess, "call", lambda argv, **kw: ran.append(argv) or 3)
     assert main(["lab", "fault", "node02", "--", "gpu_missing", "gpu=3", "-v"]) == 3
-    assert ran == [[sys.executable, "-m", "clustercert_lab", "fault", "node02", "--", "gpu_missing", "gpu=3", "-v"]]
-    monkeypatch.setattr(subprocess, "call", lambda argv, **kw: -15)  # killed by SIGTERM: 128 + 15, as a shell says
+    assert ran == [
+        [sys.executable, "-m", "clustercert_lab", "fault", "node02", "--", "gpu_missing", "gpu=3", "-v"]
+    ]
+    # killed by SIGTERM: 128 + 15, as a shell says
+    monkeypatch.setattr(subprocess, "call", lambda argv, **kw: -15)
     assert main(["lab", "up"]) == 143
 
 
@@ -68,35 +73,64 @@ def test_the_lab_verb_without_the_lab_installed(monkeypatch, capsys):
                         else find_spec(name, *a))
     monkeypatch.setattr(subprocess, "call", lambda argv, **kw: pytest.fail("ran a lab that is not there"))
     assert main(["lab", "status"]) == 2
-    assert capsys.readouterr().err == ("clustercert: error: lab: the simulated lab is not installed "
-                                       "(no clustercert_lab package beside clustercert: it is the distribution "
+    assert capsys.readouterr().err == ("clustercert: error: lab: the simulated lab is not installed (no "
+                                       "clustercert_lab package beside clustercert: it is the distribution "
                                        "clustercert-lab, clustercert-lab/ in clustercert's repository)\n")
 
 
 def test_the_lab_verb_in_a_real_process(cli, tmp_path):
-    """`clustercert lab` (the process becomes the lab's program) and `python3 -m clustercert_lab` say the same."""
+    """`clustercert lab` (the process becomes the lab's program) and `python3 -m clustercert_lab` say the
+    same."""
     env = {"CLUSTERCERT_LAB_DIR": str(tmp_path)}
     r = cli("lab", "--help")
     assert r.returncode == 0 and r.stdout.startswith("usage: clustercert lab [-h] [-v] CMD ...")
-    assert "example:\n  clustercert lab up --nodes 4" in r.stdout and "inventory    print the path" in r.stdout
+    assert (
+        "example:\n  clustercert lab up --nodes 4" in r.stdout and "inventory    print the path" in r.stdout
+    )
     for argv, rc, err in [
         (["inventory"], 0, ""),
-        (["fault", "node01", "gpu_missing", "gpu"], 2, "clustercert: error: lab fault: gpu: parameters are KEY=VALUE\n"),
-        (["up", "--bogus"], 2, "clustercert: error: --bogus: unrecognized argument for `clustercert lab up`; "
-                               "see `clustercert lab up --help`\n"),
-        ([], 2, "clustercert: error: lab: the following arguments are required: CMD; see `clustercert lab --help`\n"),
+        (
+            ["fault", "node01", "gpu_missing", "gpu"],
+            2,
+            "clustercert: error: lab fault: gpu: parameters are KEY=VALUE\n",
+        ),
+        (
+            ["up", "--bogus"],
+            2,
+            "clustercert: error: --bogus: unrecognized argument for `clustercert lab up`; "
+            "see `clustercert lab up --help`\n",
+        ),
+        (
+            [],
+            2,
+            "clustercert: error: lab: the following arguments are required: CMD; see `clustercert lab "
+            "--help`\n",
+        ),
     ]:
-        for r in (cli("lab", *argv, env=env),
-                  subprocess.run([sys.executable, "-m", "clustercert_lab", *argv], capture_output=True, text=True,
-                                 env={**os.environ, **env})):
+        for r in (
+            cli("lab", *argv, env=env),
+            subprocess.run(
+                [sys.executable, "-m", "clustercert_lab", *argv],
+                capture_output=True,
+                text=True,
+                env={**os.environ, **env},
+            ),
+        ):
             assert (r.returncode, r.stderr) == (rc, err), (argv, r.args)
             assert r.stdout == (f"{tmp_path}/inventory/hosts.yml\n" if argv == ["inventory"] else ""), r.args
 
 
 def test_the_lab_prints_its_status(capsys):
-    lab_cli.print_status({"running": True, "inventory": "/x/hosts.yml",
-                          "nodes": {"node02": {"state": "running", "mgmt_ip": "10.250.0.12", "faults": [{"kind": "gpu_missing"}]},
-                                    "node01": {"state": "stopped", "mgmt_ip": "10.250.0.11", "faults": []}}})
+    lab_cli.print_status(
+        {
+            "running": True,
+            "inventory": "/x/hosts.yml",
+            "nodes": {
+                "node02": {"state": "running", "mgmt_ip": "10.250.0.12", "faults": [{"kind": "gpu_missing"}]},
+                "node01": {"state": "stopped", "mgmt_ip": "10.250.0.11", "faults": []},
+            },
+        }
+    )
     out = capsys.readouterr().out
     assert out.startswith("lab: running — inventory /x/hosts.yml\n")
     assert out.index("node01") < out.index("node02") and "gpu_missing" in out and "simulated" in out
@@ -108,8 +142,8 @@ def test_the_lab_prints_its_status(capsys):
 
 @pytest.fixture
 def site(tmp_path, monkeypatch):
-    """A directory on sys.path where a test installs a distribution by hand (its dist-info), the product's caches
-    of what is installed cleared before and after."""
+    """A directory on sys.path where a test installs a distribution by hand (its dist-info), the product's
+    caches of what is installed cleared before and after."""
     from clustercert.model import profile
     from clustercert.report import catalogue
 
@@ -127,8 +161,9 @@ def site(tmp_path, monkeypatch):
 
 
 def _install(site, name: str, entry_points: str, files: dict[str, str], record: bool) -> None:
-    """A distribution ``name`` in ``site``: its files, and a dist-info declaring ``entry_points``; with ``record``
-    a RECORD listing its files (a wheel install), without one none (as an editable install lists none)."""
+    """A distribution ``name`` in ``site``: its files, and a dist-info declaring ``entry_points``; with
+    ``record`` a RECORD listing its files (a wheel install), without one none (as an editable install lists
+    none)."""
     for rel, text in files.items():
         (site / rel).parent.mkdir(parents=True, exist_ok=True)
         (site / rel).write_text(text)
@@ -147,10 +182,10 @@ def _install(site, name: str, entry_points: str, files: dict[str, str], record: 
 
 @pytest.mark.parametrize("record", [True, False], ids=["wheel", "editable"])
 def test_a_profile_an_installed_distribution_declares_is_known_by_name(site, record, capsys):
-    """`--profile NAME` finds a profile an installed distribution declares (group clustercert.profiles, the value
-    naming its directory), read from the distribution's files or, for an editable install, from sys.path; nothing
-    of the distribution is imported. The product's own names stay the product's; a declared file that is missing,
-    or a value that names no directory, is not a profile."""
+    """`--profile NAME` finds a profile an installed distribution declares (group clustercert.profiles, the
+    value naming its directory), read from the distribution's files or, for an editable install, from
+    sys.path; nothing of the distribution is imported. The product's own names stay the product's; a declared
+    file that is missing, or a value that names no directory, is not a profile."""
     from clustercert.model.profile import builtin_profiles, load_profile, profile_origin, profile_source
 
     text = profile_source("lab").read_text().replace("name: lab", "name: site-gpu")
@@ -185,8 +220,11 @@ def test_lab_proofs_are_read_from_the_file_a_distribution_declares(site, capsys)
     assert entries["gpu.model"]["lab"]["proofs"] == [proof]
     assert [p["fault"] for p in entries["gpu.count"]["lab"]["proofs"]] == ["gpu_missing"]  # the lab's, still
     bad = site / "siteproofs" / "site.json"
-    for text, why in [("{", "cannot read the lab proofs"), ('{"schema": "x", "proofs": {}}', "schema: not a lab proofs"),
-                      (json.dumps({**doc, "proofs": {"gpu.model": [{"fault": "x"}]}}), "proofs.gpu.model: each proof")]:
+    for text, why in [
+        ("{", "cannot read the lab proofs"),
+        ('{"schema": "x", "proofs": {}}', "schema: not a lab proofs"),
+        (json.dumps({**doc, "proofs": {"gpu.model": [{"fault": "x"}]}}), "proofs.gpu.model: each proof"),
+    ]:
         bad.write_text(text)
         catalogue.lab_proofs.cache_clear()
         assert main(["checks"]) == 2

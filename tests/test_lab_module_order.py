@@ -1,6 +1,6 @@
 """Every lab module has its place in tests/conftest.py's LAB_MODULE_ORDER: one left out runs last, after the
-modules that grow the lab to 8 nodes and reboot half of it into another driver, and pays for a bootstrap of its
-own (the --backend slurm module did: 58 s of CI)."""
+modules that grow the lab to 8 nodes and reboot half of it into another driver, and pays for a bootstrap of
+its own (the --backend slurm module did: 58 s of CI)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 # read, not imported: "conftest" names several modules here (tests/, tests/provisioning/, tests/certify/)
-LAB_MODULE_ORDER = next(ast.literal_eval(node.value) for node in ast.parse((TESTS / "conftest.py").read_text()).body
-                        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "LAB_MODULE_ORDER")
+LAB_MODULE_ORDER = next(
+    ast.literal_eval(node.value)
+    for node in ast.parse((TESTS / "conftest.py").read_text()).body
+    if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "LAB_MODULE_ORDER"
+)
 
 
 def test_every_lab_module_is_ordered():

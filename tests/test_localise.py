@@ -49,7 +49,11 @@ def drive(n: int, node_faults: list[tuple], link_faults: list[tuple] = (), domai
         for a, b in rnd.pairs:
             fails = bad.get(a, set()) | bad.get(b, set()) | links.get(frozenset((a, b)), set())
             asked = rnd.channels(a, b)  # a later round measures only what it asks
-            out.append(PairResult(a, b, rnd.number, {c: c not in fails for c in CHANNELS if asked is None or c in asked}))
+            out.append(
+                PairResult(
+                    a, b, rnd.number, {c: c not in fails for c in CHANNELS if asked is None or c in asked}
+                )
+            )
         loop.record(rnd, out, set())
         rnd = loop.next()
     return loop, loop.inference()
@@ -80,36 +84,90 @@ SCENARIOS = [
     ("two bad nodes paired together", 8, [("n01", "fabric", 0), ("n02", "fabric", 1)], []),
     ("two bad nodes, same fault, paired together", 8, [("n03", "rate", 1), ("n04", "rate", 1)], []),
     ("two bad nodes on one fabric, different pairs", 8, [("n01", "fabric", 0), ("n05", "fabric", 0)], []),
-    ("the issue's six: slow fabric 0, IPoIB down, a GPU fault", 6,
-     [("n01", "fabric", 0), ("n03", "gpu", None), ("n05", "ipoib", 1)], []),
-    ("the same three faults on neighbours", 6, [("n01", "fabric", 0), ("n02", "gpu", None), ("n03", "ipoib", 1)], []),
+    (
+        "the issue's six: slow fabric 0, IPoIB down, a GPU fault",
+        6,
+        [("n01", "fabric", 0), ("n03", "gpu", None), ("n05", "ipoib", 1)],
+        [],
+    ),
+    (
+        "the same three faults on neighbours",
+        6,
+        [("n01", "fabric", 0), ("n02", "gpu", None), ("n03", "ipoib", 1)],
+        [],
+    ),
     ("three kinds on 9 nodes", 9, [("n02", "rate", 0), ("n05", "ipoib", 1), ("n09", "fabric", 1)], []),
-    ("a third bad, 12 nodes, one per pair", 12,
-     [("n01", "fabric", 0), ("n03", "fabric", 0), ("n05", "rate", 1), ("n07", "ipoib", 0)], []),
-    ("a third bad, 12 nodes, mixed fabrics", 12,
-     [("n02", "fabric", 1), ("n04", "rate", 0), ("n09", "ipoib", 1), ("n12", "fabric", 0)], []),
-    ("a third bad, 24 nodes", 24, [(f"n{i:02d}", k, i % 2) for i, k in
-                                   zip(range(1, 24, 3), ["fabric", "rate", "ipoib", "fabric", "rate", "ipoib",
-                                                         "fabric", "rate"], strict=True)], []),
+    (
+        "a third bad, 12 nodes, one per pair",
+        12,
+        [("n01", "fabric", 0), ("n03", "fabric", 0), ("n05", "rate", 1), ("n07", "ipoib", 0)],
+        [],
+    ),
+    (
+        "a third bad, 12 nodes, mixed fabrics",
+        12,
+        [("n02", "fabric", 1), ("n04", "rate", 0), ("n09", "ipoib", 1), ("n12", "fabric", 0)],
+        [],
+    ),
+    (
+        "a third bad, 24 nodes",
+        24,
+        [
+            (f"n{i:02d}", k, i % 2)
+            for i, k in zip(
+                range(1, 24, 3),
+                ["fabric", "rate", "ipoib", "fabric", "rate", "ipoib", "fabric", "rate"],
+                strict=True,
+            )
+        ],
+        [],
+    ),
     ("a bad link only, 4 nodes", 4, [], [("n01", "n02", 0)]),
     ("a bad link only, 10 nodes", 10, [], [("n05", "n06", 1)]),
     ("a bad link and a bad node", 12, [("n09", "fabric", 0)], [("n03", "n04", 1)]),
     ("two bad links", 16, [], [("n01", "n02", 0), ("n11", "n12", 1)]),
-    ("a bad link, a bad node, IPoIB down", 20, [("n07", "ipoib", 0), ("n14", "rate", 1)], [("n17", "n18", 0)]),
+    (
+        "a bad link, a bad node, IPoIB down",
+        20,
+        [("n07", "ipoib", 0), ("n14", "rate", 1)],
+        [("n17", "n18", 0)],
+    ),
     ("a GPU fault and a fabric fault", 10, [("n02", "gpu", None), ("n08", "fabric", 1)], []),
     ("two GPU faults", 8, [("n01", "gpu", None), ("n06", "gpu", None)], []),
     ("both fabrics bad on one node", 8, [("n04", "fabric", 0), ("n04", "fabric", 1)], []),
     ("32 nodes, 3 bad", 32, [("n05", "fabric", 1), ("n17", "rate", 0), ("n30", "ipoib", 1)], []),
     ("32 nodes, a third bad on one fabric", 32, [(f"n{i:02d}", "fabric", 0) for i in range(1, 31, 3)], []),
-    ("33 nodes, spare bad among others", 33, [("n33", "rate", 1), ("n04", "fabric", 0), ("n20", "ipoib", 0)], []),
-    ("48 nodes, mixed with a link", 48,
-     [("n03", "fabric", 0), ("n10", "rate", 1), ("n29", "ipoib", 0), ("n41", "gpu", None)], [("n45", "n46", 1)]),
+    (
+        "33 nodes, spare bad among others",
+        33,
+        [("n33", "rate", 1), ("n04", "fabric", 0), ("n20", "ipoib", 0)],
+        [],
+    ),
+    (
+        "48 nodes, mixed with a link",
+        48,
+        [("n03", "fabric", 0), ("n10", "rate", 1), ("n29", "ipoib", 0), ("n41", "gpu", None)],
+        [("n45", "n46", 1)],
+    ),
     ("64 nodes, one bad", 64, [("n37", "fabric", 1)], []),
-    ("64 nodes, a sixth bad", 64, [(f"n{i:02d}", ["fabric", "rate", "ipoib"][i % 3], i % 2) for i in range(2, 64, 6)], []),
-    ("64 nodes, 21 bad (a third)", 64, [(f"n{i:02d}", ["fabric", "rate", "ipoib"][i % 3], i % 2)
-                                        for i in range(1, 64, 3)], []),
-    ("64 nodes, links and nodes", 64, [("n12", "fabric", 1), ("n50", "rate", 0)],
-     [("n21", "n22", 0), ("n33", "n34", 1), ("n63", "n64", 0)]),
+    (
+        "64 nodes, a sixth bad",
+        64,
+        [(f"n{i:02d}", ["fabric", "rate", "ipoib"][i % 3], i % 2) for i in range(2, 64, 6)],
+        [],
+    ),
+    (
+        "64 nodes, 21 bad (a third)",
+        64,
+        [(f"n{i:02d}", ["fabric", "rate", "ipoib"][i % 3], i % 2) for i in range(1, 64, 3)],
+        [],
+    ),
+    (
+        "64 nodes, links and nodes",
+        64,
+        [("n12", "fabric", 1), ("n50", "rate", 0)],
+        [("n21", "n22", 0), ("n33", "n34", 1), ("n63", "n64", 0)],
+    ),
 ]
 
 

@@ -1,7 +1,8 @@
-"""probe.nccl_cluster (issue 33.2): one all_reduce across every node the pair rounds cleared, per rail group, judged
-on its rank lines and its scaling efficiency against the median pair busbw; fewer than three cleared nodes is a
-skip. Its run is one mpirun -H over the nodes (or one srun step: tests/test_srun_backend.py), it reaches the
-certificate's cluster_findings and every report. Real nccl-tests outputs throughout (tests/fixtures/SOURCES.md)."""
+"""probe.nccl_cluster (issue 33.2): one all_reduce across every node the pair rounds cleared, per rail group,
+judged on its rank lines and its scaling efficiency against the median pair busbw; fewer than three cleared
+nodes is a skip. Its run is one mpirun -H over the nodes (or one srun step: tests/test_srun_backend.py), it
+reaches the certificate's cluster_findings and every report. Real nccl-tests outputs throughout
+(tests/fixtures/SOURCES.md)."""
 
 from __future__ import annotations
 
@@ -43,26 +44,37 @@ def addrs(names: list[str]) -> dict[str, str]:
     return {n: f"10.0.0.{n[-1]}" for n in names}
 
 
-def judge(text: str, median: float | None, nodes: list[str] = NODES3, group: cluster.RailGroup = ALL, rc: int = 0):
-    return cluster.eval_cluster(nodes[0], group, addrs(nodes), 8, T, CommandResult(rc, text, "", False, 3.0, "mpirun"),
-                                22, median)
+def judge(
+    text: str, median: float | None, nodes: list[str] = NODES3, group: cluster.RailGroup = ALL, rc: int = 0
+):
+    return cluster.eval_cluster(
+        nodes[0], group, addrs(nodes), 8, T, CommandResult(rc, text, "", False, 3.0, "mpirun"), 22, median
+    )
 
 
 def test_rank_lines_of_a_real_multi_node_run_cover_its_nodes_and_name_the_one_missing():
     rec = parse("nccl-tests", GH200)
     assert nccl_rank_problem(rec, {"gpu-1-1": "10.1.0.1", "gpu-1-7": "10.1.0.7"}, 4) is None
     why = nccl_rank_problem(rec, {"gpu-1-1": "10.1.0.1", "gpu-1-7": "10.1.0.7", "gpu-1-9": "10.1.0.9"}, 4)
-    assert why == ("nccl-tests ran 8 of the 3 nodes x 4 GPUs = 12 ranks asked for: 4 ranks on gpu-1-1, 4 ranks on "
-                   "gpu-1-7, none on gpu-1-9")
+    assert why == ("nccl-tests ran 8 of the 3 nodes x 4 GPUs = 12 ranks asked for: 4 ranks on gpu-1-1, 4 "
+                   "ranks on gpu-1-7, none on gpu-1-9")
 
 
 def test_a_cluster_that_keeps_the_pair_busbw_passes_with_n_and_its_scaling_efficiency():
     m = judge(with_ranks(TABLE, NODES3, 8), 190.0)
-    assert (m.probe, m.a, m.status, m.value, m.unit) == ("nccl_cluster", "node1", "pass", 188.53, "gbyte_per_s")
+    assert (m.probe, m.a, m.status, m.value, m.unit) == (
+        "nccl_cluster",
+        "node1",
+        "pass",
+        188.53,
+        "gbyte_per_s",
+    )
     assert m.subject == "3 nodes x 8 GPUs, all rails" and m.nodes == NODES3 and m.fabric is None
-    assert m.observed == ("188.53 gbyte_per_s across 3 nodes (24 ranks): scaling efficiency 0.99 of the median pair "
-                          "busbw 190 gbyte_per_s")
-    assert m.expected.startswith(">= 171 gbyte_per_s: 0.9 x the median pair busbw 190 gbyte_per_s (scaling efficiency")
+    assert m.observed == ("188.53 gbyte_per_s across 3 nodes (24 ranks): scaling efficiency 0.99 of the "
+                          "median pair busbw 190 gbyte_per_s")
+    assert m.expected.startswith(
+        ">= 171 gbyte_per_s: 0.9 x the median pair busbw 190 gbyte_per_s (scaling efficiency"
+    )
     f = m.finding()
     assert (f.check, f.threshold) == ("probe.nccl_cluster", "nccl_allreduce_cluster")
 
@@ -73,14 +85,28 @@ def test_a_cluster_below_the_scaling_floor_fails():
     assert "scaling efficiency 0.75 of the median pair busbw 250" in m.observed
 
 
-@pytest.mark.parametrize("text, why", [
-    # every rank on the first host (nccl_one_host in the lab): 24 ranks, one host
-    (with_ranks(TABLE, ["node1", "node1", "node1"], 8), "24 ranks on node1, none on node2, none on node3"),
-    (with_ranks(TABLE, ["node1", "node2", "gpu-9"], 8), "none on node3, 8 on gpu-9 (not a node asked for)"),
-    # three single-node runs' outputs joined (a real 8-GPU run): ranks 0-7 three times, whatever its figure
-    (SINGLE.replace("localhost", "node1") + SINGLE.replace("localhost", "node2") + SINGLE.replace("localhost", "node3"),
-     "ranks 0-7 printed more than once"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        # every rank on the first host (nccl_one_host in the lab): 24 ranks, one host
+        (
+            with_ranks(TABLE, ["node1", "node1", "node1"], 8),
+            "24 ranks on node1, none on node2, none on node3",
+        ),
+        (
+            with_ranks(TABLE, ["node1", "node2", "gpu-9"], 8),
+            "none on node3, 8 on gpu-9 (not a node asked for)",
+        ),
+        # three single-node runs' outputs joined (a real 8-GPU run): ranks 0-7 three times, whatever its
+        # figure
+        (
+            SINGLE.replace("localhost", "node1")
+            + SINGLE.replace("localhost", "node2")
+            + SINGLE.replace("localhost", "node3"),
+            "ranks 0-7 printed more than once",
+        ),
+    ],
+)
 def test_a_cluster_run_on_the_wrong_hosts_is_an_error_whatever_its_figure(text, why):
     m = judge(text, 100.0)
     assert m.status == "error" and m.value is None and why in m.observed, m.observed
@@ -102,13 +128,18 @@ def test_one_fabric_is_judged_against_its_share_of_the_rated_rails():
         ("fabric 1", 1, ("mlx5_1",), 0.5, {"NCCL_IB_HCA": "=mlx5_1"})]
     m = judge(with_ranks(TABLE, NODES3, 8), 300.0, group=groups[1])
     assert m.status == "pass" and m.fabric == 0 and m.subject == "3 nodes x 8 GPUs, fabric 0"
-    assert "scaling efficiency 1.26 of the median pair busbw 300 gbyte_per_s x fabric 0's share 0.5" in m.observed
+    assert (
+        "scaling efficiency 1.26 of the median pair busbw 300 gbyte_per_s x fabric 0's share 0.5"
+        in m.observed
+    )
     assert judge(with_ranks(TABLE, NODES3, 8), 450.0, group=groups[1]).status == "fail"  # 188.53 < 0.9 x 225
     # one fabric: one run over every rail
     assert [g.label for g in cluster.rail_groups(load_profile("h100-sxm-8x-ndr"))] == ["all rails"]
 
 
-def _pair(a: str, b: str, status: str = "pass", value: float | None = 100.0, rnd: int = 1) -> list[Measurement]:
+def _pair(
+    a: str, b: str, status: str = "pass", value: float | None = 100.0, rnd: int = 1
+) -> list[Measurement]:
     return [Measurement("ib_write_bw", a, b, status="pass", value=390.0, round=rnd),
             Measurement("nccl_allreduce", a, b, status=status, value=value, round=rnd)]
 
@@ -128,8 +159,8 @@ def test_fewer_than_three_cleared_nodes_is_a_skip_saying_why_never_a_pass():
     plan = cluster.cluster_plan(["n1", "n2", "n3", "n4"], ["n1", "n2"], prof, prof.thresholds)
     (m,) = cluster.skipped(plan, "n1", 8)
     assert m.status == "skip" and m.probe == "nccl_cluster"
-    assert m.observed == ("not run: 2 of 4 nodes passed the pair rounds (n1, n2); the cluster run needs at least 3 "
-                          "(a pair is already measured by probe.nccl_allreduce)")
+    assert m.observed == ("not run: 2 of 4 nodes passed the pair rounds (n1, n2); the cluster run needs at "
+                          "least 3 (a pair is already measured by probe.nccl_allreduce)")
     assert cluster.cluster_plan(["n1"], [], prof, {}) is None  # not asked for (--probes without nccl)
     assert cluster.cluster_plan(["n1", "n2", "n3"], ["n1", "n2", "n3"], prof, prof.thresholds).skip is None
 
@@ -138,10 +169,14 @@ def _inv(names: list[str]):
     return SimpleNamespace(hosts={n: _host(n) for n in names})
 
 
-def test_the_run_is_one_mpirun_over_the_cleared_nodes_per_rail_group_and_every_node_is_cleaned(monkeypatch, tmp_path):
+def test_the_run_is_one_mpirun_over_the_cleared_nodes_per_rail_group_and_every_node_is_cleaned(
+    monkeypatch, tmp_path
+):
     names = ["node1", "node2", "node3", "node4"]
-    calls = _fake(monkeypatch, CommandResult(0, with_ranks(TABLE, ["node1", "node2", "node3"], 8), "", False, 3.0,
-                                             "mpirun"))
+    calls = _fake(
+        monkeypatch,
+        CommandResult(0, with_ranks(TABLE, ["node1", "node2", "node3"], 8), "", False, 3.0, "mpirun"),
+    )
     pairs = _pair("node1", "node2", value=190.0) + _pair("node3", "node4", "fail", 20.0) + \
         _pair("node3", "node1", value=186.0, rnd=2)
     out = certify.cluster_probes(_inv(names), names, ProbeSettings(2, 20), tmp_path, pairs, set(), set(),
@@ -171,15 +206,27 @@ def test_the_run_is_one_mpirun_over_the_cleared_nodes_per_rail_group_and_every_n
                                  [], io=SshBackend())
     assert [m.status for m in out] == ["skip"] and not calls
     # not asked for (--probes iperf3): nothing at all
-    assert certify.cluster_probes(_inv(names), names, ProbeSettings(2, 20, frozenset({"iperf3"})), tmp_path, pairs,
-                                  set(), set(), [], io=SshBackend()) == []
+    assert (
+        certify.cluster_probes(
+            _inv(names),
+            names,
+            ProbeSettings(2, 20, frozenset({"iperf3"})),
+            tmp_path,
+            pairs,
+            set(),
+            set(),
+            [],
+            io=SshBackend(),
+        )
+        == []
+    )
 
 
 def test_slurm_clusters_run_it_as_one_srun_step_exporting_nccl_ib_hca_by_name():
     line = certify.cmd.nccl_cluster_srun_cmd(["gpu-a", "gpu-b", "gpu-c"], 8, "t0k", 65, "gpu",
                                               {"NCCL_IB_HCA": "=mlx5_0,mlx5_1"})
-    assert line == ("env NCCL_IB_HCA==mlx5_0,mlx5_1 srun --nodes=3 --ntasks-per-node=1 --nodelist=gpu-a,gpu-b,gpu-c "
-                    "--gres=gpu:8 --job-name=clustercert-nccl-t0k --time=2 --kill-on-bad-exit=1 "
+    assert line == ("env NCCL_IB_HCA==mlx5_0,mlx5_1 srun --nodes=3 --ntasks-per-node=1 --nodelist=gpu-a,"
+                    "gpu-b,gpu-c --gres=gpu:8 --job-name=clustercert-nccl-t0k --time=2 --kill-on-bad-exit=1 "
                     "--export=ALL,CLUSTERCERT_PROBE_TAG=t0k,NCCL_IB_HCA all_reduce_perf -b 8 -e 8G -f 2 -g 8")
 
 
@@ -196,9 +243,18 @@ def test_the_certificate_and_every_report_show_the_cluster_finding(tmp_path):
     cert = _cert_with([ok, slow])
     assert cert["verdict"] == "fail" and cluster_verdict_with("pass", [cluster_record(ok)]) == "pass"
     rec = cert["cluster_findings"][1]
-    assert {k: rec[k] for k in ("check", "status", "subject", "value", "unit", "threshold", "nodes", "fabric")} == {
-        "check": "probe.nccl_cluster", "status": "fail", "subject": "3 nodes x 8 GPUs, all rails", "value": 188.53,
-        "unit": "gbyte_per_s", "threshold": "nccl_allreduce_cluster", "nodes": NODES3, "fabric": None}
+    assert {
+        k: rec[k] for k in ("check", "status", "subject", "value", "unit", "threshold", "nodes", "fabric")
+    } == {
+        "check": "probe.nccl_cluster",
+        "status": "fail",
+        "subject": "3 nodes x 8 GPUs, all rails",
+        "value": 188.53,
+        "unit": "gbyte_per_s",
+        "threshold": "nccl_allreduce_cluster",
+        "nodes": NODES3,
+        "fabric": None,
+    }
     # signed and verified with the member (the schema names it), written as the file holds it
     key = cc.Ed25519PrivateKey.generate()
     signed = cc.sign(cert, key)
@@ -215,7 +271,10 @@ def test_the_certificate_and_every_report_show_the_cluster_finding(tmp_path):
     broken = {**written, "cluster_findings": [{k: v for k, v in rec.items() if k != "nodes"}]}
     assert not certificate_validator("written").is_valid(broken)  # a cluster finding says where it ran
     md = render_summary(cert)
-    assert "## Cluster" in md and "probe.nccl_cluster 3 nodes x 8 GPUs, all rails: **fail** — 188.53 gbyte_per_s" in md
+    assert (
+        "## Cluster" in md
+        and "probe.nccl_cluster 3 nodes x 8 GPUs, all rails: **fail** — 188.53 gbyte_per_s" in md
+    )
     html = render_html(cert)
     assert '<section id="cluster"><h2>Cluster</h2>' in html and "scaling efficiency 0.75" in html
     suite = next(s for s in ET.fromstring(render_junit(cert)).iter("testsuite") if s.get("name") == "cluster")
@@ -233,7 +292,9 @@ exit 0
 """
 
 
-def test_backend_slurm_runs_the_cluster_all_reduce_as_one_srun_step_over_the_jobs_nodes(slurm, tmp_path, monkeypatch):  # noqa: F811
+def test_backend_slurm_runs_the_cluster_all_reduce_as_one_srun_step_over_the_jobs_nodes(
+    slurm, tmp_path, monkeypatch  # noqa: F811
+):
     from clustercert.collect import srun
 
     names = ["node01", "node02", "node03"]
@@ -245,10 +306,13 @@ def test_backend_slurm_runs_the_cluster_all_reduce_as_one_srun_step_over_the_job
     monkeypatch.setenv("FAKE_NCCL_OUTPUT", str(tmp_path / "nccl.txt"))
     group = cluster.rail_groups(load_profile("lab"))[1]  # fabric 0: NCCL_IB_HCA==mlx5_0
     with srun.SlurmBackend.open(inv) as io:
-        m = certify.nccl_cluster([inv.hosts[n] for n in names], group, ProbeSettings(2, 20), tmp_path, T, 190.0,
-                                 io=io)
+        m = certify.nccl_cluster(
+            [inv.hosts[n] for n in names], group, ProbeSettings(2, 20), tmp_path, T, 190.0, io=io
+        )
     assert m.status == "pass" and m.value == 188.53, (m.observed, m.evidence)
-    assert m.evidence.startswith("launched with srun (a step of the run's Slurm job 42) (NCCL_IB_HCA==mlx5_0)\n")
+    assert m.evidence.startswith(
+        "launched with srun (a step of the run's Slurm job 42) (NCCL_IB_HCA==mlx5_0)\n"
+    )
     steps = [(s["cmd"], s["opts"]["--nodelist"]) for s in slurm()]
     # the launch from node01's step, then ONE step of all_reduce_perf over the three nodes, then the cleanup
     assert steps[:2] == [("/bin/sh", "node01"), ("all_reduce_perf", "node01,node02,node03")], steps

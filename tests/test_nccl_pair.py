@@ -24,8 +24,11 @@ from clustercert.probes.plan import ProbeSettings
 
 FIX = Path(__file__).parent / "fixtures" / "nccl-tests"
 # a real rank line (NVIDIA/nccl-tests#369's 2 x GH200 run), its host and rank set per GPU below
-RANK_LINE = next(ln for ln in (FIX / "all_reduce_perf-2node-GH200-slingshot-wrong-96-32-FAILED.txt").read_text()
-                 .splitlines() if ln.startswith("#  Rank  0 "))
+RANK_LINE = next(
+    ln
+    for ln in (FIX / "all_reduce_perf-2node-GH200-slingshot-wrong-96-32-FAILED.txt").read_text().splitlines()
+    if ln.startswith("#  Rank  0 ")
+)
 
 
 def with_ranks(text: str, hosts: list[str], gpus: int) -> str:
@@ -38,18 +41,30 @@ def with_ranks(text: str, hosts: list[str], gpus: int) -> str:
 
 SINGLE = (FIX / "all_reduce_perf-old-error-NA-8xa100-superbench.txt").read_text()  # 8 ranks on localhost
 GOOD = with_ranks((FIX / "all_reduce_perf-old-format-2x-dgx-a100-k8s.txt").read_text(), ["node1", "node2"], 8)
-SLOW = with_ranks((FIX / "all_reduce_perf-wrong-NA-ipoib-tcp-slow.txt").read_text(), ["node1.lab", "10.0.0.2"], 8)
+SLOW = with_ranks(
+    (FIX / "all_reduce_perf-wrong-NA-ipoib-tcp-slow.txt").read_text(), ["node1.lab", "10.0.0.2"], 8
+)
 
 
 def _host(name: str, slurm: bool = False, slurm_name: str | None = None, gres: str | None = "gpu"):
-    return SimpleNamespace(name=name, connection={"ansible_host": f"10.0.0.{name[-1]}"}, profile=load_profile("lab"),
-                           vars=SimpleNamespace(clustercert_fabric_addresses={}, clustercert_slurm=slurm,
-                                                clustercert_slurm_node_name=slurm_name, clustercert_slurm_gres=gres))
+    return SimpleNamespace(
+        name=name,
+        connection={"ansible_host": f"10.0.0.{name[-1]}"},
+        profile=load_profile("lab"),
+        vars=SimpleNamespace(
+            clustercert_fabric_addresses={},
+            clustercert_slurm=slurm,
+            clustercert_slurm_node_name=slurm_name,
+            clustercert_slurm_gres=gres,
+        ),
+    )
 
 
 def test_mpirun_command_one_process_per_host_driving_all_its_gpus():
     cmd = probes.nccl_pair_mpirun_cmd(["10.0.0.1", "10.0.0.2"], 8, "t0k")
-    assert cmd.startswith("mpirun --allow-run-as-root -np 2 -H 10.0.0.1:1,10.0.0.2:1 --map-by slot --bind-to none ")
+    assert cmd.startswith(
+        "mpirun --allow-run-as-root -np 2 -H 10.0.0.1:1,10.0.0.2:1 --map-by slot --bind-to none "
+    )
     assert "-x CLUSTERCERT_PROBE_TAG=t0k " in cmd and "plm_rsh_args '-o BatchMode=yes'" in cmd
     assert cmd.endswith("all_reduce_perf -b 8 -e 8G -f 2 -g 8")
 
@@ -116,7 +131,9 @@ def test_cleanup_kills_the_tagged_ranks_and_their_launch_daemon_and_nothing_else
         for p in procs.values():
             p.kill()
             p.wait()
-        subprocess.run(["/bin/sh", "-c", probes.nccl_pair_cleanup_cmd("mine")], capture_output=True, check=False)
+        subprocess.run(
+            ["/bin/sh", "-c", probes.nccl_pair_cleanup_cmd("mine")], capture_output=True, check=False
+        )
 
 
 def _fake(monkeypatch, result: CommandResult):
@@ -142,10 +159,22 @@ def test_nccl_pair_judged_against_the_pair_threshold_and_cleaned_up_on_both_node
     cfg = ProbeSettings(2, 20)
     calls = _fake(monkeypatch, CommandResult(0, GOOD, "", False, 3.0, "mpirun"))
     m = certify.nccl_pair(_host("node1"), _host("node2"), 1, cfg, tmp_path, th, set(), io=ssh.SshBackend())
-    assert (m.probe, m.a, m.b, m.subject, m.round) == ("nccl_allreduce", "node1", "node2", "node1+node2, 16 GPUs", 1)
+    assert (m.probe, m.a, m.b, m.subject, m.round) == (
+        "nccl_allreduce",
+        "node1",
+        "node2",
+        "node1+node2, 16 GPUs",
+        1,
+    )
     assert m.status == "pass" and m.value == 188.53 and m.unit == "gbyte_per_s"
     run, *cleanups = calls
-    assert run[1] == "node1" and run[2].startswith("mpirun ") and "-H 10.0.0.1:1,10.0.0.2:1" in run[2] and run[2].endswith(" -g 8") and run[3] == 22
+    assert (
+        run[1] == "node1"
+        and run[2].startswith("mpirun ")
+        and "-H 10.0.0.1:1,10.0.0.2:1" in run[2]
+        and run[2].endswith(" -g 8")
+        and run[3] == 22
+    )
     tag = run[2].split("CLUSTERCERT_PROBE_TAG=")[1].split()[0]
     assert sorted(c[1] for c in cleanups) == ["node1", "node2"]
     assert all(f"CLUSTERCERT_PROBE_TAG={tag}" in c[2] and c[3] == 15.0 for c in cleanups)
@@ -167,7 +196,9 @@ def test_nccl_pair_judged_against_the_pair_threshold_and_cleaned_up_on_both_node
      "none on node2, 8 on gpu-9 (not a node asked for)"),
     ((FIX / "all_reduce_perf-old-format-2x-dgx-a100-k8s.txt").read_text(), "ran 0 of the 2 nodes"),
 ])
-def test_a_pair_run_that_did_not_cover_both_nodes_is_an_error_whatever_its_figure(monkeypatch, tmp_path, text, why):
+def test_a_pair_run_that_did_not_cover_both_nodes_is_an_error_whatever_its_figure(
+    monkeypatch, tmp_path, text, why
+):
     th = load_profile("lab").thresholds["nccl_allreduce_pair"]
     _fake(monkeypatch, CommandResult(0, text, "", False, 3.0, "mpirun"))
     m = certify.nccl_pair(_host("node1"), _host("node2"), 1, ProbeSettings(2, 20), tmp_path, th, set(),
@@ -197,15 +228,33 @@ def test_slurm_clusters_launch_with_srun_and_cancel_the_job(monkeypatch, tmp_pat
     assert all(c[2].startswith("scancel --name=clustercert-nccl-") for c in calls[1:])
 
 
-@pytest.mark.parametrize("states, why", [
-    ({"node1": NodeState("gpu-a", "IDLE+DRAIN", "clustercert: gpu.count"), "node2": NodeState("node2", "IDLE", None)},
-     "gpu-a: IDLE+DRAIN"),
-    ({"node1": NodeState("gpu-a", "IDLE", None), "node2": NodeState("node2", "MIXED", None)}, "node2: MIXED"),
-    ({"node1": NodeState("gpu-a", "IDLE", None), "node2": "scontrol could not read it (node1: timed out)"},
-     "node2: scontrol could not read it (node1: timed out)"),
-    (None, "gpu-a: state not read; node2: state not read"),
-])
-def test_slurm_pairs_that_slurm_cannot_place_now_launch_with_mpirun_and_say_why(monkeypatch, tmp_path, states, why):
+@pytest.mark.parametrize(
+    "states, why",
+    [
+        (
+            {
+                "node1": NodeState("gpu-a", "IDLE+DRAIN", "clustercert: gpu.count"),
+                "node2": NodeState("node2", "IDLE", None),
+            },
+            "gpu-a: IDLE+DRAIN",
+        ),
+        (
+            {"node1": NodeState("gpu-a", "IDLE", None), "node2": NodeState("node2", "MIXED", None)},
+            "node2: MIXED",
+        ),
+        (
+            {
+                "node1": NodeState("gpu-a", "IDLE", None),
+                "node2": "scontrol could not read it (node1: timed out)",
+            },
+            "node2: scontrol could not read it (node1: timed out)",
+        ),
+        (None, "gpu-a: state not read; node2: state not read"),
+    ],
+)
+def test_slurm_pairs_that_slurm_cannot_place_now_launch_with_mpirun_and_say_why(
+    monkeypatch, tmp_path, states, why
+):
     """A node under certification is usually drained (or busy): srun would be refused or wait, so the
     pair launches over ssh, and the evidence names the state that kept srun off."""
     th = load_profile("lab").thresholds["nccl_allreduce_pair"]
@@ -213,7 +262,9 @@ def test_slurm_pairs_that_slurm_cannot_place_now_launch_with_mpirun_and_say_why(
     a, b = _host("node1", True, "gpu-a"), _host("node2", True, None)
     m = certify.nccl_pair(a, b, 1, ProbeSettings(2, 20), tmp_path, th, set(), states, io=ssh.SshBackend())
     assert m.status == "pass" and calls[0][2].startswith("mpirun ")
-    assert m.evidence.startswith(f"launched with mpirun over ssh: Slurm cannot start a step now ({why})\n"), m.evidence
+    assert m.evidence.startswith(f"launched with mpirun over ssh: Slurm cannot start a step now ({why})\n"), (
+        m.evidence
+    )
     assert not any("scancel" in c[2] for c in calls[1:])
 
 
@@ -226,17 +277,23 @@ def test_nccl_pair_is_not_run_with_a_node_down(monkeypatch, tmp_path):
 
 
 def test_pair_probes_run_nccl_after_the_perftests_and_the_ddp_test_last(monkeypatch, tmp_path):
-    bw = (Path(__file__).parent / "fixtures/perftest/ib_read_bw-a-report_gbits-client-result-excerpt.txt").read_text()
+    bw = (
+        Path(__file__).parent / "fixtures/perftest/ib_read_bw-a-report_gbits-client-result-excerpt.txt"
+    ).read_text()
     seen = []
 
     def fake_run(server, client, timeout, *, control_dir=None, **_):
         seen.append((client[2].split()[0], client[2]))
         time.sleep(0.05)
-        return ProbeRun(None, CommandResult(0, GOOD if client[2].startswith("mpirun") else bw, "", False, 1, client[2]))
+        return ProbeRun(
+            None, CommandResult(0, GOOD if client[2].startswith("mpirun") else bw, "", False, 1, client[2])
+        )
 
     monkeypatch.setattr(ssh, "run_server_client", fake_run)
     monkeypatch.setattr(ssh, "start_server", lambda server, timeout, **_: server)
-    monkeypatch.setattr(ssh, "finish_probe", lambda srv, client, timeout, **k: fake_run(srv, client, timeout, **k))
+    monkeypatch.setattr(
+        ssh, "finish_probe", lambda srv, client, timeout, **k: fake_run(srv, client, timeout, **k)
+    )
     # the reachability pass and the cleanup (through collect_many)
     monkeypatch.setattr(ssh, "collect_node", lambda node, conn, commands, **_: NodeEvidence(node, True))
     # the rails as certify hands them over: the lab profile's names, each GPU's NUMA node from topo -m
@@ -252,8 +309,13 @@ def test_pair_probes_run_nccl_after_the_perftests_and_the_ddp_test_last(monkeypa
     assert set(tools[:-2]) == {"ib_write_bw", "numactl", "ib_write_lat"}, tools
     by_probe = {m.probe: m for m in ms}
     assert by_probe["nccl_allreduce"].status == "pass" and not down
-    # the fake NCCL printed no NCCL_DEBUG=INFO lines, the fake torchrun nothing of the test: errors, not passes
-    assert by_probe["nccl_transport"].status == "error" and ms[-1].probe == "ddp_step" and ms[-1].status == "error"
+    # the fake NCCL printed no NCCL_DEBUG=INFO lines, the fake torchrun nothing of the test: errors, not
+    # passes
+    assert (
+        by_probe["nccl_transport"].status == "error"
+        and ms[-1].probe == "ddp_step"
+        and ms[-1].status == "error"
+    )
     assert " -x NCCL_DEBUG=INFO " in next(line for t, line in seen if t == "mpirun")
     cfg = ProbeSettings(2, 20, only=frozenset({"ib_write_bw"}))
     seen.clear()
@@ -274,16 +336,32 @@ def test_reports_show_nccl_across_nodes_as_one_all_rails_heatmap(tmp_path):
     from clustercert.report.files import write_reports
 
     cert = sample_certificate()
-    cert["thresholds"] = {"nccl_allreduce_1node": {"floor": 460.0, "ceiling": None, "unit": "gbyte_per_s", "source": "1"},
-                          "nccl_allreduce_pair": {"floor": 80.0, "ceiling": None, "unit": "gbyte_per_s", "source": "2"}}
+    cert["thresholds"] = {
+        "nccl_allreduce_1node": {"floor": 460.0, "ceiling": None, "unit": "gbyte_per_s", "source": "1"},
+        "nccl_allreduce_pair": {"floor": 80.0, "ceiling": None, "unit": "gbyte_per_s", "source": "2"},
+    }
     a, b = NODES[0], NODES[1]
-    cert["links"] += [{"a": a, "b": b, "fabric": None, "probe": "nccl_allreduce", "value": 96.0, "unit": "gbyte_per_s",
-                       "status": "pass", "round": 1, "subject": f"{a}+{b}, 16 GPUs"}]
+    cert["links"] += [
+        {
+            "a": a,
+            "b": b,
+            "fabric": None,
+            "probe": "nccl_allreduce",
+            "value": 96.0,
+            "unit": "gbyte_per_s",
+            "status": "pass",
+            "round": 1,
+            "subject": f"{a}+{b}, 16 GPUs",
+        }
+    ]
     assert threshold_for(cert, "nccl_allreduce")["floor"] == 80.0
     key, _ = cc.load_or_create_key(cc.init_key(tmp_path / "state"), tmp_path / "state")
     paths = write_reports(cc.sign(cert, key), tmp_path / "out")
     html_text = paths["html"].read_text()
-    assert 'data-probe="nccl_allreduce"' in html_text and "All rails · NCCL all_reduce bus bandwidth" in html_text
+    assert (
+        'data-probe="nccl_allreduce"' in html_text
+        and "All rails · NCCL all_reduce bus bandwidth" in html_text
+    )
     assert 'classname="link.all_rails.nccl_allreduce"' in paths["junit"].read_text()
     assert "| all | nccl_allreduce |" in paths["summary"].read_text()
 
@@ -304,8 +382,11 @@ def test_the_outlier_rule_compares_pair_figures_with_pair_figures():
 
 def test_slurm_states_are_read_once_for_the_slurm_nodes_whose_pair_nccl_runs(monkeypatch, tmp_path):
     def host(name, slurm):
-        return SimpleNamespace(name=name, vars=SimpleNamespace(clustercert_slurm=slurm, clustercert_slurm_node_name=None),
-                               profile=SimpleNamespace(thresholds={"nccl_allreduce_pair": object()}, ddp=None))
+        return SimpleNamespace(
+            name=name,
+            vars=SimpleNamespace(clustercert_slurm=slurm, clustercert_slurm_node_name=None),
+            profile=SimpleNamespace(thresholds={"nccl_allreduce_pair": object()}, ddp=None),
+        )
 
     inv = SimpleNamespace(hosts={"n1": host("n1", True), "n2": host("n2", True), "n3": host("n3", False)})
     asked = []

@@ -35,7 +35,8 @@ A5000 = {"gpu": {"count": 2, "model": "NVIDIA RTX A5000", "memory_mib": 24564}}
 
 
 def node_file(path: Path, node: str = "gpu01", timeout: int = 10, **overrides) -> Path:
-    """The node file the node_check role writes: the resolved profile (the lab's, two A5000s), name, timeout."""
+    """The node file the node_check role writes: the resolved profile (the lab's, two A5000s), name,
+    timeout."""
     profile = load_profile("lab", A5000 | overrides).model_dump(mode="json")
     path.write_text(json.dumps({"schema": nodefile.NODE_SCHEMA, "node": node, "command_timeout_s": timeout,
                                 "profile": profile}))
@@ -57,27 +58,42 @@ def fake_node(tmp_path: Path, xml: Path) -> Path:
 
 
 GIB = 1 << 30
-# what the lab profile's storage section asks for (/shared and /scratch: ext4, xfs or btrfs, rw, >= 1 GiB free)
+# what the lab profile's storage section asks for (/shared and /scratch: ext4, xfs or btrfs, rw, >= 1 GiB
+# free)
 LAB_MOUNTS = [
     {"target": "/", "source": "/dev/vda1", "fstype": "ext4", "options": "rw,relatime", "avail": 9 * GIB},
-    {"target": "/shared", "source": "/dev/vda1[/srv/shared]", "fstype": "ext4", "options": "rw,relatime", "avail": 50 * GIB},
-    {"target": "/scratch", "source": "/dev/vda1[/srv/scratch/gpu01]", "fstype": "xfs", "options": "rw,noatime",
-     "avail": 20 * GIB},
+    {
+        "target": "/shared",
+        "source": "/dev/vda1[/srv/shared]",
+        "fstype": "ext4",
+        "options": "rw,relatime",
+        "avail": 50 * GIB,
+    },
+    {
+        "target": "/scratch",
+        "source": "/dev/vda1[/srv/scratch/gpu01]",
+        "fstype": "xfs",
+        "options": "rw,noatime",
+        "avail": 20 * GIB,
+    },
 ]
 
 
 def fake_storage(bindir: Path, mounts: list[dict]) -> Path:
-    """A findmnt that prints ``mounts`` and an lsblk that prints one virtio disk (the storage checks' tools, as
-    JSON): the node's mounts are the fixture's, whatever this machine has mounted."""
-    for tool, doc in (("findmnt", {"filesystems": mounts}),
-                      ("lsblk", {"blockdevices": [{"name": "vda", "type": "disk", "tran": None, "size": 64 * GIB}]})):
+    """A findmnt that prints ``mounts`` and an lsblk that prints one virtio disk (the storage checks' tools,
+    as JSON): the node's mounts are the fixture's, whatever this machine has mounted."""
+    for tool, doc in (
+        ("findmnt", {"filesystems": mounts}),
+        ("lsblk", {"blockdevices": [{"name": "vda", "type": "disk", "tran": None, "size": 64 * GIB}]}),
+    ):
         out = bindir.parent / f"{tool}.json"
         out.write_text(json.dumps(doc))
         fake_tool(bindir, tool, f"#!/bin/sh\ncat {shlex.quote(str(out))}\n")
     return bindir
 
 
-# ---- the profile on the node: plain data, the same attributes as pydantic's ---------------------------------
+# ---- the profile on the node: plain data, the same attributes as pydantic's
+# ---------------------------------
 
 # the derived values: the properties of model.plain's *Rules classes, which the pydantic models inherit
 DERIVED = {name for cls in vars(plain).values() if isinstance(cls, type) and cls.__name__.endswith("Rules")
@@ -139,11 +155,13 @@ def test_the_plain_profile_knows_the_models_fields_and_mappings():
 
 
 def test_the_derived_values_are_defined_once_in_plain():
-    """A model's derived value is a property of a model.plain *Rules class (the plain object has it too), never the
-    model's own: the walk above compares every one of them."""
+    """A model's derived value is a property of a model.plain *Rules class (the plain object has it too),
+    never the model's own: the walk above compares every one of them."""
     models = _models(Profile, {})
     assert {"Profile", "GpuDirect", "Ddp", "Storage", "Mount", "Scratch"} <= set(models)
-    own = [f"{name}.{key}" for name, m in models.items() for key, v in vars(m).items() if isinstance(v, property)]
+    own = [
+        f"{name}.{key}" for name, m in models.items() for key, v in vars(m).items() if isinstance(v, property)
+    ]
     assert not own, own
     assert {"floor", "limit_s", "checkpoint_paths", "ddp_ranks"} <= DERIVED
 
@@ -161,21 +179,33 @@ def test_the_same_evidence_gives_the_same_findings_with_either_profile():
     p = load_profile("lab", A5000)
     ev = {"nvsmi_xml": CommandResult(0, HEALTHY_XML.read_text(), "", False, 0.1, "nvidia-smi -q -x")}
     comps = components(["gpu"])
-    got = [run_evaluations(ev, HostContext("n", prof), comps) for prof in (p, plain.profile_of(p.model_dump(mode="json")))]
+    got = [
+        run_evaluations(ev, HostContext("n", prof), comps)
+        for prof in (p, plain.profile_of(p.model_dump(mode="json")))
+    ]
     assert got[0] == got[1] and any(f.status == "pass" for f in got[0])
 
 
 # ---- bad input: one line, exit 2, nothing runs -------------------------------------------------------------
 
-@pytest.mark.parametrize("doc, fragment", [
-    ({"schema": "clustercert.node/v9"}, "schema: is 'clustercert.node/v9', expected 'clustercert.node/v1'"),
-    ({"schema": nodefile.NODE_SCHEMA, "profile": {}, "extra": 1}, "extra: unknown key"),
-    ({"schema": nodefile.NODE_SCHEMA, "profile": {"name": "x"}}, "profile.description: missing"),
-    ({"schema": nodefile.NODE_SCHEMA, "profile": None}, "profile: expected the resolved profile"),
-    ({"schema": nodefile.NODE_SCHEMA, "command_timeout_s": True, "profile": {}}, "command_timeout_s: expected whole seconds"),
-    ({"schema": nodefile.NODE_SCHEMA, "node": "a b", "profile": {}}, "node: "),
-    ([1, 2], "expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    "doc, fragment",
+    [
+        (
+            {"schema": "clustercert.node/v9"},
+            "schema: is 'clustercert.node/v9', expected 'clustercert.node/v1'",
+        ),
+        ({"schema": nodefile.NODE_SCHEMA, "profile": {}, "extra": 1}, "extra: unknown key"),
+        ({"schema": nodefile.NODE_SCHEMA, "profile": {"name": "x"}}, "profile.description: missing"),
+        ({"schema": nodefile.NODE_SCHEMA, "profile": None}, "profile: expected the resolved profile"),
+        (
+            {"schema": nodefile.NODE_SCHEMA, "command_timeout_s": True, "profile": {}},
+            "command_timeout_s: expected whole seconds",
+        ),
+        ({"schema": nodefile.NODE_SCHEMA, "node": "a b", "profile": {}}, "node: "),
+        ([1, 2], "expected a JSON object"),
+    ],
+)
 def test_a_bad_node_file_is_one_line_naming_the_file_and_key(tmp_path, capsys, doc, fragment):
     f = tmp_path / "node.json"
     f.write_text(json.dumps(doc))
@@ -193,19 +223,31 @@ def test_an_unknown_profile_key_is_named(tmp_path, capsys):
     assert "node.json: profile.gpus: unknown profile key" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["--profile", "lab", "--checks", "ib.firmware_uniform"], "--checks: ib.firmware_uniform: is cluster-wide"),
-    (["--profile", "lab", "--checks", "ib.bond_failover"], "--checks: ib.bond_failover: disturbs the node"),
-    (["--profile", "lab", "--checks", "gpu.cuont"], "--checks: gpu.cuont: unknown check id or component (did you mean gpu.count?)"),
-    (["--profile", "lab", "--checks", "gpu", "--skip", "gpu"], "--skip: gpu: leaves no check to run"),
-    (["--profile", "lab", "--slurm-node", "gpu01"], "--slurm-node: gpu01: only with --drain"),
-    (["--profile", "lab", "--drain", "--slurm-node=-x"], "--slurm-node: -x: not a Slurm node name"),
-    (["--profile", "lab", "--tool-path", "bin"], "--tool-path: bin:"),
-    (["--profile", "nosuch.json"], "--profile: nosuch.json: cannot read it"),
-    (["--profile", "nosuch"], "unknown profile 'nosuch'"),
-    ([], "--profile: required"),
-    (["--build-zipapp", "x.pyz", "--drain"], "--build-zipapp: --drain: builds the program only"),
-])
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (
+            ["--profile", "lab", "--checks", "ib.firmware_uniform"],
+            "--checks: ib.firmware_uniform: is cluster-wide",
+        ),
+        (
+            ["--profile", "lab", "--checks", "ib.bond_failover"],
+            "--checks: ib.bond_failover: disturbs the node",
+        ),
+        (
+            ["--profile", "lab", "--checks", "gpu.cuont"],
+            "--checks: gpu.cuont: unknown check id or component (did you mean gpu.count?)",
+        ),
+        (["--profile", "lab", "--checks", "gpu", "--skip", "gpu"], "--skip: gpu: leaves no check to run"),
+        (["--profile", "lab", "--slurm-node", "gpu01"], "--slurm-node: gpu01: only with --drain"),
+        (["--profile", "lab", "--drain", "--slurm-node=-x"], "--slurm-node: -x: not a Slurm node name"),
+        (["--profile", "lab", "--tool-path", "bin"], "--tool-path: bin:"),
+        (["--profile", "nosuch.json"], "--profile: nosuch.json: cannot read it"),
+        (["--profile", "nosuch"], "unknown profile 'nosuch'"),
+        ([], "--profile: required"),
+        (["--build-zipapp", "x.pyz", "--drain"], "--build-zipapp: --drain: builds the program only"),
+    ],
+)
 def test_bad_flags_are_one_line(capsys, argv, fragment):
     assert main(["node-check", *argv]) == 2
     err = capsys.readouterr().err
@@ -218,11 +260,24 @@ def test_the_selection_is_the_per_node_checks():
     assert {"ib.firmware_uniform", "gpu.vbios_uniform", "ib.bond_failover"} == set(check_run.NOT_HERE)
     assert "hardware" in comps and "gpu.nvlink_errors" in ids
     # a component named whole leaves its cluster-wide checks out, silently
-    assert check_run.node_selection("hardware", None)[1] == {"gpu.nvlink_errors", "gpu.nic_affinity", "hw.pcie_manifest",
-                                                             "gpu.fabric_state"}
-    assert check_run.node_selection(None, "hardware,gpu,driver")[0] == ["rdma", "ib", "bond", "container", "tuning",
-                                                                          "time", "packages", "storage"]
-    assert {"storage.mounts", "storage.scratch"} <= ids  # the node's own mounts and scratch: checked on the node
+    assert check_run.node_selection("hardware", None)[1] == {
+        "gpu.nvlink_errors",
+        "gpu.nic_affinity",
+        "hw.pcie_manifest",
+        "gpu.fabric_state",
+    }
+    assert check_run.node_selection(None, "hardware,gpu,driver")[0] == [
+        "rdma",
+        "ib",
+        "bond",
+        "container",
+        "tuning",
+        "time",
+        "packages",
+        "storage",
+    ]
+    # the node's own mounts and scratch: checked on the node
+    assert {"storage.mounts", "storage.scratch"} <= ids
 
 
 # ---- the run, on a fake node ---------------------------------------------------------------------------
@@ -256,7 +311,12 @@ def test_a_faulty_node_fails_exit_1_with_the_failing_findings(tmp_path, capsys):
     schema_valid(doc)
     node = doc["nodes"]["gpu01"]
     count = next(f for f in node["findings"] if f["check"] == "gpu.count")
-    assert (node["verdict"], count["status"], count["expected"], count["observed"]) == ("fail", "fail", "2", "1")
+    assert (node["verdict"], count["status"], count["expected"], count["observed"]) == (
+        "fail",
+        "fail",
+        "2",
+        "1",
+    )
 
 
 def test_the_text_output_folds_what_did_not_pass(tmp_path, capsys):
@@ -264,7 +324,10 @@ def test_the_text_output_folds_what_did_not_pass(tmp_path, capsys):
     assert main(["node-check", "--profile", str(node_file(tmp_path / "n.json")), "--checks", GPU_CHECKS,
                  "--tool-path", str(bindir)]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"node-check gpu01: fail -- findings 0 pass, 3 fail, 0 error, 0 skip ({tmp_path / 'n.json'})"
+    assert (
+        lines[0]
+        == f"node-check gpu01: fail -- findings 0 pass, 3 fail, 0 error, 0 skip ({tmp_path / 'n.json'})"
+    )
     assert "gpu01 fail: gpu.count: expected 2, observed 1" in lines
 
 
@@ -277,13 +340,26 @@ def test_a_missing_tool_is_an_error_never_a_pass(tmp_path, capsys):
 
 
 def test_commands_run_with_the_runners_semantics(tmp_path, capsys):
-    """LC_ALL=C and the fixed PATH after --tool-path; a hung tool is killed at the node file's timeout with its
-    children, and is an error."""
+    """LC_ALL=C and the fixed PATH after --tool-path; a hung tool is killed at the node file's timeout with
+    its children, and is an error."""
     bindir = tmp_path / "bin"
     marker = tmp_path / "child.pid"
-    fake_tool(bindir, "nvidia-smi", f"#!/bin/sh\necho \"$LC_ALL $PATH\" >&2\nsleep 300 & echo $! > {marker}\nwait\n")
-    rc = main(["node-check", "--profile", str(node_file(tmp_path / "n.json", timeout=1)), "--checks", "gpu.count",
-               "--tool-path", str(bindir), "--format", "json"])
+    fake_tool(
+        bindir, "nvidia-smi", f'#!/bin/sh\necho "$LC_ALL $PATH" >&2\nsleep 300 & echo $! > {marker}\nwait\n'
+    )
+    rc = main(
+        [
+            "node-check",
+            "--profile",
+            str(node_file(tmp_path / "n.json", timeout=1)),
+            "--checks",
+            "gpu.count",
+            "--tool-path",
+            str(bindir),
+            "--format",
+            "json",
+        ]
+    )
     doc = json.loads(capsys.readouterr().out)
     (f,) = doc["nodes"]["gpu01"]["findings"]
     assert rc == 1 and f["status"] == "error" and f["observed"].startswith("timed out after 1 s"), f
@@ -295,15 +371,21 @@ def test_commands_run_with_the_runners_semantics(tmp_path, capsys):
 
 @pytest.mark.parametrize("unmounted, rc", [(None, 0), ("/shared", 1), ("/scratch", 1)])
 def test_the_storage_checks_run_on_the_node_and_a_missing_mount_fails(tmp_path, capsys, unmounted, rc):
-    """storage.mounts and storage.scratch judge the node's own findmnt and lsblk: the lab profile's /shared and
-    /scratch pass where mounted as it asks; one that is not mounted fails, never passes."""
-    bindir = fake_storage(fake_node(tmp_path, HEALTHY_XML), [m for m in LAB_MOUNTS if m["target"] != unmounted])
+    """storage.mounts and storage.scratch judge the node's own findmnt and lsblk: the lab profile's /shared
+    and /scratch pass where mounted as it asks; one that is not mounted fails, never passes."""
+    bindir = fake_storage(
+        fake_node(tmp_path, HEALTHY_XML), [m for m in LAB_MOUNTS if m["target"] != unmounted]
+    )
     assert main(["node-check", "--profile", str(node_file(tmp_path / "n.json")), "--checks", "storage",
                  "--tool-path", str(bindir), "--format", "json"]) == rc
     doc = json.loads(capsys.readouterr().out)
     schema_valid(doc)
     got = {(f["check"], f["subject"]): f for f in doc["nodes"]["gpu01"]["findings"]}
-    assert set(got) == {("storage.mounts", "/shared"), ("storage.scratch", "/scratch"), ("storage.scratch", "NVMe devices")}
+    assert set(got) == {
+        ("storage.mounts", "/shared"),
+        ("storage.scratch", "/scratch"),
+        ("storage.scratch", "NVMe devices"),
+    }
     for (_, subject), f in got.items():
         assert f["status"] == ("fail" if subject == unmounted else "pass"), f
         assert ("is not a mount point" in f["observed"]) == (subject == unmounted), f
@@ -324,8 +406,19 @@ def test_node_check_documents_merge_into_validate_shape(tmp_path, capsys):
         (tmp_path / d).mkdir()
     _, good = run_here(tmp_path / "a", capsys, HEALTHY_XML)
     bindir = fake_node(tmp_path / "b", FAULTY_XML)
-    main(["node-check", "--profile", str(node_file(tmp_path / "b" / "n.json", node="gpu02")), "--checks", "gpu.count",
-          "--tool-path", str(bindir), "--format", "json"])
+    main(
+        [
+            "node-check",
+            "--profile",
+            str(node_file(tmp_path / "b" / "n.json", node="gpu02")),
+            "--checks",
+            "gpu.count",
+            "--tool-path",
+            str(bindir),
+            "--format",
+            "json",
+        ]
+    )
     bad = json.loads(capsys.readouterr().out)
     merged = documents.merge_node_checks(good, bad)
     schema_valid(merged)
@@ -333,8 +426,21 @@ def test_node_check_documents_merge_into_validate_shape(tmp_path, capsys):
     assert merged["checks"] == sorted(GPU_CHECKS.split(",")) and merged["components"] == ["gpu"]
     # into a validate document: its nodes and node-check's have one shape
     validate = documents.validate_document({}, "run-1", 0.0, 1.0, "pass", "inv", ["time"], {"time.sync"})
-    validate["nodes"] = {"gpu03": {"verdict": "pass", "findings": [{"check": "time.sync", "status": "pass", "subject": "",
-                                                                      "expected": "", "observed": "", "evidence": ""}]}}
+    validate["nodes"] = {
+        "gpu03": {
+            "verdict": "pass",
+            "findings": [
+                {
+                    "check": "time.sync",
+                    "status": "pass",
+                    "subject": "",
+                    "expected": "",
+                    "observed": "",
+                    "evidence": "",
+                }
+            ],
+        }
+    }
     both = documents.merge_node_checks(validate, good)
     Draft202012Validator(documents.schema_for("validate")).validate(both)
     assert both["schema"] == "clustercert.validate/v1" and set(both["nodes"]) == {"gpu01", "gpu03"}
@@ -372,11 +478,27 @@ if sys.argv[1] == "show":
     return bindir, log
 
 
-def drain_run(tmp_path, capsys, xml: Path, state: str, reason: str | None) -> tuple[int, dict, list[list[str]]]:
+def drain_run(
+    tmp_path, capsys, xml: Path, state: str, reason: str | None
+) -> tuple[int, dict, list[list[str]]]:
     bindir, log = fake_scontrol(tmp_path, state, reason)
     fake_tool(bindir, "nvidia-smi", f"#!/bin/sh\ncat {shlex.quote(str(xml))}\n")
-    rc = main(["node-check", "--profile", str(node_file(tmp_path / "n.json")), "--checks", GPU_CHECKS, "--tool-path",
-               str(bindir), "--format", "json", "--drain", "--slurm-node", "gpu01"])
+    rc = main(
+        [
+            "node-check",
+            "--profile",
+            str(node_file(tmp_path / "n.json")),
+            "--checks",
+            GPU_CHECKS,
+            "--tool-path",
+            str(bindir),
+            "--format",
+            "json",
+            "--drain",
+            "--slurm-node",
+            "gpu01",
+        ]
+    )
     doc = json.loads(capsys.readouterr().out)
     schema_valid(doc)
     return rc, doc, [json.loads(x) for x in log.read_text().splitlines()]
@@ -420,8 +542,26 @@ def test_a_passing_undrained_node_is_left_alone(tmp_path, capsys):
 
 def test_slurm_that_does_not_answer_is_exit_1_and_said(tmp_path, capsys):
     bindir = fake_node(tmp_path, HEALTHY_XML)
-    fake_tool(bindir, "scontrol", "#!/bin/sh\necho 'slurm_load_node error: Unable to contact slurm controller' >&2\nexit 1\n")
-    rc = main(["node-check", "--profile", str(node_file(tmp_path / "n.json")), "--checks", GPU_CHECKS, "--tool-path",
-               str(bindir), "--drain", "--slurm-node", "gpu01"])
+    fake_tool(
+        bindir,
+        "scontrol",
+        "#!/bin/sh\necho 'slurm_load_node error: Unable to contact slurm controller' >&2\nexit 1\n",
+    )
+    rc = main(
+        [
+            "node-check",
+            "--profile",
+            str(node_file(tmp_path / "n.json")),
+            "--checks",
+            GPU_CHECKS,
+            "--tool-path",
+            str(bindir),
+            "--drain",
+            "--slurm-node",
+            "gpu01",
+        ]
+    )
     out, err = capsys.readouterr()
-    assert rc == 1 and "Unable to contact slurm controller" in err and "slurm gpu01: untouched FAILED" in out, (out, err)
+    assert (
+        rc == 1 and "Unable to contact slurm controller" in err and "slurm gpu01: untouched FAILED" in out
+    ), (out, err)

@@ -45,8 +45,14 @@ def test_dcgm3_json_layouts_fail_warn_and_per_gpu_skips():
     nvvs = (FIX / "dcgmi" / "diag-j-nvvs-per-gpu-4gpu-skip-pass-dcgm-teststrings.json").read_text()
     ms = {m.subject: m for m in eval_dcgmi_diag("n1", DIAG, res(nvvs, rc=226), 900)}
     # memory: SKIP on GPU 0, PASS on 1-3 -- the worst of them reads "pass"; the per-GPU results say otherwise
-    assert ms["memory"].status == "error" and "skipped by dcgmi on GPU 0 (passed on GPU 1, 2, 3)" in ms["memory"].observed
-    assert ms["diagnostic"].status == "error" and "skipped by dcgmi on GPU 0, 1, 2, 3" in ms["diagnostic"].observed
+    assert (
+        ms["memory"].status == "error"
+        and "skipped by dcgmi on GPU 0 (passed on GPU 1, 2, 3)" in ms["memory"].observed
+    )
+    assert (
+        ms["diagnostic"].status == "error"
+        and "skipped by dcgmi on GPU 0, 1, 2, 3" in ms["diagnostic"].observed
+    )
     assert all(m.status != "pass" for m in ms.values())
 
 
@@ -57,7 +63,10 @@ def test_text_layout_per_gpu_skip_is_no_pass_either():
     lines.insert(at + 2, lines[at + 1].replace("GPU0: Pass", "GPU1: Skip"))  # a second GPU, skipped
     two = "\n".join(lines)
     (m,) = eval_dcgmi_diag("n1", DIAG, res(two), 900)
-    assert (m.subject, m.status) == ("pcie", "error") and "skipped by dcgmi on GPU 1 (passed on GPU 0)" in m.observed
+    assert (m.subject, m.status) == (
+        "pcie",
+        "error",
+    ) and "skipped by dcgmi on GPU 1 (passed on GPU 0)" in m.observed
     (m,) = eval_dcgmi_diag("n1", DIAG, res(table), 900)
     assert m.status == "pass"
 
@@ -76,7 +85,8 @@ def test_a_json_error_document_or_a_connection_error_is_an_error():
 @pytest.mark.parametrize("version, json_expected", [("3.3.9", True), ("4.4.1", True), ("10.0.1", True),
                                                     ("2.4.7", False), ("1.7.2", False), (None, False)])
 def test_the_node_s_dcgmi_version_chooses_json_or_text(tmp_path, version, json_expected):
-    """dcgmi_diag_cmd run by /bin/sh with a dcgmi that says VERSION (None: prints nothing, as a broken one)."""
+    """dcgmi_diag_cmd run by /bin/sh with a dcgmi that says VERSION (None: prints nothing, as a broken
+    one)."""
     fake = tmp_path / "dcgmi"
     say = f'echo "dcgmi  version: {version}"' if version else "true"
     fake.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then {say}; exit 0; fi\necho "ARGS: $*"\n')
@@ -101,7 +111,9 @@ def nvbw_text(d2d: str) -> str:
 def test_a_bare_waived_line_is_matched_to_the_t_order_and_skipped_on_a_one_gpu_node():
     assert nvbandwidth_cmd() == "nvbandwidth " + " ".join(f"-t {t}" for t in NVBW_TESTS.values())
     one = load_profile("lab", {"gpu": {"count": 1}, "hardware": {"nic_gpu": {"mlx5_0": 0, "mlx5_1": 0}}})
-    out = eval_nvbandwidth("n1", one, CommandResult(0, nvbw_text("Waived:"), "", False, 1.0, "nvbandwidth"), 60)
+    out = eval_nvbandwidth(
+        "n1", one, CommandResult(0, nvbw_text("Waived:"), "", False, 1.0, "nvbandwidth"), 60
+    )
     by = {m.probe: m for m in out}
     assert by["nvbandwidth_h2d"].status == "pass" and by["nvbandwidth_d2h"].status == "pass"
     d2d = by["nvbandwidth_d2d"]
@@ -110,9 +122,16 @@ def test_a_bare_waived_line_is_matched_to_the_t_order_and_skipped_on_a_one_gpu_n
     assert "profile gpu.count is 1" in d2d.observed and "missing" not in d2d.observed
     # a node the profile gives 8 GPUs should have run it: an error, never a pass
     eight = load_profile("lab")
-    by = {m.probe: m for m in eval_nvbandwidth("n1", eight, CommandResult(0, nvbw_text("Waived:"), "", False, 1.0,
-                                                                              "nvbandwidth"), 60)}
-    assert by["nvbandwidth_d2d"].status == "error" and "although the profile has 8 GPUs" in by["nvbandwidth_d2d"].observed
+    by = {
+        m.probe: m
+        for m in eval_nvbandwidth(
+            "n1", eight, CommandResult(0, nvbw_text("Waived:"), "", False, 1.0, "nvbandwidth"), 60
+        )
+    }
+    assert (
+        by["nvbandwidth_d2d"].status == "error"
+        and "although the profile has 8 GPUs" in by["nvbandwidth_d2d"].observed
+    )
 
 
 def test_a_named_waived_testcase_and_an_unmatched_one():
@@ -120,7 +139,10 @@ def test_a_named_waived_testcase_and_an_unmatched_one():
 
     named = nvbw_text("Running device_to_device_memcpy_read_ce.\nWaived: no peer access")
     rec = parse("nvbandwidth", named)
-    assert nvbw_testcases(rec, list(NVBW_TESTS.values()))["device_to_device_memcpy_read_ce"]["status"] == "waived"
+    assert (
+        nvbw_testcases(rec, list(NVBW_TESTS.values()))["device_to_device_memcpy_read_ce"]["status"]
+        == "waived"
+    )
     one = load_profile("lab", {"gpu": {"count": 1}, "hardware": {"nic_gpu": {"mlx5_0": 0, "mlx5_1": 0}}})
     (d2d,) = [m for m in eval_nvbandwidth("n1", one, CommandResult(0, named, "", False, 1.0, "x"), 60)
               if m.probe == "nvbandwidth_d2d"]
@@ -128,6 +150,11 @@ def test_a_named_waived_testcase_and_an_unmatched_one():
     # two bare waivers where one testcase is missing: positions cannot be told, nothing is matched
     rec = parse("nvbandwidth", nvbw_text("Waived:\n\nWaived:"))
     assert "device_to_device_memcpy_read_ce" not in nvbw_testcases(rec, list(NVBW_TESTS.values()))
-    (d2d,) = [m for m in eval_nvbandwidth("n1", one, CommandResult(0, nvbw_text("Waived:\n\nWaived:"), "", False, 1.0,
-                                                                     "x"), 60) if m.probe == "nvbandwidth_d2d"]
+    (d2d,) = [
+        m
+        for m in eval_nvbandwidth(
+            "n1", one, CommandResult(0, nvbw_text("Waived:\n\nWaived:"), "", False, 1.0, "x"), 60
+        )
+        if m.probe == "nvbandwidth_d2d"
+    ]
     assert d2d.status == "error" and "missing" in d2d.observed

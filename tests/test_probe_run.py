@@ -22,7 +22,8 @@ SEP = "-" * 87
 
 def perftest_out(gbit: float) -> str:
     return (f"{SEP}\n #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
-            f" 65536      100000           {gbit * 1.01:.2f}            {gbit:.2f}                 0.3\n{SEP}\n")
+            f" 65536      100000           {gbit * 1.01:.2f}            {gbit:.2f}                 0.3\n"
+            f"{SEP}\n")
 
 
 def iperf3_out(gbit: float) -> str:
@@ -37,7 +38,9 @@ class FakeFabric:
 
     def __init__(self, n: int, slow=(), dead=()):
         self.names = [f"n{i:02d}" for i in range(1, n + 1)]
-        self.ip = {(f"10.25{f + 1}.0.{i}"): (name, f) for i, name in enumerate(self.names, 11) for f in (0, 1)}
+        self.ip = {
+            (f"10.25{f + 1}.0.{i}"): (name, f) for i, name in enumerate(self.names, 11) for f in (0, 1)
+        }
         self.slow, self.dead = set(slow), set(dead)
         self.lock = threading.Lock()
         self.busy = self.most = 0
@@ -49,9 +52,15 @@ class FakeFabric:
         out = {}
         for i, name in enumerate(self.names, 11):
             out[name] = SimpleNamespace(
-                name=name, connection={"ansible_host": name}, profile=prof,
-                vars=SimpleNamespace(clustercert_fabric_addresses={"ib0": f"10.251.0.{i}/24", "ib1": f"10.252.0.{i}/24"},
-                                     clustercert_slurm=False, clustercert_rack=None))
+                name=name,
+                connection={"ansible_host": name},
+                profile=prof,
+                vars=SimpleNamespace(
+                    clustercert_fabric_addresses={"ib0": f"10.251.0.{i}/24", "ib1": f"10.252.0.{i}/24"},
+                    clustercert_slurm=False,
+                    clustercert_rack=None,
+                ),
+            )
         return out
 
     def _factor(self, a: str, b: str, fabric: int) -> float:
@@ -65,8 +74,14 @@ class FakeFabric:
             if name.startswith("reach"):
                 src, dst = line.split()[-2:]
                 dead = {self.ip[src], self.ip[dst]} & self.dead
-                results[name] = CommandResult(1 if dead else 0, "1 packets transmitted, 0 received" if dead else
-                                              "1 packets transmitted, 1 received", "", False, 1.0 if dead else 0.01, line)
+                results[name] = CommandResult(
+                    1 if dead else 0,
+                    "1 packets transmitted, 0 received" if dead else "1 packets transmitted, 1 received",
+                    "",
+                    False,
+                    1.0 if dead else 0.01,
+                    line,
+                )
             else:
                 results[name] = CommandResult(0, "KILLED=", "", False, 0.01, line)
         return NodeEvidence(node, True, results=results)
@@ -93,13 +108,21 @@ class FakeFabric:
                 server, bind = words[words.index("-c") + 1], words[words.index("-B") + 1]
                 (a, f), (b, _f) = self.ip[bind], self.ip[server]
                 if {(a, f), (b, f)} & self.dead:  # what iperf3 --connect-timeout gives
-                    return ProbeRun(None, CommandResult(1, json.dumps({"error": "unable to connect to server"}), "",
-                                                        False, 3.0, line))
-                return ProbeRun(None, CommandResult(0, iperf3_out(1.5 * self._factor(a, b, f)), "", False, 2.0, line))
+                    return ProbeRun(
+                        None,
+                        CommandResult(
+                            1, json.dumps({"error": "unable to connect to server"}), "", False, 3.0, line
+                        ),
+                    )
+                return ProbeRun(
+                    None, CommandResult(0, iperf3_out(1.5 * self._factor(a, b, f)), "", False, 2.0, line)
+                )
             hca, server = words[words.index("-d") + 1], words[-1]
             f = int(hca[-1])
             b = server
-            return ProbeRun(None, CommandResult(0, perftest_out(390.0 * self._factor(node, b, f)), "", False, 2.0, line))
+            return ProbeRun(
+                None, CommandResult(0, perftest_out(390.0 * self._factor(node, b, f)), "", False, 2.0, line)
+            )
         finally:
             with self.lock:
                 self.busy -= 1
@@ -107,7 +130,9 @@ class FakeFabric:
 
 def _run(fab: FakeFabric, judge, forks: int = 25, probes=frozenset({"ib_write_bw", "iperf3"})):
     inv = SimpleNamespace(hosts=fab.hosts())
-    return probe_run.run(inv, fab.names, ProbeSettings(2, 20, only=probes, node_probes=False), judge, forks, io=fab)
+    return probe_run.run(
+        inv, fab.names, ProbeSettings(2, 20, only=probes, node_probes=False), judge, forks, io=fab
+    )
 
 
 def test_certify_and_drift_judges_localise_the_same_fault_through_the_one_loop(monkeypatch, tmp_path):
@@ -135,8 +160,12 @@ def test_certify_and_drift_judges_localise_the_same_fault_through_the_one_loop(m
 def test_three_nodes_drift_blames_the_node_on_its_fabric_after_trying_every_partner(monkeypatch, tmp_path):
     monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path))
     base = [{"probe": "iperf3", "fabric": f, "value": 1.5, "status": "pass"} for f in (0, 1)]
-    out = _run(FakeFabric(3, slow={("n01", 1)}), BaselineJudge(base, lambda n: 0.10), probes=frozenset({"iperf3"}))
-    assert [(x.subject, x.fabric, x.kind, x.partners) for x in out.localisation] == [("n01", 1, "bad_node", ("n02", "n03"))]
+    out = _run(
+        FakeFabric(3, slow={("n01", 1)}), BaselineJudge(base, lambda n: 0.10), probes=frozenset({"iperf3"})
+    )
+    assert [(x.subject, x.fabric, x.kind, x.partners) for x in out.localisation] == [
+        ("n01", 1, "bad_node", ("n02", "n03"))
+    ]
 
 
 def test_a_dead_fabric_fails_in_a_second_and_its_iperf3_is_not_started(monkeypatch, tmp_path):
@@ -173,6 +202,12 @@ def test_slurm_is_read_before_any_server_starts(monkeypatch, tmp_path):
     fab.start_server = lambda server, timeout, **kw: (order.append("server"), start(server, timeout, **kw))[1]
     monkeypatch.setattr(probe_run, "slurm_launch_states", lambda *a, **k: order.append("slurm"))
     inv = SimpleNamespace(hosts=fab.hosts())
-    probe_run.run(inv, fab.names, ProbeSettings(2, 20, only=frozenset({"ib_write_bw", "iperf3"})), ThresholdJudge(), 25,
-                  io=fab)
+    probe_run.run(
+        inv,
+        fab.names,
+        ProbeSettings(2, 20, only=frozenset({"ib_write_bw", "iperf3"})),
+        ThresholdJudge(),
+        25,
+        io=fab,
+    )
     assert "server" in order and order[0] == "slurm" and order.count("slurm") == 1, order

@@ -35,7 +35,9 @@ def test_perftest_value_against_threshold():
 
 
 def test_timeouts_and_failures_are_errors_never_passes():
-    m = eval_perftest(Measurement("ib_write_bw", "a", "b"), TH["ib_write_bw_pair"], res("", rc=None, timed_out=True), 22)
+    m = eval_perftest(
+        Measurement("ib_write_bw", "a", "b"), TH["ib_write_bw_pair"], res("", rc=None, timed_out=True), 22
+    )
     assert m.status == "error" and m.observed == "timed out after 22 s: tool"
     failed = (FIX / "nccl-tests" / "all_reduce_perf-2node-GH200-slingshot-wrong-96-32-FAILED.txt").read_text()
     m = eval_nccl(Measurement("nccl_allreduce", "a"), TH["nccl_allreduce_1node"], res(failed), 60)
@@ -47,7 +49,9 @@ def test_timeouts_and_failures_are_errors_never_passes():
 def test_outlier_rule_fails_a_slow_member_that_meets_the_floor():
     ms = []
     for i, v in enumerate([395.0, 392.0, 394.0, 340.0]):
-        m = Measurement("ib_write_bw", f"n{i}", "x", value=v, unit="gbit_per_s", status="pass", observed=f"{v} gbit_per_s")
+        m = Measurement(
+            "ib_write_bw", f"n{i}", "x", value=v, unit="gbit_per_s", status="pass", observed=f"{v} gbit_per_s"
+        )
         ms.append(m)
     apply_outlier_rule(ms, 0.9, "test")
     assert [m.status for m in ms] == ["pass", "pass", "pass", "fail"]
@@ -66,7 +70,7 @@ LAT_GOOD = f"""{LAT_SEP}
  #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]
  2       10000         0.98           1.37         1.02               1.03           0.01            1.07                   1.32
 {LAT_SEP}
-"""
+"""  # noqa: E501
 # -D (duration) mode: perftest prints t_avg only, no percentiles
 LAT_DURATION = f"""{LAT_SEP}
                     RDMA_Write Latency Test
@@ -90,7 +94,9 @@ def test_latency_is_judged_on_p99_against_a_ceiling():
 def test_latency_without_a_percentile_timeout_or_garbage_is_an_error():
     m = eval_perftest(Measurement("ib_write_lat", "a", "b"), LAT, res(LAT_DURATION), 30, lat=True)
     assert m.status == "error" and "99th percentile" in m.observed and m.value is None
-    m = eval_perftest(Measurement("ib_write_lat", "a", "b"), LAT, res("", rc=None, timed_out=True), 22, lat=True)
+    m = eval_perftest(
+        Measurement("ib_write_lat", "a", "b"), LAT, res("", rc=None, timed_out=True), 22, lat=True
+    )
     assert m.status == "error" and m.observed.startswith("timed out after 22 s")
     m = eval_perftest(Measurement("ib_write_lat", "a", "b"), LAT, res("segfault\n"), 22, lat=True)
     assert m.status == "error" and "unparseable" in m.observed
@@ -103,16 +109,38 @@ def test_latency_command_runs_iterations_not_duration():
     from clustercert.probes.commands import perftest_cmd
 
     lat = perftest_cmd("ib_write_lat", "mlx5_0", 1, 18715, 5, "node02")
-    assert lat.startswith("ib_write_lat -d mlx5_0 -i 1 -p 18715 -n ") and " -D " not in lat and lat.endswith(" node02")
+    assert (
+        lat.startswith("ib_write_lat -d mlx5_0 -i 1 -p 18715 -n ")
+        and " -D " not in lat
+        and lat.endswith(" node02")
+    )
     assert "--report_gbits -D 5" in perftest_cmd("ib_write_bw", "mlx5_0", 1, 18515, 5)
 
 
 def test_outlier_rule_leaves_latency_and_utilisation_alone():
-    lat = [eval_perftest(Measurement("ib_write_lat", f"n{i}", "x"), LAT, res(LAT_GOOD.replace("1.07   ", f"{v}   ")), 30, lat=True)
-           for i, v in enumerate([1.07, 1.07, 1.08, 1.6])]
+    lat = [
+        eval_perftest(
+            Measurement("ib_write_lat", f"n{i}", "x"),
+            LAT,
+            res(LAT_GOOD.replace("1.07   ", f"{v}   ")),
+            30,
+            lat=True,
+        )
+        for i, v in enumerate([1.07, 1.07, 1.08, 1.6])
+    ]
     assert [m.value for m in lat] == [1.07, 1.07, 1.08, 1.6]
-    util = [Measurement("gpu_util_under_load", "n0", subject=f"GPU{i}", value=v, unit="percent", status="pass",
-                        relative=False) for i, v in enumerate([100.0, 100.0, 100.0, 75.0])]
+    util = [
+        Measurement(
+            "gpu_util_under_load",
+            "n0",
+            subject=f"GPU{i}",
+            value=v,
+            unit="percent",
+            status="pass",
+            relative=False,
+        )
+        for i, v in enumerate([100.0, 100.0, 100.0, 75.0])
+    ]
     bw = [Measurement("ib_write_bw", f"n{i}", "x", value=v, unit="gbit_per_s", status="pass") for i, v in
           enumerate([395.0, 392.0, 394.0, 340.0])]
     apply_outlier_rule(lat + util + bw, 0.9, "test")
@@ -164,7 +192,14 @@ def _eval_util(run: CommandResult, gpus: int = 4):
 
 def test_utilisation_is_the_mean_over_the_busy_window_per_gpu():
     # idle while NCCL starts, busy, idle again after it ended: only the busy window counts
-    ticks = [[0, 0, 0, 0], [0, 0, 0, 0], [96, 100, 100, 98], [100, 100, 100, 100], [100, 100, 99, 100], [0, 0, 0, 0]]
+    ticks = [
+        [0, 0, 0, 0],
+        [0, 0, 0, 0],
+        [96, 100, 100, 98],
+        [100, 100, 100, 100],
+        [100, 100, 99, 100],
+        [0, 0, 0, 0],
+    ]
     ms = _eval_util(_util_run(_samples(ticks)))
     assert [m.subject for m in ms] == ["GPU0", "GPU1", "GPU2", "GPU3"]
     assert all(m.status == "pass" and m.unit == "percent" and not m.relative for m in ms)
@@ -229,7 +264,9 @@ def test_sampling_script_runs_both_stops_the_sampler_and_keeps_the_exit_status(t
                        timeout=20, env=env)
     assert p.returncode == 3
     load, samples = split_util(CommandResult(p.returncode, p.stdout, p.stderr, False, 1.0, "x"), "workload")
-    assert load.stdout == "workload output\n" and load.command == "workload (GPU utilisation sampled alongside)"
+    assert (
+        load.stdout == "workload output\n" and load.command == "workload (GPU utilisation sampled alongside)"
+    )
     assert samples.count("0, 100\n") >= 2
     pid = int((tmp_path / "sampler.pid").read_text())
     time.sleep(0.2)
@@ -338,8 +375,8 @@ def test_a_node_runs_commands_one_after_another_within_the_sum_of_their_limits()
 
 # ---- certify: which probes run when ------------------------------------------------------------
 
-# the probes before issue 22 (no GPUDirect, NVLink aggregate, checkpoint, DDP or NCCL transport check): what the
-# tests of the stage order and timing below hold; tests/test_workload.py holds the plans with the new ones
+# the probes before issue 22 (no GPUDirect, NVLink aggregate, checkpoint, DDP or NCCL transport check): what
+# the tests of the stage order and timing below hold; tests/test_workload.py holds the plans with the new ones
 PRE22 = frozenset({"ib_write_bw", "ib_write_lat", "iperf3", "nccl", "nvbandwidth", "dcgmi"})
 
 
@@ -388,7 +425,9 @@ def test_pair_probes_run_one_kind_at_a_time_bandwidth_then_ipoib_then_latency(mo
 
     monkeypatch.setattr(ssh, "run_server_client", fake)  # the pair's NCCL, last
     monkeypatch.setattr(ssh, "start_server", fake_start)
-    monkeypatch.setattr(ssh, "finish_probe", lambda srv, client, timeout, **k: fake(srv, client, timeout, **k))
+    monkeypatch.setattr(
+        ssh, "finish_probe", lambda srv, client, timeout, **k: fake(srv, client, timeout, **k)
+    )
     monkeypatch.setattr(ssh, "collect_node", fake_reach)
     a = _host("node01", addresses={"ib0": "10.251.0.11/24", "ib1": "10.252.0.11/24"})
     b = _host("node02", addresses={"ib0": "10.251.0.12/24", "ib1": "10.252.0.12/24"})
@@ -429,10 +468,14 @@ def test_later_pair_probes_are_not_run_against_a_node_that_stopped_answering(mon
 
     def fake(server, client, timeout, *, control_dir=None, **_):
         seen.append(client[2].split()[0])
-        return ProbeRun(None, CommandResult(None, "", "no answer", True, 20, client[2]), server_reachable=False)
+        return ProbeRun(
+            None, CommandResult(None, "", "no answer", True, 20, client[2]), server_reachable=False
+        )
 
     stopped = []
-    monkeypatch.setattr(ssh, "finish_probe", lambda srv, client, timeout, **k: fake(srv, client, timeout, **k))
+    monkeypatch.setattr(
+        ssh, "finish_probe", lambda srv, client, timeout, **k: fake(srv, client, timeout, **k)
+    )
     monkeypatch.setattr(ssh, "start_server", lambda server, timeout, **_: server)
     monkeypatch.setattr(ssh, "stop_server", stopped.append)
     a = _host("node01", addresses={"ib0": "10.251.0.11/24", "ib1": "10.252.0.11/24"})
@@ -442,10 +485,14 @@ def test_later_pair_probes_are_not_run_against_a_node_that_stopped_answering(mon
     # the later stages' servers are stopped, their probes are errors saying why
     assert sorted(s[2].split()[0] for s in stopped) == ["ib_write_lat"] * 2 + ["iperf3"] * 2
     later = [m for m in ms if m.probe in ("iperf3", "ib_write_lat")]
-    assert len(later) == 4 and all(m.status == "error" and "node02 stopped answering" in m.observed for m in later)
+    assert len(later) == 4 and all(
+        m.status == "error" and "node02 stopped answering" in m.observed for m in later
+    )
 
 
-def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the_profile_level(monkeypatch, tmp_path):
+def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the_profile_level(
+    monkeypatch, tmp_path
+):
     from clustercert.probes import run as certify
     from clustercert.probes.commands import UTIL_MARK
 
@@ -473,9 +520,15 @@ def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the
     assert calls == [[["loopback0", "loopback1", "nccl"], ["nvbandwidth"], ["dcgmi_diag"]]]
     client, limit, server = asked["loopback1"]
     assert client.startswith("ib_write_bw -d mlx5_1 ") and client.endswith(" localhost") and limit == 22
-    assert server["cmd"].startswith("ib_write_bw -d mlx5_1 ") and " -p 18616 " in server["cmd"] and server["port"] == 18616
+    assert (
+        server["cmd"].startswith("ib_write_bw -d mlx5_1 ")
+        and " -p 18616 " in server["cmd"]
+        and server["port"] == 18616
+    )
     loops = [m for m in ms if m.probe == "ib_write_bw_loopback"]
-    assert [m.subject for m in loops] == ["mlx5_0", "mlx5_1"] and all(m.value and m.status != "error" for m in loops)
+    assert [m.subject for m in loops] == ["mlx5_0", "mlx5_1"] and all(
+        m.value and m.status != "error" for m in loops
+    )
     assert tool_seconds(ms) == 3.0 + 1.0 + 1.0  # the rails and NCCL at once, the rest one after another
     script, limit = asked["nccl"]
     assert "all_reduce_perf -b 8 -e 8G -f 2 -g 8" in script and "utilization.gpu" in script and limit == 22
@@ -488,9 +541,16 @@ def test_node_probes_sample_utilisation_in_the_nccl_command_and_run_dcgmi_at_the
     assert {m.subject for m in by["dcgmi_diag"]} >= {"Persistence Mode", "Inforom"}
     assert all(m.status == "fail" for m in by["dcgmi_diag"])
     findings = [m.finding() for m in ms]
-    assert {f.check for f in findings} >= {"probe.gpu_util_under_load", "probe.dcgmi_diag", "probe.nccl_allreduce"}
-    # without NVSwitch NCCL's traffic inside the node crosses PCIe, as the loopback traffic does: after the rails
-    host.profile = host.profile.model_copy(update={"gpu": host.profile.gpu.model_copy(update={"nvswitch": False})})
+    assert {f.check for f in findings} >= {
+        "probe.gpu_util_under_load",
+        "probe.dcgmi_diag",
+        "probe.nccl_allreduce",
+    }
+    # without NVSwitch NCCL's traffic inside the node crosses PCIe, as the loopback traffic does: after the
+    # rails
+    host.profile = host.profile.model_copy(
+        update={"gpu": host.profile.gpu.model_copy(update={"nvswitch": False})}
+    )
     ms = certify.node_probes(host, _pre22(), tmp_path, io=ssh.SshBackend())
     assert calls[-1] == [["loopback0", "loopback1"], ["nccl"], ["nvbandwidth"], ["dcgmi_diag"]]
     assert tool_seconds(ms) == 2.5 + 3.0 + 1.0 + 1.0
@@ -513,7 +573,9 @@ def test_drift_counts_a_latency_rise_not_a_latency_fall_as_a_drop(monkeypatch, t
     monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path))
     monkeypatch.setattr(certify, "pair_probes", lambda a, b, rnd, cfg, cp, *_, **__: (
         [lat(a.name, b.name, values.get(frozenset((a.name, b.name)), 1.07))], set()))
-    inv = SimpleNamespace(hosts={n: SimpleNamespace(name=n, vars=SimpleNamespace()) for n in ("n1", "n2", "n3", "n4")})
+    inv = SimpleNamespace(
+        hosts={n: SimpleNamespace(name=n, vars=SimpleNamespace()) for n in ("n1", "n2", "n3", "n4")}
+    )
     baseline = [{"probe": "ib_write_lat", "fabric": 0, "value": 1.07, "status": "pass"}] * 4
     items, ms = drift.performance(inv, ["n1", "n2", "n3", "n4"], baseline, lambda n: 0.10, 2,
                                   io=ssh.SshBackend())
@@ -531,10 +593,16 @@ def _timed(probe: str, a: str, b: str, elapsed: float | None) -> Measurement:
 def test_pair_round_tool_time_is_the_longest_pair_stage_by_stage():
     from clustercert.probes.timing import pair_round_tool_seconds
 
-    ms = [_timed("ib_write_bw", "n1", "n2", 5.2), _timed("ib_write_bw", "n1", "n2", 5.1), _timed("iperf3", "n1", "n2", 5.4),
-          _timed("ib_write_lat", "n1", "n2", 5.1), _timed("ib_write_lat", "n1", "n2", 5.3),
-          # n3->n4: slower bandwidth, latency not run (a node stopped answering): no time charged for it
-          _timed("ib_write_bw", "n3", "n4", 7.0), _timed("ib_write_lat", "n3", "n4", None)]
+    ms = [
+        _timed("ib_write_bw", "n1", "n2", 5.2),
+        _timed("ib_write_bw", "n1", "n2", 5.1),
+        _timed("iperf3", "n1", "n2", 5.4),
+        _timed("ib_write_lat", "n1", "n2", 5.1),
+        _timed("ib_write_lat", "n1", "n2", 5.3),
+        # n3->n4: slower bandwidth, latency not run (a node stopped answering): no time charged for it
+        _timed("ib_write_bw", "n3", "n4", 7.0),
+        _timed("ib_write_lat", "n3", "n4", None),
+    ]
     assert pair_round_tool_seconds(ms) == 15.9  # n1->n2: max(5.2, 5.1) + 5.4 + max(5.1, 5.3); n3->n4: 7.0
     # the pair's NCCL all_reduce runs after its latency jobs
     assert pair_round_tool_seconds(ms + [_timed("nccl_allreduce", "n1", "n2", 2.5)]) == 18.4
@@ -546,14 +614,24 @@ def test_probe_timing_critical_path_and_control_overhead():
 
     # a node's loopback rails run at once (the longest counts), its other probes one after another;
     # a command behind several values carries its time once
-    per_node = {"n1": [_timed("ib_write_bw_loopback", "n1", "", 5.1), _timed("ib_write_bw_loopback", "n1", "", 5.2),
-                       _timed("nvbandwidth", "n1", "", 3.0), _timed("nvbandwidth", "n1", "", None)],
-                "n2": [_timed("ib_write_bw_loopback", "n2", "", 5.0)],
-                "n3": []}
+    per_node = {
+        "n1": [
+            _timed("ib_write_bw_loopback", "n1", "", 5.1),
+            _timed("ib_write_bw_loopback", "n1", "", 5.2),
+            _timed("nvbandwidth", "n1", "", 3.0),
+            _timed("nvbandwidth", "n1", "", None),
+        ],
+        "n2": [_timed("ib_write_bw_loopback", "n2", "", 5.0)],
+        "n3": [],
+    }
     assert tool_seconds(per_node["n1"]) == 8.2
     # with the stages they ran in: the longest of each stage, the stages one after another
-    staged = [Measurement("ib_write_bw_loopback", "n1", elapsed=5.1, stage=0), Measurement("nccl_allreduce", "n1", elapsed=6.0, stage=0),
-              Measurement("nvbandwidth", "n1", elapsed=3.0, stage=1), Measurement("dcgmi_diag", "n1", elapsed=2.0, stage=2)]
+    staged = [
+        Measurement("ib_write_bw_loopback", "n1", elapsed=5.1, stage=0),
+        Measurement("nccl_allreduce", "n1", elapsed=6.0, stage=0),
+        Measurement("nvbandwidth", "n1", elapsed=3.0, stage=1),
+        Measurement("dcgmi_diag", "n1", elapsed=2.0, stage=2),
+    ]
     assert tool_seconds(staged) == 11.0
     rounds = [{"round": 1, "wall_s": 12.0, "tool_s": 10.7}, {"round": 2, "wall_s": 6.5, "tool_s": 5.5}]
     t = probe_timing(per_node, 10.0, rounds, 29.0)
@@ -570,12 +648,19 @@ def test_run_probes_reports_timing_of_each_phase(monkeypatch, tmp_path):
     from clustercert.probes import run as certify
 
     monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path))
-    monkeypatch.setattr(certify, "node_probes", lambda h, cfg, cp, down, hcas_free=None, io=None, **_: [_timed("nccl_allreduce", h.name, "", 0.2)])
+    monkeypatch.setattr(
+        certify,
+        "node_probes",
+        lambda h, cfg, cp, down, hcas_free=None, io=None, **_: [_timed("nccl_allreduce", h.name, "", 0.2)],
+    )
 
     def pair(a, b, rnd, cfg, cp, slurm_states=None, plan=None, io=None, channels=None):
         assert slurm_states is None  # no Slurm in this inventory: nothing was asked of it
         time.sleep(0.1)
-        return [_timed("ib_write_bw", a.name, b.name, 0.05), _timed("ib_write_lat", a.name, b.name, 0.02)], set()
+        return [
+            _timed("ib_write_bw", a.name, b.name, 0.05),
+            _timed("ib_write_lat", a.name, b.name, 0.02),
+        ], set()
 
     monkeypatch.setattr(certify, "pair_probes", pair)
     inv = SimpleNamespace(hosts={n: _host(n) for n in ("n1", "n2", "n3", "n4")})
@@ -636,7 +721,8 @@ def test_round1_servers_start_once_their_node_loopback_tests_end(monkeypatch, tm
                       io=ssh.SshBackend())
     assert len(out.rounds) == 1 and set(plans) == {("node01", "node02"), ("node03", "node04")}
     servers = [i for i, e in enumerate(events) if e[0] == "server"]
-    # per pair: ib_write_bw and ib_write_lat per rail, iperf3 per fabric, ib_write_bw --use_cuda per GPU-NIC pair
+    # per pair: ib_write_bw and ib_write_lat per rail, iperf3 per fabric, ib_write_bw --use_cuda per GPU-NIC
+    # pair
     assert len(servers) == 2 * 8
     # node02's servers started before any node finished its probes, node04's once its loopbacks ended
     first_done = events.index(next(e for e in events if e[0] == "node done"))
@@ -651,11 +737,18 @@ def test_collect_node_reports_each_command_as_it_ends(tmp_path):
     from clustercert.collect.ssh import collect_node
 
     seen, t0 = [], time.monotonic()
-    ev = collect_node("local", {"ansible_connection": "local"},
-                      {"quick": ("echo quick", 10), "slow": ("sleep 1; echo slow", 10), "last": ("echo last", 10)},
-                      stages=[["quick", "slow"], ["last"]],
-                      on_done=lambda name: seen.append((name, time.monotonic() - t0)))
-    assert ev.reachable and {k: r.stdout.strip() for k, r in ev.results.items()} == {"quick": "quick", "slow": "slow", "last": "last"}
+    ev = collect_node(
+        "local",
+        {"ansible_connection": "local"},
+        {"quick": ("echo quick", 10), "slow": ("sleep 1; echo slow", 10), "last": ("echo last", 10)},
+        stages=[["quick", "slow"], ["last"]],
+        on_done=lambda name: seen.append((name, time.monotonic() - t0)),
+    )
+    assert ev.reachable and {k: r.stdout.strip() for k, r in ev.results.items()} == {
+        "quick": "quick",
+        "slow": "slow",
+        "last": "last",
+    }
     assert [n for n, _ in seen] == ["quick", "slow", "last"]
     assert seen[0][1] < 0.8 <= seen[1][1]  # the quick command was reported while the slow one ran
 
@@ -684,7 +777,11 @@ def test_client_starts_once_the_servers_port_listens_not_after_a_fixed_wait():
 
     local = {"ansible_connection": "local"}
     port = _free_port()
-    server = ("localhost", local, f"{sys.executable} -c {shlex.quote(LATE_SERVER.format(delay=1.0, port=port))}")
+    server = (
+        "localhost",
+        local,
+        f"{sys.executable} -c {shlex.quote(LATE_SERVER.format(delay=1.0, port=port))}",
+    )
     client = ("localhost", local, f"{sys.executable} -c {shlex.quote(CLIENT.format(port=port))}")
     t0 = time.monotonic()
     r = run_server_client(server, client, 20, server_start_delay=0, server_port=port)
@@ -701,7 +798,11 @@ def test_the_servers_output_is_kept_whole_without_the_start_lines():
 
     local = {"ansible_connection": "local"}
     port = _free_port()
-    talky = "print('before listening', flush=True); " + LATE_SERVER.format(delay=0.3, port=port) + "; print('after')"
+    talky = (
+        "print('before listening', flush=True); "
+        + LATE_SERVER.format(delay=0.3, port=port)
+        + "; print('after')"
+    )
     server = ("localhost", local, f"{sys.executable} -c {shlex.quote(talky)}")
     client = ("localhost", local, f"{sys.executable} -c {shlex.quote(CLIENT.format(port=port))}")
     r = run_server_client(server, client, 20, server_start_delay=5, server_port=port)
@@ -755,7 +856,10 @@ def test_a_probe_that_ends_normally_reaps_its_own_group_and_needs_no_kill_round_
     local = {"ansible_connection": "local"}
     port = _free_port()
     left = f"left-behind-{port}"
-    srv = f"(sleep 77 && echo {left}) & {sys.executable} -c {shlex.quote(LATE_SERVER.format(delay=0.2, port=port))}"
+    srv = (
+        f"(sleep 77 && echo {left}) & {sys.executable} -c "
+        f"{shlex.quote(LATE_SERVER.format(delay=0.2, port=port))}"
+    )
     cli = f"(sleep 78 && echo {left}) & {sys.executable} -c {shlex.quote(CLIENT.format(port=port))}"
     r = ssh.run_server_client(("localhost", local, srv), ("localhost", local, cli), 20, server_port=port)
     assert r.client.ok and r.client.stdout.strip() == "hello from the server", r.client
@@ -827,8 +931,12 @@ def test_a_node_side_server_that_never_listens_leaves_an_error_and_nothing_runni
 
     port = _free_port()
     cli = f"{sys.executable} -c {shlex.quote(CLIENT.format(port=port))}"
-    ev = collect_node("local", {"ansible_connection": "local"},
-                      {"loop": (cli, 10, {"cmd": "sleep 82", "port": port, "timeout": 15})}, stages=[["loop"]])
+    ev = collect_node(
+        "local",
+        {"ansible_connection": "local"},
+        {"loop": (cli, 10, {"cmd": "sleep 82", "port": port, "timeout": 15})},
+        stages=[["loop"]],
+    )
     res = ev.results["loop"]
     assert not res.ok and "refused" in res.stderr.lower()
     m = eval_perftest(Measurement("ib_write_bw_loopback", "local"), TH["ib_write_bw_loopback"], res, 10)
@@ -883,7 +991,10 @@ def test_a_truncated_nccl_sweep_is_an_error(rc):
 
 def test_an_nccl_sweep_short_of_its_own_max_bytes_is_an_error():
     # the header says maxBytes 8 GiB; the table (and its summary) stops at 4 GiB
-    hdr = "# nThread 1 nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n"
+    hdr = (
+        "# nThread 1 nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 agg "
+        "iters: 1 validation: 1 graph: 0\n"
+    )
     m = eval_nccl(Measurement("nccl_allreduce", "a"), TH["nccl_allreduce_1node"], res(hdr + NCCL_OK), 60)
     assert m.status == "error" and "4294967296" in m.observed and "8589934592" in m.observed
     hdr4 = hdr.replace("8589934592", "4294967296")
@@ -906,6 +1017,7 @@ def test_iperf3_with_an_error_member_is_an_error():
     from clustercert.probes.evaluate import eval_iperf3
 
     doc = ('{"start": {"connecting_to": {"host": "10.251.0.12", "port": 5201}}, "intervals": [], "end": {},\n'
-           ' "error": "unable to connect to server - server may have stopped running or use a different port"}\n')
+           ' "error": "unable to connect to server - server may have stopped running or use a different '
+           'port"}\n')
     m = eval_iperf3(Measurement("iperf3", "a", "b"), TH["iperf3_ipoib"], res(doc, rc=1), 30)
     assert m.status == "error" and "unable to connect to server" in m.observed

@@ -24,7 +24,11 @@ def test_h100_profile_shape():
     p = load_profile("h100-sxm-8x-ndr")
     assert (p.gpu.count, p.gpu.nvswitch, p.gpu.nvlink_links_per_gpu) == (8, True, 18)
     # the compute rails are counted, rated and placed, never named: each node's names are discovered
-    assert (p.hardware.rails.count, p.hardware.rails.rate_gbit_per_s, p.hardware.rails.affinity) == (8, 400, "PIX")
+    assert (p.hardware.rails.count, p.hardware.rails.rate_gbit_per_s, p.hardware.rails.affinity) == (
+        8,
+        400,
+        "PIX",
+    )
     assert not p.hardware.nic_gpu and not [h for h in p.ib.hcas if h.role == "compute"]
     assert p.ib.bond.slaves == ("ib8", "ib9") and p.ib.bond.mode == "active-backup"
     assert p.driver.version.startswith(p.driver.branch + ".")
@@ -61,7 +65,9 @@ def test_driver_version_must_be_on_branch():
 
 def test_unknown_threshold_rejected():
     with pytest.raises(InputError, match="unknown threshold 'ib_wirte_bw'"):
-        load_profile("lab", {"thresholds": {"ib_wirte_bw": {"min": 1, "unit": "gbit_per_s", "source": "typo test"}}})
+        load_profile(
+            "lab", {"thresholds": {"ib_wirte_bw": {"min": 1, "unit": "gbit_per_s", "source": "typo test"}}}
+        )
 
 
 def test_dcgm_diag_level_is_validated_and_sets_its_own_time_limit():

@@ -70,8 +70,14 @@ def test_certify_stages_are_kept_and_a_pair_round_shows_its_number_pairs_and_que
     p("nodes", phase="node probes", names=["a", "b", "c"], forks=25)
     clock.t += 40
     p("node", name="a", status="pass")
-    p("round", number=2, most=4, pairs=[("a", "b"), ("c", "d")], question="each failing pair's ends with another",
-      forks=1)
+    p(
+        "round",
+        number=2,
+        most=4,
+        pairs=[("a", "b"), ("c", "d")],
+        question="each failing pair's ends with another",
+        forks=1,
+    )
     clock.t += 10
     p("pair", a="a", b="b", status="fail")
     clock.t += 2
@@ -79,8 +85,8 @@ def test_certify_stages_are_kept_and_a_pair_round_shows_its_number_pairs_and_que
     assert lines[0] == "certify: 55s"
     assert lines[1] == "  validate: 3/3 nodes done in 3s"
     assert lines[2] == "  node probes: 1/3 nodes done in 40s"  # ended when the round began
-    assert lines[3] == ("  pair round 2 of at most 4 (each failing pair's ends with another): 1/2 pairs done (1 fail)"
-                        " · 12s so far · ETA ~8s · waiting on c<->d")
+    assert lines[3] == ("  pair round 2 of at most 4 (each failing pair's ends with another): 1/2 pairs done "
+                        "(1 fail) · 12s so far · ETA ~8s · waiting on c<->d")
 
 
 def test_nothing_is_written_where_stderr_is_not_a_terminal_and_a_live_display_where_it_is():
@@ -94,7 +100,9 @@ def test_nothing_is_written_where_stderr_is_not_a_terminal_and_a_live_display_wh
         p("nodes", phase="validate", names=["a"], forks=1)
     assert out.getvalue() == ""  # --format json: not enabled
     out = io.StringIO()
-    with RunProgress("validate", enabled=True, console=Console(file=out, force_terminal=True, width=100)) as p:
+    with RunProgress(
+        "validate", enabled=True, console=Console(file=out, force_terminal=True, width=100)
+    ) as p:
         p("nodes", phase="validate", names=["a"], forks=1)
         p("node", name="a", status="unreachable")
     assert "validate: 1/1 nodes done (1 unreachable) in 0s" in out.getvalue()
@@ -105,8 +113,15 @@ def test_the_probe_run_tells_each_round_and_each_pair_as_it_ends(monkeypatch, tm
     events = []
     fab = FakeFabric(6, slow=[("n03", 0)])
     inv = SimpleNamespace(hosts=fab.hosts())
-    out = probe_run.run(inv, fab.names, ProbeSettings(2, 20, only=frozenset({"ib_write_bw"}), node_probes=False),
-                        ThresholdJudge(), 25, io=fab, progress=lambda kind, **ev: events.append((kind, ev)))
+    out = probe_run.run(
+        inv,
+        fab.names,
+        ProbeSettings(2, 20, only=frozenset({"ib_write_bw"}), node_probes=False),
+        ThresholdJudge(),
+        25,
+        io=fab,
+        progress=lambda kind, **ev: events.append((kind, ev)),
+    )
     rounds = [ev for kind, ev in events if kind == "round"]
     assert [r["number"] for r in rounds] == [r.number for r in out.rounds] and len(rounds) >= 2
     assert rounds[0]["most"] == 4 and rounds[0]["question"].startswith("a matching of every node")
@@ -127,7 +142,9 @@ def _inventory(path: Path, port: int) -> Path:
     return local_and_unreachable(path, port)
 
 
-def _on_a_terminal(args: list[str], env: dict, timeout: float = 90) -> tuple[int, str, list[tuple[float, str]], float]:
+def _on_a_terminal(
+    args: list[str], env: dict, timeout: float = 90
+) -> tuple[int, str, list[tuple[float, str]], float]:
     """Run the CLI with stderr on a pseudo-terminal (80x40) and stdout on a pipe: (exit status, stdout, the
     terminal's output as it came with the seconds since the start, seconds in all)."""
     master, slave = pty.openpty()
@@ -186,7 +203,9 @@ def test_validate_on_a_terminal_shows_progress_while_a_node_does_not_answer(tmp_
     seconds = {int(m) for _, c in waiting for m in re.findall(r"· (\d+)s so far", c)}
     assert len(seconds) >= 3, seconds  # redrawn each second at least
     assert waiting[0][0] < chunks[-1][0] - 3
-    assert re.search(r"validate: 2/2 nodes done \((?:\d+ (?:error|fail), )?1 unreachable\) in \d+s", text), text[-600:]
+    assert re.search(r"validate: 2/2 nodes done \((?:\d+ (?:error|fail), )?1 unreachable\) in \d+s", text), (
+        text[-600:]
+    )
     # the report itself is on stdout, untouched by the live display; it opens with the nodes that did not pass
     assert stdout.startswith("validate ") and "did not pass: " in stdout.splitlines()[0]
     assert "nodes done" not in stdout and "\x1b[" not in stdout
@@ -201,6 +220,8 @@ def test_validate_is_quiet_where_stderr_is_not_a_terminal_and_with_format_json(c
     r = cli("validate", "-i", str(inv), "--checks", "tuning", env=env)
     assert r.returncode == 1 and "did not pass" in r.stdout
     assert "nodes done" not in r.stderr and "\x1b[" not in r.stderr, r.stderr
-    rc, stdout, chunks, _ = _on_a_terminal(["validate", "-i", str(inv), "--checks", "tuning", "--format", "json"], env)
+    rc, stdout, chunks, _ = _on_a_terminal(
+        ["validate", "-i", str(inv), "--checks", "tuning", "--format", "json"], env
+    )
     assert rc == 1 and json.loads(stdout)["nodes"]["gone"]["verdict"] == "unreachable"
     assert "nodes done" not in "".join(c for _, c in chunks)

@@ -2,8 +2,8 @@
 
 The capture (deepseek-ai/DeepEP#397) shows GPU0 and GPU4 with three PIX NICs each: the compute rail among them
 is the one at the profile's rate and link layer (sysfs), not the first name. Each path that uses the rails is
-held here: the validators (gpu.nic_affinity, nccl.config), the peers' comparison, the certificate's node section,
-the probes' commands, and the ib_redundancy role's nccl.conf (its filter applies the same function).
+held here: the validators (gpu.nic_affinity, nccl.config), the peers' comparison, the certificate's node
+section, the probes' commands, and the ib_redundancy role's nccl.conf (its filter applies the same function).
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ def swapped(text: str) -> str:
     return text.replace("mlx5_10", "@").replace("mlx5_9", "mlx5_10").replace("@", "mlx5_9")
 
 
-# ---- the rule, on the real capture --------------------------------------------------------------------------
+# ---- the rule, on the real capture
+# --------------------------------------------------------------------------
 
 def test_the_12_nic_h100_capture_gives_compute_rails_0_3_4_5_6_9_10_11_paired_with_gpus_0_to_7():
     topo, sysfs = parse("nvidia-smi-topo", TOPO), parse("sysfs-infiniband", SYSFS)
@@ -59,7 +60,8 @@ def test_the_12_nic_h100_capture_gives_compute_rails_0_3_4_5_6_9_10_11_paired_wi
 
 
 def test_the_rule_reads_ibstat_s_view_of_the_same_ports_alike():
-    """The ports' rate and link layer as the real ibstat output shows them (the sysfs fixture is built from it)."""
+    """The ports' rate and link layer as the real ibstat output shows them (the sysfs fixture is built from
+    it)."""
     ib = parse("ibstat", IBSTAT)
     ports = {ca["name"]: {"rate_gbit_per_s": ca["ports"][0]["rate_gbit_per_s"],
                           "link_layer": ca["ports"][0]["link_layer"]} for ca in ib["cas"]}
@@ -71,7 +73,9 @@ def test_the_rule_reads_ibstat_s_view_of_the_same_ports_alike():
 def test_first_pix_name_is_not_taken_blindly_a_nic_left_without_a_gpu_is_a_problem():
     """Were every NIC a 400G InfiniBand one, GPU0's second and third PIX NICs would have no GPU left: the rule
     says so instead of picking names."""
-    all_ib = re.sub(r"rate:\d+ Gb/sec \([^)]*\)", "rate:400 Gb/sec (4X NDR)", SYSFS).replace("Ethernet", "InfiniBand")
+    all_ib = re.sub(r"rate:\d+ Gb/sec \([^)]*\)", "rate:400 Gb/sec (4X NDR)", SYSFS).replace(
+        "Ethernet", "InfiniBand"
+    )
     nr = rails.node_rails(H100, parse("nvidia-smi-topo", TOPO), parse("sysfs-infiniband", all_ib))
     assert nr.rails is None
     assert any("mlx5_1 is PIX only to GPUs that have a rail already (GPU0)" in p for p in nr.problems)
@@ -82,8 +86,8 @@ def test_a_rail_missing_its_rate_is_counted_and_named():
     nr = rails.node_rails(H100, parse("nvidia-smi-topo", TOPO), parse("sysfs-infiniband", slow))
     assert nr.rails is None
     assert nr.problems == ("found 7 400 Gb/s InfiniBand NICs PIX to a GPU, the profile has 8 rails "
-                           "(hardware.rails.count): GPU0 mlx5_0, GPU1 mlx5_3, GPU2 mlx5_4, GPU3 mlx5_5, GPU4 mlx5_6, "
-                           "GPU6 mlx5_10, GPU7 mlx5_11; GPUs without one: GPU5",)
+                           "(hardware.rails.count): GPU0 mlx5_0, GPU1 mlx5_3, GPU2 mlx5_4, GPU3 mlx5_5, GPU4 "
+                           "mlx5_6, GPU6 mlx5_10, GPU7 mlx5_11; GPUs without one: GPU5",)
 
 
 def test_a_nic_name_that_could_not_reach_a_command_is_refused():
@@ -97,15 +101,24 @@ def test_a_nic_name_that_could_not_reach_a_command_is_refused():
 
 
 def test_pairs_come_in_gpu_order_gpu_10_after_gpu_2():
-    topo = {"devices": [{"name": f"GPU{g}", "kind": "gpu"} for g in (10, 2)]
-            + [{"name": "NIC0", "kind": "nic", "nic_name": "mlx5_a"}, {"name": "NIC1", "kind": "nic", "nic_name": "mlx5_b"}],
-            "matrix": {"GPU10": {"NIC0": "PIX", "NIC1": "SYS"}, "GPU2": {"NIC0": "SYS", "NIC1": "PIX"}}, "affinity": {}}
+    topo = {
+        "devices": [{"name": f"GPU{g}", "kind": "gpu"} for g in (10, 2)]
+        + [
+            {"name": "NIC0", "kind": "nic", "nic_name": "mlx5_a"},
+            {"name": "NIC1", "kind": "nic", "nic_name": "mlx5_b"},
+        ],
+        "matrix": {"GPU10": {"NIC0": "PIX", "NIC1": "SYS"}, "GPU2": {"NIC0": "SYS", "NIC1": "PIX"}},
+        "affinity": {},
+    }
     ports = {n: {"rate_gbit_per_s": 400, "link_layer": "InfiniBand"} for n in ("mlx5_a", "mlx5_b")}
-    pairs, problems = rails.select(topo, ports, count=2, rate_gbit_per_s=400, affinity="PIX", link_layer="InfiniBand")
+    pairs, problems = rails.select(
+        topo, ports, count=2, rate_gbit_per_s=400, affinity="PIX", link_layer="InfiniBand"
+    )
     assert problems == [] and [(p["gpu"], p["hca"]) for p in pairs] == [(2, "mlx5_b"), (10, "mlx5_a")]
 
 
-# ---- the profiles ---------------------------------------------------------------------------------------------
+# ---- the profiles
+# ---------------------------------------------------------------------------------------------
 
 def test_the_h100_profile_names_no_compute_hca_it_states_count_rate_and_affinity():
     assert not [h for h in H100.ib.hcas if h.role == "compute"]
@@ -123,7 +136,9 @@ def test_gpudirect_without_compute_rails_is_bad_input():
 
 
 def test_fixed_names_stay_possible_and_give_the_rails_in_gpu_order():
-    site = load_profile("h100-sxm-8x-ndr", {"hardware": {"nic_gpu": dict(zip(COMPUTE, range(8), strict=True))}})
+    site = load_profile(
+        "h100-sxm-8x-ndr", {"hardware": {"nic_gpu": dict(zip(COMPUTE, range(8), strict=True))}}
+    )
     nr = rails.node_rails(site, parse("nvidia-smi-topo", TOPO), None)
     assert nr.source == "profile" and nr.names == COMPUTE and nr.rails[5].numa == 1
 
@@ -134,7 +149,8 @@ def test_the_lab_profile_keeps_its_two_rails():
     assert [(r.gpu, r.hca, r.fabric) for r in nr.rails] == [(0, "mlx5_0", 0), (4, "mlx5_1", 1)]
 
 
-# ---- the validators -------------------------------------------------------------------------------------------
+# ---- the validators
+# -------------------------------------------------------------------------------------------
 
 def ev(topo: str = TOPO, sysfs: str = SYSFS, nccl: str | None = None) -> dict:
     out = {"nvsmi_topo": res(topo, command="nvidia-smi topo -m"), "ib_sysfs": res(sysfs, command="grep")}
@@ -198,7 +214,9 @@ def test_a_node_whose_mapping_differs_from_its_peers_is_a_finding_and_the_certif
     results = check_run.validate_nodes(inventory(list(per_node)), ["hardware"], io=FakeIO(per_node))
     mine = [f for f in results["gpu03"].findings if f.check == "gpu.nic_affinity" and f.subject == "rails"]
     assert [f.status for f in mine] == ["fail"]
-    assert "GPU5 mlx5_10 (peers: mlx5_9); GPU6 mlx5_9 (peers: mlx5_10) -- 2 of 3 nodes have" in mine[0].observed
+    assert (
+        "GPU5 mlx5_10 (peers: mlx5_9); GPU6 mlx5_9 (peers: mlx5_10) -- 2 of 3 nodes have" in mine[0].observed
+    )
     assert not [f for n in ("gpu01", "gpu02") for f in results[n].findings if f.subject == "rails"]
     assert results["gpu03"].verdict == "fail"
     outcome = SimpleNamespace(down=set(), per_node={}, localisation=[], why_down={})
@@ -211,13 +229,19 @@ def test_a_node_whose_mapping_differs_from_its_peers_is_a_finding_and_the_certif
 
 def test_two_nodes_that_disagree_are_both_findings():
     diff = rails.peer_differences(
-        {"a": rails.node_rails(H100, parse("nvidia-smi-topo", TOPO), parse("sysfs-infiniband", SYSFS)),
-         "b": rails.node_rails(H100, parse("nvidia-smi-topo", swapped(TOPO)), parse("sysfs-infiniband", swapped(SYSFS)))},
-        {"a": "h100", "b": "h100"})
+        {
+            "a": rails.node_rails(H100, parse("nvidia-smi-topo", TOPO), parse("sysfs-infiniband", SYSFS)),
+            "b": rails.node_rails(
+                H100, parse("nvidia-smi-topo", swapped(TOPO)), parse("sysfs-infiniband", swapped(SYSFS))
+            ),
+        },
+        {"a": "h100", "b": "h100"},
+    )
     assert set(diff) == {"a", "b"}
 
 
-# ---- the probes -----------------------------------------------------------------------------------------------
+# ---- the probes
+# -----------------------------------------------------------------------------------------------
 
 def host(name: str, profile=H100):
     return SimpleNamespace(name=name, connection={"ansible_host": name}, profile=profile,
@@ -238,8 +262,12 @@ def test_rail_probes_use_the_discovered_names_quoted_and_pinned_to_the_gpu_s_num
 
 
 def test_a_pair_s_server_uses_its_own_node_s_rail_names():
-    cfg = ProbeSettings(2, 20, rails={"gpu01": discovered(), "gpu02": discovered(swapped(TOPO), swapped(SYSFS))})
-    plan = pair_plan(host("gpu01"), host("gpu02"), 1, cfg, SimpleNamespace(eval_perftest=None, eval_iperf3=None))
+    cfg = ProbeSettings(
+        2, 20, rails={"gpu01": discovered(), "gpu02": discovered(swapped(TOPO), swapped(SYSFS))}
+    )
+    plan = pair_plan(
+        host("gpu01"), host("gpu02"), 1, cfg, SimpleNamespace(eval_perftest=None, eval_iperf3=None)
+    )
     jobs = plan.stages[0][0]
     assert plan.stages[0][1] == "ib_write_bw_pair" and len(jobs) == 8
     assert "-d mlx5_9 " in jobs[5].client[2] and "-d mlx5_10 " in jobs[5].server[2]
@@ -251,14 +279,17 @@ def test_a_node_whose_rails_are_unknown_gets_an_error_per_rail_probe():
     np = node_plan(host("gpu01"), cfg)
     assert not [c for c in np.commands if c.startswith(("loopback", "gdr"))]
     assert np.unknown and np.expected == 8
-    plan = pair_plan(host("gpu01"), host("gpu02"), 1, cfg, SimpleNamespace(eval_perftest=None, eval_iperf3=None))
+    plan = pair_plan(
+        host("gpu01"), host("gpu02"), 1, cfg, SimpleNamespace(eval_perftest=None, eval_iperf3=None)
+    )
     bw = [m for m in plan.errors if m.threshold == "ib_write_bw_pair"]
     assert len(bw) == 8 and {m.status for m in bw} == {"error"}
     assert "gpu01: the node's compute rails are unknown: found 0" in bw[0].observed
     assert "gpu02: the node's compute rails are unknown: rails not discovered" in bw[0].observed
 
 
-# ---- nccl.conf: the ib_redundancy role ------------------------------------------------------------------------
+# ---- nccl.conf: the ib_redundancy role
+# ------------------------------------------------------------------------
 
 def _filter():
     path = ROOT / "plugins" / "filter" / "ib_redundancy_rails.py"
@@ -282,7 +313,8 @@ def slurped(sysfs: str) -> list[dict]:
 def test_the_role_s_nccl_conf_comes_from_the_same_discovery():
     names = _filter()(TOPO, slurped(SYSFS), H100.hardware.rails.model_dump(mode="json"), "InfiniBand")
     assert names == COMPUTE
-    assert _filter()(TOPO, SYSFS, H100.hardware.rails.model_dump(mode="json")) == COMPUTE  # grep's lines alike
+    # grep's lines alike
+    assert _filter()(TOPO, SYSFS, H100.hardware.rails.model_dump(mode="json")) == COMPUTE
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(ROOT / "roles" / "ib_redundancy" / "templates"),
                              keep_trailing_newline=True)
     text = env.get_template("nccl.conf.j2").render(ansible_managed="managed", ib_redundancy_nccl_hcas=names,
@@ -310,8 +342,10 @@ def test_probe_alone_discovers_the_rails_first_and_a_silent_node_s_are_unknown()
     class Partial(FakeIO):
         def collect_many(self, nodes, commands_for, *, forks=25, control_dir=None, each=None):
             assert set(commands_for["gpu01"]) == {"nvsmi_topo", "ib_sysfs"}
-            return {"gpu01": NodeEvidence("gpu01", True, "", self.per_node["gpu01"]),
-                    "gpu02": NodeEvidence("gpu02", False, "ssh: connect to host gpu02 port 22: No route to host")}
+            return {
+                "gpu01": NodeEvidence("gpu01", True, "", self.per_node["gpu01"]),
+                "gpu02": NodeEvidence("gpu02", False, "ssh: connect to host gpu02 port 22: No route to host"),
+            }
 
     found = discover_rails(inventory(["gpu01", "gpu02"]), ["gpu01", "gpu02"], io=Partial({"gpu01": ev()}))
     assert found["gpu01"].names == COMPUTE

@@ -20,8 +20,9 @@ from clustercert import remote
 from clustercert.parsers import parse
 from clustercert.remote import bond_failover as driver
 
-# `ip`: `link set dev S down` makes the other slave active, `up` makes the primary active again ($FAKE_UP=fail:
-# exit 2; $FAKE_DOWN=fail: exit 2 with a message); `-o -4 addr show dev BOND` prints one address.
+# `ip`: `link set dev S down` makes the other slave active, `up` makes the primary active again
+# ($FAKE_UP=fail: exit 2; $FAKE_DOWN=fail: exit 2 with a message); `-o -4 addr show dev BOND` prints one
+# address.
 FAKE_IP = f"""#!{sys.executable}
 import json, os, sys
 a = sys.argv[1:]
@@ -37,7 +38,7 @@ if a[:3] == ["link", "set", "dev"]:
     open(os.path.join(bond, "active_slave"), "w").write(now + "\\n")
 elif a[:3] == ["-o", "-4", "addr"]:
     print("7: bond0    inet 10.253.0.11/24 brd 10.253.0.255 scope global bond0\\\\       valid_lft forever")
-"""
+"""  # noqa: E501
 
 # `ping`: all replies; the failover's (-c 3) after $FAKE_PING_SLEEP seconds
 FAKE_PING = f"""#!{sys.executable}
@@ -48,7 +49,7 @@ n = sys.argv[sys.argv.index("-c") + 1]
 if n == "3":
     time.sleep(float(os.environ.get("FAKE_PING_SLEEP", "0")))
 print("PING x\\n\\n--- x ping statistics ---\\n%s packets transmitted, %s received, 0%% packet loss, time 1ms" % (n, n))
-"""
+"""  # noqa: E501
 
 GUARD_S = "4321"  # the watchdog's delay: tells its process from any other
 
@@ -60,7 +61,12 @@ def node(tmp_path, monkeypatch):
     net = tmp_path / "net"
     bonding = net / "bond0" / "bonding"
     bonding.mkdir(parents=True)
-    for name, text in (("slaves", "ib0 ib1"), ("active_slave", "ib0"), ("primary", "ib0"), ("mode", "active-backup 1")):
+    for name, text in (
+        ("slaves", "ib0 ib1"),
+        ("active_slave", "ib0"),
+        ("primary", "ib0"),
+        ("mode", "active-backup 1"),
+    ):
         (bonding / name).write_text(text + "\n")
     for s in ("ib0", "ib1"):
         (net / s / "bonding_slave").mkdir(parents=True)
@@ -116,7 +122,12 @@ def run_main(capsys, *args: str) -> tuple[int, dict, str]:
 def test_main_takes_the_active_slave_down_and_brings_it_back(node, capsys):
     rc, rec, out = run_main(capsys)
     assert rc == 0
-    assert (rec["outcome"], rec["mode"], rec["slaves"], rec["primary"]) == ("tested", "active-backup", ["ib0", "ib1"], "ib0")
+    assert (rec["outcome"], rec["mode"], rec["slaves"], rec["primary"]) == (
+        "tested",
+        "active-backup",
+        ["ib0", "ib1"],
+        "ib0",
+    )
     assert rec["addresses"] == ["10.253.0.11/24"] and rec["peer"] == "10.253.0.12"
     assert (rec["active_before"], rec["active_during"], rec["active_after"]) == ("ib0", "ib1", "ib0")
     assert 0 <= rec["failover_ms"] < 2000 and 0 <= rec["return_ms"] < 2000
@@ -151,14 +162,19 @@ def test_main_on_a_bond_without_an_active_slave_or_no_bond(node, capsys):
     (node.path / "bond0" / "bonding" / "active_slave").write_text("\n")
     assert run_main(capsys)[1]["outcome"] == "no_active"
     rc, rec, out = run_main(capsys, "bond9")
-    assert (rc, rec["outcome"]) == (0, "no_bond") and out.startswith("format=clustercert-bond-failover 1\nbond=bond9\n")
+    assert (rc, rec["outcome"]) == (0, "no_bond") and out.startswith(
+        "format=clustercert-bond-failover 1\nbond=bond9\n"
+    )
     assert not [c for c in node.calls() if c[:2] == ["ip", "link"]]
 
 
 def test_main_when_the_slave_cannot_be_taken_down(node, capsys, monkeypatch):
     monkeypatch.setenv("FAKE_DOWN", "fail")
     rc, rec, _ = run_main(capsys)
-    assert (rec["outcome"], rec["down_error"]) == ("down_failed", "RTNETLINK answers: Operation not permitted")
+    assert (rec["outcome"], rec["down_error"]) == (
+        "down_failed",
+        "RTNETLINK answers: Operation not permitted",
+    )
     assert rec["restored"] is None and rec["failover_ms"] is None
     deadline = time.monotonic() + 5
     while watchdogs(node) and time.monotonic() < deadline:  # nothing went down: the watchdog is killed too
@@ -186,11 +202,20 @@ def node_text(node) -> str:
 @pytest.mark.parametrize("python", NODE_PYTHONS)
 def test_the_text_run_as_on_the_node(node, python):
     """``python3 -c <text> ARGS`` as the node runs it, to the end."""
-    p = subprocess.run([python, "-c", node_text(node), "bond0", "ib0", "10.253.0.12", "2000", "2000", GUARD_S],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [python, "-c", node_text(node), "bond0", "ib0", "10.253.0.12", "2000", "2000", GUARD_S],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     rec = parse("bond-failover", p.stdout)
-    assert (rec["outcome"], rec["active_during"], rec["restored"], rec["active_after"]) == ("tested", "ib1", True, "ib0")
+    assert (rec["outcome"], rec["active_during"], rec["restored"], rec["active_after"]) == (
+        "tested",
+        "ib1",
+        True,
+        "ib0",
+    )
     assert rec["failover_ms"] is not None and rec["return_ms"] is not None and rec["ping"]["received"] == 3
 
 
@@ -198,8 +223,13 @@ def test_the_text_run_as_on_the_node(node, python):
 def test_the_text_run_as_on_the_node_restores_the_slave_when_terminated(node, python):
     """SIGTERM while the slave is down and the peer is pinged: the slave comes back up, exit status 143."""
     env = dict(os.environ, FAKE_PING_SLEEP="20")
-    p = subprocess.Popen([python, "-c", node_text(node), "bond0", "ib0", "10.253.0.12", "2000", "2000", GUARD_S],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    p = subprocess.Popen(
+        [python, "-c", node_text(node), "bond0", "ib0", "10.253.0.12", "2000", "2000", GUARD_S],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         lines = []
         deadline = time.monotonic() + 30
@@ -209,7 +239,10 @@ def test_the_text_run_as_on_the_node_restores_the_slave_when_terminated(node, py
             if line.startswith("active_during=") or not line:
                 break
         deadline = time.monotonic() + 10
-        while not [c for c in node.calls() if c[:4] == ["ping", "-n", "-c", "3"]] and time.monotonic() < deadline:
+        while (
+            not [c for c in node.calls() if c[:4] == ["ping", "-n", "-c", "3"]]
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=30)
@@ -218,5 +251,12 @@ def test_the_text_run_as_on_the_node_restores_the_slave_when_terminated(node, py
     out = "".join(lines) + out
     assert p.returncode == 128 + signal.SIGTERM, out + err
     assert "active_during=ib1\n" in out and "restored=1\n" in out and "end=1" not in out
-    assert [c for c in node.calls() if c[:2] == ["ip", "link"]][-1] == ["ip", "link", "set", "dev", "ib0", "up"]
+    assert [c for c in node.calls() if c[:2] == ["ip", "link"]][-1] == [
+        "ip",
+        "link",
+        "set",
+        "dev",
+        "ib0",
+        "up",
+    ]
     assert (node.path / "bond0" / "bonding" / "active_slave").read_text() == "ib0\n"

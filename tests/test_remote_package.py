@@ -13,7 +13,8 @@ import pytest
 from clustercert import remote
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "clustercert"
-NODE_PROGRAMS = ("runner", "bond_failover", "ddp_smoke", "slurm_agent")  # run by the node's python3 (3.6 or later)
+# run by the node's python3 (3.6 or later)
+NODE_PROGRAMS = ("runner", "bond_failover", "ddp_smoke", "slurm_agent")
 
 
 @pytest.mark.parametrize("name", remote.PROGRAMS)
@@ -43,7 +44,9 @@ def test_a_node_program_compiles_for_python_3_6(name):
         args = fn.args
         assert not args.posonlyargs
         if isinstance(fn, ast.FunctionDef):
-            assert fn.returns is None and all(a.annotation is None for a in args.args + args.kwonlyargs), fn.name
+            assert fn.returns is None and all(a.annotation is None for a in args.args + args.kwonlyargs), (
+                fn.name
+            )
     keywords = {k.arg for n in ast.walk(tree) if isinstance(n, ast.Call) for k in n.keywords}
     assert not keywords & {"capture_output", "text"}
 

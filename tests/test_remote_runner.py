@@ -23,11 +23,23 @@ from clustercert.remote import runner
 
 
 def oldest_python() -> str | None:
-    """A Python 3.6 that runs here (on PATH, or pyenv's), the oldest a node may have; None where there is none."""
-    for cand in [shutil.which("python3.6"), *sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.6*/bin/python3.6")))]:
+    """A Python 3.6 that runs here (on PATH, or pyenv's), the oldest a node may have; None where there is
+    none."""
+    for cand in [
+        shutil.which("python3.6"),
+        *sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.6*/bin/python3.6"))),
+    ]:
         try:
-            if cand and subprocess.run([cand, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
-                                       text=True, timeout=20).stdout == "(3, 6)\n":
+            if (
+                cand
+                and subprocess.run(
+                    [cand, "-c", "import sys; print(sys.version_info[:2])"],
+                    capture_output=True,
+                    text=True,
+                    timeout=20,
+                ).stdout
+                == "(3, 6)\n"
+            ):
                 return cand
         except (OSError, subprocess.TimeoutExpired):
             pass
@@ -36,8 +48,12 @@ def oldest_python() -> str | None:
 
 PYTHON36 = oldest_python()
 # the interpreters a node program is run with here: this one, and 3.6 where it is installed
-NODE_PYTHONS = [pytest.param(sys.executable, id="python"),
-                pytest.param(PYTHON36, id="python3.6", marks=pytest.mark.skipif(PYTHON36 is None, reason="no Python 3.6 here"))]
+NODE_PYTHONS = [
+    pytest.param(sys.executable, id="python"),
+    pytest.param(
+        PYTHON36, id="python3.6", marks=pytest.mark.skipif(PYTHON36 is None, reason="no Python 3.6 here")
+    ),
+]
 
 
 @pytest.fixture(params=NODE_PYTHONS)
@@ -45,7 +61,9 @@ def python(request) -> str:
     return request.param
 
 
-def run_source(request: dict | str, python: str = sys.executable, timeout: float = 30) -> subprocess.CompletedProcess:
+def run_source(
+    request: dict | str, python: str = sys.executable, timeout: float = 30
+) -> subprocess.CompletedProcess:
     """The runner's text run by ``python``, as collect_node runs it for ansible_connection=local."""
     data = request if isinstance(request, str) else json.dumps(request)
     return subprocess.run([python, "-c", remote.source("runner")], input=data, capture_output=True,
@@ -66,7 +84,13 @@ def test_the_source_run_as_on_the_node_prints_one_document(python):
     assert doc["hostname"] == os.uname()[1]
     res = doc["results"]
     assert set(res) == {"ok", "fails", "slow", "missing"}
-    assert res["ok"] == {"rc": 0, "stdout": "out\n", "stderr": "err\n", "timed_out": False, "seconds": res["ok"]["seconds"]}
+    assert res["ok"] == {
+        "rc": 0,
+        "stdout": "out\n",
+        "stderr": "err\n",
+        "timed_out": False,
+        "seconds": res["ok"]["seconds"],
+    }
     assert (res["fails"]["rc"], res["fails"]["timed_out"]) == (3, False)
     assert (res["slow"]["rc"], res["slow"]["timed_out"]) == (None, True) and res["slow"]["seconds"] < 10
     assert res["missing"]["rc"] == 127 and "not found" in res["missing"]["stderr"]
@@ -83,7 +107,9 @@ def test_what_stands_before_the_request_mark_is_dropped(python):
     req = json.dumps({"commands": {"a": ["echo a", 10]}})
     p = run_source("not-a-json password\n" + ssh.REQUEST_MARK + req, python)
     assert json.loads(p.stdout)["results"]["a"]["stdout"] == "a\n"
-    assert runner.read_request("pw" + runner.REQUEST_MARK + req) == json.loads(req) == runner.read_request(req)
+    assert (
+        runner.read_request("pw" + runner.REQUEST_MARK + req) == json.loads(req) == runner.read_request(req)
+    )
 
 
 def test_marks_are_written_as_each_command_ends_before_the_document(python):
@@ -182,7 +208,11 @@ def test_collect_node_sends_the_runner_text_in_one_python3_c(monkeypatch, become
     assert ev.reachable, ev.error
     assert seen["argv"][0] == "ssh" and seen["argv"][-2] == "10.0.0.1"
     words = shlex.split(seen["argv"][-1])
-    assert words == (["sudo", "-n", "-u", "root", "--"] if become else []) + ["python3", "-c", remote.source("runner")]
+    assert words == (["sudo", "-n", "-u", "root", "--"] if become else []) + [
+        "python3",
+        "-c",
+        remote.source("runner"),
+    ]
     assert json.loads(seen["input"])["commands"] == {"a": ["true", 5]}
 
 
@@ -204,8 +234,11 @@ def test_collect_node_runs_it_locally_with_this_interpreter(monkeypatch):
 def test_collect_node_with_a_node_whose_python_is_3_6():
     """ansible_python_interpreter: python3.6 runs the runner, and the commands' CLUSTERCERT_PYTHON is it."""
     done = []
-    ev = ssh.collect_node("local", {"ansible_connection": "local", "ansible_python_interpreter": PYTHON36},
-                              {"v": ('"$CLUSTERCERT_PYTHON" -c "import sys; print(sys.version_info[:2])"', 10)},
-                              on_done=done.append)
+    ev = ssh.collect_node(
+        "local",
+        {"ansible_connection": "local", "ansible_python_interpreter": PYTHON36},
+        {"v": ('"$CLUSTERCERT_PYTHON" -c "import sys; print(sys.version_info[:2])"', 10)},
+        on_done=done.append,
+    )
     assert ev.reachable, ev.error
     assert ev.results["v"].stdout == "(3, 6)\n" and done == ["v"]

@@ -22,9 +22,9 @@ TETHER = Path(tether.__file__)
 NOT_A_PID = str(2**22 + 1)  # above any pid_max: never this process's parent
 
 # The stand-in: records its arguments and SECRET_VAR, starts a sleeper in its group, one in a session of its
-# own and one double-forked into a session of its own (all ignore SIGTERM and SIGHUP, as the commands of a task
-# may), writes their pids to ARGV[1] (a JSON object), then sleeps; with ARGV[2] = "exit N" it exits N at once instead, "kill" SIGKILLs itself, "detach"
-# exits 0 leaving the session sleeper behind.
+# own and one double-forked into a session of its own (all ignore SIGTERM and SIGHUP, as the commands of a
+# task may), writes their pids to ARGV[1] (a JSON object), then sleeps; with ARGV[2] = "exit N" it exits N at
+# once instead, "kill" SIGKILLs itself, "detach" exits 0 leaving the session sleeper behind.
 PLAYBOOK = f"""#!{sys.executable}
 import json, os, signal, subprocess, sys, time
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -50,7 +50,7 @@ if what.startswith("exit"):
     sys.exit(int(what.split()[1]))
 if what != "detach":
     time.sleep(300)
-"""
+"""  # noqa: E501
 
 # A stand-in for clustercert: starts the tether (ARGV[1:], its own pid put in front) and sleeps.
 PARENT = """
@@ -212,7 +212,9 @@ def test_the_engines_wrapper_execs_the_tether_with_its_settings(run, tmp_path, m
     """<run_dir>/bin/ansible-playbook (what ansible-runner runs): this interpreter on <run_dir>/bin/tether.py
     (the module's text), this process as the parent, the timeout, the mark, the secrets FIFO, the real
     ansible-playbook; ansible-runner's arguments after them."""
-    monkeypatch.setattr(engine.shutil, "which", lambda name: str(run.path) if name == "ansible-playbook" else None)
+    monkeypatch.setattr(
+        engine.shutil, "which", lambda name: str(run.path) if name == "ansible-playbook" else None
+    )
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     fifo = engine._secrets_fifo(run_dir, {"SECRET_VAR": "from the fifo"})

@@ -23,7 +23,8 @@ SIZE = (1280, 800)
 
 def one_bad_certificate(n: int) -> tuple[dict, str, str]:
     """A synthetic certify certificate of ``n`` healthy nodes but one missing a GPU, deep in the name order
-    (two thirds of the way), and the last one unreachable: (certificate, the failing node, the unreachable one)."""
+    (two thirds of the way), and the last one unreachable: (certificate, the failing node, the unreachable
+    one)."""
     m = scale_module()
     cert = m.synthetic_certificate(n, fail_fraction=0.0, rounds=2)
     names = sorted(cert["nodes"])
@@ -65,12 +66,21 @@ def test_summary_md_of_a_passing_cluster_says_so_first():
 def test_the_first_failing_check_is_the_node_verdicts_and_counts_the_others():
     cert, bad, _gone = one_bad_certificate(8)
     node = cert["nodes"][bad]
-    node["findings"].insert(0, {"check": "driver.version", "status": "error", "subject": "", "expected": "550",
-                                "observed": "tool not found: nvidia-smi"})
+    node["findings"].insert(
+        0,
+        {
+            "check": "driver.version",
+            "status": "error",
+            "subject": "",
+            "expected": "550",
+            "observed": "tool not found: nvidia-smi",
+        },
+    )
     node["findings"].append({"check": "ib.port_state", "status": "fail", "subject": "mlx5_1/1",
                              "expected": "Active / LinkUp", "observed": "Down / Polling"})
     md = render_summary(cert)
-    # the verdict is fail: its first fail (not the error before it) is the reason; two other checks did not pass
+    # the verdict is fail: its first fail (not the error before it) is the reason; two other checks did not
+    # pass
     assert f"| **{bad}** | fail | `gpu.count` | expected 8, observed 7 | +2 more failing checks |" in md
     node["verdict"] = "error"
     node["findings"] = [f for f in node["findings"] if f["status"] != "fail"]
@@ -136,19 +146,35 @@ document.title = "FIRST-SCREEN " + JSON.stringify(out);
 
 
 def first_screen(browser: str, html: Path, names: list[str], tmp_path: Path) -> dict:
-    """Where the first text naming each of ``names`` is laid out in headless Chromium at SIZE: a test-only copy
-    of the page (its Content-Security-Policy, which forbids any script, taken out) runs a script that writes the
-    rectangles into the title, read back with --dump-dom."""
+    """Where the first text naming each of ``names`` is laid out in headless Chromium at SIZE: a test-only
+    copy of the page (its Content-Security-Policy, which forbids any script, taken out) runs a script that
+    writes the rectangles into the title, read back with --dump-dom."""
     page = html.read_text()
     page = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page, count=1)
     page = page.replace("</body>", _PROBE_JS.replace("NAMES", json.dumps(names)) + "</body>", 1)
     copy = tmp_path / "first-screen-probe.html"
     copy.write_text(page)
-    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                          f"--user-data-dir={tmp_path / 'profile-dom'}", f"--window-size={SIZE[0]},{SIZE[1]}",
-                          "--dump-dom", copy.resolve().as_uri()],
-                         capture_output=True, text=True, timeout=120, check=False).stdout
+    dom = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile-dom'}",
+            f"--window-size={SIZE[0]},{SIZE[1]}",
+            "--dump-dom",
+            copy.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    ).stdout
     m = re.search(r"<title>FIRST-SCREEN (.*?)</title>", dom)
     assert m, f"the probe script did not run: {dom[:300]}"
     return json.loads(m.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))

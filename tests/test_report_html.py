@@ -20,13 +20,18 @@ def test_a_site_template_directory_replaces_single_templates(tmp_path, monkeypat
     site = tmp_path / "site"
     (site / "sections").mkdir(parents=True)
     (site / "sections" / "header.html.j2").write_text(
-        '<header class="site">ACME acceptance · {{ report.header.cluster }} · <b id="verdict">{{ report.header.verdict }}</b>'
-        "</header>\n")
+        '<header class="site">ACME acceptance · {{ report.header.cluster }} · '
+        '<b id="verdict">{{ report.header.verdict }}</b>'
+        "</header>\n"
+    )
     (site / "report.css").write_text("body{background:#fff}\n")
     cert = sample_certificate()
     cert["cluster"] = 'lab<script>alert("c")</script>'
     page = render_html(cert, templates=site)
-    assert 'ACME acceptance · lab&lt;script&gt;alert(&#34;c&#34;)&lt;/script&gt; · <b id="verdict">FAIL</b>' in page
+    assert (
+        'ACME acceptance · lab&lt;script&gt;alert(&#34;c&#34;)&lt;/script&gt; · <b id="verdict">FAIL</b>'
+        in page
+    )
     assert "<script>" not in page  # the site's template is autoescaped like the built-in ones
     assert "body{background:#fff}" in page and "--accent" not in page  # its CSS replaces the built-in CSS
     assert '<section id="rounds">' in page  # the other sections are the built-in ones
@@ -70,10 +75,17 @@ def test_pairs_are_a_matrix_up_to_32_nodes_and_lists_above(n, compact):
     pairs_per_round = n // 2
     for k in (1, 2):
         start = page.index(f'<div class="round" id="round-{k}"')
-        block = page[start:page.index("</div>\n<div class=\"round\"", start) if k == 1 else page.index("</section>", start)]
+        block = page[
+            start : page.index('</div>\n<div class="round"', start)
+            if k == 1
+            else page.index("</section>", start)
+        ]
         assert f"Round {k} · {pairs_per_round} pairs measured" in block
         # one row per pair that ran, never a row per node pair that did not
-        assert len(re.findall(r"<tr[^>]*><th(?: class=\"pair\")?>gpu\d+ ↔ gpu\d+</th>", block)) == pairs_per_round
+        assert (
+            len(re.findall(r"<tr[^>]*><th(?: class=\"pair\")?>gpu\d+ ↔ gpu\d+</th>", block))
+            == pairs_per_round
+        )
         bad = {(lk["a"], lk["b"]) for lk in cert["links"] if lk["round"] == k and lk["status"] != "pass"}
         listed = re.findall(r'<li class="pair-bad" data-a="([^"]+)" data-b="([^"]+)"', block)
         assert set(listed) == bad and len(listed) == len(bad)
@@ -83,7 +95,9 @@ def test_pairs_are_a_matrix_up_to_32_nodes_and_lists_above(n, compact):
 def test_checks_by_nodes_collapses_to_the_failing_nodes_above_64(n, collapsed):
     cert = scale_module().synthetic_certificate(n, fail_fraction=0.05)
     page = render_html(cert)
-    matrix = page[page.index('<section id="matrix">'):page.index("</section>", page.index('<section id="matrix">'))]
+    matrix = page[
+        page.index('<section id="matrix">') : page.index("</section>", page.index('<section id="matrix">'))
+    ]
     heads = re.findall(r"<th>(gpu\d+)<br>", matrix)
     failing = [name for name, node in cert["nodes"].items() if node["verdict"] != "pass"]
     assert failing
@@ -93,7 +107,9 @@ def test_checks_by_nodes_collapses_to_the_failing_nodes_above_64(n, collapsed):
                 in matrix)
         evidence = page[page.index('<section id="evidence">'):]
         assert re.findall(r'<details class="node" open><summary>(gpu\d+) ', evidence) == sorted(failing)
-        assert f"{n - len(failing)} nodes passed every check: their evidence is in certificate.json" in evidence
+        assert (
+            f"{n - len(failing)} nodes passed every check: their evidence is in certificate.json" in evidence
+        )
     else:
         assert heads == sorted(cert["nodes"]) and "matrix-collapsed" not in matrix
 
@@ -104,7 +120,13 @@ def test_summary_lists_the_links_that_did_not_pass_above_64_nodes():
     bad = [lk for lk in cert["links"] if lk["status"] != "pass"]
     rows = [line for line in md.splitlines() if re.match(r"\| (\d|all) \| [a-z0-9_]+ \| gpu", line)]
     assert len(rows) == len(bad) and all("**fail**" in r for r in rows)
-    assert f"{len(cert['links']) - len(bad)} of {len(cert['links'])} measurements passed; those that did not:" in md
+    assert (
+        f"{len(cert['links']) - len(bad)} of {len(cert['links'])} measurements passed; those that did not:"
+        in md
+    )
     f0 = [lk for lk in cert["links"] if (lk["fabric"], lk["probe"]) == (0, "ib_write_bw")]
     assert f"- Fabric 0 · ib_write_bw (RDMA write bandwidth): {len(f0)} measured, " in md
-    assert "## Rounds\n\n| round | pairs | question |\n|---:|---:|---|\n| 1 | 63 | a matching of every node |" in md
+    assert (
+        "## Rounds\n\n| round | pairs | question |\n|---:|---:|---|\n| 1 | 63 | a matching of every node |"
+        in md
+    )

@@ -49,7 +49,10 @@ def _cases(root: ET.Element, suite: str) -> list[ET.Element]:
 
 def test_the_schema_rejects_what_issue_23_found(schema):
     """The fixture schema is the common one: skipped on <testsuites> and a testcase without a name fail."""
-    ok = '<testsuites tests="1"><testsuite name="s" tests="1"><testcase name="c" time="0.5"/></testsuite></testsuites>'
+    ok = (
+        '<testsuites tests="1"><testsuite name="s" tests="1"><testcase name="c" time="0.5"/></testsuite></'
+        'testsuites>'
+    )
     assert schema.is_valid(ok)
     assert not schema.is_valid(ok.replace('<testsuites tests="1">', '<testsuites tests="1" skipped="0">'))
     assert not schema.is_valid(ok.replace('<testcase name="c"', '<testcase'))
@@ -83,7 +86,9 @@ def test_durations_come_from_the_certificate_timing():
             assert t == {"validate": pytest.approx(1.4)}
             continue
         # the node's validator checks share the validation's time, its node probes the probe phase
-        assert t["validate"] == pytest.approx(1.4, abs=0.01) and t["probe"] == pytest.approx(9.0, abs=0.01), node
+        assert t["validate"] == pytest.approx(1.4, abs=0.01) and t["probe"] == pytest.approx(9.0, abs=0.01), (
+            node
+        )
     # a pair's measurements of one round share the round's wall time: every pair of a round ran at once
     per_pair_round: dict[tuple, float] = defaultdict(float)
     for tc in _cases(root, "links"):
@@ -97,15 +102,20 @@ def test_durations_come_from_the_certificate_timing():
 def test_a_nodes_own_times_and_a_measurements_own_seconds_win():
     cert = _timed()
     cert["timing"]["nodes"] = {"gpu-node-01": {"validate_s": 0.5, "probes_s": 4.0}}
-    link = next(lk for lk in cert["links"] if (lk["a"], lk["b"], lk["fabric"]) == ("gpu-node-05", "gpu-node-06", 1)
-                and lk["round"] == 2)
+    link = next(
+        lk
+        for lk in cert["links"]
+        if (lk["a"], lk["b"], lk["fabric"]) == ("gpu-node-05", "gpu-node-06", 1) and lk["round"] == 2
+    )
     link["seconds"] = 5.25
     fs = cert["nodes"]["gpu-node-02"]["findings"]
     next(f for f in fs if f["check"] == "gpu.count")["seconds"] = 0.75
     root = ET.fromstring(render_junit(cert))
     by = {(tc.get("classname"), tc.get("name")): float(tc.get("time")) for tc in root.iter("testcase")}
     node1 = {k[1]: v for k, v in by.items() if k[0] == "gpu-node-01"}
-    assert sum(v for c, v in node1.items() if c not in ("perf.ib_loopback", "nccl.allreduce_1node")) == pytest.approx(0.5, abs=0.01)
+    assert sum(
+        v for c, v in node1.items() if c not in ("perf.ib_loopback", "nccl.allreduce_1node")
+    ) == pytest.approx(0.5, abs=0.01)
     assert node1["perf.ib_loopback"] + node1["nccl.allreduce_1node"] == pytest.approx(4.0, abs=0.01)
     assert by[("gpu-node-02", "gpu.count")] == 0.75
     assert by[("link.fabric1.ib_write_bw", "gpu-node-05 <-> gpu-node-06 round 2")] == 5.25
@@ -155,15 +165,22 @@ def test_large_certificates_keep_evidence_for_what_did_not_pass():
     assert passing and failing
     for tc in passing:  # one "[pass] expected ..., observed ..." line per finding, no evidence
         lines = [x for x in tc.find("system-out").text.splitlines() if x]
-        assert all(x.startswith(("[pass] ", "[skip] ")) for x in lines), (tc.get("classname"), tc.get("name"), lines)
-    assert all(tc.find("failure").text.count("\n") >= 1 for tc in failing)  # expected/observed, then the evidence
+        assert all(x.startswith(("[pass] ", "[skip] ")) for x in lines), (
+            tc.get("classname"),
+            tc.get("name"),
+            lines,
+        )
+    # expected/observed, then the evidence
+    assert all(tc.find("failure").text.count("\n") >= 1 for tc in failing)
 
 
 # ---- validate ----------------------------------------------------------------------------------------
 
 def _validate_results() -> dict[str, NodeResult]:
     def ev(node, secs):
-        return NodeEvidence(node, True, "", {"nvidia_smi": CommandResult(0, "GPU 0: H100\n", "", False, 0.4)}, secs)
+        return NodeEvidence(
+            node, True, "", {"nvidia_smi": CommandResult(0, "GPU 0: H100\n", "", False, 0.4)}, secs
+        )
 
     return {
         "node01": NodeResult("node01", "pass", [
@@ -199,10 +216,16 @@ def test_validation_junit_from_validate_results(schema):
     assert by[("node02", "gpu.count")].get("time") == "0.300"
     gc = by[("node02", "gpu.count")].find("failure")
     assert gc.get("message") == "expected 8, observed 7" and "\\x1b[31m7 GPUs\\x1b[0m <b>" in gc.text
-    assert by[("node02", "ib.port_state")].find("error").get("message") == "mlx5_0/1: expected Active, observed ibstat: not found"
+    assert (
+        by[("node02", "ib.port_state")].find("error").get("message")
+        == "mlx5_0/1: expected Active, observed ibstat: not found"
+    )
     assert by[("node01", "ib.bond")].find("skipped") is not None
     down = by[("node03", "node.status")]
-    assert down.find("error").get("message") == "node unreachable" and "port 22: timed out" in down.find("error").text
+    assert (
+        down.find("error").get("message") == "node unreachable"
+        and "port 22: timed out" in down.find("error").text
+    )
     assert down.get("time") == "10.000"
 
 
@@ -212,4 +235,6 @@ def test_validation_junit_takes_the_json_form_and_a_wall_time(schema):
     schema.validate(xml.decode())
     root = ET.fromstring(xml)
     assert root.get("name") == "clustercert validate" and root.get("time") == "11.500"
-    assert ET.tostring(root) == ET.tostring(ET.fromstring(render_junit_validation(_validate_results(), wall_s=11.5)))
+    assert ET.tostring(root) == ET.tostring(
+        ET.fromstring(render_junit_validation(_validate_results(), wall_s=11.5))
+    )

@@ -32,7 +32,9 @@ def test_a_1024_node_certificate_renders_to_at_most_10_mb():
     # 1,020 reachable nodes), failing pairs listed, every node that did not pass in the table
     assert page.count("<tr><th>gpu") == _pairs(cert) == 2 * 510
     failing = sorted(n for n, v in cert["nodes"].items() if v["verdict"] != "pass")
-    matrix = page[page.index('<section id="matrix">'):page.index("</section>", page.index('<section id="matrix">'))]
+    matrix = page[
+        page.index('<section id="matrix">') : page.index("</section>", page.index('<section id="matrix">'))
+    ]
     assert [h for h in failing if f"<th>{h}<br>" in matrix] == failing
 
 
@@ -42,7 +44,8 @@ def test_the_worst_1024_node_certificate_stays_under_10_mb():
     cert = scale.worst_case(scale.synthetic_certificate(1024))
     page = render_html(cert)
     assert len(page.encode("utf-8")) <= 10_000_000
-    assert page.count('<li class="pair-bad"') == _pairs(cert) == 2 * 510  # every pair of both rounds, in words
+    # every pair of both rounds, in words
+    assert page.count('<li class="pair-bad"') == _pairs(cert) == 2 * 510
     assert "more did not pass (each is listed with its values under its round" in page
 
 

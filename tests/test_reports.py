@@ -66,7 +66,8 @@ def test_junit_counts(written):
     # 7 reachable nodes x 10 checks + 1 node.status for the unreachable node + 50 link measurements
     assert len(cases) == 121
     assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("121", "4", "2")
-    assert "skipped" not in root.attrib  # the JUnit schema has no skipped on <testsuites>; each suite has its own
+    # the JUnit schema has no skipped on <testsuites>; each suite has its own
+    assert "skipped" not in root.attrib
     assert len(root.findall(".//testcase/failure")) == 4
     assert len(root.findall(".//testcase/error")) == 2
     assert len(root.findall(".//testcase/skipped")) == 7
@@ -101,7 +102,11 @@ def test_junit_survives_control_characters_in_evidence(written):
     raw = paths["junit"].read_bytes()
     assert b"\x1b" not in raw  # not well-formed XML 1.0; shown as text instead
     root = ET.fromstring(raw)
-    model = next(c for c in root.iter("testcase") if (c.get("classname"), c.get("name")) == ("gpu-node-02", "gpu.model"))
+    model = next(
+        c
+        for c in root.iter("testcase")
+        if (c.get("classname"), c.get("name")) == ("gpu-node-02", "gpu.model")
+    )
     assert '\\x1b[31mWARN\\x1b[0m <script>alert("x")</script>' in model.find("system-out").text
 
 
@@ -111,7 +116,11 @@ def test_junit_failure_when_fail_and_error_mixed():
     ports = [f for f in fs if f["check"] == "ib.port_state"]
     ports[0]["status"], ports[1]["status"] = "error", "fail"
     root = ET.fromstring(render_junit(cert))
-    tc = next(c for c in root.iter("testcase") if (c.get("classname"), c.get("name")) == ("gpu-node-01", "ib.port_state"))
+    tc = next(
+        c
+        for c in root.iter("testcase")
+        if (c.get("classname"), c.get("name")) == ("gpu-node-01", "ib.port_state")
+    )
     assert tc.find("failure") is not None and tc.find("error") is None
     assert root.get("failures") == "5"
 
@@ -123,13 +132,18 @@ def test_summary_names_failing_node_check_and_link(written):
     md = paths["summary"].read_text()
     assert md.startswith("# clustercert certificate: lab-h100-a — **FAIL**\n")
     assert "- **gpu-node-03** — fail\n  - `gpu.count` fail: expected 8, observed 7\n" in md
-    assert "`nccl.allreduce_1node` fail: all_reduce_perf -g 7: expected >= 460 gbyte_per_s, observed 401.7 GB/s" in md
+    assert (
+        "`nccl.allreduce_1node` fail: all_reduce_perf -g 7: expected >= 460 gbyte_per_s, observed 401.7 GB/s"
+        in md
+    )
     assert "- **gpu-node-08** — unreachable\n  - no check could run\n" in md
     assert "gpu-node-01** —" not in md  # passing nodes are not listed as failing
     assert "| nodes | 8 | 6 | 1 | 0 | 1 (unreachable 1) |" in md
     assert "| node × check | 70 | 61 | 2 | 0 | 7 (skip 7) |" in md
     assert "| links | 50 | 47 | 2 | 1 | 0 |" in md
-    assert "| 1 | ib_write_bw | gpu-node-05 | gpu-node-06 | 2 | 208.9 Gb/s | floor 320 Gb/s | **fail** |" in md
+    assert (
+        "| 1 | ib_write_bw | gpu-node-05 | gpu-node-06 | 2 | 208.9 Gb/s | floor 320 Gb/s | **fail** |" in md
+    )
     assert "| 0 | ib_write_bw | gpu-node-02 | gpu-node-07 | 1 | no value | floor 320 Gb/s | **error** |" in md
     assert "- bad_link: **gpu-node-05 ↔ gpu-node-06 (fabric 1)** — ib_write_bw 212.4 then 208.9" in md
     assert f"- signed by {cc.fingerprint(key.public_key())}\n" in md
@@ -158,7 +172,10 @@ def test_html_loads_nothing_remote_and_escapes_evidence(written):
     assert "default-src 'none'" in text  # the CSP forbids any load a future change might add
     # the untrusted evidence is text, not markup
     assert "<script>alert" not in text and '<img src="https://evil' not in text
-    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&lt;img src=&#34;https://evil.example/x.png&#34;&gt;" in text
+    assert (
+        "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&lt;img src=&#34;https://evil.example/x.png&#34;&gt;"
+        in text
+    )
     assert "\\x1b[31mWARN" in text
 
 
@@ -175,7 +192,8 @@ def test_html_pairs_are_drawn_per_round_as_measured(written):
     assert 'class="hm"' not in text and "not measured</" not in text
     r1 = _round_block(text, 1)
     heads = re.findall(r'<th class="channel" data-fabric="(-?\d)" data-probe="([a-z0-9_]+)"', r1)
-    assert heads == [("0", "ib_write_bw"), ("1", "ib_write_bw"), ("0", "iperf3")]  # one probe's fabrics side by side
+    # one probe's fabrics side by side
+    assert heads == [("0", "ib_write_bw"), ("1", "ib_write_bw"), ("0", "iperf3")]
     rows = re.findall(r'<tr class="st-row-([a-z]+)"><th class="pair">([^<]+)</th>(.*?)</tr>', r1)
     assert len(rows) == 21  # the 7 reachable nodes' pairs, each once
     assert [(st, pair) for st, pair, _ in rows[:2]] == [("fail", "gpu-node-05 ↔ gpu-node-06"),
@@ -185,13 +203,21 @@ def test_html_pairs_are_drawn_per_round_as_measured(written):
     assert all(len(c) == 3 for c in cells)
     assert sum(c.count("missing") for c in cells) == 14  # iperf3 ran on a 7-pair ring
     assert cells[0][:2] == ["pass", "fail"]  # the slow link is slow on fabric 1 only
-    slow = re.search(r'data-status="fail" style="background:([^;]+);[^"]*" title="([^"]+)">([^<]+)</td>', rows[0][2])
+    slow = re.search(
+        r'data-status="fail" style="background:([^;]+);[^"]*" title="([^"]+)">([^<]+)</td>', rows[0][2]
+    )
     assert slow.group(3) == "212.4" and slow.group(1) == heat_colour(212.4, {"floor": 320.0}, "fail")
     assert "round 1: 212.4 Gb/s, below the floor of 320 Gb/s" in slow.group(2)
     assert re.search(r'data-status="pass"[^>]*>387</td>', rows[2][2])  # values are printed in the cells
     # what did not pass, in words, failing before errors, with the pair's other rounds
-    bad = re.findall(r'<div class="m" data-fabric="(-?\d)" data-probe="([a-z0-9_]+)" data-status="([a-z]+)">(.*?)</div>', r1)
-    assert [(f, p, st) for f, p, st, _ in bad] == [("1", "ib_write_bw", "fail"), ("0", "ib_write_bw", "error")]
+    bad = re.findall(
+        r'<div class="m" data-fabric="(-?\d)" data-probe="([a-z0-9_]+)" data-status="([a-z]+)">(.*?)</div>',
+        r1,
+    )
+    assert [(f, p, st) for f, p, st, _ in bad] == [
+        ("1", "ib_write_bw", "fail"),
+        ("0", "ib_write_bw", "error"),
+    ]
     assert ("Fabric 1 · ib_write_bw (RDMA write bandwidth): 212.4 Gb/s, below the floor of 320 Gb/s "
             '<span class="note">(also round 2: 208.9 Gb/s (fail))</span>') in bad[0][3]
     assert bad[1][3].endswith("ib_write_bw (RDMA write bandwidth): no value")
@@ -202,24 +228,59 @@ def test_html_pairs_are_drawn_per_round_as_measured(written):
 
 def test_html_shows_the_schedule_and_the_localisation_evidence():
     cert = sample_certificate()
-    cert["schedule"] = [{"round": 1, "pairs": 21, "question": "every pair: round 1 of 7"},
-                        {"round": 2, "pairs": 1, "question": "gpu-node-05 <-> gpu-node-06 on fabric 1 with good partners"}]
-    cert["timing"] = {"rounds": [{"round": 1, "wall_s": 10.2, "tool_s": 9.9}, {"round": 2, "wall_s": 2.1, "tool_s": 2.0}]}
-    cert["localisation"][1] = {"link": "gpu-node-05<->gpu-node-06", "kind": "bad_link", "reason": "slow on fabric 1",
-                               "fabric": 1, "probes": ["ib_write_bw"], "partners": ["gpu-node-06", "gpu-node-05"]}
-    cert["localisation"].append({"node": "gpu-node-02", "kind": "suspect", "reason": "<b>one</b> failing pair",
-                                 "fabric": 0, "probes": ["ib_write_bw", "iperf3"], "partners": ["gpu-node-07"]})
+    cert["schedule"] = [
+        {"round": 1, "pairs": 21, "question": "every pair: round 1 of 7"},
+        {"round": 2, "pairs": 1, "question": "gpu-node-05 <-> gpu-node-06 on fabric 1 with good partners"},
+    ]
+    cert["timing"] = {
+        "rounds": [{"round": 1, "wall_s": 10.2, "tool_s": 9.9}, {"round": 2, "wall_s": 2.1, "tool_s": 2.0}]
+    }
+    cert["localisation"][1] = {
+        "link": "gpu-node-05<->gpu-node-06",
+        "kind": "bad_link",
+        "reason": "slow on fabric 1",
+        "fabric": 1,
+        "probes": ["ib_write_bw"],
+        "partners": ["gpu-node-06", "gpu-node-05"],
+    }
+    cert["localisation"].append(
+        {
+            "node": "gpu-node-02",
+            "kind": "suspect",
+            "reason": "<b>one</b> failing pair",
+            "fabric": 0,
+            "probes": ["ib_write_bw", "iperf3"],
+            "partners": ["gpu-node-07"],
+        }
+    )
     text = render_html(cert)
-    sched = text[text.index('<table class="plain schedule">'):text.index("</table>", text.index('class="plain schedule"'))]
-    rows = re.findall(r"<tr><td><a [^>]+>(\d)</a></td><td>(\d+)</td><td>([^<]+)</td><td>([^<]+)</td><td>(\d+)</td></tr>", sched)
-    assert rows == [("1", "21", "every pair: round 1 of 7", "10.2 s", "2"),
-                    ("2", "1", "gpu-node-05 &lt;-&gt; gpu-node-06 on fabric 1 with good partners", "2.1 s", "1")]
-    assert "Round 2 · 1 pair measured · gpu-node-05 &lt;-&gt; gpu-node-06 on fabric 1 with good partners" in text
-    loc = text[text.index('<section id="localisation">'):text.index("</section>", text.index('id="localisation"'))]
+    sched = text[
+        text.index('<table class="plain schedule">') : text.index(
+            "</table>", text.index('class="plain schedule"')
+        )
+    ]
+    rows = re.findall(
+        r"<tr><td><a [^>]+>(\d)</a></td><td>(\d+)</td><td>([^<]+)</td><td>([^<]+)</td><td>(\d+)</td></tr>",
+        sched,
+    )
+    assert rows == [
+        ("1", "21", "every pair: round 1 of 7", "10.2 s", "2"),
+        ("2", "1", "gpu-node-05 &lt;-&gt; gpu-node-06 on fabric 1 with good partners", "2.1 s", "1"),
+    ]
+    assert (
+        "Round 2 · 1 pair measured · gpu-node-05 &lt;-&gt; gpu-node-06 on fabric 1 with good partners" in text
+    )
+    loc = text[
+        text.index('<section id="localisation">') : text.index("</section>", text.index('id="localisation"'))
+    ]
     assert ('<span class="what">gpu-node-05 ↔ gpu-node-06</span><span class="note">slow on fabric 1</span>\n'
             '<div class="why"><span><b>fabric</b> Fabric 1</span><span><b>probes</b> ib_write_bw</span>'
             '<span><b>partners</b> gpu-node-05, gpu-node-06</span></div>') in loc
-    assert '<li data-kind="suspect"><span class="pill st-fail">suspect</span><span class="what">gpu-node-02</span>' in loc
+    assert (
+        '<li data-kind="suspect"><span class="pill st-fail">suspect</span><span class="what">gpu-node-02</'
+        'span>'
+        in loc
+    )
     assert "&lt;b&gt;one&lt;/b&gt; failing pair" in loc and "<b>one</b>" not in loc
 
 
@@ -254,7 +315,9 @@ def test_html_matrix_bars_and_sections(written):
     assert text.count('class="threshold"') == 2
     assert "floor 380 Gb/s" in text and "floor 460 GB/s" in text
     # localisation and evidence
-    assert re.search(r"bad link</span><span class=\"what\">gpu-node-05 ↔ gpu-node-06 \(fabric 1\)</span>", text)
+    assert re.search(
+        r"bad link</span><span class=\"what\">gpu-node-05 ↔ gpu-node-06 \(fabric 1\)</span>", text
+    )
     assert text.count('<details class="ev"') == 7 * 13 + 3  # 13 findings on 7 nodes; 3 links did not pass
     assert 'GPU 6: NVIDIA H100 80GB HBM3' in text
     assert '<div class="verdict fail" id="verdict">FAIL</div>' in text
@@ -324,10 +387,26 @@ def _chromium() -> str | None:
 def screenshot(browser: str, html: Path, tmp_path: Path, size: tuple[int, int] = (1400, 1000)) -> Path:
     """Open ``html`` in headless Chromium (offline: nothing to fetch); the screenshot's path."""
     png = tmp_path / "shot.png"
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={png}", f"--window-size={size[0]},{size[1]}",
-                    html.resolve().as_uri()], capture_output=True, timeout=120, check=False)
+    subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--screenshot={png}",
+            f"--window-size={size[0]},{size[1]}",
+            html.resolve().as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
     assert png.is_file(), "chromium wrote no screenshot"
     return png
 
@@ -342,7 +421,9 @@ def cell_fills(cert: dict) -> set[str]:
     return fills
 
 
-def screenshot_heatmap(browser: str, cert: dict, html: Path, tmp_path: Path, size: tuple[int, int] = (1400, 1000)):
+def screenshot_heatmap(
+    browser: str, cert: dict, html: Path, tmp_path: Path, size: tuple[int, int] = (1400, 1000)
+):
     """Open ``html`` in headless Chromium; return the screenshot's size, pixels and the pixels painted
     in the pair cells' fills (the name is older than the per-round pair matrix: tests/certify uses it)."""
     width, height, rows = read_png(screenshot(browser, html, tmp_path, size))
@@ -369,7 +450,8 @@ def test_screenshot_renders_the_pair_matrix(written, tmp_path):
     fail_fill = tuple(int(heat_colour(212.4, {"floor": 320.0}, "fail")[i:i + 2], 16) for i in (1, 3, 5))
     missing = tuple(int(HEAT_MISSING[i:i + 2], 16) for i in (1, 3, 5))
     error = tuple(int(HEAT_ERROR[i:i + 2], 16) for i in (1, 3, 5))
-    assert {fail_fill, missing, error} <= painted  # the slow link, iperf3's unmeasured pairs, the errored pair
+    # the slow link, iperf3's unmeasured pairs, the errored pair
+    assert {fail_fill, missing, error} <= painted
     assert len(painted) >= 5  # several greens besides
 
 
@@ -377,24 +459,45 @@ def test_new_probes_show_up_with_the_thresholds_certify_records(tmp_path):
     """certify keys thresholds by the profile's names (ib_write_lat_p99); links and findings name the
     probe. Latency links are held to the ceiling, node probes are testcases like any check."""
     cert = sample_certificate()
-    cert["thresholds"] = {"ib_write_lat_p99": {"floor": None, "ceiling": 2.0, "unit": "usec", "source": "lab"},
-                          "ib_write_bw_pair": {"floor": 320.0, "ceiling": None, "unit": "gbit_per_s", "source": "seed"}}
+    cert["thresholds"] = {
+        "ib_write_lat_p99": {"floor": None, "ceiling": 2.0, "unit": "usec", "source": "lab"},
+        "ib_write_bw_pair": {"floor": 320.0, "ceiling": None, "unit": "gbit_per_s", "source": "seed"},
+    }
     a, b = NODES[0], NODES[1]
     cert["links"] += [{"a": a, "b": b, "fabric": 0, "probe": "ib_write_lat", "value": 1.07, "unit": "usec",
                        "status": "pass", "round": 1},
                       {"a": a, "b": b, "fabric": 0, "probe": "ib_write_lat", "value": 3.45, "unit": "usec",
                        "status": "fail", "round": 1}]
     cert["nodes"][a]["findings"] += [
-        {"check": "probe.dcgmi_diag", "status": "fail", "subject": "GPU Memory", "expected": "every test passes",
-         "observed": "fail on GPU 3", "evidence": ""},
-        {"check": "probe.gpu_util_under_load", "status": "pass", "subject": "GPU0", "expected": ">= 70 percent",
-         "observed": "100.0%", "evidence": "", "value": 100.0, "unit": "percent"}]
+        {
+            "check": "probe.dcgmi_diag",
+            "status": "fail",
+            "subject": "GPU Memory",
+            "expected": "every test passes",
+            "observed": "fail on GPU 3",
+            "evidence": "",
+        },
+        {
+            "check": "probe.gpu_util_under_load",
+            "status": "pass",
+            "subject": "GPU0",
+            "expected": ">= 70 percent",
+            "observed": "100.0%",
+            "evidence": "",
+            "value": 100.0,
+            "unit": "percent",
+        },
+    ]
     assert threshold_for(cert, "ib_write_lat")["ceiling"] == 2.0
     key, _ = cc.load_or_create_key(cc.init_key(tmp_path / "state"), tmp_path / "state")
     paths = write_reports(cc.sign(cert, key), tmp_path / "out")
     html_text = paths["html"].read_text()
     assert 'data-probe="ib_write_lat"' in html_text and "ceiling 2 µs" in html_text
-    assert f"{a} ↔ {b} · Fabric 0 · ib_write_lat (RDMA write latency) · round 1: 3.45 µs, above the ceiling of 2 µs" in html_text
+    assert (
+        f"{a} ↔ {b} · Fabric 0 · ib_write_lat (RDMA write latency) · round 1: 3.45 µs, above the ceiling of "
+        "2 µs"
+        in html_text
+    )
     # the worst of the pair's two latency results is the one its cell shows: the highest
     assert re.search(r'data-status="fail" style="[^"]*" title="[^"]*ib_write_lat[^"]*">3.45</td>', html_text)
     junit = paths["junit"].read_text()
@@ -408,10 +511,19 @@ def test_certify_console_output_states_probe_timing(capsys, tmp_path):
     from clustercert.report.terminal import print_certify
 
     cert = sample_certificate()
-    cert["timing"] = {"validate_s": 1.4, "probe_wall_s": 21.3, "probe_tool_s": 20.1, "control_overhead_s": 1.2,
-                      "control_overhead_pct": 5.6, "node_probes": {"wall_s": 9.0, "tool_s": 8.7}, "rounds": []}
+    cert["timing"] = {
+        "validate_s": 1.4,
+        "probe_wall_s": 21.3,
+        "probe_tool_s": 20.1,
+        "control_overhead_s": 1.2,
+        "control_overhead_pct": 5.6,
+        "node_probes": {"wall_s": 9.0, "tool_s": 8.7},
+        "rounds": [],
+    }
     print_certify(cert, tmp_path, "r1", 21.3)
-    assert "probes: 21.3 s wall, 20.1 s in the tools, control overhead 1.2 s (5.6%)" in capsys.readouterr().out
+    assert (
+        "probes: 21.3 s wall, 20.1 s in the tools, control overhead 1.2 s (5.6%)" in capsys.readouterr().out
+    )
     cert.pop("timing")
     print_certify(cert, tmp_path, "r1", 21.3)  # certificates written before the timing object
     assert "control overhead" not in capsys.readouterr().out
@@ -420,24 +532,52 @@ def test_certify_console_output_states_probe_timing(capsys, tmp_path):
 def test_failing_links_and_slurm_actions_are_shown_with_their_evidence():
     cert = sample_certificate()
     err = next(lk for lk in cert["links"] if lk["status"] == "error")
-    err.update(subject="gpu-node-02+gpu-node-07, 16 GPUs", expected=">= 80 gbyte_per_s (lab)",
-               observed="timed out after 22 s: all_reduce_perf",
-               evidence="launched with mpirun over ssh: Slurm cannot start a step now (gpu-node-07: IDLE+DRAIN)\n<rank 3> hung")
+    err.update(
+        subject="gpu-node-02+gpu-node-07, 16 GPUs",
+        expected=">= 80 gbyte_per_s (lab)",
+        observed="timed out after 22 s: all_reduce_perf",
+        evidence="launched with mpirun over ssh: Slurm cannot start a step now (gpu-node-07: IDLE+DRAIN)\n"
+                 "<rank 3> hung",
+    )
     cert["slurm"] = [
-        {"node": "gpu-node-03", "slurm_node": "gn03", "action": "drain", "reason": "clustercert: gpu.count", "ok": True,
-         "detail": "was IDLE; scontrol on gpu-node-01"},
-        {"node": "gpu-node-04", "slurm_node": "gn04", "action": "resume", "reason": "clustercert: ib.bond", "ok": False,
-         "detail": "scontrol update on gpu-node-01 failed: Invalid node state specified"},
+        {
+            "node": "gpu-node-03",
+            "slurm_node": "gn03",
+            "action": "drain",
+            "reason": "clustercert: gpu.count",
+            "ok": True,
+            "detail": "was IDLE; scontrol on gpu-node-01",
+        },
+        {
+            "node": "gpu-node-04",
+            "slurm_node": "gn04",
+            "action": "resume",
+            "reason": "clustercert: ib.bond",
+            "ok": False,
+            "detail": "scontrol update on gpu-node-01 failed: Invalid node state specified",
+        },
     ]
     page = render_html(cert)
     section = page[page.index('<section id="link-evidence">'):]
     assert "timed out after 22 s: all_reduce_perf" in section and "&lt;rank 3&gt; hung" in section
     assert "gpu-node-07: IDLE+DRAIN" in section
-    slurm = page[page.index('<section id="slurm">'):page.index("</section>", page.index('<section id="slurm">'))]
-    assert "clustercert: gpu.count" in slurm and "not done" in slurm and "Invalid node state specified" in slurm
+    slurm = page[
+        page.index('<section id="slurm">') : page.index("</section>", page.index('<section id="slurm">'))
+    ]
+    assert (
+        "clustercert: gpu.count" in slurm and "not done" in slurm and "Invalid node state specified" in slurm
+    )
     md = render_summary(cert)
-    assert f"- {err['probe']} gpu-node-02 → gpu-node-07 (round {err['round']}) error: timed out after 22 s: all_reduce_perf" in md
-    assert "## Slurm (--drain slurm)\n\n- gpu-node-03 (gn03): drain (clustercert: gpu.count): was IDLE; scontrol on gpu-node-01\n" in md
+    assert (
+        f"- {err['probe']} gpu-node-02 → gpu-node-07 (round {err['round']}) error: timed out after 22 s: "
+        "all_reduce_perf"
+        in md
+    )
+    assert (
+        "## Slurm (--drain slurm)\n\n"
+        "- gpu-node-03 (gn03): drain (clustercert: gpu.count): was IDLE; scontrol on gpu-node-01\n"
+        in md
+    )
     assert "- gpu-node-04 (gn04): resume — **not done**: scontrol update on gpu-node-01 failed" in md
     # a passing cluster without Slurm has neither section
     clean = sample_certificate()

@@ -24,7 +24,10 @@ def _drift_items(n: int) -> list[Item]:
     for i in range(n):
         node = f"gpu{i:05d}"
         items.append(Item(node, "configuration", task="nccl: /etc/nccl.conf", role="nccl"))
-        items += [Item(node, "state", check=c) for c in ("nccl.config", "driver.version", "gpu.count", "ib.port_state")]
+        items += [
+            Item(node, "state", check=c)
+            for c in ("nccl.config", "driver.version", "gpu.count", "ib.port_state")
+        ]
     return items
 
 
@@ -50,8 +53,12 @@ def test_fold_symptoms_keeps_the_first_configuration_item_per_node():
              Item("a", "state", check="nccl.config"), Item("b", "state", check="nccl.config"),
              Item("a", "state", check="gpu.count")]
     out = fold_symptoms(items)
-    assert [(i.node, i.kind, i.check) for i in out] == [("a", "configuration", None), ("a", "configuration", None),
-                                                        ("b", "state", "nccl.config"), ("a", "state", "gpu.count")]
+    assert [(i.node, i.kind, i.check) for i in out] == [
+        ("a", "configuration", None),
+        ("a", "configuration", None),
+        ("b", "state", "nccl.config"),
+        ("a", "state", "gpu.count"),
+    ]
     assert out[0].explains == ["nccl.config"] and out[1].explains == []
 
 
@@ -69,9 +76,18 @@ def test_performance_items_names_each_node_s_notes_by_lookup():
 
 def _node(n_gpus: int = 8) -> dict:
     sysfs = "mlx5_0/ports/1/state:4: ACTIVE\n" * 20
-    fs = [{"check": "ib.port_state", "status": "pass", "subject": f"mlx5_{r}/1", "evidence": sysfs} for r in range(4)]
-    fs += [{"check": "ib.port_rate", "status": "pass", "subject": f"mlx5_{r}/1", "evidence": sysfs} for r in range(4)]
-    fs += [{"check": "gpu.ecc", "status": "pass", "subject": f"GPU{g}", "evidence": f"GPU {g}: 0 errors"} for g in range(n_gpus)]
+    fs = [
+        {"check": "ib.port_state", "status": "pass", "subject": f"mlx5_{r}/1", "evidence": sysfs}
+        for r in range(4)
+    ]
+    fs += [
+        {"check": "ib.port_rate", "status": "pass", "subject": f"mlx5_{r}/1", "evidence": sysfs}
+        for r in range(4)
+    ]
+    fs += [
+        {"check": "gpu.ecc", "status": "pass", "subject": f"GPU{g}", "evidence": f"GPU {g}: 0 errors"}
+        for g in range(n_gpus)
+    ]
     fs.append({"check": "time.sync", "status": "pass", "evidence": ""})
     return {"verdict": "pass", "findings": fs}
 
@@ -109,7 +125,9 @@ def test_evidence_is_stored_once_per_node_and_verify_checks_the_references(tmp_p
     raw = json.loads((tmp_path / "cert.json").read_text())
     assert isinstance(raw["nodes"]["n1"]["evidence"], list) and len(raw["nodes"]["n1"]["evidence"]) == 1 + 8
     assert cc.expanded(raw)["nodes"]["n1"] == json.loads(json.dumps(cert["nodes"]["n1"]))
-    raw["nodes"]["n1"]["findings"]["rows"][0][raw["nodes"]["n1"]["findings"]["columns"].index("evidence_ref")] = 99
+    raw["nodes"]["n1"]["findings"]["rows"][0][
+        raw["nodes"]["n1"]["findings"]["columns"].index("evidence_ref")
+    ] = 99
     ok, why = _verify(tmp_path, cc.sign(raw, key), key)
     assert not ok and "nodes.n1.findings: row 0: evidence_ref 99 is not the index of a text" in why
     # a certificate of the form before (texts by reference, findings as objects) signed with a text that is
@@ -165,11 +183,12 @@ def test_every_query_the_verbs_make_uses_an_index(tmp_path):
     store = Store(tmp_path / "store.sqlite")
     queries = {
         "runs": "SELECT * FROM runs WHERE kind=? ORDER BY started DESC LIMIT 50",
-        "latest_certified": "SELECT * FROM runs WHERE kind='certify' AND verdict='pass' AND status='done' AND inventory=?"
-                            " ORDER BY started DESC LIMIT 1",
-        "history": "SELECT r.id FROM nodes n JOIN runs r ON r.id = n.run_id WHERE n.node = ? ORDER BY r.started DESC",
-        "findings": "SELECT * FROM findings f LEFT JOIN evidence e ON e.run_id = f.run_id AND e.node = f.node AND"
-                    " e.ref = f.evidence_ref WHERE f.run_id=? AND f.node=?",
+        "latest_certified": "SELECT * FROM runs WHERE kind='certify' AND verdict='pass' AND status='done' "
+        "AND inventory=? ORDER BY started DESC LIMIT 1",
+        "history": "SELECT r.id FROM nodes n JOIN runs r ON r.id = n.run_id WHERE n.node = ? ORDER BY "
+                   "r.started DESC",
+        "findings": "SELECT * FROM findings f LEFT JOIN evidence e ON e.run_id = f.run_id AND e.node = "
+        "f.node AND e.ref = f.evidence_ref WHERE f.run_id=? AND f.node=?",
         "links": "SELECT * FROM links WHERE run_id=?",
         "actions": "SELECT * FROM actions WHERE run_id=? ORDER BY system, node",
         "hardware": "SELECT node, identity FROM hardware WHERE run_id=?",
@@ -185,13 +204,18 @@ def test_every_query_the_verbs_make_uses_an_index(tmp_path):
 def test_an_old_store_gets_the_new_column_and_tables(tmp_path):
     path = tmp_path / "store.sqlite"
     with sqlite3.connect(path) as db:  # the findings table as stores made before issue 24 have it
-        db.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, kind TEXT NOT NULL, inventory TEXT NOT NULL, started REAL"
-                   " NOT NULL, finished REAL, status TEXT NOT NULL, verdict TEXT, meta TEXT NOT NULL DEFAULT '{}')")
-        db.execute("CREATE TABLE findings (run_id TEXT NOT NULL, node TEXT NOT NULL, check_id TEXT NOT NULL, status TEXT"
-                   " NOT NULL, subject TEXT NOT NULL DEFAULT '', expected TEXT NOT NULL DEFAULT '', observed TEXT NOT NULL"
-                   " DEFAULT '', evidence TEXT NOT NULL DEFAULT '', value REAL, unit TEXT)")
+        db.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, kind TEXT NOT NULL, inventory TEXT NOT NULL, "
+                   "started REAL NOT NULL, finished REAL, status TEXT NOT NULL, verdict TEXT, meta TEXT NOT "
+                   "NULL DEFAULT '{}')")
+        db.execute("CREATE TABLE findings (run_id TEXT NOT NULL, node TEXT NOT NULL, check_id TEXT NOT NULL, "
+                   "status TEXT NOT NULL, subject TEXT NOT NULL DEFAULT '', expected TEXT NOT NULL DEFAULT "
+                   "'', observed TEXT NOT NULL DEFAULT '', evidence TEXT NOT NULL DEFAULT '', value REAL, "
+                   "unit TEXT)")
         db.execute("INSERT INTO runs VALUES ('old', 'validate', '/inv', 1, 2, 'done', 'pass', '{}')")
-        db.execute("INSERT INTO findings VALUES ('old', 'n1', 'gpu.count', 'pass', '', '8', '8', 'GPU 0 ...', NULL, NULL)")
+        db.execute(
+            "INSERT INTO findings VALUES ('old', 'n1', 'gpu.count', 'pass', '', '8', '8', 'GPU 0 ...', NULL, "
+            "NULL)"
+        )
     store = Store(path)
     assert store.findings("old")[0]["evidence"] == "GPU 0 ..."
     _record(store, "new", started=3)
@@ -211,10 +235,14 @@ def test_prune_keeps_the_newest_and_never_the_baseline(tmp_path):
     result = store.prune(keep=6)
     assert result["removed"] == ["gone", "older-cert"]  # a pruned drift protects no baseline
     assert set(result["protected"]) == {"base", "other-base", "named"}
-    assert {r["id"] for r in store.runs(limit=100)} == {"drift1", "base", "other-base", "named"} | {f"v{i}" for i in range(5)}
+    assert {r["id"] for r in store.runs(limit=100)} == {"drift1", "base", "other-base", "named"} | {
+        f"v{i}" for i in range(5)
+    }
     with sqlite3.connect(store.path) as db:  # the cascade took every row of the removed runs
         for table in ("nodes", "findings", "evidence", "links"):
-            assert not db.execute(f"SELECT COUNT(*) FROM {table} WHERE run_id IN ('gone', 'older-cert')").fetchone()[0]
+            assert not db.execute(
+                f"SELECT COUNT(*) FROM {table} WHERE run_id IN ('gone', 'older-cert')"
+            ).fetchone()[0]
     assert store.integrity_ok()
     assert store.latest_certified("/inv")["id"] == "base"
 
@@ -295,9 +323,19 @@ class _Counting:
                     counting.leave(self._cc_node)
 
         monkeypatch.setattr(ssh.subprocess, "Popen", Popen)
-        monkeypatch.setattr(ssh, "_remote", lambda conn, node, script, cp: ["/bin/sh", "-c", f": node={node}; {script}"])
-        monkeypatch.setattr(ssh, "ssh_argv", lambda conn, node, cp=None, **kw: ["/bin/sh", "-c", f": node={node}; exec \"$0\" -c \"$1\"",
-                                                                           "/bin/sh"])
+        monkeypatch.setattr(
+            ssh, "_remote", lambda conn, node, script, cp: ["/bin/sh", "-c", f": node={node}; {script}"]
+        )
+        monkeypatch.setattr(
+            ssh,
+            "ssh_argv",
+            lambda conn, node, cp=None, **kw: [
+                "/bin/sh",
+                "-c",
+                f': node={node}; exec "$0" -c "$1"',
+                "/bin/sh",
+            ],
+        )
 
     def enter(self, node):
         with self.lock:
@@ -331,11 +369,17 @@ def test_a_node_never_carries_more_than_max_sessions_minus_one(monkeypatch):
 
     c = _Counting(monkeypatch)
     conn = {}
-    # 24 probes against one server node (18 servers of an 8-rail profile's three kinds, and more), their clients
-    # on one node, with the groups killed where a wrapper did not reap its own: every session counted
+    # 24 probes against one server node (18 servers of an 8-rail profile's three kinds, and more), their
+    # clients on one node, with the groups killed where a wrapper did not reap its own: every session counted
     with ThreadPoolExecutor(48) as ex:
-        runs = list(ex.map(lambda i: ssh.run_server_client(("srv", conn, "sleep 0.2"), ("cli", conn, "sleep 0.1"), 5,
-                                                           server_start_delay=0.05), range(24)))
+        runs = list(
+            ex.map(
+                lambda i: ssh.run_server_client(
+                    ("srv", conn, "sleep 0.2"), ("cli", conn, "sleep 0.1"), 5, server_start_delay=0.05
+                ),
+                range(24),
+            )
+        )
     assert all(r.client.ok and r.server is not None for r in runs)
     assert c.peak["srv"] <= ssh.MAX_SESSIONS - 1 and c.peak["cli"] <= ssh.MAX_SESSIONS - 1, c.peak
     assert c.peak["srv"] >= 2  # they did run at once
@@ -350,7 +394,9 @@ def test_forks_beyond_the_open_files_limit_is_refused_before_anything_runs(monke
 
     monkeypatch.setattr(resource, "getrlimit", lambda what: (1024, 1024))
     monkeypatch.setattr(resource, "setrlimit", lambda *a: pytest.fail("must not raise past the hard limit"))
-    with pytest.raises(Exception, match=r"--forks.*open-files limit is 1024 \(hard 1024\): use --forks 17 or less"):
+    with pytest.raises(
+        Exception, match=r"--forks.*open-files limit is 1024 \(hard 1024\): use --forks 17 or less"
+    ):
         ssh.check_open_files(25)
     assert ssh.check_open_files(17) == 1024
     inv = tmp_path / "hosts.yml"
@@ -358,7 +404,12 @@ def test_forks_beyond_the_open_files_limit_is_refused_before_anything_runs(monke
     monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path / "state"))
     assert cli.main(["validate", "-i", str(inv), "--forks", "500"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--forks" in err[0] and "ulimit -n" in err[0] and not (tmp_path / "state" / "store.sqlite").exists()
+    assert (
+        len(err) == 1
+        and "--forks" in err[0]
+        and "ulimit -n" in err[0]
+        and not (tmp_path / "state" / "store.sqlite").exists()
+    )
 
 
 def test_the_soft_limit_is_raised_towards_the_hard_one_where_that_is_enough(monkeypatch):
@@ -379,21 +430,34 @@ def test_certificate_per_node_with_the_lab_profile_s_full_check_set_is_at_most_3
     from pathlib import Path
 
     bench = Path(__file__).resolve().parent.parent / "benchmarks" / "scale.py"
-    p = subprocess.run([sys.executable, str(bench), "--nodes", "24", "--json", "--forks", "4"], capture_output=True,
-                       text=True, timeout=300, env=os.environ | {"PYTHONPATH": str(bench.parent.parent / "src")})
+    p = subprocess.run(
+        [sys.executable, str(bench), "--nodes", "24", "--json", "--forks", "4"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ | {"PYTHONPATH": str(bench.parent.parent / "src")},
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     doc = json.loads(p.stdout)
-    assert set(doc) >= {"nodes", "cpu_s", "rss_mb", "certificate_bytes", "html_bytes", "junit_bytes", "store_bytes",
-                        "peak_sessions"}
+    assert set(doc) >= {
+        "nodes",
+        "cpu_s",
+        "rss_mb",
+        "certificate_bytes",
+        "html_bytes",
+        "junit_bytes",
+        "store_bytes",
+        "peak_sessions",
+    }
     assert doc["findings"]["pass"] > 100 * 24  # every component ran on every node
     assert doc["certificate_bytes"] / doc["nodes"] <= 32 * 1024, doc
     assert 1 <= doc["peak_sessions"] <= 4  # --forks nodes at once, one runner each
 
 
 def scale_pipeline(monkeypatch, tmp_path, nodes: int, forks: int, keep: dict) -> dict:
-    """benchmarks/scale.py's pipeline (benchmarks/fleet.py's fake collector, every probe of the lab profile) over
-    ``nodes`` nodes, its state under ``tmp_path``; what it replaces is undone after the test. Its document;
-    ``keep`` gets the certificate and its path."""
+    """benchmarks/scale.py's pipeline (benchmarks/fleet.py's fake collector, every probe of the lab profile)
+    over ``nodes`` nodes, its state under ``tmp_path``; what it replaces is undone after the test. Its
+    document; ``keep`` gets the certificate and its path."""
     import sys
     from pathlib import Path
 
@@ -421,9 +485,19 @@ def test_a_certificate_with_every_probe_of_the_lab_profile_is_at_most_32_kb_per_
     keep: dict = {}
     doc = scale_pipeline(monkeypatch, tmp_path, 16, 4, keep)
     assert doc["certificate_bytes"] / 16 <= 32 * 1024, doc
-    kinds = {"probe.ib_write_bw_loopback", "probe.nccl_allreduce", "probe.gpu_util_under_load",
-             "probe.nvbandwidth_h2d", "probe.nvbandwidth_d2h", "probe.nvbandwidth_d2d",
-             "probe.dcgmi_diag", "link.ib_write_bw", "link.ib_write_lat", "link.iperf3", "link.nccl_allreduce"}
+    kinds = {
+        "probe.ib_write_bw_loopback",
+        "probe.nccl_allreduce",
+        "probe.gpu_util_under_load",
+        "probe.nvbandwidth_h2d",
+        "probe.nvbandwidth_d2h",
+        "probe.nvbandwidth_d2d",
+        "probe.dcgmi_diag",
+        "link.ib_write_bw",
+        "link.ib_write_lat",
+        "link.iperf3",
+        "link.nccl_allreduce",
+    }
     assert kinds <= set(doc["probe_checks"]), sorted(kinds - set(doc["probe_checks"]))
     cert, path = keep["cert"], keep["certificate"]
     (tmp_path / "k.pub").write_text(f"ssh-ed25519 {cc.openssh_public_line(_pub(cert)).split()[1]}\n")
@@ -508,4 +582,6 @@ def test_certify_keeps_none_of_the_raw_outputs_and_records_the_same(monkeypatch,
     whole = results.certificate_body(inv, kept, outcome, started, 1.0)
     consumed = results.certificate_body(inv, slim, outcome, started, 1.0, consume=True)
     assert slim == {}  # released as recorded
-    assert {k: v for k, v in consumed.items() if k != "finished"} == {k: v for k, v in whole.items() if k != "finished"}
+    assert {k: v for k, v in consumed.items() if k != "finished"} == {
+        k: v for k, v in whole.items() if k != "finished"
+    }

@@ -56,11 +56,19 @@ def test_every_schema_is_a_valid_draft_2020_12_schema_and_every_kind_has_one():
 
 
 def test_a_wrong_document_is_refused():
-    doc = documents.envelope("init", None, documents.now()) | {"directory": "d", "files": [], "profile": "lab"}
+    doc = documents.envelope("init", None, documents.now()) | {
+        "directory": "d",
+        "files": [],
+        "profile": "lab",
+    }
     check(doc)
     from jsonschema import ValidationError
 
-    for broken in ({**doc, "files": "x"}, {k: v for k, v in doc.items() if k != "run"}, {**doc, "started": "yesterday"}):
+    for broken in (
+        {**doc, "files": "x"},
+        {k: v for k, v in doc.items() if k != "run"},
+        {**doc, "started": "yesterday"},
+    ):
         with pytest.raises(ValidationError):
             check(broken)
 
@@ -76,15 +84,35 @@ def local_inventory(tmp_path) -> Path:
 
 def test_validate_report_and_out_documents(local_inventory, tmp_path, capsys):
     prom = tmp_path / "validate.prom"
-    doc = check(run_json(capsys, "validate", "-i", str(local_inventory), "--checks", "gpu,time", "--skip", "gpu.xid",
-                         "--format", "json", "--out", str(tmp_path / "out"), "--prom", str(prom), rc=1), "validate")
+    doc = check(
+        run_json(
+            capsys,
+            "validate",
+            "-i",
+            str(local_inventory),
+            "--checks",
+            "gpu,time",
+            "--skip",
+            "gpu.xid",
+            "--format",
+            "json",
+            "--out",
+            str(tmp_path / "out"),
+            "--prom",
+            str(prom),
+            rc=1,
+        ),
+        "validate",
+    )
     assert doc["run"] and doc["verdict"] == "fail" and doc["components"] == ["gpu", "time"]
     assert "gpu.xid" not in doc["checks"] and "time.sync" in doc["checks"]
     assert {f["check"] for f in doc["nodes"]["here"]["findings"]} <= set(doc["checks"])
     assert doc["nodes"]["gone"]["verdict"] == "unreachable"
     assert json.loads((tmp_path / "out" / "validate.json").read_text()) == doc
     fams = families(prom)
-    verdict = {s.labels["node"]: s.labels["verdict"] for s in fams["clustercert_node_verdict"].samples if s.value}
+    verdict = {
+        s.labels["node"]: s.labels["verdict"] for s in fams["clustercert_node_verdict"].samples if s.value
+    }
     assert verdict == {"here": doc["nodes"]["here"]["verdict"], "gone": "unreachable"}
     checks = {s.labels["check"] for s in fams["clustercert_check_status"].samples}
     assert checks == {f["check"] for f in doc["nodes"]["here"]["findings"]}
@@ -106,7 +134,9 @@ def test_inventory_checks_version_init_and_list_hosts_documents(tmp_path, capsys
     doc = check(run_json(capsys, "init", str(tmp_path / "site"), "--format", "json"), "init")
     assert len(doc["files"]) == 3
     for verb in ("validate", "certify", "bootstrap", "probe", "drift", "inventory"):
-        doc = check(run_json(capsys, verb, "-i", str(tmp_path / "site"), "--list-hosts", "--format", "json"), "hosts")
+        doc = check(
+            run_json(capsys, verb, "-i", str(tmp_path / "site"), "--list-hosts", "--format", "json"), "hosts"
+        )
         assert doc["hosts"] == ["node01", "node02"]
 
 
@@ -132,14 +162,50 @@ def _measurement(probe, a, b="", **kw):
 def _outcome(nodes: list[str]):
     from clustercert.probes.run import ProbeOutcome
 
-    per_node = {n: [_measurement("ib_write_bw_loopback", n, subject="mlx5_0", fabric=0, value=390.0, unit="gbit_per_s",
-                                 status="pass", expected=">= 380 gbit_per_s", threshold="ib_write_bw_loopback")]
-                for n in nodes}
-    pairs = [_measurement("ib_write_bw", nodes[0], nodes[1], subject=f"mlx5_0 {nodes[0]}->{nodes[1]}", fabric=0,
-                          value=300.0, unit="gbit_per_s", status="fail", round=1, expected=">= 320 gbit_per_s",
-                          threshold="ib_write_bw_pair"),
-             _measurement("iperf3", nodes[0], nodes[1], subject="fabric 0", fabric=0, value=None, unit="gbit_per_s",
-                          status="error", observed="not reachable", round=1, threshold="iperf3_ipoib")]
+    per_node = {
+        n: [
+            _measurement(
+                "ib_write_bw_loopback",
+                n,
+                subject="mlx5_0",
+                fabric=0,
+                value=390.0,
+                unit="gbit_per_s",
+                status="pass",
+                expected=">= 380 gbit_per_s",
+                threshold="ib_write_bw_loopback",
+            )
+        ]
+        for n in nodes
+    }
+    pairs = [
+        _measurement(
+            "ib_write_bw",
+            nodes[0],
+            nodes[1],
+            subject=f"mlx5_0 {nodes[0]}->{nodes[1]}",
+            fabric=0,
+            value=300.0,
+            unit="gbit_per_s",
+            status="fail",
+            round=1,
+            expected=">= 320 gbit_per_s",
+            threshold="ib_write_bw_pair",
+        ),
+        _measurement(
+            "iperf3",
+            nodes[0],
+            nodes[1],
+            subject="fabric 0",
+            fabric=0,
+            value=None,
+            unit="gbit_per_s",
+            status="error",
+            observed="not reachable",
+            round=1,
+            threshold="iperf3_ipoib",
+        ),
+    ]
     rounds = [SimpleNamespace(number=1, pairs=[(nodes[0], nodes[1])], question="every node with a partner")]
     return ProbeOutcome(per_node, pairs, [], rounds, set(), 1.5, {}, None)
 
@@ -163,10 +229,28 @@ def test_certify_run_prints_its_document_and_writes_prom(tmp_path, capsys, monke
     certificate.init_key(Path(os.environ["CLUSTERCERT_HOME"]))
     nodes = ["gpu01", "gpu02"]
     monkeypatch.setattr(check_run, "validate_nodes", lambda inv, comps, forks, *a, **k: _validation(nodes))
-    monkeypatch.setattr(probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False, io=None, **_: _outcome(nodes))
+    monkeypatch.setattr(
+        probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False, io=None, **_: _outcome(nodes)
+    )
     prom = tmp_path / "certify.prom"
-    doc = check(run_json(capsys, "certify", "-i", "sample:h100", "-l", "gpu01:gpu02", "--out", str(tmp_path / "cert"),
-                         "--format", "json", "--prom", str(prom), rc=1), "certify")
+    doc = check(
+        run_json(
+            capsys,
+            "certify",
+            "-i",
+            "sample:h100",
+            "-l",
+            "gpu01:gpu02",
+            "--out",
+            str(tmp_path / "cert"),
+            "--format",
+            "json",
+            "--prom",
+            str(prom),
+            rc=1,
+        ),
+        "certify",
+    )
     assert doc["verdict"] == "fail" and Path(doc["certificate"]).is_file()
     check_certificate(Path(doc["certificate"]), capsys)  # the certificate certify wrote follows its schema
     fams = families(prom)
@@ -175,8 +259,11 @@ def test_certify_run_prints_its_document_and_writes_prom(tmp_path, capsys, monke
     assert values == {("ib_write_bw", "gpu01"): 300e9 / 8}  # 300 Gb/s in bytes per second
     bounds = {(s.labels["probe"], s.labels["bound"]): s.value
               for s in fams["clustercert_link_bandwidth_threshold_bytes_per_second"].samples}
-    assert bounds == {("ib_write_bw", "floor"): 320e9 / 8, ("iperf3", "floor"): 25e9 / 8}  # the sample's override
-    status = {s.labels["probe"]: s.labels["status"] for s in fams["clustercert_link_status"].samples if s.value}
+    # the sample's override
+    assert bounds == {("ib_write_bw", "floor"): 320e9 / 8, ("iperf3", "floor"): 25e9 / 8}
+    status = {
+        s.labels["probe"]: s.labels["status"] for s in fams["clustercert_link_status"].samples if s.value
+    }
     assert status == {"ib_write_bw": "fail", "iperf3": "error"}
     promtool_check(prom.read_text())
 
@@ -203,7 +290,9 @@ def test_certify_times_each_node_and_link_and_junit_charges_them(tmp_path, capsy
     outcome = _outcome(nodes)
     outcome.pairs[0].elapsed = 2.05  # ib_write_bw ran 2.05 s; iperf3 was not run (its path was not reachable)
     monkeypatch.setattr(check_run, "validate_nodes", lambda inv, comps, forks, *a, **k: results)
-    monkeypatch.setattr(probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False, io=None, **_: outcome)
+    monkeypatch.setattr(
+        probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False, io=None, **_: outcome
+    )
     out = tmp_path / "cert"
     doc = check(run_json(capsys, "certify", "-i", "sample:h100", "-l", "gpu01:gpu02", "--out", str(out),
                          "--format", "json", rc=1), "certify")
@@ -228,9 +317,15 @@ def test_certify_times_each_node_and_link_and_junit_charges_them(tmp_path, capsy
 def test_probe_run_prints_its_document(capsys, monkeypatch):
     from clustercert.probes import run as probe_run
 
-    monkeypatch.setattr(probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False, io=None, **_: _outcome(names))
-    doc = check(run_json(capsys, "probe", "-i", "sample:h100", "--probes", "ib_write_bw,iperf3", "--format", "json",
-                         rc=1), "probe")
+    monkeypatch.setattr(
+        probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False, io=None, **_: _outcome(names)
+    )
+    doc = check(
+        run_json(
+            capsys, "probe", "-i", "sample:h100", "--probes", "ib_write_bw,iperf3", "--format", "json", rc=1
+        ),
+        "probe",
+    )
     assert doc["probes"] == ["ib_write_bw", "iperf3"] and doc["rounds"] == 1 and len(doc["links"]) == 2
 
 
@@ -245,14 +340,35 @@ def test_drift_run_prints_its_document_and_writes_prom(tmp_path, capsys, monkeyp
     inv = load_inventory("sample:h100", "gpu01:gpu02")
     store = Store()
     store.start_run("base", "certify", str(inv.source), {})
-    store.finish_run("base", "pass", {n: {"verdict": "pass", "findings": [
-        {"check": "gpu.count", "status": "pass", "subject": "node", "observed": "8"}]} for n in ("gpu01", "gpu02")})
+    store.finish_run(
+        "base",
+        "pass",
+        {
+            n: {
+                "verdict": "pass",
+                "findings": [{"check": "gpu.count", "status": "pass", "subject": "node", "observed": "8"}],
+            }
+            for n in ("gpu01", "gpu02")
+        },
+    )
 
     def fake_playbook(playbook, inventory, **kw):
         assert kw["check"] and kw["diff"]
-        return engine.RunResult("p1", tmp_path, 0, "successful", {"gpu01": engine.HostStats(ok=3, changed=1)},
-                                changes=[{"host": "gpu01", "task": "nccl : write /etc/nccl.conf", "role": "nccl",
-                                          "diff": {"before": "a", "after": "b"}}])
+        return engine.RunResult(
+            "p1",
+            tmp_path,
+            0,
+            "successful",
+            {"gpu01": engine.HostStats(ok=3, changed=1)},
+            changes=[
+                {
+                    "host": "gpu01",
+                    "task": "nccl : write /etc/nccl.conf",
+                    "role": "nccl",
+                    "diff": {"before": "a", "after": "b"},
+                }
+            ],
+        )
 
     results = _validation(["gpu01", "gpu02"])
     results["gpu02"].findings = [Finding("gpu.count", "fail", "node", "8", "7")]
@@ -266,9 +382,12 @@ def test_drift_run_prints_its_document_and_writes_prom(tmp_path, capsys, monkeyp
     assert {(i["node"], i["kind"]) for i in doc["items"]} == {("gpu01", "configuration"), ("gpu02", "state")}
     fams = families(prom)
     per = {(s.labels["node"], s.labels["kind"]): s.value for s in fams["clustercert_drift_items"].samples}
-    assert per[("gpu01", "configuration")] == 1 and per[("gpu02", "state")] == 1 and per[("gpu01", "state")] == 0
-    assert {s.labels["node"]: s.labels["verdict"] for s in fams["clustercert_node_verdict"].samples if s.value} == {
-        "gpu01": "pass", "gpu02": "fail"}
+    assert (
+        per[("gpu01", "configuration")] == 1 and per[("gpu02", "state")] == 1 and per[("gpu01", "state")] == 0
+    )
+    assert {
+        s.labels["node"]: s.labels["verdict"] for s in fams["clustercert_node_verdict"].samples if s.value
+    } == {"gpu01": "pass", "gpu02": "fail"}
     assert fams["clustercert_last_success_timestamp_seconds"].samples == []
     promtool_check(prom.read_text())
 
@@ -282,10 +401,30 @@ def test_drift_prom_links_carry_the_baseline_bound(tmp_path):
     base = [{"a": "gpu01", "b": "gpu02", "fabric": 0, "probe": "ib_write_bw", "value": v, "status": "pass"}
             for v in (380.0, 390.0, 400.0)] + [
         {"a": "gpu01", "b": "gpu02", "fabric": 0, "probe": "ib_write_lat", "value": 2.0, "status": "pass"}]
-    links = [{"a": "gpu01", "b": "gpu02", "fabric": 0, "probe": "ib_write_bw", "subject": "mlx5_0", "value": 300.0,
-              "unit": "gbit_per_s", "status": "fail", "round": 1},
-             {"a": "gpu01", "b": "gpu02", "fabric": 0, "probe": "ib_write_lat", "subject": "mlx5_0", "value": 2.1,
-              "unit": "usec", "status": "pass", "round": 1}]
+    links = [
+        {
+            "a": "gpu01",
+            "b": "gpu02",
+            "fabric": 0,
+            "probe": "ib_write_bw",
+            "subject": "mlx5_0",
+            "value": 300.0,
+            "unit": "gbit_per_s",
+            "status": "fail",
+            "round": 1,
+        },
+        {
+            "a": "gpu01",
+            "b": "gpu02",
+            "fabric": 0,
+            "probe": "ib_write_lat",
+            "subject": "mlx5_0",
+            "value": 2.1,
+            "unit": "usec",
+            "status": "pass",
+            "round": 1,
+        },
+    ]
     doc = drift_document([], "base", "r1", 1.0, 2.0, str(inv.source))
     check(doc, "drift")
     path = tmp_path / "d.prom"
@@ -295,7 +434,10 @@ def test_drift_prom_links_carry_the_baseline_bound(tmp_path):
               for name in ("clustercert_link_bandwidth_threshold_bytes_per_second",
                            "clustercert_link_latency_threshold_seconds") for s in fams[name].samples}
     # median 390 Gb/s and 2.0 us, 10 %: 351 Gb/s and 2.2 us in bytes per second and seconds
-    assert bounds == {("ib_write_bw", "floor"): pytest.approx(351e9 / 8), ("ib_write_lat", "ceiling"): pytest.approx(2.2e-6)}
+    assert bounds == {
+        ("ib_write_bw", "floor"): pytest.approx(351e9 / 8),
+        ("ib_write_lat", "ceiling"): pytest.approx(2.2e-6),
+    }
     assert fams["clustercert_last_success_timestamp_seconds"].samples[0].value == 2.0  # clean now
     promtool_check(path.read_text())
 
@@ -304,10 +446,15 @@ def test_bootstrap_document_from_a_run_result(tmp_path):
     from clustercert.collect import engine
     from clustercert.report.documents import bootstrap_document, bootstrap_summary
 
-    result = engine.RunResult("20261205T000000-abcdef", tmp_path, 2, "failed",
-                              {"gpu01": engine.HostStats(ok=10, changed=2), "gpu02": engine.HostStats(unreachable=1)},
-                              changes=[{"host": "gpu01", "task": "install driver", "role": "nvidia_driver", "diff": None}],
-                              failures=[{"host": "gpu02", "task": "gather facts", "status": "unreachable", "msg": "refused"}])
+    result = engine.RunResult(
+        "20261205T000000-abcdef",
+        tmp_path,
+        2,
+        "failed",
+        {"gpu01": engine.HostStats(ok=10, changed=2), "gpu02": engine.HostStats(unreachable=1)},
+        changes=[{"host": "gpu01", "task": "install driver", "role": "nvidia_driver", "diff": None}],
+        failures=[{"host": "gpu02", "task": "gather facts", "status": "unreachable", "msg": "refused"}],
+    )
     summary = bootstrap_summary(result)
     doc = check(bootstrap_document(result, summary, 1.0, 5.0, "/inv", True, False), "bootstrap")
     assert doc["run"] == result.run_id and doc["hosts"]["gpu02"]["unreachable"] == 1
@@ -343,18 +490,22 @@ def check_certificate(path: Path, capsys) -> dict:
 
 
 def test_certificate_schema_is_published_once_and_matches_what_verify_accepts():
-    """Draft 2020-12; in docs/schemas/ only (the package does not read it); its closed parts are the verifier's
-    members exactly, its open ones name no member the verifier refuses."""
+    """Draft 2020-12; in docs/schemas/ only (the package does not read it); its closed parts are the
+    verifier's members exactly, its open ones name no member the verifier refuses."""
     from clustercert.record import certificate as cc
 
     schema = json.loads(CERTIFICATE_SCHEMA.read_text())
     Draft202012Validator.check_schema(schema)
     assert schema["properties"]["schema"] == {"const": cc.SCHEMA}
-    assert not list(SCHEMAS.glob("certificate*")) and not list(SCHEMAS.parent.rglob("certificate.schema.json"))
+    assert not list(SCHEMAS.glob("certificate*")) and not list(
+        SCHEMAS.parent.rglob("certificate.schema.json")
+    )
     props = schema["properties"]
     assert set(props) <= cc.TOP_MEMBERS
     defs = schema["$defs"]
-    assert set(defs["written_node"]["properties"]) == set(defs["expanded_node"]["properties"]) <= cc.NODE_MEMBERS
+    assert (
+        set(defs["written_node"]["properties"]) == set(defs["expanded_node"]["properties"]) <= cc.NODE_MEMBERS
+    )
     closed = {"signature": (props["signature"], cc.SIGNATURE_MEMBERS),
               "versions": (props["versions"], cc.VERSIONS_MEMBERS),
               "threshold": (props["thresholds"]["additionalProperties"], cc.THRESHOLD_MEMBERS),
@@ -379,7 +530,9 @@ def test_certificates_from_the_lab_free_pipeline_follow_the_schema(tmp_path, cap
     import scale  # benchmarks/scale.py, on sys.path for this test (scale_pipeline)
 
     raw = check_certificate(Path(keep["certificate"]), capsys)
-    assert all(isinstance(b["findings"], dict) and isinstance(b["evidence"], list) for b in raw["nodes"].values())
+    assert all(
+        isinstance(b["findings"], dict) and isinstance(b["evidence"], list) for b in raw["nodes"].values()
+    )
     assert raw["signature"]["canonicalization"] == "rfc8785"
     path = cc.write_certificate(cc.sign(scale.synthetic_certificate(24), Ed25519PrivateKey.generate()),
                                 tmp_path / "fleet.json")
@@ -394,7 +547,9 @@ def test_the_sample_and_an_old_certificate_follow_the_schema(tmp_path, capsys):
 
     from clustercert.record import certificate as cc
 
-    path = cc.write_certificate(cc.sign(sample_certificate(), Ed25519PrivateKey.generate()), tmp_path / "c.json")
+    path = cc.write_certificate(
+        cc.sign(sample_certificate(), Ed25519PrivateKey.generate()), tmp_path / "c.json"
+    )
     check_certificate(path, capsys)
     old = Path(__file__).parent / "certificates" / "v1-python-json.certificate.json"
     assert "canonicalization" not in check_certificate(old, capsys)["signature"]
@@ -459,10 +614,15 @@ def test_a_broken_certificate_fails_the_schema(tmp_path, capsys):
         assert not validator.is_valid(doc), what
     expanded = json.loads(json.dumps(cc.expanded(raw)))
     node = expanded["nodes"]["gpu-node-01"]
-    for doc in ({**expanded, "nodes": {"gpu-node-01": {**node, "findings": [{"status": "pass"}]}}},
-                {**expanded, "nodes": {"gpu-node-01": {**node, "findings": [{**node["findings"][0], "status": "ok"}]}}},
-                {**expanded, "nodes": {"gpu-node-01": {**node, "evidence": {"not-a-ref": "x"}}}},
-                {**expanded, "links": [{**expanded["links"][0], "status": "meh"}]}):
+    for doc in (
+        {**expanded, "nodes": {"gpu-node-01": {**node, "findings": [{"status": "pass"}]}}},
+        {
+            **expanded,
+            "nodes": {"gpu-node-01": {**node, "findings": [{**node["findings"][0], "status": "ok"}]}},
+        },
+        {**expanded, "nodes": {"gpu-node-01": {**node, "evidence": {"not-a-ref": "x"}}}},
+        {**expanded, "links": [{**expanded["links"][0], "status": "meh"}]},
+    ):
         assert not validator.is_valid(doc)
 
 

@@ -16,7 +16,8 @@ HEAD = ("NodeName={n} Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUEfctv=4 CPUTot=
         "RealMemory=1 AllocMem=0 FreeMem=3021 Sockets=4 Boards=1 State={state} ThreadsPerCore=1 TmpDisk=0 "
         "Weight=1 Owner=N/A MCS_label=N/A Partitions=lab  BootTime=2026-12-03T02:50:11 "
         "SlurmdStartTime=2026-12-03T02:58:40 LastBusyTime=2026-12-03T02:58:40 CfgTRES=cpu=4,mem=1M,billing=4 "
-        "AllocTRES= CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s ")
+        "AllocTRES= CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 "
+        "ExtSensorsTemp=n/s ")
 
 
 def line(n: str, state: str, reason: str | None = None, stamp: str = "root@2026-12-03T03:01:12") -> str:
@@ -56,13 +57,21 @@ REAL = ("NodeName=node04 Arch=x86_64 CoresPerSocket=2  CPUAlloc=0 CPUEfctv=2 CPU
 
 def test_parse_real_22_05_line():
     st = parse_show_node(REAL)
-    assert (st.node, st.state, st.reason, st.drained, st.ours) == ("node04", "IDLE+DRAIN", "admin: maintenance", True, False)
+    assert (st.node, st.state, st.reason, st.drained, st.ours) == (
+        "node04",
+        "IDLE+DRAIN",
+        "admin: maintenance",
+        True,
+        False,
+    )
     resumed = parse_show_node(REAL.replace("IDLE+DRAIN", "IDLE+NOT_RESPONDING").split(" Reason=")[0] + "\n")
     assert (resumed.state, resumed.reason, resumed.drained) == ("IDLE+NOT_RESPONDING", None, False)
 
 
 def test_reason_keeps_spaces_brackets_and_drops_only_the_stamp():
-    st = parse_show_node(line("node04", "IDLE+DRAIN", "admin: swap [PSU 2] then reboot", stamp="alice@2026-11-30T09:12:00"))
+    st = parse_show_node(
+        line("node04", "IDLE+DRAIN", "admin: swap [PSU 2] then reboot", stamp="alice@2026-11-30T09:12:00")
+    )
     assert st.reason == "admin: swap [PSU 2] then reboot"
     # a reason set without a time (set in slurm.conf's DownNodes) has no stamp
     assert parse_show_node(line("node04", "DOWN", "rack 3 power", stamp="")).reason == "rack 3 power"
@@ -84,9 +93,18 @@ def node(verdict: str, *bad: str, status: str = "fail") -> dict:
 
 
 def test_drain_reason():
-    assert drain_reason(node("fail", "gpu.count", "ib.link_state", "gpu.count")) == "clustercert: gpu.count,ib.link_state"
-    assert drain_reason(node("error", "probe.nccl_allreduce", status="error")) == "clustercert: probe.nccl_allreduce"
-    assert drain_reason({"verdict": "unreachable", "findings": [], "detail": "timeout"}) == "clustercert: unreachable"
+    assert (
+        drain_reason(node("fail", "gpu.count", "ib.link_state", "gpu.count"))
+        == "clustercert: gpu.count,ib.link_state"
+    )
+    assert (
+        drain_reason(node("error", "probe.nccl_allreduce", status="error"))
+        == "clustercert: probe.nccl_allreduce"
+    )
+    assert (
+        drain_reason({"verdict": "unreachable", "findings": [], "detail": "timeout"})
+        == "clustercert: unreachable"
+    )
     many = node("fail", *(f"check.number_{i:02d}" for i in range(40)))
     text = drain_reason(many)
     assert len(text) <= slurm.MAX_REASON and text.startswith("clustercert: check.number_00,")
@@ -146,7 +164,10 @@ def test_update_commands_quote_the_reason():
     drain = slurm.Action("n", "node02", "drain", "clustercert: gpu.count; touch /tmp/x", True)
     assert slurm.update_cmd(drain) == ("scontrol update NodeName=node02 State=DRAIN "
                                        "Reason='clustercert: gpu.count; touch /tmp/x'")
-    assert slurm.update_cmd(slurm.Action("n", "node03", "resume")) == "scontrol update NodeName=node03 State=RESUME"
+    assert (
+        slurm.update_cmd(slurm.Action("n", "node03", "resume"))
+        == "scontrol update NodeName=node03 State=RESUME"
+    )
     assert slurm.show_cmd("node$(id)") == "scontrol show node 'node$(id)' --oneliner"
 
 
@@ -173,7 +194,13 @@ class FakeSlurm:
         for key, (cmd, _) in cmds.items():
             argv = shlex.split(cmd)
             if node in self.no_client:
-                res[key] = CommandResult(1, "", "slurm_load_node error: Unable to contact slurm controller (connect failure)", False, 0.1)
+                res[key] = CommandResult(
+                    1,
+                    "",
+                    "slurm_load_node error: Unable to contact slurm controller (connect failure)",
+                    False,
+                    0.1,
+                )
             elif argv[1] == "show":
                 st = self.states.get(argv[3])
                 res[key] = (CommandResult(0, line(argv[3], st[0], st[1]), "", False, 0.1) if st else
@@ -183,7 +210,9 @@ class FakeSlurm:
             else:
                 kv = dict(a.split("=", 1) for a in argv[2:])
                 old = self.states[kv["NodeName"]][0].split("+")[0]
-                self.states[kv["NodeName"]] = ((old + "+DRAIN", kv["Reason"]) if kv["State"] == "DRAIN" else (old, None))
+                self.states[kv["NodeName"]] = (
+                    (old + "+DRAIN", kv["Reason"]) if kv["State"] == "DRAIN" else (old, None)
+                )
                 res[key] = CommandResult(0, "", "", False, 0.1)
         return NodeEvidence(node, True, "", res)
 
@@ -193,8 +222,10 @@ def fake_inventory(tmp_path, slurm_hosts=("node01", "node02", "node03", "node04"
 
     d = tmp_path / "inv"
     (d / "group_vars").mkdir(parents=True)
-    hosts = "".join(f"    {n}: {{ansible_host: 10.0.0.{i}{', clustercert_slurm: true' if n in slurm_hosts else ''}}}\n"
-                    for i, n in enumerate(("node01", "node02", "node03", "node04", "node05"), 1))
+    hosts = "".join(
+        f"    {n}: {{ansible_host: 10.0.0.{i}{', clustercert_slurm: true' if n in slurm_hosts else ''}}}\n"
+        for i, n in enumerate(("node01", "node02", "node03", "node04", "node05"), 1)
+    )
     (d / "hosts.yml").write_text("all:\n  hosts:\n" + hosts)
     (d / "group_vars" / "all.yml").write_text("clustercert_profile: lab\n")
     return load_inventory(str(d))
@@ -208,12 +239,23 @@ def certified(**verdicts) -> dict:
 
 def test_apply_drains_resumes_and_leaves_alone(tmp_path, monkeypatch, capsys):
     inv = fake_inventory(tmp_path)
-    fake = FakeSlurm({"node01": ("IDLE", None), "node02": ("IDLE", None),
-                      "node03": ("IDLE+DRAIN", "clustercert: gpu.count"), "node04": ("IDLE+DRAIN", "admin: maintenance")})
+    fake = FakeSlurm(
+        {
+            "node01": ("IDLE", None),
+            "node02": ("IDLE", None),
+            "node03": ("IDLE+DRAIN", "clustercert: gpu.count"),
+            "node04": ("IDLE+DRAIN", "admin: maintenance"),
+        }
+    )
     monkeypatch.setattr(slurm, "collect_node", fake)
     entries = slurm.apply(inv, certified(node02=node("fail", "gpu.count")))
     got = {e["node"]: (e["action"], e["ok"]) for e in entries}
-    assert got == {"node01": ("none", True), "node02": ("drain", True), "node03": ("resume", True), "node04": ("none", True)}
+    assert got == {
+        "node01": ("none", True),
+        "node02": ("drain", True),
+        "node03": ("resume", True),
+        "node04": ("none", True),
+    }
     assert fake.states == {"node01": ("IDLE", None), "node02": ("IDLE+DRAIN", "clustercert: gpu.count"),
                            "node03": ("IDLE", None), "node04": ("IDLE+DRAIN", "admin: maintenance")}
     assert [c[0] for c in fake.calls] == ["node01", "node01"]  # the node05 (not in Slurm) is never asked
@@ -222,18 +264,26 @@ def test_apply_drains_resumes_and_leaves_alone(tmp_path, monkeypatch, capsys):
 
 def test_apply_uses_the_next_slurm_node_when_one_cannot(tmp_path, monkeypatch):
     inv = fake_inventory(tmp_path)
-    fake = FakeSlurm({f"node0{i}": ("IDLE", None) for i in range(1, 5)}, down={"node02"}, no_client={"node03"})
+    fake = FakeSlurm(
+        {f"node0{i}": ("IDLE", None) for i in range(1, 5)}, down={"node02"}, no_client={"node03"}
+    )
     monkeypatch.setattr(slurm, "collect_node", fake)
     # node01 failed validation as unreachable: not asked; node02 stops answering; node03's scontrol fails
     entries = slurm.apply(inv, certified(node01={"verdict": "unreachable", "findings": []}))
     assert [c[0] for c in fake.calls] == ["node02", "node03", "node04", "node04"]
-    assert {e["node"]: (e["action"], e["reason"], e["ok"]) for e in entries}["node01"] == ("drain", "clustercert: unreachable", True)
+    assert {e["node"]: (e["action"], e["reason"], e["ok"]) for e in entries}["node01"] == (
+        "drain",
+        "clustercert: unreachable",
+        True,
+    )
     assert fake.states["node01"] == ("IDLE+DRAIN", "clustercert: unreachable")
 
 
 def test_apply_failures_are_reported_not_swallowed(tmp_path, monkeypatch, capsys):
     inv = fake_inventory(tmp_path)
-    monkeypatch.setattr(slurm, "collect_node", FakeSlurm({}, no_client={"node01", "node02", "node03", "node04"}))
+    monkeypatch.setattr(
+        slurm, "collect_node", FakeSlurm({}, no_client={"node01", "node02", "node03", "node04"})
+    )
     entries = slurm.apply(inv, certified(node02=node("fail", "gpu.count")))
     assert entries and not any(e["ok"] for e in entries)
     assert "Unable to contact slurm controller" in entries[0]["detail"]
@@ -256,11 +306,22 @@ def test_drain_without_slurm_nodes_is_bad_input(tmp_path, capsys):
     assert "clustercert_slurm" in err and not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("state, ok", [
-    ("IDLE", True), ("IDLE+DRAIN", False), ("IDLE+DRAIN+NOT_RESPONDING", False), ("MIXED", False),
-    ("ALLOCATED", False), ("DOWN+NOT_RESPONDING", False), ("IDLE+MAINT+RESERVED", False), ("IDLE+COMPLETING", False),
-    ("IDLE+POWERED_DOWN", False), ("IDLE+CLOUD", True), ("idle", True),
-])
+@pytest.mark.parametrize(
+    "state, ok",
+    [
+        ("IDLE", True),
+        ("IDLE+DRAIN", False),
+        ("IDLE+DRAIN+NOT_RESPONDING", False),
+        ("MIXED", False),
+        ("ALLOCATED", False),
+        ("DOWN+NOT_RESPONDING", False),
+        ("IDLE+MAINT+RESERVED", False),
+        ("IDLE+COMPLETING", False),
+        ("IDLE+POWERED_DOWN", False),
+        ("IDLE+CLOUD", True),
+        ("idle", True),
+    ],
+)
 def test_a_probe_step_is_placed_only_on_idle_nodes_nothing_keeps_jobs_off(state, ok):
     from clustercert.collect.slurm import accepts_step
 
@@ -268,7 +329,8 @@ def test_a_probe_step_is_placed_only_on_idle_nodes_nothing_keeps_jobs_off(state,
     assert accepts_step("scontrol: error: Invalid node name specified") is False
 
 
-# ---- --backend slurm on drained nodes: collect.maintenance's pure parts ----------------------------------------
+# ---- --backend slurm on drained nodes: collect.maintenance's pure parts
+# ----------------------------------------
 
 @pytest.mark.parametrize(("expr", "names"), [
     ("node[01-04]", ["node01", "node02", "node03", "node04"]),
@@ -288,8 +350,8 @@ def test_expand_hostlist_refuses_what_it_cannot_read():
 # the layout of src/scontrol/info_resv.c (Slurm 22.05) with --oneliner
 RESV = ("ReservationName=clustercert-0a1b2c3d4e5f StartTime=2026-12-07T13:40:00 EndTime=2026-12-07T21:40:00 "
         "Duration=08:00:00 Nodes=node[01-04] NodeCnt=4 CoreCnt=8 Features=(null) PartitionName=(null) "
-        "Flags=MAINT,IGNORE_JOBS,SPEC_NODES TRES=cpu=8 Users=root Groups=(null) Accounts=(null) Licenses=(null) "
-        "State=ACTIVE BurstBuffer=(null) Watts=n/a MaxStartDelay=(null)\n")
+        "Flags=MAINT,IGNORE_JOBS,SPEC_NODES TRES=cpu=8 Users=root Groups=(null) Accounts=(null) "
+        "Licenses=(null) State=ACTIVE BurstBuffer=(null) Watts=n/a MaxStartDelay=(null)\n")
 
 
 def test_parse_reservations():
@@ -299,20 +361,32 @@ def test_parse_reservations():
     assert "MAINT" in r.flags
     assert maintenance.parse_reservations("No reservations in the system\n") == {}
     assert maintenance.check_reservation(r, r.name, ["node02", "node04"]) is None
-    assert maintenance.check_reservation(r, r.name, ["node05"]) == f"--reservation {r.name}: it does not hold node05"
+    assert (
+        maintenance.check_reservation(r, r.name, ["node05"])
+        == f"--reservation {r.name}: it does not hold node05"
+    )
 
 
 def test_plan_resumes_only_the_idle_drained_nodes_and_keeps_their_reasons():
-    states = {st.node: st for st in (
-        NodeState("n1", "IDLE", None), NodeState("n2", "IDLE+DRAIN", 'admin: "psu" RMA 7'),
-        NodeState("n3", "MIXED", None), NodeState("n4", "MIXED+DRAIN", "admin: draining"),
-        NodeState("n5", "DOWN+DRAIN+NOT_RESPONDING", "admin: dead"), NodeState("n6", "IDLE+DRAIN", "clustercert: gpu.count"),
-        NodeState("n7", "IDLE+RESERVED", None))}
+    states = {
+        st.node: st
+        for st in (
+            NodeState("n1", "IDLE", None),
+            NodeState("n2", "IDLE+DRAIN", 'admin: "psu" RMA 7'),
+            NodeState("n3", "MIXED", None),
+            NodeState("n4", "MIXED+DRAIN", "admin: draining"),
+            NodeState("n5", "DOWN+DRAIN+NOT_RESPONDING", "admin: dead"),
+            NodeState("n6", "IDLE+DRAIN", "clustercert: gpu.count"),
+            NodeState("n7", "IDLE+RESERVED", None),
+        )
+    }
     names = {f"host{i}": f"n{i}" for i in range(1, 9)}
     p = maintenance.plan(names, states)
     assert p.nodes == ["n1", "n2", "n3", "n6"]
-    assert p.drained == {"n2": 'admin: "psu" RMA 7', "n6": "clustercert: gpu.count"}  # verbatim, whoever drained
-    assert set(p.blocked) == {"host4", "host5", "host7", "host8"}  # jobs still on n4; n5 down; n7 someone's; n8 unknown
+    # verbatim, whoever drained
+    assert p.drained == {"n2": 'admin: "psu" RMA 7', "n6": "clustercert: gpu.count"}
+    # jobs still on n4; n5 down; n7 someone's; n8 unknown
+    assert set(p.blocked) == {"host4", "host5", "host7", "host8"}
     assert p.blocked["host8"] == "Slurm does not know a node n8"
     # in the admin's reservation, MAINT and RESERVED keep nothing off
     assert maintenance.plan({"h": "n7"}, states, reserved=True).nodes == ["n7"]

@@ -1,10 +1,11 @@
 """--backend slurm without a cluster: collect.srun's backend and remote/slurm_agent.py, over a stand-in srun.
 
-The stand-in (FAKE_SRUN below, put on PATH as ``srun`` with ``scontrol`` and ``scancel``) does what the backend
-relies on of the real one: one task per node of --nodelist with SLURMD_NODENAME set, stdin to every task with
---input=all (else to the first) as it comes, each line of a task's output prefixed ``<task>: `` with --label, its exit
-status the worst task's. It logs each invocation, so a test sees how many steps ran. The real srun runs in
-the lab test (tests/certify/test_drain_slurm_lab.py)."""
+The stand-in (FAKE_SRUN below, put on PATH as ``srun`` with ``scontrol`` and ``scancel``) does what the
+backend relies on of the real one: one task per node of --nodelist with SLURMD_NODENAME set, stdin to every
+task with
+--input=all (else to the first) as it comes, each line of a task's output prefixed ``<task>: `` with --label,
+its exit status the worst task's. It logs each invocation, so a test sees how many steps ran. The real srun
+runs in the lab test (tests/certify/test_drain_slurm_lab.py)."""
 
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ FAKE_SRUN = textwrap.dedent("""\
             pass
     [t.join() for t in ts]
     sys.exit(max(rcs))
-    """)
+    """)  # noqa: E501
 FAKE_SCONTROL = textwrap.dedent("""\
     #!{python}
     # a stand-in scontrol that keeps Slurm's state in a file: show node / show reservation (--oneliner), create and
@@ -153,7 +154,7 @@ FAKE_SCONTROL = textwrap.dedent("""\
         save()
     else:
         fail("invalid command: " + " ".join(args))
-    """)
+    """)  # noqa: E501
 FAKE_SALLOC = textwrap.dedent("""\
     #!/bin/sh
     echo "$@" >> "$FAKE_SRUN_LOG.salloc"
@@ -170,8 +171,12 @@ def slurm(tmp_path, monkeypatch):
     """A stand-in Slurm on PATH; returns the log of its srun invocations (a function)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, text in (("srun", FAKE_SRUN.format(python=sys.executable)), ("scontrol", FAKE_SCONTROL.format(python=sys.executable)),
-                       ("salloc", FAKE_SALLOC), ("scancel", FAKE_SCANCEL)):
+    for name, text in (
+        ("srun", FAKE_SRUN.format(python=sys.executable)),
+        ("scontrol", FAKE_SCONTROL.format(python=sys.executable)),
+        ("salloc", FAKE_SALLOC),
+        ("scancel", FAKE_SCANCEL),
+    ):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     log = tmp_path / "srun.log"
@@ -188,8 +193,10 @@ def inventory(tmp_path, hosts=("node01", "node02", "node03"), slurm_hosts=None):
     slurm_hosts = hosts if slurm_hosts is None else slurm_hosts
     d = tmp_path / "inv"
     (d / "group_vars").mkdir(parents=True, exist_ok=True)
-    lines = "".join(f"    {n}: {{ansible_connection: local{', clustercert_slurm: true' if n in slurm_hosts else ''}}}\n"
-                    for n in hosts)
+    lines = "".join(
+        f"    {n}: {{ansible_connection: local{', clustercert_slurm: true' if n in slurm_hosts else ''}}}\n"
+        for n in hosts
+    )
     (d / "hosts.yml").write_text("all:\n  hosts:\n" + lines)
     (d / "group_vars" / "all.yml").write_text("clustercert_profile: lab\nclustercert_command_timeout_s: 20\n")
     return load_inventory(str(d))
@@ -210,7 +217,9 @@ def test_framed_documents_survive_labels_and_interleaving():
     docs = {"node01": json.dumps({"x": "a" * 5000}), "node02": json.dumps({"y": list(range(3000))})}
     lines = {n: runner.framed(n, d).splitlines() for n, d in docs.items()}
     assert all(len(ln) < 1000 for ls in lines.values() for ln in ls)  # under srun's 1 KiB I/O messages
-    mixed = [f"{i}: {ln}" for pair in zip(*(lines[n] for n in docs), strict=False) for i, ln in enumerate(pair)]
+    mixed = [
+        f"{i}: {ln}" for pair in zip(*(lines[n] for n in docs), strict=False) for i, ln in enumerate(pair)
+    ]
     mixed += [f"1: {ln}" for ln in lines["node02"][len(lines["node01"]):]]
     assert srun.unframe(mixed) == docs
     assert srun.unframe(mixed[:-1]) == {"node01": docs["node01"]}  # a node whose last piece is missing: none
@@ -221,7 +230,14 @@ def test_one_job_now_or_never_and_its_steps():
     assert argv[:3] == ["salloc", "--no-shell", "--exclusive"] and "--nodelist=node01,node02" in argv
     assert f"--immediate={srun.IMMEDIATE_S}" in argv and argv[-1] == "--gres=gpu:8"
     argv = srun.srun_argv("42", ["node01", "node02"], label=True, input_all=True)
-    assert argv[:6] == ["srun", "--jobid=42", "--overlap", "--nodes=2", "--ntasks-per-node=1", "--nodelist=node01,node02"]
+    assert argv[:6] == [
+        "srun",
+        "--jobid=42",
+        "--overlap",
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--nodelist=node01,node02",
+    ]
     assert "--kill-on-bad-exit=0" in argv and "--label" in argv and "--input=all" in argv
 
 
@@ -236,10 +252,17 @@ def test_every_node_in_one_step_each_running_its_own_commands(slurm, tmp_path):
     inv = inventory(tmp_path)
     with srun.SlurmBackend.open(inv) as io:
         assert io.launch == "node01" and set(io.blocked) == {"node03"} and io.job_id == "42"
-        assert io.blocked["node03"].startswith("Slurm starts no job on node03 now: it is DOWN+DRAIN; not resumed")
+        assert io.blocked["node03"].startswith(
+            "Slurm starts no job on node03 now: it is DOWN+DRAIN; not resumed"
+        )
         t0 = time.monotonic()
-        cmds = {n: {"who": (f"echo {n} on $SLURMD_NODENAME", 10), "big": ("head -c 300000 /dev/zero | tr '\\0' x", 10)}
-                for n in inv.hosts}
+        cmds = {
+            n: {
+                "who": (f"echo {n} on $SLURMD_NODENAME", 10),
+                "big": ("head -c 300000 /dev/zero | tr '\\0' x", 10),
+            }
+            for n in inv.hosts
+        }
         seen = []
         ev = io.collect_many({n: {} for n in inv.hosts}, cmds, each=lambda n, e: seen.append(n) or e)
         assert time.monotonic() - t0 < 15
@@ -258,9 +281,9 @@ def test_every_node_in_one_step_each_running_its_own_commands(slurm, tmp_path):
 
 
 def _echo_server(port: int, tag: str = "") -> str:
-    return (f"{sys.executable} -c \"import socket; s = socket.socket(); "
-            f"s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', {port})); s.listen(1); "
-            f"c, _ = s.accept(); print('{tag}got', c.recv(16).decode())\"")
+    return (f"{sys.executable} -c \"import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, "
+            f"socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', {port})); s.listen(1); c, _ = s.accept(); "
+            f"print('{tag}got', c.recv(16).decode())\"")
 
 
 def test_a_pairs_probes_run_in_one_step_server_first(slurm, tmp_path):
@@ -269,13 +292,15 @@ def test_a_pairs_probes_run_in_one_step_server_first(slurm, tmp_path):
     inv = inventory(tmp_path, hosts=("node01", "node02"))
     port = 20000 + os.getpid() % 20000
     client = (f"{sys.executable} -c \"import socket; c = socket.create_connection(('127.0.0.1', {{port}})); "
-              "c.sendall(b'hello'); e = __import__('os').environ; "
-              "print('sent', e.get('SLURM_JOB_ID') == '42' and e.get('SLURM_OVERLAP') == '1' and 'SLURM_PROCID' not in e)\"")
+              "c.sendall(b'hello'); e = __import__('os').environ; print('sent', e.get('SLURM_JOB_ID') == "
+              "'42' and e.get('SLURM_OVERLAP') == '1' and 'SLURM_PROCID' not in e)\"")
     with srun.SlurmBackend.open(inv) as io:
-        r = io.run_server_client(("node02", {}, _echo_server(port)), ("node01", {}, client.format(port=port)), 20,
-                                 server_port=port)
+        r = io.run_server_client(
+            ("node02", {}, _echo_server(port)), ("node01", {}, client.format(port=port)), 20, server_port=port
+        )
         assert r.reachable and r.server_reachable and r.client.ok, r
-        # of the step's SLURM_* only the job's id stays (with SLURM_OVERLAP): an srun inside it is a step of the job
+        # of the step's SLURM_* only the job's id stays (with SLURM_OVERLAP): an srun inside it is a step of
+        # the job
         assert r.client.stdout == "sent True\n"
         assert r.server.stdout.strip() == "got hello", r.server
         assert r.where == "the pair's Slurm step 42.0"  # what the measurement's evidence says (probes.run)
@@ -283,7 +308,10 @@ def test_a_pairs_probes_run_in_one_step_server_first(slurm, tmp_path):
         srvs = [io.start_server(("node02", {}, _echo_server(port + k, f"rail{k} ")), 20, server_port=port + k,
                                 peer="node01") for k in (1, 2)]
         assert len(io.pairs) == 1
-        runs = [io.finish_probe(srv, ("node01", {}, client.format(port=port + k)), 20) for k, srv in zip((1, 2), srvs, strict=True)]
+        runs = [
+            io.finish_probe(srv, ("node01", {}, client.format(port=port + k)), 20)
+            for k, srv in zip((1, 2), srvs, strict=True)
+        ]
         assert [x.server.stdout.strip() for x in runs] == ["rail1 got hello", "rail2 got hello"]
         assert {x.where for x in runs} == {"the pair's Slurm step 42.1"}
         assert io.pairs == {}  # the last of the pair waited for: its step has ended
@@ -299,7 +327,10 @@ def test_a_client_outside_its_servers_pair_runs_in_a_step_of_its_own(slurm, tmp_
     monkeypatch.setenv("FAKE_SLURM_STATES", "node01=IDLE,node02=IDLE,node03=IDLE")
     inv = inventory(tmp_path)
     port = 21000 + os.getpid() % 20000
-    client = (f"{sys.executable} -c \"import socket; socket.create_connection(('127.0.0.1', {port})).sendall(b'hi')\"")
+    client = (
+        f"{sys.executable} -c \"import socket; socket.create_connection(('127.0.0.1', "
+        f"{port})).sendall(b'hi')\""
+    )
     with srun.SlurmBackend.open(inv) as io:
         srv = io.start_server(("node02", {}, _echo_server(port)), 20, server_port=port, peer="node01")
         r = io.finish_probe(srv, ("node03", {}, client), 20)
@@ -329,7 +360,9 @@ def test_a_pairs_step_that_cannot_start_fails_its_probes_at_once(slurm, tmp_path
     """srun refusing the pair's step (a node gone since the job began): the server and the client say why
     in seconds, not at their bound."""
     inv = inventory(tmp_path, hosts=("node01", "node02"))
-    monkeypatch.setenv("FAKE_SRUN_FAIL", "srun: error: Unable to create step for job 42: Invalid node name specified")
+    monkeypatch.setenv(
+        "FAKE_SRUN_FAIL", "srun: error: Unable to create step for job 42: Invalid node name specified"
+    )
     with srun.SlurmBackend.open(inv) as io:
         t0 = time.monotonic()
         r = io.run_server_client(("node02", {}, "sleep 30"), ("node01", {}, "true"), 30, server_port=40000)
@@ -355,17 +388,23 @@ def test_no_launch_node_makes_every_node_unreachable_with_the_reason(tmp_path, m
     with srun.SlurmBackend.open(inv) as io:
         ev = io.collect_many({n: {} for n in inv.hosts}, {n: {"x": ("true", 5)} for n in inv.hosts})
     assert {n: e.reachable for n, e in ev.items()} == {"node01": False, "node02": False}
-    assert ev["node01"].error == "no Slurm node could start srun (node01: no srun there; node02: no srun there)"
+    assert (
+        ev["node01"].error == "no Slurm node could start srun (node01: no srun there; node02: no srun there)"
+    )
 
 
 def test_a_job_slurm_does_not_give_makes_every_node_say_why(slurm, tmp_path, monkeypatch):
-    monkeypatch.setenv("FAKE_SALLOC_REFUSE", "Unable to allocate resources: Requested node configuration is not available")
+    monkeypatch.setenv(
+        "FAKE_SALLOC_REFUSE", "Unable to allocate resources: Requested node configuration is not available"
+    )
     inv = inventory(tmp_path)
     with srun.SlurmBackend.open(inv) as io:
         assert io.job_id is None
         ev = io.collect_many({n: {} for n in inv.hosts}, {n: {"x": ("true", 5)} for n in inv.hosts})
     assert not any(e.reachable for e in ev.values()) and slurm() == []
-    assert ev["node01"].error.startswith("Slurm did not give the run's job (--no-shell --exclusive --nodes=2 ")
+    assert ev["node01"].error.startswith(
+        "Slurm did not give the run's job (--no-shell --exclusive --nodes=2 "
+    )
     assert ev["node01"].error.endswith("salloc: error: Unable to allocate resources: Requested node "
                                        "configuration is not available")
     assert "DOWN+DRAIN" in ev["node03"].error
@@ -386,7 +425,10 @@ def test_validators_over_slurm_find_what_they_find_over_ssh(slurm, tmp_path, mon
     assert len(sessions) == 1  # the controller's one session: the launch node's agent
 
     def table(results):
-        return {n: (r.verdict, sorted((f.check, f.subject, f.status) for f in r.findings)) for n, r in results.items()}
+        return {
+            n: (r.verdict, sorted((f.check, f.subject, f.status) for f in r.findings))
+            for n, r in results.items()
+        }
 
     assert table(over_slurm) == table(over_ssh)
     assert len([s for s in slurm() if s["cmd"] != "/bin/sh"]) == 1
@@ -394,8 +436,23 @@ def test_validators_over_slurm_find_what_they_find_over_ssh(slurm, tmp_path, mon
 
 def test_cli_refuses_backend_slurm_for_non_slurm_hosts(tmp_path):
     inv = inventory(tmp_path, slurm_hosts=("node01",))
-    p = subprocess.run([sys.executable, "-m", "clustercert", "validate", "-i", str(inv.source), "--backend", "slurm",
-                        "--checks", "time"], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "clustercert",
+            "validate",
+            "-i",
+            str(inv.source),
+            "--backend",
+            "slurm",
+            "--checks",
+            "time",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert "clustercert_slurm" in p.stderr and "node02, node03 not a Slurm node" in p.stderr
 
@@ -422,11 +479,15 @@ def drained_fixture(monkeypatch, states="node01=IDLE,node02=IDLE,node03=IDLE+DRA
 
 
 def reach_all(io, inv):
-    ev = io.collect_many({n: {} for n in inv.hosts}, {n: {"who": ("echo $SLURMD_NODENAME", 10)} for n in inv.hosts})
+    ev = io.collect_many(
+        {n: {} for n in inv.hosts}, {n: {"who": ("echo $SLURMD_NODENAME", 10)} for n in inv.hosts}
+    )
     return {n: e.reachable for n, e in ev.items()}
 
 
-def test_a_drained_node_is_certified_in_a_reservation_and_drained_again_with_its_reason(slurm, tmp_path, capsys):
+def test_a_drained_node_is_certified_in_a_reservation_and_drained_again_with_its_reason(
+    slurm, tmp_path, capsys
+):
     drained_fixture(monkeypatch := pytest.MonkeyPatch())
     try:
         inv = inventory(tmp_path)
@@ -454,15 +515,20 @@ def test_a_drained_node_is_certified_in_a_reservation_and_drained_again_with_its
         ["delete", f"ReservationName={name}"],
     ]
     after = slurm_state(tmp_path)
-    assert after["nodes"]["node03"] == ["IDLE+DRAIN", ADMIN_REASON] and after["resv"] == {}  # the reason verbatim
+    # the reason verbatim
+    assert after["nodes"]["node03"] == ["IDLE+DRAIN", ADMIN_REASON] and after["resv"] == {}
     assert not list((tmp_path / "home" / "slurm-reservations").glob("*.json"))
     err = capsys.readouterr().err
-    assert f"node03 resumed in reservation {name}" in err and f"drains restored on node03; reservation {name} deleted" in err
+    assert (
+        f"node03 resumed in reservation {name}" in err
+        and f"drains restored on node03; reservation {name} deleted" in err
+    )
 
 
 @pytest.mark.parametrize("failure", [RuntimeError, KeyboardInterrupt])
-def test_a_run_that_fails_midway_still_restores_the_drain_and_deletes_its_reservation(slurm, tmp_path, monkeypatch,
-                                                                                   failure):
+def test_a_run_that_fails_midway_still_restores_the_drain_and_deletes_its_reservation(
+    slurm, tmp_path, monkeypatch, failure
+):
     drained_fixture(monkeypatch)
     inv = inventory(tmp_path)
     with pytest.raises(failure), srun.SlurmBackend.open(inv) as io:
@@ -477,11 +543,14 @@ def test_a_run_that_fails_midway_still_restores_the_drain_and_deletes_its_reserv
 
 def test_a_job_slurm_refuses_in_the_reservation_still_restores(slurm, tmp_path, monkeypatch):
     drained_fixture(monkeypatch)
-    monkeypatch.setenv("FAKE_SALLOC_REFUSE", "Unable to allocate resources: Requested node configuration is not available")
+    monkeypatch.setenv(
+        "FAKE_SALLOC_REFUSE", "Unable to allocate resources: Requested node configuration is not available"
+    )
     inv = inventory(tmp_path)
     with srun.SlurmBackend.open(inv) as io:
         assert io.job_id is None and not any(reach_all(io, inv).values())
-    assert [a[0] for a in ops(tmp_path)] == ["create", "update", "salloc", "update", "delete"]  # no job: no scancel
+    # no job: no scancel
+    assert [a[0] for a in ops(tmp_path)] == ["create", "update", "salloc", "update", "delete"]
     assert slurm_state(tmp_path) == {"nodes": {"node01": ["IDLE", None], "node02": ["IDLE", None],
                                                "node03": ["IDLE+DRAIN", ADMIN_REASON]}, "resv": {}}
 
@@ -513,21 +582,38 @@ def test_a_reservation_slurm_refuses_to_make_leaves_the_drained_node_out(slurm, 
     with srun.SlurmBackend.open(inv) as io:
         assert set(io.blocked) == {"node03"} and io.reservation is None
         assert reach_all(io, inv) == {"node01": True, "node02": True, "node03": False}
-    assert io.blocked["node03"] == (f"node03 is drained (Reason={ADMIN_REASON}); the maintenance reservation for its "
-                                    "drain could not be made: Error creating the reservation: Access/permission denied")
-    assert {a[0] for a in ops(tmp_path)} == {"create", "salloc", "scancel"}  # nothing resumed, nothing to restore
+    assert io.blocked["node03"] == (f"node03 is drained (Reason={ADMIN_REASON}); the maintenance reservation "
+                                    "for its drain could not be made: Error creating the reservation: "
+                                    "Access/permission denied")
+    # nothing resumed, nothing to restore
+    assert {a[0] for a in ops(tmp_path)} == {"create", "salloc", "scancel"}
     assert not list((tmp_path / "home" / "slurm-reservations").glob("*.json"))
 
 
 def test_a_leftover_reservation_of_a_killed_run_is_restored_first(slurm, tmp_path, monkeypatch, capsys):
-    """A run killed outright left node03 resumed in clustercert-dead: the next run drains it again with the saved
-    reason and deletes that reservation before anything else; another controller's clustercert-* is left alone."""
+    """A run killed outright left node03 resumed in clustercert-dead: the next run drains it again with the
+    saved reason and deletes that reservation before anything else; another controller's clustercert-* is left
+    alone."""
     import socket
 
     drained_fixture(monkeypatch, states="node01=IDLE,node02=IDLE,node03=IDLE,node04=IDLE", reasons={})
-    monkeypatch.setenv("FAKE_SLURM_RESERVATIONS", json.dumps({
-        "clustercert-dead": {"nodes": "node[01-03]", "flags": "MAINT,IGNORE_JOBS,SPEC_NODES", "users": "root"},
-        "clustercert-other": {"nodes": "node04", "flags": "MAINT,IGNORE_JOBS,SPEC_NODES", "users": "root"}}))
+    monkeypatch.setenv(
+        "FAKE_SLURM_RESERVATIONS",
+        json.dumps(
+            {
+                "clustercert-dead": {
+                    "nodes": "node[01-03]",
+                    "flags": "MAINT,IGNORE_JOBS,SPEC_NODES",
+                    "users": "root",
+                },
+                "clustercert-other": {
+                    "nodes": "node04",
+                    "flags": "MAINT,IGNORE_JOBS,SPEC_NODES",
+                    "users": "root",
+                },
+            }
+        ),
+    )
     gone = subprocess.Popen(["true"])
     gone.wait()  # a pid no process has now
     d = tmp_path / "home" / "slurm-reservations"
@@ -540,13 +626,20 @@ def test_a_leftover_reservation_of_a_killed_run_is_restored_first(slurm, tmp_pat
         assert reach_all(io, inv) == dict.fromkeys(inv.hosts, True)
         name = io.reservation
     done = [a[:3] for a in ops(tmp_path)]
-    assert done[:3] == [["update", "NodeName=node03", "State=DRAIN"], ["delete", "ReservationName=clustercert-dead"],
-                        ["create", "reservation", f"ReservationName={name}"]]
+    assert done[:3] == [
+        ["update", "NodeName=node03", "State=DRAIN"],
+        ["delete", "ReservationName=clustercert-dead"],
+        ["create", "reservation", f"ReservationName={name}"],
+    ]
     after = slurm_state(tmp_path)
-    assert after["nodes"]["node03"] == ["IDLE+DRAIN", ADMIN_REASON] and list(after["resv"]) == ["clustercert-other"]
+    assert after["nodes"]["node03"] == ["IDLE+DRAIN", ADMIN_REASON] and list(after["resv"]) == [
+        "clustercert-other"
+    ]
     err = capsys.readouterr().err
-    assert f"reservation clustercert-dead was left by a run that did not end (pid {gone.pid}): restoring the " \
-           "drains of node03 and deleting it" in err
+    assert (
+        f"reservation clustercert-dead was left by a run that did not end (pid {gone.pid}): restoring the "
+        "drains of node03 and deleting it" in err
+    )
     assert "reservation clustercert-other is clustercert's but not this state directory's" in err
     assert not list(d.glob("*.json"))
 
@@ -578,7 +671,9 @@ def test_the_admins_reservation_is_used_and_never_changed(slurm, tmp_path, monke
     ({"maint-jan": {**ADMIN_RESV["maint-jan"], "nodes": "node[01-02]"}},
      "--reservation maint-jan: it does not hold node03"),
 ])
-def test_an_admins_reservation_that_does_not_hold_the_run_reaches_no_node(slurm, tmp_path, monkeypatch, resv, why):
+def test_an_admins_reservation_that_does_not_hold_the_run_reaches_no_node(
+    slurm, tmp_path, monkeypatch, resv, why
+):
     drained_fixture(monkeypatch)
     monkeypatch.setenv("FAKE_SLURM_RESERVATIONS", json.dumps(resv))
     inv = inventory(tmp_path)
@@ -593,6 +688,7 @@ def test_cli_refuses_reservation_without_backend_slurm_and_a_bad_name(tmp_path):
     p = subprocess.run([*base, "--reservation", "maint-jan"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert "--reservation" in p.stderr and "only with --backend slurm" in p.stderr
-    p = subprocess.run([*base, "--backend", "slurm", "--reservation=maint jan;x"], capture_output=True, text=True,
-                       timeout=60)
+    p = subprocess.run(
+        [*base, "--backend", "slurm", "--reservation=maint jan;x"], capture_output=True, text=True, timeout=60
+    )
     assert p.returncode == 2 and "not a reservation name: 'maint jan;x'" in p.stderr, p.stderr

@@ -66,14 +66,20 @@ def test_group_writable_state_dir_is_refused(tmp_path):
 
 def _tiny_inventory(tmp_path):
     inv = tmp_path / "hosts.yml"
-    inv.write_text("all:\n  vars:\n    clustercert_profile: h100-sxm-8x-ndr\n  hosts:\n    node01:\n      ansible_host: 192.0.2.1\n")  # TEST-NET
+    # TEST-NET
+    inv.write_text(
+        "all:\n  vars:\n    clustercert_profile: h100-sxm-8x-ndr\n  hosts:\n    node01:\n"
+        "      ansible_host: 192.0.2.1\n"
+    )
     return inv
 
 
 def test_certify_without_a_key_is_refused_before_anything_runs(tmp_path):
     home = tmp_path / "state"
     env = {"CLUSTERCERT_HOME": str(home)}
-    r = run_cli("certify", "-i", str(_tiny_inventory(tmp_path)), "--out", str(tmp_path / "out"), env=env, timeout=60)
+    r = run_cli(
+        "certify", "-i", str(_tiny_inventory(tmp_path)), "--out", str(tmp_path / "out"), env=env, timeout=60
+    )
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1 and "clustercert key init" in r.stderr and "Traceback" not in r.stderr
     assert not (home / "store.sqlite").exists() and not (tmp_path / "out").exists()
@@ -123,7 +129,8 @@ def test_ask_become_pass_prompts_once_and_sets_only_the_environment(tmp_path):
 
 
 def _binds(directory) -> bool:
-    """Whether ssh could make its master's socket there: it binds <dir>/<%C: 40 hex>.<16 random characters>."""
+    """Whether ssh could make its master's socket there: it binds <dir>/<%C: 40 hex>.<16 random
+    characters>."""
     import socket
 
     s = socket.socket(socket.AF_UNIX)
@@ -152,7 +159,8 @@ def test_control_sockets_go_where_a_unix_socket_fits(tmp_path, monkeypatch):
         assert paths.control_dir() == short / "cp"
     finally:
         shutil.rmtree(short)
-    deep = tmp_path / ("deep-" * 16) / "state"  # (pytest's tmp_path alone is already too deep for ssh's sockets)
+    # (pytest's tmp_path alone is already too deep for ssh's sockets)
+    deep = tmp_path / ("deep-" * 16) / "state"
     monkeypatch.setenv("CLUSTERCERT_HOME", str(deep))
     (deep / "cp").mkdir(parents=True)
     assert not _binds(deep / "cp")  # the socket ssh would make there cannot be made
@@ -170,9 +178,9 @@ def test_control_sockets_go_where_a_unix_socket_fits(tmp_path, monkeypatch):
 
 
 def test_a_control_directory_others_could_write_is_refused(tmp_path, monkeypatch):
-    """The short directory must be this user's own, 0700 (someone else's could hold a socket that answers for a
-    node): otherwise exit 2 and one line naming it, before anything runs. One a run made and left empty (no master
-    connection persists in it) is gone after the run."""
+    """The short directory must be this user's own, 0700 (someone else's could hold a socket that answers for
+    a node): otherwise exit 2 and one line naming it, before anything runs. One a run made and left empty (no
+    master connection persists in it) is gone after the run."""
     import shutil
     import tempfile
 
@@ -182,8 +190,12 @@ def test_a_control_directory_others_could_write_is_refused(tmp_path, monkeypatch
     env = {"CLUSTERCERT_HOME": str(tmp_path / ("deep-" * 16) / "state"), "XDG_RUNTIME_DIR": run}
     try:
         inv = tmp_path / "hosts.yml"
-        inv.write_text("all:\n  hosts:\n    node01: {ansible_host: 192.0.2.1}\n  vars: {clustercert_profile: lab}\n")
-        first = run_cli("validate", "-i", str(inv), "--checks", "time", "--format", "json", env=env, timeout=60)
+        inv.write_text(
+            "all:\n  hosts:\n    node01: {ansible_host: 192.0.2.1}\n  vars: {clustercert_profile: lab}\n"
+        )
+        first = run_cli(
+            "validate", "-i", str(inv), "--checks", "time", "--format", "json", env=env, timeout=60
+        )
         assert first.returncode == 1, first.stderr  # node01 does not answer
         assert os.listdir(run) == []  # the directory it made for its sockets, empty, is gone with it
         for k, v in env.items():

@@ -18,9 +18,23 @@ from clustercert.report import prom
 
 
 def _nodes(n: int, verdict: str = "pass") -> dict:
-    return {f"node{i:02d}": {"verdict": verdict, "findings": [
-        {"check": "gpu.count", "status": verdict, "subject": "node", "expected": "8", "observed": "8", "evidence": "x" * 200}
-        for _ in range(20)]} for i in range(n)}
+    return {
+        f"node{i:02d}": {
+            "verdict": verdict,
+            "findings": [
+                {
+                    "check": "gpu.count",
+                    "status": verdict,
+                    "subject": "node",
+                    "expected": "8",
+                    "observed": "8",
+                    "evidence": "x" * 200,
+                }
+                for _ in range(20)
+            ],
+        }
+        for i in range(n)
+    }
 
 
 def test_store_survives_sigkill_mid_write(tmp_path):
@@ -38,7 +52,7 @@ def test_store_survives_sigkill_mid_write(tmp_path):
             s.finish_run(f"r{{i}}", "fail", {{f"n{{k}}": {{"verdict": "fail", "findings": [{{"check": "c", "status": "fail"}}] * 50}} for k in range(50)}})
             i += 1
             print(i, flush=True)
-        """)
+        """)  # noqa: E501
     p = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True)
     p.stdout.readline()  # at least one full run written; now kill it mid-flight
     time.sleep(0.3)
@@ -78,7 +92,8 @@ def test_lock_names_the_holder_and_dies_with_it(tmp_path, monkeypatch):
 
 
 def _families(path) -> dict:
-    """Every metric family of a textfile, parsed by prometheus_client's own parser (what node_exporter reads)."""
+    """Every metric family of a textfile, parsed by prometheus_client's own parser (what node_exporter
+    reads)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     return {f.name: f for f in text_string_to_metric_families(path.read_text())}
@@ -90,37 +105,95 @@ def test_prom_textfile_parses(tmp_path):
                                                         {"check": "gpu.ecc", "status": "fail"}]},
              'we"ird\\n': {"verdict": "unreachable", "findings": []},
              "node03": {"verdict": "error", "findings": [{"check": "ib.bond", "status": "skip"}]}}
-    links = [{"a": "node01", "b": "node03", "fabric": 0, "probe": "ib_write_bw", "subject": "mlx5_0 node01->node03",
-              "value": 300.0, "unit": "gbit_per_s", "status": "fail", "round": 1, "threshold": "ib_write_bw_pair"},
-             {"a": "node01", "b": "node03", "fabric": 0, "probe": "ib_write_bw", "subject": "mlx5_0 node01->node03",
-              "value": 390.5, "unit": "gbit_per_s", "status": "pass", "round": 2, "threshold": "ib_write_bw_pair"},
-             {"a": "node01", "b": "node03", "fabric": None, "probe": "nccl_allreduce", "subject": "node01+node03",
-              "value": None, "unit": "gbyte_per_s", "status": "error", "round": 1, "threshold": "nccl_allreduce_pair"},
-             {"a": "node01", "b": "node03", "fabric": 0, "probe": "ib_write_lat", "subject": "mlx5_0", "value": 1.1,
-              "unit": "usec", "status": "pass", "round": 1, "threshold": "ib_write_lat_p99"}]
+    links = [
+        {
+            "a": "node01",
+            "b": "node03",
+            "fabric": 0,
+            "probe": "ib_write_bw",
+            "subject": "mlx5_0 node01->node03",
+            "value": 300.0,
+            "unit": "gbit_per_s",
+            "status": "fail",
+            "round": 1,
+            "threshold": "ib_write_bw_pair",
+        },
+        {
+            "a": "node01",
+            "b": "node03",
+            "fabric": 0,
+            "probe": "ib_write_bw",
+            "subject": "mlx5_0 node01->node03",
+            "value": 390.5,
+            "unit": "gbit_per_s",
+            "status": "pass",
+            "round": 2,
+            "threshold": "ib_write_bw_pair",
+        },
+        {
+            "a": "node01",
+            "b": "node03",
+            "fabric": None,
+            "probe": "nccl_allreduce",
+            "subject": "node01+node03",
+            "value": None,
+            "unit": "gbyte_per_s",
+            "status": "error",
+            "round": 1,
+            "threshold": "nccl_allreduce_pair",
+        },
+        {
+            "a": "node01",
+            "b": "node03",
+            "fabric": 0,
+            "probe": "ib_write_lat",
+            "subject": "mlx5_0",
+            "value": 1.1,
+            "unit": "usec",
+            "status": "pass",
+            "round": 1,
+            "threshold": "ib_write_lat_p99",
+        },
+    ]
     bounds = prom.threshold_bounds({"ib_write_bw_pair": {"floor": 320.0, "ceiling": None},
                                     "ib_write_lat_p99": {"floor": None, "ceiling": 4.2}})
-    text = prom.render("drift", nodes=nodes, links=links, bounds=bounds, duration_s=12.3456, finished=1764680000.0,
-                       last_success=1764600000.0, drift_items={("node01", "configuration"): 1, ("node03", "state"): 2})
+    text = prom.render(
+        "drift",
+        nodes=nodes,
+        links=links,
+        bounds=bounds,
+        duration_s=12.3456,
+        finished=1764680000.0,
+        last_success=1764600000.0,
+        drift_items={("node01", "configuration"): 1, ("node03", "state"): 2},
+    )
     path = tmp_path / "clustercert.prom"
     prom.write_atomic(path, text)
     fams = _families(path)
     drift = {(s.labels["node"], s.labels["kind"]): s.value for s in fams["clustercert_drift_items"].samples}
     assert drift == {("node01", "configuration"): 1.0, ("node03", "state"): 2.0}
-    # a check's status: 0/1 per status (its worst one is 1), so an alert on status="fail" never fires on a skip
+    # a check's status: 0/1 per status (its worst one is 1), so an alert on status="fail" never fires on a
+    # skip
     status = {(s.labels["node"], s.labels["check"], s.labels["status"]): s.value
               for s in fams["clustercert_check_status"].samples}
     assert {k[:2]: k[2] for k, v in status.items() if v == 1} == {("node01", "gpu.count"): "pass",
                                                                   ("node01", "gpu.ecc"): "fail",
                                                                   ("node03", "ib.bond"): "skip"}
     assert len(status) == 3 * 4 and set(status.values()) == {0.0, 1.0}
-    failing = {k[:2] for k, v in status.items() if k[2] in ("fail", "error") and v > 0}  # the alert's expression
+    # the alert's expression
+    failing = {k[:2] for k, v in status.items() if k[2] in ("fail", "error") and v > 0}
     assert failing == {("node01", "gpu.ecc")}
-    verdict = {s.labels["node"]: s.labels["verdict"] for s in fams["clustercert_node_verdict"].samples if s.value == 1}
+    verdict = {
+        s.labels["node"]: s.labels["verdict"]
+        for s in fams["clustercert_node_verdict"].samples
+        if s.value == 1
+    }
     assert verdict == {"node01": "pass", 'we"ird\\n': "unreachable", "node03": "error"}
     assert len(fams["clustercert_node_verdict"].samples) == 3 * 4
     # one metric per unit, in base units: Gb/s -> bytes/s, us -> seconds; no unit label
-    assert "clustercert_link_value" not in fams and not any("unit" in s.labels for f in fams.values() for s in f.samples)
+    assert "clustercert_link_value" not in fams and not any(
+        "unit" in s.labels for f in fams.values() for s in f.samples
+    )
     bw = {(s.labels["probe"], s.labels["fabric"]): s.value
           for s in fams["clustercert_link_bandwidth_bytes_per_second"].samples}
     assert bw == {("ib_write_bw", "0"): 390.5e9 / 8}  # round 2 replaced round 1; nccl_allreduce had no value
@@ -132,7 +205,9 @@ def test_prom_textfile_parses(tmp_path):
     ceiling = {(s.labels["probe"], s.labels["bound"]): s.value
                for s in fams["clustercert_link_latency_threshold_seconds"].samples}
     assert ceiling == {("ib_write_lat", "ceiling"): pytest.approx(4.2e-6)}
-    lstatus = {s.labels["probe"]: s.labels["status"] for s in fams["clustercert_link_status"].samples if s.value == 1}
+    lstatus = {
+        s.labels["probe"]: s.labels["status"] for s in fams["clustercert_link_status"].samples if s.value == 1
+    }
     assert lstatus == {"ib_write_bw": "pass", "nccl_allreduce": "error", "ib_write_lat": "pass"}
     assert {s.labels["verb"] for f in fams.values() for s in f.samples if "verb" in s.labels} == {"drift"}
     assert fams["clustercert_run_duration_seconds"].samples[0].value == 12.346
@@ -146,17 +221,67 @@ def test_prom_textfile_parses(tmp_path):
 def test_link_values_convert_to_base_units_one_metric_per_unit():
     """GB/s (NCCL's busbw) and Gb/s (perftest) both become bytes per second, ms and ns seconds, percent a
     ratio; a unit the exporter does not know gets no value series (its status is still there)."""
-    links = [{"a": "n1", "b": "n2", "fabric": None, "probe": "nccl_allreduce", "subject": "n1+n2", "value": 48.5,
-              "unit": "gbyte_per_s", "status": "pass", "round": 1},
-             {"a": "n1", "b": "n2", "fabric": 1, "probe": "iperf3", "subject": "fabric 1", "value": 25.0,
-              "unit": "gbit_per_s", "status": "pass", "round": 1},
-             {"a": "n1", "b": "n2", "fabric": None, "probe": "ddp_allreduce", "subject": "n1+n2", "value": 12.5,
-              "unit": "ms", "status": "fail", "round": 1, "threshold": "step"},
-             {"a": "n1", "b": "n2", "fabric": None, "probe": "gpu_util", "subject": "n1+n2", "value": 97.0,
-              "unit": "percent", "status": "pass", "round": 1},
-             {"a": "n1", "b": "n2", "fabric": None, "probe": "mystery", "subject": "x", "value": 3.0,
-              "unit": "furlongs", "status": "skip", "round": 1}]
-    text = prom.render("certify", links=links, bounds={"step": ("ceiling", 10.0), "gpu_util": ("floor", 0.9, "ratio")})
+    links = [
+        {
+            "a": "n1",
+            "b": "n2",
+            "fabric": None,
+            "probe": "nccl_allreduce",
+            "subject": "n1+n2",
+            "value": 48.5,
+            "unit": "gbyte_per_s",
+            "status": "pass",
+            "round": 1,
+        },
+        {
+            "a": "n1",
+            "b": "n2",
+            "fabric": 1,
+            "probe": "iperf3",
+            "subject": "fabric 1",
+            "value": 25.0,
+            "unit": "gbit_per_s",
+            "status": "pass",
+            "round": 1,
+        },
+        {
+            "a": "n1",
+            "b": "n2",
+            "fabric": None,
+            "probe": "ddp_allreduce",
+            "subject": "n1+n2",
+            "value": 12.5,
+            "unit": "ms",
+            "status": "fail",
+            "round": 1,
+            "threshold": "step",
+        },
+        {
+            "a": "n1",
+            "b": "n2",
+            "fabric": None,
+            "probe": "gpu_util",
+            "subject": "n1+n2",
+            "value": 97.0,
+            "unit": "percent",
+            "status": "pass",
+            "round": 1,
+        },
+        {
+            "a": "n1",
+            "b": "n2",
+            "fabric": None,
+            "probe": "mystery",
+            "subject": "x",
+            "value": 3.0,
+            "unit": "furlongs",
+            "status": "skip",
+            "round": 1,
+        },
+    ]
+    text = prom.render(
+        "certify", links=links, bounds={"step": ("ceiling", 10.0), "gpu_util": ("floor", 0.9, "ratio")}
+    )
     from prometheus_client.parser import text_string_to_metric_families
 
     fams = {f.name: f for f in text_string_to_metric_families(text)}
@@ -164,12 +289,20 @@ def test_link_values_convert_to_base_units_one_metric_per_unit():
     assert bw == {"nccl_allreduce": 48.5e9, "iperf3": 25e9 / 8}
     assert [(s.labels["probe"], s.value) for s in fams["clustercert_link_latency_seconds"].samples] == [
         ("ddp_allreduce", 0.0125)]
-    assert [(s.labels["bound"], s.value) for s in fams["clustercert_link_latency_threshold_seconds"].samples] == [
-        ("ceiling", 0.01)]
-    assert [(s.labels["probe"], s.value) for s in fams["clustercert_link_ratio"].samples] == [("gpu_util", 0.97)]
-    assert [s.value for s in fams["clustercert_link_ratio_threshold"].samples] == [0.9]  # the bound's own unit
-    assert not any(s.labels["probe"] == "mystery" for f in fams.values() if f.name != "clustercert_link_status"
-                   for s in f.samples)
+    assert [
+        (s.labels["bound"], s.value) for s in fams["clustercert_link_latency_threshold_seconds"].samples
+    ] == [("ceiling", 0.01)]
+    assert [(s.labels["probe"], s.value) for s in fams["clustercert_link_ratio"].samples] == [
+        ("gpu_util", 0.97)
+    ]
+    # the bound's own unit
+    assert [s.value for s in fams["clustercert_link_ratio_threshold"].samples] == [0.9]
+    assert not any(
+        s.labels["probe"] == "mystery"
+        for f in fams.values()
+        if f.name != "clustercert_link_status"
+        for s in f.samples
+    )
     skipped = {s.labels["status"]: s.value for s in fams["clustercert_link_status"].samples
                if s.labels["probe"] == "mystery"}
     assert skipped == {"pass": 0.0, "fail": 0.0, "error": 0.0, "skip": 1.0}
@@ -202,13 +335,19 @@ def test_certify_prom_from_the_sample_certificate(tmp_path):
     path = tmp_path / "certify.prom"
     prom.write_certify(str(path), cert, "inventory/x")
     fams = _families(path)
-    verdict = {s.labels["node"]: s.labels["verdict"] for s in fams["clustercert_node_verdict"].samples if s.value}
+    verdict = {
+        s.labels["node"]: s.labels["verdict"] for s in fams["clustercert_node_verdict"].samples if s.value
+    }
     assert verdict["gpu-node-03"] == "fail" and verdict["gpu-node-08"] == "unreachable"
     assert verdict["gpu-node-01"] == "pass"
     slow = [s for s in fams["clustercert_link_bandwidth_bytes_per_second"].samples
             if (s.labels["a"], s.labels["b"], s.labels["fabric"]) == ("gpu-node-05", "gpu-node-06", "1")]
-    assert [s.value for s in slow] == [pytest.approx(208.9e9 / 8)]  # the second round's measurement, in bytes/s
-    floors = {s.labels["probe"]: s.value for s in fams["clustercert_link_bandwidth_threshold_bytes_per_second"].samples}
+    # the second round's measurement, in bytes/s
+    assert [s.value for s in slow] == [pytest.approx(208.9e9 / 8)]
+    floors = {
+        s.labels["probe"]: s.value
+        for s in fams["clustercert_link_bandwidth_threshold_bytes_per_second"].samples
+    }
     assert floors == {"ib_write_bw": 320e9 / 8, "iperf3": 20e9 / 8}
     # the skipped ib.bond check is not a failure: only gpu-node-03's failing checks read fail=1
     failing = {(s.labels["node"], s.labels["check"]) for s in fams["clustercert_check_status"].samples
@@ -218,16 +357,39 @@ def test_certify_prom_from_the_sample_certificate(tmp_path):
                if s.labels["check"] == "ib.bond" and s.labels["status"] == "skip" and s.value == 1}
     assert len(skipped) == 7
     assert fams["clustercert_run_duration_seconds"].samples[0].value == 1674.0  # 08:14:03 -> 08:41:57
-    assert fams["clustercert_last_success_timestamp_seconds"].samples == []  # failed, and no run passed before
+    # failed, and no run passed before
+    assert fams["clustercert_last_success_timestamp_seconds"].samples == []
     promtool_check(path.read_text())
 
 
 def test_actions_are_recorded_with_their_run(tmp_path):
     s = Store(tmp_path / "store.sqlite")
     s.start_run("r1", "certify", "inv", {})
-    s.finish_run("r1", "fail", _nodes(2), actions={"slurm": [
-        {"node": "node01", "slurm_node": "gpu-a01", "action": "drain", "reason": "clustercert: gpu.count", "ok": True, "detail": ""},
-        {"node": "node00", "slurm_node": "gpu-a00", "action": "resume", "reason": "", "ok": False, "detail": "scontrol: timed out"}]})
+    s.finish_run(
+        "r1",
+        "fail",
+        _nodes(2),
+        actions={
+            "slurm": [
+                {
+                    "node": "node01",
+                    "slurm_node": "gpu-a01",
+                    "action": "drain",
+                    "reason": "clustercert: gpu.count",
+                    "ok": True,
+                    "detail": "",
+                },
+                {
+                    "node": "node00",
+                    "slurm_node": "gpu-a00",
+                    "action": "resume",
+                    "reason": "",
+                    "ok": False,
+                    "detail": "scontrol: timed out",
+                },
+            ]
+        },
+    )
     s.start_run("r2", "certify", "inv", {})
     s.finish_run("r2", "pass", _nodes(2))
     got = [(a["node"], a["target"], a["action"], a["ok"], a["reason"], a["detail"]) for a in s.actions("r1")]
@@ -265,14 +427,41 @@ def test_the_documented_alert_fires_on_a_failure_and_never_on_a_skip(tmp_path):
     def alert(name: str, node: str, **labels: str) -> dict:
         return {"exp_labels": {"alertname": name, "verb": "validate", "node": node, **labels}}
 
-    (tmp_path / "test.yml").write_text(json.dumps({"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": [{
-        "interval": "1m", "input_series": series, "alert_rule_test": [
-            {"eval_time": "2m", "alertname": "ClustercertCheckFailed", "exp_alerts": [  # no ib.bond (skipped)
-                alert("ClustercertCheckFailed", "node01", check="gpu.ecc", status="fail"),
-                alert("ClustercertCheckFailed", "node02", check="time.sync", status="error")]},
-            {"eval_time": "2m", "alertname": "ClustercertNodeNotPassing", "exp_alerts": [
-                alert("ClustercertNodeNotPassing", "node01", verdict="fail"),
-                alert("ClustercertNodeNotPassing", "node02", verdict="error")]}]}]}))
-    r = subprocess.run(["promtool", "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True,
-                       timeout=60)
+    (tmp_path / "test.yml").write_text(
+        json.dumps(
+            {
+                "rule_files": ["rules.yml"],
+                "evaluation_interval": "1m",
+                "tests": [
+                    {
+                        "interval": "1m",
+                        "input_series": series,
+                        "alert_rule_test": [
+                            {
+                                "eval_time": "2m",
+                                "alertname": "ClustercertCheckFailed",
+                                "exp_alerts": [  # no ib.bond (skipped)
+                                    alert("ClustercertCheckFailed", "node01", check="gpu.ecc", status="fail"),
+                                    alert(
+                                        "ClustercertCheckFailed", "node02", check="time.sync", status="error"
+                                    ),
+                                ],
+                            },
+                            {
+                                "eval_time": "2m",
+                                "alertname": "ClustercertNodeNotPassing",
+                                "exp_alerts": [
+                                    alert("ClustercertNodeNotPassing", "node01", verdict="fail"),
+                                    alert("ClustercertNodeNotPassing", "node02", verdict="error"),
+                                ],
+                            },
+                        ],
+                    }
+                ],
+            }
+        )
+    )
+    r = subprocess.run(
+        ["promtool", "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stdout + r.stderr

@@ -30,8 +30,18 @@ def local_and_unreachable(path: Path, port: int = 1) -> Path:
 
 def test_validate_json_local_and_unreachable(cli, tmp_path):
     inv = local_and_unreachable(tmp_path / "hosts.yml")
-    r = cli("validate", "-i", str(inv), "--format", "json", "--checks", "gpu,tuning", "--out", str(tmp_path / "out"),
-            env={"CLUSTERCERT_HOME": str(tmp_path / "state")})
+    r = cli(
+        "validate",
+        "-i",
+        str(inv),
+        "--format",
+        "json",
+        "--checks",
+        "gpu,tuning",
+        "--out",
+        str(tmp_path / "out"),
+        env={"CLUSTERCERT_HOME": str(tmp_path / "state")},
+    )
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
     assert set(doc["nodes"]) == {"here", "gone"}
@@ -43,7 +53,9 @@ def test_validate_json_local_and_unreachable(cli, tmp_path):
     assert here["verdict"] in ("error", "fail")
     for f in here["findings"]:
         assert set(f) >= {"check", "status", "subject", "expected", "observed", "evidence"}
-    assert (tmp_path / "out" / "validate.json").is_file() and (tmp_path / "out" / "evidence" / "here.json").is_file()
+    assert (tmp_path / "out" / "validate.json").is_file() and (
+        tmp_path / "out" / "evidence" / "here.json"
+    ).is_file()
     db = sqlite3.connect(tmp_path / "state" / "store.sqlite")
     (kind, verdict, status), = db.execute("SELECT kind, verdict, status FROM runs").fetchall()
     assert (kind, verdict, status) == ("validate", "fail", "done")
@@ -52,7 +64,9 @@ def test_validate_json_local_and_unreachable(cli, tmp_path):
 
 def test_validate_rejects_unknown_component(cli, tmp_path):
     r = cli("validate", "-i", "inventory/h100-sample", "--checks", "gpu,gpus")
-    assert r.returncode == 2 and "--checks: gpus: unknown check id or component (did you mean gpu?)" in r.stderr
+    assert (
+        r.returncode == 2 and "--checks: gpus: unknown check id or component (did you mean gpu?)" in r.stderr
+    )
 
 
 def _node(name, findings, verdict="fail", detail=""):
@@ -66,35 +80,54 @@ def test_identical_causes_fold_into_one_line():
     from clustercert.report.terminal import fold_findings, fold_line
 
     why = "tool not found: nvidia-smi -q -x"
-    gpu = [Finding(c, "error", "", "", why) for c in ("gpu.count", "gpu.model", "gpu.memory", "gpu.ecc", "gpu.row_remap",
-                                                      "gpu.retired_pages", "gpu.pcie_link", "gpu.throttle", "gpu.persistence")]
+    gpu = [
+        Finding(c, "error", "", "", why)
+        for c in (
+            "gpu.count",
+            "gpu.model",
+            "gpu.memory",
+            "gpu.ecc",
+            "gpu.row_remap",
+            "gpu.retired_pages",
+            "gpu.pcie_link",
+            "gpu.throttle",
+            "gpu.persistence",
+        )
+    ]
     ecc = [Finding("gpu.ecc", "fail", f"GPU{i}", "ECC enabled", "ECC disabled") for i in range(8)]
     results = {
-        "n1": _node("n1", [*gpu, Finding("time.sync", "pass"), Finding("ib.bond", "fail", "bond0", "up", "missing")]),
+        "n1": _node(
+            "n1", [*gpu, Finding("time.sync", "pass"), Finding("ib.bond", "fail", "bond0", "up", "missing")]
+        ),
         "n2": _node("n2", [*gpu, *ecc]),
         "n3": _node("n3", [], "unreachable", "host key verification failed"),
         "n4": _node("n4", [], "unreachable", "host key verification failed"),
     }
     lines = [fold_line(g) for g in fold_findings(results)]
     assert lines == [
-        "n1, n2 error: 9 checks (gpu.count, gpu.model, gpu.memory (+6 more)): tool not found: nvidia-smi -q -x",
+        "n1, n2 error: 9 checks (gpu.count, gpu.model, gpu.memory (+6 more)): tool not found: nvidia-smi -q "
+        "-x",
         "n1 fail: ib.bond bond0: expected up, observed missing",
         "n2 fail: gpu.ecc ×8 (GPU0, GPU1, GPU2 (+5 more)): expected ECC enabled, observed ECC disabled",
         "n3, n4 unreachable — host key verification failed",
     ]
     groups = fold_findings(results)
-    assert groups[0]["findings"] == 18 and groups[0]["nodes"] == ["n1", "n2"] and len(groups[0]["checks"]) == 9
+    assert (
+        groups[0]["findings"] == 18 and groups[0]["nodes"] == ["n1", "n2"] and len(groups[0]["checks"]) == 9
+    )
 
 
 def test_an_unreachable_nodes_reason_is_said_once_and_a_shared_one_folds(capsys):
-    """The sudo case of the lab's non-root test: one unreachable node's reason (sudo wants a password) is in the
-    first table only, whole on one line; a reason two nodes share is also folded below the matrix."""
+    """The sudo case of the lab's non-root test: one unreachable node's reason (sudo wants a password) is in
+    the first table only, whole on one line; a reason two nodes share is also folded below the matrix."""
     from clustercert.collect.ssh import describe_failure
     from clustercert.report.terminal import print_validate
 
     why = describe_failure("sudo: a password is required\n", 1, {"ansible_user": "op"})
     cols = {"gpu": "unreachable", "ib": "unreachable", "verdict": "unreachable"}
-    print_validate([{"node": "node01", **cols}], ["gpu", "ib"], {"node01": _node("node01", [], "unreachable", why)}, "r1")
+    print_validate(
+        [{"node": "node01", **cols}], ["gpu", "ib"], {"node01": _node("node01", [], "unreachable", why)}, "r1"
+    )
     out = capsys.readouterr().out
     said = [ln for ln in out.splitlines() if "sudo needs a password" in ln]
     assert len(said) == 1 and "-K" in said[0], out
@@ -108,15 +141,19 @@ def test_terminal_folds_while_json_keeps_every_finding(cli, tmp_path):
     import shutil
 
     inv = tmp_path / "hosts.yml"
-    inv.write_text(f"all:\n  vars: {{clustercert_profile: lab, clustercert_command_timeout_s: 10}}\n  hosts:\n"
+    inv.write_text("all:\n  vars: {clustercert_profile: lab, clustercert_command_timeout_s: 10}\n"
+                   "  hosts:\n"
                    f"    here: {{ansible_connection: local, ansible_python_interpreter: {sys.executable}}}\n")
     env = {"CLUSTERCERT_HOME": str(tmp_path / "state")}
     table = cli("validate", "-i", str(inv), "--checks", "gpu,driver", env=env)
-    doc = json.loads(cli("validate", "-i", str(inv), "--checks", "gpu,driver", "--format", "json", env=env).stdout)
+    doc = json.loads(
+        cli("validate", "-i", str(inv), "--checks", "gpu,driver", "--format", "json", env=env).stdout
+    )
     bad = [f for f in doc["nodes"]["here"]["findings"] if f["status"] in ("fail", "error")]
     lines = [x for x in table.stdout.splitlines() if x.startswith("here ")]
     assert bad and lines and len(lines) <= len(bad)
-    if shutil.which("nvidia-smi") is None:  # a machine without GPUs: one line for every check nvidia-smi feeds
+    # a machine without GPUs: one line for every check nvidia-smi feeds
+    if shutil.which("nvidia-smi") is None:
         xml = [f for f in bad if f["observed"] == "tool not found: nvidia-smi -q -x"]
         assert len(xml) >= 9
         folded = [x for x in lines if x.endswith(": tool not found: nvidia-smi -q -x")]
@@ -130,10 +167,10 @@ JUNIT_XSD = Path(__file__).resolve().parent / "fixtures" / "junit" / "jenkins-ju
 
 
 def test_validate_junit_is_valid_with_failures_messages_and_measured_times(cli, tmp_path):
-    """validate --junit FILE: valid against the common JUnit schema; every node x check of the run is a testcase
-    with its worst status (a failing check a <failure> whose message is its expected and observed values, a check
-    that could not run an <error>, the unreachable node one node.status error); each node's checks share the
-    seconds its collection took (evidence/NODE.json), so the times are not all zero."""
+    """validate --junit FILE: valid against the common JUnit schema; every node x check of the run is a
+    testcase with its worst status (a failing check a <failure> whose message is its expected and observed
+    values, a check that could not run an <error>, the unreachable node one node.status error); each node's
+    checks share the seconds its collection took (evidence/NODE.json), so the times are not all zero."""
     import os
     import xml.etree.ElementTree as ET
 
@@ -148,7 +185,9 @@ def test_validate_junit_is_valid_with_failures_messages_and_measured_times(cli, 
     doc = json.loads(r.stdout)
     xml = junit.read_text()
     xmlschema.XMLSchema(str(JUNIT_XSD)).validate(xml)
-    assert oct(os.stat(junit).st_mode & 0o777) == "0o600" and not list(junit.parent.glob(".validate-junit.xml.*"))
+    assert oct(os.stat(junit).st_mode & 0o777) == "0o600" and not list(
+        junit.parent.glob(".validate-junit.xml.*")
+    )
     root = ET.fromstring(xml)
     assert root.get("name") == "clustercert validate hosts.yml"
     cases = {(tc.get("classname"), tc.get("name")): tc for tc in root.iter("testcase")}
@@ -174,13 +213,18 @@ def test_validate_junit_is_valid_with_failures_messages_and_measured_times(cli, 
     for node, check in fails:
         failure = cases[(node, check)].find("failure")
         assert failure is not None and failure.get("type") == "fail", (node, check)
-        first = next(f for f in doc["nodes"][node]["findings"] if f["check"] == check and f["status"] == "fail")
-        assert f"expected {first['expected']}, observed {first['observed']}" in failure.get("message"), failure.attrib
+        first = next(
+            f for f in doc["nodes"][node]["findings"] if f["check"] == check and f["status"] == "fail"
+        )
+        assert f"expected {first['expected']}, observed {first['observed']}" in failure.get("message"), (
+            failure.attrib
+        )
         assert first["observed"] in failure.text
     pinned = cases[("here", "packages.pinned")].find("failure").get("message")
     assert pinned.endswith("observed no pin record: the node was not bootstrapped"), pinned
     gpu = cases[("here", "gpu.count")]
-    assert gpu.find("error") is not None and gpu.find("failure") is None  # could not run: an error, not a pass
+    # could not run: an error, not a pass
+    assert gpu.find("error") is not None and gpu.find("failure") is None
     gone = cases[("gone", "node.status")].find("error")
     assert gone.get("message") == "node unreachable"
 

@@ -62,7 +62,9 @@ def install_args(manager, specs, pinned):
     elif pinned and manager in DNF_MANAGERS:
         args.update(allow_downgrade=True)
     elif pinned:
-        raise AnsibleActionFail(f"pinned package sets need apt or dnf; this host's package manager is {manager}")
+        raise AnsibleActionFail(
+            f"pinned package sets need apt or dnf; this host's package manager is {manager}"
+        )
     return args
 
 
@@ -87,6 +89,14 @@ def hold_diff(changed_holds):
             "after": "".join(f"{name} hold\n" for name, _before in changed_holds)}
 
 
+class _StepFailed(Exception):
+    """A module the action ran failed: its result, and what the action was doing."""
+
+    def __init__(self, res, msg):
+        super().__init__(msg)
+        self.res, self.msg = res, msg
+
+
 class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
@@ -109,47 +119,70 @@ class ActionModule(ActionBase):
 
         dpkg_stdout = ""
         if manager == "apt" and (specs or args["hold"]):
-            q = self._low_level_execute_command(dpkg_query_command(specs + args["hold"], args["query_timeout"]))
+            q = self._low_level_execute_command(
+                dpkg_query_command(specs + args["hold"], args["query_timeout"])
+            )
             dpkg_stdout = dpkg_query_output(q.get("rc"), q.get("stdout", ""))
 
-        unmet = to_install(manager, specs, dpkg_stdout)
-        result["unmet"] = unmet
+        try:
+            self._install(manager, args, dpkg_stdout, task_vars, result, diffs)
+            self._hold(manager, args, dpkg_stdout, task_vars, result, diffs)
+            self._versionlock(manager, args, task_vars, result, diffs)
+        except _StepFailed as exc:
+            return self._failed(result, exc.res, exc.msg)
+
+        result["changed"] = result["installed"] or bool(result["held"]) or result["versionlock_changed"]
+        if diffs and self._task.diff:
+            result["diff"] = diffs
+        return result
+
+    def _module(self, name, module_args, task_vars, diffs, failure):
+        """Run one module; its diff joins ``diffs``; a failure stops the action (``failure`` says what)."""
+        res = self._execute_module(module_name=name, module_args=module_args, task_vars=task_vars)
+        if res.get("failed"):
+            raise _StepFailed(res, failure)
+        if res.get("diff"):
+            diffs.extend(res["diff"] if isinstance(res["diff"], list) else [res["diff"]])
+        return res
+
+    def _install(self, manager, args, dpkg_stdout, task_vars, result, diffs):
+        """What is missing or at another version, installed in one transaction of the host's manager."""
+        specs = args["name"]
+        result["unmet"] = unmet = to_install(manager, specs, dpkg_stdout)
         if unmet:
             module = ("ansible.legacy." + manager) if manager in BUILTIN_MANAGERS else manager
-            res = self._execute_module(module_name=module, module_args=install_args(manager, specs, args["pinned"]),
-                                       task_vars=task_vars)
-            if res.get("failed"):
-                return self._failed(result, res, f"{manager} could not install {', '.join(specs)}")
+            res = self._module(module, install_args(manager, specs, args["pinned"]), task_vars, diffs,
+                               f"{manager} could not install {', '.join(specs)}")
             result["installed"] = bool(res.get("changed"))
-            if res.get("diff"):
-                diffs.extend(res["diff"] if isinstance(res["diff"], list) else [res["diff"]])
 
+    def _hold(self, manager, args, dpkg_stdout, task_vars, result, diffs):
+        """Each package to hold that is not held (or every one, after an install), held."""
         changed_holds = []
         for name in to_hold(manager, args["hold"], dpkg_stdout, result["installed"]):
-            res = self._execute_module(module_name="ansible.legacy.dpkg_selections",
-                                       module_args={"name": name, "selection": "hold"}, task_vars=task_vars)
-            if res.get("failed"):
-                return self._failed(result, res, f"could not hold {name}")
+            res = self._module(
+                "ansible.legacy.dpkg_selections",
+                {"name": name, "selection": "hold"},
+                task_vars,
+                [],
+                f"could not hold {name}",
+            )
             if res.get("changed"):
                 changed_holds.append((name, res.get("before", "")))
         result["held"] = [name for name, _before in changed_holds]
         if changed_holds:
             diffs.append(hold_diff(changed_holds))
 
+    def _versionlock(self, manager, args, task_vars, result, diffs):
+        """dnf's versionlock list: the role's block of it, where the host's manager is dnf."""
         if manager in DNF_MANAGERS and args["versionlock"]:
-            res = self._execute_module(module_name="ansible.legacy.blockinfile",
-                                       module_args=versionlock_args(args["versionlock"], args["versionlock_block"]),
-                                       task_vars=task_vars)
-            if res.get("failed"):
-                return self._failed(result, res, f"could not write {VERSIONLOCK_LIST}")
+            res = self._module(
+                "ansible.legacy.blockinfile",
+                versionlock_args(args["versionlock"], args["versionlock_block"]),
+                task_vars,
+                diffs,
+                f"could not write {VERSIONLOCK_LIST}",
+            )
             result["versionlock_changed"] = bool(res.get("changed"))
-            if res.get("diff"):
-                diffs.extend(res["diff"] if isinstance(res["diff"], list) else [res["diff"]])
-
-        result["changed"] = result["installed"] or bool(result["held"]) or result["versionlock_changed"]
-        if diffs and self._task.diff:
-            result["diff"] = diffs
-        return result
 
     @staticmethod
     def _failed(result, res, msg):

@@ -92,7 +92,7 @@ seealso:
   - module: ansible.builtin.dpkg_selections
   - module: ansible.builtin.dnf
   - module: ansible.builtin.package
-"""
+"""  # noqa: E501
 
 EXAMPLES = r"""
 - name: Install the RDMA stack at its pinned version and hold it (apt) or lock it (dnf)
@@ -138,4 +138,4 @@ versionlock_changed:
   returned: always
   type: bool
   sample: false
-"""
+"""  # noqa: E501

@@ -55,7 +55,9 @@ class Parser(argparse.ArgumentParser):
             verb = " ".join(x for x in (getattr(ns, "verb", None), getattr(ns, "lab_cmd", None)) if x)
             where = f"clustercert {verb}".strip()
             more = f" (and {' '.join(extras[1:])})" if len(extras) > 1 else ""
-            raise InputError(extras[0], None, f"unrecognized argument for `{where}`{more}; see `{where} --help`")
+            raise InputError(
+                extras[0], None, f"unrecognized argument for `{where}`{more}; see `{where} --help`"
+            )
         return ns
 
     def error(self, message: str):  # noqa: D401
@@ -67,17 +69,22 @@ class Parser(argparse.ArgumentParser):
         raise InputError(self.prog.removeprefix(PROG).strip() or "usage", None, message + hint)
 
 
+# a verb's description is printed as written (RawDescriptionHelpFormatter, after dedent): the few of
+# its lines past 110 characters in the source carry a noqa for E501 where the string ends
 def help_format(description: str, example: str) -> dict:
     return {
         "description": textwrap.dedent(description).strip(),
-        "epilog": "example:\n" + textwrap.indent(textwrap.dedent(example).strip(), "  ") + "\n\n" + EXIT_CODES,
+        "epilog": "example:\n"
+        + textwrap.indent(textwrap.dedent(example).strip(), "  ")
+        + "\n\n"
+        + EXIT_CODES,
         "formatter_class": argparse.RawDescriptionHelpFormatter,
     }
 
 
-# -v anywhere on the line: before the verb, after it, after a lab command (the lab's program, clustercert_lab.cli,
-# counts its own levels the same way); each level counts into its own destination (argparse's subparsers would
-# otherwise overwrite the top's count), parse() adds them up.
+# -v anywhere on the line: before the verb, after it, after a lab command (the lab's program,
+# clustercert_lab.cli, counts its own levels the same way); each level counts into its own destination
+# (argparse's subparsers would otherwise overwrite the top's count), parse() adds them up.
 VERBOSE_DESTS = ("verbose", "verbose_verb", "verbose_cmd")
 
 
@@ -92,7 +99,8 @@ def _verb(sub, name: str, help: str, description: str, example: str,
 def build_parser() -> argparse.ArgumentParser:
     top = Parser(
         prog=PROG,
-        description="Provision GPU/InfiniBand nodes with Ansible, certify them with evidence, watch them for drift.",
+        description="Provision GPU/InfiniBand nodes with Ansible, certify them with evidence, watch them for "
+                    "drift.",
         epilog=textwrap.dedent("""\
             first steps:
               clustercert init site/                 # a commented starter inventory: edit the two hosts
@@ -104,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
               clustercert lab up --nodes 4           # a simulated GPU/IB cluster
               clustercert certify -i lab --out cert
 
-            """) + EXIT_CODES,
+            """)
+        + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     opt.VERBOSE.add(top)
@@ -126,8 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
           "clustercert bootstrap -i site/ -u ops -K --skip-tags container_toolkit -e @site-vars.yml -vv",
           *opt.CONNECTION, *opt.PLAYBOOK, opt.output_format("table", "json"))
 
-    _verb(sub, "validate", "run the testinfra validators on every node",
-          """\
+    _verb(
+        sub,
+        "validate",
+        "run the testinfra validators on every node",
+        """\
           Run the validators (gpu, driver, rdma, ib, bond, container, tuning, time, packages, hardware, storage) on
           every node in parallel; the cluster-wide ones (ib.firmware_uniform, gpu.vbios_uniform) then compare the nodes.
           --checks and --skip take check ids and component names (`clustercert checks` lists them).
@@ -135,15 +147,27 @@ def build_parser() -> argparse.ArgumentParser:
           after the other: the active slave goes down, the other must take over within miimon x 3 with a peer
           still reachable over the bond, and the primary must come back once the slave is up again.
           --junit FILE also writes the findings as JUnit XML for CI (as certify's junit.xml: one testcase per node x
-          check, each node's checks sharing the seconds its collection took).""",
-          "clustercert validate -i lab --checks gpu,ib --format json --junit validate-junit.xml\n"
-          "clustercert validate -i lab --skip gpu.xid,time --prom /var/lib/node_exporter/textfile/validate.prom\n"
-          "clustercert validate -i lab --checks bond --disruptive",
-          *opt.CONNECTION, opt.CHECKS, opt.SKIP, opt.output_format("table", "json"), opt.VALIDATE_OUT, opt.PROM,
-          opt.JUNIT, opt.DISRUPTIVE, opt.BACKEND, opt.RESERVATION)
+          check, each node's checks sharing the seconds its collection took).""",  # noqa: E501
+        "clustercert validate -i lab --checks gpu,ib --format json --junit validate-junit.xml\n"
+        "clustercert validate -i lab --skip gpu.xid,time --prom /var/lib/node_exporter/textfile/"
+        "validate.prom\nclustercert validate -i lab --checks bond --disruptive",
+        *opt.CONNECTION,
+        opt.CHECKS,
+        opt.SKIP,
+        opt.output_format("table", "json"),
+        opt.VALIDATE_OUT,
+        opt.PROM,
+        opt.JUNIT,
+        opt.DISRUPTIVE,
+        opt.BACKEND,
+        opt.RESERVATION,
+    )
 
-    _verb(sub, "node-check", "this node's own checks, run here (Slurm HealthCheckProgram, prolog, systemd timer)",
-          """\
+    _verb(
+        sub,
+        "node-check",
+        "this node's own checks, run here (Slurm HealthCheckProgram, prolog, systemd timer)",
+        """\
           Run the validators' per-node checks on this machine, without a controller: the same commands (each under
           its timeout, in a process group of its own, LC_ALL=C) and the same evaluation as validate, against the node
           file the node_check role writes (or a built-in profile). Not here: the cluster-wide checks
@@ -151,61 +175,109 @@ def build_parser() -> argparse.ArgumentParser:
           --format json prints validate's per-node findings (the controller merges them). Exit 0 when every check
           passes, 1 when one fails or errs (or --drain could not act), 2 for bad input. --drain then drains this node
           in Slurm with the failing ids as the reason, or resumes it where clustercert drained it (certify --drain's
-          rules). --build-zipapp writes the self-contained program the node_check role installs.""",
-          "clustercert node-check --profile lab --checks gpu,driver --format json\n"
-          "clustercert node-check --profile /usr/local/lib/clustercert/node.json --drain --slurm-node gpu01\n"
-          "clustercert node-check --build-zipapp dist/clustercert-node-check.pyz",
-          opt.NODE_PROFILE, opt.CHECKS, opt.SKIP, opt.output_format("text", "json", default="text"), opt.NODE_DRAIN,
-          opt.SLURM_NODE, opt.TOOL_PATH, opt.BUILD_ZIPAPP)
+          rules). --build-zipapp writes the self-contained program the node_check role installs.""",  # noqa: E501
+        "clustercert node-check --profile lab --checks gpu,driver --format json\n"
+        "clustercert node-check --profile /usr/local/lib/clustercert/node.json --drain --slurm-node gpu01\n"
+        "clustercert node-check --build-zipapp dist/clustercert-node-check.pyz",
+        opt.NODE_PROFILE,
+        opt.CHECKS,
+        opt.SKIP,
+        opt.output_format("text", "json", default="text"),
+        opt.NODE_DRAIN,
+        opt.SLURM_NODE,
+        opt.TOOL_PATH,
+        opt.BUILD_ZIPAPP,
+    )
 
     _verb(sub, "probe", "run bandwidth/latency probes (ib_write_bw, NCCL, nvbandwidth, iperf3)",
-          "Run the bandwidth probes on the two-round pair schedule and print the values against the thresholds.",
+          "Run the bandwidth probes on the two-round pair schedule and print the values against the "
+          "thresholds.",
           "clustercert probe -i lab --probes iperf3,ib_write_bw --format json",
           *opt.CONNECTION, opt.PROBES, *opt.PROBE_RUN, opt.output_format("table", "json"))
 
-    _verb(sub, "certify", "validators + probes -> verdict and a signed certificate",
-          "Validate, probe and judge every node and link; write certificate.json, report.html, junit.xml, summary.md.",
-          "clustercert certify -i lab --out cert/\n"
-          "clustercert certify -i site/ --out cert/ --drain slurm --prom /var/lib/node_exporter/textfile/certify.prom",
-          *opt.CONNECTION, opt.CERTIFY_OUT, opt.DRAIN, opt.SIGNING_KEY, *opt.PROBE_RUN, opt.output_format("table", "json"),
-          opt.PROM, opt.BACKEND, opt.RESERVATION)
+    _verb(
+        sub,
+        "certify",
+        "validators + probes -> verdict and a signed certificate",
+        "Validate, probe and judge every node and link; write certificate.json, report.html, junit.xml, "
+        "summary.md.",
+        "clustercert certify -i lab --out cert/\n"
+        "clustercert certify -i site/ --out cert/ --drain slurm --prom /var/lib/node_exporter/textfile/"
+        "certify.prom",
+        *opt.CONNECTION,
+        opt.CERTIFY_OUT,
+        opt.DRAIN,
+        opt.SIGNING_KEY,
+        *opt.PROBE_RUN,
+        opt.output_format("table", "json"),
+        opt.PROM,
+        opt.BACKEND,
+        opt.RESERVATION,
+    )
 
-    _verb(sub, "drift", "what changed since the last certificate",
-          "Configuration drift (bootstrap in check mode), state drift (validators) and performance drift (probes).",
-          "clustercert drift -i lab --probes quick --prom /var/lib/node_exporter/textfile/clustercert.prom",
-          *opt.CONNECTION, opt.BASELINE, opt.DRIFT_PROBES, opt.FIX, opt.PROM, opt.output_format("table", "json"),
-          opt.BACKEND, opt.RESERVATION)
+    _verb(
+        sub,
+        "drift",
+        "what changed since the last certificate",
+        "Configuration drift (bootstrap in check mode), state drift (validators) and performance drift "
+        "(probes).",
+        "clustercert drift -i lab --probes quick --prom /var/lib/node_exporter/textfile/clustercert.prom",
+        *opt.CONNECTION,
+        opt.BASELINE,
+        opt.DRIFT_PROBES,
+        opt.FIX,
+        opt.PROM,
+        opt.output_format("table", "json"),
+        opt.BACKEND,
+        opt.RESERVATION,
+    )
 
     # the lab's own program (clustercert_lab.cli) parses and runs it: the product never imports the lab
     sub.add_parser("lab", help="a simulated GPU/InfiniBand cluster on this machine", passthrough=True)
 
     _verb(sub, "parse", "parse a tool's output into a typed record",
           "Parse saved tool output with the same parsers the validators use. FILE may be - for stdin.",
-          "nvidia-smi -q -x > gpu.xml\nclustercert parse nvidia-smi-xml gpu.xml --json\nclustercert parse --list",
+          "nvidia-smi -q -x > gpu.xml\nclustercert parse nvidia-smi-xml gpu.xml --json\n"
+          "clustercert parse --list",
           opt.PARSE_KIND, opt.PARSE_FILE, opt.PARSE_JSON, opt.PARSE_LIST)
 
     _verb(sub, "inventory", "validate an inventory and print the resolved view",
-          "Validate the inventory (profiles, overrides, clustercert_* variables) and print hosts, profiles and effective "
-          "thresholds.",
+          "Validate the inventory (profiles, overrides, clustercert_* variables) and print hosts, profiles "
+          "and effective thresholds.",
           "clustercert inventory -i sample:h100 --format json",
           opt.INVENTORY, opt.LIMIT, opt.LIST_HOSTS, *opt.VAULT, opt.output_format("table", "json"))
 
-    _verb(sub, "checks", "every check id and probe id: what it reads, its thresholds, the lab fault that fails it",
-          """List every check id (validate --checks/--skip take them) and probe id: the command it reads, what it
+    _verb(
+        sub,
+        "checks",
+        "every check id and probe id: what it reads, its thresholds, the lab fault that fails it",
+        """List every check id (validate --checks/--skip take them) and probe id: the command it reads, what it
           holds a node to in each profile with the source of each figure, and the lab fault kind that shows it
-          failing (or why none does). --format markdown is docs/checks.md.""",
-          "clustercert checks\nclustercert checks --profile lab --format json\n"
-          "clustercert checks --format markdown > docs/checks.md",
-          opt.CHECKS_PROFILE, opt.output_format("table", "json", "markdown"))
+          failing (or why none does). --format markdown is docs/checks.md.""",  # noqa: E501
+        "clustercert checks\nclustercert checks --profile lab --format json\n"
+        "clustercert checks --format markdown > docs/checks.md",
+        opt.CHECKS_PROFILE,
+        opt.output_format("table", "json", "markdown"),
+    )
 
-    _verb(sub, "report", "reports from the store (history, runs), its retention (prune), a certificate (show)",
-          "Per-node trends and past runs from the SQLite store; `prune` removes old runs and compacts it; `show CERT` "
-          "prints a certificate file (--format json: expanded, docs/schemas/certificate.schema.json).",
-          "clustercert report history --node node01\nclustercert report runs --format json\n"
-          "clustercert report prune --keep 200\nclustercert report prune --older-than 90d\n"
-          "clustercert report show cert/certificate.json --format json",
-          opt.REPORT_WHAT, opt.REPORT_CERT, opt.REPORT_NODE, opt.PRUNE_KEEP, opt.PRUNE_OLDER, opt.PRUNE_DRY_RUN,
-          opt.output_format("table", "json"))
+    _verb(
+        sub,
+        "report",
+        "reports from the store (history, runs), its retention (prune), a certificate (show)",
+        "Per-node trends and past runs from the SQLite store; `prune` removes old runs and compacts it; "
+        "`show CERT` prints a certificate file (--format json: expanded, docs/schemas/"
+        "certificate.schema.json).",
+        "clustercert report history --node node01\nclustercert report runs --format json\n"
+        "clustercert report prune --keep 200\nclustercert report prune --older-than 90d\n"
+        "clustercert report show cert/certificate.json --format json",
+        opt.REPORT_WHAT,
+        opt.REPORT_CERT,
+        opt.REPORT_NODE,
+        opt.PRUNE_KEEP,
+        opt.PRUNE_OLDER,
+        opt.PRUNE_DRY_RUN,
+        opt.output_format("table", "json"),
+    )
 
     _verb(sub, "verify", "verify a certificate's signature",
           "Check that certificate.json was signed by the key and not changed since.",
@@ -220,7 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
           opt.KEY_CMD, opt.KEY_FORCE)
 
     _verb(sub, "version", "print versions and the state directory",
-          "Print clustercert, ansible-core, ansible-runner and Python versions, and where the state directory is.",
+          "Print clustercert, ansible-core, ansible-runner and Python versions, and where the state "
+          "directory is.",
           "clustercert version\nclustercert version --format json",
           opt.output_format("table", "json"))
     return top
@@ -278,8 +351,9 @@ def ask_become_pass() -> None:
 def connection_flags(args) -> dict[str, str]:
     """-u/--user and --private-key as the environment variables Ansible reads them from (ANSIBLE_REMOTE_USER,
     ANSIBLE_PRIVATE_KEY_FILE): playbook runs get them through the environment, the collector through
-    clustercert.model.inventory.connection_defaults. The inventory's ansible_user / ansible_ssh_private_key_file win,
-    as they do over ansible-playbook's own -u. Bad values are exit 2 before anything runs."""
+    clustercert.model.inventory.connection_defaults. The inventory's ansible_user /
+    ansible_ssh_private_key_file win, as they do over ansible-playbook's own -u. Bad values are exit 2 before
+    anything runs."""
     env = {}
     user = getattr(args, "user", None)
     if user is not None:
@@ -324,7 +398,8 @@ def prepare(args, needs: Needs) -> None:
         from clustercert.collect.ssh import check_open_files  # not with the parser: it is what runs the verbs
 
         check_open_files(args.forks or DEFAULT_FORKS)
-        paths.control_dir()  # where ssh's control sockets go (a deep state directory's own path cannot hold one)
+        # where ssh's control sockets go (a deep state directory's own path cannot hold one)
+        paths.control_dir()
     if getattr(args, "ask_become_pass", False):
         ask_become_pass()
 
@@ -340,7 +415,9 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
     return args
 
 
-def run_program(parse_argv: Callable[[], argparse.Namespace], run: Callable[[argparse.Namespace], int]) -> int:
+def run_program(
+    parse_argv: Callable[[], argparse.Namespace], run: Callable[[argparse.Namespace], int]
+) -> int:
     """``run(parse_argv())`` as every clustercert program runs (this one, and the lab's: clustercert_lab.cli):
     bad input is one line and exit 2, a failure one line and its exit status, an interrupt 130, a closed
     pipe no error, and an internal error one line and exit 3, with the traceback only under -v or
@@ -367,7 +444,10 @@ def run_program(parse_argv: Callable[[], argparse.Namespace], run: Callable[[arg
     except Exception as exc:  # an internal error: never a traceback unless asked for
         if verbose or os.environ.get("CLUSTERCERT_DEBUG"):
             raise
-        print(f"{PROG}: internal error: {type(exc).__name__}: {exc} (run with -v for the traceback)", file=sys.stderr)
+        print(
+            f"{PROG}: internal error: {type(exc).__name__}: {exc} (run with -v for the traceback)",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
 
 
@@ -396,8 +476,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_program(lambda: parse(parser, argv), run)
     finally:
         os.umask(umask)  # in-process callers (tests) keep theirs
-        # the vault secrets and what they decrypted live as long as the verb (the module is loaded only where a
-        # verb read an inventory: node-check's zipapp carries no vault)
+        # the vault secrets and what they decrypted live as long as the verb (the module is loaded only where
+        # a verb read an inventory: node-check's zipapp carries no vault)
         if "clustercert.model.vault" in sys.modules:
             sys.modules["clustercert.model.vault"].reset()
         for k, v in saved_env.items():

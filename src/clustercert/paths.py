@@ -52,9 +52,9 @@ def ansible_cfg() -> Path:
 
 def lab_inventory_path() -> Path:
     """What `-i lab` names: the inventory a running lab writes, by the lab's published path convention
-    (``$CLUSTERCERT_LAB_DIR``, else /var/lib/clustercert/lab, then inventory/hosts.yml). The lab keeps its side
-    of it in clustercert_lab/paths.py (the product never imports the lab); tests/test_lab_contract.py holds
-    the two sides together."""
+    (``$CLUSTERCERT_LAB_DIR``, else /var/lib/clustercert/lab, then inventory/hosts.yml). The lab keeps its
+    side of it in clustercert_lab/paths.py (the product never imports the lab); tests/test_lab_contract.py
+    holds the two sides together."""
     return Path(os.environ.get("CLUSTERCERT_LAB_DIR", "/var/lib/clustercert/lab")) / "inventory" / "hosts.yml"
 
 
@@ -69,7 +69,8 @@ def state_dir() -> Path:
     if os.geteuid() == 0:
         return Path("/var/lib/clustercert")
     xdg = os.environ.get("XDG_STATE_HOME")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"  # XDG: relative is ignored
+    # XDG: relative is ignored
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
     return base / "clustercert"
 
 
@@ -90,11 +91,11 @@ def ensure_state_dir() -> Path:
     if not stat.S_ISDIR(st.st_mode):
         raise InputError(str(path), where, "exists and is not a directory")
     if st.st_uid != os.geteuid():
-        raise InputError(str(path), where, f"owned by uid {st.st_uid}, not by this user (uid {os.geteuid()}); "
-                         "refusing a store and signing key another user controls")
+        raise InputError(str(path), where, f"owned by uid {st.st_uid}, not by this user (uid {os.geteuid()});"
+                         " refusing a store and signing key another user controls")
     if st.st_mode & 0o022:
-        raise InputError(str(path), where, f"mode {stat.S_IMODE(st.st_mode):04o} is writable by group or others; "
-                         f"run `chmod 700 {path}` (or choose another CLUSTERCERT_HOME)")
+        raise InputError(str(path), where, f"mode {stat.S_IMODE(st.st_mode):04o} is writable by group or "
+                         f"others; run `chmod 700 {path}` (or choose another CLUSTERCERT_HOME)")
     return path
 
 
@@ -105,8 +106,8 @@ _CONTROL_NAME = 1 + 40 + 17
 
 
 def control_dir() -> Path:
-    """Where the control sockets of clustercert's own multiplexed ssh connections go: ``<state dir>/cp``; where
-    that path is too long for a Unix socket (every connection would fail with "too long for Unix domain
+    """Where the control sockets of clustercert's own multiplexed ssh connections go: ``<state dir>/cp``;
+    where that path is too long for a Unix socket (every connection would fail with "too long for Unix domain
     socket"), a private directory of this user's named by the state directory's hash, under $XDG_RUNTIME_DIR
     (else /tmp). InputError (exit 2) when that directory is not this user's own, 0700."""
     cp = state_dir() / "cp"
@@ -114,7 +115,9 @@ def control_dir() -> Path:
         return cp
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     base = Path(runtime) if runtime and Path(runtime).is_absolute() else Path("/tmp")
-    short = base / f"clustercert-cp-{os.geteuid()}-{hashlib.sha256(os.fsencode(state_dir())).hexdigest()[:12]}"
+    short = (
+        base / f"clustercert-cp-{os.geteuid()}-{hashlib.sha256(os.fsencode(state_dir())).hexdigest()[:12]}"
+    )
     if len(os.fsencode(short)) + _CONTROL_NAME > SOCKET_PATH_MAX:
         base = Path("/tmp")
         short = base / short.name
@@ -130,8 +133,9 @@ def control_dir() -> Path:
     except OSError as e:
         raise InputError(str(short), "state directory", f"ssh's control sockets: {e.strerror or e}") from None
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
-        raise InputError(str(short), "state directory", "ssh's control sockets would go here (the state directory's "
-                         f"{cp} is too long for a Unix socket), but it is not a 0700 directory of this user's")
+        raise InputError(str(short), "state directory", "ssh's control sockets would go here (the state "
+                         f"directory's {cp} is too long for a Unix socket), but it is not a 0700 directory "
+                         "of this user's")
     return short
 
 

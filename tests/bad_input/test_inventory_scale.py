@@ -106,8 +106,13 @@ def test_fast_variable_merge_is_ansibles(tmp_path):
     im, loader, vm = _ansible(d)
     fast = {h.name: {k: v for k, v in hv.items() if inventory_mod._wanted(k)}
             for h, hv in inventory_mod._host_variables(im, loader, vm)}
-    slow = {h.name: {k: v for k, v in vm.get_vars(host=h, include_hostvars=False).items() if inventory_mod._wanted(k)}
-            for h in im.get_hosts(pattern="all")}
+    slow = {
+        h.name: {
+            k: v for k, v in vm.get_vars(host=h, include_hostvars=False).items() if inventory_mod._wanted(k)
+        }
+        for h in im.get_hosts(pattern="all")
+    }
     assert fast == slow
-    assert fast["n1"]["ansible_user"] == "racka"  # group_vars/ files outrank inline group vars and fast["n2"]["clustercert_command_timeout_s"] == 99
+    # group_vars/ files outrank inline group vars and fast["n2"]["clustercert_command_timeout_s"] == 99
+    assert fast["n1"]["ansible_user"] == "racka"
     assert fast["n3"]["clustercert_rack"] == "own" and fast["n4"]["clustercert_rack"] == "st"

@@ -43,7 +43,8 @@ def inventory(tmp: Path, hosts: str = HOSTS, group_vars: str = GV, extra: dict |
 
 @pytest.fixture
 def refused(tmp_path, monkeypatch, capsys):
-    """run(argv) -> the one error line; asserts exit 2, one line, no traceback, no connection attempted, no store."""
+    """run(argv) -> the one error line; asserts exit 2, one line, no traceback, no connection attempted, no
+    store."""
     state = tmp_path / "state"
     monkeypatch.setenv("CLUSTERCERT_HOME", str(state))
 
@@ -81,14 +82,25 @@ def _expect(line: str, *fragments: str) -> None:
 
 # ---------------------------------------------------------------- 19.2a: hostile values, each kind ----
 
-HOSTILE = ["x;touch PWNED", "$(touch PWNED)", "`touch PWNED`", "ib 0", "-oProxyCommand=x", "ib0\ntouch PWNED", ""]
+HOSTILE = [
+    "x;touch PWNED",
+    "$(touch PWNED)",
+    "`touch PWNED`",
+    "ib 0",
+    "-oProxyCommand=x",
+    "ib0\ntouch PWNED",
+    "",
+]
 KINDS = ["ifname", "hca", "sysctl_key", "sysctl_value", "host", "inventory_host", "slurm_node", "user",
          "remote_path", "interpreter", "kernel_arg", "version"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("value", HOSTILE, ids=["semicolon", "dollar-paren", "backticks", "space", "leading-dash",
-                                                 "newline", "empty"])
+@pytest.mark.parametrize(
+    "value",
+    HOSTILE,
+    ids=["semicolon", "dollar-paren", "backticks", "space", "leading-dash", "newline", "empty"],
+)
 def test_hostile_value_is_refused_by_every_pattern(kind, value):
     if kind == "sysctl_value" and value == "ib 0":
         pytest.skip("a sysctl value may hold single spaces (4096 87380 16777216)")
@@ -98,14 +110,33 @@ def test_hostile_value_is_refused_by_every_pattern(kind, value):
         names.validate(kind, value)
 
 
-@pytest.mark.parametrize("kind, value", [
-    ("ifname", "ib0"), ("ifname", "bond0.100"), ("ifname", "enp65s0f0np0"), ("hca", "mlx5_0"), ("hca", "irdma0"),
-    ("sysctl_key", "net.ipv4.conf.all.rp_filter"), ("sysctl_key", "net/ipv4/ip_forward"),
-    ("sysctl_value", "4096 87380 16777216"), ("sysctl_value", 1), ("host", "10.0.0.1"), ("host", "fe80::1%ib0"),
-    ("host", "gpu01.example.com"), ("host", "2001:db8::5"), ("slurm_node", "gn01"), ("user", "svc-cert"),
-    ("port", 22), ("port", "2222"), ("remote_path", "/usr/bin/python3"), ("interpreter", "python3"),
-    ("interpreter", "auto_silent"), ("kernel_arg", "isolcpus=1-3,5"), ("version", "2.10.0"),
-])
+@pytest.mark.parametrize(
+    "kind, value",
+    [
+        ("ifname", "ib0"),
+        ("ifname", "bond0.100"),
+        ("ifname", "enp65s0f0np0"),
+        ("hca", "mlx5_0"),
+        ("hca", "irdma0"),
+        ("sysctl_key", "net.ipv4.conf.all.rp_filter"),
+        ("sysctl_key", "net/ipv4/ip_forward"),
+        ("sysctl_value", "4096 87380 16777216"),
+        ("sysctl_value", 1),
+        ("host", "10.0.0.1"),
+        ("host", "fe80::1%ib0"),
+        ("host", "gpu01.example.com"),
+        ("host", "2001:db8::5"),
+        ("slurm_node", "gn01"),
+        ("user", "svc-cert"),
+        ("port", 22),
+        ("port", "2222"),
+        ("remote_path", "/usr/bin/python3"),
+        ("interpreter", "python3"),
+        ("interpreter", "auto_silent"),
+        ("kernel_arg", "isolcpus=1-3,5"),
+        ("version", "2.10.0"),
+    ],
+)
 def test_good_values_pass(kind, value):
     assert names.CHECKS[kind](value) is None
 
@@ -127,41 +158,147 @@ def test_host_rules():
 
 OV = "clustercert_profile_overrides:\n"
 INJECT = [
-    ("bond-name", GV + OV + "  ib: {bond: {name: 'x; touch PWNED; #'}}\n", None, "all.yml",
-     "clustercert_profile_overrides.ib.bond.name", "not an interface name"),
-    ("bond-slave", GV + OV + "  ib: {bond: {slaves: [ib0, 'ib1$(touch PWNED)'], primary: ib0}}\n", None, "all.yml",
-     "clustercert_profile_overrides.ib.bond.slaves", "not an interface name"),
-    ("netdev-leading-dash", GV + OV + "  ib: {bond: null, hcas: [{name: mlx5_0, netdev: '-ib0', fabric: 0, "
-     "rate_gbit_per_s: 400, role: compute}]}\n", None, "all.yml", "hcas.0.netdev", "starts with '-'"),
-    ("hca-backticks", GV + OV + "  ib: {bond: null, hcas: [{name: 'mlx5_`id`', netdev: ib0, fabric: 0, "
-     "rate_gbit_per_s: 400, role: compute}]}\n", None, "all.yml", "hcas.0.name", "not an HCA name"),
-    ("sysctl-key", GV + OV + "  tuning: {sysctl: {'net.ipv4.x;touch PWNED': '1'}}\n", None, "all.yml",
-     "clustercert_profile_overrides.tuning.sysctl", "not a sysctl key"),
-    ("sysctl-value", GV + OV + "  tuning: {sysctl: {net.ipv4.ip_forward: '1; touch PWNED'}}\n", None, "all.yml",
-     "clustercert_profile_overrides.tuning.sysctl", "not a sysctl value"),
-    ("kernel-cmdline", GV + OV + "  tuning: {kernel_cmdline: ['iommu=pt$(touch PWNED)']}\n", None, "all.yml",
-     "tuning.kernel_cmdline.0", "not a kernel command-line parameter"),
-    ("ansible-host-semicolon", GV, {"host_vars/n1.yml": "ansible_host: '192.0.2.1;touch PWNED'\n"}, "n1.yml",
-     "ansible_host", "not a host name"),
-    ("ansible-host-option", GV, {"host_vars/n1.yml": "ansible_host: '-oProxyCommand=touch PWNED'\n"}, "n1.yml",
-     "ansible_host", "starts with '-'"),
-    ("ansible-host-space", GV, {"host_vars/n2.yml": "ansible_host: 'gpu 02'\n"}, "n2.yml", "ansible_host",
-     "not a host name"),
-    ("ansible-user", GV + "ansible_user: 'root$(touch PWNED)'\n", None, "all.yml", "ansible_user", "not a user name"),
-    ("ansible-key-newline", GV + "ansible_ssh_private_key_file: \"/k\\n-oProxyCommand=x\"\n", None, "all.yml",
-     "ansible_ssh_private_key_file", "control character"),
-    ("interpreter", GV + "ansible_python_interpreter: '/usr/bin/python3; touch PWNED'\n", None, "all.yml",
-     "ansible_python_interpreter", "not an absolute path"),
-    ("slurm-node-name", GV, {"host_vars/n1.yml": "clustercert_slurm_node_name: 'gn01`touch PWNED`'\n"}, "n1.yml",
-     "clustercert_slurm_node_name", "not a Slurm node name"),
-    ("fabric-netdev-key", GV, {"host_vars/n1.yml": "clustercert_fabric_addresses: {'ib0;id': 10.1.0.5/24}\n"},
-     "n1.yml", "clustercert_fabric_addresses", "not an interface name"),
-    ("ntp-server", GV + "clustercert_ntp_servers: ['$(touch PWNED)']\n", None, "all.yml", "clustercert_ntp_servers",
-     "not a host name"),
+    (
+        "bond-name",
+        GV + OV + "  ib: {bond: {name: 'x; touch PWNED; #'}}\n",
+        None,
+        "all.yml",
+        "clustercert_profile_overrides.ib.bond.name",
+        "not an interface name",
+    ),
+    (
+        "bond-slave",
+        GV + OV + "  ib: {bond: {slaves: [ib0, 'ib1$(touch PWNED)'], primary: ib0}}\n",
+        None,
+        "all.yml",
+        "clustercert_profile_overrides.ib.bond.slaves",
+        "not an interface name",
+    ),
+    (
+        "netdev-leading-dash",
+        GV + OV + "  ib: {bond: null, hcas: [{name: mlx5_0, netdev: '-ib0', fabric: 0, "
+        "rate_gbit_per_s: 400, role: compute}]}\n",
+        None,
+        "all.yml",
+        "hcas.0.netdev",
+        "starts with '-'",
+    ),
+    (
+        "hca-backticks",
+        GV + OV + "  ib: {bond: null, hcas: [{name: 'mlx5_`id`', netdev: ib0, fabric: 0, "
+        "rate_gbit_per_s: 400, role: compute}]}\n",
+        None,
+        "all.yml",
+        "hcas.0.name",
+        "not an HCA name",
+    ),
+    (
+        "sysctl-key",
+        GV + OV + "  tuning: {sysctl: {'net.ipv4.x;touch PWNED': '1'}}\n",
+        None,
+        "all.yml",
+        "clustercert_profile_overrides.tuning.sysctl",
+        "not a sysctl key",
+    ),
+    (
+        "sysctl-value",
+        GV + OV + "  tuning: {sysctl: {net.ipv4.ip_forward: '1; touch PWNED'}}\n",
+        None,
+        "all.yml",
+        "clustercert_profile_overrides.tuning.sysctl",
+        "not a sysctl value",
+    ),
+    (
+        "kernel-cmdline",
+        GV + OV + "  tuning: {kernel_cmdline: ['iommu=pt$(touch PWNED)']}\n",
+        None,
+        "all.yml",
+        "tuning.kernel_cmdline.0",
+        "not a kernel command-line parameter",
+    ),
+    (
+        "ansible-host-semicolon",
+        GV,
+        {"host_vars/n1.yml": "ansible_host: '192.0.2.1;touch PWNED'\n"},
+        "n1.yml",
+        "ansible_host",
+        "not a host name",
+    ),
+    (
+        "ansible-host-option",
+        GV,
+        {"host_vars/n1.yml": "ansible_host: '-oProxyCommand=touch PWNED'\n"},
+        "n1.yml",
+        "ansible_host",
+        "starts with '-'",
+    ),
+    (
+        "ansible-host-space",
+        GV,
+        {"host_vars/n2.yml": "ansible_host: 'gpu 02'\n"},
+        "n2.yml",
+        "ansible_host",
+        "not a host name",
+    ),
+    (
+        "ansible-user",
+        GV + "ansible_user: 'root$(touch PWNED)'\n",
+        None,
+        "all.yml",
+        "ansible_user",
+        "not a user name",
+    ),
+    (
+        "ansible-key-newline",
+        GV + 'ansible_ssh_private_key_file: "/k\\n-oProxyCommand=x"\n',
+        None,
+        "all.yml",
+        "ansible_ssh_private_key_file",
+        "control character",
+    ),
+    (
+        "interpreter",
+        GV + "ansible_python_interpreter: '/usr/bin/python3; touch PWNED'\n",
+        None,
+        "all.yml",
+        "ansible_python_interpreter",
+        "not an absolute path",
+    ),
+    (
+        "slurm-node-name",
+        GV,
+        {"host_vars/n1.yml": "clustercert_slurm_node_name: 'gn01`touch PWNED`'\n"},
+        "n1.yml",
+        "clustercert_slurm_node_name",
+        "not a Slurm node name",
+    ),
+    (
+        "fabric-netdev-key",
+        GV,
+        {"host_vars/n1.yml": "clustercert_fabric_addresses: {'ib0;id': 10.1.0.5/24}\n"},
+        "n1.yml",
+        "clustercert_fabric_addresses",
+        "not an interface name",
+    ),
+    (
+        "ntp-server",
+        GV + "clustercert_ntp_servers: ['$(touch PWNED)']\n",
+        None,
+        "all.yml",
+        "clustercert_ntp_servers",
+        "not a host name",
+    ),
     # point 6: ansible_port that is not a port
     ("port-text", GV + "ansible_port: ssh\n", None, "all.yml", "ansible_port", "expected a port 1..65535"),
     ("port-zero", GV, {"host_vars/n1.yml": "ansible_port: 0\n"}, "n1.yml", "ansible_port", "got 0"),
-    ("port-too-big", GV, {"host_vars/n1.yml": "ansible_port: 70000\n"}, "n1.yml", "ansible_port", "got 70000"),
+    (
+        "port-too-big",
+        GV,
+        {"host_vars/n1.yml": "ansible_port: 70000\n"},
+        "n1.yml",
+        "ansible_port",
+        "got 70000",
+    ),
     ("port-bool", GV + "ansible_port: true\n", None, "all.yml", "ansible_port", "boolean"),
 ]
 
@@ -187,31 +324,84 @@ def _th(body: str) -> str:
 
 
 PROFILE_CASES = [
-    ("threshold-negative", _th("iperf3_ipoib: {min: -5, unit: gbit_per_s, source: site baseline}"),
-     "thresholds.iperf3_ipoib.min", "greater than or equal to 0"),
-    ("threshold-nan", _th("ib_write_lat_p99: {max: .nan, unit: usec, source: site baseline}"),
-     "thresholds.ib_write_lat_p99.max", "finite number"),
-    ("threshold-inf", _th("nvbandwidth_h2d: {min: .inf, unit: gbyte_per_s, source: site baseline}"),
-     "thresholds.nvbandwidth_h2d.min", "finite number"),
-    ("threshold-bool", _th("retired_pages: {max: true, unit: count, source: site baseline}"),
-     "thresholds.retired_pages.max", "boolean"),
-    ("threshold-min-above-max", _th("gpu_util_under_load: {min: 90, max: 50, unit: percent, source: site baseline}"),
-     "thresholds.gpu_util_under_load", "above the ceiling"),
-    ("threshold-ratio-nan", _th("ib_write_bw_pair: {rated: 400, ratio: .nan, unit: gbit_per_s, source: site baseline}"),
-     "thresholds.ib_write_bw_pair.ratio", "finite number"),
-    ("unknown-unit", _th("ib_write_bw_pair: {rated: 400, ratio: 0.8, unit: mbit_per_s, source: site baseline}"),
-     "thresholds.ib_write_bw_pair.unit", "unknown unit 'mbit_per_s'"),
-    ("wrong-magnitude-high", _th("ib_write_bw_loopback: {min: 400000, unit: gbit_per_s, source: site baseline}"),
-     "thresholds.ib_write_bw_loopback.min", "outside the sane range"),
-    ("wrong-magnitude-low", _th("ib_write_bw_loopback: {min: 0.0004, unit: gbit_per_s, source: site baseline}"),
-     "thresholds.ib_write_bw_loopback.min", "wrong unit magnitude"),
-    ("wrong-magnitude-rated", _th("ib_write_bw_pair: {rated: 400000, ratio: 0.8, unit: gbit_per_s, source: site baseline}"),
-     "thresholds.ib_write_bw_pair.rated", "outside the sane range"),
-    ("latency-in-ns", _th("ib_write_lat_p99: {max: 4200, unit: nsec, source: site baseline}"),
-     "thresholds.ib_write_lat_p99.unit", "its probe reports usec"),
-    ("gpu-count-zero", GV + OV + "  gpu: {count: 0}\n", "clustercert_profile_overrides.gpu.count",
-     "greater than or equal to 1"),
-    ("gpu-count-bool", GV + OV + "  gpu: {count: true}\n", "clustercert_profile_overrides.gpu.count", "boolean"),
+    (
+        "threshold-negative",
+        _th("iperf3_ipoib: {min: -5, unit: gbit_per_s, source: site baseline}"),
+        "thresholds.iperf3_ipoib.min",
+        "greater than or equal to 0",
+    ),
+    (
+        "threshold-nan",
+        _th("ib_write_lat_p99: {max: .nan, unit: usec, source: site baseline}"),
+        "thresholds.ib_write_lat_p99.max",
+        "finite number",
+    ),
+    (
+        "threshold-inf",
+        _th("nvbandwidth_h2d: {min: .inf, unit: gbyte_per_s, source: site baseline}"),
+        "thresholds.nvbandwidth_h2d.min",
+        "finite number",
+    ),
+    (
+        "threshold-bool",
+        _th("retired_pages: {max: true, unit: count, source: site baseline}"),
+        "thresholds.retired_pages.max",
+        "boolean",
+    ),
+    (
+        "threshold-min-above-max",
+        _th("gpu_util_under_load: {min: 90, max: 50, unit: percent, source: site baseline}"),
+        "thresholds.gpu_util_under_load",
+        "above the ceiling",
+    ),
+    (
+        "threshold-ratio-nan",
+        _th("ib_write_bw_pair: {rated: 400, ratio: .nan, unit: gbit_per_s, source: site baseline}"),
+        "thresholds.ib_write_bw_pair.ratio",
+        "finite number",
+    ),
+    (
+        "unknown-unit",
+        _th("ib_write_bw_pair: {rated: 400, ratio: 0.8, unit: mbit_per_s, source: site baseline}"),
+        "thresholds.ib_write_bw_pair.unit",
+        "unknown unit 'mbit_per_s'",
+    ),
+    (
+        "wrong-magnitude-high",
+        _th("ib_write_bw_loopback: {min: 400000, unit: gbit_per_s, source: site baseline}"),
+        "thresholds.ib_write_bw_loopback.min",
+        "outside the sane range",
+    ),
+    (
+        "wrong-magnitude-low",
+        _th("ib_write_bw_loopback: {min: 0.0004, unit: gbit_per_s, source: site baseline}"),
+        "thresholds.ib_write_bw_loopback.min",
+        "wrong unit magnitude",
+    ),
+    (
+        "wrong-magnitude-rated",
+        _th("ib_write_bw_pair: {rated: 400000, ratio: 0.8, unit: gbit_per_s, source: site baseline}"),
+        "thresholds.ib_write_bw_pair.rated",
+        "outside the sane range",
+    ),
+    (
+        "latency-in-ns",
+        _th("ib_write_lat_p99: {max: 4200, unit: nsec, source: site baseline}"),
+        "thresholds.ib_write_lat_p99.unit",
+        "its probe reports usec",
+    ),
+    (
+        "gpu-count-zero",
+        GV + OV + "  gpu: {count: 0}\n",
+        "clustercert_profile_overrides.gpu.count",
+        "greater than or equal to 1",
+    ),
+    (
+        "gpu-count-bool",
+        GV + OV + "  gpu: {count: true}\n",
+        "clustercert_profile_overrides.gpu.count",
+        "boolean",
+    ),
     ("drift-tolerance-nan", GV + OV + "  drift_tolerance: .nan\n", "drift_tolerance", "finite number"),
 ]
 
@@ -225,7 +415,9 @@ def test_bad_threshold_or_profile_value(case, tmp_path, refused):
 
 def test_bad_profile_file(tmp_path, refused):
     prof = tmp_path / "site.yml"
-    text = (Path(__file__).resolve().parents[2] / "clustercert-lab/src/clustercert_lab/profiles/lab.yml").read_text()
+    text = (
+        Path(__file__).resolve().parents[2] / "clustercert-lab/src/clustercert_lab/profiles/lab.yml"
+    ).read_text()
     prof.write_text(text.replace("count: 8\n", "count: 0\n", 1))
     inv = inventory(tmp_path, group_vars=f"clustercert_profile: {prof}\n")
     _expect(refused("validate", "-i", str(inv)), str(prof), "gpu.count", "greater than or equal to 1")
@@ -243,7 +435,14 @@ def test_same_host_two_groups_different_profiles(tmp_path, refused):
     inv = inventory(tmp_path, hosts=hosts, group_vars="ansible_user: root\n",
                     extra={"group_vars/h100.yml": "clustercert_profile: h100-sxm-8x-ndr\n",
                            "group_vars/a100.yml": "clustercert_profile: a100-sxm-8x-hdr\n"})
-    _expect(refused("validate", "-i", str(inv)), "clustercert_profile", "host n1", "h100", "a100", "different profiles")
+    _expect(
+        refused("validate", "-i", str(inv)),
+        "clustercert_profile",
+        "host n1",
+        "h100",
+        "a100",
+        "different profiles",
+    )
 
 
 def test_same_host_two_groups_inline_vars(tmp_path, refused):
@@ -404,7 +603,10 @@ def _newer(path: Path) -> None:
 
 
 STORES = {
-    "foreign-runs-table": (_foreign_runs, "another program's SQLite file (table runs has columns cooked_at, recipe)"),
+    "foreign-runs-table": (
+        _foreign_runs,
+        "another program's SQLite file (table runs has columns cooked_at, recipe)",
+    ),
     "newer-version": (_newer, "store of a newer clustercert (schema version 2"),
     "garbage": (lambda p: p.write_bytes(os.urandom(4096)), "not an SQLite file"),
     "text": (lambda p: p.write_text("runs: []\n"), "not an SQLite file"),
@@ -432,7 +634,11 @@ def test_store_that_is_not_ours_is_refused_untouched(kind, verb, tmp_path, refus
 
 def test_store_that_is_a_directory(tmp_path, refused):
     (tmp_path / "state" / "store.sqlite").mkdir(parents=True)
-    _expect(refused("validate", "-i", str(inventory(tmp_path)), store_expected=True), "store.sqlite", "is a directory")
+    _expect(
+        refused("validate", "-i", str(inventory(tmp_path)), store_expected=True),
+        "store.sqlite",
+        "is a directory",
+    )
 
 
 def test_store_of_an_older_clustercert_is_migrated_in_place(tmp_path):
@@ -442,7 +648,9 @@ def test_store_of_an_older_clustercert_is_migrated_in_place(tmp_path):
     path = tmp_path / "old.sqlite"
     db = sqlite3.connect(path)
     db.executescript(SCHEMA.replace("evidence_ref TEXT,", "").replace("evidence_ref TEXT", ""))
-    db.execute("INSERT INTO runs (id, kind, inventory, started, status) VALUES ('old1', 'validate', 'i', 1, 'done')")
+    db.execute(
+        "INSERT INTO runs (id, kind, inventory, started, status) VALUES ('old1', 'validate', 'i', 1, 'done')"
+    )
     db.commit()
     db.close()
     assert [r["id"] for r in Store(path).runs()] == ["old1"]

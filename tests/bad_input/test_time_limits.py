@@ -35,7 +35,8 @@ def cli(tmp_path, monkeypatch, capsys):
 
 
 def _big_lspci(tmp_path: Path) -> Path:
-    """Real lspci output repeated to 2.3 MB: within the 64 MiB output limit, a fraction of a second to parse."""
+    """Real lspci output repeated to 2.3 MB: within the 64 MiB output limit, a fraction of a second to
+    parse."""
     p = tmp_path / "lspci-big.txt"
     p.write_text((FIX / "lspci" / "lspci-gb200-cx7-bridges.txt").read_text() * 300)
     return p
@@ -74,7 +75,9 @@ def test_inventory_that_outruns_its_budget_is_refused_naming_it(tmp_path, monkey
 def test_yaml_file_budget_names_the_file_being_read(tmp_path, monkeypatch, cli):
     """A profile (any strict-YAML file) read under the budget: refused naming that file."""
     prof = tmp_path / "site.yml"
-    text = (Path(__file__).resolve().parents[2] / "clustercert-lab/src/clustercert_lab/profiles/lab.yml").read_text()
+    text = (
+        Path(__file__).resolve().parents[2] / "clustercert-lab/src/clustercert_lab/profiles/lab.yml"
+    ).read_text()
     prof.write_text(text + "".join(f"# padding {i}\n" for i in range(1)) + "x_filler:\n" +
                     "".join(f"  k{i}: [{', '.join(str(j) for j in range(20))}]\n" for i in range(20000)))
     inv = tmp_path / "inv"
@@ -100,10 +103,19 @@ def test_a_runaway_parse_during_a_run_is_an_error_naming_the_tool(tmp_path, monk
 
     monkeypatch.setenv("CLUSTERCERT_HOME", str(tmp_path))
     prof = load_profile("lab")
-    inv = Inventory(Path("/nonexistent"), {n: HostView(n, ["lab"], InventoryVars(clustercert_profile="lab"), prof,
-                                                        {"ansible_host": f"192.0.2.{i}"})
-                                           for i, n in enumerate(["n1", "n2"], 1)}, [])
-    lacp = (FIX / "bonding" / "proc-net-bonding-802.3ad-slave-in-other-aggregator-systemd-11635-excerpt.txt").read_text()
+    inv = Inventory(
+        Path("/nonexistent"),
+        {
+            n: HostView(
+                n, ["lab"], InventoryVars(clustercert_profile="lab"), prof, {"ansible_host": f"192.0.2.{i}"}
+            )
+            for i, n in enumerate(["n1", "n2"], 1)
+        },
+        [],
+    )
+    lacp = (
+        FIX / "bonding" / "proc-net-bonding-802.3ad-slave-in-other-aggregator-systemd-11635-excerpt.txt"
+    ).read_text()
     one = f"==> /proc/net/bonding/bond0 <==\n{lacp}"
     # n1's output: 20,000 bonds' files (about 16 MB), far more than the budget lets it parse
     runaway = "\n".join(one.replace("bond0", f"bond{i}") for i in range(20000))
@@ -112,8 +124,15 @@ def test_a_runaway_parse_during_a_run_is_an_error_naming_the_tool(tmp_path, monk
         out = {}
         for n in nodes:
             text = runaway if n == "n1" else one
-            out[n] = NodeEvidence(n, True, "", {k: CommandResult(0, text if k == "bonding_proc" else "", "", False, 0.1, k)
-                                                for k in commands_for[n]})
+            out[n] = NodeEvidence(
+                n,
+                True,
+                "",
+                {
+                    k: CommandResult(0, text if k == "bonding_proc" else "", "", False, 0.1, k)
+                    for k in commands_for[n]
+                },
+            )
         return out
 
     monkeypatch.setattr(ssh, "collect_many", fake_many)
@@ -122,6 +141,10 @@ def test_a_runaway_parse_during_a_run_is_an_error_naming_the_tool(tmp_path, monk
     results = check_run.validate_nodes(inv, ["bond"], selected={"net.bond_lacp"}, io=ssh.SshBackend())
     assert time.monotonic() - t0 < 30
     (f1,) = [f for f in results["n1"].findings if f.check == "net.bond_lacp"]
-    assert f1.status == "error" and "bonding-files" in f1.observed and "did not finish within 0.2 s" in f1.observed
+    assert (
+        f1.status == "error"
+        and "bonding-files" in f1.observed
+        and "did not finish within 0.2 s" in f1.observed
+    )
     (f2,) = [f for f in results["n2"].findings if f.check == "net.bond_lacp"]
     assert f2.status == "fail" and "enp7s0 in aggregator 1" in f2.observed

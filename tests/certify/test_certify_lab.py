@@ -1,6 +1,6 @@
 """Certify on a bootstrapped lab of 8 (root): healthy -> certified, with each node's hardware identity, its
-report renders in headless Chromium; a slow link and a missing GPU are caught and localised; a hung probe is a timed error
-leaving no process; a node dying mid-run; `clustercert probe` runs the probes alone."""
+report renders in headless Chromium; a slow link and a missing GPU are caught and localised; a hung probe is a
+timed error leaving no process; a node dying mid-run; `clustercert probe` runs the probes alone."""
 
 from __future__ import annotations
 
@@ -27,11 +27,25 @@ def lab8(lab, lab_bootstrapper):
     return lab
 
 
-PROBE_TOOLS = ("ib_write_bw", "ib_write_lat", "iperf3", "all_reduce_perf", "nvbandwidth", "nvidia-smi", "dcgmi",
-               "torch.distributed.run", "fio ")
+PROBE_TOOLS = (
+    "ib_write_bw",
+    "ib_write_lat",
+    "iperf3",
+    "all_reduce_perf",
+    "nvbandwidth",
+    "nvidia-smi",
+    "dcgmi",
+    "torch.distributed.run",
+    "fio ",
+)
 # issue 22: the checks of what a training job needs, on each node and on each pair's links
-TRAINING_NODE_CHECKS = ("probe.ib_write_bw_gdr", "probe.nvlink_aggregate", "probe.checkpoint_write", "storage.mounts",
-                        "storage.scratch")
+TRAINING_NODE_CHECKS = (
+    "probe.ib_write_bw_gdr",
+    "probe.nvlink_aggregate",
+    "probe.checkpoint_write",
+    "storage.mounts",
+    "storage.scratch",
+)
 TRAINING_LINKS = ("ib_write_bw_gdr", "nccl_transport", "ddp_allreduce")
 
 
@@ -50,7 +64,9 @@ HEALTHY: dict = {}  # the run id of test_healthy_lab_is_certified_and_verifiable
 def _latest_certify_run(lab) -> str:
     from clustercert.record.store import Store
 
-    return Store(lab.dir.parent / "certify-test-state" / "store.sqlite").runs(kind="certify", limit=1)[0]["id"]
+    return Store(lab.dir.parent / "certify-test-state" / "store.sqlite").runs(kind="certify", limit=1)[0][
+        "id"
+    ]
 
 
 def leftover_probes(lab) -> dict[str, str]:
@@ -68,12 +84,23 @@ def leftover_probes(lab) -> dict[str, str]:
 def test_healthy_lab_is_certified_and_verifiable(lab8, tmp_path):
     lab = lab8
     rc, cert, stdout = certify(lab, tmp_path)
-    bad = {n: [f["check"] for f in v["findings"] if f["status"] in ("fail", "error")] for n, v in cert["nodes"].items()}
-    assert rc == 0 and cert["verdict"] == "pass", (bad, [lk for lk in cert["links"] if lk["status"] != "pass"])
+    bad = {
+        n: [f["check"] for f in v["findings"] if f["status"] in ("fail", "error")]
+        for n, v in cert["nodes"].items()
+    }
+    assert rc == 0 and cert["verdict"] == "pass", (
+        bad,
+        [lk for lk in cert["links"] if lk["status"] != "pass"],
+    )
     HEALTHY["run"] = _latest_certify_run(lab)  # drift's baseline in the slow-fabric-1 test
     assert cert["rounds"] == 1 and cert["links"]
-    assert {lk["probe"] for lk in cert["links"]} == {"ib_write_bw", "ib_write_lat", "iperf3", "nccl_allreduce",
-                                                     *TRAINING_LINKS}
+    assert {lk["probe"] for lk in cert["links"]} == {
+        "ib_write_bw",
+        "ib_write_lat",
+        "iperf3",
+        "nccl_allreduce",
+        *TRAINING_LINKS,
+    }
     # issue 22: the five new checks are in the certificate, on every node and every pair, and pass
     for n, v in cert["nodes"].items():
         for check in TRAINING_NODE_CHECKS:
@@ -87,24 +114,33 @@ def test_healthy_lab_is_certified_and_verifiable(lab8, tmp_path):
         ("probe.nccl_cluster", f"{LAB_NODES} nodes x 8 GPUs, {g}", "pass", LAB_NODES)
         for g in ("all rails", "fabric 0", "fabric 1")], cert["cluster_findings"]
     ddp = [lk for lk in cert["links"] if lk["probe"] == "ddp_allreduce"]
-    assert len(ddp) == LAB_NODES // 2 and all("world size 2 from torch 1." in lk["observed"] for lk in ddp), ddp
+    assert len(ddp) == LAB_NODES // 2 and all("world size 2 from torch 1." in lk["observed"] for lk in ddp), (
+        ddp
+    )
     lat = [lk for lk in cert["links"] if lk["probe"] == "ib_write_lat"]
-    assert {lk["fabric"] for lk in lat} == {0, 1} and all(lk["unit"] == "usec" and lk["value"] < 2 for lk in lat)
+    assert {lk["fabric"] for lk in lat} == {0, 1} and all(
+        lk["unit"] == "usec" and lk["value"] < 2 for lk in lat
+    )
     for n, v in cert["nodes"].items():
         util = [f for f in v["findings"] if f["check"] == "probe.gpu_util_under_load"]
         assert sorted(f["subject"] for f in util) == [f"GPU{i}" for i in range(8)], (n, util)
         assert all(f["status"] == "pass" and f["value"] >= 70 for f in util), (n, util)
         diag = [f for f in v["findings"] if f["check"] == "probe.dcgmi_diag"]
         assert [(f["subject"], f["status"]) for f in diag] == [("dcgmi diag -r 2", "pass")], (n, diag)
-    # issue 21.5: what was certified, per node -- GPU serials and UUIDs, HCA GUIDs and firmware, board and chassis
-    # serials (dmidecode), the NVSwitch count -- every part told apart from every other node's
+    # issue 21.5: what was certified, per node -- GPU serials and UUIDs, HCA GUIDs and firmware, board and
+    # chassis serials (dmidecode), the NVSwitch count -- every part told apart from every other node's
     serials, guids, boards = set(), set(), set()
     for n, v in cert["nodes"].items():
         hw = v["hardware"]
-        assert len(hw["gpus"]) == 8 and all(g["serial"] and g["uuid"].startswith("GPU-") for g in hw["gpus"]), (n, hw)
+        assert len(hw["gpus"]) == 8 and all(
+            g["serial"] and g["uuid"].startswith("GPU-") for g in hw["gpus"]
+        ), (n, hw)
         assert [h["name"] for h in hw["hcas"]] == ["mlx5_0", "mlx5_1"], (n, hw)
         assert all(h["node_guid"] and h["fw_ver"] for h in hw["hcas"]), (n, hw)
-        assert hw["board"]["system_serial"] and hw["board"]["chassis_serial"] and hw["nvswitch_count"] == 4, (n, hw)
+        assert hw["board"]["system_serial"] and hw["board"]["chassis_serial"] and hw["nvswitch_count"] == 4, (
+            n,
+            hw,
+        )
         serials |= {g["serial"] for g in hw["gpus"]} | {g["uuid"] for g in hw["gpus"]}
         guids |= {h["node_guid"] for h in hw["hcas"]}
         boards.add(hw["board"]["system_serial"])
@@ -152,12 +188,22 @@ def test_slow_link_and_missing_gpu_are_localised(lab8, tmp_path):
     assert cert["nodes"][slow]["verdict"] == "fail"
     for n in lab.nodes:
         if n not in (slow, gpu):
-            assert cert["nodes"][n]["verdict"] == "pass", [f for f in cert["nodes"][n]["findings"] if f["status"] != "pass"]
+            assert cert["nodes"][n]["verdict"] == "pass", [
+                f for f in cert["nodes"][n]["findings"] if f["status"] != "pass"
+            ]
     for probe in ("iperf3", "ib_write_bw", "ib_write_lat"):
-        slow_links = [lk for lk in cert["links"] if slow in (lk["a"], lk["b"]) and lk["fabric"] == 0 and lk["probe"] == probe]
+        slow_links = [
+            lk
+            for lk in cert["links"]
+            if slow in (lk["a"], lk["b"]) and lk["fabric"] == 0 and lk["probe"] == probe
+        ]
         assert slow_links and all(lk["status"] == "fail" for lk in slow_links), (probe, slow_links)
     # the slow fabric-0 link leaves the node's fabric-1 latency alone
-    other = [lk for lk in cert["links"] if slow in (lk["a"], lk["b"]) and lk["fabric"] == 1 and lk["probe"] == "ib_write_lat"]
+    other = [
+        lk
+        for lk in cert["links"]
+        if slow in (lk["a"], lk["b"]) and lk["fabric"] == 1 and lk["probe"] == "ib_write_lat"
+    ]
     assert other and all(lk["status"] == "pass" for lk in other)
     gf = cert["nodes"][gpu]["findings"]
     diag = {f["subject"]: f["status"] for f in gf if f["check"] == "probe.dcgmi_diag"}
@@ -167,15 +213,17 @@ def test_slow_link_and_missing_gpu_are_localised(lab8, tmp_path):
     assert util and all(f["status"] == "error" for f in util), util
 
 
-@pytest.mark.proves("probe.ib_write_bw_loopback", fault="probe_hang", params={"tool": "ib_write_bw"}, status="error")
+@pytest.mark.proves(
+    "probe.ib_write_bw_loopback", fault="probe_hang", params={"tool": "ib_write_bw"}, status="error"
+)
 def test_hung_probe_is_a_timed_error_and_leaves_nothing(lab8, tmp_path):
     lab = lab8
     target = lab.nodes[0]
     lab.manager.fault(target, "probe_hang", {"tool": "ib_write_bw"})
     try:
         t0 = time.monotonic()
-        # a shorter timeout than the other tests' (the hang costs it in the loopback test and in each round), on
-        # the hung node and one partner: every further pair would only wait out the same timeout again
+        # a shorter timeout than the other tests' (the hang costs it in the loopback test and in each round),
+        # on the hung node and one partner: every further pair would only wait out the same timeout again
         rc, cert, _ = certify(lab, tmp_path, "--probe-timeout", "6", "--limit", ",".join(lab.nodes[:2]))
         elapsed = time.monotonic() - t0
     finally:
@@ -219,7 +267,10 @@ def test_node_dying_mid_run(lab8, tmp_path):
     assert sorted(cert["nodes"]) == four
     for n in four:
         if n != victim:
-            assert cert["nodes"][n]["verdict"] == "pass", (n, [f for f in cert["nodes"][n]["findings"] if f["status"] != "pass"])
+            assert cert["nodes"][n]["verdict"] == "pass", (
+                n,
+                [f for f in cert["nodes"][n]["findings"] if f["status"] != "pass"],
+            )
     import sqlite3
 
     db = sqlite3.connect(lab.dir.parent / "certify-test-state" / "store.sqlite")
@@ -231,9 +282,28 @@ def test_node_dying_mid_run(lab8, tmp_path):
 def test_probe_verb_runs_only_the_named_probes(lab8, tmp_path):
     lab = lab8
     env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "certify-test-state"))
-    p = subprocess.run([sys.executable, "-m", "clustercert", "probe", "-i", "lab", "--probes", "iperf3,ib_write_lat",
-                        "--probe-seconds", "2", "--probe-timeout", "20", "--format", "json"],
-                       capture_output=True, text=True, timeout=600, env=env)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "clustercert",
+            "probe",
+            "-i",
+            "lab",
+            "--probes",
+            "iperf3,ib_write_lat",
+            "--probe-seconds",
+            "2",
+            "--probe-timeout",
+            "20",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     doc = json.loads(p.stdout)
     assert doc["verdict"] == "pass" and doc["rounds"] == 1
@@ -282,9 +352,16 @@ def test_three_faults_on_six_nodes_localised_in_two_rounds_within_twice_the_heal
     for n in (slow, nvlink, bond):
         assert cert["nodes"][n]["verdict"] == "fail", (n, _findings_off(cert, n))
     for n in ("node02", "node04", "node06"):
-        assert cert["nodes"][n]["verdict"] == "pass" and not _findings_off(cert, n), (n, _findings_off(cert, n))
+        assert cert["nodes"][n]["verdict"] == "pass" and not _findings_off(cert, n), (
+            n,
+            _findings_off(cert, n),
+        )
     # the dead fabric-1 path of the bond node failed in about a second: its iperf3 was never started
-    dead = [lk for lk in cert["links"] if lk["probe"] == "iperf3" and lk["fabric"] == 1 and bond in (lk["a"], lk["b"])]
+    dead = [
+        lk
+        for lk in cert["links"]
+        if lk["probe"] == "iperf3" and lk["fabric"] == 1 and bond in (lk["a"], lk["b"])
+    ]
     assert dead and all(lk["status"] == "error" and "not reachable" in lk["observed"] for lk in dead), dead
     wall, base = cert["timing"]["probe_wall_s"], healthy["timing"]["probe_wall_s"]
     print(f"six nodes, three faults: probe wall {wall} s vs healthy {base} s ({wall / base:.2f}x)")
@@ -297,8 +374,9 @@ def test_three_nodes_slow_fabric1_blamed_on_the_node_by_certify_and_drift(lab8, 
     lab = lab8
     three = "node01,node02,node03"
     home = str(lab.dir.parent / "certify-test-state")
-    # drift's baseline: the healthy 8-node certify of this module (drift compares each probe and fabric with the
-    # baseline's median, whatever pairs measured it); run alone, this test certifies the three nodes healthy first
+    # drift's baseline: the healthy 8-node certify of this module (drift compares each probe and fabric with
+    # the baseline's median, whatever pairs measured it); run alone, this test certifies the three nodes
+    # healthy first
     baseline = HEALTHY.get("run")
     if baseline is None:
         rc, base, _ = certify(lab, tmp_path / "base", "--limit", three)
@@ -307,9 +385,28 @@ def test_three_nodes_slow_fabric1_blamed_on_the_node_by_certify_and_drift(lab8, 
     lab.manager.fault("node02", "link_slow", {"fabric": "1", "factor": "0.3"})
     try:
         rc, cert, _ = certify(lab, tmp_path / "slow", "--limit", three)
-        d = subprocess.run([sys.executable, "-m", "clustercert", "drift", "-i", "lab", "--limit", three, "--probes", "quick",
-                            "--baseline", baseline, "--format", "json"], capture_output=True, text=True, timeout=900,
-                           env=dict(os.environ, CLUSTERCERT_HOME=home))
+        d = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "clustercert",
+                "drift",
+                "-i",
+                "lab",
+                "--limit",
+                three,
+                "--probes",
+                "quick",
+                "--baseline",
+                baseline,
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=dict(os.environ, CLUSTERCERT_HOME=home),
+        )
     finally:
         lab.manager.heal("node02")
     assert rc == 1
@@ -348,16 +445,26 @@ def test_training_faults_fail_their_checks_on_their_node_only(lab8, tmp_path):
     def failed(node: str, check: str) -> list:
         return [f for f in cert["nodes"][node]["findings"] if f["check"] == check and f["status"] == "fail"]
 
-    for node, check in ((gdr, "probe.ib_write_bw_gdr"), (nvlink, "probe.nvlink_aggregate"), (mount, "storage.mounts"),
-                        (slow, "probe.checkpoint_write")):
+    for node, check in (
+        (gdr, "probe.ib_write_bw_gdr"),
+        (nvlink, "probe.nvlink_aggregate"),
+        (mount, "storage.mounts"),
+        (slow, "probe.checkpoint_write"),
+    ):
         assert failed(node, check), (node, check, _findings_off(cert, node))
         for other in six:
             if other != node:
                 assert not failed(other, check), (other, check, _findings_off(cert, other))
     assert [f["subject"] for f in failed(nvlink, "probe.nvlink_aggregate")] == ["GPU0"]
     assert [f["subject"] for f in failed(mount, "storage.mounts")] == ["/shared"]
-    assert {f["subject"] for f in failed(slow, "probe.checkpoint_write")} == {"/shared write", "/scratch write"}
-    assert {f["subject"] for f in failed(gdr, "probe.ib_write_bw_gdr")} == {"GPU0-mlx5_0 loopback", "GPU4-mlx5_1 loopback"}
+    assert {f["subject"] for f in failed(slow, "probe.checkpoint_write")} == {
+        "/shared write",
+        "/scratch write",
+    }
+    assert {f["subject"] for f in failed(gdr, "probe.ib_write_bw_gdr")} == {
+        "GPU0-mlx5_0 loopback",
+        "GPU4-mlx5_1 loopback",
+    }
     for probe in ("nccl_transport", "ib_write_bw_gdr"):
         lks = [lk for lk in cert["links"] if lk["probe"] == probe]
         bad = [lk for lk in lks if lk["status"] == "fail"]
@@ -371,22 +478,43 @@ def test_training_faults_fail_their_checks_on_their_node_only(lab8, tmp_path):
 
 def _ddp_probe(lab, inventory: str) -> dict:
     env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "certify-test-state"))
-    p = subprocess.run([sys.executable, "-m", "clustercert", "probe", "-i", inventory, "--limit", "node01,node02",
-                        "--probes", "ddp", "--format", "json"], capture_output=True, text=True, timeout=600, env=env)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "clustercert",
+            "probe",
+            "-i",
+            inventory,
+            "--limit",
+            "node01,node02",
+            "--probes",
+            "ddp",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert p.returncode in (0, 1), p.stderr[-3000:]
     return json.loads(p.stdout)
 
 
 def test_ddp_smoke_test_runs_real_pytorch_and_names_a_wrong_launch(lab8, tmp_path):
-    """Issue 22: `clustercert probe --probes ddp` across node01 and node02 runs Debian's PyTorch (python3-torch,
-    which the lab does not simulate): torchrun on both nodes, torch.distributed's all_reduce over TCP (gloo) between
-    them, the world size, ranks and the result as torch reports them. The same launch with a wrong
-    --nproc_per_node (the inventory's clustercert_ddp_nproc_per_node) fails probe.ddp_allreduce, naming the mismatch."""
+    """Issue 22: `clustercert probe --probes ddp` across node01 and node02 runs Debian's PyTorch
+    (python3-torch, which the lab does not simulate): torchrun on both nodes, torch.distributed's all_reduce
+    over TCP (gloo) between them, the world size, ranks and the result as torch reports them. The same launch
+    with a wrong
+    --nproc_per_node (the inventory's clustercert_ddp_nproc_per_node) fails probe.ddp_allreduce, naming the
+    mismatch."""
     lab = lab8
     import shutil
 
     pkg = lab.ssh("node01", "dpkg-query -W -f '${Version} ${Maintainer}' python3-torch").stdout
-    assert pkg.startswith("1.13") and "clustercert" not in pkg, pkg  # Debian's own package, not the lab repo's
+    # Debian's own package, not the lab repo's
+    assert pkg.startswith("1.13") and "clustercert" not in pkg, pkg
     doc = _ddp_probe(lab, "lab")
     [lk] = [lk for lk in doc["links"] if lk["probe"] == "ddp_allreduce"]
     assert lk["status"] == "pass" and lk["unit"] == "ms" and lk["value"] > 0, lk
@@ -395,7 +523,10 @@ def test_ddp_smoke_test_runs_real_pytorch_and_names_a_wrong_launch(lab8, tmp_pat
     # each rank's own report: its rank, torch's world size and version, and the all_reduce result torch gave
     for r in range(2):
         assert f"rank {r} node0" in lk["evidence"], lk["evidence"]
-    assert lk["evidence"].count("world 2 torch 1.") == 2 and lk["evidence"].count("all_reduce 3.0 (expected 3.0)") == 2
+    assert (
+        lk["evidence"].count("world 2 torch 1.") == 2
+        and lk["evidence"].count("all_reduce 3.0 (expected 3.0)") == 2
+    )
     assert not leftover_probes(lab)
 
     inv_dir = tmp_path / "inventory"

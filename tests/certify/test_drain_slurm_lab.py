@@ -1,12 +1,12 @@
-"""`certify --drain slurm` against a real Slurm: the lab's own (`clustercert lab slurm up`: Debian's slurm-wlm and
-munge on the 4 bootstrapped lab nodes, slurmctld on node01, slurmd on all), as a site runs them. node02 misses a GPU;
-node03 was drained by an earlier clustercert run; node04 by an administrator. Only node02 is drained,
-only node03 resumed; node04 keeps its administrator's reason, node01 is not touched.
+"""`certify --drain slurm` against a real Slurm: the lab's own (`clustercert lab slurm up`: Debian's slurm-wlm
+and munge on the 4 bootstrapped lab nodes, slurmctld on node01, slurmd on all), as a site runs them. node02
+misses a GPU; node03 was drained by an earlier clustercert run; node04 by an administrator. Only node02 is
+drained, only node03 resumed; node04 keeps its administrator's reason, node01 is not touched.
 
 The same Slurm then runs `clustercert node-check` as its HealthCheckProgram (issue 24.1): the node_check role
 (playbooks/node_check.yml, through clustercert's engine) installs it on the 4 nodes, slurmd's own health check
-drains node02 when it misses a GPU with ``Reason=clustercert: <ids>`` and resumes it once healed; node04 keeps its
-administrator's drain, node01 and node03 are not touched."""
+drains node02 when it misses a GPU with ``Reason=clustercert: <ids>`` and resumes it once healed; node04 keeps
+its administrator's drain, node01 and node03 are not touched."""
 
 from __future__ import annotations
 
@@ -38,7 +38,9 @@ HEALTH_CHECK = f"HealthCheckProgram={WRAPPER}\nHealthCheckInterval={INTERVAL_S}\
 
 def _on_all(lab, command: str, timeout: float = 600) -> dict:
     with ThreadPoolExecutor(max_workers=len(lab.nodes)) as ex:
-        return dict(zip(lab.nodes, ex.map(lambda n: lab.ssh(n, command, timeout=timeout), lab.nodes), strict=True))
+        return dict(
+            zip(lab.nodes, ex.map(lambda n: lab.ssh(n, command, timeout=timeout), lab.nodes), strict=True)
+        )
 
 
 def node_state(lab, name: str) -> tuple[str, object]:
@@ -47,7 +49,8 @@ def node_state(lab, name: str) -> tuple[str, object]:
 
 
 def wait_for(lab, name: str, ok, what: str, timeout: float = 150):
-    """The node's (raw line, state) once ``ok(state)``; AssertionError with the last line after ``timeout``."""
+    """The node's (raw line, state) once ``ok(state)``; AssertionError with the last line after
+    ``timeout``."""
     deadline = time.monotonic() + timeout
     raw, st = node_state(lab, name)
     while not ok(st) and time.monotonic() < deadline:
@@ -62,9 +65,27 @@ def wait_for(lab, name: str, ok, what: str, timeout: float = 150):
 
 def certify(lab, inventory, out, *args: str) -> tuple[int, dict, subprocess.CompletedProcess]:
     env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "certify-test-state"))
-    p = subprocess.run([sys.executable, "-m", "clustercert", "certify", "-i", str(inventory), "--out", str(out),
-                        "--probe-seconds", "2", "--probe-timeout", "20", *args],
-                       capture_output=True, text=True, timeout=900, env=env)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "clustercert",
+            "certify",
+            "-i",
+            str(inventory),
+            "--out",
+            str(out),
+            "--probe-seconds",
+            "2",
+            "--probe-timeout",
+            "20",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
     assert p.returncode in (0, 1), p.stderr[-3000:]
     return p.returncode, expanded(json.loads((out / "certificate.json").read_text())), p
 
@@ -86,10 +107,16 @@ def test_drain_failing_resume_own_leave_others(slurm_lab, tmp_path):
         lab.manager.heal("node02")
     assert rc == 1 and cert["verdict"] == "fail", p.stdout[-3000:]
     assert cert["nodes"]["node02"]["verdict"] == "fail"
-    assert all(cert["nodes"][n]["verdict"] == "pass" for n in ("node01", "node03", "node04")), p.stdout[-3000:]
+    assert all(cert["nodes"][n]["verdict"] == "pass" for n in ("node01", "node03", "node04")), p.stdout[
+        -3000:
+    ]
     after = {n: node_state(lab, n) for n in lab.nodes}
     raw, st = after["node02"]
-    assert st.drained and st.reason.startswith("clustercert:") and "gpu.count" in st.reason.split(": ", 1)[1].split(","), raw
+    assert (
+        st.drained
+        and st.reason.startswith("clustercert:")
+        and "gpu.count" in st.reason.split(": ", 1)[1].split(",")
+    ), raw
     raw, st = after["node03"]
     assert not st.drained and st.reason is None, raw
     # back in service: slurmctld pings a resumed node (NOT_RESPONDING meanwhile), then it is IDLE
@@ -100,32 +127,56 @@ def test_drain_failing_resume_own_leave_others(slurm_lab, tmp_path):
     assert (st.state, st.reason) == ("IDLE", None), raw
     acts = {e["node"]: e for e in cert["slurm"]}
     assert {n: (e["action"], e["ok"]) for n, e in acts.items()} == {
-        "node01": ("none", True), "node02": ("drain", True), "node03": ("resume", True), "node04": ("none", True)}, cert["slurm"]
-    assert acts["node02"]["reason"] == after["node02"][1].reason and acts["node04"]["reason"] == "admin: maintenance"
+        "node01": ("none", True),
+        "node02": ("drain", True),
+        "node03": ("resume", True),
+        "node04": ("none", True),
+    }, cert["slurm"]
+    assert (
+        acts["node02"]["reason"] == after["node02"][1].reason
+        and acts["node04"]["reason"] == "admin: maintenance"
+    )
     assert "slurm node02: drain (clustercert:" in p.stdout and "slurm node03: resume" in p.stdout
     # and recorded with the run in the store
     from clustercert.record.store import Store
     store = Store(lab.dir.parent / "certify-test-state" / "store.sqlite")
     run = store.runs(kind="certify", limit=1)[0]
-    assert {a["node"]: (a["system"], a["target"], a["action"], a["ok"], a["reason"]) for a in store.actions(run["id"])} == {
-        n: ("slurm", e["slurm_node"], e["action"], e["ok"], e["reason"]) for n, e in acts.items()}
+    assert {
+        a["node"]: (a["system"], a["target"], a["action"], a["ok"], a["reason"])
+        for a in store.actions(run["id"])
+    } == {n: ("slurm", e["slurm_node"], e["action"], e["ok"], e["reason"]) for n, e in acts.items()}
     # what was done is part of the signed certificate
-    v = subprocess.run([sys.executable, "-m", "clustercert", "verify", str(tmp_path / "out" / "certificate.json"),
-                        "--key", str(tmp_path / "out" / "signing.pub")], capture_output=True, text=True)
+    v = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "clustercert",
+            "verify",
+            str(tmp_path / "out" / "certificate.json"),
+            "--key",
+            str(tmp_path / "out" / "signing.pub"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert v.returncode == 0, v.stdout + v.stderr
 
     # Slurm stops answering (slurmctld down): certify says so and exits 1, even with every node passing
     lab.ssh(CONTROLLER, "systemctl stop slurmctld")
     try:
-        rc, cert, p = certify(lab, inventory, tmp_path / "out2", "--drain", "slurm", "--limit", "node01,node03")
+        rc, cert, p = certify(
+            lab, inventory, tmp_path / "out2", "--drain", "slurm", "--limit", "node01,node03"
+        )
     finally:
         lab.ssh(CONTROLLER, "systemctl start slurmctld")
     assert cert["verdict"] == "pass" and rc == 1, p.stdout[-2000:]
     assert cert["slurm"] and not any(e["ok"] for e in cert["slurm"]), cert["slurm"]
     assert "not done" in p.stderr
     nccl = [lk for lk in cert["links"] if lk["probe"] == "nccl_allreduce"]
-    assert nccl and all(lk["evidence"].startswith("launched with mpirun over ssh: Slurm cannot start a step now (")
-                        for lk in nccl), nccl
+    assert nccl and all(
+        lk["evidence"].startswith("launched with mpirun over ssh: Slurm cannot start a step now (")
+        for lk in nccl
+    ), nccl
 
 
 def test_pair_nccl_runs_as_an_srun_step_on_idle_nodes(slurm_lab, tmp_path):
@@ -142,11 +193,33 @@ def test_pair_nccl_runs_as_an_srun_step_on_idle_nodes(slurm_lab, tmp_path):
         jobs = lab.ssh(CONTROLLER, "scontrol show job --oneliner", check=False).stdout
         return [j for j in jobs.splitlines() if "JobName=clustercert-nccl-" in j]
 
-    earlier = {j.split()[0] for j in probe_jobs()}  # the first test's (failed) pair step, if Slurm still shows it
+    # the first test's (failed) pair step, if Slurm still shows it
+    earlier = {j.split()[0] for j in probe_jobs()}
     env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "certify-test-state"))
-    p = subprocess.run([sys.executable, "-m", "clustercert", "probe", "-i", str(inv_dir / lab.inventory.name),
-                        "--limit", "node01,node02", "--probes", "nccl", "--probe-seconds", "2", "--probe-timeout", "40",
-                        "--format", "json"], capture_output=True, text=True, timeout=600, env=env)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "clustercert",
+            "probe",
+            "-i",
+            str(inv_dir / lab.inventory.name),
+            "--limit",
+            "node01,node02",
+            "--probes",
+            "nccl",
+            "--probe-seconds",
+            "2",
+            "--probe-timeout",
+            "40",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     doc = json.loads(p.stdout)
     (lk,) = [lk for lk in doc["links"] if lk["probe"] == "nccl_allreduce"]
@@ -189,17 +262,21 @@ def test_health_check_program_drains_a_faulty_node_and_resumes_it_healed(health_
     lab.manager.fault("node02", "gpu_missing", {})
     try:
         raw, st = wait_for(lab, "node02", lambda st: st.drained, "drained", timeout=INTERVAL_S * 6 + 60)
-        assert st.reason.startswith("clustercert: ") and "gpu.count" in st.reason.removeprefix("clustercert: ").split(","), raw
+        assert st.reason.startswith("clustercert: ") and "gpu.count" in st.reason.removeprefix(
+            "clustercert: "
+        ).split(","), raw
         # the wrapper, run by hand as slurmd runs it, says the same and finds it drained for this reason
         p = lab.ssh("node02", f"{WRAPPER} --format json", check=False)
-        assert p.returncode == 1 and '"action": "none"' in p.stdout and "already drained" in p.stdout, p.stdout[-2000:]
+        assert p.returncode == 1 and '"action": "none"' in p.stdout and "already drained" in p.stdout, (
+            p.stdout[-2000:]
+        )
     finally:
         lab.manager.heal("node02")
     raw, st = wait_for(lab, "node02", lambda st: not st.drained, "resumed", timeout=INTERVAL_S * 6 + 60)
     assert st.reason is None, raw
     wait_for(lab, "node02", lambda st: st.state == "IDLE", "idle again", timeout=90)
-    # the administrator's drain stays theirs through every health check (at least two since it was set: node02's
-    # drain and resume usually took longer); the others were never touched
+    # the administrator's drain stays theirs through every health check (at least two since it was set:
+    # node02's drain and resume usually took longer); the others were never touched
     time.sleep(max(0.0, admin_drained + INTERVAL_S * 2 - time.monotonic()))
     raw, st = node_state(lab, "node04")
     assert st.drained and st.reason == "admin: maintenance", raw

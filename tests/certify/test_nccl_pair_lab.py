@@ -42,7 +42,8 @@ def _pair(lab, tmp_path, a: str, b: str, timeout: float = 20):
     inv = load_inventory(str(lab.inventory))  # `-i lab` (the command layer resolves the name)
     cfg = ProbeSettings(2, timeout)
     th = cfg.thresholds(inv.hosts[a].profile)
-    cp = Path(tempfile.mkdtemp(prefix="cc-", dir="/tmp"))  # short: ssh's control socket path has a length limit
+    # short: ssh's control socket path has a length limit
+    cp = Path(tempfile.mkdtemp(prefix="cc-", dir="/tmp"))
     try:
         t0 = time.monotonic()
         m = certify.nccl_pair(inv.hosts[a], inv.hosts[b], 1, cfg, cp, th["nccl_allreduce_pair"], set(),
@@ -56,9 +57,26 @@ def test_certify_measures_nccl_across_each_pair(bootstrapped_lab, tmp_path):
     lab = bootstrapped_lab
     out = tmp_path / "out"
     env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "certify-test-state"))
-    p = subprocess.run([sys.executable, "-m", "clustercert", "certify", "-i", "lab", "--out", str(out),
-                        "--probe-seconds", "2", "--probe-timeout", "20"], capture_output=True, text=True, timeout=900,
-                       env=env)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "clustercert",
+            "certify",
+            "-i",
+            "lab",
+            "--out",
+            str(out),
+            "--probe-seconds",
+            "2",
+            "--probe-timeout",
+            "20",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
     assert p.returncode in (0, 1), p.stderr[-3000:]
     cert = expanded(json.loads((out / "certificate.json").read_text()))
     floor = cert["thresholds"]["nccl_allreduce_pair"]["floor"]
@@ -68,15 +86,23 @@ def test_certify_measures_nccl_across_each_pair(bootstrapped_lab, tmp_path):
     for lk in nccl.values():
         assert lk["status"] == "pass" and lk["value"] >= floor and lk["unit"] == "gbyte_per_s", lk
         assert lk["subject"].endswith(", 16 GPUs"), lk
-    # issue 33.2: after the pairs, one all_reduce across the 4 nodes, and one per fabric (the lab's two rails sit
-    # on two fabrics), each a cluster finding that passes; the reports show them
+    # issue 33.2: after the pairs, one all_reduce across the 4 nodes, and one per fabric (the lab's two rails
+    # sit on two fabrics), each a cluster finding that passes; the reports show them
     found = {f["subject"]: f for f in cert["cluster_findings"]}
     assert sorted(found) == [f"4 nodes x 8 GPUs, {g}" for g in ("all rails", "fabric 0", "fabric 1")], found
     for f in found.values():
-        assert f["check"] == "probe.nccl_cluster" and f["status"] == "pass" and f["nodes"] == list(lab.nodes), f
+        assert (
+            f["check"] == "probe.nccl_cluster" and f["status"] == "pass" and f["nodes"] == list(lab.nodes)
+        ), f
         assert "across 4 nodes (32 ranks): scaling efficiency" in f["observed"], f
-    assert "## Cluster" in (out / "summary.md").read_text() and 'testsuite name="cluster"' in (out / "junit.xml").read_text()
-    assert 'id="cluster"' in (out / "report.html").read_text() and "cluster probe.nccl_cluster 4 nodes" in p.stdout
+    assert (
+        "## Cluster" in (out / "summary.md").read_text()
+        and 'testsuite name="cluster"' in (out / "junit.xml").read_text()
+    )
+    assert (
+        'id="cluster"' in (out / "report.html").read_text()
+        and "cluster probe.nccl_cluster 4 nodes" in p.stdout
+    )
     assert not leftovers(lab, lab.nodes)
 
 
@@ -93,7 +119,9 @@ def test_a_slow_link_on_either_end_fails_the_pair(bootstrapped_lab, tmp_path):
     assert not leftovers(lab, [a, b])
 
 
-@pytest.mark.proves("probe.nccl_allreduce", fault="probe_hang", params={"tool": "all_reduce_perf"}, status="error")
+@pytest.mark.proves(
+    "probe.nccl_allreduce", fault="probe_hang", params={"tool": "all_reduce_perf"}, status="error"
+)
 def test_a_hung_rank_is_a_timed_error_and_leaves_no_process(bootstrapped_lab, tmp_path):
     lab = bootstrapped_lab
     a, b = lab.nodes[2], lab.nodes[3]
@@ -108,7 +136,9 @@ def test_a_hung_rank_is_a_timed_error_and_leaves_no_process(bootstrapped_lab, tm
     assert not left, left
 
 
-def test_cluster_ssh_nodes_reach_each_other_with_host_keys_checked_and_a_limited_check_changes_nothing(bootstrapped_lab):
+def test_cluster_ssh_nodes_reach_each_other_with_host_keys_checked_and_a_limited_check_changes_nothing(
+    bootstrapped_lab,
+):
     from clustercert.model.inventory import load_inventory
 
     lab = bootstrapped_lab
@@ -120,18 +150,37 @@ def test_cluster_ssh_nodes_reach_each_other_with_host_keys_checked_and_a_limited
     known = lab.ssh(a, "cat /etc/ssh/ssh_known_hosts").stdout
     assert all(n in known for n in lab.nodes), known
     # a run limited to one node keeps the others' host keys (gathered read-only): nothing to change
-    p = subprocess.run([sys.executable, "-m", "clustercert", "bootstrap", "-i", "lab", "--check", "--diff", "--limit", a,
-                        "--tags", "cluster_ssh,nccl_tools", "--format", "json"], capture_output=True, text=True, timeout=600,
-                       env=dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "bootstrap-fixture-state")))
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "clustercert",
+            "bootstrap",
+            "-i",
+            "lab",
+            "--check",
+            "--diff",
+            "--limit",
+            a,
+            "--tags",
+            "cluster_ssh,nccl_tools",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "bootstrap-fixture-state")),
+    )
     doc = json.loads(p.stdout)
     assert p.returncode == 0 and doc["changes"] == [], doc
 
 
 @pytest.mark.proves("probe.nccl_allreduce", fault="nccl_one_host", status="error")
 def test_nccl_one_host_makes_the_pairs_of_its_node_an_error_never_a_pass(bootstrapped_lab, tmp_path):
-    """issue 33.1: a launch that puts every rank on the first host prints rank lines of one host, and its figure is
-    that host's NVLink one (far above the pair floor): the pair run is an error naming where the ranks ran, with
-    the faulty node as either end; a pair without it still passes."""
+    """issue 33.1: a launch that puts every rank on the first host prints rank lines of one host, and its
+    figure is that host's NVLink one (far above the pair floor): the pair run is an error naming where the
+    ranks ran, with the faulty node as either end; a pair without it still passes."""
     lab = bootstrapped_lab
     a, b, c = lab.nodes[0], lab.nodes[1], lab.nodes[2]
     lab.manager.fault(b, "nccl_one_host", {})
@@ -141,7 +190,9 @@ def test_nccl_one_host_makes_the_pairs_of_its_node_an_error_never_a_pass(bootstr
         clear, _s, _cfg = _pair(lab, tmp_path, a, c)
     finally:
         lab.manager.heal(b)
-    assert as_peer.probe == "nccl_allreduce" and as_peer.status == "error" and as_peer.value is None, as_peer.observed
+    assert as_peer.probe == "nccl_allreduce" and as_peer.status == "error" and as_peer.value is None, (
+        as_peer.observed
+    )
     assert f"16 ranks on {a}, none on {b}" in as_peer.observed, as_peer.observed
     assert as_root.status == "error" and f"16 ranks on {b}, none on {c}" in as_root.observed, as_root.observed
     assert clear.status == "pass", clear.observed
@@ -169,9 +220,9 @@ def _cluster(lab, nodes: list[str], median: float, fabric: int | None = None):
 
 @pytest.mark.proves("probe.nccl_cluster", fault="nccl_scale_slow")
 def test_the_cluster_run_scales_and_a_slow_spine_fails_it_while_pairs_pass(bootstrapped_lab, tmp_path):
-    """issue 33.2: one all_reduce across the 4 nodes (mpirun -H, 32 ranks) keeps the pair's bus bandwidth (and so
-    does one fabric's, NCCL_IB_HCA==mlx5_0, against half of it); with nccl_scale_slow on one node the pairs still
-    pass, the cluster run fails on its scaling efficiency."""
+    """issue 33.2: one all_reduce across the 4 nodes (mpirun -H, 32 ranks) keeps the pair's bus bandwidth (and
+    so does one fabric's, NCCL_IB_HCA==mlx5_0, against half of it); with nccl_scale_slow on one node the pairs
+    still pass, the cluster run fails on its scaling efficiency."""
     lab = bootstrapped_lab
     nodes = list(lab.nodes)
     pair, _s, _cfg = _pair(lab, tmp_path, nodes[0], nodes[1])
@@ -186,7 +237,9 @@ def test_the_cluster_run_scales_and_a_slow_spine_fails_it_while_pairs_pass(boots
         lab.manager.heal(nodes[2])
     assert healthy.status == "pass" and healthy.subject == "4 nodes x 8 GPUs, all rails", healthy.observed
     assert "across 4 nodes (32 ranks): scaling efficiency " in healthy.observed, healthy.observed
-    assert fabric0.status == "pass" and fabric0.fabric == 0 and fabric0.value < 0.6 * healthy.value, fabric0.observed
+    assert fabric0.status == "pass" and fabric0.fabric == 0 and fabric0.value < 0.6 * healthy.value, (
+        fabric0.observed
+    )
     assert "NCCL_IB_HCA==mlx5_0" in fabric0.evidence.splitlines()[0], fabric0.evidence[:300]
     assert slowed_pair.status == "pass", slowed_pair.observed
     assert slowed.finding().check == "probe.nccl_cluster" and slowed.status == "fail", slowed.observed

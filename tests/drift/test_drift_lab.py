@@ -54,15 +54,18 @@ def test_certify_recorded_each_nodes_hardware(certified):
         serials |= {g["serial"] for g in hw["gpus"]}
         assert [h["name"] for h in hw["hcas"]] == ["mlx5_0", "mlx5_1"] and all(h["node_guid"] and h["fw_ver"]
                                                                               for h in hw["hcas"]), hw
-        assert hw["board"]["system_serial"] and hw["board"]["chassis_serial"] and hw["nvswitch_count"] == 4, hw
+        assert hw["board"]["system_serial"] and hw["board"]["chassis_serial"] and hw["nvswitch_count"] == 4, (
+            hw
+        )
     assert len(serials) == 32  # every GPU of the four nodes is told apart
 
 
 @pytest.mark.proves("hardware.gpu", fault="gpu_swapped", status="hardware")
 def test_four_tamperings_classified_then_fixed(certified, tmp_path):
-    """Four tamperings on four nodes, each of its kind (configuration twice, state, performance); --fix repairs
-    the configuration only. Then, on a repaired node, a swapped GPU (issue 21.5: GPU 3 gets another serial and
-    UUID, every check still passes) is one `hardware` item, on that node only, naming the GPU, beside what
+    """Four tamperings on four nodes, each of its kind (configuration twice, state, performance); --fix
+    repairs the configuration only. Then, on a repaired node, a swapped GPU (issue 21.5: GPU 3 gets another
+    serial and UUID, every check still passes) is one `hardware` item, on that node only, naming the GPU,
+    beside what
     --fix left (the state item; that run measures no probe: the performance item is the first run's). One lab
     run for both: each drift run costs 30-40 s of CI (its check-mode playbook about 30 s, the probes 10 s)."""
     lab = certified
@@ -79,7 +82,9 @@ def test_four_tamperings_classified_then_fixed(certified, tmp_path):
         kinds = {}
         for item in doc["items"]:
             kinds.setdefault(item["node"], set()).add(item["kind"])
-        assert kinds == {n1: {"configuration"}, n2: {"configuration"}, n3: {"state"}, n4: {"performance"}}, doc["items"]
+        assert kinds == {n1: {"configuration"}, n2: {"configuration"}, n3: {"state"}, n4: {"performance"}}, (
+            doc["items"]
+        )
         assert any(i["node"] == n3 and i.get("check") == "gpu.row_remap" for i in doc["items"])
         assert any(i["node"] == n1 and "nccl" in (i.get("task") or "").lower() for i in doc["items"])
         from prometheus_client.parser import text_string_to_metric_families
@@ -87,7 +92,8 @@ def test_four_tamperings_classified_then_fixed(certified, tmp_path):
         fams = {f.name: f for f in text_string_to_metric_families(prom.read_text())}
         per = {(s.labels["node"], s.labels["kind"]): s.value for s in fams["clustercert_drift_items"].samples}
         assert per[(n3, "state")] >= 1 and per[(n1, "state")] == 0
-        exposition = prom.read_text()  # promtool checks it at the end (a skip where it is missing skips no more)
+        # promtool checks it at the end (a skip where it is missing skips no more)
+        exposition = prom.read_text()
 
         # what --fix repairs is configuration: the two nodes that have it, no probe needed
         rc, doc = drift(lab, "--fix", "--probes", "none", "--limit", f"{n1},{n2}")
@@ -107,7 +113,11 @@ def test_four_tamperings_classified_then_fixed(certified, tmp_path):
     old = next(g for g in cert["nodes"][n1]["hardware"]["gpus"] if g["index"] == 3)
     assert item["kind"] == "hardware" and item["check"] == "hardware.gpu", item
     assert item["detail"] == f"GPU3 {old['bus_id']}: swapped", item
-    assert old["serial"] in item["before"] and old["uuid"] in item["before"] and old["serial"] not in item["after"]
+    assert (
+        old["serial"] in item["before"]
+        and old["uuid"] in item["before"]
+        and old["serial"] not in item["after"]
+    )
     from prom_lint import promtool_check
 
     promtool_check(exposition)
@@ -141,12 +151,20 @@ def test_sigkill_leaves_store_usable(certified):
 def test_second_run_is_refused_while_one_holds_the_lock(certified):
     lab = certified
     env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "drift-test-state"))
-    first = subprocess.Popen([sys.executable, "-m", "clustercert", "drift", "-i", "lab"], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, env=env)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "clustercert", "drift", "-i", "lab"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     try:
         time.sleep(3)
         second = cc(lab, "drift", "-i", "lab")
-        assert second.returncode == 1 and "another run holds the lock" in second.stderr and f"pid {first.pid}" in second.stderr
+        assert (
+            second.returncode == 1
+            and "another run holds the lock" in second.stderr
+            and f"pid {first.pid}" in second.stderr
+        )
     finally:
         first.kill()
         first.wait()

@@ -94,7 +94,9 @@ def lock_held_by_ancestor() -> bool:
 @pytest.fixture(scope="session")
 def lab_lock():
     if os.geteuid() != 0:
-        pytest.skip("lab tests need root (they create network namespaces, bridges, mounts and systemd-nspawn nodes)")
+        pytest.skip(
+            "lab tests need root (they create network namespaces, bridges, mounts and systemd-nspawn nodes)"
+        )
     if lock_held_by_ancestor():
         yield
         return
@@ -137,8 +139,8 @@ def fresh_lab(lab):
 
 
 def bootstrap(lab, *args: str, timeout: float = 1500) -> tuple[int, dict]:
-    """`clustercert bootstrap -i <lab inventory> --format json ARGS` with the bootstrap tests' state directory:
-    (exit status, the JSON document)."""
+    """`clustercert bootstrap -i <lab inventory> --format json ARGS` with the bootstrap tests' state
+    directory: (exit status, the JSON document)."""
     import json
     import sys
 

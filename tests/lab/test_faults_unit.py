@@ -13,20 +13,53 @@ from clustercert_lab import faults, hardware
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = {
-    "gpu_missing", "gpu_ecc_uncorrectable", "gpu_row_remap_pending", "gpu_xid", "gpu_pcie_degraded",
-    "gpu_clock_throttle", "nvlink_down", "driver_version_mismatch", "fabricmanager_stopped", "peermem_unloaded",
-    "ib_port_down", "ib_port_rate_degraded", "ib_symbol_errors", "bond_slave_down", "link_slow", "nccl_busbw_low",
-    "container_runtime_unconfigured", "memlock_limited", "clock_unsynced", "node_down", "probe_hang", "package_drift",
-    "nvlink_crc_errors", "hca_moved", "pcie_device_missing", "hca_firmware_odd", "gpu_vbios_odd", "gpu_fabric_degraded",
+    "gpu_missing",
+    "gpu_ecc_uncorrectable",
+    "gpu_row_remap_pending",
+    "gpu_xid",
+    "gpu_pcie_degraded",
+    "gpu_clock_throttle",
+    "nvlink_down",
+    "driver_version_mismatch",
+    "fabricmanager_stopped",
+    "peermem_unloaded",
+    "ib_port_down",
+    "ib_port_rate_degraded",
+    "ib_symbol_errors",
+    "bond_slave_down",
+    "link_slow",
+    "nccl_busbw_low",
+    "container_runtime_unconfigured",
+    "memlock_limited",
+    "clock_unsynced",
+    "node_down",
+    "probe_hang",
+    "package_drift",
+    "nvlink_crc_errors",
+    "hca_moved",
+    "pcie_device_missing",
+    "hca_firmware_odd",
+    "gpu_vbios_odd",
+    "gpu_fabric_degraded",
     "gpu_swapped",
-    "gdr_disabled", "mount_missing", "storage_slow", "rank_slow", "nccl_one_host", "nccl_scale_slow",
+    "gdr_disabled",
+    "mount_missing",
+    "storage_slow",
+    "rank_slow",
+    "nccl_one_host",
+    "nccl_scale_slow",
 }
 PARAM_NAMES = {"gpu", "hca", "port", "fabric", "slave", "factor", "rate", "xid", "package", "version", "tool",
                "mbyte_per_s"}
 
 
 def _hw() -> dict:
-    return hardware.build(yaml.safe_load((ROOT / "clustercert-lab/src/clustercert_lab/profiles/lab.yml").read_text()), "node01", 1, {})
+    return hardware.build(
+        yaml.safe_load((ROOT / "clustercert-lab/src/clustercert_lab/profiles/lab.yml").read_text()),
+        "node01",
+        1,
+        {},
+    )
 
 
 @pytest.fixture
@@ -91,28 +124,47 @@ def test_default_values(hw):
     assert faults.validate("hca_moved", {"hca": "mlx5_1"}, hw) == {"hca": "mlx5_1"}
 
 
-@pytest.mark.parametrize("kind,params,message", [
-    ("gpu_missing", {"gpu": "8"}, "gpu: 8 is not a GPU index of this node (0..7)"),
-    ("gpu_xid", {"gpu": "x"}, "gpu: expected an integer, got 'x'"),
-    ("ib_port_down", {"hca": "mlx5_9"}, "hca: 'mlx5_9' is not an HCA of this node (known: mlx5_0, mlx5_1)"),
-    ("ib_port_down", {"port": "2"}, "port: mlx5_0 has no port 2 (ports: [1])"),
-    ("ib_port_rate_degraded", {"rate": "300"}, "rate: 300 is not an InfiniBand rate"),
-    ("bond_slave_down", {"slave": "eth0"}, "slave: 'eth0' is not a bond slave of this node"),
-    ("link_slow", {"factor": "1.5"}, "factor: 1.5 must be in (0, 1]"),
-    ("link_slow", {"fabric": "2"}, "fabric: 2 is not a fabric of this node"),
-    ("nvlink_down", {"port": "18"}, "port: NVLink link 18 does not exist (0..17)"),
-    ("probe_hang", {"tool": "iperf3"}, "tool: 'iperf3' is not a simulated tool"),
-    ("package_drift", {"package": "bash"}, "package: 'bash' has no other version in the lab repo"),
-    ("package_drift", {"version": "9.9"}, "version: '9.9' of libnccl2 is not in the lab repo"),
-    ("driver_version_mismatch", {"version": "570.172.08-1"}, "version: 570.172.08-1 is the profile's driver version"),
-    ("memlock_limited", {"gpu": "1"}, "gpu: not a parameter of memlock_limited (parameters: none)"),
-    ("storage_slow", {"mbyte_per_s": "0"}, "mbyte_per_s: 0.0 must be in (0, 100000]"),
-    ("nope", {}, "kind: unknown fault kind 'nope'"),
-    ("nvlink_crc_errors", {"port": "18"}, "port: NVLink link 18 does not exist (0..17)"),
-    ("hca_firmware_odd", {"version": "28.43.1014"}, "version: 28.43.1014 is the firmware mlx5_0 runs already"),
-    ("gpu_vbios_odd", {"version": "96.00.99.00.01"}, "version: 96.00.99.00.01 is the VBIOS GPU 0 runs already"),
-    ("hca_moved", {"port": "1"}, "port: not a parameter of hca_moved (parameters: hca)"),
-])
+@pytest.mark.parametrize(
+    "kind,params,message",
+    [
+        ("gpu_missing", {"gpu": "8"}, "gpu: 8 is not a GPU index of this node (0..7)"),
+        ("gpu_xid", {"gpu": "x"}, "gpu: expected an integer, got 'x'"),
+        (
+            "ib_port_down",
+            {"hca": "mlx5_9"},
+            "hca: 'mlx5_9' is not an HCA of this node (known: mlx5_0, mlx5_1)",
+        ),
+        ("ib_port_down", {"port": "2"}, "port: mlx5_0 has no port 2 (ports: [1])"),
+        ("ib_port_rate_degraded", {"rate": "300"}, "rate: 300 is not an InfiniBand rate"),
+        ("bond_slave_down", {"slave": "eth0"}, "slave: 'eth0' is not a bond slave of this node"),
+        ("link_slow", {"factor": "1.5"}, "factor: 1.5 must be in (0, 1]"),
+        ("link_slow", {"fabric": "2"}, "fabric: 2 is not a fabric of this node"),
+        ("nvlink_down", {"port": "18"}, "port: NVLink link 18 does not exist (0..17)"),
+        ("probe_hang", {"tool": "iperf3"}, "tool: 'iperf3' is not a simulated tool"),
+        ("package_drift", {"package": "bash"}, "package: 'bash' has no other version in the lab repo"),
+        ("package_drift", {"version": "9.9"}, "version: '9.9' of libnccl2 is not in the lab repo"),
+        (
+            "driver_version_mismatch",
+            {"version": "570.172.08-1"},
+            "version: 570.172.08-1 is the profile's driver version",
+        ),
+        ("memlock_limited", {"gpu": "1"}, "gpu: not a parameter of memlock_limited (parameters: none)"),
+        ("storage_slow", {"mbyte_per_s": "0"}, "mbyte_per_s: 0.0 must be in (0, 100000]"),
+        ("nope", {}, "kind: unknown fault kind 'nope'"),
+        ("nvlink_crc_errors", {"port": "18"}, "port: NVLink link 18 does not exist (0..17)"),
+        (
+            "hca_firmware_odd",
+            {"version": "28.43.1014"},
+            "version: 28.43.1014 is the firmware mlx5_0 runs already",
+        ),
+        (
+            "gpu_vbios_odd",
+            {"version": "96.00.99.00.01"},
+            "version: 96.00.99.00.01 is the VBIOS GPU 0 runs already",
+        ),
+        ("hca_moved", {"port": "1"}, "port: not a parameter of hca_moved (parameters: hca)"),
+    ],
+)
 def test_bad_params(kind, params, message, hw):
     with pytest.raises(ValueError) as e:
         faults.validate(kind, params, hw)
@@ -174,9 +226,15 @@ def test_specific_hardware_effects(hw, tmp_path):
 def test_evidence_faults_change_what_their_checks_read(hw, tmp_path):
     hardware.save(tmp_path, hw)
     node = FakeNode(tmp_path)
-    for kind, params in (("nvlink_crc_errors", {"gpu": "1", "port": "3"}), ("hca_moved", {}), ("pcie_device_missing", {}),
-                         ("hca_firmware_odd", {"hca": "mlx5_1"}), ("gpu_vbios_odd", {}), ("gpu_fabric_degraded", {"gpu": "2"}),
-                         ("gpu_swapped", {"gpu": "4"})):
+    for kind, params in (
+        ("nvlink_crc_errors", {"gpu": "1", "port": "3"}),
+        ("hca_moved", {}),
+        ("pcie_device_missing", {}),
+        ("hca_firmware_odd", {"hca": "mlx5_1"}),
+        ("gpu_vbios_odd", {}),
+        ("gpu_fabric_degraded", {"gpu": "2"}),
+        ("gpu_swapped", {"gpu": "4"}),
+    ):
         faults.apply(node, kind, params)
     cur = hardware.load(tmp_path)
     assert cur["gpus"][1]["nvlink"]["errors"] == {"3": {"crc": 1000, "replay": 150, "recovery": 0}}
@@ -255,9 +313,10 @@ def test_a_fault_the_node_never_shows_is_an_error(tmp_path, monkeypatch):
 
 
 def test_node_storage_fstab_binds_and_io_limit(tmp_path, monkeypatch):
-    """Issue 22: a node's shared mount is an /etc/fstab bind from the staging path nspawn binds the lab's shared
-    directory at (so mount_missing can unmount it inside the node and its heal mount it again); storage_slow
-    writes the node's write limit into its blkio cgroup and every cgroup below it, and lifts it."""
+    """Issue 22: a node's shared mount is an /etc/fstab bind from the staging path nspawn binds the lab's
+    shared directory at (so mount_missing can unmount it inside the node and its heal mount it again);
+    storage_slow writes the node's write limit into its blkio cgroup and every cgroup below it, and lifts
+    it."""
     from clustercert_lab import node
 
     root = tmp_path / "root"
@@ -270,7 +329,9 @@ def test_node_storage_fstab_binds_and_io_limit(tmp_path, monkeypatch):
     assert (root / "shared").is_dir() and (root / node.SHARED_STAGING.lstrip("/")).is_dir()
     h = node.NodeHandle(tmp_path / "lab", "node01", 1)
     argv = node.nspawn_argv(h, {"uuid": "00000000-0000-0000-0000-000000000000"})
-    assert f"--bind={h.shared_dir}:{node.SHARED_STAGING}" in argv and f"--bind={h.scratch_dir}:/scratch" in argv
+    assert (
+        f"--bind={h.shared_dir}:{node.SHARED_STAGING}" in argv and f"--bind={h.scratch_dir}:/scratch" in argv
+    )
     assert h.shared_dir == tmp_path / "lab/storage/shared"
 
     cg = tmp_path / "cgroup"
@@ -281,7 +342,9 @@ def test_node_storage_fstab_binds_and_io_limit(tmp_path, monkeypatch):
     (cg / "blkio" / "cgroup.procs").write_text("")
     monkeypatch.setattr(node, "CGROUP_ROOT", cg)
     assert node.apply_io_limit("node01", "254:0", 2000000) == 2
-    assert [(x / "blkio.throttle.write_bps_device").read_text() for x in (d, d / "payload")] == ["254:0 2000000"] * 2
+    assert [(x / "blkio.throttle.write_bps_device").read_text() for x in (d, d / "payload")] == [
+        "254:0 2000000"
+    ] * 2
     node.apply_io_limit("node01", "254:0", None)
     assert (d / "blkio.throttle.write_bps_device").read_text() == "254:0 0"
     assert node.storage_device(tmp_path).count(":") == 1

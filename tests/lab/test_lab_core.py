@@ -50,10 +50,15 @@ def test_inventory_and_ssh_files(lab):
     assert f"UserKnownHostsFile={lab.dir}/ssh/known_hosts" in h2["ansible_ssh_common_args"]
     assert "StrictHostKeyChecking=no" not in h2["ansible_ssh_common_args"]
     gv = yaml.safe_load((lab.inventory.parent / "group_vars" / "all.yml").read_text())
-    assert gv == {"clustercert_cluster_name": "clustercert-lab", "clustercert_profile": "lab",
-                  "clustercert_package_mirror": "http://10.250.0.1:8081", "clustercert_ntp_servers": ["10.250.0.1"],
-                  # the lab's cluster key pair stays with the lab, whatever CLUSTERCERT_HOME a command runs under
-                  "cluster_ssh_key_dir": f"{lab.dir}/ssh/cluster_ssh"}
+    assert gv == {
+        "clustercert_cluster_name": "clustercert-lab",
+        "clustercert_profile": "lab",
+        "clustercert_package_mirror": "http://10.250.0.1:8081",
+        "clustercert_ntp_servers": ["10.250.0.1"],
+        # the lab's cluster key pair stays with the lab, whatever CLUSTERCERT_HOME a command runs
+        # under
+        "cluster_ssh_key_dir": f"{lab.dir}/ssh/cluster_ssh",
+    }
     known = (lab.dir / "ssh" / "known_hosts").read_text().splitlines()
     assert len(known) == 4 and known[0].startswith("node01,10.250.0.11 ssh-ed25519 ")
     assert "StrictHostKeyChecking yes" in lab.ssh_config.read_text()
@@ -79,7 +84,10 @@ def test_wrong_host_key_is_refused(lab, tmp_path):
         capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert proc.returncode == 255
-    assert "Host key verification failed" in proc.stderr or "REMOTE HOST IDENTIFICATION HAS CHANGED" in proc.stderr
+    assert (
+        "Host key verification failed" in proc.stderr
+        or "REMOTE HOST IDENTIFICATION HAS CHANGED" in proc.stderr
+    )
 
 
 def test_nodes_boot_systemd_with_their_own_identity(lab):
@@ -93,7 +101,9 @@ def test_nodes_boot_systemd_with_their_own_identity(lab):
         assert cidr in addrs
     # the emulated bond's data path: a fourth veth, its host end on the bond bridge
     assert lab.ssh("node02", "test -e /sys/class/net/bondlink", check=False).returncode == 0
-    host_end = subprocess.run(["ip", "-o", "link", "show", "dev", "cc02b"], capture_output=True, text=True).stdout
+    host_end = subprocess.run(
+        ["ip", "-o", "link", "show", "dev", "cc02b"], capture_output=True, text=True
+    ).stdout
     assert "master ccbond" in host_end, host_end
     # the sim dir is bind-mounted where the node-side simulator expects it
     (lab.handle("node02").sim_dir / "probe-bind").write_text("visible\n")
@@ -265,10 +275,14 @@ def test_down_leaves_nothing_behind(lab):
         assert str(lab_dir) not in mounts
         links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
         names = [line.split(":")[1].strip().split("@")[0] for line in links.splitlines()]
-        assert [n for n in names if n.startswith(("ccmgmt", "ccfab", "ccbond")) or re.match(r"cc\d\d", n)] == []
+        assert [
+            n for n in names if n.startswith(("ccmgmt", "ccfab", "ccbond")) or re.match(r"cc\d\d", n)
+        ] == []
         assert network.leftovers() == {"links": [], "iptables": []}
         rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
-        assert "CCLAB" not in rules and "ccmgmt" not in rules and "ccfab" not in rules and "ccbond" not in rules
+        assert (
+            "CCLAB" not in rules and "ccmgmt" not in rules and "ccfab" not in rules and "ccbond" not in rules
+        )
         assert not any(Path("/sys/fs/cgroup").glob("*/clustercert-lab"))
         assert not [p for p in Path("/run/systemd/nspawn/propagate").glob("*") if p.name in lab.nodes]
         assert not lab_dir.exists()

@@ -20,9 +20,17 @@ NODES = [("node01", "10.250.0.11"), ("node02", "10.250.0.12")]
 def test_slurm_conf_and_gres_conf():
     conf = slurm.slurm_conf(NODES, {"node01": 7936, "node02": 7900}, 8)
     lines = conf.splitlines()
-    for line in ("ClusterName=clustercert-lab", "SlurmctldHost=node01(10.250.0.11)", "AuthType=auth/munge",
-                 "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "GresTypes=gpu", "ReturnToService=2",
-                 "SlurmdParameters=config_overrides", "ProctrackType=proctrack/linuxproc"):
+    for line in (
+        "ClusterName=clustercert-lab",
+        "SlurmctldHost=node01(10.250.0.11)",
+        "AuthType=auth/munge",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core",
+        "GresTypes=gpu",
+        "ReturnToService=2",
+        "SlurmdParameters=config_overrides",
+        "ProctrackType=proctrack/linuxproc",
+    ):
         assert line in lines, line
     assert ("NodeName=node02 NodeAddr=10.250.0.12 CPUs=16 Boards=1 SocketsPerBoard=2 CoresPerSocket=8 "
             "ThreadsPerCore=1 RealMemory=7900 Gres=gpu:8 State=UNKNOWN") in lines
@@ -34,10 +42,16 @@ def test_slurm_conf_and_gres_conf():
 
 
 def test_parsers():
-    assert slurm.parse_real_memory("NodeName=node01 CPUs=2 Boards=1 RealMemory=7936\nUpTime=0-01:00:00\n") == 7936
+    assert (
+        slurm.parse_real_memory("NodeName=node01 CPUs=2 Boards=1 RealMemory=7936\nUpTime=0-01:00:00\n")
+        == 7936
+    )
     with pytest.raises(LabError, match="no RealMemory"):
         slurm.parse_real_memory("slurmd: error: something\n")
-    assert slurm.parse_sinfo("node01 idle\nnode02 drained\n\nnoise\n") == {"node01": "idle", "node02": "drained"}
+    assert slurm.parse_sinfo("node01 idle\nnode02 drained\n\nnoise\n") == {
+        "node01": "idle",
+        "node02": "drained",
+    }
 
 
 class FakeNode:
@@ -81,7 +95,10 @@ def test_up_on_bare_nodes_installs_configures_starts_and_waits():
     scripts = [(n, s) for n, s, _ in ran]
     assert {n for n, s in scripts if "apt-get install -y -q slurm-wlm munge" in s} == {"node01", "node02"}
     assert [t for _, s, t in ran if "apt-get install" in s] == [slurm.INSTALL_TIMEOUT_S] * 2
-    assert {n for n, s in scripts if s.startswith("base64 -d > /etc/munge/munge.key.new")} == {"node01", "node02"}
+    assert {n for n, s in scripts if s.startswith("base64 -d > /etc/munge/munge.key.new")} == {
+        "node01",
+        "node02",
+    }
     assert {n for n, s in scripts if s == "systemctl restart slurmctld"} == {"node01"}
     assert {n for n, s in scripts if s == "systemctl restart slurmd"} == {"node01", "node02"}
     assert any(s.startswith("sinfo") for _, s in scripts)
@@ -125,7 +142,10 @@ def test_slurm_commands_need_a_running_lab(tmp_path, monkeypatch):
     for fn, words in ((manager.slurm_up, "slurm up"), (manager.slurm_down, "slurm down")):
         with pytest.raises(InputError) as exc:
             fn()
-        assert exc.value.one_line() == f"clustercert lab {words}: the lab is not up: start it with `clustercert lab up`"
+        assert (
+            exc.value.one_line()
+            == f"clustercert lab {words}: the lab is not up: start it with `clustercert lab up`"
+        )
     assert manager.status()["slurm"] == {"state": "off", "controller": None}
 
 
@@ -134,7 +154,9 @@ def test_the_commands_and_the_status_line(capsys):
     assert parser.parse_args(["up", "--slurm"]).slurm is True
     assert parser.parse_args(["up"]).slurm is False
     assert parser.parse_args(["slurm", "down"]).action == "down"
-    cli.print_status({"running": True, "inventory": "/x/hosts.yml", "slurm": {"state": "up", "controller": "node01"}})
+    cli.print_status(
+        {"running": True, "inventory": "/x/hosts.yml", "slurm": {"state": "up", "controller": "node01"}}
+    )
     assert capsys.readouterr().out.splitlines()[1] == "slurm: up — slurmctld on node01, slurmd on every node"
     assert cli.slurm_line({"state": "off", "controller": None}).startswith("slurm: off")
     assert "not active" in cli.slurm_line({"state": "not running", "controller": "node01"})

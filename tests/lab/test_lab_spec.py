@@ -44,7 +44,12 @@ BAD_SPECS = [
     ("malformed", "nodes: [1, 2\nprofile: lab\n", "line 2", "malformed YAML: expected ',' or ']'"),
     ("duplicate-key", "nodes: 2\nnodes: 3\n", "line 2", "duplicate key 'nodes'"),
     ("not-a-mapping", "- nodes\n- 4\n", None, "must be a YAML mapping, not list"),
-    ("unknown-key", "nodes: 2\nnode_count: 3\n", "node_count", "unknown key (known: nodes, profile, link_mbit, faults, slurm)"),
+    (
+        "unknown-key",
+        "nodes: 2\nnode_count: 3\n",
+        "node_count",
+        "unknown key (known: nodes, profile, link_mbit, faults, slurm)",
+    ),
     ("zero-nodes", "nodes: 0\n", "nodes", "must be 1..64, not 0"),
     ("too-many-nodes", "nodes: 65\n", "nodes", "must be 1..64, not 65"),
     ("nodes-string", "nodes: four\n", "nodes", "must be an integer 1..64 or a list of node names, not str"),
@@ -55,12 +60,26 @@ BAD_SPECS = [
     ("unknown-profile", "profile: dgx-z9\n", "profile", "unknown profile 'dgx-z9' (known: "),
     ("link-too-slow", "link_mbit: 5\n", "link_mbit", "must be 10..10000, not 5"),
     ("link-string", "link_mbit: fast\n", "link_mbit", "must be an integer 10..10000, not str 'fast'"),
-    ("faults-not-list", "faults: gpu_missing\n", "faults", "must be a list of {node, kind, ...params}, not str"),
+    (
+        "faults-not-list",
+        "faults: gpu_missing\n",
+        "faults",
+        "must be a list of {node, kind, ...params}, not str",
+    ),
     ("slurm-string", "slurm: 'true'\n", "slurm", "must be true or false, not str 'true'"),
     ("slurm-int", "nodes: 2\nslurm: 1\n", "slurm", "must be true or false, not int 1"),
-    ("fault-node-missing", "nodes: 2\nfaults:\n  - {kind: gpu_missing}\n", "faults[0].node", "required key is missing"),
-    ("fault-unknown-node", "nodes: 2\nfaults:\n  - {node: node03, kind: gpu_missing}\n", "faults[0].node",
-     "no node 'node03' in this lab (nodes: node01, node02)"),
+    (
+        "fault-node-missing",
+        "nodes: 2\nfaults:\n  - {kind: gpu_missing}\n",
+        "faults[0].node",
+        "required key is missing",
+    ),
+    (
+        "fault-unknown-node",
+        "nodes: 2\nfaults:\n  - {node: node03, kind: gpu_missing}\n",
+        "faults[0].node",
+        "no node 'node03' in this lab (nodes: node01, node02)",
+    ),
 ]
 
 
@@ -170,8 +189,16 @@ def test_tbf_arguments():
 
 def test_node_network_config():
     files = node.networkd_files(2)
-    assert sorted(files) == ["00-lab-bondlink.network", "00-lab-ib0.network", "00-lab-ib1.network", "10-eth0.network"]
-    assert "Name=bondlink" in files["00-lab-bondlink.network"] and "Unmanaged=yes" in files["00-lab-bondlink.network"]
+    assert sorted(files) == [
+        "00-lab-bondlink.network",
+        "00-lab-ib0.network",
+        "00-lab-ib1.network",
+        "10-eth0.network",
+    ]
+    assert (
+        "Name=bondlink" in files["00-lab-bondlink.network"]
+        and "Unmanaged=yes" in files["00-lab-bondlink.network"]
+    )
     assert "Name=eth0" in files["10-eth0.network"] and "Address=10.250.0.12/24" in files["10-eth0.network"]
     assert "Address=10.251.0.12/24" in files["00-lab-ib0.network"]
     assert "Address=10.252.0.12/24" in files["00-lab-ib1.network"]

@@ -41,12 +41,14 @@ def lab4(tmp_path_factory):
 
 
 def evidence(s: Sim) -> dict[str, CommandResult]:
-    """The hardware component's commands, run by /bin/sh as on a node: the simulated tools on PATH, sysfs under
-    the simulator's root (written by one pass of the node's agent)."""
+    """The hardware component's commands, run by /bin/sh as on a node: the simulated tools on PATH, sysfs
+    under the simulator's root (written by one pass of the node's agent)."""
     s.ok("agent", "--once", "--no-mounts")
     env = s.env(PATH=f"{_sim_bin(s, *TOOLS)}:{os.environ['PATH']}")
     out = {}
-    for key, (cmd, _t) in component("hardware").commands(HostContext(s.hw["node"], load_profile("lab"))).items():
+    for key, (cmd, _t) in (
+        component("hardware").commands(HostContext(s.hw["node"], load_profile("lab"))).items()
+    ):
         cmd = cmd.replace("/sys/class/infiniband", str(s.root / "sys/class/infiniband"))
         p = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, text=True, timeout=60, env=env)
         out[key] = CommandResult(p.returncode, p.stdout, p.stderr, False, 0.1, cmd)
@@ -77,18 +79,33 @@ def test_healthy_simulated_nodes_pass_every_hardware_check(healthy):
         assert nic == {"mlx5_0": "PIX to GPU0", "mlx5_1": "PIX to GPU4"}
     ident = hw_checks.identity(healthy["node02"])
     assert [g["serial"] for g in ident["gpus"]] == [hardware.gpu_serial("node02", i) for i in range(8)]
-    assert [h["node_guid"] for h in ident["hcas"]] == [hardware.hca_guid("node02", h) for h in ("mlx5_0", "mlx5_1")]
+    assert [h["node_guid"] for h in ident["hcas"]] == [
+        hardware.hca_guid("node02", h) for h in ("mlx5_0", "mlx5_1")
+    ]
     assert ident["board"]["system_serial"] == hardware.board_serials("node02")["system_serial"]
     assert ident["nvswitch_count"] == 4 and ident["gpus"][0]["vbios"] == "96.00.99.00.01"
 
 
 def test_the_lab_s_topology_and_sysfs_discover_the_rails_its_profile_names(healthy):
     """The lab profile names its rails (hardware.nic_gpu); discovery (clustercert.checks.rails) over the
-    simulated nvidia-smi topo -m and /sys/class/infiniband finds the same ones, each GPU's NUMA node with it."""
+    simulated nvidia-smi topo -m and /sys/class/infiniband finds the same ones, each GPU's NUMA node with
+    it."""
     from clustercert.checks import rails
 
-    found = load_profile("lab", {"hardware": {"nic_gpu": {}, "rails": {
-        "count": 2, "rate_gbit_per_s": 400, "affinity": "PIX", "source": "lab: the simulated HGX H100 board"}}})
+    found = load_profile(
+        "lab",
+        {
+            "hardware": {
+                "nic_gpu": {},
+                "rails": {
+                    "count": 2,
+                    "rate_gbit_per_s": 400,
+                    "affinity": "PIX",
+                    "source": "lab: the simulated HGX H100 board",
+                },
+            }
+        },
+    )
     for node, ev in healthy.items():
         nr = rails.of_evidence(found, ev["nvsmi_topo"], ev["ib_sysfs"])
         assert nr.problems == (), (node, nr.problems)
@@ -126,7 +143,8 @@ def test_each_new_fault_fails_its_check_on_its_node_only(lab4, healthy, kind):
         s.ok("agent", "--once", "--no-mounts")
     failing = {(f.check, f.subject) for f in found["node02"] if f.status == "fail"}
     assert {sub for c, sub in failing if c == check} == subjects, failing
-    if kind == "hca_firmware_odd":  # on the lab, ib.firmware (the ib component, not judged here) fails the node too
+    # on the lab, ib.firmware (the ib component, not judged here) fails the node too
+    if kind == "hca_firmware_odd":
         assert failing == {(check, "mlx5_0")}
     for node in ("node01", "node03", "node04"):
         assert not [f for f in found[node] if f.status in ("fail", "error")], (node, kind)
@@ -144,7 +162,8 @@ def test_a_swapped_gpu_changes_only_its_identity(lab4, healthy):
     finally:
         hardware.save(s.sim, saved)
     found = judge(dict(healthy, node03=now))
-    assert not [f for fs in found.values() for f in fs if f.status != "pass"]  # a healthy part passes everything
+    # a healthy part passes everything
+    assert not [f for fs in found.values() for f in fs if f.status != "pass"]
     (change,) = hw_checks.identity_changes(hw_checks.identity(healthy["node03"]), hw_checks.identity(now))
     assert (change["part"], change["name"], change["change"]) == ("gpu", "GPU5 00000000:BB:00.0", "swapped")
     assert hardware.gpu_serial("node03/swapped", 5) in change["after"]
@@ -191,14 +210,17 @@ def test_dcgmi_diag_json_in_the_installed_version_s_layout(node, version, layout
         rec = parse("dcgmi-diag-json", r.stdout)
         assert r.returncode == 0 and rec["layout"] == layout and rec["dcgm_version"] == version
         text = parse("dcgmi-diag", node.ok("dcgmi", "diag", "-r", str(level), **env))
-        assert [t["result"] for t in text["tests"] if t["result"] != "pass"] == \
-            [t["result"] for t in rec["tests"] if t["result"] != "pass"]  # EUD skipped at level 3, the rest passes
+        assert [t["result"] for t in text["tests"] if t["result"] != "pass"] == [
+            t["result"] for t in rec["tests"] if t["result"] != "pass"
+        ]  # EUD skipped at level 3, the rest passes
     node.fault("gpu_row_remap_pending", gpu="3")
     r = node.run("dcgmi", "diag", "-r", "2", "-j", **env)
     assert r.returncode == 226
     ms = eval_dcgmi_diag("n1", diag, CommandResult(r.returncode, r.stdout, r.stderr, False, 1.0, "x"), 60)
     failed = {m.subject for m in ms if m.status == "fail"}
-    assert failed == ({"Page Retirement/Row Remap", "GPU Memory"} if layout == "dcgm3" else {"software", "memory"})
+    assert failed == (
+        {"Page Retirement/Row Remap", "GPU Memory"} if layout == "dcgm3" else {"software", "memory"}
+    )
     assert all("3" in m.observed for m in ms if m.status == "fail")
 
 
@@ -228,7 +250,9 @@ def test_dcgmi_nvlink_status_and_error_counts(node):
         rec = parse("dcgmi-nvlink", node.ok("dcgmi", "nvlink", *args))
         ec = rec["error_counts"]
         assert rec["mode"] == "error_counts" and ec["gpu_id"] == 0 and len(ec["links"]) == 18
-        assert ec["totals"]["crc_flit_error"] == faults.NVLINK_CRC_ADDED and ec["totals"]["replay_error"] == 150
+        assert (
+            ec["totals"]["crc_flit_error"] == faults.NVLINK_CRC_ADDED and ec["totals"]["replay_error"] == 150
+        )
     assert node.run("dcgmi", "nvlink", "-e", "-g", "9").returncode == 255
 
 
@@ -236,18 +260,34 @@ def test_lspci_and_dmidecode(node):
     rec = parse("lspci", node.ok("lspci", "-D", "-nn", "-vv"))
     devs = hw_checks.pci_devices(rec)
     assert [len(devs[k]) for k in ("gpus", "nvswitches", "hcas")] == [8, 4, 2]
-    assert devs["gpus"][0]["link"] == {"cap_speed_gt_s": 32.0, "cap_width": 16, "sta_speed_gt_s": 32.0, "sta_width": 16,
-                                       "speed_downgraded": False, "width_downgraded": False, "downgraded": False}
+    assert devs["gpus"][0]["link"] == {
+        "cap_speed_gt_s": 32.0,
+        "cap_width": 16,
+        "sta_speed_gt_s": 32.0,
+        "sta_width": 16,
+        "speed_downgraded": False,
+        "width_downgraded": False,
+        "downgraded": False,
+    }
     assert devs["hcas"][0]["vendor_device"] == "15b3:1021" and devs["hcas"][0]["bus_id"] == "00000000:18:00.0"
     node.fault("gpu_pcie_degraded")
-    gpu0 = hw_checks.pci_devices(parse("lspci", node.ok("lspci", "-D", "-nn", "-vv", "-d", "10de:2330")))["gpus"][0]
-    assert (gpu0["link"]["sta_speed_gt_s"], gpu0["link"]["sta_width"], gpu0["link"]["downgraded"]) == (16.0, 8, True)
+    gpu0 = hw_checks.pci_devices(parse("lspci", node.ok("lspci", "-D", "-nn", "-vv", "-d", "10de:2330")))[
+        "gpus"
+    ][0]
+    assert (gpu0["link"]["sta_speed_gt_s"], gpu0["link"]["sta_width"], gpu0["link"]["downgraded"]) == (
+        16.0,
+        8,
+        True,
+    )
     assert node.ok("lspci", "-d", "*:*:0604") == ""  # no bridges: the ACS unit of the tuning role finds none
     plain = node.ok("lspci").splitlines()
     assert plain[0].startswith("05:00.0 Bridge: NVIDIA Corporation Device") and len(plain) == 14
     dmi = parse("dmidecode", node.ok("dmidecode", "-t", "system", "-t", "baseboard", "-t", "chassis"))
     serials = hardware.board_serials("node01")
-    assert dmi["system"]["serial_number"] == serials["system_serial"] and dmi["system"]["uuid"] == serials["uuid"]
+    assert (
+        dmi["system"]["serial_number"] == serials["system_serial"]
+        and dmi["system"]["uuid"] == serials["uuid"]
+    )
     assert dmi["chassis"]["serial_number"] == serials["chassis_serial"] and len(dmi["records"]) == 3
     assert node.ok("dmidecode", "-s", "system-serial-number").strip() == serials["system_serial"]
     assert node.run("dmidecode", "-s", "bogus").returncode == 2
@@ -263,9 +303,16 @@ def test_nvbandwidth_waives_device_to_device_on_a_one_gpu_node(tmp_path):
     hardware.save(s.sim, hardware.build(prof, "node01", 1, {}))
     s.driver_loaded()
     env = s.env(PATH=f"{_sim_bin(s, 'nvbandwidth')}:{os.environ['PATH']}")
-    p = subprocess.run(["/bin/sh", "-c", nvbandwidth_cmd()], capture_output=True, text=True, timeout=60, env=env)
+    p = subprocess.run(
+        ["/bin/sh", "-c", nvbandwidth_cmd()], capture_output=True, text=True, timeout=60, env=env
+    )
     assert p.returncode == 0 and "\nWaived:\n" in p.stdout
     one = load_profile("lab", {"gpu": {"count": 1}, "hardware": {"nic_gpu": {"mlx5_0": 0, "mlx5_1": 0}}})
-    by = {m.probe: m for m in eval_nvbandwidth("node01", one, CommandResult(0, p.stdout, "", False, 1.0, "x"), 60)}
+    by = {
+        m.probe: m
+        for m in eval_nvbandwidth("node01", one, CommandResult(0, p.stdout, "", False, 1.0, "x"), 60)
+    }
     assert by["nvbandwidth_h2d"].status == "pass" and by["nvbandwidth_d2h"].status == "pass"
-    assert by["nvbandwidth_d2d"].status == "skip" and "matched to the -t order" in by["nvbandwidth_d2d"].observed
+    assert (
+        by["nvbandwidth_d2d"].status == "skip" and "matched to the -t order" in by["nvbandwidth_d2d"].observed
+    )

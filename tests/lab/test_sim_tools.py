@@ -149,7 +149,10 @@ def test_nvidia_smi_library_mismatch(sim):
     sim.driver_loaded()
     r = sim.run("nvidia-smi", CLUSTERCERT_LAB_LIB_VERSION="570.158.01")
     assert r.returncode == 18
-    assert r.stdout == "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 570.158\n"
+    assert (
+        r.stdout
+        == "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 570.158\n"
+    )
 
 
 def test_nvidia_smi_default_table(sim):
@@ -194,11 +197,16 @@ def test_nvidia_smi_csv_query_and_gpu_missing(sim):
     assert out.splitlines()[0] == "index, name, pci.bus_id, memory.total [MiB], power.draw [W]"
     assert [r["pci.bus_id"] for r in rec["rows"]] == LAB_H100_BUS
     assert rec["rows"][0]["memory.total"] == 81559
-    assert sim.ok("nvidia-smi", "--query-gpu=index", "--format=csv,noheader").splitlines() == [str(i) for i in range(8)]
+    assert sim.ok("nvidia-smi", "--query-gpu=index", "--format=csv,noheader").splitlines() == [
+        str(i) for i in range(8)
+    ]
     sim.fault("gpu_missing")
     lines = sim.ok("nvidia-smi", "--query-gpu=index", "--format=csv,noheader").splitlines()
     assert lines == [str(i) for i in range(7)]
-    assert sim.ok("nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits").splitlines()[0] == "81559"
+    assert (
+        sim.ok("nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits").splitlines()[0]
+        == "81559"
+    )
     bad = sim.run("nvidia-smi", "--query-gpu=bogus.field", "--format=csv")
     assert bad.returncode == 2 and 'Field "bogus.field" is not a valid field to query.' in bad.stdout
 
@@ -235,7 +243,10 @@ def test_ibv_devinfo_and_ibdev2netdev(sim):
     assert rec["devices"][1]["ports"][0]["state"] == "PORT_DOWN"
     assert rec["devices"][0]["ports"][0]["state"] == "PORT_ACTIVE"
     m = parse("ibdev2netdev", sim.ok("ibdev2netdev"))["mappings"]
-    assert [(x["hca"], x["netdev"], x["state"]) for x in m] == [("mlx5_0", "ib0", "Up"), ("mlx5_1", "ib1", "Down")]
+    assert [(x["hca"], x["netdev"], x["state"]) for x in m] == [
+        ("mlx5_0", "ib0", "Up"),
+        ("mlx5_1", "ib1", "Down"),
+    ]
 
 
 def _free_port() -> int:
@@ -264,8 +275,9 @@ def test_perftest_client_server_over_tcp(sim):
 
 
 def test_perftest_help_lists_use_cuda_on_a_gpu_node(sim):
-    """Issue 33: the GPUDirect preflight reads `ib_write_bw --help`; the lab's perftest answers with perftest's
-    usage text, --use_cuda in it (a CUDA build on a node with GPUs), and the preflight lets the GDR probe run."""
+    """Issue 33: the GPUDirect preflight reads `ib_write_bw --help`; the lab's perftest answers with
+    perftest's usage text, --use_cuda in it (a CUDA build on a node with GPUs), and the preflight lets the GDR
+    probe run."""
     from clustercert.model.evidence import CommandResult
     from clustercert.probes import workload
 
@@ -372,7 +384,9 @@ def test_nvidia_ctk_runtime_configure_and_cdi(sim):
     sim.driver_loaded()
     cfg = sim.root / "etc/containerd/config.toml"
     cfg.parent.mkdir(parents=True)
-    cfg.write_text('version = 2\n\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  snapshotter = "overlayfs"\n')
+    cfg.write_text(
+        'version = 2\n\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  snapshotter = "overlayfs"\n'
+    )
     sim.ok("nvidia-ctk", "runtime", "configure", "--runtime=containerd", "--set-as-default")
     data = tomllib.loads(cfg.read_text())
     ctrd = data["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
@@ -427,12 +441,15 @@ def test_agent_writes_infiniband_sysfs(sim):
     lines = []
     for f in sorted(base.rglob("*")):
         rel = f.relative_to(sim.root)
-        if f.is_file() and (f.parent.name == "counters" or f.name in ("state", "phys_state", "rate", "link_layer",
-                                                                        "fw_ver")):
+        if f.is_file() and (
+            f.parent.name == "counters" or f.name in ("state", "phys_state", "rate", "link_layer", "fw_ver")
+        ):
             lines.append(f"/{rel}:{f.read_text().strip()}")
     rec = parse("sysfs-infiniband", "\n".join(lines) + "\n")
     port = rec["hcas"]["mlx5_1"]["ports"]["1"]
-    assert port["state"] == "ACTIVE" and port["rate_gbit_per_s"] == 400 and port["counters"]["symbol_error"] == 0
+    assert (
+        port["state"] == "ACTIVE" and port["rate_gbit_per_s"] == 400 and port["counters"]["symbol_error"] == 0
+    )
     assert rec["hcas"]["mlx5_0"]["fw_ver"] == "28.43.1014"
     hw = hardware.load(sim.sim)
     faults._apply_hw(hw, "ib_symbol_errors", {"hca": "mlx5_1", "port": 1}, "k")
@@ -460,9 +477,11 @@ def test_agent_reads_the_networkd_bond_config(tmp_path, monkeypatch):
     cfg = agent.networkd_bond_config()
     assert cfg == {"name": "bond0", "mode": "active-backup", "miimon": 100, "fail_over_mac": "active",
                    "slaves": ["ib0", "ib1"], "primary": "ib0", "primary_reselect": "always", "addresses": []}
-    # the bond's own .network (the first matching one, as networkd picks it): its addresses, repeated keys kept
-    (net / "05-bond0.network").write_text("# Ansible managed\n[Match]\nName=bond0\n\n[Network]\nAddress=10.253.0.11/24\n"
-                                          "Address=fd00::11/64\nConfigureWithoutCarrier=yes\n")
+    # the bond's own .network (the first matching one, as networkd picks it): its addresses, repeated keys
+    # kept
+    (net / "05-bond0.network").write_text("# Ansible managed\n[Match]\nName=bond0\n\n[Network]\n"
+                                          "Address=10.253.0.11/24\nAddress=fd00::11/64\n"
+                                          "ConfigureWithoutCarrier=yes\n")
     (net / "40-bond0.network").write_text("[Match]\nName=bond*\n\n[Network]\nAddress=10.9.9.9/24\n")
     assert agent.networkd_bond_config()["addresses"] == ["10.253.0.11/24", "fd00::11/64"]
     (net / "30-bond0.netdev").unlink()
@@ -484,7 +503,10 @@ def test_agent_drives_the_bond_data_path(tmp_path, monkeypatch):
     calls: list[tuple[str, ...]] = []
     monkeypatch.setattr(agent, "sh", lambda *argv, check=False: calls.append(argv))
     agent.sync_bond_link("bond0", True)
-    assert calls == [("ip", "link", "set", "bondlink", "master", "bond0"), ("ip", "link", "set", "bondlink", "up")]
+    assert calls == [
+        ("ip", "link", "set", "bondlink", "master", "bond0"),
+        ("ip", "link", "set", "bondlink", "up"),
+    ]
     calls.clear()
     (net / "bondlink" / "flags").write_text("0x1003\n")
     (net / "bondlink" / "master").symlink_to(net / "bond0")
@@ -505,12 +527,18 @@ def test_agent_drives_the_bond_data_path(tmp_path, monkeypatch):
                      ("ip", "addr", "del", "10.253.0.11/24", "dev", "bond0"),
                      ("ip", "addr", "replace", "10.253.0.21/24", "dev", "bond0")]
 
-    state = {"bond_config": {"slaves": ["ib0", "ib1"]}, "bond_created": True, "slave_up": {"ib0": True, "ib1": True}}
+    state = {
+        "bond_config": {"slaves": ["ib0", "ib1"]},
+        "bond_created": True,
+        "slave_up": {"ib0": True, "ib1": True},
+    }
     assert not agent.bond_slaves_changed(state)
     (net / "ib0" / "operstate").write_text("down\n")
     assert agent.bond_slaves_changed(state)
     synced = []
-    monkeypatch.setattr(agent, "sync_bond", lambda st: synced.append(time.monotonic()) or st["slave_up"].update(ib0=False))
+    monkeypatch.setattr(
+        agent, "sync_bond", lambda st: synced.append(time.monotonic()) or st["slave_up"].update(ib0=False)
+    )
     t0 = time.monotonic()
     agent.watch_bond(state, 0.3)
     assert len(synced) == 1 and synced[0] - t0 < 0.1  # within a few fast-watch periods, once
@@ -534,7 +562,9 @@ def test_agent_drives_the_bond_data_path(tmp_path, monkeypatch):
     real = agent.link_events()  # rtnetlink's link group opens unprivileged on Linux
     assert real is not None and real.fileno() >= 0
     real.close()
-    assert not agent.bond_slaves_changed({"bond_config": {"slaves": ["ib0"]}, "bond_created": True, "slave_up": {}})
+    assert not agent.bond_slaves_changed(
+        {"bond_config": {"slaves": ["ib0"]}, "bond_created": True, "slave_up": {}}
+    )
 
 
 def test_agent_creates_the_bond_once_the_config_is_written(tmp_path, monkeypatch):
@@ -551,21 +581,31 @@ def test_agent_creates_the_bond_once_the_config_is_written(tmp_path, monkeypatch
     from labsim import agent
 
     calls: list[tuple[str, ...]] = []
-    monkeypatch.setattr(agent, "sh", lambda *argv, check=False: calls.append(argv) or subprocess.CompletedProcess(argv, 0))
+    monkeypatch.setattr(
+        agent, "sh", lambda *argv, check=False: calls.append(argv) or subprocess.CompletedProcess(argv, 0)
+    )
     monkeypatch.setattr(agent, "networkd_pid", lambda: 4242)  # the same networkd all along: no restart
     merged = tmp_path / "merged"
     monkeypatch.setattr(agent, "overlay_netdev", lambda name: str(merged / name))
     state: dict = {}
     agent.sync_bond(state)
     assert state["bond_config"] is None and not [c for c in calls if c[:3] == ("ip", "link", "add")]
-    (net / "05-bond0.netdev").write_text("[NetDev]\nName=bond0\nKind=bond\n\n[Bond]\nMode=active-backup\nMIIMonitorSec=100ms\n")
+    (net / "05-bond0.netdev").write_text(
+        "[NetDev]\nName=bond0\nKind=bond\n\n[Bond]\nMode=active-backup\nMIIMonitorSec=100ms\n"
+    )
     (net / "05-bond0.network").write_text("[Match]\nName=bond0\n\n[Network]\nAddress=10.253.0.11/24\n")
     (net / "05-ib0.network").write_text("[Match]\nName=ib0\n\n[Network]\nBond=bond0\nPrimarySlave=yes\n")
     (net / "05-ib1.network").write_text("[Match]\nName=ib1\n\n[Network]\nBond=bond0\n")
     agent.sync_bond(state)
     assert ("ip", "link", "add", "bond0", "type", "bridge", "stp_state", "0", "forward_delay", "0") in calls
     assert ("ip", "addr", "replace", "10.253.0.11/24", "dev", "bond0") in calls
-    assert ("ip", "link", "set", "bondlink", "master", "bond0") in calls and ("ip", "link", "set", "bondlink", "up") in calls
+    assert ("ip", "link", "set", "bondlink", "master", "bond0") in calls and (
+        "ip",
+        "link",
+        "set",
+        "bondlink",
+        "up",
+    ) in calls
     assert (merged / "bond0/bonding/active_slave").read_text() == "ib0\n"
 
 
@@ -616,8 +656,13 @@ def test_nvidia_smi_loop_reports_gpus_busy_while_all_reduce_runs(sim):
     th = load_profile("lab").thresholds["gpu_util_under_load"]
 
     def run(gpus: int):
-        p = subprocess.run(["/bin/sh", "-c", with_util_sampling(nccl_1node_cmd(gpus))], capture_output=True, text=True,
-                           timeout=60, env=env)
+        p = subprocess.run(
+            ["/bin/sh", "-c", with_util_sampling(nccl_1node_cmd(gpus))],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
         load, samples = split_util(CommandResult(p.returncode, p.stdout, p.stderr, False, 1.0, "x"))
         assert p.returncode == 0 and parse("nccl-tests", load.stdout)["ok"], p.stdout + p.stderr
         return eval_gpu_util("node01", th, 8, load, samples, 60)
@@ -629,12 +674,17 @@ def test_nvidia_smi_loop_reports_gpus_busy_while_all_reduce_runs(sim):
     ms = run(4)
     assert [m.status for m in ms] == ["pass"] * 4 + ["fail"] * 4
     # nothing claims the GPUs once the workload has ended
-    assert sim.ok("nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader").splitlines() == ["0 %"] * 8
+    assert (
+        sim.ok("nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader").splitlines()
+        == ["0 %"] * 8
+    )
 
 
 def test_nvidia_smi_loop_prints_the_header_once_and_rows_each_interval(sim):
     sim.driver_loaded()
-    p = sim.background("nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,nounits", "-lms", "100")
+    p = sim.background(
+        "nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,nounits", "-lms", "100"
+    )
     time.sleep(1.5)
     p.terminate()
     out, _ = p.communicate(timeout=10)
@@ -689,13 +739,20 @@ def test_dcgmi_diag_levels(sim):
     # a degraded PCIe link passes the level-1 deployment checks and fails level 2
     sim.fault("gpu_pcie_degraded", gpu="5")
     diag = load_profile("lab").dcgm_diag
-    assert [m.status for m in eval_dcgmi_diag("node01", diag.model_copy(update={"level": 1}), _res(sim, 1), 60)] == ["pass"]
+    assert [
+        m.status for m in eval_dcgmi_diag("node01", diag.model_copy(update={"level": 1}), _res(sim, 1), 60)
+    ] == ["pass"]
     ms = eval_dcgmi_diag("node01", diag, _res(sim, 2), 60)
     assert [(m.subject, m.status) for m in ms] == [("PCIe", "fail")] and "GPU 5" in ms[0].observed
     # uncorrectable memory errors fail the deployment check, GPU Memory and (level 4) Memtest
     sim.fault("gpu_ecc_uncorrectable", gpu="2")
     ms = eval_dcgmi_diag("node01", diag.model_copy(update={"level": 4}), _res(sim, 4), 60)
-    assert {m.subject for m in ms if m.status == "fail"} == {"Page Retirement/Row Remap", "PCIe", "GPU Memory", "Memtest"}
+    assert {m.subject for m in ms if m.status == "fail"} == {
+        "Page Retirement/Row Remap",
+        "PCIe",
+        "GPU Memory",
+        "Memtest",
+    }
     assert {m.subject for m in ms if m.status == "error"} == {"EUD Test"}  # skipped by dcgmi: never a pass
 
 
@@ -706,9 +763,12 @@ def _res(sim, level: int):
     return CommandResult(r.returncode, r.stdout, r.stderr, False, 1.0, f"dcgmi diag -r {level}")
 
 
-def _allreduce_2nodes(a: Sim, b: Sim, per_node: int = 2, slurm: bool = False, g: int = 1) -> tuple[list, dict]:
-    """all_reduce_perf as the processes of a 2-node launch (per_node on each, -g GPUs each), with the environment
-    OpenMPI 4.1's mpirun gives its ranks (checked against Debian 12's openmpi-bin) or Slurm's srun."""
+def _allreduce_2nodes(
+    a: Sim, b: Sim, per_node: int = 2, slurm: bool = False, g: int = 1
+) -> tuple[list, dict]:
+    """all_reduce_perf as the processes of a 2-node launch (per_node on each, -g GPUs each), with the
+    environment OpenMPI 4.1's mpirun gives its ranks (checked against Debian 12's openmpi-bin) or Slurm's
+    srun."""
     port = str(_free_port())
     size = 2 * per_node
     procs = []
@@ -722,10 +782,18 @@ def _allreduce_2nodes(a: Sim, b: Sim, per_node: int = 2, slurm: bool = False, g:
             env = {"OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": str(size),
                    "OMPI_COMM_WORLD_LOCAL_RANK": str(local), "OMPI_COMM_WORLD_LOCAL_SIZE": str(per_node),
                    "OMPI_MCA_orte_num_nodes": "2",
-                   "OMPI_MCA_orte_hnp_uri": "1792212992.0;tcp://192.0.2.254,127.0.0.1:59653;tcp6://[fd00::2]:38349"}
+                   "OMPI_MCA_orte_hnp_uri": "1792212992.0;tcp://192.0.2.254,127.0.0.1:59653;tcp6://"
+                                            "[fd00::2]:38349"}
         env["CLUSTERCERT_LAB_NCCL_RANK_PORT"] = port
-        procs.append(subprocess.Popen([PY, str(SOURCE), "all_reduce_perf", "-b", "1G", "-e", "2G", "-f", "2", "-g", str(g)],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=node.env(**env)))
+        procs.append(
+            subprocess.Popen(
+                [PY, str(SOURCE), "all_reduce_perf", "-b", "1G", "-e", "2G", "-f", "2", "-g", str(g)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=node.env(**env),
+            )
+        )
     outs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0] * size, outs
     assert all(not o for o, _ in outs[1:]), "only rank 0 prints"
@@ -777,15 +845,17 @@ def test_perftest_use_cuda_needs_peermem_and_gdr(sim):
     rec = parse("perftest", r.stdout)
     assert "Picking device No. 0" in r.stdout and rec["bw_avg_gbit_per_s"] == pytest.approx(392.3, abs=0.006)
     sim.fault("gdr_disabled")
-    assert parse("perftest", _gdr_loopback(sim).stdout)["bw_avg_gbit_per_s"] == pytest.approx(117.69, abs=0.006)
+    assert parse("perftest", _gdr_loopback(sim).stdout)["bw_avg_gbit_per_s"] == pytest.approx(
+        117.69, abs=0.006
+    )
     r = sim.run("ib_write_bw", "-d", "mlx5_0", "--use_cuda=9", "127.0.0.1")
     assert r.returncode == 1 and "No CUDA device 9" in r.stderr
 
 
 def test_nccl_prints_its_transport_lines_with_nccl_debug_info(tmp_path):
-    """Across two nodes with NCCL_DEBUG=INFO each process prints what real NCCL prints: its IB NICs and, for the
-    GPU nearest each HCA, the connections via NET/IB/<n>/GDRDMA; gdr_disabled on one node drops GDRDMA on its
-    lines only, and clustercert's transport check names that node."""
+    """Across two nodes with NCCL_DEBUG=INFO each process prints what real NCCL prints: its IB NICs and, for
+    the GPU nearest each HCA, the connections via NET/IB/<n>/GDRDMA; gdr_disabled on one node drops GDRDMA on
+    its lines only, and clustercert's transport check names that node."""
     from clustercert.model.evidence import CommandResult
     from clustercert.model.profile import load_profile
     from clustercert.probes.workload import eval_nccl_transport
@@ -800,11 +870,25 @@ def test_nccl_prints_its_transport_lines_with_nccl_debug_info(tmp_path):
     def run() -> str:
         port, procs = str(_free_port()), []
         for rank, node in enumerate((a, b)):
-            env = {"OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "0",
-                   "OMPI_COMM_WORLD_LOCAL_SIZE": "1", "OMPI_MCA_orte_num_nodes": "2", "NCCL_DEBUG": "INFO",
-                   "OMPI_MCA_orte_hnp_uri": "1.0;tcp://127.0.0.1:59653", "CLUSTERCERT_LAB_NCCL_RANK_PORT": port}
-            procs.append(subprocess.Popen([PY, str(SOURCE), "all_reduce_perf", "-b", "1G", "-e", "1G", "-g", "8"],
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=node.env(**env)))
+            env = {
+                "OMPI_COMM_WORLD_RANK": str(rank),
+                "OMPI_COMM_WORLD_SIZE": "2",
+                "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+                "OMPI_COMM_WORLD_LOCAL_SIZE": "1",
+                "OMPI_MCA_orte_num_nodes": "2",
+                "NCCL_DEBUG": "INFO",
+                "OMPI_MCA_orte_hnp_uri": "1.0;tcp://127.0.0.1:59653",
+                "CLUSTERCERT_LAB_NCCL_RANK_PORT": port,
+            }
+            procs.append(
+                subprocess.Popen(
+                    [PY, str(SOURCE), "all_reduce_perf", "-b", "1G", "-e", "1G", "-g", "8"],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    env=node.env(**env),
+                )
+            )
         outs = [p.communicate(timeout=60) for p in procs]
         assert [p.returncode for p in procs] == [0, 0], outs
         return outs[0][0] + outs[1][0]
@@ -812,7 +896,8 @@ def test_nccl_prints_its_transport_lines_with_nccl_debug_info(tmp_path):
     try:
         host = socket.gethostname()
         text = run()
-        assert parse("nccl-tests", text)["busbw_at_max_size_gbyte_per_s"] > 0  # the INFO lines do not disturb it
+        # the INFO lines do not disturb it
+        assert parse("nccl-tests", text)["busbw_at_max_size_gbyte_per_s"] > 0
         rec = parse("nccl-info-transport", text)
         conns = rec["hosts"][host]["connections"]
         net = [c for c in conns if c["transport"] == "NET"]
@@ -820,10 +905,16 @@ def test_nccl_prints_its_transport_lines_with_nccl_debug_info(tmp_path):
         assert {c["hca"] for c in net} == {"mlx5_0", "mlx5_1"} and any(c["transport"] == "P2P" for c in conns)
         b.fault("gdr_disabled")
         text = run()
-        net = [c for c in parse("nccl-info-transport", text)["hosts"][host]["connections"] if c["transport"] == "NET"]
+        net = [
+            c
+            for c in parse("nccl-info-transport", text)["hosts"][host]["connections"]
+            if c["transport"] == "NET"
+        ]
         assert sorted(c["gdr"] for c in net) == [False] * (len(net) // 2) + [True] * (len(net) // 2)
         assert "GPU Direct RDMA Disabled for HCA 0 'mlx5_0'" in text
-        m = eval_nccl_transport(host, "other", load_profile("lab"), CommandResult(0, text, "", False, 1.0, "x"), 60)
+        m = eval_nccl_transport(
+            host, "other", load_profile("lab"), CommandResult(0, text, "", False, 1.0, "x"), 60
+        )
         assert m.status == "fail" and "mlx5_0 without GDRDMA" in m.observed
     finally:
         a.close()
@@ -840,7 +931,9 @@ def test_nvbandwidth_nvlink_aggregate_and_nvlink_down(sim):
     out = sim.ok("nvbandwidth", "-t", "all_to_one_write_ce", "-t", "one_to_all_write_ce")
     ms = eval_nvlink_aggregate("n", load_profile("lab").thresholds["nvlink_aggregate"],
                                CommandResult(0, out, "", False, 1.0, "nvbandwidth"), 30)
-    assert [(m.subject, m.status) for m in ms] == [("GPU0", "fail")] + [(f"GPU{g}", "pass") for g in range(1, 8)]
+    assert [(m.subject, m.status) for m in ms] == [("GPU0", "fail")] + [
+        (f"GPU{g}", "pass") for g in range(1, 8)
+    ]
     assert ms[1].value == 840.0 and ms[0].value == pytest.approx(840 * 17 / 18, abs=0.02)
 
 
@@ -851,19 +944,33 @@ def test_numactl_checks_the_simulated_numa_nodes(sim):
     assert r.returncode == 1 and "node argument 2 is out of range" in r.stderr
 
 
-# ---- issue 33: a launch across N nodes, NCCL_IB_HCA, nccl_one_host, nccl_scale_slow --------------------------
+# ---- issue 33: a launch across N nodes, NCCL_IB_HCA, nccl_one_host, nccl_scale_slow
+# --------------------------
 
 def _allreduce_nodes(sims: list, **extra: str) -> dict:
-    """all_reduce_perf as one process per node (-g 8) of an mpirun launch across ``sims``, ``extra`` exported to
-    every process (mpirun -x); the parsed output of rank 0."""
+    """all_reduce_perf as one process per node (-g 8) of an mpirun launch across ``sims``, ``extra`` exported
+    to every process (mpirun -x); the parsed output of rank 0."""
     port, size, procs = str(_free_port()), len(sims), []
     for rank, node in enumerate(sims):
-        env = {"OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": str(size), "OMPI_COMM_WORLD_LOCAL_RANK": "0",
-               "OMPI_COMM_WORLD_LOCAL_SIZE": "1", "OMPI_MCA_orte_num_nodes": str(size),
-               "OMPI_MCA_orte_hnp_uri": "1792212992.0;tcp://127.0.0.1:59653", "CLUSTERCERT_LAB_NCCL_RANK_PORT": port,
-               **extra}
-        procs.append(subprocess.Popen([PY, str(SOURCE), "all_reduce_perf", "-b", "1G", "-e", "2G", "-f", "2", "-g", "8"],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=node.env(**env)))
+        env = {
+            "OMPI_COMM_WORLD_RANK": str(rank),
+            "OMPI_COMM_WORLD_SIZE": str(size),
+            "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "1",
+            "OMPI_MCA_orte_num_nodes": str(size),
+            "OMPI_MCA_orte_hnp_uri": "1792212992.0;tcp://127.0.0.1:59653",
+            "CLUSTERCERT_LAB_NCCL_RANK_PORT": port,
+            **extra,
+        }
+        procs.append(
+            subprocess.Popen(
+                [PY, str(SOURCE), "all_reduce_perf", "-b", "1G", "-e", "2G", "-f", "2", "-g", "8"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=node.env(**env),
+            )
+        )
     outs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0] * size, outs
     return parse("nccl-tests", outs[0][0])
@@ -889,7 +996,9 @@ def test_nccl_across_three_nodes_honours_nccl_ib_hca_and_the_launch_and_scaling_
         # a slow spine: only a run across more than two nodes with node03 in it is slowed
         sims[2].fault("nccl_scale_slow", factor="0.5")
         assert _allreduce_nodes(sims)["busbw_at_max_size_gbyte_per_s"] == pytest.approx(50 * 0.96, abs=0.2)
-        assert _allreduce_nodes(sims[1:])["busbw_at_max_size_gbyte_per_s"] == pytest.approx(2 * 50 * 0.96, abs=0.2)
+        assert _allreduce_nodes(sims[1:])["busbw_at_max_size_gbyte_per_s"] == pytest.approx(
+            2 * 50 * 0.96, abs=0.2
+        )
         # every rank on the first host: the rank lines name node01 only, the figure is the NVLink one
         sims[1].fault("nccl_one_host")
         rec = _allreduce_nodes(sims)

@@ -68,21 +68,37 @@ def test_tested_run():
 
 
 def test_no_failover_within_the_bound_and_lost_pings():
-    text = (TESTED.replace("failover_ms=41.7", "failover_ms=").replace("active_during=ib1", "active_during=")
-            .replace("ping_rc=0\nping_summary=3 packets transmitted, 3 received, 0% packet loss, time 404ms\nping_message=",
-                     "ping_rc=1\nping_summary=3 packets transmitted, 0 received, +3 errors, 100% packet loss, time 2040ms\n"
-                     "ping_message="))
+    text = (
+        TESTED.replace("failover_ms=41.7", "failover_ms=")
+        .replace("active_during=ib1", "active_during=")
+        .replace(
+            "ping_rc=0\nping_summary=3 packets transmitted, 3 received, 0% packet loss, time 404ms\n"
+            "ping_message=",
+            "ping_rc=1\n"
+            "ping_summary=3 packets transmitted, 0 received, +3 errors, 100% packet loss, time "
+            "2040ms\nping_message=",
+        )
+    )
     rec = parse("bond-failover", text)
     assert rec["failover_ms"] is None and rec["active_during"] is None
     assert rec["ping"] == {"rc": 1, "transmitted": 3, "received": 0, "message": ""}
 
 
 def test_ping_without_summary_and_busybox_summary():
-    text = TESTED.replace("ping_summary=3 packets transmitted, 3 received, 0% packet loss, time 404ms\nping_message=",
-                          "ping_summary=\nping_message=connect: Network is unreachable")
+    text = TESTED.replace(
+        "ping_summary=3 packets transmitted, 3 received, 0% packet loss, time 404ms\nping_message=",
+        "ping_summary=\nping_message=connect: Network is unreachable",
+    )
     rec = parse("bond-failover", text)
-    assert rec["ping"] == {"rc": 0, "transmitted": None, "received": None, "message": "connect: Network is unreachable"}
-    busybox = TESTED.replace("3 packets transmitted, 3 received,", "3 packets transmitted, 2 packets received,")
+    assert rec["ping"] == {
+        "rc": 0,
+        "transmitted": None,
+        "received": None,
+        "message": "connect: Network is unreachable",
+    }
+    busybox = TESTED.replace(
+        "3 packets transmitted, 3 received,", "3 packets transmitted, 2 packets received,"
+    )
     assert parse("bond-failover", busybox)["ping"]["received"] == 2
 
 
@@ -92,9 +108,12 @@ def test_early_outcomes():
     assert rec["restored"] is None and rec["ping"] is None
     rec = parse("bond-failover", "format=clustercert-bond-failover 1\nbond=bond0\noutcome=no_bond\nend=1\n")
     assert rec["outcome"] == "no_bond" and rec["slaves"] == [] and rec["active_before"] is None
-    rec = parse("bond-failover", BACKUP_DOWN.replace("outcome=backup_down", "peer=\nwatchdog_s=37\ndown_error=RTNETLINK answers: "
-                                                     "Operation not permitted\noutcome=down_failed"))
-    assert rec["outcome"] == "down_failed" and rec["down_error"] == "RTNETLINK answers: Operation not permitted"
+    rec = parse("bond-failover", BACKUP_DOWN.replace("outcome=backup_down", "peer=\nwatchdog_s=37\n"
+                                                     "down_error=RTNETLINK answers: Operation not permitted\n"
+                                                     "outcome=down_failed"))
+    assert (
+        rec["outcome"] == "down_failed" and rec["down_error"] == "RTNETLINK answers: Operation not permitted"
+    )
 
 
 def test_crlf_and_blank_lines_are_tolerated():
@@ -103,16 +122,28 @@ def test_crlf_and_blank_lines_are_tolerated():
 
 MALFORMED = [
     ("empty", "", "empty input"),
-    ("other-tool", "PING 10.253.0.12 (10.253.0.12) from 10.253.0.11 bond0: 56(84) bytes of data.\n", "expected 'format="),
+    (
+        "other-tool",
+        "PING 10.253.0.12 (10.253.0.12) from 10.253.0.11 bond0: 56(84) bytes of data.\n",
+        "expected 'format=",
+    ),
     ("truncated", TESTED.split("restored=1")[0], "truncated"),
-    ("not-key-value", TESTED.replace("active_during=ib1", "active_during ib1"), "line 16: expected key=value"),
+    (
+        "not-key-value",
+        TESTED.replace("active_during=ib1", "active_during ib1"),
+        "line 16: expected key=value",
+    ),
     ("twice", TESTED.replace("restored=1", "restored=1\nrestored=1"), "restored given twice"),
     ("unknown-outcome", TESTED.replace("outcome=tested", "outcome=maybe"), "outcome: expected one of"),
     ("no-outcome", TESTED.replace("outcome=tested\n", ""), "outcome: expected one of"),
     ("bad-number", TESTED.replace("failover_ms=41.7", "failover_ms=fast"), "failover_ms: expected a number"),
     ("tested-without-timing", TESTED.replace("failover_ms=41.7\n", ""), "outcome tested without failover_ms"),
     ("bad-restored", TESTED.replace("restored=1", "restored=yes"), "restored: expected 0 or 1"),
-    ("bad-ping-summary", TESTED.replace("3 packets transmitted, 3 received", "all good"), "unrecognised ping summary"),
+    (
+        "bad-ping-summary",
+        TESTED.replace("3 packets transmitted, 3 received", "all good"),
+        "unrecognised ping summary",
+    ),
     ("bad-ping-rc", TESTED.replace("ping_rc=0", "ping_rc=zero"), "ping_rc: expected an exit status"),
     ("no-bond", TESTED.replace("bond=bond0\n", ""), "no bond= line"),
     ("end-not-last", TESTED.replace("end=1\n", "end=1\nextra=1\n"), "truncated"),

@@ -130,7 +130,9 @@ def test_bonding_parse_errors():
         parse("bonding", "CA 'mlx5_0'\n\tCA type: MT4129\n")
     with pytest.raises(ParseError, match="unrecognised bonding mode"):
         parse("bonding", "Bonding Mode: something new\nMII Status: up\n")
-    truncated = ACTIVE_BACKUP_IPOIB[: ACTIVE_BACKUP_IPOIB.index("Slave Interface: ib1") + len("Slave Interface: ib1\n")]
+    truncated = ACTIVE_BACKUP_IPOIB[
+        : ACTIVE_BACKUP_IPOIB.index("Slave Interface: ib1") + len("Slave Interface: ib1\n")
+    ]
     with pytest.raises(ParseError, match="slave ib1 has no 'MII Status:'"):
         parse("bonding", truncated)
     with pytest.raises(ParseError, match="no bond-level 'MII Status:'"):
@@ -160,8 +162,18 @@ def test_bonding_sysfs_grep_dump():
     assert (b["currently_active_slave"], b["primary_slave"]) == ("ib0", None)
     assert (b["mii_status"], b["mii_polling_interval_ms"]) == ("up", 100)
     ib0, ib1 = b["slaves"]
-    assert (ib0["name"], ib0["mii_status"], ib0["state"], ib0["link_failure_count"]) == ("ib0", "up", "active", 0)
-    assert (ib1["name"], ib1["mii_status"], ib1["state"], ib1["link_failure_count"]) == ("ib1", "down", "backup", 4)
+    assert (ib0["name"], ib0["mii_status"], ib0["state"], ib0["link_failure_count"]) == (
+        "ib0",
+        "up",
+        "active",
+        0,
+    )
+    assert (ib1["name"], ib1["mii_status"], ib1["state"], ib1["link_failure_count"]) == (
+        "ib1",
+        "down",
+        "backup",
+        4,
+    )
 
 
 def test_bonding_sysfs_node_exporter_ttar():
@@ -182,14 +194,20 @@ def test_bonding_sysfs_errors():
         parse("bonding-sysfs", "/sys/class/infiniband/mlx5_0/ports/1/state:4: ACTIVE\n")
 
 
-# ---- issue 36.4: 802.3ad's active aggregator (real samples quoted in public issues: tests/fixtures/SOURCES.md)
+# ---- issue 36.4: 802.3ad's active aggregator (real samples quoted in public issues:
+# tests/fixtures/SOURCES.md)
 
 def test_bonding_active_aggregator_info_systemd_11635():
     rec = parse("bonding", (FIXTURES / "bonding" /
                             "proc-net-bonding-802.3ad-slave-in-other-aggregator-systemd-11635-excerpt.txt").read_text())
     assert rec["mode"] == "802.3ad" and rec["no_active_aggregator"] is False
-    assert rec["active_aggregator"] == {"aggregator_id": 2, "number_of_ports": 1, "actor_key": 9, "partner_key": 3,
-                                        "partner_mac_address": "**:**:**:**:**:6e"}
+    assert rec["active_aggregator"] == {
+        "aggregator_id": 2,
+        "number_of_ports": 1,
+        "actor_key": 9,
+        "partner_key": 3,
+        "partner_mac_address": "**:**:**:**:**:6e",
+    }
     (slave,) = rec["slaves"]
     assert (slave["name"], slave["mii_status"], slave["aggregator_id"]) == ("enp7s0", "up", 1)
 
@@ -216,7 +234,10 @@ def test_bonding_files_tail_headers():
     with pytest.raises(ParseError, match="expected '==> /proc/net/bonding/BOND <==' first"):
         parse("bonding-files", one)
     with pytest.raises(ParseError, match="bond1: truncated"):
-        parse("bonding-files", "==> /proc/net/bonding/bond1 <==\nBonding Mode: IEEE 802.3ad Dynamic link aggregation\n")
+        parse(
+            "bonding-files",
+            "==> /proc/net/bonding/bond1 <==\nBonding Mode: IEEE 802.3ad Dynamic link aggregation\n",
+        )
 
 
 def test_bonding_sysfs_ad_aggregator():

@@ -37,7 +37,9 @@ def make_corpus(tmp_path: Path, rows: list[tuple[str, str, str, str]]) -> Path:
 
 def test_kind_mapping(corpus):
     assert corpus.kinds_for("nvidia-smi", "nvidia-smi -q -x", "a.xml") == ["nvidia-smi-xml"]
-    assert corpus.kinds_for("nvidia-smi", "nvidia-smi --query-gpu=name --format=csv", "a.csv") == ["nvidia-smi-csv"]
+    assert corpus.kinds_for("nvidia-smi", "nvidia-smi --query-gpu=name --format=csv", "a.csv") == [
+        "nvidia-smi-csv"
+    ]
     assert corpus.kinds_for("nvidia-smi", "nvidia-smi topo -m", "a.txt") == ["nvidia-smi-topo"]
     assert corpus.kinds_for("nvidia-smi", "nvidia-smi nvlink -s", "a.txt") == ["nvidia-smi-nvlink"]
     assert corpus.kinds_for("nvidia-smi", "nvidia-smi -q", "a.txt") == ["nvidia-smi-q"]
@@ -83,7 +85,9 @@ def test_healthy_parse_error_and_crash_exit_one(corpus, tmp_path, capsys, monkey
 
 def test_kind_mapping_issue21_kinds(corpus):
     assert corpus.kinds_for("nvidia-smi", "nvidia-smi nvlink -e", "a.txt") == ["nvidia-smi-nvlink-errors"]
-    assert corpus.kinds_for("nvidia-smi", "nvidia-smi nvlink --errorcounters -i 0", "a.txt") == ["nvidia-smi-nvlink-errors"]
+    assert corpus.kinds_for("nvidia-smi", "nvidia-smi nvlink --errorcounters -i 0", "a.txt") == [
+        "nvidia-smi-nvlink-errors"
+    ]
     assert corpus.kinds_for("nvidia-smi", "nvidia-smi nvlink -s", "a.txt") == ["nvidia-smi-nvlink"]
     assert corpus.kinds_for("nvidia-smi", "nvidia-smi topo -p2p r", "a.txt") == ["nvidia-smi-topo-p2p"]
     assert corpus.kinds_for("nvidia-smi", "nvidia-smi topo -mp", "a.txt") == ["nvidia-smi-topo"]
@@ -101,7 +105,10 @@ def test_project_fixtures_have_a_manifest_and_parse(corpus, capsys):
 
     with (FIXTURES / "MANIFEST.tsv").open(newline="") as fh:
         listed = {r["file"] for r in csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)}
-    present = {str(p.relative_to(FIXTURES)) for p in FIXTURES.rglob("*") if p.is_file()} - {"SOURCES.md", "MANIFEST.tsv"}
+    present = {str(p.relative_to(FIXTURES)) for p in FIXTURES.rglob("*") if p.is_file()} - {
+        "SOURCES.md",
+        "MANIFEST.tsv",
+    }
     assert present == listed
     assert corpus.main([str(FIXTURES)]) == 0
     out = capsys.readouterr().out

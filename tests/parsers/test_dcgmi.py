@@ -102,7 +102,12 @@ def test_diag_errors(fixture_text):
 def test_discovery_null_names(fixture_text):
     r = parse("dcgmi-discovery", fixture_text("dcgmi/discovery-l-4xh100-name-null-dcgm3.1.7.txt"))
     assert r["gpu_count"] == 4 and len(r["gpus"]) == 4
-    assert r["gpus"][2] == {"id": 2, "name": None, "bus_id": "00000000:CC:00.0", "uuid": "GPU-879a110e-54dc-22fe-9699-5babde1d450e"}
+    assert r["gpus"][2] == {
+        "id": 2,
+        "name": None,
+        "bus_id": "00000000:CC:00.0",
+        "uuid": "GPU-879a110e-54dc-22fe-9699-5babde1d450e",
+    }
     assert r["nvswitch_count"] == 0 and r["nvswitch_ids"] == []
     with pytest.raises(ParseError):
         parse("dcgmi-discovery", "Error: unable to establish a connection to the specified host: localhost\n")
@@ -116,31 +121,55 @@ def test_diag_json_dcgm3_deployment_fail_and_warn_gcm(fixture_text):
     assert r["layout"] == "dcgm3" and r["ok"] is True and r["error"] is None
     assert r["overall"] == "fail" and len(r["tests"]) == 9
     tests = {t["key"]: t for t in r["tests"]}
-    assert tests["persistence_mode"]["result"] == "fail" and tests["persistence_mode"]["category"] == "deployment"
+    assert (
+        tests["persistence_mode"]["result"] == "fail"
+        and tests["persistence_mode"]["category"] == "deployment"
+    )
     assert tests["environment_variables"]["result"] == "warn"
-    assert tests["inforom"] == {"name": "Inforom", "key": "inforom", "category": "deployment", "result": "pass",
-                                "gpus": {}, "all_gpus": True, "messages": []}
+    assert tests["inforom"] == {
+        "name": "Inforom",
+        "key": "inforom",
+        "category": "deployment",
+        "result": "pass",
+        "gpus": {},
+        "all_gpus": True,
+        "messages": [],
+    }
 
 
 def test_diag_json_nvvs_per_gpu_results_dcgm_teststrings(fixture_text):
-    r = parse("dcgmi-diag-json", fixture_text("dcgmi/diag-j-nvvs-per-gpu-4gpu-skip-pass-dcgm-teststrings.json"))
+    r = parse(
+        "dcgmi-diag-json", fixture_text("dcgmi/diag-j-nvvs-per-gpu-4gpu-skip-pass-dcgm-teststrings.json")
+    )
     assert r["layout"] == "dcgm3" and r["dcgm_version"] == "1.7" and r["overall"] == "fail"
     tests = {t["key"]: t for t in r["tests"]}
     sm = tests["sm_stress"]
     assert sm["category"] == "stress" and sm["result"] == "fail"
     assert sm["gpus"] == {"0": "fail", "1": "pass", "2": "fail", "3": "fail"}
     warn = next(m for m in sm["messages"] if m["level"] == "warning")
-    assert warn["gpu"] == "0" and warn["error_id"] == 50 and warn["text"].startswith("Max stress level of 2128.7")
+    assert (
+        warn["gpu"] == "0"
+        and warn["error_id"] == 50
+        and warn["text"].startswith("Max stress level of 2128.7")
+    )
     assert tests["diagnostic"]["result"] == "skip" and "diagnostic" in r["skipped"]
-    assert tests["memory"]["gpus"]["0"] == "skip"   # a GPU the test skipped is never reported as passed
-    assert tests["pcie"]["messages"][0] == {"level": "info", "text": "GPU 0 GPU to Host bandwidth:\t\t13.08 GB/s",
-                                            "gpu": "0", "error_id": None}
+    assert tests["memory"]["gpus"]["0"] == "skip"  # a GPU the test skipped is never reported as passed
+    assert tests["pcie"]["messages"][0] == {
+        "level": "info",
+        "text": "GPU 0 GPU to Host bandwidth:\t\t13.08 GB/s",
+        "gpu": "0",
+        "error_id": None,
+    }
 
 
 def test_diag_json_dcgm4_entities_and_summary(fixture_text):
     r = parse("dcgmi-diag-json", fixture_text("dcgmi/diag-j-dcgm4-memory-fail-pcie-skip-constructed.json"))
     assert r["layout"] == "dcgm4" and r["overall"] == "fail"
-    assert (r["dcgm_version"], r["driver_version"], r["gpu_device_ids"]) == ("4.4.1", "570.172.08", ["2330", "2330"])
+    assert (r["dcgm_version"], r["driver_version"], r["gpu_device_ids"]) == (
+        "4.4.1",
+        "570.172.08",
+        ["2330", "2330"],
+    )
     tests = {t["key"]: t for t in r["tests"]}
     mem = tests["memory"]
     assert mem["result"] == "fail" and mem["gpus"] == {"0": "pass", "1": "fail"}
@@ -152,9 +181,12 @@ def test_diag_json_dcgm4_entities_and_summary(fixture_text):
 def test_diag_json_runtime_error_unknown_status_and_refusals():
     err = parse("dcgmi-diag-json", '{"DCGM Diagnostic": {"version": "4.4.1", "runtime_error": '
                                    '"Error: unable to load plugins"}}')
-    assert err["ok"] is False and err["overall"] == "error" and err["error"] == "Error: unable to load plugins"
+    assert (
+        err["ok"] is False and err["overall"] == "error" and err["error"] == "Error: unable to load plugins"
+    )
     odd = parse("dcgmi-diag-json", '{"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware", '
-                                   '"tests": [{"name": "GPU Memory", "results": [{"gpu_id": "0", "status": "Weird"}]}]}]}}')
+                                   '"tests": [{"name": "GPU Memory", "results": [{"gpu_id": "0", "status": '
+                                   '"Weird"}]}]}]}}')
     assert odd["tests"][0]["gpus"] == {"0": "error"} and odd["tests"][0]["result"] == "fail"
     with pytest.raises(ParseError, match="DCGM Diagnostic"):
         parse("dcgmi-diag-json", '{"nvbandwidth": {}}')
@@ -171,13 +203,19 @@ def test_dcgmi_nvlink_link_status_all_up(fixture_text):
     r = parse("dcgmi-nvlink", fixture_text("dcgmi/nvlink-s-link-status-8xh100-all-up-dcgm-exporter-576.txt"))
     assert r["mode"] == "link_status" and r["error_counts"] is None
     assert [g["gpu_id"] for g in r["gpus"]] == list(range(8))
-    assert len(r["gpus"][7]["links"]) == 18 and {lk["state"] for g in r["gpus"] for lk in g["links"]} == {"up"}
+    assert len(r["gpus"][7]["links"]) == 18 and {lk["state"] for g in r["gpus"] for lk in g["links"]} == {
+        "up"
+    }
     assert r["down_links"] == [] and r["nvswitches"] == []
 
 
 def test_dcgmi_nvlink_link_status_all_down(fixture_text):
     r = parse("dcgmi-nvlink", fixture_text("dcgmi/nvlink-link-status-2gpu-all-down-dcgm-198.txt"))
-    assert len(r["down_links"]) == 36 and r["down_links"][0] == "gpu0:link0" and r["down_links"][-1] == "gpu1:link17"
+    assert (
+        len(r["down_links"]) == 36
+        and r["down_links"][0] == "gpu0:link0"
+        and r["down_links"][-1] == "gpu1:link17"
+    )
     assert r["gpus"][1]["links"][5] == {"link": 5, "state": "down"}
 
 

@@ -248,9 +248,12 @@ def test_ibv_devinfo_no_devices_and_errors():
 
 def test_ibdev2netdev_copy_and_variants():
     rec = parse("ibdev2netdev", fx("ibdev2netdev/ibdev2netdev-mlx5-roce-ens64np1.txt"))
-    assert rec["mappings"] == [{"hca": "mlx5_0", "port": 1, "netdev": "ens64np1", "state": "Up", "port_state": None}]
+    assert rec["mappings"] == [
+        {"hca": "mlx5_0", "port": 1, "netdev": "ens64np1", "state": "Up", "port_state": None}
+    ]
     text = ("mlx5_0 port 1 ==> ibp12s0 (Up)\nmlx5_3 port 1 ==> ibp75s0 (Down)\n"
-            "0000:cb:00.0 mlx5_6 (MT4129 - MCX75310AAS-NEAT) NVIDIA ConnectX-7 fw 28.39.2048 port 1 (DOWN  ) ==> ibp203s0 (Down)\n")
+            "0000:cb:00.0 mlx5_6 (MT4129 - MCX75310AAS-NEAT) NVIDIA ConnectX-7 fw 28.39.2048 port 1 (DOWN  ) "
+            "==> ibp203s0 (Down)\n")
     maps = parse("ibdev2netdev", text)["mappings"]
     assert [(m["hca"], m["netdev"], m["state"]) for m in maps] == [
         ("mlx5_0", "ibp12s0", "Up"), ("mlx5_3", "ibp75s0", "Down"), ("mlx5_6", "ibp203s0", "Down")]
@@ -278,7 +281,11 @@ def test_perfquery_switch_port_errors():
     assert c["PortRcvSwitchRelayErrors"] == 7
     assert c["SymbolErrorCounter"] == 0
     assert c["PortXmitData"] == 178791657177235
-    assert rec["error_counters"] == {"LinkDownedCounter": 1, "PortRcvSwitchRelayErrors": 7, "PortXmitDiscards": 20046}
+    assert rec["error_counters"] == {
+        "LinkDownedCounter": 1,
+        "PortRcvSwitchRelayErrors": 7,
+        "PortXmitDiscards": 20046,
+    }
 
 
 def test_perfquery_two_ports_and_clean_hca():
@@ -318,7 +325,12 @@ def test_sysfs_infiniband_from_node_exporter_ttar():
     mlx = rec["hcas"]["mlx4_0"]
     assert (mlx["fw_ver"], mlx["hca_type"], mlx["board_id"]) == ("2.31.5050", "MT4099", "SM_1141000001000")
     p1 = mlx["ports"]["1"]
-    assert (p1["state"], p1["state_code"], p1["phys_state"], p1["phys_state_code"]) == ("ACTIVE", 4, "LinkUp", 5)
+    assert (p1["state"], p1["state_code"], p1["phys_state"], p1["phys_state_code"]) == (
+        "ACTIVE",
+        4,
+        "LinkUp",
+        5,
+    )
     assert (p1["rate_gbit_per_s"], p1["rate_label"], p1["link_layer"]) == (40, "4X QDR", "InfiniBand")
     assert p1["counters"]["port_rcv_packets"] == 6825908347
     assert p1["counters"]["port_xmit_discards"] == 5
@@ -392,18 +404,35 @@ def test_rdma_link_trailing_spaces_real_sample():
         _link("mlx5_0", 1, "ACTIVE", "LINK_UP", "p1p1"), _link("mlx5_1", 1, "ACTIVE", "LINK_UP", "p1p2")]
 
 
-@pytest.mark.parametrize("line, expected", [
-    # old iproute2 layout (issue 36): index prefix, no 'link' word, colon after the port
-    ("0/1: i40iw0/1: state ACTIVE physical_state LINK_UP", _link("i40iw0", 1, "ACTIVE", "LINK_UP")),
-    ("1/1: mlx5_0/1: state DOWN physical_state NOP", _link("mlx5_0", 1, "DOWN", "NOP")),
-    ("  0/1:   i40iw0/1:\tstate ACTIVE   physical_state LINK_UP  ", _link("i40iw0", 1, "ACTIVE", "LINK_UP")),
-    ("0/1: mlx5_0/1: state ACTIVE physical_state LINK_UP netdev ib0", _link("mlx5_0", 1, "ACTIVE", "LINK_UP", "ib0")),
-    # fields in another order, extra fields
-    ("link mlx5_0/1 physical_state LINK_UP netdev ib0 state ACTIVE", _link("mlx5_0", 1, "ACTIVE", "LINK_UP", "ib0")),
-    ("link mlx5_0/2 state ACTIVE physical_state LINK_UP netdev ib1 netdev_index 5",
-     _link("mlx5_0", 2, "ACTIVE", "LINK_UP", "ib1")),
-    ("link rxe0/1 lmc 0 detached state ACTIVE physical_state LINK_UP", _link("rxe0", 1, "ACTIVE", "LINK_UP")),
-])
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        # old iproute2 layout (issue 36): index prefix, no 'link' word, colon after the port
+        ("0/1: i40iw0/1: state ACTIVE physical_state LINK_UP", _link("i40iw0", 1, "ACTIVE", "LINK_UP")),
+        ("1/1: mlx5_0/1: state DOWN physical_state NOP", _link("mlx5_0", 1, "DOWN", "NOP")),
+        (
+            "  0/1:   i40iw0/1:\tstate ACTIVE   physical_state LINK_UP  ",
+            _link("i40iw0", 1, "ACTIVE", "LINK_UP"),
+        ),
+        (
+            "0/1: mlx5_0/1: state ACTIVE physical_state LINK_UP netdev ib0",
+            _link("mlx5_0", 1, "ACTIVE", "LINK_UP", "ib0"),
+        ),
+        # fields in another order, extra fields
+        (
+            "link mlx5_0/1 physical_state LINK_UP netdev ib0 state ACTIVE",
+            _link("mlx5_0", 1, "ACTIVE", "LINK_UP", "ib0"),
+        ),
+        (
+            "link mlx5_0/2 state ACTIVE physical_state LINK_UP netdev ib1 netdev_index 5",
+            _link("mlx5_0", 2, "ACTIVE", "LINK_UP", "ib1"),
+        ),
+        (
+            "link rxe0/1 lmc 0 detached state ACTIVE physical_state LINK_UP",
+            _link("rxe0", 1, "ACTIVE", "LINK_UP"),
+        ),
+    ],
+)
 def test_rdma_link_near_variants(line, expected):
     assert parse("rdma-link", line + "\n")["links"] == [expected]
 

@@ -143,7 +143,11 @@ def test_text_udp_server():
 
 
 def test_text_error_is_not_ok():
-    rec = parse("iperf3", "iperf3: error - unable to connect to server - server may have stopped running or use a different port, firewall issue, etc.: Connection refused\n")
+    rec = parse(
+        "iperf3",
+        "iperf3: error - unable to connect to server - server may have stopped running or use a different "
+        "port, firewall issue, etc.: Connection refused\n",
+    )
     assert rec["ok"] is False
     assert rec["error"].startswith("unable to connect to server")
 
@@ -166,7 +170,10 @@ def fixture(fixture_text, name: str) -> str:
 
 
 def test_text_timestamps_server_error_issue1808(fixture_text):
-    rec = parse("iperf3", fixture(fixture_text, "iperf3-s-timestamps-V-d-3.17.1-param-exchange-error-issue1808-excerpt.txt"))
+    rec = parse(
+        "iperf3",
+        fixture(fixture_text, "iperf3-s-timestamps-V-d-3.17.1-param-exchange-error-issue1808-excerpt.txt"),
+    )
     assert rec["timestamped"] is True and rec["role"] == "server"
     assert rec["ok"] is False
     assert rec["error"] == "unable to receive parameters from client: Bad file descriptor"
@@ -175,7 +182,9 @@ def test_text_timestamps_server_error_issue1808(fixture_text):
 
 
 def test_text_timestamps_server_error_pr1885(fixture_text):
-    rec = parse("iperf3", fixture(fixture_text, "iperf3-s-timestamps-V-d-3.19-cookie-error-pr1885-excerpt.txt"))
+    rec = parse(
+        "iperf3", fixture(fixture_text, "iperf3-s-timestamps-V-d-3.19-cookie-error-pr1885-excerpt.txt")
+    )
     assert rec["timestamped"] is True and rec["role"] == "server" and rec["ok"] is False
     assert rec["error"] == "unable to receive cookie at server: Bad file descriptor"
     assert rec["version"] == "iperf 3.19+"
@@ -185,13 +194,19 @@ def test_text_timestamps_client_summary(fixture_text):
     rec = parse("iperf3", fixture(fixture_text, "iperf3-c-timestamps-default-format-constructed.txt"))
     assert rec["ok"] is True and rec["timestamped"] is True
     assert (rec["remote_host"], rec["remote_port"]) == ("10.20.0.11", 5201)
-    assert rec["sender"] == {"bytes": int(8.18 * 1024**3), "seconds": 3.0, "gbit_per_s": 23.4, "retransmits": 12}
+    assert rec["sender"] == {
+        "bytes": int(8.18 * 1024**3),
+        "seconds": 3.0,
+        "gbit_per_s": 23.4,
+        "retransmits": 12,
+    }
     assert rec["receiver"]["gbit_per_s"] == 23.1 and rec["receiver"]["seconds"] == 3.04
     assert rec["intervals"] == 3 and rec["num_streams"] == 1
 
 
 def test_text_custom_timestamp_formats():
-    # --timestamps="%s " and --timestamps="%Y-%d-%m %H:%M:%S " (formats shown in esnet/iperf#1055, nrfconnect/sdk-nrf#5724)
+    # --timestamps="%s " and --timestamps="%Y-%d-%m %H:%M:%S " (formats shown in esnet/iperf#1055,
+    # nrfconnect/sdk-nrf#5724)
     base = TCP_CLIENT_P2.splitlines()
     for stamp in ("1601064279 ", "2021-28-09 13:12:35 "):
         rec = parse("iperf3", "\n".join(stamp + ln for ln in base))
@@ -209,7 +224,10 @@ def test_json_error_member_real_issue545(fixture_text):
 
 
 def test_json_leading_ctrl_c_and_interrupt_error(fixture_text):
-    rec = parse("iperf3-json", fixture(fixture_text, "iperf3-J-client-interrupted-ctrl-c-leading-bytes-constructed.json"))
+    rec = parse(
+        "iperf3-json",
+        fixture(fixture_text, "iperf3-J-client-interrupted-ctrl-c-leading-bytes-constructed.json"),
+    )
     assert rec["leading_text"] == "^C"
     assert rec["ok"] is False and rec["error"] == "interrupt - the client has terminated"
     assert rec["sender"]["gbit_per_s"] == 23.22367 and rec["receiver"]["bytes"] == 6990888960
@@ -217,7 +235,11 @@ def test_json_leading_ctrl_c_and_interrupt_error(fixture_text):
 
 
 def test_json_leading_warning_line_and_trailing_error_line():
-    text = "warning: JSON data length overflow\n" + iperf_json() + "\niperf3: error - unable to send control message: Broken pipe\n"
+    text = (
+        "warning: JSON data length overflow\n"
+        + iperf_json()
+        + "\niperf3: error - unable to send control message: Broken pipe\n"
+    )
     rec = parse("iperf3-json", text)
     assert rec["leading_text"] == "warning: JSON data length overflow"
     assert rec["ok"] is False and rec["error"] == "unable to send control message: Broken pipe"
@@ -227,5 +249,10 @@ def test_json_leading_warning_line_and_trailing_error_line():
 
 
 def test_text_leading_text_that_is_not_a_timestamp_is_not_stripped():
-    rec = parse("iperf3", "\n".join("1: " + ln for ln in TCP_CLIENT_P2.splitlines()) + "\n[  5]   0.00-1.00   sec  1.00 GBytes  8.59 Gbits/sec    0             sender\n[  5]   0.00-1.04   sec  1.00 GBytes  8.26 Gbits/sec                  receiver\n")
+    rec = parse(
+        "iperf3",
+        "\n".join("1: " + ln for ln in TCP_CLIENT_P2.splitlines())
+        + "\n[  5]   0.00-1.00   sec  1.00 GBytes  8.59 Gbits/sec    0             sender\n"
+          "[  5]   0.00-1.04   sec  1.00 GBytes  8.26 Gbits/sec                  receiver\n",
+    )
     assert rec["timestamped"] is False and rec["sender"]["gbit_per_s"] == 8.59

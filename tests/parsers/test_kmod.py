@@ -11,13 +11,20 @@ def test_lsmod_grep(fixture_text):
     r = parse("lsmod", fixture_text("lsmod/lsmod-grep-nvidia-peermem-loaded.txt"))
     assert r["names"][:2] == ["nvidia_fs", "nvidia_peermem"]
     assert r["modules"]["nvidia_peermem"] == {"size_bytes": 16384, "use_count": 0, "used_by": []}
-    assert r["modules"]["nvidia"]["use_count"] == 115 and r["modules"]["nvidia"]["used_by"] == ["nvidia_uvm", "nvidia_modeset"]
+    assert r["modules"]["nvidia"]["use_count"] == 115 and r["modules"]["nvidia"]["used_by"] == [
+        "nvidia_uvm",
+        "nvidia_modeset",
+    ]
     # the use count includes references that are not modules: 9 users counted, 8 named
     assert r["modules"]["ib_core"]["use_count"] == 9 and len(r["modules"]["ib_core"]["used_by"]) == 8
 
 
 def test_lsmod_full_header_and_empty_grep(fixture_text):
-    r = parse("lsmod", "Module                  Size  Used by\nnvidia_uvm           1048576  0\nnvidia              39059456  115 nvidia_uvm\n")
+    r = parse(
+        "lsmod",
+        "Module                  Size  Used by\nnvidia_uvm           1048576  0\n"
+        "nvidia              39059456  115 nvidia_uvm\n",
+    )
     assert r["names"] == ["nvidia_uvm", "nvidia"]
     empty = parse("lsmod", fixture_text("lsmod/lsmod-grep-nvidia_peermem-empty-A100.txt"))
     assert empty == {"modules": {}, "names": []}
@@ -40,7 +47,11 @@ def test_modinfo(fixture_text):
     assert r["alias_count"] == 8 and r["depends"] == ["ecc"]
     assert "NVreg_DeviceFileMode:int" in r["parm"]
     peer = parse("modinfo", fixture_text("lsmod/modinfo-nv_peer_mem-1.0-8-ubuntu1804-not-loaded.txt"))
-    assert peer["version"] == "1.0-8" and peer["depends"] == ["ib_core"] and peer["vermagic"] == "4.15.0-46-generic SMP mod_unload"
+    assert (
+        peer["version"] == "1.0-8"
+        and peer["depends"] == ["ib_core"]
+        and peer["vermagic"] == "4.15.0-46-generic SMP mod_unload"
+    )
 
 
 def test_modinfo_errors():

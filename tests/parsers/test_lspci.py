@@ -64,7 +64,12 @@ def test_plain_listing_with_domains(fixture_text):
     r = parse("lspci", fixture_text("lspci/lspci-gb200-cx7-bridges.txt"))
     assert len(r["devices"]) == 87
     gpus = [d for d in r["devices"] if d["class"] == "3D controller"]
-    assert [d["bus_id"] for d in gpus] == ["00000008:01:00.0", "00000009:01:00.0", "00000018:01:00.0", "00000019:01:00.0"]
+    assert [d["bus_id"] for d in gpus] == [
+        "00000008:01:00.0",
+        "00000009:01:00.0",
+        "00000018:01:00.0",
+        "00000019:01:00.0",
+    ]
     cx7 = [d for d in r["devices"] if d["description"] == "Mellanox Technologies MT2910 Family [ConnectX-7]"]
     assert len(cx7) == 4
 

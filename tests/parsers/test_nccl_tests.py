@@ -76,8 +76,13 @@ def test_old_format_error_column_crlf():
     assert rec["table_format"] == "error" and rec["ok"] is True
     r = row_at(rec, 4294967296)
     assert r["redop"] == "sum" and r["root"] is None
-    assert r["out_of_place"] == {"time_usec": 42715.0, "algbw_gbyte_per_s": 100.55, "busbw_gbyte_per_s": 188.53,
-                                 "wrong": None, "error": 5e-07}
+    assert r["out_of_place"] == {
+        "time_usec": 42715.0,
+        "algbw_gbyte_per_s": 100.55,
+        "busbw_gbyte_per_s": 188.53,
+        "wrong": None,
+        "error": 5e-07,
+    }
     assert rec["busbw_at_max_size_gbyte_per_s"] == 188.53
     assert rec["avg_busbw_gbyte_per_s"] == 53.7098
 
@@ -105,7 +110,7 @@ node-a:4242:4301 [1] NCCL WARN NET/IB : Got async event : port error
 [1,0]<stdout>:  8589934592    2147483648     float     sum      -1    43000  199.77  349.60      0    42990  199.81  349.67      0
 [1,0]<stdout>:# Out of bounds values : 0 OK
 [1,0]<stdout>:# Avg bus bandwidth    : 120.5
-"""
+"""  # noqa: E501
 
 
 def test_prefixed_output_with_debug_lines_and_warn():
@@ -117,14 +122,17 @@ def test_prefixed_output_with_debug_lines_and_warn():
     assert [d["bus_id"] for d in rec["devices"]] == ["0x18", "0x2a"]
     assert len(rec["rows"]) == 2
     assert rec["busbw_at_max_size_gbyte_per_s"] == 349.6
-    srun = "\n".join("0: " + ln.split(":", 1)[1] if ln.startswith("[1,0]") else ln for ln in PREFIXED.splitlines())
+    srun = "\n".join(
+        "0: " + ln.split(":", 1)[1] if ln.startswith("[1,0]") else ln for ln in PREFIXED.splitlines()
+    )
     assert parse("nccl-tests", srun)["busbw_at_max_size_gbyte_per_s"] == 349.6
 
 
 def test_nccl_failure_line():
-    text = ("# nThread 1 nGpus 1 minBytes 8 maxBytes 128 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n"
-            "node-b: Test NCCL failure common.cu:958 'remote process exited or there was a network error / '\n"
-            " .. node-b pid 7: Test failure common.cu:842\n")
+    text = ("# nThread 1 nGpus 1 minBytes 8 maxBytes 128 step: 2(factor) warmup iters: 5 iters: 20 agg "
+            "iters: 1 validation: 1 graph: 0\n"
+            "node-b: Test NCCL failure common.cu:958 'remote process exited or there was a network error / "
+            "'\n .. node-b pid 7: Test failure common.cu:842\n")
     rec = parse("nccl-tests", text)
     assert rec["ok"] is False
     assert rec["errors"][0].startswith("node-b: Test NCCL failure common.cu:958")
@@ -152,8 +160,13 @@ def test_old_format_error_na_with_redop_deepops():
     assert len(rec["rows"]) == 31
     top = row_at(rec, 8589934592)
     assert top["redop"] == "sum" and top["root"] is None
-    assert top["out_of_place"] == {"time_usec": 210583.0, "algbw_gbyte_per_s": 40.79, "busbw_gbyte_per_s": 81.53,
-                                   "wrong": None, "error": None}
+    assert top["out_of_place"] == {
+        "time_usec": 210583.0,
+        "algbw_gbyte_per_s": 40.79,
+        "busbw_gbyte_per_s": 81.53,
+        "wrong": None,
+        "error": None,
+    }
     assert top["in_place"]["busbw_gbyte_per_s"] == 81.57 and top["in_place"]["error"] is None
     assert (rec["max_size_bytes"], rec["busbw_at_max_size_gbyte_per_s"]) == (8589934592, 81.53)
     assert rec["avg_busbw_gbyte_per_s"] == 16.2513 and rec["out_of_bounds_ok"] is True
@@ -181,8 +194,16 @@ def test_old_format_error_na_with_redop_superbench():
 def test_old_format_numeric_error_is_still_checked():
     rec = parse("nccl-tests", fx("all_reduce_perf-old-format-2x-dgx-a100-k8s.txt"))
     assert rec["data_checked"] is True
-    assert parse("nccl-tests", fx("all_reduce_perf-wrong-NA-check-disabled-aks-ndr.txt"))["data_checked"] is False
-    assert parse("nccl-tests", fx("all_reduce_perf-2node-GH200-slingshot-wrong-96-32-FAILED.txt"))["data_checked"] is True
+    assert (
+        parse("nccl-tests", fx("all_reduce_perf-wrong-NA-check-disabled-aks-ndr.txt"))["data_checked"]
+        is False
+    )
+    assert (
+        parse("nccl-tests", fx("all_reduce_perf-2node-GH200-slingshot-wrong-96-32-FAILED.txt"))[
+            "data_checked"
+        ]
+        is True
+    )
 
 
 def test_old_format_garbage_error_cell_is_not_a_row():
@@ -209,7 +230,7 @@ validation: 1 graph: 0
 #                                                              out-of-place                       in-place
 #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
 #        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
-"""
+"""  # noqa: E501
 _A2A_TAIL = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 25.7117\n#\n"
 
 

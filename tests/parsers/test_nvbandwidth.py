@@ -91,7 +91,11 @@ def test_text_errors():
     with pytest.raises(ParseError, match="Running"):
         parse("nvbandwidth", "nvbandwidth Version: v0.7\nCUDA error: no CUDA-capable device is detected\n")
     with pytest.raises(ParseError, match="row 1 has 1 values"):
-        parse("nvbandwidth", "Running x_ce.\nmemcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n   0   1\n 0  1.0  2.0\n 1  3.0\n")
+        parse(
+            "nvbandwidth",
+            "Running x_ce.\nmemcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n   0   1\n 0  1.0  2.0\n"
+            " 1  3.0\n",
+        )
 
 
 def _json_doc():
@@ -161,11 +165,21 @@ def test_full_run_with_bare_waived_lines_superbench(fixture_text):
 
 
 def test_v02_waiving_line_names_its_testcase_issue13(fixture_text):
-    r = parse("nvbandwidth", fixture_text("nvbandwidth/nvbandwidth-v0.2-2xrtx2080ti-waiving-d2d-write-issue13.txt"))
+    r = parse(
+        "nvbandwidth", fixture_text("nvbandwidth/nvbandwidth-v0.2-2xrtx2080ti-waiving-d2d-write-issue13.txt")
+    )
     assert r["version"] == "v0.2" and r["driver_version"] == "525.125.06"
     (tc,) = r["testcases"]
-    assert tc == {"name": "device_to_device_memcpy_write_ce", "status": "waived", "message": None, "matrices": [],
-                  "name_inferred": False, "sum_gbyte_per_s": None, "min_gbyte_per_s": None, "max_gbyte_per_s": None}
+    assert tc == {
+        "name": "device_to_device_memcpy_write_ce",
+        "status": "waived",
+        "message": None,
+        "matrices": [],
+        "name_inferred": False,
+        "sum_gbyte_per_s": None,
+        "min_gbyte_per_s": None,
+        "max_gbyte_per_s": None,
+    }
 
 
 def test_waived_in_a_subset_run_stays_unnamed(fixture_text):

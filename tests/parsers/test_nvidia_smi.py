@@ -30,7 +30,13 @@ def test_xml_a100_mig(fixture_text):
     assert g["ecc_errors"]["aggregate_uncorrectable"] == 0
     assert g["remapped_rows"] is None  # <remapped_rows>N/A</remapped_rows>
     assert g["retired_pages"] == {"single_bit": None, "double_bit": None, "pending": None}
-    assert g["pcie"] == {"gen_current": 4, "gen_max": 4, "width_current": 16, "width_max": 16, "replay_count": 0}
+    assert g["pcie"] == {
+        "gen_current": 4,
+        "gen_max": 4,
+        "width_current": 16,
+        "width_max": 16,
+        "replay_count": 0,
+    }
     assert g["temperature_celsius"] == 27
     assert g["power_draw_watts"] == pytest.approx(67.03)
     assert g["power_limit_watts"] == pytest.approx(500.0)
@@ -122,7 +128,13 @@ def test_q_h100(fixture_text):
     assert g["ecc_errors"]["volatile"]["sram_uncorrectable_secded"] == 0
     assert g["ecc_errors"]["aggregate"]["sram_threshold_exceeded"] is False
     assert g["remapped_rows"] == {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
-    assert g["pcie"] == {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16, "replay_count": 9}
+    assert g["pcie"] == {
+        "gen_current": 5,
+        "gen_max": 5,
+        "width_current": 16,
+        "width_max": 16,
+        "replay_count": 9,
+    }
     assert g["temperature_celsius"] == 41
     assert g["power_draw_watts"] == pytest.approx(69.62)  # instantaneous
     assert g["clocks_event_reasons_active"] == ["gpu_idle"]
@@ -180,7 +192,9 @@ def test_q_errors(fixture_text):
     with pytest.raises(ParseError, match="Driver Version"):
         parse("nvidia-smi-q", fixture_text("nvidia-smi/topo-m-h100-590.txt"))
     with pytest.raises(ParseError):
-        parse("nvidia-smi-q", "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n")
+        parse(
+            "nvidia-smi-q", "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
+        )
 
 
 # ----------------------------------------------------------------------------- --query-gpu csv
@@ -219,7 +233,11 @@ def test_csv_nounits_and_noheader():
     r = parse("nvidia-smi-csv", text)
     assert r["rows"][0] == {"index": 0, "memory.used": 12, "power.draw": 71.5}
     assert r["rows"][1] == {"index": 1, "memory.used": None, "power.draw": None}
-    r2 = parse("nvidia-smi-csv", "NVIDIA H100 80GB HBM3, 00000000:04:00.0, 96.00.89.00.01\nNVIDIA H100 80GB HBM3, N/A, 96.00.89.00.01\n")
+    r2 = parse(
+        "nvidia-smi-csv",
+        "NVIDIA H100 80GB HBM3, 00000000:04:00.0, 96.00.89.00.01\n"
+        "NVIDIA H100 80GB HBM3, N/A, 96.00.89.00.01\n",
+    )
     assert r2["fields"] is None
     assert r2["rows"][1] == ["NVIDIA H100 80GB HBM3", None, "96.00.89.00.01"]
 
@@ -255,7 +273,15 @@ def test_table_mig_with_processes(fixture_text):
     assert [m["gi_id"] for m in r["mig_devices"]] == [2, 3, 9, 10]
     assert r["mig_devices"][0]["memory_total_mib"] == 40448
     assert [p["pid"] for p in r["processes"]] == [21180, 21181, 21198]
-    assert r["processes"][2] == {"gpu": 0, "gi_id": 2, "ci_id": 0, "pid": 21198, "type": "C", "name": "./gpu_burn", "memory_mib": 7484}
+    assert r["processes"][2] == {
+        "gpu": 0,
+        "gi_id": 2,
+        "ci_id": 0,
+        "pid": 21198,
+        "type": "C",
+        "name": "./gpu_burn",
+        "memory_mib": 7484,
+    }
 
 
 def test_table_old_format_and_variants(fixture_text):
@@ -264,7 +290,9 @@ def test_table_old_format_and_variants(fixture_text):
     assert t4["gpus"][0]["power_cap_watts"] == 70.0
     p100 = parse("nvidia-smi-table", fixture_text("nvidia-smi/default-table-p100-470-inforom-corrupted.txt"))
     assert p100["warnings"] == ["WARNING: infoROM is corrupted at gpu 0000:0B:00.0"]
-    fan = parse("nvidia-smi-table", fixture_text("nvidia-smi/default-table-rtx4090-525-fan-err-truncated.txt"))
+    fan = parse(
+        "nvidia-smi-table", fixture_text("nvidia-smi/default-table-rtx4090-525-fan-err-truncated.txt")
+    )
     assert fan["gpus"][0]["fan_error"] is True and fan["gpus"][0]["fan_percent"] is None
     assert fan["gpus"][0]["compute_mode"] == "E. Process"
     assert fan["processes"] is None  # processes table missing: unknown, not "none running"
@@ -278,7 +306,10 @@ def test_table_errors(fixture_text):
     with pytest.raises(ParseError, match="empty"):
         parse("nvidia-smi-table", "")
     with pytest.raises(ParseError, match="Driver Version"):
-        parse("nvidia-smi-table", "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
+        parse(
+            "nvidia-smi-table",
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+        )
     with pytest.raises(ParseError):
         parse("nvidia-smi-table", fixture_text("nvidia-smi/q-h100-590-idle.txt"))
 
@@ -296,7 +327,11 @@ def test_topo_12_nics_with_legend(fixture_text):
     assert r["matrix"]["GPU0"]["GPU4"] == "SYS"
     assert r["matrix"]["GPU7"]["NIC11"] == "PIX"
     assert r["matrix"]["GPU3"]["GPU3"] == "X"
-    assert r["affinity"]["GPU4"] == {"cpu_affinity": "1,3,5,7,9,11", "numa_affinity": "1", "gpu_numa_id": None}
+    assert r["affinity"]["GPU4"] == {
+        "cpu_affinity": "1,3,5,7,9,11",
+        "numa_affinity": "1",
+        "gpu_numa_id": None,
+    }
     assert r["affinity"]["NIC0"] == {"cpu_affinity": None, "numa_affinity": None, "gpu_numa_id": None}
     assert r["nic_legend"]["NIC3"] == "mlx5_3"
 
@@ -350,7 +385,9 @@ def test_nvlink_h100_tabs(fixture_text):
 
 
 def test_nvlink_failure_states(fixture_text):
-    inactive = parse("nvidia-smi-nvlink", fixture_text("nvidia-smi/nvlink-s-a100-sxm4-80gb-all-links-inactive.txt"))
+    inactive = parse(
+        "nvidia-smi-nvlink", fixture_text("nvidia-smi/nvlink-s-a100-sxm4-80gb-all-links-inactive.txt")
+    )
     g = inactive["gpus"][0]
     assert g["index"] == 6 and g["status"] == "all_links_inactive" and g["links"] == []
     mig = parse("nvidia-smi-nvlink", fixture_text("nvidia-smi/nvlink-s-h100-mig-590.txt"))["gpus"][0]
@@ -389,7 +426,10 @@ def test_list_mig(fixture_text):
 
 
 def test_q_single_gpu_section_of_eight_h100(fixture_text):
-    r = parse("nvidia-smi-q", fixture_text("nvidia-smi/q-i1-8xh100-535.161.08-one-section-from-gpud-constructed.txt"))
+    r = parse(
+        "nvidia-smi-q",
+        fixture_text("nvidia-smi/q-i1-8xh100-535.161.08-one-section-from-gpud-constructed.txt"),
+    )
     assert (r["attached_gpus"], r["gpu_count"], r["partial_display"]) == (8, 1, True)
     assert r["driver_version"] == "535.161.08" and r["cuda_version"] == "12.2"
     (g,) = r["gpus"]
@@ -399,7 +439,10 @@ def test_q_single_gpu_section_of_eight_h100(fixture_text):
 
 
 def test_q_single_gpu_section_of_eight_rtx4090_with_process(fixture_text):
-    r = parse("nvidia-smi-q", fixture_text("nvidia-smi/q-i2-8xrtx4090-535.154.05-one-section-from-gpud-constructed.txt"))
+    r = parse(
+        "nvidia-smi-q",
+        fixture_text("nvidia-smi/q-i2-8xrtx4090-535.154.05-one-section-from-gpud-constructed.txt"),
+    )
     assert (r["attached_gpus"], r["gpu_count"], r["partial_display"]) == (8, 1, True)
     (g,) = r["gpus"]
     assert g["bus_id"] == "00000000:41:00.0" and g["product_name"] == "NVIDIA GeForce RTX 4090"
@@ -418,15 +461,35 @@ def test_q_single_section_cut_before_processes_is_still_truncated(fixture_text):
 
 # --- issue 21.6: default table on Grace-Blackwell parts: Memory-Usage "Not Supported", power cap N/A
 
-GB10_EXPECTED = {"fan_percent": None, "perf_state": "P8", "power_cap_watts": None, "memory_used_mib": None,
-                 "memory_total_mib": None, "utilization_gpu_percent": 0, "compute_mode": "Default",
-                 "unavailable_fields": ["fan_percent", "power_cap_watts", "memory_used_mib", "memory_total_mib"]}
+GB10_EXPECTED = {
+    "fan_percent": None,
+    "perf_state": "P8",
+    "power_cap_watts": None,
+    "memory_used_mib": None,
+    "memory_total_mib": None,
+    "utilization_gpu_percent": 0,
+    "compute_mode": "Default",
+    "unavailable_fields": ["fan_percent", "power_cap_watts", "memory_used_mib", "memory_total_mib"],
+}
 
 
-@pytest.mark.parametrize(("name", "driver", "temp", "watts"), [
-    ("default-table-gb10-580.126.09-memory-not-supported-arctictraining-pr345.txt", "580.126.09", 36, 3.0),
-    ("default-table-gb10-580.95.05-memory-not-supported-k8s-device-plugin-1482-excerpt.txt", "580.95.05", 40, 4.0),
-])
+@pytest.mark.parametrize(
+    ("name", "driver", "temp", "watts"),
+    [
+        (
+            "default-table-gb10-580.126.09-memory-not-supported-arctictraining-pr345.txt",
+            "580.126.09",
+            36,
+            3.0,
+        ),
+        (
+            "default-table-gb10-580.95.05-memory-not-supported-k8s-device-plugin-1482-excerpt.txt",
+            "580.95.05",
+            40,
+            4.0,
+        ),
+    ],
+)
 def test_table_gb10_reads_what_is_there(fixture_text, name, driver, temp, watts):
     r = parse("nvidia-smi-table", fixture_text(f"nvidia-smi/{name}"))
     assert r["driver_version"] == driver and r["cuda_version"] == "13.0"
@@ -439,20 +502,28 @@ def test_table_gb10_reads_what_is_there(fixture_text, name, driver, temp, watts)
 
 
 def test_table_not_supported_centred_and_unreadable_cell(fixture_text):
-    text = fixture_text("nvidia-smi/default-table-gb10-580.126.09-memory-not-supported-arctictraining-pr345.txt")
+    text = fixture_text(
+        "nvidia-smi/default-table-gb10-580.126.09-memory-not-supported-arctictraining-pr345.txt"
+    )
     centred = text.replace("| Not Supported          |", "|      Not Supported     |")
     (g,) = parse("nvidia-smi-table", centred)["gpus"]
     assert g["memory_total_mib"] is None and g["temperature_celsius"] == 36
     garbled = text.replace("| Not Supported          |", "| lots of memory         |")
     (g,) = parse("nvidia-smi-table", garbled)["gpus"]
     # an unreadable row is not turned into values: the whole second row stays unread
-    assert g["temperature_celsius"] is None and g["memory_total_mib"] is None and g["power_draw_watts"] is None
+    assert (
+        g["temperature_celsius"] is None and g["memory_total_mib"] is None and g["power_draw_watts"] is None
+    )
 
 
 def test_table_regular_row_lists_only_the_na_fan(fixture_text):
     r = parse("nvidia-smi-table", fixture_text("nvidia-smi/default-table-8xh100-550.90.07-gpud.txt"))
     g = r["gpus"][0]
-    assert g["unavailable_fields"] == ["fan_percent"] and g["memory_total_mib"] == 81559 and g["power_cap_watts"] == 700.0
+    assert (
+        g["unavailable_fields"] == ["fan_percent"]
+        and g["memory_total_mib"] == 81559
+        and g["power_cap_watts"] == 700.0
+    )
 
 
 # --- issue 21.7: topo -m pasted with its header cut: NIC rows are kept
@@ -460,7 +531,16 @@ def test_table_regular_row_lists_only_the_na_fan(fixture_text):
 
 def test_topo_real_pastes_with_nics_stelline(fixture_text):
     r = parse("nvidia-smi-topo", fixture_text("nvidia-smi/topo-m-4xrtx6000ada-4nic-stelline.txt"))
-    assert [d["name"] for d in r["devices"]] == ["GPU0", "GPU1", "GPU2", "GPU3", "NIC0", "NIC1", "NIC2", "NIC3"]
+    assert [d["name"] for d in r["devices"]] == [
+        "GPU0",
+        "GPU1",
+        "GPU2",
+        "GPU3",
+        "NIC0",
+        "NIC1",
+        "NIC2",
+        "NIC3",
+    ]
     assert r["header_complete"] is True and r["cut_rows"] == [] and r["elided"] is False
     assert r["matrix"]["NIC3"] == {"GPU0": "SYS", "GPU1": "SYS", "GPU2": "NODE", "GPU3": "NODE",
                                    "NIC0": "SYS", "NIC1": "SYS", "NIC2": "PIX", "NIC3": "X"}
@@ -472,7 +552,9 @@ def test_topo_real_pastes_with_nics_stelline(fixture_text):
 
 
 def test_topo_header_without_leading_whitespace(fixture_text):
-    text = fixture_text("nvidia-smi/topo-m-4xrtx6000ada-4nic-header-leading-space-cut-from-stelline-constructed.txt")
+    text = fixture_text(
+        "nvidia-smi/topo-m-4xrtx6000ada-4nic-header-leading-space-cut-from-stelline-constructed.txt"
+    )
     assert text.startswith("GPU0")
     r = parse("nvidia-smi-topo", text)
     assert len(r["devices"]) == 8 and r["header_complete"] is True
@@ -482,14 +564,25 @@ def test_topo_header_without_leading_whitespace(fixture_text):
 
 def test_topo_lines_cut_by_terminal_width_keeps_nic_rows(fixture_text):
     r = parse("nvidia-smi-topo",
-              fixture_text("nvidia-smi/topo-mp-8xH100-12NIC-lines-cut-at-96-columns-from-deepep397-constructed.txt"))
+              fixture_text("nvidia-smi/"
+                           "topo-mp-8xH100-12NIC-lines-cut-at-96-columns-from-deepep397-constructed.txt"))
     names = [d["name"] for d in r["devices"]]
     assert names == [f"GPU{i}" for i in range(8)] + [f"NIC{i}" for i in range(12)]  # from the row labels
     assert r["header_complete"] is False and len(r["cut_rows"]) == 20
     # what survived the cut is read, what was cut is absent (never guessed)
-    assert r["matrix"]["NIC11"] == {"GPU0": "SYS", "GPU1": "SYS", "GPU2": "SYS", "GPU3": "SYS", "GPU4": "NODE",
-                                    "GPU5": "NODE", "GPU6": "NODE", "GPU7": "PIX", "NIC0": "SYS", "NIC1": "SYS",
-                                    "NIC2": "SYS"}
+    assert r["matrix"]["NIC11"] == {
+        "GPU0": "SYS",
+        "GPU1": "SYS",
+        "GPU2": "SYS",
+        "GPU3": "SYS",
+        "GPU4": "NODE",
+        "GPU5": "NODE",
+        "GPU6": "NODE",
+        "GPU7": "PIX",
+        "NIC0": "SYS",
+        "NIC1": "SYS",
+        "NIC2": "SYS",
+    }
     assert "NIC11" not in r["matrix"]["GPU7"] and r["matrix"]["GPU0"]["NIC0"] == "PIX"
     assert r["affinity"]["GPU0"] == {}
     assert r["devices"][-1] == {"name": "NIC11", "kind": "nic", "nic_name": "mlx5_11"}
@@ -505,7 +598,9 @@ def test_topo_short_row_under_complete_header_is_truncation(fixture_text):
 # --- issue 21.12: topo -p2p r|w|n|a matrices
 
 def test_topo_p2p_field_report_all_ns_elided_gpud(fixture_text):
-    r = parse("nvidia-smi-topo-p2p", fixture_text("nvidia-smi/topo-p2p-n-8xh100-all-NS-elided-gpud-comment.txt"))
+    r = parse(
+        "nvidia-smi-topo-p2p", fixture_text("nvidia-smi/topo-p2p-n-8xh100-all-NS-elided-gpud-comment.txt")
+    )
     assert r["devices"] == [f"GPU{i}" for i in range(8)] and r["elided"] is True
     assert set(r["matrix"]) == {"GPU0", "GPU7"}
     assert r["matrix"]["GPU7"]["GPU0"] == "NS" and r["matrix"]["GPU7"]["GPU7"] == "X"
@@ -520,10 +615,15 @@ def test_topo_p2p_two_gpus_ok_gpud(fixture_text):
 
 
 def test_topo_p2p_cns_with_printed_legend(fixture_text):
-    r = parse("nvidia-smi-topo-p2p", fixture_text("nvidia-smi/topo-p2p-r-4gpu-cns-across-root-ports-constructed.txt"))
+    r = parse(
+        "nvidia-smi-topo-p2p",
+        fixture_text("nvidia-smi/topo-p2p-r-4gpu-cns-across-root-ports-constructed.txt"),
+    )
     assert r["matrix"]["GPU0"] == {"GPU0": "X", "GPU1": "OK", "GPU2": "CNS", "GPU3": "CNS"}
     assert r["legend"]["TNS"] == "Topology not supported" and r["meaning"]["CNS"] == "Chipset not supported"
-    assert r["ok_pairs"] == 4 and r["pair_count"] == 12 and "GPU3-GPU1" in r["not_ok"] and r["all_ok"] is False
+    assert (
+        r["ok_pairs"] == 4 and r["pair_count"] == 12 and "GPU3-GPU1" in r["not_ok"] and r["all_ok"] is False
+    )
 
 
 def test_topo_p2p_single_gpu_and_refusals(fixture_text):
@@ -543,8 +643,15 @@ def test_topo_p2p_single_gpu_and_refusals(fixture_text):
 def test_nvlink_errors_classic_counters(fixture_text):
     r = parse("nvidia-smi-nvlink-errors", fixture_text("nvidia-smi/nvlink-e-h100-replay-crc-constructed.txt"))
     g0, g1, g2 = r["gpus"]
-    assert (g0["index"], g0["name"], g0["uuid"]) == (0, "NVIDIA H100 80GB HBM3", "GPU-5e7a3c1d-0b4f-4c8e-9d2a-71f0c3b5e812")
-    assert g0["links"][2] == {"link": 2, "counters": {"replay_errors": 17, "recovery_errors": 1, "crc_errors": 412}}
+    assert (g0["index"], g0["name"], g0["uuid"]) == (
+        0,
+        "NVIDIA H100 80GB HBM3",
+        "GPU-5e7a3c1d-0b4f-4c8e-9d2a-71f0c3b5e812",
+    )
+    assert g0["links"][2] == {
+        "link": 2,
+        "counters": {"replay_errors": 17, "recovery_errors": 1, "crc_errors": 412},
+    }
     assert g0["totals"] == {"crc_errors": 412, "recovery_errors": 1, "replay_errors": 17}
     # an N/A counter is None, and a total over it is not a good number
     assert g1["links"][1]["counters"]["crc_errors"] is None and g1["totals"]["crc_errors"] is None
@@ -554,11 +661,16 @@ def test_nvlink_errors_classic_counters(fixture_text):
 
 
 def test_nvlink_errors_gb200_bus_id_headers_and_ber(fixture_text):
-    r = parse("nvidia-smi-nvlink-errors", fixture_text("nvidia-smi/nvlink-e-gb200-extended-counters-constructed.txt"))
+    r = parse(
+        "nvidia-smi-nvlink-errors",
+        fixture_text("nvidia-smi/nvlink-e-gb200-extended-counters-constructed.txt"),
+    )
     (g,) = r["gpus"]
     assert g["bus_id"] == "00000008:01:00.0" and g["name"] is None and len(g["links"]) == 2
     link1 = g["links"][1]["counters"]
-    assert link1["rx_errors"] == 2 and link1["local_link_integrity_errors"] == 1 and link1["symbol_errors"] == 37
+    assert (
+        link1["rx_errors"] == 2 and link1["local_link_integrity_errors"] == 1 and link1["symbol_errors"] == 37
+    )
     assert link1["effective_ber"] == 2.0e-13 and link1["symbol_ber"] is None
     assert link1["fec_errors_0"] == 3104 and r["counter_names"]["fec_errors_0"] == "FEC Errors - 0"
     assert g["totals"]["effective_errors"] == 5 and g["totals"]["effective_ber"] is None

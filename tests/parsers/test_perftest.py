@@ -19,7 +19,12 @@ def test_write_bw_sweep_roce_gbits():
     rec = parse("perftest", fx("ib_write_bw-a-report_gbits-use_cuda-roce-client.txt"))
     assert rec["ok"] is True and rec["error"] is None
     assert (rec["tool"], rec["test"], rec["verb"], rec["role"]) == ("ib_write_bw", "bw", "write", "client")
-    assert (rec["device"], rec["link_type"], rec["gid_index"], rec["mtu_bytes"]) == ("mlx5_0", "Ethernet", 5, 1024)
+    assert (rec["device"], rec["link_type"], rec["gid_index"], rec["mtu_bytes"]) == (
+        "mlx5_0",
+        "Ethernet",
+        5,
+        1024,
+    )
     assert rec["rdma_cm"] is False and rec["bidirectional"] is False
     assert rec["report_unit"] == "Gb/sec"
     assert len(rec["rows"]) == 23
@@ -93,7 +98,12 @@ SEND_BW_MIB_BIDIR_SERVER = """
 
 def test_send_bw_mib_units_bidirectional_server():
     rec = parse("perftest", SEND_BW_MIB_BIDIR_SERVER)
-    assert (rec["tool"], rec["role"], rec["bidirectional"], rec["num_qps"]) == ("ib_send_bw", "server", True, 2)
+    assert (rec["tool"], rec["role"], rec["bidirectional"], rec["num_qps"]) == (
+        "ib_send_bw",
+        "server",
+        True,
+        2,
+    )
     assert rec["device"] == "mlx5_3" and rec["report_unit"] == "MiB/sec"
     big = rec["rows"][1]
     # 45000 MiB/s = 45000 * 2^20 * 8 bit/s = 377.487360 Gbit/s
@@ -139,7 +149,12 @@ def test_server_waiting_banner_only_is_not_ok():
 
 def test_rc_pingpong():
     rec = parse("perftest", fx("ibv_rc_pingpong-client-excerpt.txt"))
-    assert (rec["ok"], rec["tool"], rec["test"], rec["device"]) == (True, "ibv_rc_pingpong", "pingpong", "mlx5_0")
+    assert (rec["ok"], rec["tool"], rec["test"], rec["device"]) == (
+        True,
+        "ibv_rc_pingpong",
+        "pingpong",
+        "mlx5_0",
+    )
     assert rec["rows"] == [{"bytes": 8192000, "seconds": 0.01, "bw_gbit_per_s": 7.64357,
                             "iterations": 1000, "usec_per_iter": 8.57}]
 
@@ -169,21 +184,47 @@ from clustercert.parsers.perftest import apply_report_unit  # noqa: E402
 def test_out_json_pre_2024_unquoted_latency_issue216(fixture_text):
     r = parse("perftest-json", fixture_text("perftest/ib_write_lat-out_json-old-unquoted-rxe-issue216.json"))
     assert r["standard_json"] is False and r["ok"] is True
-    assert (r["tool"], r["test"], r["verb"], r["title"]) == ("ib_write_lat", "lat", "write", "RDMA_Write_Latency_Test")
-    assert (r["device"], r["link_type"], r["mtu_bytes"], r["gid_index"], r["rdma_cm"]) == ("rxe0", "Ethernet", 1024, 1, False)
+    assert (r["tool"], r["test"], r["verb"], r["title"]) == (
+        "ib_write_lat",
+        "lat",
+        "write",
+        "RDMA_Write_Latency_Test",
+    )
+    assert (r["device"], r["link_type"], r["mtu_bytes"], r["gid_index"], r["rdma_cm"]) == (
+        "rxe0",
+        "Ethernet",
+        1024,
+        1,
+        False,
+    )
     (row,) = r["rows"]
-    assert row == {"bytes": 128, "iterations": 5000, "t_min_usec": 2.37, "t_max_usec": 5.39, "t_typical_usec": 2.42,
-                   "t_avg_usec": 2.42, "t_stdev_usec": 0.05, "t_p99_usec": 2.47, "t_p99_9_usec": 4.03,
-                   "tps_average": None}
+    assert row == {
+        "bytes": 128,
+        "iterations": 5000,
+        "t_min_usec": 2.37,
+        "t_max_usec": 5.39,
+        "t_typical_usec": 2.42,
+        "t_avg_usec": 2.42,
+        "t_stdev_usec": 0.05,
+        "t_p99_usec": 2.47,
+        "t_p99_9_usec": 4.03,
+        "tps_average": None,
+    }
     assert (r["bytes"], r["t_typical_usec"], r["t_avg_usec"]) == (128, 2.42, 2.42)
     assert r["settings"]["TX_depth"] == 1
 
 
 def test_out_json_bandwidth_unit_is_not_guessed(fixture_text):
-    r = parse("perftest-json", fixture_text("perftest/ib_write_bw-out_json-report_gbits-cx7-constructed.json"))
+    r = parse(
+        "perftest-json", fixture_text("perftest/ib_write_bw-out_json-report_gbits-cx7-constructed.json")
+    )
     assert r["standard_json"] is True and r["ok"] is True and r["tool"] == "ib_write_bw"
     assert (r["bw_avg_reported"], r["bw_peak_reported"]) == (392.34, 392.61)
-    assert r["report_unit"] is None and r["bw_avg_gbit_per_s"] is None and r["rows"][0]["bw_avg_gbit_per_s"] is None
+    assert (
+        r["report_unit"] is None
+        and r["bw_avg_gbit_per_s"] is None
+        and r["rows"][0]["bw_avg_gbit_per_s"] is None
+    )
     assert r["rows"][0]["msg_rate_mpps"] == 0.748329 and r["bytes"] == 65536
     gbits = apply_report_unit(r, "Gb/sec")
     assert gbits["bw_avg_gbit_per_s"] == 392.34 and gbits["report_unit"] == "Gb/sec"
@@ -196,7 +237,11 @@ def test_out_json_bandwidth_unit_is_not_guessed(fixture_text):
 def test_out_json_text_value_and_refusals(fixture_text):
     text = fixture_text("perftest/ib_write_bw-out_json-report_gbits-cx7-constructed.json")
     broken = parse("perftest-json", text.replace('"BW_average": 392.34', '"BW_average": "-nan"'))
-    assert broken["ok"] is False and broken["bw_avg_reported"] is None and broken["error"].startswith("no readable")
+    assert (
+        broken["ok"] is False
+        and broken["bw_avg_reported"] is None
+        and broken["error"].startswith("no readable")
+    )
     with pytest.raises(ParseError, match="test_info"):
         parse("perftest-json", '{"results": {"BW_average": 1.0}}')
     old = fixture_text("perftest/ib_write_lat-out_json-old-unquoted-rxe-issue216.json")
@@ -227,4 +272,6 @@ def test_client_capture_stays_client():
     text = (FIXTURES / "perftest" / "ib_write_bw-a-report_gbits-use_cuda-roce-client.txt").read_text()
     assert parse("perftest", text)["role"] == "client"
     # near-variant: extra spaces/tabs around the header's key/value separator
-    assert parse("perftest", text.replace(" TX depth        : 128", "\tTX depth   :\t128 "))["role"] == "client"
+    assert (
+        parse("perftest", text.replace(" TX depth        : 128", "\tTX depth   :\t128 "))["role"] == "client"
+    )

@@ -17,7 +17,7 @@ ACTIVE = """\u25cf nvidia-fabricmanager.service - NVIDIA fabric manager service
              \u2514\u25002116 /usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg
 
 Mar 25 02:10:15 node01 nv-fabricmanager[2116]: Connected to 1 node.
-"""
+"""  # noqa: E501
 
 FAILED = """\u00d7 nvidia-dcgm.service - NVIDIA DCGM service
    Loaded: loaded (/lib/systemd/system/nvidia-dcgm.service; disabled; vendor preset: enabled)
@@ -30,7 +30,9 @@ FAILED = """\u00d7 nvidia-dcgm.service - NVIDIA DCGM service
 def test_active_running():
     r = parse("systemctl-status", ACTIVE)
     assert r["unit"] == "nvidia-fabricmanager.service" and r["description"] == "NVIDIA fabric manager service"
-    assert r["load_state"] == "loaded" and r["unit_file_state"] == "enabled" and r["vendor_preset"] == "disabled"
+    assert (
+        r["load_state"] == "loaded" and r["unit_file_state"] == "enabled" and r["vendor_preset"] == "disabled"
+    )
     assert r["active_state"] == "active" and r["sub_state"] == "running" and r["running"] is True
     assert r["since"] == "Tue 2025-03-25 02:10:15 UTC"
     assert r["main_pid"] == 2116 and r["main_process"] == "nv-fabricmanage"
@@ -45,10 +47,19 @@ def test_failed_unit():
 
 
 def test_inactive_dead_and_not_found():
-    r = parse("systemctl-status", "\u25cb nvidia-dcgm.service - NVIDIA DCGM service\n     Loaded: loaded (/usr/lib/systemd/system/nvidia-dcgm.service; enabled; preset: enabled)\n     Active: inactive (dead)\n")
+    r = parse(
+        "systemctl-status",
+        "\u25cb nvidia-dcgm.service - NVIDIA DCGM service\n"
+        "     Loaded: loaded (/usr/lib/systemd/system/nvidia-dcgm.service; enabled; preset: enabled)\n"
+        "     Active: inactive (dead)\n",
+    )
     assert r["active_state"] == "inactive" and r["sub_state"] == "dead" and r["main_pid"] is None
     nf = parse("systemctl-status", "Unit nvidia-fabricmanager.service could not be found.\n")
-    assert nf["load_state"] == "not-found" and nf["unit"] == "nvidia-fabricmanager.service" and nf["running"] is False
+    assert (
+        nf["load_state"] == "not-found"
+        and nf["unit"] == "nvidia-fabricmanager.service"
+        and nf["running"] is False
+    )
 
 
 def test_job_failed(fixture_text):
@@ -62,4 +73,7 @@ def test_errors():
     with pytest.raises(ParseError, match="empty"):
         parse("systemctl-status", "")
     with pytest.raises(ParseError, match="Loaded"):
-        parse("systemctl-status", "System has not been booted with systemd as init system (PID 1). Can't operate.\n")
+        parse(
+            "systemctl-status",
+            "System has not been booted with systemd as init system (PID 1). Can't operate.\n",
+        )

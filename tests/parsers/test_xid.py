@@ -49,7 +49,12 @@ def test_caused_by_previous_xid_syslog(fixture_text):
     r = parse("xid", fixture_text("dmesg/xid45-caused-by-xid145-149-blackwell-syslog-excerpt.txt"))
     assert len(r["events"]) == 7
     assert r["events"][0]["caused_by_xid"] == 149 and r["events"][1]["caused_by_xid"] == 145
-    assert r["gpus_with_xid"] == ["00000000:97:00.0", "00000000:BA:00.0", "00000000:DC:00.0", "00000000:ED:00.0"]
+    assert r["gpus_with_xid"] == [
+        "00000000:97:00.0",
+        "00000000:BA:00.0",
+        "00000000:DC:00.0",
+        "00000000:ED:00.0",
+    ]
 
 
 def test_kmsg_lines_multi_domain(fixture_text):
@@ -61,10 +66,16 @@ def test_kmsg_lines_multi_domain(fixture_text):
 
 def test_other_formats(fixture_text):
     r = parse("xid", fixture_text("dmesg/xid-31-48-sm-exception.txt"))
-    assert [(e["xid"], e["bus_id"]) for e in r["events"]] == [(31, "0000000D:00:00.0"), (48, "0000000D:00:00.0")]
+    assert [(e["xid"], e["bus_id"]) for e in r["events"]] == [
+        (31, "0000000D:00:00.0"),
+        (48, "0000000D:00:00.0"),
+    ]
     r = parse("xid", fixture_text("dmesg/dmesg-ctime-peermem-invalid-context-xid13-xid109.txt"))
     assert r["xid_counts"] == {"13": 3, "109": 1}
-    kmsg = "4,1201,6781741548779,-;NVRM: Xid (PCI:0000:ca:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+    kmsg = (
+        "4,1201,6781741548779,-;NVRM: Xid (PCI:0000:ca:00): 79, pid='<unknown>', name=<unknown>, GPU has "
+        "fallen off the bus.\n"
+    )
     e = parse("xid", kmsg)["events"][0]
     assert e["uptime_s"] == pytest.approx(6781741.548779) and e["xid"] == 79
 
@@ -77,7 +88,10 @@ def test_logs_without_xid_are_valid_and_empty(fixture_text):
 
 def test_crlf(fixture_text):
     text = fixture_text("dmesg/xid-31-48-sm-exception.txt").replace("\n", "\r\n")
-    assert parse("xid", text)["events"][1]["message"] == "Graphics SM Global Exception on (GPC 2, TPC 2, SM 1): Multiple Warp Errors"
+    assert (
+        parse("xid", text)["events"][1]["message"]
+        == "Graphics SM Global Exception on (GPC 2, TPC 2, SM 1): Multiple Warp Errors"
+    )
 
 
 def test_empty_raises():

@@ -1,8 +1,9 @@
 """A site's own playbook that applies every role of the collection clustercert.cluster by its FQCN (issue 34):
 linted by test_consumer_playbook.py (ansible-lint, production profile) and run against a lab node by
 test_bootstrap_lab.py, check mode and for real. The site brings what clustercert's bootstrap playbook has
-in its group_vars: the profile-to-role-variables mapping (the collection's playbooks/group_vars/all/profile.yml,
-copied next to the site's playbook, so inventory host variables still win as they do in bootstrap)."""
+in its group_vars: the profile-to-role-variables mapping (the collection's
+playbooks/group_vars/all/profile.yml, copied next to the site's playbook, so inventory host variables still
+win as they do in bootstrap)."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ PLAYBOOK = """\
     - role: clustercert.cluster.timesync
       when: timesync_servers | length > 0
     - role: clustercert.cluster.node_check
-"""
+"""  # noqa: E501
 
 
 def clean_env() -> dict:
@@ -68,11 +69,20 @@ def build_and_install(tmp: Path) -> Path:
     into ``tmp/collections``; the collections path."""
     env = clean_env()
     env["ANSIBLE_LOCAL_TEMP"] = str(tmp / "ansible-tmp")
-    for argv, cwd in (([str(BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(tmp / "dist")], REPO),
-                      (None, tmp)):
+    for argv, cwd in (
+        ([str(BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(tmp / "dist")], REPO),
+        (None, tmp),
+    ):
         if argv is None:
             tarball = next((tmp / "dist").glob(f"{NAMESPACE}-{NAME}-*.tar.gz"))
-            argv = [str(BIN / "ansible-galaxy"), "collection", "install", "-p", str(tmp / "collections"), str(tarball)]
+            argv = [
+                str(BIN / "ansible-galaxy"),
+                "collection",
+                "install",
+                "-p",
+                str(tmp / "collections"),
+                str(tarball),
+            ]
         p = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(cwd), timeout=300)
         assert p.returncode == 0, " ".join(argv) + "\n" + p.stdout[-3000:] + p.stderr[-2000:]
     assert (tmp / "collections" / "ansible_collections" / NAMESPACE / NAME / "roles").is_dir()
@@ -81,12 +91,17 @@ def build_and_install(tmp: Path) -> Path:
 
 def write_site(site: Path, collections: Path, hosts: str = "all") -> Path:
     """The site's project: site.yml, group_vars/all/clustercert.yml (the collection's mapping), an ansible.cfg
-    of the site's own (its collections path, pipelining; host keys checked, as Ansible's default). The playbook's path."""
+    of the site's own (its collections path, pipelining; host keys checked, as Ansible's default). The
+    playbook's path."""
     (site / "group_vars" / "all").mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(collections / "ansible_collections" / NAMESPACE / NAME / "playbooks/group_vars/all/profile.yml",
-                    site / "group_vars" / "all" / "clustercert.yml")
-    (site / "ansible.cfg").write_text(f"[defaults]\ncollections_path = {collections}\nroles_path = {site / 'roles'}\n"
-                                      "[ssh_connection]\npipelining = True\n")
+    shutil.copyfile(
+        collections / "ansible_collections" / NAMESPACE / NAME / "playbooks/group_vars/all/profile.yml",
+        site / "group_vars" / "all" / "clustercert.yml",
+    )
+    (site / "ansible.cfg").write_text(
+        f"[defaults]\ncollections_path = {collections}\nroles_path = {site / 'roles'}\n"
+        "[ssh_connection]\npipelining = True\n"
+    )
     (site / "roles").mkdir(exist_ok=True)
     playbook = site / "site.yml"
     playbook.write_text(PLAYBOOK.format(hosts=hosts))

@@ -29,10 +29,25 @@ def test_wrong_type_fails_with_the_argument_spec_message(tmp_path, role, var, va
     # Only the `always`-tagged argument validation runs (--tags nothing-else): a broken spec cannot
     # make the role touch this machine.
     proc = subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(pb), "--tags", "clustercert-none",
-         "-e", f'{{"{var}": {value}}}',
-         "-e", "@roles/clustercert_defaults/defaults/main.yml"],
-        capture_output=True, text=True, env=ansible_env(), timeout=120, cwd=str(REPO),
+        [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            str(pb),
+            "--tags",
+            "clustercert-none",
+            "-e",
+            f'{{"{var}": {value}}}',
+            "-e",
+            "@roles/clustercert_defaults/defaults/main.yml",
+        ],
+        capture_output=True,
+        text=True,
+        env=ansible_env(),
+        timeout=120,
+        cwd=str(REPO),
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
@@ -46,8 +61,24 @@ def test_valid_values_pass_validation(tmp_path):
     pb = tmp_path / "pb.yml"
     pb.write_text(PLAY.format(role="tuning"))
     proc = subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(pb), "--tags", "clustercert-none",
-         "-e", '{"tuning_nofile": 65536}', "-e", "@roles/clustercert_defaults/defaults/main.yml"],
-        capture_output=True, text=True, env=ansible_env(), timeout=120, cwd=str(REPO),
+        [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            str(pb),
+            "--tags",
+            "clustercert-none",
+            "-e",
+            '{"tuning_nofile": 65536}',
+            "-e",
+            "@roles/clustercert_defaults/defaults/main.yml",
+        ],
+        capture_output=True,
+        text=True,
+        env=ansible_env(),
+        timeout=120,
+        cwd=str(REPO),
     )
     assert proc.returncode == 0, proc.stdout[-2000:]

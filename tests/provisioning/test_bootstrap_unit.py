@@ -26,9 +26,13 @@ def bootstrap(inv: Path, *flags: str) -> int:
 
 def _inventory(tmp: Path, hosts: list[str]) -> Path:
     inv = tmp / "hosts.yml"
-    body = "".join(f"        {h}: {{ansible_connection: local, ansible_python_interpreter: {sys.executable}}}\n"
-                   for h in hosts)
-    inv.write_text("all:\n  children:\n    gpu_nodes:\n      hosts:\n" + body + "  vars:\n    clustercert_profile: lab\n")
+    body = "".join(
+        f"        {h}: {{ansible_connection: local, ansible_python_interpreter: {sys.executable}}}\n"
+        for h in hosts
+    )
+    inv.write_text(
+        "all:\n  children:\n    gpu_nodes:\n      hosts:\n" + body + "  vars:\n    clustercert_profile: lab\n"
+    )
     return inv
 
 
@@ -75,7 +79,10 @@ def test_json_summary_and_exit_code(fake_playbooks, capsys):
         "alpha": {"ok": 1, "changed": 1, "failed": 0, "unreachable": 0, "skipped": 2},
         "beta": {"ok": 1, "changed": 1, "failed": 1, "unreachable": 0, "skipped": 0},
     }
-    assert sorted((c["host"], c["task"]) for c in doc["changes"]) == [("alpha", "Write the marker"), ("beta", "Write the marker")]
+    assert sorted((c["host"], c["task"]) for c in doc["changes"]) == [
+        ("alpha", "Write the marker"),
+        ("beta", "Write the marker"),
+    ]
     diff = next(c["diff"] for c in doc["changes"] if c["host"] == "alpha")
     assert diff[0]["after"] == "alpha\n"
 
@@ -99,7 +106,11 @@ def test_table_output(fake_playbooks, capsys):
     inv = _inventory(fake_playbooks, ["alpha", "beta"])
     assert bootstrap(inv) == 1
     out = capsys.readouterr().out
-    rows = {ln.split()[1]: ln.split()[2:] for ln in out.splitlines() if ln.startswith("│") and ("alpha" in ln or "beta" in ln)}
+    rows = {
+        ln.split()[1]: ln.split()[2:]
+        for ln in out.splitlines()
+        if ln.startswith("│") and ("alpha" in ln or "beta" in ln)
+    }
     assert [c for c in rows["alpha"] if c != "│"] == ["1", "1", "0", "0", "2", "ok"]
     assert [c for c in rows["beta"] if c != "│"] == ["1", "1", "1", "0", "0", "FAILED"]
     assert "failed: beta: Fail on beta: broken on purpose" in out
@@ -107,7 +118,9 @@ def test_table_output(fake_playbooks, capsys):
 
 def test_bad_inventory_fails_before_running(tmp_path):
     inv = tmp_path / "hosts.yml"
-    inv.write_text("all:\n  hosts:\n    a: {clustercert_profile: lab, clustercert_max_parallel_reboots: many}\n")
+    inv.write_text(
+        "all:\n  hosts:\n    a: {clustercert_profile: lab, clustercert_max_parallel_reboots: many}\n"
+    )
     with pytest.raises(InputError, match="clustercert_max_parallel_reboots"):
         bootstrap(inv)
 

@@ -72,7 +72,11 @@ def collection(tmp_path_factory) -> dict:
     env["ANSIBLE_LOCAL_TEMP"] = str(tmp / "ansible-tmp")
     run([str(BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(tmp / "dist")], env, REPO)
     tarball = next((tmp / "dist").glob(f"{NAMESPACE}-{NAME}-*.tar.gz"))
-    run([str(BIN / "ansible-galaxy"), "collection", "install", "-p", str(tmp / "collections"), str(tarball)], env, tmp)
+    run(
+        [str(BIN / "ansible-galaxy"), "collection", "install", "-p", str(tmp / "collections"), str(tarball)],
+        env,
+        tmp,
+    )
     root = tmp / "collections" / "ansible_collections" / NAMESPACE / NAME
     assert root.is_dir()
     return {"tarball": tarball, "collections": tmp / "collections", "root": root}
@@ -90,8 +94,15 @@ def test_the_tarball_holds_the_roles_playbooks_plugin_and_runtime_and_no_tool(co
     for role in ROLE_DIRS:
         assert f"roles/{role.name}/README.md" in names
         assert f"roles/{role.name}/meta/argument_specs.yml" in names
-    outside = {n.split("/")[0] for n in names} - {"MANIFEST.json", "FILES.json", "README.md", "meta", "playbooks",
-                                                   "plugins", "roles"}
+    outside = {n.split("/")[0] for n in names} - {
+        "MANIFEST.json",
+        "FILES.json",
+        "README.md",
+        "meta",
+        "playbooks",
+        "plugins",
+        "roles",
+    }
     assert outside == set(), f"not collection content: {sorted(outside)}"
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     # no link anywhere: Ansible and ansible-lint read every file as what it is
@@ -136,7 +147,7 @@ RENDER_PLAYBOOK = """\
               'packages': nvidia_driver_package_specs, 'extra_packages': nvidia_driver_extra_packages,
               'lab_profile_driver': (query('clustercert.cluster.clustercert_profile', 'lab') | first).driver.version}}
              | to_nice_json }}}}
-"""
+"""  # noqa: E501
 
 
 def test_a_site_playbook_pins_the_driver_from_the_manifest_in_the_collection(collection, tmp_path):
@@ -147,13 +158,19 @@ def test_a_site_playbook_pins_the_driver_from_the_manifest_in_the_collection(col
     (tmp_path / "hosts").write_text("[gpu_nodes]\nlocalhost ansible_connection=local\n")
     (tmp_path / "site.yml").write_text(RENDER_PLAYBOOK.format(
         facts=FACTS / "ubuntu2204.json", collection=collection["root"], out=out))
-    run([str(BIN / "ansible-playbook"), "-i", "hosts", "site.yml"], site_env(tmp_path, collection["collections"]),
-        tmp_path)
+    run(
+        [str(BIN / "ansible-playbook"), "-i", "hosts", "site.yml"],
+        site_env(tmp_path, collection["collections"]),
+        tmp_path,
+    )
     resolved = json.loads((out / "resolved.json").read_text())
     branch, version = PINS["driver"]["branch"], PINS["driver"]["version"]
     assert (resolved["branch"], resolved["version"]) == (branch, version)
-    assert resolved["packages"] == [f"nvidia-driver-{branch}={version}-*", f"nvidia-dkms-{branch}={version}-*",
-                                    f"nvidia-compute-utils-{branch}={version}-*"]
+    assert resolved["packages"] == [
+        f"nvidia-driver-{branch}={version}-*",
+        f"nvidia-dkms-{branch}={version}-*",
+        f"nvidia-compute-utils-{branch}={version}-*",
+    ]
     assert resolved["extra_packages"] == ["linux-headers-5.15.0-143-generic"]  # the recorded node's kernel
     assert f"Pin: version {version}-*\nPin-Priority: 1001\n" in (out / "nvidia-driver.pref").read_text()
     assert re.fullmatch(r"\d+\.\d+\.\d+", resolved["lab_profile_driver"])
@@ -185,7 +202,12 @@ def role_uses(play: dict) -> list[tuple[str, dict]]:
             inline = {k: v for k, v in entry.items() if k not in ROLE_KEYWORDS}
             uses.append((entry.get("role", entry.get("name")), {**inline, **entry.get("vars", {})}))
     for task in play.get("pre_tasks", []) + play.get("tasks", []) + play.get("post_tasks", []):
-        for action in ("ansible.builtin.include_role", "ansible.builtin.import_role", "include_role", "import_role"):
+        for action in (
+            "ansible.builtin.include_role",
+            "ansible.builtin.import_role",
+            "include_role",
+            "import_role",
+        ):
             if action in task:
                 uses.append((task[action]["name"], task.get("vars", {})))
     return uses
@@ -196,16 +218,24 @@ def test_every_role_readme_shows_a_standalone_use_with_documented_variables(role
     plays = readme_examples(role_dir)
     assert plays, f"{role_dir.name}/README.md has no example playbook"
     uses = [use for play in plays for use in role_uses(play)]
-    assert f"{FQCN}.{role_dir.name}" in [name for name, _ in uses], f"{role_dir.name}: no example names {FQCN}.{role_dir.name}"
+    assert f"{FQCN}.{role_dir.name}" in [name for name, _ in uses], (
+        f"{role_dir.name}: no example names {FQCN}.{role_dir.name}"
+    )
     for play in plays:
-        assert set(play) <= PLAY_KEYWORDS, f"{role_dir.name}: unexpected play keys {set(play) - PLAY_KEYWORDS}"
+        assert set(play) <= PLAY_KEYWORDS, (
+            f"{role_dir.name}: unexpected play keys {set(play) - PLAY_KEYWORDS}"
+        )
         documented = set()
         for name, variables in role_uses(play):
             assert name.startswith(FQCN + "."), f"{role_dir.name}: {name} is not named by its FQCN"
             options = set(spec_options(name.removeprefix(FQCN + ".")))
-            assert set(variables) <= options, f"{role_dir.name}: {sorted(set(variables) - options)} undocumented for {name}"
+            assert set(variables) <= options, (
+                f"{role_dir.name}: {sorted(set(variables) - options)} undocumented for {name}"
+            )
             documented |= options
-        assert set(play.get("vars", {})) <= documented, f"{role_dir.name}: play vars not in any role's argument_specs"
+        assert set(play.get("vars", {})) <= documented, (
+            f"{role_dir.name}: play vars not in any role's argument_specs"
+        )
 
 
 def test_the_readme_examples_pass_argument_validation_from_the_installed_collection(collection, tmp_path):
@@ -216,15 +246,34 @@ def test_the_readme_examples_pass_argument_validation_from_the_installed_collect
     for role_dir in ROLE_DIRS:
         for play in readme_examples(role_dir):
             play = {**play, "gather_facts": False}
-            play["pre_tasks"] = [{"name": "Recorded facts of an Ubuntu 22.04 node", "tags": ["always"],
-                                  "recorded_facts": {"path": str(FACTS / "ubuntu2204.json")}}] + play.get("pre_tasks", [])
+            play["pre_tasks"] = [
+                {
+                    "name": "Recorded facts of an Ubuntu 22.04 node",
+                    "tags": ["always"],
+                    "recorded_facts": {"path": str(FACTS / "ubuntu2204.json")},
+                }
+            ] + play.get("pre_tasks", [])
             plays.append(play)
     (tmp_path / "examples.yml").write_text(yaml.safe_dump(plays, sort_keys=False))
     (tmp_path / "hosts").write_text("[gpu_nodes]\nlocalhost ansible_connection=local ansible_become=false\n")
-    proc = run([str(BIN / "ansible-playbook"), "-i", "hosts", "examples.yml", "--check", "--tags", "clustercert-none"],
-               site_env(tmp_path, collection["collections"]), tmp_path)
-    validated = set(re.findall(rf"TASK \[{re.escape(FQCN)}\.(\w+) : Validating arguments against arg spec 'main'",
-                               proc.stdout))
+    proc = run(
+        [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            "hosts",
+            "examples.yml",
+            "--check",
+            "--tags",
+            "clustercert-none",
+        ],
+        site_env(tmp_path, collection["collections"]),
+        tmp_path,
+    )
+    validated = set(
+        re.findall(
+            rf"TASK \[{re.escape(FQCN)}\.(\w+) : Validating arguments against arg spec 'main'", proc.stdout
+        )
+    )
     assert validated == {p.name for p in ROLE_DIRS}, proc.stdout[-3000:]
 
 
@@ -238,7 +287,9 @@ def test_roles_that_read_a_pin_depend_on_the_manifest_role():
         meta = role / "meta" / "main.yml"
         deps = (yaml.safe_load(meta.read_text()) or {}).get("dependencies", []) if meta.is_file() else []
         names = [d if isinstance(d, str) else d.get("role") for d in deps]
-        assert ("clustercert_defaults" in names) == reads, f"{role.name}: reads the manifest={reads}, depends={names}"
+        assert ("clustercert_defaults" in names) == reads, (
+            f"{role.name}: reads the manifest={reads}, depends={names}"
+        )
 
 
 def test_the_bundled_playbooks_read_no_private_role_variable():

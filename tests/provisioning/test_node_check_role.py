@@ -1,7 +1,8 @@
-"""The node_check role (issue 24.1) on this machine, every path of it under a temporary directory: it builds the
-zipapp on the controller, installs it with the node file and the wrapper, changes nothing when run again or in
-check mode, and the wrapper -- run as slurmd runs a HealthCheckProgram, with no argument -- passes a healthy
-fake node and drains a faulty one (a fake scontrol records the call). No systemd timer (node_check_timer off)."""
+"""The node_check role (issue 24.1) on this machine, every path of it under a temporary directory: it builds
+the zipapp on the controller, installs it with the node file and the wrapper, changes nothing when run again
+or in check mode, and the wrapper -- run as slurmd runs a HealthCheckProgram, with no argument -- passes a
+healthy fake node and drains a faulty one (a fake scontrol records the call). No systemd timer
+(node_check_timer off)."""
 
 from __future__ import annotations
 
@@ -41,10 +42,15 @@ def installed(tmp_path_factory) -> dict:
     fake_tool(bindir, "nvidia-smi", f"#!/bin/sh\ncat {HEALTHY_XML}\n")
     variables = {
         "node_check_profile": load_profile("lab", A5000).model_dump(mode="json"),
-        "node_check_node_name": "gpu01", "node_check_python": SYSTEM_PYTHON,
-        "node_check_dir": str(tmp / "lib"), "node_check_wrapper": str(tmp / "sbin" / "clustercert-node-check"),
-        "node_check_build_dir": str(tmp / "build"), "node_check_checks": "gpu.count,gpu.model,gpu.memory",
-        "node_check_tool_path": str(bindir), "node_check_drain": True, "node_check_slurm_node": "gpu01",
+        "node_check_node_name": "gpu01",
+        "node_check_python": SYSTEM_PYTHON,
+        "node_check_dir": str(tmp / "lib"),
+        "node_check_wrapper": str(tmp / "sbin" / "clustercert-node-check"),
+        "node_check_build_dir": str(tmp / "build"),
+        "node_check_checks": "gpu.count,gpu.model,gpu.memory",
+        "node_check_tool_path": str(bindir),
+        "node_check_drain": True,
+        "node_check_slurm_node": "gpu01",
         "node_check_command_timeout_s": 10,
     }
     (tmp / "sbin").mkdir()
@@ -52,9 +58,24 @@ def installed(tmp_path_factory) -> dict:
     (tmp / "play.yml").write_text(PLAY)
 
     def play(*args: str) -> subprocess.CompletedProcess:
-        p = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(tmp / "play.yml"),
-                            "-e", f"@{tmp / 'vars.json'}", *args], capture_output=True, text=True, timeout=300,
-                           env=ansible_env(ANSIBLE_CACHE_PLUGIN="memory", **engine.strategy_env()), cwd=str(tmp))
+        p = subprocess.run(
+            [
+                str(BIN / "ansible-playbook"),
+                "-i",
+                "localhost,",
+                "-c",
+                "local",
+                str(tmp / "play.yml"),
+                "-e",
+                f"@{tmp / 'vars.json'}",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=ansible_env(ANSIBLE_CACHE_PLUGIN="memory", **engine.strategy_env()),
+            cwd=str(tmp),
+        )
         assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
         return p
 
@@ -77,7 +98,11 @@ def test_the_role_installs_the_zipapp_node_file_and_wrapper(installed):
     assert node["profile"]["gpu"]["model"] == "NVIDIA RTX A5000"
     wrapper = (tmp / "sbin" / "clustercert-node-check").read_text()
     assert (tmp / "sbin" / "clustercert-node-check").stat().st_mode & 0o777 == 0o755
-    assert f"exec {SYSTEM_PYTHON} -I -S {pyz} --profile {tmp / 'lib' / 'node.json'} --checks gpu.count,gpu.model,gpu.memory" in wrapper
+    assert (
+        f"exec {SYSTEM_PYTHON} -I -S {pyz} --profile {tmp / 'lib' / 'node.json'} --checks gpu.count,"
+        "gpu.model,gpu.memory"
+        in wrapper
+    )
     assert wrapper.rstrip().endswith('--drain --slurm-node gpu01 "$@"'), wrapper
 
 
@@ -93,8 +118,12 @@ def test_the_wrapper_is_a_health_check_program(installed):
     """As slurmd runs it: no argument, root, its exit status ignored -- the drain is what Slurm sees."""
     tmp, bindir, log = installed["tmp"], installed["bindir"], installed["log"]
     wrapper = str(tmp / "sbin" / "clustercert-node-check")
-    healthy = subprocess.run([wrapper], capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
-    assert healthy.returncode == 0 and "slurm gpu01: untouched" in healthy.stdout, healthy.stdout + healthy.stderr
+    healthy = subprocess.run(
+        [wrapper], capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"}
+    )
+    assert healthy.returncode == 0 and "slurm gpu01: untouched" in healthy.stdout, (
+        healthy.stdout + healthy.stderr
+    )
     fake_tool(bindir, "nvidia-smi", f"#!/bin/sh\ncat {FAULTY_XML}\n")
     try:
         faulty = subprocess.run([wrapper, "--format", "json"], capture_output=True, text=True, timeout=60,

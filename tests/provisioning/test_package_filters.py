@@ -46,12 +46,17 @@ def test_what_the_filter_cannot_read_is_left_to_apt():
     assert pk.unmet_packages(["libnccl2>=2.20", "Bad Name", "libnccl2=2.27.3-1+cuda12.8"], DPKG) == [
         "libnccl2>=2.20", "Bad Name"]
     assert pk.unmet_packages(["libnccl2=2.27.3-1+cuda12.8"], "") == ["libnccl2=2.27.3-1+cuda12.8"]
-    assert pk.unmet_packages(["libnccl2=2.27.3-1+cuda12.8"], "garbage without tabs\n") == ["libnccl2=2.27.3-1+cuda12.8"]
+    assert pk.unmet_packages(["libnccl2=2.27.3-1+cuda12.8"], "garbage without tabs\n") == [
+        "libnccl2=2.27.3-1+cuda12.8"
+    ]
 
 
 def test_an_arch_qualified_spec_reads_the_package():
     assert pk.unmet_packages(["openssh-client:amd64"], DPKG) == []
-    assert pk.dpkg_query_argv(["openssh-client:amd64", "libnccl2=2*", "libnccl2"])[4:] == ["openssh-client", "libnccl2"]
+    assert pk.dpkg_query_argv(["openssh-client:amd64", "libnccl2=2*", "libnccl2"])[4:] == [
+        "openssh-client",
+        "libnccl2",
+    ]
 
 
 def test_only_packages_dpkg_does_not_list_held_are_held_again():
@@ -73,10 +78,16 @@ def test_systemctl_show_blocks_by_unit():
 def test_the_roles_dpkg_query_on_this_host_reads_what_apt_has():
     """The argv the roles run, run here: an installed package (the host's libc6) is met at its version and
     not at another; a package dpkg does not have is unmet."""
-    p = subprocess.run(pk.dpkg_query_argv(["libc6", "clustercert-no-such-package"]), capture_output=True, text=True)
-    version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "libc6"], capture_output=True, text=True).stdout
+    p = subprocess.run(
+        pk.dpkg_query_argv(["libc6", "clustercert-no-such-package"]), capture_output=True, text=True
+    )
+    version = subprocess.run(
+        ["dpkg-query", "-W", "-f", "${Version}", "libc6"], capture_output=True, text=True
+    ).stdout
     assert p.stdout.splitlines()[0] == f"libc6\t{version}\tii "
-    assert pk.unmet_packages([f"libc6={version}", "clustercert-no-such-package"], p.stdout) == ["clustercert-no-such-package"]
+    assert pk.unmet_packages([f"libc6={version}", "clustercert-no-such-package"], p.stdout) == [
+        "clustercert-no-such-package"
+    ]
     assert pk.unmet_packages(["libc6=0.0-0"], p.stdout) == ["libc6=0.0-0"]
 
 
@@ -96,11 +107,17 @@ def test_the_filters_load_by_fqcn_from_the_repository(tmp_path):
         content: "{{ ['chrony', 'openssh-client'] | clustercert.cluster.clustercert_unmet_packages(dpkg) | to_json }}"
         dest: "{{ out }}"
         mode: "0644"
-""")
+""")  # noqa: E501
     out = tmp_path / "out.json"
-    env = {k: v for k, v in ansible_env().items() if k != "ANSIBLE_COLLECTIONS_PATH"}  # ansible.cfg's own path
-    p = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", f"out={out}", str(pb)],
-                       capture_output=True, text=True, env=env, timeout=120)
+    # ansible.cfg's own path
+    env = {k: v for k, v in ansible_env().items() if k != "ANSIBLE_COLLECTIONS_PATH"}
+    p = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", f"out={out}", str(pb)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert json.loads(out.read_text()) == ["chrony"]
 
@@ -112,10 +129,12 @@ def test_every_role_names_the_filters_by_fqcn():
     for d in ROLES.iterdir():
         for f in d.glob("**/*.yml"):
             text = f.read_text()
-            assert not re.search(r"\|\s*clustercert_(unmet_packages|unheld_packages|dpkg_query_argv|systemd_units)",
-                                 text), f"{f.relative_to(REPO)}: a filter by its short name"
+            assert not re.search(
+                r"\|\s*clustercert_(unmet_packages|unheld_packages|dpkg_query_argv|systemd_units)", text
+            ), f"{f.relative_to(REPO)}: a filter by its short name"
             if re.search(r"\|\s*clustercert\.cluster\.clustercert_\w+", text):
                 users.add(d.name)
-    # the package-installing roles read dpkg through the collection's packages action (test_packages_action.py)
+    # the package-installing roles read dpkg through the collection's packages action
+    # (test_packages_action.py)
     assert {"timesync"} <= users
     assert not (ROLES / "clustercert_defaults" / "filter_plugins").exists()

@@ -47,7 +47,16 @@ def test_a_dpkg_query_that_did_not_finish_leaves_the_decision_to_apt():
 
 def test_the_dpkg_query_is_the_filters_one_under_a_time_limit():
     argv = shlex.split(pa.dpkg_query_command(["libnccl2=2.26*", "libnccl2", "openssh-client:amd64"], 30))
-    assert argv == ["timeout", "30", "dpkg-query", "-W", "-f", DPKG_QUERY_FORMAT, "libnccl2", "openssh-client"]
+    assert argv == [
+        "timeout",
+        "30",
+        "dpkg-query",
+        "-W",
+        "-f",
+        DPKG_QUERY_FORMAT,
+        "libnccl2",
+        "openssh-client",
+    ]
 
 
 def test_another_package_manager_decides_itself():
@@ -75,8 +84,13 @@ def test_a_pinned_set_may_move_held_packages_and_downgrade():
 
 
 def test_the_versionlock_block_is_marked_by_its_name():
-    args = pa.versionlock_args(["libnccl-*:2.26.2-1+cuda12.8*", "nvbandwidth-*:0.7*"], "clustercert nccl_tools")
-    assert args["path"] == "/etc/dnf/plugins/versionlock.list" and args["marker"] == "# {mark} clustercert nccl_tools"
+    args = pa.versionlock_args(
+        ["libnccl-*:2.26.2-1+cuda12.8*", "nvbandwidth-*:0.7*"], "clustercert nccl_tools"
+    )
+    assert (
+        args["path"] == "/etc/dnf/plugins/versionlock.list"
+        and args["marker"] == "# {mark} clustercert nccl_tools"
+    )
     assert args["block"] == "libnccl-*:2.26.2-1+cuda12.8*\nnvbandwidth-*:0.7*"
 
 
@@ -99,7 +113,9 @@ def test_every_role_installs_its_packages_through_the_action():
                     assert module == "dnf" and str(args["name"]).startswith("@"), f"{f}: {task['name']}"
             if "clustercert.cluster.packages" in task:
                 users.add(f.parent.parent.name)
-            assert "versionlock" not in str(task.get("ansible.builtin.blockinfile", {})), f"{f}: {task['name']}"
+            assert "versionlock" not in str(task.get("ansible.builtin.blockinfile", {})), (
+                f"{f}: {task['name']}"
+            )
     assert users == {"cluster_ssh", "container_toolkit", "fabricmanager", "ib_redundancy", "nccl_tools",
                      "node_check", "nvidia_driver", "ofed", "timesync"}
 
@@ -114,13 +130,21 @@ module = AnsibleModule(argument_spec={SPEC}, supports_check_mode=True)
 with open(os.environ["CLUSTERCERT_FAKE_LOG"], "a") as log:
     log.write(json.dumps({{"module": "{NAME}", "args": module.params, "check_mode": module.check_mode}}) + "\\n")
 {EXIT}
-'''
-FAKE_APT = FAKE_MODULE.format(NAME="apt", SPEC=(
-    '{"name": {"type": "list", "elements": "str"}, "state": {}, "allow_downgrade": {"type": "bool"}, '
-    '"allow_change_held_packages": {"type": "bool"}, "install_recommends": {"type": "bool"}}'),
-    EXIT='module.exit_json(changed=True, diff={"prepared": "apt would install " + " ".join(module.params["name"])})')
-FAKE_DPKG_SELECTIONS = FAKE_MODULE.format(NAME="dpkg_selections", SPEC='{"name": {}, "selection": {}}',
-                                          EXIT='module.exit_json(changed=True, before="install", after="hold")')
+'''  # noqa: E501
+FAKE_APT = FAKE_MODULE.format(
+    NAME="apt",
+    SPEC=(
+        '{"name": {"type": "list", "elements": "str"}, "state": {}, "allow_downgrade": {"type": "bool"}, '
+        '"allow_change_held_packages": {"type": "bool"}, "install_recommends": {"type": "bool"}}'
+    ),
+    EXIT='module.exit_json(changed=True, diff={"prepared": "apt would install " + " '
+         '".join(module.params["name"])})',
+)
+FAKE_DPKG_SELECTIONS = FAKE_MODULE.format(
+    NAME="dpkg_selections",
+    SPEC='{"name": {}, "selection": {}}',
+    EXIT='module.exit_json(changed=True, before="install", after="hold")',
+)
 
 
 @pytest.fixture
@@ -152,7 +176,9 @@ def play(tmp_path):
 
 
 def _installed_libc6() -> str:
-    return subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "libc6"], capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["dpkg-query", "-W", "-f", "${Version}", "libc6"], capture_output=True, text=True
+    ).stdout
 
 
 @pytest.mark.skipif(not HAS_DPKG, reason="no dpkg on this host")
@@ -225,7 +251,9 @@ ROLES_PLAY = """\
       # nvidia_driver's module stream is ansible.builtin.dnf (no stand-in for it): its apt hosts only
       when: item != 'nvidia_driver' or ansible_facts.pkg_mgr == 'apt'
 """
-FAKE_ANY = FAKE_MODULE.replace('"module": "{NAME}"', '"module": "{NAME}", "host": os.environ["CLUSTERCERT_FAKE_HOST"]')
+FAKE_ANY = FAKE_MODULE.replace(
+    '"module": "{NAME}"', '"module": "{NAME}", "host": os.environ["CLUSTERCERT_FAKE_HOST"]'
+)
 
 
 def test_each_role_hands_its_set_holds_and_locks_to_the_package_manager(tmp_path):
@@ -234,7 +262,9 @@ def test_each_role_hands_its_set_holds_and_locks_to_the_package_manager(tmp_path
     and the versionlock lines each role gave apt, dpkg_selections and dnf before it had this one step."""
     library = tmp_path / "library"
     library.mkdir()
-    (library / "recorded_facts.py").write_text((REPO / "tests/provisioning/library/recorded_facts.py").read_text())
+    (library / "recorded_facts.py").write_text(
+        (REPO / "tests/provisioning/library/recorded_facts.py").read_text()
+    )
     spec_any = '{"name": {"type": "raw"}, "state": {}, "allow_downgrade": {"type": "bool"}, ' \
                '"allow_change_held_packages": {"type": "bool"}, "install_recommends": {"type": "bool"}}'
     for name in ("apt", "dnf"):
@@ -260,11 +290,28 @@ def test_each_role_hands_its_set_holds_and_locks_to_the_package_manager(tmp_path
     env = ansible_env(ANSIBLE_LIBRARY=str(library), CLUSTERCERT_FAKE_LOG=str(log))
     env["PATH"] = f"{fake_bin}:{env['PATH']}"
     p = subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", str(REPO / "tests/provisioning/inventory.yml"), "--limit",
-         "debian12,ubuntu2204,rocky9", str(tmp_path / "pb.yml"), "--check", "-e", json.dumps(
-             {"roles": roles, "pinned": ["nvidia_driver", "fabricmanager", "ofed", "nccl_tools", "container_toolkit"],
-              "ansible_python_interpreter": sys.executable})],
-        capture_output=True, text=True, timeout=300, env=env)
+        [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            str(REPO / "tests/provisioning/inventory.yml"),
+            "--limit",
+            "debian12,ubuntu2204,rocky9",
+            str(tmp_path / "pb.yml"),
+            "--check",
+            "-e",
+            json.dumps(
+                {
+                    "roles": roles,
+                    "pinned": ["nvidia_driver", "fabricmanager", "ofed", "nccl_tools", "container_toolkit"],
+                    "ansible_python_interpreter": sys.executable,
+                }
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
     calls = [json.loads(x) for x in log.read_text().splitlines()]
     assert calls and all(c["check_mode"] for c in calls)  # --check: the stand-ins were asked to simulate
@@ -278,7 +325,11 @@ def test_each_role_hands_its_set_holds_and_locks_to_the_package_manager(tmp_path
                 assert a["selection"] == "hold"
                 out.append(("hold", a["name"]))
             elif c["module"] == "blockinfile":
-                assert (a["path"], a["create"], a["mode"]) == ("/etc/dnf/plugins/versionlock.list", True, "0644")
+                assert (a["path"], a["create"], a["mode"]) == (
+                    "/etc/dnf/plugins/versionlock.list",
+                    True,
+                    "0644",
+                )
                 out.append(("lock", a["marker"], a["block"].splitlines()))
             else:
                 extra = {k: v for k, v in a.items() if k not in ("name", "state")}
@@ -308,11 +359,13 @@ def test_each_role_hands_its_set_holds_and_locks_to_the_package_manager(tmp_path
     assert ("apt", ["nvidia-fabricmanager-570=570.172.08-*"], "pinned") in ubuntu
     assert [c for c in ubuntu if c[0] == "hold"][-4:] == [("hold", p) for p in toolkit]
     assert ("apt", ["iperf3", "fio", "numactl", "openmpi-bin"], "as shipped") in ubuntu
-    assert not [c for c in ubuntu if c[1] in (["ifenslave"], ["opensm"])]  # a bond on networkd, switch-managed SM
+    # a bond on networkd, switch-managed SM
+    assert not [c for c in ubuntu if c[1] in (["ifenslave"], ["opensm"])]
     assert seen("rocky9") == [
         ("dnf", ["nvidia-fabric-manager-570.172.08"], "pinned"),
         ("lock", "# {mark} clustercert fabricmanager", ["nvidia-fabric-manager-*:570.172.08-*"]),
-        ("dnf", ["rdma-core", "libibverbs-utils", "infiniband-diags"], "pinned"),  # inbox: neither held nor locked
+        # inbox: neither held nor locked
+        ("dnf", ["rdma-core", "libibverbs-utils", "infiniband-diags"], "pinned"),
         ("dnf", ["libnccl-2.26.2-1+cuda12.8", "libnccl-devel-2.26.2-1+cuda12.8", "perftest-25.01.0",
                  "nccl-tests-2.14.1", "nvbandwidth-0.7", "datacenter-gpu-manager-3.3.9"], "pinned"),
         ("lock", "# {mark} clustercert nccl_tools", [

@@ -17,8 +17,19 @@ def test_every_template_is_rendered_somewhere(rendered: Path):
     names = set()
     for host in HOSTS:
         names |= {p.name.split(".j2")[0] for p in (rendered / host / "templates").iterdir()}
-    bootstrap_roles = ["nvidia_repos", "nvidia_driver", "fabricmanager", "ofed", "nvidia_peermem", "nccl_tools",
-                       "container_toolkit", "ib_redundancy", "tuning", "rolling_reboot", "cluster_ssh"]
+    bootstrap_roles = [
+        "nvidia_repos",
+        "nvidia_driver",
+        "fabricmanager",
+        "ofed",
+        "nvidia_peermem",
+        "nccl_tools",
+        "container_toolkit",
+        "ib_redundancy",
+        "tuning",
+        "rolling_reboot",
+        "cluster_ssh",
+    ]
     templates = [t for r in bootstrap_roles for t in (ROLES / r / "templates").glob("*.j2")]
     assert len(templates) >= 25
     for tpl in templates:
@@ -38,7 +49,10 @@ def test_repository_urls(rendered: Path):
     assert [s["key_url"] for s in u22] == [
         "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/3bf863cc.pub",
         "https://linux.mellanox.com/public/repo/doca/GPG-KEY-Mellanox.pub"]
-    assert [s["key_path"] for s in u22] == ["/etc/apt/keyrings/nvidia-cuda.asc", "/etc/apt/keyrings/mellanox.asc"]
+    assert [s["key_path"] for s in u22] == [
+        "/etc/apt/keyrings/nvidia-cuda.asc",
+        "/etc/apt/keyrings/mellanox.asc",
+    ]
     u24 = resolved(rendered, "ubuntu2404")["sources"]
     assert [s["url"] for s in u24] == [
         "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/",
@@ -51,11 +65,16 @@ def test_repository_urls(rendered: Path):
 
 
 def test_apt_source_lines(rendered: Path):
-    lines = [ln for ln in (rendered / "ubuntu2204/templates/nvidia_repos__nvidia.list").read_text().splitlines()
-             if ln.startswith("deb ")]
+    lines = [
+        ln
+        for ln in (rendered / "ubuntu2204/templates/nvidia_repos__nvidia.list").read_text().splitlines()
+        if ln.startswith("deb ")
+    ]
     assert lines == [
-        "deb [signed-by=/etc/apt/keyrings/nvidia-cuda.asc] https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/ /",
-        "deb [signed-by=/etc/apt/keyrings/mellanox.asc] https://linux.mellanox.com/public/repo/doca/2.10.0/ubuntu22.04/x86_64/ ./",
+        "deb [signed-by=/etc/apt/keyrings/nvidia-cuda.asc] https://developer.download.nvidia.com/compute/"
+        "cuda/repos/ubuntu2204/x86_64/ /",
+        "deb [signed-by=/etc/apt/keyrings/mellanox.asc] https://linux.mellanox.com/public/repo/doca/2.10.0/"
+        "ubuntu22.04/x86_64/ ./",
     ]
 
 
@@ -68,17 +87,53 @@ def test_dnf_repo_file(rendered: Path):
     assert cp["nvidia-cuda"]["gpgcheck"] == "1"
 
 
-@pytest.mark.parametrize("host,packages,extra", [
-    ("debian12", ["nvidia-open=570.172.08-*", "nvidia-driver=570.172.08-*", "nvidia-kernel-open-dkms=570.172.08-*",
-                  "nvidia-persistenced=570.172.08-*"], ["linux-headers-6.1.0-37-amd64"]),
-    ("ubuntu2204", ["nvidia-driver-570-open=570.172.08-*", "nvidia-dkms-570-open=570.172.08-*",
-                    "nvidia-compute-utils-570=570.172.08-*"], ["linux-headers-5.15.0-143-generic"]),
-    ("ubuntu2404", ["nvidia-driver-535=535.247.01-*", "nvidia-dkms-535=535.247.01-*",
-                    "nvidia-compute-utils-535=535.247.01-*"], ["linux-headers-6.8.0-63-generic"]),
-    ("rocky9", ["nvidia-driver-570.172.08", "nvidia-driver-cuda-570.172.08", "kmod-nvidia-open-dkms-570.172.08",
-                "nvidia-persistenced-570.172.08"],
-     ["python3-dnf-plugin-versionlock", "kernel-devel-5.14.0-570.17.1.el9_6.x86_64", "kernel-headers-5.14.0-570.17.1.el9_6"]),
-])
+@pytest.mark.parametrize(
+    "host,packages,extra",
+    [
+        (
+            "debian12",
+            [
+                "nvidia-open=570.172.08-*",
+                "nvidia-driver=570.172.08-*",
+                "nvidia-kernel-open-dkms=570.172.08-*",
+                "nvidia-persistenced=570.172.08-*",
+            ],
+            ["linux-headers-6.1.0-37-amd64"],
+        ),
+        (
+            "ubuntu2204",
+            [
+                "nvidia-driver-570-open=570.172.08-*",
+                "nvidia-dkms-570-open=570.172.08-*",
+                "nvidia-compute-utils-570=570.172.08-*",
+            ],
+            ["linux-headers-5.15.0-143-generic"],
+        ),
+        (
+            "ubuntu2404",
+            [
+                "nvidia-driver-535=535.247.01-*",
+                "nvidia-dkms-535=535.247.01-*",
+                "nvidia-compute-utils-535=535.247.01-*",
+            ],
+            ["linux-headers-6.8.0-63-generic"],
+        ),
+        (
+            "rocky9",
+            [
+                "nvidia-driver-570.172.08",
+                "nvidia-driver-cuda-570.172.08",
+                "kmod-nvidia-open-dkms-570.172.08",
+                "nvidia-persistenced-570.172.08",
+            ],
+            [
+                "python3-dnf-plugin-versionlock",
+                "kernel-devel-5.14.0-570.17.1.el9_6.x86_64",
+                "kernel-headers-5.14.0-570.17.1.el9_6",
+            ],
+        ),
+    ],
+)
 def test_driver_packages(rendered: Path, host, packages, extra):
     r = resolved(rendered, host)
     assert r["driver_packages"] == packages
@@ -87,19 +142,35 @@ def test_driver_packages(rendered: Path, host, packages, extra):
 
 
 def test_fabricmanager_name_and_version_follow_the_driver(rendered: Path):
-    assert [(resolved(rendered, h)["fabricmanager_package"], resolved(rendered, h)["fabricmanager_version"])
-            for h in HOSTS] == [("nvidia-fabricmanager-570", "570.172.08"), ("nvidia-fabricmanager-570", "570.172.08"),
-                                ("nvidia-fabricmanager-535", "535.247.01"), ("nvidia-fabric-manager", "570.172.08")]
+    assert [
+        (resolved(rendered, h)["fabricmanager_package"], resolved(rendered, h)["fabricmanager_version"])
+        for h in HOSTS
+    ] == [
+        ("nvidia-fabricmanager-570", "570.172.08"),
+        ("nvidia-fabricmanager-570", "570.172.08"),
+        ("nvidia-fabricmanager-535", "535.247.01"),
+        ("nvidia-fabric-manager", "570.172.08"),
+    ]
 
 
 def test_ofed_nccl_toolkit_packages(rendered: Path):
     assert resolved(rendered, "debian12")["ofed_packages"] == ["doca-ofed=2.10.0*"]
     assert resolved(rendered, "ubuntu2404")["ofed_packages"] == ["mlnx-ofed-basic=24.10-1.1.4.0*"]
-    assert resolved(rendered, "rocky9")["ofed_packages"] == ["rdma-core", "libibverbs-utils", "infiniband-diags"]
+    assert resolved(rendered, "rocky9")["ofed_packages"] == [
+        "rdma-core",
+        "libibverbs-utils",
+        "infiniband-diags",
+    ]
     assert resolved(rendered, "debian12")["nccl_tools_packages"] == [
-        "libnccl2=2.26.2-1+cuda12.8", "libnccl-dev=2.26.2-1+cuda12.8", "perftest=25.01.0*", "nccl-tests=2.14.1*",
-        "nvbandwidth=0.7*", "datacenter-gpu-manager=1:3.3.9*"]
-    # a site's CUDA build of perftest (nccl_tools_perftest_package) in place of the stock package, pinned alike
+        "libnccl2=2.26.2-1+cuda12.8",
+        "libnccl-dev=2.26.2-1+cuda12.8",
+        "perftest=25.01.0*",
+        "nccl-tests=2.14.1*",
+        "nvbandwidth=0.7*",
+        "datacenter-gpu-manager=1:3.3.9*",
+    ]
+    # a site's CUDA build of perftest (nccl_tools_perftest_package) in place of the stock package, pinned
+    # alike
     assert [p for p in resolved(rendered, "ubuntu2204")["nccl_tools_packages"] if "perftest" in p] == [
         "perftest-cuda=25.01.0-cuda12.8*"]
     assert resolved(rendered, "ubuntu2404")["nccl_tools_packages"][:2] == [
@@ -112,9 +183,14 @@ def test_ofed_nccl_toolkit_packages(rendered: Path):
 
 
 def test_runtime_targets(rendered: Path):
-    assert resolved(rendered, "ubuntu2204")["container_runtime"]["config"] == "/etc/containerd/conf.d/99-nvidia.toml"
+    assert (
+        resolved(rendered, "ubuntu2204")["container_runtime"]["config"]
+        == "/etc/containerd/conf.d/99-nvidia.toml"
+    )
     assert resolved(rendered, "ubuntu2404")["container_runtime"]["config"] == "/etc/docker/daemon.json"
-    assert resolved(rendered, "rocky9")["container_runtime"]["config"] == "/etc/crio/crio.conf.d/99-nvidia.toml"
+    assert (
+        resolved(rendered, "rocky9")["container_runtime"]["config"] == "/etc/crio/crio.conf.d/99-nvidia.toml"
+    )
 
 
 def test_bond_for_each_network_stack(rendered: Path):
@@ -131,7 +207,12 @@ def test_bond_for_each_network_stack(rendered: Path):
         assert line in ifup
     nm = configparser.ConfigParser()
     nm.read_string((rendered / "rocky9/templates/ib_redundancy__bond.nmconnection").read_text())
-    assert dict(nm["bond"]) == {"mode": "active-backup", "miimon": "100", "primary": "ib8", "fail_over_mac": "active"}
+    assert dict(nm["bond"]) == {
+        "mode": "active-backup",
+        "miimon": "100",
+        "primary": "ib8",
+        "fail_over_mac": "active",
+    }
     slave = configparser.ConfigParser()
     slave.read_string((rendered / "rocky9/templates/ib_redundancy__bond-slave.nmconnection.ib9").read_text())
     assert slave["connection"]["master"] == "bond0" and slave["connection"]["type"] == "infiniband"
@@ -141,7 +222,10 @@ def test_bond_for_each_network_stack(rendered: Path):
 
 def test_nccl_conf_names_compute_rails_only(rendered: Path):
     # the lab profile names its rails (hardware.nic_gpu): written as they are, in GPU order
-    assert "NCCL_IB_HCA==mlx5_0,mlx5_1\n" in (rendered / "debian12/templates/ib_redundancy__nccl.conf").read_text()
+    assert (
+        "NCCL_IB_HCA==mlx5_0,mlx5_1\n"
+        in (rendered / "debian12/templates/ib_redundancy__nccl.conf").read_text()
+    )
     assert resolved(rendered, "debian12")["compute_hcas"] == ["mlx5_0", "mlx5_1"]
     # the h100 profile names none: the role gets its hardware.rails and discovers the names on the node (the
     # same rule as certify: tests/test_rails.py renders this template from it on a real 12-NIC capture)
@@ -162,8 +246,14 @@ def test_sysctls_split_between_arp_and_tuning(rendered: Path):
 def test_tuning_files(rendered: Path):
     t = rendered / "ubuntu2204/templates"
     assert "*       hard    memlock unlimited\n" in t.joinpath("tuning__limits.conf").read_text()
-    assert "DefaultLimitMEMLOCK=infinity\nDefaultLimitNOFILE=1048576\n" in t.joinpath("tuning__systemd-limits.conf").read_text()
-    assert 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX iommu=pt"' in t.joinpath("tuning__grub-cmdline.cfg").read_text()
+    assert (
+        "DefaultLimitMEMLOCK=infinity\nDefaultLimitNOFILE=1048576\n"
+        in t.joinpath("tuning__systemd-limits.conf").read_text()
+    )
+    assert (
+        'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX iommu=pt"'
+        in t.joinpath("tuning__grub-cmdline.cfg").read_text()
+    )
     assert "echo performance >" in t.joinpath("tuning__clustercert-cpu-governor.service").read_text()
 
 

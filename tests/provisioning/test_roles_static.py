@@ -85,12 +85,22 @@ def test_no_shell_and_no_blanket_changed_when_false(role):
     for f in (ROLES / role / "tasks").glob("*.yml"):
         tasks = yaml.safe_load(f.read_text()) or []
         for task in tasks:
-            assert "ansible.builtin.shell" not in task and "shell" not in task, f"{f}: {task.get('name')} uses shell"
+            assert "ansible.builtin.shell" not in task and "shell" not in task, (
+                f"{f}: {task.get('name')} uses shell"
+            )
             if task.get("changed_when") is False or task.get("changed_when") == "false":
                 # only read-only commands may say they never change anything
                 argv = str(task.get("ansible.builtin.command", {}))
-                # (clustercert_dpkg_query_argv: `dpkg-query -W`, clustercert_defaults' filter plugin; `nvidia-smi
-                # topo -m`: ib_redundancy reads the GPU-NIC topology for the compute rails' names)
-                assert any(word in argv for word in ("show", "--info", "cat", "waitsync", "clustercert_dpkg_query_argv",
-                                                     "topo -m")), \
-                    f"{f}: {task['name']}"
+                # (clustercert_dpkg_query_argv: `dpkg-query -W`, clustercert_defaults' filter plugin;
+                # `nvidia-smi topo -m`: ib_redundancy reads the GPU-NIC topology for the compute rails' names)
+                assert any(
+                    word in argv
+                    for word in (
+                        "show",
+                        "--info",
+                        "cat",
+                        "waitsync",
+                        "clustercert_dpkg_query_argv",
+                        "topo -m",
+                    )
+                ), f"{f}: {task['name']}"

@@ -66,8 +66,13 @@ def test_rolling_reboot_takes_one_node_down_at_a_time(lab8):
     sampler.start()
     try:
         # Another pinned driver: the loaded module no longer matches -> reboot, one node at a time.
-        rc, doc = bootstrap(lab, "--limit", ",".join(REBOOTED),
-                            "-e", json.dumps({"clustercert_profile_overrides": {"driver": {"version": OTHER_DRIVER}}}))
+        rc, doc = bootstrap(
+            lab,
+            "--limit",
+            ",".join(REBOOTED),
+            "-e",
+            json.dumps({"clustercert_profile_overrides": {"driver": {"version": OTHER_DRIVER}}}),
+        )
     finally:
         sampler.stop.set()
         sampler.join(10)

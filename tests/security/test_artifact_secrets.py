@@ -17,7 +17,8 @@ TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 def test_become_password_reaches_ansible_but_no_artifact(tmp_path, monkeypatch):
     monkeypatch.setenv("ANSIBLE_BECOME_PASS", PASSWORD)
     monkeypatch.setenv("SOME_HARMLESS_NAME", TOKEN)  # a secret by its value, not its name
-    monkeypatch.setenv("ANSIBLE_HOST_KEY_CHECKING", "False")  # a user's setting: host keys stay checked anyway
+    # a user's setting: host keys stay checked anyway
+    monkeypatch.setenv("ANSIBLE_HOST_KEY_CHECKING", "False")
     inv = tmp_path / "inv.ini"
     inv.write_text(f"node ansible_connection=local ansible_python_interpreter={sys.executable}\n")
     seen = tmp_path / "seen.json"
@@ -38,7 +39,9 @@ def test_become_password_reaches_ansible_but_no_artifact(tmp_path, monkeypatch):
               ansible.builtin.debug:
                 msg: "the password is {{{{ lookup('env', 'ANSIBLE_BECOME_PASS') }}}}"
         """))
-    result = engine.run_playbook(pb, inv, state=tmp_path / "state", envvars={"ANSIBLE_HOST_KEY_CHECKING": "False"})
+    result = engine.run_playbook(
+        pb, inv, state=tmp_path / "state", envvars={"ANSIBLE_HOST_KEY_CHECKING": "False"}
+    )
     assert result.ok, result.to_json()
 
     got = json.loads(seen.read_text())
@@ -65,14 +68,39 @@ def test_become_password_reaches_ansible_but_no_artifact(tmp_path, monkeypatch):
 
 def test_secret_env_by_name_and_value():
     env = {
-        "ANSIBLE_BECOME_PASS": "x", "ANSIBLE_BECOME_PASSWORD": "x", "MY_API_TOKEN": "x", "AWS_SECRET_ACCESS_KEY": "x",
-        "VAULT_KEY": "x", "DB_CREDENTIALS": "x", "HTTP_AUTH": "x", "PROXY": "http://u:pw@proxy:3128",
-        "K": "-----BEGIN OPENSSH PRIVATE KEY-----\nabc", "AWSID": "AKIAABCDEFGHIJKLMNOP",
+        "ANSIBLE_BECOME_PASS": "x",
+        "ANSIBLE_BECOME_PASSWORD": "x",
+        "MY_API_TOKEN": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "VAULT_KEY": "x",
+        "DB_CREDENTIALS": "x",
+        "HTTP_AUTH": "x",
+        "PROXY": "http://u:pw@proxy:3128",
+        "K": "-----BEGIN OPENSSH PRIVATE KEY-----\nabc",
+        "AWSID": "AKIAABCDEFGHIJKLMNOP",
         # not secrets: where a key is, the agent socket, host-key checking, the shell's directories
-        "ANSIBLE_PRIVATE_KEY_FILE": "/root/.ssh/id", "SSH_AUTH_SOCK": "/tmp/agent", "ANSIBLE_HOST_KEY_CHECKING": "True",
-        "PWD": "/root", "OLDPWD": "/", "PATH": "/usr/bin", "HOME": "/root", "KEYBOARD": "us", "MONKEY": "x",
+        "ANSIBLE_PRIVATE_KEY_FILE": "/root/.ssh/id",
+        "SSH_AUTH_SOCK": "/tmp/agent",
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+        "PWD": "/root",
+        "OLDPWD": "/",
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+        "KEYBOARD": "us",
+        "MONKEY": "x",
         "HTTP_PROXY": "http://proxy:3128",
     }
-    assert sorted(engine.secret_env(env)) == sorted([
-        "ANSIBLE_BECOME_PASS", "ANSIBLE_BECOME_PASSWORD", "MY_API_TOKEN", "AWS_SECRET_ACCESS_KEY", "VAULT_KEY",
-        "DB_CREDENTIALS", "HTTP_AUTH", "PROXY", "K", "AWSID"])
+    assert sorted(engine.secret_env(env)) == sorted(
+        [
+            "ANSIBLE_BECOME_PASS",
+            "ANSIBLE_BECOME_PASSWORD",
+            "MY_API_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "VAULT_KEY",
+            "DB_CREDENTIALS",
+            "HTTP_AUTH",
+            "PROXY",
+            "K",
+            "AWSID",
+        ]
+    )

@@ -102,10 +102,12 @@ def test_playbook_runs_check_host_keys(wrapper_on_path, tmp_path, monkeypatch, s
     if strategy == "mitogen_linear" and env.get("ANSIBLE_STRATEGY") != "mitogen_linear":
         pytest.skip("mitogen is not installed")
     kh = tmp_path / "known_hosts"
-    kh.write_text("192.0.2.10 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFakeFakeFake\n")
+    kh.write_text(
+        "192.0.2.10 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFakeFakeFake\n"
+    )
     inv = tmp_path / "inv.ini"
-    inv.write_text(f"node01 ansible_host=192.0.2.10 ansible_user=root ansible_python_interpreter=/usr/bin/python3 "
-                   f"ansible_ssh_common_args='-o UserKnownHostsFile={kh}'\n")
+    inv.write_text("node01 ansible_host=192.0.2.10 ansible_user=root ansible_python_interpreter=/usr/bin/"
+                   f"python3 ansible_ssh_common_args='-o UserKnownHostsFile={kh}'\n")
     pb = tmp_path / "pb.yml"
     pb.write_text(f"- hosts: all\n  gather_facts: false\n  tasks:\n"
                   f"    - ansible.builtin.file:\n        path: {tmp_path}/RAN\n        state: touch\n")
@@ -134,9 +136,9 @@ def test_describe_failure_names_the_host_key_and_sudo_cases():
 
 
 def test_become_uses_sudo_and_feeds_the_password_on_stdin_only(tmp_path, monkeypatch):
-    """The collector's node reads under become, run locally through a stand-in sudo that records its command line and
-    what it read: `sudo -n` without a password, `sudo -S` fed ANSIBLE_BECOME_PASS first on stdin with it
-    (never on a command line); the node's runner still gets its request."""
+    """The collector's node reads under become, run locally through a stand-in sudo that records its command
+    line and what it read: `sudo -n` without a password, `sudo -S` fed ANSIBLE_BECOME_PASS first on stdin with
+    it (never on a command line); the node's runner still gets its request."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     rec = tmp_path / "sudo.log"
@@ -155,7 +157,11 @@ def test_become_uses_sudo_and_feeds_the_password_on_stdin_only(tmp_path, monkeyp
         """))
     (bindir / "sudo").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    conn = {"ansible_connection": "local", "ansible_become": "yes", "ansible_python_interpreter": sys.executable}
+    conn = {
+        "ansible_connection": "local",
+        "ansible_become": "yes",
+        "ansible_python_interpreter": sys.executable,
+    }
     monkeypatch.delenv("ANSIBLE_BECOME_PASS", raising=False)
     ev = ssh.collect_node("n", conn, {"hello": ("echo hi", 5)})
     assert ev.reachable and ev.results["hello"].stdout == "hi\n", ev
@@ -177,14 +183,32 @@ def test_become_uses_sudo_and_feeds_the_password_on_stdin_only(tmp_path, monkeyp
 
 def test_testinfra_validators_check_host_keys(wrapper_on_path, tmp_path):
     """`pytest validators/` (pytest-testinfra, ssh backend) with an ssh config that turns checking off: the
-    ssh command lines still have StrictHostKeyChecking yes effective, and the forged-key answer fails the tests."""
+    ssh command lines still have StrictHostKeyChecking yes effective, and the forged-key answer fails the
+    tests."""
     log = wrapper_on_path
     cfg = tmp_path / "ssh_config"
     cfg.write_text("Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n")
     repo = Path(__file__).resolve().parents[2]
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(repo / "validators" / "test_time.py"),
-                        "--hosts", "ssh://root@192.0.2.10", f"--ssh-config={cfg}", "--clustercert-profile", "lab"],
-                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(repo / "validators" / "test_time.py"),
+            "--hosts",
+            "ssh://root@192.0.2.10",
+            f"--ssh-config={cfg}",
+            "--clustercert-profile",
+            "lab",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert p.returncode != 0, p.stdout
     records = _effective(log)
     assert records

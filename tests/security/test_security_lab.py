@@ -65,14 +65,21 @@ def _inventory_copy(src: Path, dest: Path, hosts: tuple[str, ...], known_hosts: 
         for hv in doc["all"]["children"]["lab"]["hosts"].values():
             args = hv["ansible_ssh_common_args"].split()
             hv["ansible_ssh_common_args"] = " ".join(
-                f"UserKnownHostsFile={known_hosts}" if a.startswith("UserKnownHostsFile=") else a for a in args)
+                f"UserKnownHostsFile={known_hosts}" if a.startswith("UserKnownHostsFile=") else a
+                for a in args
+            )
     (dest / "hosts.yml").write_text(yaml.safe_dump(doc, sort_keys=False))
     return dest / "hosts.yml"
 
 
 def _sshd_sessions_since(lab, name: str, since: float) -> int:
-    p = lab.handle(name).exec(["sh", "-c", f"journalctl -q -o cat SYSLOG_IDENTIFIER=sshd --since @{int(since)} "
-                                           "| grep -c Accepted || true"])
+    p = lab.handle(name).exec(
+        [
+            "sh",
+            "-c",
+            f"journalctl -q -o cat SYSLOG_IDENTIFIER=sshd --since @{int(since)} | grep -c Accepted || true",
+        ]
+    )
     return int(p.stdout.strip() or 0)
 
 
@@ -85,7 +92,7 @@ def _ssh_wrapper(tmp: Path) -> tuple[Path, Path]:
         #!/bin/sh
         {{ echo "=== $*" | head -c 600; echo; {real} -G "$@" 2>&1 | grep -E '^(stricthostkeychecking|userknownhostsfile|hostname) '; }} >> {log}
         exec {real} "$@"
-        """))
+        """))  # noqa: E501
     (bindir / "ssh").chmod(0o755)
     return bindir, log
 
@@ -96,7 +103,11 @@ def _effective_lines(log: Path) -> list[dict]:
         if line.startswith("=== "):
             cur = {"argv": line[4:]}
             out.append(cur)
-        elif cur is not None and line.split(" ", 1)[0] in ("stricthostkeychecking", "userknownhostsfile", "hostname"):
+        elif cur is not None and line.split(" ", 1)[0] in (
+            "stricthostkeychecking",
+            "userknownhostsfile",
+            "hostname",
+        ):
             k, v = line.split(" ", 1)
             cur[k] = v
     return [r for r in out if "stricthostkeychecking" in r]
@@ -139,7 +150,8 @@ def test_forged_host_key_is_refused_by_every_verb(bootstrapped_lab, tmp_path, sh
         names = line.split()[0].split(",")
         lines.append(f"{line.split()[0]} {forged_pub[0]} {forged_pub[1]}" if "node01" in names else line)
     kh.write_text("\n".join(lines) + "\n")
-    # --backend slurm's one connection, to its launch node (the first Slurm host: node01), is refused the same way
+    # --backend slurm's one connection, to its launch node (the first Slurm host: node01), is refused the same
+    # way
     slurm_inv = _inventory_copy(lab.inventory, tmp_path / "inv-slurm", tuple(lab.nodes), kh)
     gv = slurm_inv.parent / "group_vars" / "all.yml"
     if "clustercert_slurm:" not in gv.read_text():
@@ -152,29 +164,57 @@ def test_forged_host_key_is_refused_by_every_verb(bootstrapped_lab, tmp_path, sh
         "bootstrap --check": cc(fenv, "bootstrap", "-i", str(forged), "--limit", "node01", "--check"),
         "bootstrap": cc(fenv, "bootstrap", "-i", str(forged), "--limit", "node01"),
         "validate": cc(fenv, "validate", "-i", str(forged), "--limit", ",".join(PAIR)),
-        "probe": cc(fenv, "probe", "-i", str(forged), "--limit", ",".join(PAIR), "--probes", "iperf3", *PROBE),
-        "certify": cc(fenv, "certify", "-i", str(forged), "--limit", ",".join(PAIR), "--out", str(tmp_path / "cert-forged"),
-                      *PROBE),
-        # on node01 alone (its baseline is the certify above): node02's check-mode playbook would add nothing here
+        "probe": cc(
+            fenv, "probe", "-i", str(forged), "--limit", ",".join(PAIR), "--probes", "iperf3", *PROBE
+        ),
+        "certify": cc(
+            fenv,
+            "certify",
+            "-i",
+            str(forged),
+            "--limit",
+            ",".join(PAIR),
+            "--out",
+            str(tmp_path / "cert-forged"),
+            *PROBE,
+        ),
+        # on node01 alone (its baseline is the certify above): node02's check-mode playbook would add nothing
+        # here
         "drift": cc(fenv, "drift", "-i", str(forged), "--limit", "node01"),
-        "validate --backend slurm": cc(fenv, "validate", "-i", str(slurm_inv), "--limit", ",".join(PAIR),
-                                       "--backend", "slurm", "--checks", "time"),
+        "validate --backend slurm": cc(
+            fenv,
+            "validate",
+            "-i",
+            str(slurm_inv),
+            "--limit",
+            ",".join(PAIR),
+            "--backend",
+            "slurm",
+            "--checks",
+            "time",
+        ),
     }
     for verb, p in runs.items():
         try:
             _unreachable_with_reason(p, "node01")
         except AssertionError as exc:
             raise AssertionError(f"{verb}: {exc}") from None
-    assert _sshd_sessions_since(lab, "node01", since) == 0, "a session was opened on the node with the forged key"
+    assert _sshd_sessions_since(lab, "node01", since) == 0, (
+        "a session was opened on the node with the forged key"
+    )
     assert _sshd_sessions_since(lab, "node02", since) > 0  # the check can see sessions: node02 had them
-    v = json.loads(cc(fenv, "validate", "-i", str(forged), "--limit", ",".join(PAIR), "--format", "json").stdout)
+    v = json.loads(
+        cc(fenv, "validate", "-i", str(forged), "--limit", ",".join(PAIR), "--format", "json").stdout
+    )
     nodes = v.get("nodes", v)
     assert nodes["node01"]["verdict"] == "unreachable" and nodes["node02"]["verdict"] == "pass", v
 
     records = _effective_lines(log)
     to_node01 = [r for r in records if r.get("hostname") == lab.status["nodes"]["node01"]["mgmt_ip"]]
     assert to_node01, records[:3]
-    assert all(r["stricthostkeychecking"] == "true" for r in records), [r for r in records if r["stricthostkeychecking"] != "true"][:2]
+    assert all(r["stricthostkeychecking"] == "true" for r in records), [
+        r for r in records if r["stricthostkeychecking"] != "true"
+    ][:2]
     assert all("/dev/null" not in r.get("userknownhostsfile", "") for r in records)
     assert any("StrictHostKeyChecking yes" in r["argv"] for r in records), "mitogen's ssh line not seen"
     assert any("StrictHostKeyChecking=yes" in r["argv"] for r in records)
@@ -196,7 +236,9 @@ def _set_root_login(lab, names, allowed: bool) -> None:
         if allowed:
             h.exec(["rm", "-f", "/etc/ssh/sshd_config.d/05-clustercert-test.conf"])
         else:
-            h.exec(["sh", "-c", "echo 'PermitRootLogin no' > /etc/ssh/sshd_config.d/05-clustercert-test.conf"])
+            h.exec(
+                ["sh", "-c", "echo 'PermitRootLogin no' > /etc/ssh/sshd_config.d/05-clustercert-test.conf"]
+            )
         r = h.exec(["systemctl", "reload", "ssh"])
         assert r.returncode == 0, r.stderr
 
@@ -223,7 +265,9 @@ def test_non_root_operator_with_sudo(bootstrapped_lab, tmp_path, short_home):
         p = cc(env, "bootstrap", "-i", str(inv), *limit, "--format", "json", timeout=1800)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
         doc = json.loads(p.stdout)
-        assert set(doc["hosts"]) == set(PAIR) and not any(h["failed"] or h["unreachable"] for h in doc["hosts"].values())
+        assert set(doc["hosts"]) == set(PAIR) and not any(
+            h["failed"] or h["unreachable"] for h in doc["hosts"].values()
+        )
         p = cc(env, "validate", "-i", str(inv), *limit)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
         out = tmp_path / "cert"

@@ -23,8 +23,13 @@ MIIMON_MS = 100  # profile lab
 
 def validate(lab, *args: str, timeout: float = 300) -> tuple[int, dict]:
     env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "validate-test-state"))
-    p = subprocess.run([sys.executable, "-m", "clustercert", "validate", "-i", "lab", "--format", "json", *args],
-                       capture_output=True, text=True, timeout=timeout, env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", "clustercert", "validate", "-i", "lab", "--format", "json", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
     assert p.returncode in (0, 1), p.stderr
     return p.returncode, json.loads(p.stdout)
 
@@ -73,7 +78,11 @@ def test_every_node_fails_over_and_comes_back(bootstrapped_lab):
     for i, name in enumerate(lab.nodes):
         fs = {f["subject"]: f for f in findings(doc, name, CHECK)}
         peer = lab.nodes[(i + 1) % len(lab.nodes)]
-        assert set(fs) == {"bond0 failover", f"bond0 peer {bond_ip(lab, peer)} ({peer})", "bond0 back to ib0"}, fs
+        assert set(fs) == {
+            "bond0 failover",
+            f"bond0 peer {bond_ip(lab, peer)} ({peer})",
+            "bond0 back to ib0",
+        }, fs
         assert all(f["status"] == "pass" for f in fs.values()), fs
         fo = fs["bond0 failover"]
         assert fo["observed"].startswith("ib0 -> ib1 in ") and fo["unit"] == "ms"
@@ -99,18 +108,25 @@ def test_backup_slave_down_fails_that_node_only(bootstrapped_lab):
         lab.ssh(first, f"ping -n -c 2 -W 1 -I bond0 {bond_ip(lab, target)}")
         # ... and stops once no slave is up (the emulated bond's data path follows its slaves)
         lab.manager.fault(target, "bond_slave_down", {"slave": "ib0"})
-        assert lab.ssh(first, f"ping -n -c 2 -W 1 -I bond0 {bond_ip(lab, target)}", check=False).returncode != 0
+        assert (
+            lab.ssh(first, f"ping -n -c 2 -W 1 -I bond0 {bond_ip(lab, target)}", check=False).returncode != 0
+        )
     finally:
         lab.manager.heal(target, "bond_slave_down")
     assert rc == 1
     (f,) = findings(doc, target, CHECK)
-    assert f["status"] == "fail" and f["observed"] == "backup slave ib1 is down: failover impossible (ib0 was not taken down)"
+    assert (
+        f["status"] == "fail"
+        and f["observed"] == "backup slave ib1 is down: failover impossible (ib0 was not taken down)"
+    )
     for name in lab.nodes:
         if name != target:
             fs = findings(doc, name, CHECK)
             assert fs and all(x["status"] == "pass" for x in fs), (name, fs)
     # the node before the faulty one pings the next healthy node instead
-    assert {x["subject"] for x in findings(doc, first, CHECK)} >= {f"bond0 peer {bond_ip(lab, third)} ({third})"}
+    assert {x["subject"] for x in findings(doc, first, CHECK)} >= {
+        f"bond0 peer {bond_ip(lab, third)} ({third})"
+    }
     # healed: the bond is whole again
     assert wait_primary_active(lab, target) == ["ib0", "up", "up"]
     lab.ssh(first, f"ping -n -c 2 -W 1 -I bond0 {bond_ip(lab, target)}")

@@ -25,8 +25,19 @@ if TYPE_CHECKING:  # node-check's zipapp has no pydantic: there the profile is c
     from clustercert.model.profile import Profile
 
 STATUSES = ("pass", "fail", "error", "skip")
-COMPONENT_ORDER = ("gpu", "driver", "rdma", "ib", "bond", "container", "tuning", "time", "packages", "hardware",
-                   "storage")
+COMPONENT_ORDER = (
+    "gpu",
+    "driver",
+    "rdma",
+    "ib",
+    "bond",
+    "container",
+    "tuning",
+    "time",
+    "packages",
+    "hardware",
+    "storage",
+)
 # Opt-in tests that disturb a node (`validate --disruptive` only, never by default): the component they
 # belong to -> the module that holds them (same interface as a component module).
 DISRUPTIVE = {"bond": "bond_failover"}
@@ -53,9 +64,17 @@ class Finding:
         if type(self.value) not in _SCALARS or type(self.unit) not in _SCALARS:
             d = asdict(self)  # a value that is not a scalar: asdict's own copy of it
         else:
-            d = {"check": self.check, "status": self.status, "subject": self.subject, "expected": self.expected,
-                 "observed": self.observed, "evidence": self.evidence, "value": self.value, "unit": self.unit,
-                 "threshold": self.threshold}
+            d = {
+                "check": self.check,
+                "status": self.status,
+                "subject": self.subject,
+                "expected": self.expected,
+                "observed": self.observed,
+                "evidence": self.evidence,
+                "value": self.value,
+                "unit": self.unit,
+                "threshold": self.threshold,
+            }
         if d["value"] is None:
             d.pop("value")
             d.pop("unit")
@@ -122,8 +141,8 @@ def registry() -> dict[str, str]:
 
 def expand(flag: str, text: str | None, refuse: Mapping[str, str] | None = None) -> set[str] | None:
     """``--checks``/``--skip`` LIST (check ids and component names, comma separated) -> the check ids it
-    names; None for an absent flag. An unknown id, or one of ``refuse`` (id -> why it is not taken here), is bad
-    input: one line naming the flag and the id."""
+    names; None for an absent flag. An unknown id, or one of ``refuse`` (id -> why it is not taken here), is
+    bad input: one line naming the flag and the id."""
     if text is None:
         return None
     names = [x.strip() for x in text.split(",") if x.strip()]
@@ -180,7 +199,8 @@ def why_not(res: CommandResult | None, timeout: float | None = None) -> str | No
 
 
 def printed_nothing(res: CommandResult | None) -> str | None:
-    """For a command that exited 0 and printed nothing: evidence saying so (with its stderr, if any); else None."""
+    """For a command that exited 0 and printed nothing: evidence saying so (with its stderr, if any); else
+    None."""
     if res is None or not res.ok or res.stdout.strip():
         return None
     err = res.stderr.strip()
@@ -191,8 +211,13 @@ def error(check: str, reason: str, res: CommandResult | None = None, subject: st
     return Finding(check, "error", subject, "", reason, res.excerpt() if res else "")
 
 
-def parsed(kind: str, res: CommandResult | None, checks: tuple[str, ...] | list[str], timeout: float | None = None,
-           allow_rc: tuple[int, ...] = (0,)) -> tuple[dict | None, list[Finding]]:
+def parsed(
+    kind: str,
+    res: CommandResult | None,
+    checks: tuple[str, ...] | list[str],
+    timeout: float | None = None,
+    allow_rc: tuple[int, ...] = (0,),
+) -> tuple[dict | None, list[Finding]]:
     """Parse a command's output; on failure return error findings for every check that needed it."""
     reason = None
     if res is None or res.timed_out or res.rc not in allow_rc:
@@ -209,8 +234,12 @@ def ok(check: str, subject: str, expected, observed, evidence: str = "", value=N
     return Finding(check, "pass", subject, str(expected), str(observed), evidence, value, unit)
 
 
-def judge(check: str, good: bool, subject: str, expected, observed, evidence: str = "", value=None, unit=None) -> Finding:
-    return Finding(check, "pass" if good else "fail", subject, str(expected), str(observed), evidence, value, unit)
+def judge(
+    check: str, good: bool, subject: str, expected, observed, evidence: str = "", value=None, unit=None
+) -> Finding:
+    return Finding(
+        check, "pass" if good else "fail", subject, str(expected), str(observed), evidence, value, unit
+    )
 
 
 def run_evaluations(ev: Evidence, ctx: HostContext, comps: list[Component]) -> list[Finding]:
@@ -220,7 +249,10 @@ def run_evaluations(ev: Evidence, ctx: HostContext, comps: list[Component]) -> l
         try:
             out.extend(comp.evaluate(ev, ctx))
         except Exception as exc:  # noqa: BLE001 - reported as an error finding, never hidden
-            out.extend(Finding(c, "error", "", "", f"internal evaluator error: {type(exc).__name__}: {exc}") for c in comp.check_ids)
+            out.extend(
+                Finding(c, "error", "", "", f"internal evaluator error: {type(exc).__name__}: {exc}")
+                for c in comp.check_ids
+            )
     return out
 
 

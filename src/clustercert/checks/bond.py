@@ -57,14 +57,19 @@ def lacp_problems(rec: dict) -> tuple[list[str], str | None]:
     down = [s["name"] for s in slaves if s.get("mii_status") not in (None, "up")]
     if down:
         problems.append("slave down " + ", ".join(down))
-    outside = [f"{s['name']} in aggregator {s['aggregator_id']}" for s in slaves
-               if s["name"] not in down and s.get("aggregator_id") is not None and s["aggregator_id"] != active_id]
+    outside = [
+        f"{s['name']} in aggregator {s['aggregator_id']}"
+        for s in slaves
+        if s["name"] not in down and s.get("aggregator_id") is not None and s["aggregator_id"] != active_id
+    ]
     if outside:
         problems.append(f"not in the active aggregator {active_id}: " + ", ".join(outside))
     ports = active.get("number_of_ports") if active else None
     inside = sum(1 for s in slaves if s.get("aggregator_id") == active_id)
     if ports is not None and not problems and ports != inside:
-        problems.append(f"active aggregator {active_id} has {ports} ports, {inside} slaves say they are in it")
+        problems.append(
+            f"active aggregator {active_id} has {ports} ports, {inside} slaves say they are in it"
+        )
     return problems, None
 
 
@@ -148,20 +153,38 @@ def _ib_bond(ev: Evidence, ctx: HostContext) -> list[Finding]:
     # exit status 1 is `test -d`'s answer "no such bond directory" (other bonds' slaves may still be
     # printed): a finding about the node, not a command that failed; any other non-zero status is an error
     if res is not None and not res.timed_out and res.rc == 1:
-        return [Finding("ib.bond", "fail", b.name, f"{b.mode} over {', '.join(b.slaves)}", "bond does not exist",
-                        res.excerpt())]
+        return [
+            Finding(
+                "ib.bond",
+                "fail",
+                b.name,
+                f"{b.mode} over {', '.join(b.slaves)}",
+                "bond does not exist",
+                res.excerpt(),
+            )
+        ]
     dump, errs = parsed("bonding-sysfs", res, ("ib.bond",), ctx.timeout_s)
     if dump is None:
         return [dataclasses.replace(f, subject=b.name) for f in errs]
     rec = (dump.get("bonds") or {}).get(b.name)
     if rec is None:  # test -d said it exists, yet grep printed nothing of it
-        return [error("ib.bond", f"incomplete bonding dump: nothing read from /sys/class/net/{b.name}/bonding", res, b.name)]
+        return [
+            error(
+                "ib.bond",
+                f"incomplete bonding dump: nothing read from /sys/class/net/{b.name}/bonding",
+                res,
+                b.name,
+            )
+        ]
     slaves = {s["name"]: s for s in rec.get("slaves", [])}
     unread = _ib_bond_unread(rec, b, slaves)
     if unread:
         return [error("ib.bond", unread, res, b.name)]
     problems = _ib_bond_problems(rec, b, slaves)
-    expected = f"{b.mode}, slaves {'+'.join(b.slaves)} up, primary {b.primary} active, miimon {b.miimon_ms} ms, fail_over_mac {b.fail_over_mac}"
+    expected = (
+        f"{b.mode}, slaves {'+'.join(b.slaves)} up, primary {b.primary} active, miimon {b.miimon_ms} ms, "
+        f"fail_over_mac {b.fail_over_mac}"
+    )
     observed = "; ".join(problems) if problems else (
         f"{rec.get('mode')}, active {rec.get('currently_active_slave')}, both slaves up")
     return [judge("ib.bond", not problems, b.name, expected, observed, res.excerpt(800))]

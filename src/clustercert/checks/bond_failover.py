@@ -68,7 +68,9 @@ def commands(ctx: HostContext) -> dict[str, tuple[str, float]]:
     return {EVIDENCE: (cmd, timeout)}
 
 
-def choose_peers(order: list[str], addresses: dict[str, str | None], eligible: set[str]) -> dict[str, tuple[str | None, str]]:
+def choose_peers(
+    order: list[str], addresses: dict[str, str | None], eligible: set[str]
+) -> dict[str, tuple[str | None, str]]:
     """Each node's peer for the reachability part: the bond address of the next node after it in
     inventory order (wrapping) that is ``eligible`` (reachable, bond healthy) and whose bond address is
     in the same subnet. {node: (peer address, peer node)} or (None, why there is none)."""
@@ -76,10 +78,16 @@ def choose_peers(order: list[str], addresses: dict[str, str | None], eligible: s
     for i, name in enumerate(order):
         own = addresses.get(name)
         if not own:
-            out[name] = (None, "this node has no bond address (ib_redundancy_bond_address or clustercert_fabric_addresses)")
+            out[name] = (
+                None,
+                "this node has no bond address (ib_redundancy_bond_address or clustercert_fabric_addresses)",
+            )
             continue
         mine = ipaddress.ip_interface(own)
-        found: tuple[str | None, str] = (None, f"no other node with a healthy bond and an address in {mine.network}")
+        found: tuple[str | None, str] = (
+            None,
+            f"no other node with a healthy bond and an address in {mine.network}",
+        )
         for other in order[i + 1:] + order[:i]:
             addr = addresses.get(other)
             if other not in eligible or not addr:
@@ -101,12 +109,28 @@ def _untested(b, rec: dict, res, evidence: str, expected_move: str) -> list[Find
     if outcome == "down_failed":
         return [error(CHECK, f"could not take {before} down: {rec['down_error']}", res, b.name)]
     if outcome == "no_active":
-        return [Finding(CHECK, "fail", f"{b.name} failover", expected_move,
-                        "no active slave before the test (the bond is down): nothing can fail over", evidence)]
+        return [
+            Finding(
+                CHECK,
+                "fail",
+                f"{b.name} failover",
+                expected_move,
+                "no active slave before the test (the bond is down): nothing can fail over",
+                evidence,
+            )
+        ]
     if outcome == "backup_down":
         down = ", ".join(rec["backup"]) or "none"
-        return [Finding(CHECK, "fail", f"{b.name} failover", expected_move,
-                        f"backup slave {down} is down: failover impossible ({before} was not taken down)", evidence)]
+        return [
+            Finding(
+                CHECK,
+                "fail",
+                f"{b.name} failover",
+                expected_move,
+                f"backup slave {down} is down: failover impossible ({before} was not taken down)",
+                evidence,
+            )
+        ]
     return None
 
 
@@ -114,7 +138,10 @@ def _failover_finding(b, rec: dict, evidence: str, expected_move: str, limit: in
     before, fo, during = rec["active_before"], rec["failover_ms"], rec["active_during"]
     moved = fo is not None and during not in (None, before)
     if not moved:
-        observed = f"active slave still {during or 'none'} {rec['failover_bound_ms'] or 0:.0f} ms after {before} went down"
+        observed = (
+            f"active slave still {during or 'none'} {rec['failover_bound_ms'] or 0:.0f} ms after {before} "
+            "went down"
+        )
     else:
         observed = f"{before} -> {during} in {fo:.0f} ms"
     return judge(CHECK, moved and fo <= limit, f"{b.name} failover", f"{expected_move}", observed, evidence,
@@ -125,13 +152,20 @@ def _peer_finding(b, ctx: HostContext, rec: dict, res, evidence: str) -> Finding
     """Reachability of the peer over the bond while the slave was down."""
     before = rec["active_before"]
     if not ctx.bond_peer:
-        return Finding(CHECK, "skip", f"{b.name} peer", "a peer's bond address answers over the bond during the failover",
-                       f"reachability not tested: {ctx.bond_peer_note or 'no peer address known'}")
+        return Finding(
+            CHECK,
+            "skip",
+            f"{b.name} peer",
+            "a peer's bond address answers over the bond during the failover",
+            f"reachability not tested: {ctx.bond_peer_note or 'no peer address known'}",
+        )
     subject = f"{b.name} peer {ctx.bond_peer}" + (f" ({ctx.bond_peer_note})" if ctx.bond_peer_note else "")
     expected = f"{ctx.bond_peer} answers ping over {b.name} while {before} is down"
     ping, before_ping = rec["ping"], rec["ping_before"]
     if rec["ping_error"] or rec["ping_before_error"]:
-        return error(CHECK, f"could not ping the peer: {rec['ping_error'] or rec['ping_before_error']}", res, subject)
+        return error(
+            CHECK, f"could not ping the peer: {rec['ping_error'] or rec['ping_before_error']}", res, subject
+        )
     if before_ping is not None and not before_ping["received"]:
         return Finding(CHECK, "fail", subject, expected,
                        f"not reachable over {b.name} even before the failover ({_ping_text(before_ping)})"
@@ -153,12 +187,13 @@ def _return_finding(b, rec: dict, evidence: str) -> Finding:
                        f"{rec['restore_error'] or 'unknown reason'} (the node's watchdog retries after "
                        f"{rec['watchdog_s'] or '?'} s)", evidence)
     if not primary:
-        return Finding(CHECK, "skip", subject, "", f"{before} is back up; no primary configured, so the active "
-                                                   "slave stays where it is")
+        return Finding(CHECK, "skip", subject, "", f"{before} is back up; no primary configured, so the "
+                                                   "active slave stays where it is")
     back, after = rec["return_ms"], rec["active_after"]
     ok_back = back is not None and after == primary
     observed = (f"{primary} active again {back:.0f} ms after {before} came back up" if ok_back else
-                f"active slave {after or 'none'} {rec['return_bound_ms'] or 0:.0f} ms after {before} came back up")
+                f"active slave {after or 'none'} {rec['return_bound_ms'] or 0:.0f} ms after {before} came "
+                "back up")
     return judge(CHECK, ok_back, subject, f"{before} back up and primary {primary} active again", observed,
                  evidence, back, "ms")
 
@@ -170,8 +205,8 @@ def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
     res = ev.get(EVIDENCE)
     timeout = command_timeout(ctx)
     if res is not None and res.timed_out:
-        return [error(CHECK, f"the failover step timed out after {timeout:g} s (the node's watchdog brings the slave "
-                             "back up if the step was killed while it was down)", res, b.name)]
+        return [error(CHECK, f"the failover step timed out after {timeout:g} s (the node's watchdog brings "
+                             "the slave back up if the step was killed while it was down)", res, b.name)]
     short = dataclasses.replace(res, command="bond failover step") if res is not None else None
     rec, errs = parsed("bond-failover", short, CHECK_IDS, timeout)
     if rec is None:
@@ -199,4 +234,6 @@ def _address_hint(ctx: HostContext, rec: dict) -> str:
 def _ping_text(ping: dict) -> str:
     if ping["transmitted"] is None:
         return f"ping exit status {ping['rc']}" + (f": {ping['message']}" if ping["message"] else "")
-    return f"{ping['received']}/{ping['transmitted']} replies" + (f" ({ping['message']})" if ping["message"] and not ping["received"] else "")
+    return f"{ping['received']}/{ping['transmitted']} replies" + (
+        f" ({ping['message']})" if ping["message"] and not ping["received"] else ""
+    )

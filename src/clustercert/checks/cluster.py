@@ -1,15 +1,15 @@
 """Cluster-wide checks: judged over every reachable node's evidence at once, after the per-node checks
 (clustercert.checks.run calls ``cluster_findings``). Pure: evidence and contexts in, findings per node out.
 
-* ``ib.firmware_uniform``: each HCA of the profile (by name) runs the same firmware (sysfs ``fw_ver``) on every
-  node of the profile.
+* ``ib.firmware_uniform``: each HCA of the profile (by name) runs the same firmware (sysfs ``fw_ver``) on
+  every node of the profile.
 * ``gpu.vbios_uniform``: every GPU runs the same VBIOS (``nvidia-smi -q -x``) across the nodes of the profile.
 
 The version most parts of the profile carry is the reference; a part on another version fails on its own node,
 named (the HCA, or the GPU with its bus id). A tie for the most parts names no odd one out: those parts are an
 error on their nodes ("no majority"). A profile with ``firmware_uniform: false`` is skipped, and so is a
-profile with a single node in the run (nothing to compare it with). A node whose evidence did not run or parse,
-or whose part reads N/A, is an error on that node; the others are compared without it.
+profile with a single node in the run (nothing to compare it with). A node whose evidence did not run or
+parse, or whose part reads N/A, is an error on that node; the others are compared without it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ def _hca_parts(ev: Evidence, ctx: HostContext) -> tuple[dict[str, str | None] | 
     if rec is None:
         return None, errs[0]
     hcas = rec.get("hcas") or {}
-    return {h.name: (hcas.get(h.name) or {}).get("fw_ver") for h in ctx.profile.ib.hcas if h.name in hcas}, None
+    return {
+        h.name: (hcas.get(h.name) or {}).get("fw_ver") for h in ctx.profile.ib.hcas if h.name in hcas
+    }, None
 
 
 def _gpu_parts(ev: Evidence, ctx: HostContext) -> tuple[dict[str, str | None] | None, Finding | None]:
@@ -35,15 +37,18 @@ def _gpu_parts(ev: Evidence, ctx: HostContext) -> tuple[dict[str, str | None] | 
     rec, errs = parsed("nvidia-smi-xml", ev.get("nvsmi_xml"), ("gpu.vbios_uniform",), ctx.timeout_s)
     if rec is None:
         return None, errs[0]
-    return {f"GPU{g['index']} {g.get('bus_id') or ''}".strip(): g.get("vbios_version") for g in rec["gpus"]}, None
+    return {
+        f"GPU{g['index']} {g.get('bus_id') or ''}".strip(): g.get("vbios_version") for g in rec["gpus"]
+    }, None
 
 
 PARTS = {"ib.firmware_uniform": _hca_parts, "gpu.vbios_uniform": _gpu_parts}
 
 
 def node_parts(ev: Evidence, ctx: HostContext, checks: tuple[str, ...] = CHECKS) -> dict:
-    """What the cluster-wide checks compare of one node, taken from its evidence as soon as it is there (so that
-    its raw outputs need not be held until every node has answered): {check: (parts, problem) | exception}."""
+    """What the cluster-wide checks compare of one node, taken from its evidence as soon as it is there (so
+    that its raw outputs need not be held until every node has answered): {check: (parts, problem) |
+    exception}."""
     out: dict = {}
     for check in checks:
         try:
@@ -112,8 +117,8 @@ def _compare(check: str, what: str, pname: str, parts: dict[str, dict[str, str]]
         elif ps:
             versions = sorted(set(ps.values()))
             out[n].append(Finding(check, "pass", "node", expected,
-                                  f"{', '.join(versions)} on {len(ps)} part(s), as on the other {len(parts) - 1} "
-                                  "node(s)"))
+                                  f"{', '.join(versions)} on {len(ps)} part(s), as on the other "
+                                  f"{len(parts) - 1} node(s)"))
         else:
             out[n].append(Finding(check, "error", "node", expected, f"no {what} reported on this node"))
 
@@ -129,13 +134,15 @@ def _uniform(check: str, what: str, parts_of, evidence: dict[str, dict], context
         prof = contexts[nodes[0]].profile
         if not prof.firmware_uniform:
             for n in nodes:
-                out[n].append(Finding(check, "skip", "node", "", f"profile {pname} sets firmware_uniform: false"))
+                out[n].append(
+                    Finding(check, "skip", "node", "", f"profile {pname} sets firmware_uniform: false")
+                )
             continue
         parts, errored = _readable_parts(check, what, nodes, evidence, out)
         if len(parts) < 2:
             for n in parts:
-                out[n].append(Finding(check, "skip", "node", "", f"{len(parts)} node of profile {pname} in this run with "
-                                      f"a readable {what}: nothing to compare it with"))
+                out[n].append(Finding(check, "skip", "node", "", f"{len(parts)} node of profile {pname} in "
+                                      f"this run with a readable {what}: nothing to compare it with"))
             continue
         _compare(check, what, pname, parts, errored, group_key, out)
     return out
@@ -145,7 +152,9 @@ def cluster_findings(evidence: dict[str, Evidence], contexts: dict[str, HostCont
                      checks: tuple[str, ...] = CHECKS) -> dict[str, list[Finding]]:
     """The cluster-wide findings of every node in ``evidence`` (the reachable ones): {node: [Finding]}. An
     evaluator bug is an error finding on every node, never a crash or a pass."""
-    return parts_findings({n: node_parts(ev, contexts[n], checks) for n, ev in evidence.items()}, contexts, checks)
+    return parts_findings(
+        {n: node_parts(ev, contexts[n], checks) for n, ev in evidence.items()}, contexts, checks
+    )
 
 
 def parts_findings(parts: dict[str, dict], contexts: dict[str, HostContext],
@@ -160,7 +169,9 @@ def parts_findings(parts: dict[str, dict], contexts: dict[str, HostContext],
         try:
             found = _uniform(check, what, parts_of, evidence, contexts, key)
         except Exception as exc:  # noqa: BLE001 - reported as an error finding, never hidden
-            found = {n: [error(check, f"internal evaluator error: {type(exc).__name__}: {exc}")] for n in evidence}
+            found = {
+                n: [error(check, f"internal evaluator error: {type(exc).__name__}: {exc}")] for n in evidence
+            }
         for n, fs in found.items():
             out[n].extend(fs)
     return out

@@ -21,8 +21,14 @@ def commands(ctx: HostContext) -> dict[str, tuple[str, float]]:
     files = RUNTIME_FILES[ctx.profile.container.runtime]
     return {
         # print each existing file with a header, so the evaluator knows which file said what
-        "runtime_config": (f"for f in {files}; do [ -f \"$f\" ] && printf '==> %s <==\\n' \"$f\" && cat \"$f\"; done; true", t),
-        "cdi_stat": (f"stat -c '%n %Y' {CDI_FILES} 2>/dev/null; stat -c 'nvidia-smi %Z' \"$(command -v nvidia-smi)\"", t),
+        "runtime_config": (
+            f'for f in {files}; do [ -f "$f" ] && printf \'==> %s <==\\n\' "$f" && cat "$f"; done; true',
+            t,
+        ),
+        "cdi_stat": (
+            f"stat -c '%n %Y' {CDI_FILES} 2>/dev/null; stat -c 'nvidia-smi %Z' \"$(command -v nvidia-smi)\"",
+            t,
+        ),
     }
 
 
@@ -51,14 +57,28 @@ def _runtime(res, ctx: HostContext) -> Finding:
     if runtime == "docker":
         text = files.get("/etc/docker/daemon.json")
         if text is None:
-            return Finding("container.runtime", "fail", "docker", "daemon.json with an nvidia runtime", "/etc/docker/daemon.json missing")
+            return Finding(
+                "container.runtime",
+                "fail",
+                "docker",
+                "daemon.json with an nvidia runtime",
+                "/etc/docker/daemon.json missing",
+            )
         try:
             cfg = json.loads(text or "{}")
         except json.JSONDecodeError as exc:
-            return Finding("container.runtime", "fail", "docker", "valid daemon.json", f"invalid JSON: {exc}", text[:300])
+            return Finding(
+                "container.runtime", "fail", "docker", "valid daemon.json", f"invalid JSON: {exc}", text[:300]
+            )
         path = ((cfg.get("runtimes") or {}).get("nvidia") or {}).get("path", "")
-        return judge("container.runtime", path.endswith("nvidia-container-runtime"), "docker",
-                     "runtimes.nvidia.path = nvidia-container-runtime", path or "no nvidia runtime", text[:400])
+        return judge(
+            "container.runtime",
+            path.endswith("nvidia-container-runtime"),
+            "docker",
+            "runtimes.nvidia.path = nvidia-container-runtime",
+            path or "no nvidia runtime",
+            text[:400],
+        )
     hits = [f for f, text in files.items() if "nvidia-container-runtime" in text and "nvidia" in text]
     if runtime == "containerd":
         main = files.get("/etc/containerd/config.toml", "")
@@ -68,8 +88,14 @@ def _runtime(res, ctx: HostContext) -> Finding:
         obs = (f"nvidia runtime in {', '.join(hits)}" if hits else "no nvidia runtime configured")
         if dropin_hits and not imported and not (set(hits) - set(dropin_hits)):
             obs += "; but config.toml does not import conf.d"
-        return judge("container.runtime", good, "containerd", "nvidia runtime configured (drop-in imported)", obs,
-                     "\n".join(f"{f}: {len(t)} bytes" for f, t in files.items()))
+        return judge(
+            "container.runtime",
+            good,
+            "containerd",
+            "nvidia runtime configured (drop-in imported)",
+            obs,
+            "\n".join(f"{f}: {len(t)} bytes" for f, t in files.items()),
+        )
     return judge("container.runtime", bool(hits), runtime, "nvidia runtime configured",
                  f"nvidia runtime in {', '.join(hits)}" if hits else "no nvidia runtime configured")
 
@@ -84,11 +110,24 @@ def _cdi(res, ctx: HostContext) -> Finding:
             stamps[name] = int(ts)
     specs = {k: v for k, v in stamps.items() if k.endswith("nvidia.yaml")}
     if "nvidia-smi" not in stamps:
-        return Finding("container.cdi", "error", "CDI spec", "a CDI spec newer than the driver", "nvidia-smi not installed: driver install time unknown")
+        return Finding(
+            "container.cdi",
+            "error",
+            "CDI spec",
+            "a CDI spec newer than the driver",
+            "nvidia-smi not installed: driver install time unknown",
+        )
     if not specs:
         return Finding("container.cdi", "fail", "CDI spec", f"one of {CDI_FILES}", "no CDI spec")
     newest = max(specs, key=lambda k: specs[k])
     good = specs[newest] >= stamps["nvidia-smi"]
-    return judge("container.cdi", good, newest, "generated after the driver was installed",
-                 "newer than the driver" if good else "older than the driver install: regenerate (nvidia-ctk cdi generate)",
-                 res.stdout.strip())
+    return judge(
+        "container.cdi",
+        good,
+        newest,
+        "generated after the driver was installed",
+        "newer than the driver"
+        if good
+        else "older than the driver install: regenerate (nvidia-ctk cdi generate)",
+        res.stdout.strip(),
+    )

@@ -3,8 +3,8 @@
 1. configuration: the bootstrap playbook's run in --check --diff; every task that would change is an item.
 2. state: the validators' findings against the baseline's; new failures, and changed versions.
 3. performance: the pair probes judged against the baseline's values; a drop beyond the profile's tolerance.
-4. hardware: the node's parts against the baseline certificate's (GPU serial/UUID per slot, HCA GUID, board and
-   chassis serials, the NVSwitch count); a swapped, missing or new part is an item naming it.
+4. hardware: the node's parts against the baseline certificate's (GPU serial/UUID per slot, HCA GUID, board
+   and chassis serials, the NVSwitch count); a swapped, missing or new part is an item naming it.
 A state failure that configuration drift explains (the bootstrap would put it back) is reported
 once, as the configuration item that causes it. Pure: results in, items out (`clustercert drift`,
 clustercert.commands.drift, runs the playbook, the validators and the probes).
@@ -19,9 +19,23 @@ from clustercert.checks.hardware import identity_changes
 # checks whose state is put back by the bootstrap playbook: a failure here with configuration drift on
 # the same node is that drift's symptom, not a separate item
 CONFIG_MANAGED = {
-    "packages.pinned", "nccl.config", "nccl.version", "driver.version", "ofed.version", "cuda.version",
-    "container.runtime", "container.cdi", "tuning.memlock", "tuning.sysctl", "tuning.hugepages",
-    "tuning.governor", "ib.bond", "rdma.peermem", "gpu.persistence", "gpu.fabricmanager", "driver.module_loaded",
+    "packages.pinned",
+    "nccl.config",
+    "nccl.version",
+    "driver.version",
+    "ofed.version",
+    "cuda.version",
+    "container.runtime",
+    "container.cdi",
+    "tuning.memlock",
+    "tuning.sysctl",
+    "tuning.hugepages",
+    "tuning.governor",
+    "ib.bond",
+    "rdma.peermem",
+    "gpu.persistence",
+    "gpu.fabricmanager",
+    "driver.module_loaded",
 }
 VERSION_CHECKS = {"driver.version", "nccl.version", "ofed.version", "cuda.version", "ib.firmware"}
 
@@ -39,7 +53,11 @@ class Item:
     explains: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        d = {k: v for k, v in asdict(self).items() if v not in (None, [], "") or k in ("before", "after", "detail")}
+        d = {
+            k: v
+            for k, v in asdict(self).items()
+            if v not in (None, [], "") or k in ("before", "after", "detail")
+        }
         d.pop("role", None)
         return d
 
@@ -69,10 +87,21 @@ def configuration_items(result) -> list[Item]:
     items = []
     for c in result.changes:
         before, after, detail = _diff_text(c.get("diff"))
-        items.append(Item(c["host"], "configuration", task=c["task"], before=before, after=after,
-                          detail=detail or f"{c.get('role') or 'play'}: would change", role=c.get("role") or ""))
+        items.append(
+            Item(
+                c["host"],
+                "configuration",
+                task=c["task"],
+                before=before,
+                after=after,
+                detail=detail or f"{c.get('role') or 'play'}: would change",
+                role=c.get("role") or "",
+            )
+        )
     for f in result.failures:
-        items.append(Item(f["host"], "configuration", task=f["task"], detail=f"check mode {f['status']}: {f['msg']}"))
+        items.append(
+            Item(f["host"], "configuration", task=f["task"], detail=f"check mode {f['status']}: {f['msg']}")
+        )
     return items
 
 
@@ -83,7 +112,16 @@ def state_items(current: dict, baseline_findings: list[dict]) -> list[Item]:
     items = []
     for node, r in sorted(current.items()):
         if r.verdict == "unreachable":
-            items.append(Item(node, "state", check="node.reachable", before="reachable", after="unreachable", detail=r.detail))
+            items.append(
+                Item(
+                    node,
+                    "state",
+                    check="node.reachable",
+                    before="reachable",
+                    after="unreachable",
+                    detail=r.detail,
+                )
+            )
             continue
         by_check: dict[str, list] = {}
         for f in r.findings:
@@ -94,9 +132,18 @@ def state_items(current: dict, baseline_findings: list[dict]) -> list[Item]:
             was_bad = any(b["status"] in ("fail", "error") for b in before)
             if bad and not was_bad:
                 f = bad[0]
-                items.append(Item(node, "state", check=check, before=(before[0]["observed"] if before else "not checked"),
-                                  after=f"{f.status}: {f.observed}",
-                                  detail="; ".join(f"{x.subject}: expected {x.expected}, observed {x.observed}" for x in bad)[:1000]))
+                items.append(
+                    Item(
+                        node,
+                        "state",
+                        check=check,
+                        before=(before[0]["observed"] if before else "not checked"),
+                        after=f"{f.status}: {f.observed}",
+                        detail="; ".join(
+                            f"{x.subject}: expected {x.expected}, observed {x.observed}" for x in bad
+                        )[:1000],
+                    )
+                )
             elif check in VERSION_CHECKS and not bad and before:
                 old = {b["subject"]: b["observed"] for b in before}
                 for f in fs:
@@ -129,7 +176,8 @@ def performance_items(outcome, judge) -> list[Item]:
     latency: rose more than it) failed its channel, and localisation told the node (on which fabric)
     from the link."""
     notes: dict[frozenset, list[str]] = {}
-    pairs_of: dict[str, dict[frozenset, None]] = {}  # node -> its pairs with notes, in order: a lookup, not a scan
+    # node -> its pairs with notes, in order: a lookup, not a scan
+    pairs_of: dict[str, dict[frozenset, None]] = {}
     for m in outcome.pairs:
         note = judge.note(m)
         if note:
@@ -142,8 +190,16 @@ def performance_items(outcome, judge) -> list[Item]:
         if "<->" in loc.subject:
             a, b = loc.subject.split("<->")
             ns = notes.get(frozenset((a, b)), [])
-            items.append(Item(loc.subject, "performance", check="probe.link", before="baseline", after="; ".join(ns[:3]),
-                              detail=f"{loc.kind}: {loc.reason}"))
+            items.append(
+                Item(
+                    loc.subject,
+                    "performance",
+                    check="probe.link",
+                    before="baseline",
+                    after="; ".join(ns[:3]),
+                    detail=f"{loc.kind}: {loc.reason}",
+                )
+            )
         else:
             mine = [n for key in pairs_of.get(loc.subject, {}) for n in notes[key]
                     if loc.fabric is None or f"fabric {loc.fabric}" in n]
@@ -162,16 +218,25 @@ def fix_scope(items: list[Item]) -> tuple[list[str], list[str]]:
 
 
 def hardware_items(current: dict[str, dict | None], baseline: dict[str, dict]) -> list[Item]:
-    """The nodes' hardware now (``current``: node -> clustercert.checks.hardware.identity of this run, None where
-    unknown) against the baseline run's (``baseline``: node -> its recorded identity): one ``hardware`` item per
-    part swapped, gone or new, named (``check``: hardware.gpu, hardware.hca, hardware.board, hardware.nvswitch).
-    A node with no identity on either side is not compared (an unreachable node is node.reachable's item)."""
+    """The nodes' hardware now (``current``: node -> clustercert.checks.hardware.identity of this run, None
+    where unknown) against the baseline run's (``baseline``: node -> its recorded identity): one ``hardware``
+    item per part swapped, gone or new, named (``check``: hardware.gpu, hardware.hca, hardware.board,
+    hardware.nvswitch). A node with no identity on either side is not compared (an unreachable node is
+    node.reachable's item)."""
     items = []
     for node in sorted(current):
         now, then = current[node], baseline.get(node)
         if now is None or then is None:
             continue
         for c in identity_changes(then, now):
-            items.append(Item(node, "hardware", check=f"hardware.{c['part']}", before=c["before"], after=c["after"],
-                              detail=f"{c['name']}: {c['change']}"))
+            items.append(
+                Item(
+                    node,
+                    "hardware",
+                    check=f"hardware.{c['part']}",
+                    before=c["before"],
+                    after=c["after"],
+                    detail=f"{c['name']}: {c['change']}",
+                )
+            )
     return items

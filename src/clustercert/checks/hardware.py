@@ -22,8 +22,10 @@ CHECK_IDS = ("gpu.nvlink_errors", "gpu.nic_affinity", "hw.pcie_manifest", "gpu.f
 CLUSTER_CHECK_IDS = ("ib.firmware_uniform", "gpu.vbios_uniform")
 NODE_CHECK_IDS = tuple(c for c in CHECK_IDS if c not in CLUSTER_CHECK_IDS)
 
-HCA_IDENTITY_CMD = ("cd /sys/class/infiniband && grep -r . */fw_ver */node_guid */board_id */hca_type 2>/dev/null; "
-                    'test -n "$(ls)"')
+HCA_IDENTITY_CMD = (
+    "cd /sys/class/infiniband && grep -r . */fw_ver */node_guid */board_id */hca_type 2>/dev/null; "
+    'test -n "$(ls)"'
+)
 # the NVIDIA (GPUs, NVSwitches) and Mellanox (HCAs) functions with their Express capability (-vv; needs root)
 LSPCI_CMD = "lspci -D -nn -vv -d 10de: && lspci -D -nn -vv -d 15b3:"
 DMI_CMD = "dmidecode -t system -t baseboard -t chassis"
@@ -32,7 +34,8 @@ DMI_CMD = "dmidecode -t system -t baseboard -t chassis"
 GEN_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0, 7: 128.0}
 # nvidia-smi topo -m: a NIC under the same PCIe switch as the GPU (not through a host bridge)
 SAME_SWITCH = ("PIX", "PXB")
-# NVLink error counters judged per GPU: our name -> (the profile threshold, the nvlink -e counter keys' prefix)
+# NVLink error counters judged per GPU: our name -> (the profile threshold, the nvlink -e counter keys'
+# prefix)
 NVLINK_COUNTERS = {"crc": ("nvlink_crc_errors", "crc"), "replay": ("nvlink_replay_errors", "replay"),
                    "recovery": ("nvlink_recovery_errors", "recovery")}
 
@@ -51,8 +54,12 @@ def commands(ctx: HostContext) -> dict[str, tuple[str, float]]:
 
 
 def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
-    return (nvlink_errors(ev.get("nvsmi_nvlink_errors"), ctx) + nic_affinity(ev.get("nvsmi_topo"), ctx, ev.get("ib_sysfs"))
-            + pcie_manifest(ev.get("lspci"), ctx) + fabric_state(ev.get("nvsmi_xml"), ctx))
+    return (
+        nvlink_errors(ev.get("nvsmi_nvlink_errors"), ctx)
+        + nic_affinity(ev.get("nvsmi_topo"), ctx, ev.get("ib_sysfs"))
+        + pcie_manifest(ev.get("lspci"), ctx)
+        + fabric_state(ev.get("nvsmi_xml"), ctx)
+    )
 
 
 def _skip(check: str, subject: str, why: str) -> Finding:
@@ -62,7 +69,8 @@ def _skip(check: str, subject: str, why: str) -> Finding:
 # ---- gpu.nvlink_errors ---------------------------------------------------------------------------------
 
 def _counter(g: dict, prefix: str) -> tuple[int | None, bool]:
-    """(the GPU's total of the counters whose key starts with ``prefix`` -- CRC: crc_errors, or crc_flit_errors
+    """(the GPU's total of the counters whose key starts with ``prefix`` -- CRC: crc_errors, or
+    crc_flit_errors
     + crc_data_errors --, whether the output has such a counter at all). None when a link reads N/A."""
     keys = [k for k in (g.get("totals") or {}) if k.startswith(prefix) and not k.endswith("ber")]
     if not keys:
@@ -74,8 +82,8 @@ def _counter(g: dict, prefix: str) -> tuple[int | None, bool]:
 
 
 def nvlink_counters(g: dict) -> dict[str, int | None]:
-    """A parsed ``nvidia-smi-nvlink-errors`` GPU's totals as {crc, replay, recovery}: None for a counter that is
-    missing or reads N/A on any link."""
+    """A parsed ``nvidia-smi-nvlink-errors`` GPU's totals as {crc, replay, recovery}: None for a counter that
+    is missing or reads N/A on any link."""
     return {name: _counter(g, prefix)[0] for name, (_t, prefix) in NVLINK_COUNTERS.items()}
 
 
@@ -113,14 +121,25 @@ def nvlink_errors(res, ctx: HostContext) -> list[Finding]:
     for g in rec["gpus"]:
         subject = f"GPU{g['index']}"
         if g.get("status") != "ok" or not g.get("links"):
-            out.append(Finding(check, "error", subject, expected,
-                               f"NVLink error counters not readable: {g.get('message') or 'no link counters'}",
-                               res.excerpt()))
+            out.append(
+                Finding(
+                    check,
+                    "error",
+                    subject,
+                    expected,
+                    f"NVLink error counters not readable: {g.get('message') or 'no link counters'}",
+                    res.excerpt(),
+                )
+            )
             continue
         now = nvlink_counters(g)
         unread = [name for name in limits if now[name] is None]
         if unread:
-            why = ("N/A or Not Supported on a link" if _counter(g, NVLINK_COUNTERS[unread[0]][1])[1] else "not in the output")
+            why = (
+                "N/A or Not Supported on a link"
+                if _counter(g, NVLINK_COUNTERS[unread[0]][1])[1]
+                else "not in the output"
+            )
             out.append(Finding(check, "error", subject, expected,
                                f"{', '.join(unread)} errors {why}: not judged", res.excerpt()))
             continue
@@ -133,8 +152,12 @@ def nvlink_errors(res, ctx: HostContext) -> list[Finding]:
             since = "since the counters were reset" + (" (after the baseline run)" if base else "")
         bad = [k for k in limits if shown[k] > limits[k].max]
         links = _bad_links(g)
-        observed = ", ".join(f"{k} {shown[k]}" for k in limits) + f" {since}" + (f" ({links})" if links else "")
-        evidence = json.dumps({"uuid": g.get("uuid"), "counters": {k: now[k] for k in limits}}, sort_keys=True)
+        observed = (
+            ", ".join(f"{k} {shown[k]}" for k in limits) + f" {since}" + (f" ({links})" if links else "")
+        )
+        evidence = json.dumps(
+            {"uuid": g.get("uuid"), "counters": {k: now[k] for k in limits}}, sort_keys=True
+        )
         out.append(Finding(check, "fail" if bad else "pass", subject, expected, observed, evidence,
                            shown.get("crc", shown[next(iter(shown))]), "count"))
     if not out:
@@ -163,11 +186,11 @@ def nvlink_baseline(findings: list[dict]) -> dict[str, dict[str, dict[str, int]]
 
 def nic_affinity(res, ctx: HostContext, sysfs_res=None) -> list[Finding]:
     """The node's compute rails (clustercert.checks.rails). Fixed names (hardware.nic_gpu): each HCA is PIX or
-    PXB (hardware.rails.affinity where given) to its GPU in ``nvidia-smi topo -m``: under the same PCIe switch, so
-    GPUDirect RDMA does not cross a host bridge. Discovered (hardware.rails): one pass per rail found (GPU, HCA,
-    topo -m cell), or a fail naming what discovery found against the profile's count; evidence that did not
-    run or parse is an error. A node whose mapping differs from its peers' is validate's finding
-    (clustercert.checks.run: rails.peer_differences)."""
+    PXB (hardware.rails.affinity where given) to its GPU in ``nvidia-smi topo -m``: under the same PCIe
+    switch, so GPUDirect RDMA does not cross a host bridge. Discovered (hardware.rails): one pass per rail
+    found (GPU, HCA, topo -m cell), or a fail naming what discovery found against the profile's count;
+    evidence that did not run or parse is an error. A node whose mapping differs from its peers' is validate's
+    finding (clustercert.checks.run: rails.peer_differences)."""
     check = "gpu.nic_affinity"
     hw = ctx.profile.hardware
     if not rails_mod.wanted(ctx.profile):
@@ -187,13 +210,22 @@ def nic_affinity(res, ctx: HostContext, sysfs_res=None) -> list[Finding]:
         expected = f"{' or '.join(allowed)} to GPU{gpu}: the same PCIe switch (profile hardware.nic_gpu)"
         label = labels.get(hca)
         if label is None:
-            out.append(Finding(check, "fail", hca, expected, "not in nvidia-smi topo -m (no NIC of that name)",
-                               ", ".join(f"{v}: {k}" for k, v in sorted(labels.items()))))
+            out.append(
+                Finding(
+                    check,
+                    "fail",
+                    hca,
+                    expected,
+                    "not in nvidia-smi topo -m (no NIC of that name)",
+                    ", ".join(f"{v}: {k}" for k, v in sorted(labels.items())),
+                )
+            )
             continue
         g = f"GPU{gpu}"
-        if gpu >= ctx.profile.gpu.count:  # a site lowered gpu.count and kept the mapping: the profile is wrong
-            out.append(Finding(check, "error", hca, expected, f"the profile maps {hca} to {g}, but its gpu.count is "
-                               f"{ctx.profile.gpu.count}: fix hardware.nic_gpu"))
+        # a site lowered gpu.count and kept the mapping: the profile is wrong
+        if gpu >= ctx.profile.gpu.count:
+            out.append(Finding(check, "error", hca, expected, f"the profile maps {hca} to {g}, but its "
+                               f"gpu.count is {ctx.profile.gpu.count}: fix hardware.nic_gpu"))
             continue
         rel = (rec["matrix"].get(g) or {}).get(label) or (rec["matrix"].get(label) or {}).get(g)
         row = rec["matrix"].get(label) or {}
@@ -240,7 +272,9 @@ def _vendor(d: dict) -> str | None:
 def pci_devices(rec: dict, link_layer: str = "InfiniBand") -> dict[str, list[dict]]:
     """A parsed ``lspci`` record's GPUs, HCAs (physical functions of the link layer's class) and NVSwitches,
     each in bus order."""
-    hca_class = ("0207", "Infiniband controller") if link_layer == "InfiniBand" else ("0200", "Ethernet controller")
+    hca_class = (
+        ("0207", "Infiniband controller") if link_layer == "InfiniBand" else ("0200", "Ethernet controller")
+    )
     out: dict[str, list[dict]] = {"gpus": [], "hcas": [], "nvswitches": []}
     for d in sorted(rec["devices"], key=lambda d: d["bus_id"] or ""):
         v, cls, cid = _vendor(d), d.get("class") or "", d.get("class_id")
@@ -258,8 +292,8 @@ def _link(check: str, subject: str, d: dict, gen: int, width: int, evidence: str
     expected = f"Gen{gen} ({GEN_GTS[gen]:g} GT/s) x{width} or better"
     lk = d.get("link")
     if not lk or lk.get("sta_speed_gt_s") is None or lk.get("sta_width") is None:
-        return Finding(check, "error", subject, expected, "PCIe link status not readable (lspci -vv shows the "
-                       "Express capability to root only)", evidence)
+        return Finding(check, "error", subject, expected, "PCIe link status not readable (lspci -vv shows "
+                       "the Express capability to root only)", evidence)
     speed, w = lk["sta_speed_gt_s"], lk["sta_width"]
     return judge(check, speed >= GEN_GTS[gen] and w >= width, subject, expected,
                  f"{speed:g} GT/s x{w}" + (" (downgraded)" if lk.get("downgraded") else ""),
@@ -285,26 +319,49 @@ def pcie_manifest(res, ctx: HostContext) -> list[Finding]:
     out.append(judge(check, n == p.gpu.count, "GPUs", f"{p.gpu.count} NVIDIA GPUs (profile gpu.count)",
                      f"{n} on the PCIe bus", buses["gpus"], n, "devices"))
     for i, d in enumerate(devs["gpus"]):
-        out.append(_link(check, f"GPU{i} {d['bus_id']}", d, p.gpu.pcie_gen, p.gpu.pcie_width, d["description"]))
+        out.append(
+            _link(check, f"GPU{i} {d['bus_id']}", d, p.gpu.pcie_gen, p.gpu.pcie_width, d["description"])
+        )
     n = len(devs["hcas"])
     want = len({h.name for h in p.ib.hcas} | set(hw.nic_gpu if hw is not None else ()))
     want += hw.rails.count if hw is not None and hw.rails is not None and not hw.nic_gpu else 0
-    out.append(judge(check, n >= want, "HCAs", f"at least {want} {p.ib.link_layer} HCA functions (profile ib.hcas "
-                     "and compute rails)",
+    out.append(judge(check, n >= want, "HCAs", f"at least {want} {p.ib.link_layer} HCA functions (profile "
+                     "ib.hcas and compute rails)",
                      f"{n} on the PCIe bus", buses["hcas"], n, "devices"))
     if hw is not None and hw.hca_pcie_gen and hw.hca_pcie_width:
         for d in devs["hcas"]:
-            out.append(_link(check, f"HCA {d['bus_id']}", d, hw.hca_pcie_gen, hw.hca_pcie_width, d["description"]))
+            out.append(
+                _link(check, f"HCA {d['bus_id']}", d, hw.hca_pcie_gen, hw.hca_pcie_width, d["description"])
+            )
     n = len(devs["nvswitches"])
     if not p.gpu.nvswitch:
         return out
     if hw is not None and hw.nvswitch_count:
-        out.append(judge(check, n == hw.nvswitch_count, "NVSwitches",
-                         f"{hw.nvswitch_count} NVSwitches (profile hardware.nvswitch_count)", f"{n} on the PCIe bus",
-                         buses["nvswitches"], n, "devices"))
+        out.append(
+            judge(
+                check,
+                n == hw.nvswitch_count,
+                "NVSwitches",
+                f"{hw.nvswitch_count} NVSwitches (profile hardware.nvswitch_count)",
+                f"{n} on the PCIe bus",
+                buses["nvswitches"],
+                n,
+                "devices",
+            )
+        )
     else:
-        out.append(judge(check, n >= 1, "NVSwitches", "at least one NVSwitch (profile gpu.nvswitch; "
-                         "hardware.nvswitch_count not set)", f"{n} on the PCIe bus", buses["nvswitches"], n, "devices"))
+        out.append(
+            judge(
+                check,
+                n >= 1,
+                "NVSwitches",
+                "at least one NVSwitch (profile gpu.nvswitch; hardware.nvswitch_count not set)",
+                f"{n} on the PCIe bus",
+                buses["nvswitches"],
+                n,
+                "devices",
+            )
+        )
     return out
 
 
@@ -355,7 +412,8 @@ def _try(kind: str, res) -> dict | None:
 def identity(ev: Evidence, link_layer: str = "InfiniBand") -> dict | None:
     """What the node's evidence says it is made of -- the certificate's per-node ``hardware``::
 
-        {"board": {"system_manufacturer", "system_product", "system_serial", "system_uuid", "baseboard_serial",
+        {"board": {"system_manufacturer", "system_product", "system_serial", "system_uuid",
+        "baseboard_serial",
                    "chassis_serial"} | None,
          "gpus": [{"index", "bus_id", "serial", "uuid", "vbios"}] | None,
          "hcas": [{"name", "node_guid", "fw_ver", "board_id"}] | None,
@@ -365,8 +423,16 @@ def identity(ev: Evidence, link_layer: str = "InfiniBand") -> dict | None:
     known at all."""
     out: dict = {"board": None, "gpus": None, "hcas": None, "nvswitch_count": None}
     if (rec := _try("nvidia-smi-xml", ev.get("nvsmi_xml"))) is not None:
-        out["gpus"] = [{"index": g["index"], "bus_id": g.get("bus_id"), "serial": g.get("serial"), "uuid": g.get("uuid"),
-                        "vbios": g.get("vbios_version")} for g in rec["gpus"]]
+        out["gpus"] = [
+            {
+                "index": g["index"],
+                "bus_id": g.get("bus_id"),
+                "serial": g.get("serial"),
+                "uuid": g.get("uuid"),
+                "vbios": g.get("vbios_version"),
+            }
+            for g in rec["gpus"]
+        ]
     if (rec := _try("sysfs-infiniband", ev.get("hca_identity"))) is not None:
         out["hcas"] = [{"name": name, "node_guid": h.get("node_guid"), "fw_ver": h.get("fw_ver"),
                         "board_id": h.get("board_id")} for name, h in sorted(rec["hcas"].items())]
@@ -428,8 +494,15 @@ def identity_changes(before: dict, after: dict) -> list[dict]:
         for key in BOARD_KEYS:
             o, n = before["board"].get(key), after["board"].get(key)
             if o != n:
-                out.append({"part": "board", "name": key.replace("_", " "), "change": "swapped", "before": str(o),
-                            "after": str(n)})
+                out.append(
+                    {
+                        "part": "board",
+                        "name": key.replace("_", " "),
+                        "change": "swapped",
+                        "before": str(o),
+                        "after": str(n),
+                    }
+                )
     o, n = before.get("nvswitch_count"), after.get("nvswitch_count")
     if o is not None and n is not None and o != n:
         out.append({"part": "nvswitch", "name": "NVSwitches", "change": "missing" if n < o else "added",

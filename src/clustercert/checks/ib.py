@@ -10,7 +10,15 @@ import json
 from clustercert.checks import Evidence, Finding, HostContext, error, judge, parsed, why_not
 from clustercert.checks import rails as rails_mod
 
-CHECK_IDS = ("ib.port_state", "ib.port_rate", "ib.firmware", "ib.counters", "ib.ipoib", "ib.sm", "nccl.config")
+CHECK_IDS = (
+    "ib.port_state",
+    "ib.port_rate",
+    "ib.firmware",
+    "ib.counters",
+    "ib.ipoib",
+    "ib.sm",
+    "nccl.config",
+)
 SYSFS_CHECKS = ("ib.port_state", "ib.port_rate", "ib.firmware", "ib.counters", "ib.sm")
 SYSFS_CMD = (
     "cd /sys/class/infiniband && grep -r . */fw_ver */ports/*/state */ports/*/phys_state */ports/*/rate "
@@ -58,18 +66,30 @@ def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
             port = (hcas.get(h.name, {}).get("ports") or {}).get(str(h.port))
             if port is None:
                 for c in ("ib.port_state", "ib.port_rate", "ib.counters"):
-                    out.append(Finding(c, "fail", subject, "port present", "HCA port not found in /sys/class/infiniband"))
+                    out.append(
+                        Finding(
+                            c, "fail", subject, "port present", "HCA port not found in /sys/class/infiniband"
+                        )
+                    )
                 continue
             state, phys = port.get("state"), port.get("phys_state")
-            out.append(judge("ib.port_state", state == "ACTIVE" and phys == "LinkUp", subject, "ACTIVE / LinkUp",
-                             f"{state} / {phys}"))
+            out.append(
+                judge(
+                    "ib.port_state",
+                    state == "ACTIVE" and phys == "LinkUp",
+                    subject,
+                    "ACTIVE / LinkUp",
+                    f"{state} / {phys}",
+                )
+            )
             rate = port.get("rate_gbit_per_s")
             out.append(judge("ib.port_rate", rate == h.rate_gbit_per_s, subject, f"{h.rate_gbit_per_s} Gb/s",
                              f"{rate} Gb/s ({port.get('rate_label')})", value=rate, unit="gbit_per_s"))
             out.append(_counters(port.get("counters") or {}, subject, ctx))
         fws = {h.name: (hcas.get(h.name) or {}).get("fw_ver") for h in checked}
         distinct = {v for v in fws.values() if v}
-        # uniformity across the nodes is ib.firmware_uniform's (clustercert.checks.cluster); here: one per node
+        # uniformity across the nodes is ib.firmware_uniform's (clustercert.checks.cluster); here: one per
+        # node
         out.append(judge("ib.firmware", all(fws.values()) and len(distinct) <= 1, "node",
                          "one firmware version on every HCA", ", ".join(sorted(distinct)) or "not reported",
                          json.dumps(fws)))
@@ -84,7 +104,9 @@ def _counters(counters: dict, subject: str, ctx: HostContext) -> Finding:
     sym = counters.get("symbol_error")
     downed = counters.get("link_downed")
     if sym is None or downed is None:
-        return Finding("ib.counters", "error", subject, "symbol_error and link_downed readable", "counters not reported")
+        return Finding(
+            "ib.counters", "error", subject, "symbol_error and link_downed readable", "counters not reported"
+        )
     good = sym <= prof.max_symbol_errors and downed <= prof.max_link_downed
     return judge("ib.counters", good, subject,
                  f"symbol_error <= {prof.max_symbol_errors}, link_downed <= {prof.max_link_downed}",
@@ -100,8 +122,14 @@ def _sm_local(hcas: dict, checked: list) -> Finding:
         port = (hcas.get(h.name, {}).get("ports") or {}).get(str(h.port)) or {}
         seen[f"{h.name}/{h.port}"] = port.get("sm_lid")
     missing = [k for k, v in seen.items() if not v]
-    return judge("ib.sm", not missing, "node", "an SM answers on every port (SM LID != 0)",
-                 "no SM on " + ", ".join(missing) if missing else "SM LIDs " + json.dumps(seen), json.dumps(seen))
+    return judge(
+        "ib.sm",
+        not missing,
+        "node",
+        "an SM answers on every port (SM LID != 0)",
+        "no SM on " + ", ".join(missing) if missing else "SM LIDs " + json.dumps(seen),
+        json.dumps(seen),
+    )
 
 
 def _ipoib(ev: Evidence, ctx: HostContext) -> list[Finding]:
@@ -117,19 +145,30 @@ def _ipoib(ev: Evidence, ctx: HostContext) -> list[Finding]:
     for h in ctx.profile.ib.hcas:
         li = links.get(h.netdev)
         if li is None:
-            out.append(Finding("ib.ipoib", "fail", h.netdev, f"IPoIB netdev of {h.name} present and up", "missing"))
+            out.append(
+                Finding("ib.ipoib", "fail", h.netdev, f"IPoIB netdev of {h.name} present and up", "missing")
+            )
             continue
         flags = li.get("flags") or []
         up = "UP" in flags and "LOWER_UP" in flags
         master = li.get("master")
-        out.append(judge("ib.ipoib", up, h.netdev, "UP, LOWER_UP", ",".join(flags) + (f" (slave of {master})" if master else ""),
-                         f"{h.netdev} of {h.name}: operstate {li.get('operstate')}, mtu {li.get('mtu')}"))
+        out.append(
+            judge(
+                "ib.ipoib",
+                up,
+                h.netdev,
+                "UP, LOWER_UP",
+                ",".join(flags) + (f" (slave of {master})" if master else ""),
+                f"{h.netdev} of {h.name}: operstate {li.get('operstate')}, mtu {li.get('mtu')}",
+            )
+        )
     return out
 
 
 def _nccl_conf(res, ctx: HostContext, nr: rails_mod.NodeRails) -> list[Finding]:
     """/etc/nccl.conf names the node's compute rails exactly (NCCL_IB_HCA==...), the rails as this node's
-    discovery finds them (or hardware.nic_gpu names them), in GPU order: what the ib_redundancy role writes."""
+    discovery finds them (or hardware.nic_gpu names them), in GPU order: what the ib_redundancy role
+    writes."""
     if nr.source != "none" and nr.names is None:
         return [Finding("nccl.config", "error", "/etc/nccl.conf", "NCCL_IB_HCA= the node's compute rails",
                         "the node's compute rails are unknown: " + "; ".join(nr.problems))]
@@ -146,11 +185,21 @@ def _nccl_conf(res, ctx: HostContext, nr: rails_mod.NodeRails) -> list[Finding]:
             k, v = s.split("=", 1)
             conf[k.strip()] = v.strip()
     got = conf.get("NCCL_IB_HCA")
-    return [judge("nccl.config", got == want, "/etc/nccl.conf", f"NCCL_IB_HCA={want}", f"NCCL_IB_HCA={got}" if got else "NCCL_IB_HCA not set",
-                  res.stdout.strip()[:400])]
+    return [
+        judge(
+            "nccl.config",
+            got == want,
+            "/etc/nccl.conf",
+            f"NCCL_IB_HCA={want}",
+            f"NCCL_IB_HCA={got}" if got else "NCCL_IB_HCA not set",
+            res.stdout.strip()[:400],
+        )
+    ]
 
 
-def cluster_findings(per_node_sysfs: dict[str, dict], profiles: dict[str, object]) -> dict[str, list[Finding]]:
+def cluster_findings(
+    per_node_sysfs: dict[str, dict], profiles: dict[str, object]
+) -> dict[str, list[Finding]]:
     """Cross-node rule: one SM (LID) per fabric. (Firmware across the nodes of a profile is
     ib.firmware_uniform's, clustercert.checks.cluster.)"""
     out: dict[str, list[Finding]] = {n: [] for n in per_node_sysfs}

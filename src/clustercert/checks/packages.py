@@ -18,9 +18,16 @@ def commands(ctx: HostContext) -> dict[str, tuple[str, float]]:
     t = ctx.timeout_s
     return {
         "pins": (f"cat {RECORD}", t),
-        "pkg_versions": ("dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' 2>/dev/null "
-                         "|| rpm -qa --qf '%{NAME}\\t%{VERSION}-%{RELEASE}\\tii\\n'", t),
-        "pkg_holds": ("apt-mark showhold 2>/dev/null || sed -n 's/^\\([^#].*\\)-[^-]*:.*/\\1/p' /etc/dnf/plugins/versionlock.list", t),
+        "pkg_versions": (
+            "dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' 2>/dev/null "
+            "|| rpm -qa --qf '%{NAME}\\t%{VERSION}-%{RELEASE}\\tii\\n'",
+            t,
+        ),
+        "pkg_holds": (
+            "apt-mark showhold 2>/dev/null || sed -n 's/^\\([^#].*\\)-[^-]*:.*/\\1/p' /etc/dnf/plugins/"
+            "versionlock.list",
+            t,
+        ),
     }
 
 
@@ -39,12 +46,25 @@ def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
     if rec is not None and not rec.timed_out and rec.rc not in (0, None) and "No such file" in rec.stderr:
         return [Finding("packages.pinned", "fail", RECORD, "packages pinned by clustercert bootstrap",
                         "no pin record: the node was not bootstrapped")]
-    reason = why_not(rec, ctx.timeout_s) or why_not(ev.get("pkg_versions"), ctx.timeout_s) or why_not(ev.get("pkg_holds"), ctx.timeout_s)
+    reason = (
+        why_not(rec, ctx.timeout_s)
+        or why_not(ev.get("pkg_versions"), ctx.timeout_s)
+        or why_not(ev.get("pkg_holds"), ctx.timeout_s)
+    )
     if reason:
         return [error("packages.pinned", reason)]
     pins = parse_record(rec.stdout)
     if not pins:
-        return [Finding("packages.pinned", "error", RECORD, "pinned packages", "the pin record lists no package", rec.excerpt())]
+        return [
+            Finding(
+                "packages.pinned",
+                "error",
+                RECORD,
+                "pinned packages",
+                "the pin record lists no package",
+                rec.excerpt(),
+            )
+        ]
     installed = {}
     for line in ev["pkg_versions"].stdout.splitlines():
         parts = line.split("\t")

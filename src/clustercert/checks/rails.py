@@ -1,8 +1,8 @@
 """GPU-NIC rails: which HCA is each GPU's compute rail, on this node.
 
-A profile states what its compute rails are -- how many (``hardware.rails.count``), at what rate and link layer,
-how near their GPU they sit (``affinity``: PIX, or PIX or PXB in ``nvidia-smi topo -m``) -- not what the
-kernel named them: the same board names them mlx5_0..7 on one build and mlx5_0,3,4,5,6,9,10,11 on another
+A profile states what its compute rails are -- how many (``hardware.rails.count``), at what rate and link
+layer, how near their GPU they sit (``affinity``: PIX, or PIX or PXB in ``nvidia-smi topo -m``) -- not what
+the kernel named them: the same board names them mlx5_0..7 on one build and mlx5_0,3,4,5,6,9,10,11 on another
 (a dual-port storage HCA and a frontend NIC take names between them). Names are found per node from the
 node's ``nvidia-smi topo -m`` and its ``/sys/class/infiniband/*/ports/N/{rate,link_layer}`` by ``select``, the
 one rule every consumer applies: the validators (gpu.nic_affinity, the port and nccl.conf checks), the probes
@@ -46,9 +46,9 @@ class Rail:
 
 @dataclass(frozen=True)
 class NodeRails:
-    """A node's rails: ``source`` discovered (topo -m + sysfs), profile (hardware.nic_gpu) or none (the profile
-    has no compute rails); ``found``: the pairs, in GPU order; ``problems``: why they are not the node's rails
-    (then ``rails`` is None: unknown, and every rail probe of the node is an error)."""
+    """A node's rails: ``source`` discovered (topo -m + sysfs), profile (hardware.nic_gpu) or none (the
+    profile has no compute rails); ``found``: the pairs, in GPU order; ``problems``: why they are not the
+    node's rails (then ``rails`` is None: unknown, and every rail probe of the node is an error)."""
 
     source: str
     found: tuple[Rail, ...] = ()
@@ -68,7 +68,11 @@ class NodeRails:
 
     def to_json(self) -> dict:
         """The certificate's ``nodes.<name>.rails``."""
-        return {"source": self.source, "pairs": [r.to_json() for r in self.found], "problems": list(self.problems)}
+        return {
+            "source": self.source,
+            "pairs": [r.to_json() for r in self.found],
+            "problems": list(self.problems),
+        }
 
 
 NO_RAILS = NodeRails("none")
@@ -78,7 +82,9 @@ def ports_of(sysfs: dict | None, port: int = 1) -> dict[str, dict] | None:
     """A parsed ``sysfs-infiniband`` record as {hca: its port's record} (rate_gbit_per_s, link_layer, ...)."""
     if sysfs is None:
         return None
-    return {name: ((h.get("ports") or {}).get(str(port)) or {}) for name, h in (sysfs.get("hcas") or {}).items()}
+    return {
+        name: ((h.get("ports") or {}).get(str(port)) or {}) for name, h in (sysfs.get("hcas") or {}).items()
+    }
 
 
 def _gpus(topo: dict) -> list[int]:
@@ -88,7 +94,9 @@ def _gpus(topo: dict) -> list[int]:
 
 def _nics(topo: dict) -> list[tuple[str, str]]:
     """(topo -m label, HCA name) of every NIC, in the matrix's order."""
-    return [(d["name"], d.get("nic_name") or d["name"]) for d in topo.get("devices", []) if d.get("kind") == "nic"]
+    return [
+        (d["name"], d.get("nic_name") or d["name"]) for d in topo.get("devices", []) if d.get("kind") == "nic"
+    ]
 
 
 def cell(topo: dict, gpu: int, label: str) -> str | None:
@@ -104,11 +112,11 @@ def numa_of(topo: dict | None, gpu: int) -> int | None:
 def select(topo: dict, ports: dict[str, dict], *, count: int, rate_gbit_per_s: int, affinity: str,
            link_layer: str) -> tuple[list[dict], list[str]]:
     """THE rule: the compute rails among a node's NICs, as ([{"gpu", "hca", "numa", "link"}] in GPU order,
-    problems). A NIC is a compute rail when its port (``ports``: sysfs) has the profile's link layer and rate and it
-    is ``affinity`` (PIX; or PIX or PXB) to a GPU;
-    each rail goes to the nearest such GPU, the lowest index first, that has none yet. Problems: a NIC name that
-    could not reach a command, a rail with no GPU left for it, and a count other than ``count`` (naming the GPUs
-    without a rail)."""
+    problems). A NIC is a compute rail when its port (``ports``: sysfs) has the profile's link layer and rate
+    and it is ``affinity`` (PIX; or PIX or PXB) to a GPU;
+    each rail goes to the nearest such GPU, the lowest index first, that has none yet. Problems: a NIC name
+    that could not reach a command, a rail with no GPU left for it, and a count other than ``count`` (naming
+    the GPUs without a rail)."""
     allowed = ALLOWED[affinity]
     gpus = _gpus(topo)
     pairs: list[dict] = []
@@ -141,16 +149,18 @@ def select(topo: dict, ports: dict[str, dict], *, count: int, rate_gbit_per_s: i
         what = f"{rate_gbit_per_s} Gb/s {link_layer} NICs {'/'.join(allowed)} to a GPU"
         found = ", ".join(f"GPU{p['gpu']} {p['hca']}" for p in pairs) or "none"
         lonely = [f"GPU{g}" for g in gpus if g not in taken]
-        problems.append(f"found {len(pairs)} {what}, the profile has {count} rails (hardware.rails.count): {found}"
-                        + (f"; GPUs without one: {', '.join(lonely)}" if lonely and len(pairs) < count else "")
-                        + (f"; not near any GPU: {', '.join(stray)}" if stray else ""))
+        problems.append(
+            f"found {len(pairs)} {what}, the profile has {count} rails (hardware.rails.count): {found}"
+            + (f"; GPUs without one: {', '.join(lonely)}" if lonely and len(pairs) < count else "")
+            + (f"; not near any GPU: {', '.join(stray)}" if stray else "")
+        )
     return pairs, problems
 
 
 def select_text(topo_text: str, sysfs_text: str, spec: dict) -> tuple[list[dict], list[str]]:
     """``select`` over the tools' text: ``nvidia-smi topo -m`` and a ``grep -r . /sys/class/infiniband/...``
-    dump (what the ib_redundancy role reads on the node). ``spec``: hardware.rails as a dict, with the profile's
-    ib.link_layer as ``link_layer``. ParseError when either text does not parse."""
+    dump (what the ib_redundancy role reads on the node). ``spec``: hardware.rails as a dict, with the
+    profile's ib.link_layer as ``link_layer``. ParseError when either text does not parse."""
     topo = parse("nvidia-smi-topo", topo_text)
     ports = ports_of(parse("sysfs-infiniband", sysfs_text), int(spec.get("port", 1))) or {}
     return select(topo, ports, count=int(spec["count"]), rate_gbit_per_s=int(spec["rate_gbit_per_s"]),
@@ -173,9 +183,9 @@ def expected_count(profile) -> int:
 
 
 def node_rails(profile, topo: dict | None, sysfs: dict | None, why_not: str = "") -> NodeRails:
-    """The node's rails under ``profile``, from its parsed topo -m and sysfs records (None: did not run or parse;
-    ``why_not`` says why). Fixed names (hardware.nic_gpu) are the rails whatever the evidence; topo -m adds
-    their GPUs' NUMA nodes."""
+    """The node's rails under ``profile``, from its parsed topo -m and sysfs records (None: did not run or
+    parse; ``why_not`` says why). Fixed names (hardware.nic_gpu) are the rails whatever the evidence; topo -m
+    adds their GPUs' NUMA nodes."""
     if not wanted(profile):
         return NO_RAILS
     hw = profile.hardware
@@ -222,10 +232,10 @@ def of_evidence(profile, topo_res, sysfs_res, timeout: float | None = None) -> N
 
 
 def peer_differences(per_node: dict[str, NodeRails], group_of: dict[str, str]) -> dict[str, str]:
-    """Nodes whose GPU->NIC mapping differs from their peers' (the other nodes of the same profile, ``group_of``):
-    {node: what differs}. The mapping most nodes of a group share is the reference; where no mapping has more
-    nodes than every other, each node that differs from another is listed. Nodes whose rails are unknown and
-    groups of one node are not compared."""
+    """Nodes whose GPU->NIC mapping differs from their peers' (the other nodes of the same profile,
+    ``group_of``): {node: what differs}. The mapping most nodes of a group share is the reference; where no
+    mapping has more nodes than every other, each node that differs from another is listed. Nodes whose rails
+    are unknown and groups of one node are not compared."""
     out: dict[str, str] = {}
     groups: dict[str, list[str]] = {}
     for node, nr in per_node.items():

@@ -21,7 +21,9 @@ def commands(ctx: HostContext) -> dict[str, tuple[str, float]]:
     return cmds
 
 
-def _mount(check: str, path: str, fstypes, options, min_free_gib: float, mounts: dict, ev_text: str) -> Finding:
+def _mount(
+    check: str, path: str, fstypes, options, min_free_gib: float, mounts: dict, ev_text: str
+) -> Finding:
     want = (f"mounted, {' or '.join(fstypes)}, options {','.join(options) or '-'}"
             + (f", >= {min_free_gib:g} GiB free" if min_free_gib else ""))
     m = mounts.get(path.rstrip("/") or "/")
@@ -39,8 +41,16 @@ def _mount(check: str, path: str, fstypes, options, min_free_gib: float, mounts:
     seen = f"{m['fstype']} from {m['source']}, {','.join(m['options'])}" + (
         f", {free / GIB:.1f} GiB free" if free is not None else "")
     value = round(free / GIB, 3) if free is not None else None
-    return Finding(check, "fail" if problems else "pass", path, want,
-                   ("; ".join(problems) + f" ({seen})") if problems else seen, ev_text, value, "GiB" if value is not None else None)
+    return Finding(
+        check,
+        "fail" if problems else "pass",
+        path,
+        want,
+        ("; ".join(problems) + f" ({seen})") if problems else seen,
+        ev_text,
+        value,
+        "GiB" if value is not None else None,
+    )
 
 
 def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
@@ -53,8 +63,13 @@ def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
     if rec is None:
         return errs if (st.mounts or st.scratch) else [Finding(c, "skip", "", "", why) for c in CHECK_IDS]
     mounts = {m["target"].rstrip("/") or "/": m for m in rec["mounts"]}
-    text = "\n".join(f"{m['target']} {m['fstype']} {','.join(m['options'])}" for m in rec["mounts"]
-                     if any(m["target"] == p for p in [x.path for x in st.mounts] + ([st.scratch.mount] if st.scratch else [])))
+    text = "\n".join(
+        f"{m['target']} {m['fstype']} {','.join(m['options'])}"
+        for m in rec["mounts"]
+        if any(
+            m["target"] == p for p in [x.path for x in st.mounts] + ([st.scratch.mount] if st.scratch else [])
+        )
+    )
     if not st.mounts:
         out.append(Finding("storage.mounts", "skip", "", "", "the profile's storage section lists no mounts"))
     for mt in st.mounts:
@@ -68,7 +83,17 @@ def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
     if blk is None:
         return out + [error("storage.scratch", f.observed, ev.get("lsblk"), "NVMe devices") for f in errs]
     nvme = [d["name"] for d in blk["devices"] if d["nvme"] and d["type"] in (None, "disk")]
-    out.append(judge("storage.scratch", len(nvme) == sc.nvme_devices, "NVMe devices", f"{sc.nvme_devices} NVMe devices",
-                     f"{len(nvme)} NVMe device{'s' if len(nvme) != 1 else ''}" + (f" ({', '.join(nvme)})" if nvme else ""),
-                     ", ".join(f"{d['name']} {d['transport'] or '-'}" for d in blk["devices"]), len(nvme), "devices"))
+    out.append(
+        judge(
+            "storage.scratch",
+            len(nvme) == sc.nvme_devices,
+            "NVMe devices",
+            f"{sc.nvme_devices} NVMe devices",
+            f"{len(nvme)} NVMe device{'s' if len(nvme) != 1 else ''}"
+            + (f" ({', '.join(nvme)})" if nvme else ""),
+            ", ".join(f"{d['name']} {d['transport'] or '-'}" for d in blk["devices"]),
+            len(nvme),
+            "devices",
+        )
+    )
     return out

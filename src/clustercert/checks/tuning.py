@@ -23,8 +23,8 @@ def commands(ctx: HostContext) -> dict[str, tuple[str, float]]:
     cmds = {
         # a fresh PAM login of an ordinary user (what a job gets: pam_limits applies limits.d; the SSH
         # session we run in may be a reused connection with older limits); services get systemd's default
-        "memlock": ("{ runuser -l nobody -s /bin/sh -c 'ulimit -l' || su -l nobody -s /bin/sh -c 'ulimit -l'; } 2>/dev/null; "
-                    "systemctl show -p DefaultLimitMEMLOCK", t),
+        "memlock": ("{ runuser -l nobody -s /bin/sh -c 'ulimit -l' || su -l nobody -s /bin/sh -c 'ulimit -l';"
+                    " } 2>/dev/null; systemctl show -p DefaultLimitMEMLOCK", t),
         "hugepages": ("cat /proc/sys/vm/nr_hugepages", t),
         "governor": ("cat /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor", t),
     }
@@ -45,12 +45,31 @@ def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
     if reason:
         out.append(error("tuning.hugepages", reason, res))
     elif not n.isdigit():
-        out.append(error("tuning.hugepages", f"unreadable vm.nr_hugepages: {n[:80]!r}", res, "vm.nr_hugepages"))
+        out.append(
+            error("tuning.hugepages", f"unreadable vm.nr_hugepages: {n[:80]!r}", res, "vm.nr_hugepages")
+        )
     else:
-        out.append(judge("tuning.hugepages", int(n) >= tun.hugepages_2m, "vm.nr_hugepages", f">= {tun.hugepages_2m}", n,
-                         value=int(n), unit="pages"))
+        out.append(
+            judge(
+                "tuning.hugepages",
+                int(n) >= tun.hugepages_2m,
+                "vm.nr_hugepages",
+                f">= {tun.hugepages_2m}",
+                n,
+                value=int(n),
+                unit="pages",
+            )
+        )
     if tun.governor == "none":
-        out.append(Finding("tuning.governor", "skip", "", "", "profile does not manage the CPU governor (tuning.governor: none)"))
+        out.append(
+            Finding(
+                "tuning.governor",
+                "skip",
+                "",
+                "",
+                "profile does not manage the CPU governor (tuning.governor: none)",
+            )
+        )
     else:
         res = ev.get("governor")
         reason = why_not(res, ctx.timeout_s)
@@ -58,9 +77,13 @@ def evaluate(ev: Evidence, ctx: HostContext) -> list[Finding]:
         if reason:
             out.append(error("tuning.governor", f"cpufreq not readable ({reason})", res))
         elif not govs:
-            out.append(error("tuning.governor", "cpufreq not readable (no scaling_governor printed)", res, "cpufreq"))
+            out.append(
+                error("tuning.governor", "cpufreq not readable (no scaling_governor printed)", res, "cpufreq")
+            )
         else:
-            out.append(judge("tuning.governor", govs == [tun.governor], "cpufreq", tun.governor, ", ".join(govs)))
+            out.append(
+                judge("tuning.governor", govs == [tun.governor], "cpufreq", tun.governor, ", ".join(govs))
+            )
     return out
 
 
@@ -78,7 +101,11 @@ def _memlock(res, ctx: HostContext) -> Finding:
     login = next((x for x in lines if not x.startswith("DefaultLimitMEMLOCK=")), "")
     default = next((x.split("=", 1)[1] for x in lines if x.startswith("DefaultLimitMEMLOCK=")), "")
     if not (login == "unlimited" or login.isdigit()):
-        why = f"unreadable login limit {login[:80]!r}" if login else "no login limit printed (runuser and su both failed)"
+        why = (
+            f"unreadable login limit {login[:80]!r}"
+            if login
+            else "no login limit printed (runuser and su both failed)"
+        )
         return error("tuning.memlock", f"memlock of a fresh login not read: {why}", res, "memlock")
     if not default:
         return error("tuning.memlock", "systemd DefaultLimitMEMLOCK not printed", res, "memlock")

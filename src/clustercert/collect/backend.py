@@ -80,14 +80,17 @@ class Backend(Protocol):
 def check(inv: Inventory, name: str, reservation: str | None = None) -> None:
     """Before anything runs: what the backend needs of the inventory and flags (InputError, exit 2)."""
     if reservation is not None and name != "slurm":
-        raise InputError("--reservation", reservation, "only with --backend slurm (the run's Slurm job goes there)")
+        raise InputError(
+            "--reservation", reservation, "only with --backend slurm (the run's Slurm job goes there)"
+        )
     if name == "slurm":
         srun.check_inventory(inv)
 
 
 @contextmanager
 def opened(inv: Inventory, name: str, reservation: str | None = None) -> Iterator[Backend]:
-    """The backend for the run; with slurm, ``reservation`` the admin's maintenance reservation (--reservation)."""
+    """The backend for the run; with slurm, ``reservation`` the admin's maintenance reservation
+    (--reservation)."""
     if name == "slurm":
         with srun.SlurmBackend.open(inv, paths.control_dir(), reservation, paths.ensure_state_dir()) as io:
             yield io

@@ -115,11 +115,19 @@ def _summarise(event: dict) -> dict | None:
             "action": data.get("task_action", ""),
             "item": kind.startswith("runner_item_on_"),
             "changed": bool(res.get("changed")),
-            "msg": _failure_msg(status, str(res.get("msg", ""))) if status in ("failed", "unreachable") else "",
+            "msg": _failure_msg(status, str(res.get("msg", "")))
+            if status in ("failed", "unreachable")
+            else "",
             "diff": res.get("diff") if res.get("changed") else None,
         }
     if kind == "playbook_on_stats":
-        return {"kind": "stats", "data": {k: data.get(k, {}) for k in ("ok", "changed", "failures", "dark", "skipped", "rescued", "ignored", "processed")}}
+        return {
+            "kind": "stats",
+            "data": {
+                k: data.get(k, {})
+                for k in ("ok", "changed", "failures", "dark", "skipped", "rescued", "ignored", "processed")
+            },
+        }
     return None
 
 
@@ -194,7 +202,8 @@ def _playbook_env(state: Path, envvars: dict | None) -> dict[str, str]:
         "ANSIBLE_NOCOLOR": "True",
     }
     env.update(envvars or {})
-    # ansible-runner sets ANSIBLE_HOST_KEY_CHECKING=False unless the env says otherwise: host keys stay checked
+    # ansible-runner sets ANSIBLE_HOST_KEY_CHECKING=False unless the env says otherwise: host keys stay
+    # checked
     env["ANSIBLE_HOST_KEY_CHECKING"] = "True"
     ssh_args = env.get("ANSIBLE_SSH_ARGS") or os.environ.get("ANSIBLE_SSH_ARGS")
     if ssh_args:  # replaces ansible.cfg's, which has it first
@@ -258,7 +267,8 @@ def _run_runner(kwargs: dict, secrets: dict[str, str], fifo: Path | None, run_di
     the env directory (extra-vars may hold secrets) and scrubs the secrets from the artifacts."""
     try:
         runner = ansible_runner.interface.init_runner(**kwargs)
-        for k in secrets:  # seeded from os.environ: out of what ansible-runner dumps (the tether puts them back)
+        # seeded from os.environ: out of what ansible-runner dumps (the tether puts them back)
+        for k in secrets:
             runner.config.env.pop(k, None)
         runner.run()
     finally:
@@ -290,9 +300,9 @@ def run_playbook(
     listing: str | None = None,
     output: Callable[[str], None] | None = None,
 ) -> RunResult:
-    """``listing``: "list-tasks", "list-tags" or "syntax-check" (ansible-playbook's, nothing runs on the hosts).
-    ``output``: called with Ansible's own output of each event (its stdout at ``verbosity``), secrets and
-    vaulted values replaced."""
+    """``listing``: "list-tasks", "list-tags" or "syntax-check" (ansible-playbook's, nothing runs on the
+    hosts). ``output``: called with Ansible's own output of each event (its stdout at ``verbosity``), secrets
+    and vaulted values replaced."""
     state = state or paths.state_dir()
     run_id = paths.new_run_id()
     run_dir = state / "runs" / run_id
@@ -314,8 +324,8 @@ def run_playbook(
         event_handler=collector,
         quiet=True,
         verbosity=verbosity or None,
-        # no job_timeout: ansible-runner's kills only the tether's process group (SIGKILL), not Ansible's workers
-        # in their own sessions nor what their tasks started; the tether enforces ``timeout`` itself
+        # no job_timeout: ansible-runner's kills only the tether's process group (SIGKILL), not Ansible's
+        # workers in their own sessions nor what their tasks started; the tether enforces ``timeout`` itself
         settings={"suppress_ansible_output": True},
         # With `binary` set, ansible-runner passes no playbook of its own: it is the last argument here.
         cmdline=" ".join(_quote(c) for c in [*cmdline, *vault_flags, str(playbook)]),
@@ -343,7 +353,8 @@ def _collection_tree(state: Path) -> Path:
     """A collections path in the state directory where clustercert.cluster is this installation's content
     (a link to the repository, or to the wheel's ``_data``, which ansible.cfg's relative path cannot reach):
     the roles' and playbooks' ``clustercert.cluster.*`` plugins resolve to the same copy as the roles. Kept
-    out of the run directories (their artifacts are walked and scrubbed); replaced when it names another copy."""
+    out of the run directories (their artifacts are walked and scrubbed); replaced when it names another
+    copy."""
     tree = state / "collections"
     link = tree / "ansible_collections" / "clustercert" / "cluster"
     target = paths.data_dir()
@@ -478,8 +489,10 @@ def _tethered_playbook_binary(run_dir: Path, timeout: int, secrets_fifo: Path | 
     settings = [str(os.getpid()), str(int(timeout)), str(run_dir / TIMED_OUT_MARK),
                 str(secrets_fifo) if secrets_fifo else "", real]
     wrapper = bindir / "ansible-playbook"
-    wrapper.write_text("#!/bin/sh\n# clustercert's tether around ansible-playbook: a run dies with the clustercert process "
-                       "that started it.\nexec " + shlex.join([sys.executable, str(tether), *settings]) + ' "$@"\n')
+    wrapper.write_text("#!/bin/sh\n"
+                       "# clustercert's tether around ansible-playbook: a run dies with the clustercert "
+                       "process that started it.\n"
+                       "exec " + shlex.join([sys.executable, str(tether), *settings]) + ' "$@"\n')
     wrapper.chmod(0o755)
     return wrapper
 
@@ -522,7 +535,9 @@ def parse_extra_vars(items: list[str]) -> dict:
     for item in items:
         text = item.strip()
         if not text:
-            raise InputError(EXTRA_VARS_FLAG, repr(item), "empty (expected key=value, a JSON mapping, or @file)")
+            raise InputError(
+                EXTRA_VARS_FLAG, repr(item), "empty (expected key=value, a JSON mapping, or @file)"
+            )
         if text.startswith("@"):
             if not text[1:]:
                 raise InputError(EXTRA_VARS_FLAG, item, "@ names no file")

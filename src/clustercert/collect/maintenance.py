@@ -6,19 +6,20 @@ Slurm gives a DRAINED node to no job, not even inside a MAINT reservation. So, a
 1. read each node's state and drain reason verbatim (``scontrol show node --oneliner``, by the backend);
 2. take the nodes in a reservation: clustercert's own (``scontrol create reservation
    ReservationName=clustercert-<id> Nodes=... StartTime=now Duration=RESERVATION_MIN Users=<the user>
-   Flags=MAINT,IGNORE_JOBS``), made only where a node is drained, or the admin's (``--reservation NAME``: it must
-   be ACTIVE and hold every node; clustercert never creates, changes nor deletes it);
-3. save the drained nodes' reasons (the state directory, ``slurm-reservations/<job name>.json``, 0600), then resume
-   ONLY those nodes: inside the reservation no user job starts on them;
+   Flags=MAINT,IGNORE_JOBS``), made only where a node is drained, or the admin's (``--reservation NAME``: it
+   must be ACTIVE and hold every node; clustercert never creates, changes nor deletes it);
+3. save the drained nodes' reasons (the state directory, ``slurm-reservations/<job name>.json``, 0600), then
+   resume ONLY those nodes: inside the reservation no user job starts on them;
 4. the run's job asks for the reservation (``salloc --reservation=NAME``);
-5. at the end (``close``; also on an error or Ctrl-C): drain every node that was drained again with its ORIGINAL
-   reason, verbatim (a node someone drained meanwhile keeps that), then delete the reservation only if clustercert
-   made it, and the saved file. ``certify --drain slurm`` decides after that, by its own rules (collect.slurm).
+5. at the end (``close``; also on an error or Ctrl-C): drain every node that was drained again with its
+   ORIGINAL reason, verbatim (a node someone drained meanwhile keeps that), then delete the reservation only
+   if clustercert made it, and the saved file. ``certify --drain slurm`` decides after that, by its own rules
+   (collect.slurm).
 
 A run killed outright leaves its nodes resumed but reserved until the reservation ends; the next ``--backend
-slurm`` run from this state directory finds the leftover clustercert-* reservation and its saved file, restores
-those drains first and deletes it, saying so. A clustercert-* reservation with no saved file here (another
-controller's run) is left alone.
+slurm`` run from this state directory finds the leftover clustercert-* reservation and its saved file,
+restores those drains first and deletes it, saying so. A clustercert-* reservation with no saved file here
+(another controller's run) is left alone.
 
 Pure parts (parse_reservation, expand_hostlist, plan, to_restore, the argv builders) are apart from the I/O
 (recover, restore, which run scontrol through ``call``: argv, never a shell, each under a timeout).
@@ -38,11 +39,13 @@ from pathlib import Path
 from clustercert.collect.slurm import NodeState, _blocking_flags, unusable_name
 
 PREFIX = "clustercert-"
-RESERVATION_MIN = 480  # minutes: only a run killed outright leaves it; the run's job holds its nodes while it runs
+# minutes: only a run killed outright leaves it; the run's job holds its nodes while it runs
+RESERVATION_MIN = 480
 SCONTROL_S = 20        # every scontrol call's timeout
 DELETE_WAIT_S = 60     # how long a reservation still busy with the cancelled job's end is asked again
 NO_REASON = "clustercert: drain restored (the node had no reason)"
-# a flag Slurm sets on a node that is drained, or in a (maintenance) reservation: none keeps our job off it then
+# a flag Slurm sets on a node that is drained, or in a (maintenance) reservation: none keeps our job off it
+# then
 _ALLOWED = ("DRAIN", "DRAINED", "MAINT", "RESERVED")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 
@@ -86,7 +89,8 @@ def expand_hostlist(expr: str) -> list[str]:
 
 
 def parse_reservations(text: str) -> dict[str, Reservation]:
-    """``scontrol show reservation --oneliner`` (one line a reservation; "No reservations in the system" for none)."""
+    """``scontrol show reservation --oneliner`` (one line a reservation; "No reservations in the system" for
+    none)."""
     out = {}
     for line in text.splitlines():
         if not line.startswith("ReservationName="):
@@ -105,17 +109,24 @@ def check_reservation(res: Reservation | None, name: str, nodes: list[str]) -> s
     if res is None:
         return f"--reservation {name}: Slurm has no such reservation"
     if res.state.upper() != "ACTIVE":
-        return f"--reservation {name}: it is {res.state or 'not active'}, not ACTIVE (it has not started or has ended)"
+        return (
+            f"--reservation {name}: it is {res.state or 'not active'}, not ACTIVE (it has not started or has "
+            "ended)"
+        )
     missing = sorted(set(nodes) - set(res.nodes))
     if missing:
-        return f"--reservation {name}: it does not hold {', '.join(missing[:5])}{' and more' if len(missing) > 5 else ''}"
+        return (
+            f"--reservation {name}: it does not hold "
+            f"{', '.join(missing[:5])}{' and more' if len(missing) > 5 else ''}"
+        )
     return None
 
 
 def runnable(st: NodeState, reserved: bool = False) -> str | None:
-    """The run's test of a node: why Slurm would give it no job even once resumed, or None. A drained node counts
-    only where it is IDLE (no job still running there) and drain is all that keeps jobs off it; with ``reserved``
-    (the admin's reservation) the flags a reservation sets (MAINT, RESERVED) keep nothing off either."""
+    """The run's test of a node: why Slurm would give it no job even once resumed, or None. A drained node
+    counts only where it is IDLE (no job still running there) and drain is all that keeps jobs off it; with
+    ``reserved`` (the admin's reservation) the flags a reservation sets (MAINT, RESERVED) keep nothing off
+    either."""
     allowed = _ALLOWED if reserved else ("DRAIN", "DRAINED")
     base, blocking = _blocking_flags(st)
     others = [f for f in blocking if f not in allowed and f != "COMPLETING"]
@@ -126,21 +137,25 @@ def runnable(st: NodeState, reserved: bool = False) -> str | None:
     reason = f" (Reason={st.reason})" if st.reason else ""
     why = f"Slurm starts no job on {st.node} now: it is {st.state}{reason}"
     if st.drained:
-        return why + "; not resumed for the run (only an IDLE node whose drain is all that keeps jobs off it is)"
+        return (
+            why + "; not resumed for the run (only an IDLE node whose drain is all that keeps jobs off it is)"
+        )
     return why
 
 
 @dataclass
 class Plan:
     blocked: dict[str, str] = field(default_factory=dict)   # inventory name -> why no job there
-    nodes: list[str] = field(default_factory=list)           # Slurm NodeNames of the run's job (and reservation)
-    drained: dict[str, str] = field(default_factory=dict)   # NodeName -> its drain reason, verbatim: resume, restore
+    # Slurm NodeNames of the run's job (and reservation)
+    nodes: list[str] = field(default_factory=list)
+    # NodeName -> its drain reason, verbatim: resume, restore
+    drained: dict[str, str] = field(default_factory=dict)
 
 
 def plan(names: dict[str, str], states: dict[str, NodeState], reserved: bool = False) -> Plan:
-    """Which nodes the run's job takes (IDLE, MIXED, or IDLE and drained) and which of them to resume first (the
-    drained), with the reason each had. ``names``: inventory name -> NodeName; ``states``: NodeName -> state;
-    ``reserved``: in the admin's reservation."""
+    """Which nodes the run's job takes (IDLE, MIXED, or IDLE and drained) and which of them to resume first
+    (the drained), with the reason each had. ``names``: inventory name -> NodeName; ``states``: NodeName ->
+    state; ``reserved``: in the admin's reservation."""
     p = Plan()
     for n, sn in sorted(names.items()):
         st = states.get(sn)
@@ -157,16 +172,17 @@ def plan(names: dict[str, str], states: dict[str, NodeState], reserved: bool = F
 
 
 def to_restore(saved: dict[str, str], now: dict[str, NodeState | str]) -> dict[str, str]:
-    """The drains to put back: each saved node ({NodeName: reason}) not drained now (one someone drained during the
-    run keeps that drain and reason); a node whose state could not be read is drained all the same."""
+    """The drains to put back: each saved node ({NodeName: reason}) not drained now (one someone drained
+    during the run keeps that drain and reason); a node whose state could not be read is drained all the
+    same."""
     return {sn: reason for sn, reason in sorted(saved.items())
             if not (isinstance(now.get(sn), NodeState) and now[sn].drained)}
 
 
 def _reason_arg(reason: str) -> str:
-    """``Reason=...`` as ONE argv word, kept verbatim: scontrol strips one leading and one trailing double quote
-    from the value (src/scontrol/update_node.c), so the reason goes inside a pair of them; a control character
-    (none comes from a --oneliner line) becomes '?'."""
+    """``Reason=...`` as ONE argv word, kept verbatim: scontrol strips one leading and one trailing double
+    quote from the value (src/scontrol/update_node.c), so the reason goes inside a pair of them; a control
+    character (none comes from a --oneliner line) becomes '?'."""
     text = "".join(c if c.isprintable() else "?" for c in reason)
     return f'Reason="{text}"'
 
@@ -207,7 +223,8 @@ def ok(res: dict) -> bool:
     return bool(res) and res.get("rc") == 0 and not res.get("timed_out")
 
 
-# ---- the saved reasons (the state directory) ----------------------------------------------------------------
+# ---- the saved reasons (the state directory)
+# ----------------------------------------------------------------
 
 def saved_dir(state_dir: Path) -> Path:
     return state_dir / "slurm-reservations"
@@ -265,8 +282,9 @@ def _readable(s: Saved) -> bool:
 
 
 def alive(s: Saved) -> bool:
-    """Whether the run that saved ``s`` may still run: its process is there, or it ran on another host (a state
-    directory shared between hosts: that run cannot be seen from here, so it is left to its own host)."""
+    """Whether the run that saved ``s`` may still run: its process is there, or it ran on another host (a
+    state directory shared between hosts: that run cannot be seen from here, so it is left to its own
+    host)."""
     if s.host != socket.gethostname():
         return True
     try:
@@ -278,7 +296,8 @@ def alive(s: Saved) -> bool:
     return True
 
 
-# ---- I/O: scontrol through ``call`` -------------------------------------------------------------------------
+# ---- I/O: scontrol through ``call``
+# -------------------------------------------------------------------------
 
 def read_nodes(call: Call) -> dict[str, NodeState] | str:
     from clustercert.collect.slurm import parse_show_node
@@ -309,7 +328,8 @@ def read_reservations(call: Call) -> dict[str, Reservation] | str:
 
 def restore(call: Call, saved: Saved, state_dir: Path, say: Callable[[str], None]) -> bool:
     """Drain the saved nodes again with their reasons (those not drained now), delete the reservation where
-    clustercert made it, then the saved file. False (and the file kept, for the next run) where a step failed."""
+    clustercert made it, then the saved file. False (and the file kept, for the next run) where a step
+    failed."""
     now = read_nodes(call)
     states = now if isinstance(now, dict) else {}
     good = True
@@ -336,17 +356,18 @@ def restore(call: Call, saved: Saved, state_dir: Path, say: Callable[[str], None
 
 
 def recover(call: Call, state_dir: Path, say: Callable[[str], None]) -> None:
-    """A leftover of a run killed outright: each saved file of this state directory whose run is gone -- its drains
-    restored, its reservation (clustercert's) deleted; said on stderr. A clustercert-* reservation with no saved
-    file here is another controller's: named, left alone."""
+    """A leftover of a run killed outright: each saved file of this state directory whose run is gone -- its
+    drains restored, its reservation (clustercert's) deleted; said on stderr. A clustercert-* reservation with
+    no saved file here is another controller's: named, left alone."""
     leftovers = [s for s in read_saved(state_dir) if not alive(s)]
     for s in leftovers:
-        say(f"reservation {s.reservation} was left by a run that did not end (pid {s.pid}): restoring the drains of "
+        say(f"reservation {s.reservation} was left by a run that did not end (pid {s.pid}): restoring the "
+            "drains of "
             f"{', '.join(sorted(s.drained)) or 'no node'}" + (" and deleting it" if s.created else ""))
         restore(call, s, state_dir, say)
     known = {s.reservation for s in read_saved(state_dir)} | {s.reservation for s in leftovers}
     found = read_reservations(call)
     if isinstance(found, dict):
         for name in sorted(n for n in found if n.startswith(PREFIX) and n not in known):
-            say(f"reservation {name} is clustercert's but not this state directory's (another controller's run?): "
-                "left as it is")
+            say(f"reservation {name} is clustercert's but not this state directory's (another controller's "
+                "run?): left as it is")

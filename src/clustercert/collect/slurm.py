@@ -105,7 +105,9 @@ class Action:
         return asdict(self)
 
 
-def decide(nodes: dict[str, dict], slurm_names: dict[str, str], states: dict[str, NodeState | str]) -> list[Action]:
+def decide(
+    nodes: dict[str, dict], slurm_names: dict[str, str], states: dict[str, NodeState | str]
+) -> list[Action]:
     """What to do with each Slurm node. ``nodes``: the certificate's nodes ({name: {verdict, findings}});
     ``slurm_names``: inventory name -> Slurm NodeName, for the nodes clustercert manages in Slurm (the
     others are ignored); ``states``: Slurm NodeName -> its state, or the error text of reading it."""
@@ -118,19 +120,32 @@ def decide(nodes: dict[str, dict], slurm_names: dict[str, str], states: dict[str
         failing = node["verdict"] in FAILING
         want = drain_reason(node) if failing else ""
         if isinstance(st, str):
-            out.append(Action(name, sn, "drain" if failing else "none", want, False, f"cannot read the Slurm node's state: {st}"))
+            out.append(
+                Action(
+                    name,
+                    sn,
+                    "drain" if failing else "none",
+                    want,
+                    False,
+                    f"cannot read the Slurm node's state: {st}",
+                )
+            )
         elif failing and st.drained and not st.ours:
             out.append(Action(name, sn, "none", st.reason or "", True,
-                              f"{st.state}, drained by someone else (Reason={st.reason or 'none'}): left as it is"))
+                              f"{st.state}, drained by someone else (Reason={st.reason or 'none'}): left as "
+                              "it is"))
         elif failing and st.ours and st.reason == want:
-            out.append(Action(name, sn, "none", want, True, f"{st.state}, already drained for the same reason"))
+            out.append(
+                Action(name, sn, "none", want, True, f"{st.state}, already drained for the same reason")
+            )
         elif failing:
             out.append(Action(name, sn, "drain", want, True, f"was {st.state}"))
         elif st.ours:
             out.append(Action(name, sn, "resume", st.reason or "", True, f"was {st.state}"))
         elif st.drained:
             out.append(Action(name, sn, "none", st.reason or "", True,
-                              f"{st.state}, drained by someone else (Reason={st.reason or 'none'}): left as it is"))
+                              f"{st.state}, drained by someone else (Reason={st.reason or 'none'}): left as "
+                              "it is"))
         else:
             out.append(Action(name, sn, "none", "", True, st.state))
     return out
@@ -141,7 +156,8 @@ def show_cmd(slurm_node: str) -> str:
 
 
 def update_cmd(a: Action) -> str:
-    """The update; the node name and the reason each stay in one word (``NodeName=<name>``, ``Reason=<reason>``)."""
+    """The update; the node name and the reason each stay in one word (``NodeName=<name>``,
+    ``Reason=<reason>``)."""
     if a.action == "drain":
         return f"scontrol update NodeName={q(a.slurm_node)} State=DRAIN Reason={q(a.reason)}"
     return f"scontrol update NodeName={q(a.slurm_node)} State=RESUME"
@@ -179,13 +195,16 @@ def _why(r: CommandResult | None, timeout: float) -> str:
     return (r.stderr.strip() or r.stdout.strip() or f"exit status {r.rc}").splitlines()[-1][:300]
 
 
-def read_states(inv: Inventory, names: dict[str, str], skip: set[str] = frozenset(),
-                control_dir: Path | None = None) -> tuple[tuple[str, HostView] | None, dict[str, NodeState | str], list[str]]:
+def read_states(
+    inv: Inventory, names: dict[str, str], skip: set[str] = frozenset(), control_dir: Path | None = None
+) -> tuple[tuple[str, HostView] | None, dict[str, NodeState | str], list[str]]:
     """The Slurm states of ``names`` (inventory name -> Slurm NodeName), read with ``scontrol show
     node`` on the first Slurm node (not in ``skip``) where scontrol works. Returns (that node and its
     host, {NodeName: state or the error text of reading it}, what the nodes tried before said);
     (None, {}, tried) when no Slurm node could run scontrol."""
-    refused: dict[str, NodeState | str] = {sn: why for sn in set(names.values()) if (why := unusable_name(sn))}
+    refused: dict[str, NodeState | str] = {
+        sn: why for sn in set(names.values()) if (why := unusable_name(sn))
+    }
     shows = {f"show {sn}": show_cmd(sn) for sn in sorted(set(names.values()) - set(refused))}
     tried: list[str] = []
     if not shows:
@@ -194,11 +213,16 @@ def read_states(inv: Inventory, names: dict[str, str], skip: set[str] = frozense
         if runner in skip:
             continue
         t = float(h.vars.clustercert_command_timeout_s)
-        ev = collect_node(runner, h.connection, {k: (c, t) for k, c in shows.items()}, control_dir=control_dir)
+        ev = collect_node(
+            runner, h.connection, {k: (c, t) for k, c in shows.items()}, control_dir=control_dir
+        )
         if not ev.reachable:
             tried.append(f"{runner}: {ev.error}")
             continue
-        states = {key.removeprefix("show "): state_of(key.removeprefix("show "), r, t) for key, r in ev.results.items()}
+        states = {
+            key.removeprefix("show "): state_of(key.removeprefix("show "), r, t)
+            for key, r in ev.results.items()
+        }
         if states and all(isinstance(s, str) for s in states.values()):
             tried.append(f"{runner}: {next(iter(states.values()))}")
             continue  # scontrol does not work there (no client config, munge, controller): try the next
@@ -229,13 +253,31 @@ def _updated(a: Action, up: NodeEvidence, key: str, t: float, where: str) -> Non
 
 
 # flags that keep a step off a node (scontrol prints them after the base state: IDLE+DRAIN)
-_BLOCKING = ("DRAIN", "DRAINED", "DRAINING", "DOWN", "FAIL", "FAILING", "MAINT", "RESERVED", "NOT_RESPONDING",
-             "POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN", "POWERING_UP", "REBOOT_REQUESTED", "REBOOT_ISSUED",
-             "INVALID_REG", "COMPLETING", "PLANNED")
+_BLOCKING = (
+    "DRAIN",
+    "DRAINED",
+    "DRAINING",
+    "DOWN",
+    "FAIL",
+    "FAILING",
+    "MAINT",
+    "RESERVED",
+    "NOT_RESPONDING",
+    "POWERED_DOWN",
+    "POWERING_DOWN",
+    "POWER_DOWN",
+    "POWERING_UP",
+    "REBOOT_REQUESTED",
+    "REBOOT_ISSUED",
+    "INVALID_REG",
+    "COMPLETING",
+    "PLANNED",
+)
 
 
 def _blocking_flags(st: NodeState) -> tuple[str, list[str]]:
-    """(the base state as scontrol prints it, its flags of _BLOCKING): ``IDLE+DRAIN`` -> ("IDLE", ["DRAIN"])."""
+    """(the base state as scontrol prints it, its flags of _BLOCKING): ``IDLE+DRAIN`` -> ("IDLE",
+    ["DRAIN"])."""
     base, *flags = st.state.upper().split("+")
     return base, [f.rstrip("*~#%$@!^-") for f in flags if f.rstrip("*~#%$@!^-") in _BLOCKING]
 
@@ -251,10 +293,10 @@ def accepts_step(st: NodeState | str) -> bool:
 
 
 def takes_jobs(st: NodeState) -> str | None:
-    """--backend slurm's test of a node for the run's job: why Slurm would give it no job now, or None where it
-    would -- IDLE or MIXED (a user job beside it: salloc --exclusive then fails at once and says so), nothing of
-    _BLOCKING but COMPLETING (an epilog ending within salloc's --immediate wait). ALLOCATED: every core is some
-    job's; a '*' after the base state: not responding."""
+    """--backend slurm's test of a node for the run's job: why Slurm would give it no job now, or None where
+    it would -- IDLE or MIXED (a user job beside it: salloc --exclusive then fails at once and says so),
+    nothing of _BLOCKING but COMPLETING (an epilog ending within salloc's --immediate wait). ALLOCATED: every
+    core is some job's; a '*' after the base state: not responding."""
     base, blocking = _blocking_flags(st)
     if base in ("IDLE", "MIXED") and not [f for f in blocking if f != "COMPLETING"]:
         return None
@@ -276,7 +318,9 @@ def apply(inv: Inventory, nodes: dict[str, dict], control_dir: Path | None = Non
         runner, h = found
         t = float(h.vars.clustercert_command_timeout_s)
         actions = decide(nodes, names, states)
-        todo = {f"{a.action} {a.slurm_node}": (update_cmd(a), t) for a in actions if a.ok and a.action != "none"}
+        todo = {
+            f"{a.action} {a.slurm_node}": (update_cmd(a), t) for a in actions if a.ok and a.action != "none"
+        }
         if todo:
             up = collect_node(runner, h.connection, todo, control_dir=control_dir, parallel=1)
             for a in actions:
@@ -286,10 +330,19 @@ def apply(inv: Inventory, nodes: dict[str, dict], control_dir: Path | None = Non
         entries = [a.to_json() for a in actions]
     else:
         why = "; ".join(tried) or "every Slurm node was unreachable"
-        entries = [Action(n, sn, "drain" if nodes[n]["verdict"] in FAILING else "none",
-                          drain_reason(nodes[n]) if nodes[n]["verdict"] in FAILING else "", False,
-                          states.get(sn) if isinstance(states.get(sn), str) else
-                          f"no Slurm node could run scontrol ({why})").to_json() for n, sn in sorted(names.items())]
+        entries = [
+            Action(
+                n,
+                sn,
+                "drain" if nodes[n]["verdict"] in FAILING else "none",
+                drain_reason(nodes[n]) if nodes[n]["verdict"] in FAILING else "",
+                False,
+                states.get(sn)
+                if isinstance(states.get(sn), str)
+                else f"no Slurm node could run scontrol ({why})",
+            ).to_json()
+            for n, sn in sorted(names.items())
+        ]
     for e in entries:
         _say_if_not_done(e)
     return entries
@@ -297,22 +350,34 @@ def apply(inv: Inventory, nodes: dict[str, dict], control_dir: Path | None = Non
 
 def _say_if_not_done(e: dict) -> None:
     if not e["ok"]:
-        print(f"clustercert: slurm: {e['node']} ({e['slurm_node']}): {e['action']} not done: {e['detail']}", file=sys.stderr)
+        print(
+            f"clustercert: slurm: {e['node']} ({e['slurm_node']}): {e['action']} not done: {e['detail']}",
+            file=sys.stderr,
+        )
 
 
 HERE_TIMEOUT_S = 10  # node-check's scontrol calls: a Slurm HealthCheckProgram is killed after 60 s
 
 
-def apply_here(name: str, node: dict, slurm_node: str, path: str = "", timeout: float = HERE_TIMEOUT_S) -> dict:
-    """``node-check --drain``: decide() for this node alone -- ``node`` ({verdict, findings}) known to Slurm as
-    ``slurm_node`` -- with ``scontrol show node`` and ``scontrol update`` run here, each under ``timeout`` (by the
-    node runner, as every command of node-check; ``path``: where scontrol is looked for first). Returns the action's entry (as certify's ``slurm`` list); one
-    not done (Slurm not read, the update refused) has ok false and a line on stderr."""
+def apply_here(
+    name: str, node: dict, slurm_node: str, path: str = "", timeout: float = HERE_TIMEOUT_S
+) -> dict:
+    """``node-check --drain``: decide() for this node alone -- ``node`` ({verdict, findings}) known to Slurm
+    as ``slurm_node`` -- with ``scontrol show node`` and ``scontrol update`` run here, each under ``timeout``
+    (by the node runner, as every command of node-check; ``path``: where scontrol is looked for first).
+    Returns the action's entry (as certify's ``slurm`` list); one not done (Slurm not read, the update
+    refused) has ok false and a line on stderr."""
     ev = collect_node(name, LOCAL, {"show": (show_cmd(slurm_node), timeout)}, path=path)
     state = state_of(slurm_node, ev.results.get("show"), timeout) if ev.reachable else ev.error
     (a,) = decide({name: node}, {name: slurm_node}, {slurm_node: state})
     if a.ok and a.action != "none":
         key = f"{a.action} {slurm_node}"
-        _updated(a, collect_node(name, LOCAL, {key: (update_cmd(a), timeout)}, path=path), key, timeout, "this node")
+        _updated(
+            a,
+            collect_node(name, LOCAL, {key: (update_cmd(a), timeout)}, path=path),
+            key,
+            timeout,
+            "this node",
+        )
     _say_if_not_done(entry := a.to_json())
     return entry

@@ -58,7 +58,9 @@ class _Sessions:
         with self._lock:
             sem = self._slots.get((node, kill))
             if sem is None:
-                sem = self._slots[(node, kill)] = threading.BoundedSemaphore(1 if kill else max(1, MAX_SESSIONS - 2))
+                sem = self._slots[(node, kill)] = threading.BoundedSemaphore(
+                    1 if kill else max(1, MAX_SESSIONS - 2)
+                )
             return sem
 
 
@@ -99,19 +101,30 @@ def check_open_files(forks: int) -> int:
             pass
     limit = hard if hard != resource.RLIM_INFINITY else soft
     fits = max(0, (limit - FDS_BASE) // (FDS_PER_SESSION * 2 * (MAX_SESSIONS - 1)))
-    raise InputError("--forks", str(forks), f"needs up to {need} open files ({sessions_at_peak(forks)} SSH sessions "
-                     f"at once), the open-files limit is {soft} (hard {hard}): use --forks {fits} or less, "
-                     "or raise the limit (ulimit -n)")
+    raise InputError("--forks", str(forks), f"needs up to {need} open files ({sessions_at_peak(forks)} SSH "
+                     f"sessions at once), the open-files limit is {soft} (hard {hard}): use --forks {fits} "
+                     "or less, or raise the limit (ulimit -n)")
 
 
 
 def ssh_argv(conn: dict, host: str, control_dir: Path | None = None, connect_timeout: int = 10) -> list[str]:
-    """ssh command line from Ansible connection variables. Host-key checking stays on: StrictHostKeyChecking=yes
-    comes before anything from the inventory (ssh keeps the first value of an option), so no
-    ``ansible_ssh_common_args`` can turn it off; a node whose key is not in known_hosts, or differs, is
-    refused before anything runs there."""
-    argv = ["ssh", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout}",
-            "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3"]
+    """ssh command line from Ansible connection variables. Host-key checking stays on:
+    StrictHostKeyChecking=yes comes before anything from the inventory (ssh keeps the first value of an
+    option), so no ``ansible_ssh_common_args`` can turn it off; a node whose key is not in known_hosts, or
+    differs, is refused before anything runs there."""
+    argv = [
+        "ssh",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        f"ConnectTimeout={connect_timeout}",
+        "-o",
+        "ServerAliveInterval=10",
+        "-o",
+        "ServerAliveCountMax=3",
+    ]
     if control_dir is not None:
         control_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         argv += ["-o", "ControlMaster=auto", "-o", "ControlPersist=60s",
@@ -145,10 +158,14 @@ def become_argv(conn: dict) -> tuple[list[str], bytes]:
         return [], b""
     method = str(conn.get("ansible_become_method") or "sudo")
     if method != "sudo":
-        raise ValueError(f"ansible_become_method {method!r} is not supported by clustercert's collector (sudo only)")
+        raise ValueError(
+            f"ansible_become_method {method!r} is not supported by clustercert's collector (sudo only)"
+        )
     user = str(conn.get("ansible_become_user") or "root")
     inventory_pass = conn.get("ansible_become_password")  # model.inventory: a vault.Hidden, never shown
-    password = inventory_pass.reveal() if hasattr(inventory_pass, "reveal") else os.environ.get(BECOME_PASS_ENV)
+    password = (
+        inventory_pass.reveal() if hasattr(inventory_pass, "reveal") else os.environ.get(BECOME_PASS_ENV)
+    )
     if password:
         return ["sudo", "-S", "-p", "", "-u", user, "--"], password.encode() + b"\n"
     return ["sudo", "-n", "-u", user, "--"], b""
@@ -156,7 +173,9 @@ def become_argv(conn: dict) -> tuple[list[str], bytes]:
 
 _HOST_KEY_SIGNS = ("host key verification failed", "remote host identification has changed",
                    "host key is known", "host key for", "no matching host key", "mismatching host key")
-HOST_KEY_FAILURE = "host key verification failed: the node's SSH host key is not the one in known_hosts (nothing was run)"
+HOST_KEY_FAILURE = (
+    "host key verification failed: the node's SSH host key is not the one in known_hosts (nothing was run)"
+)
 
 
 def describe_failure(stderr: str, rc: int | None, conn: dict | None = None) -> str:
@@ -168,12 +187,16 @@ def describe_failure(stderr: str, rc: int | None, conn: dict | None = None) -> s
         return HOST_KEY_FAILURE
     user = str((conn or {}).get("ansible_become_user") or "root")
     if "a password is required" in low or "a terminal is required" in low:
-        return (f"sudo needs a password to become {user}: give it with -K/--ask-become-pass (ANSIBLE_BECOME_PASS) "
-                "or the inventory's ansible_become_password (vaulted), or allow password-less sudo")
+        return (f"sudo needs a password to become {user}: give it with -K/--ask-become-pass "
+                "(ANSIBLE_BECOME_PASS) or the inventory's ansible_become_password (vaulted), or allow "
+                "password-less sudo")
     if "incorrect password attempt" in low or "sorry, try again" in low:
         return f"sudo refused the become password (the inventory's or ANSIBLE_BECOME_PASS) for {user}"
     if "is not in the sudoers file" in low or "not allowed to execute" in low:
-        return f"sudo: {(conn or {}).get('ansible_user', 'the login user')} may not run commands as {user} (sudoers)"
+        return (
+            f"sudo: {(conn or {}).get('ansible_user', 'the login user')} may not run commands as {user} "
+            "(sudoers)"
+        )
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     return (lines[-1] if lines else f"exit status {rc}")[:300]
 
@@ -193,12 +216,16 @@ def _overall_timeout(timeouts: list[float], parallel: int) -> float:
     return min(sum(timeouts), sum(timeouts) / max(1, parallel) + max(timeouts))
 
 
-def runner_limit(commands: dict[str, tuple], stages: list[list[str]] | None = None, parallel: int = 8) -> float:
+def runner_limit(
+    commands: dict[str, tuple], stages: list[list[str]] | None = None, parallel: int = 8
+) -> float:
     """How long collect_node waits for the node's runner: with ``stages``, each stage as long as its
     longest command (a client: 5 s more, for its server's start), one stage after another; without,
     _overall_timeout; and a margin for the connection."""
     if stages:
-        overall = sum(max(commands[n][1] + (5 if len(commands[n]) > 2 else 0) for n in st) for st in stages if st)
+        overall = sum(
+            max(commands[n][1] + (5 if len(commands[n]) > 2 else 0) for n in st) for st in stages if st
+        )
     else:
         overall = _overall_timeout([v[1] for v in commands.values()], parallel)
     return overall + 20
@@ -250,7 +277,9 @@ def collect_node(
                 p = subprocess.run(argv, input=request, capture_output=True, text=True, timeout=overall)
                 rc, stdout, stderr = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired:
-        return NodeEvidence(node, False, f"no answer within {overall:.0f} s", seconds=round(time.monotonic() - t0, 3))
+        return NodeEvidence(
+            node, False, f"no answer within {overall:.0f} s", seconds=round(time.monotonic() - t0, 3)
+        )
     except OSError as exc:
         return NodeEvidence(node, False, f"cannot start ssh: {exc}", seconds=0.0)
     seconds = round(time.monotonic() - t0, 3)
@@ -271,7 +300,10 @@ def runner_evidence(node: str, commands: dict[str, tuple], text: str, seconds: f
     try:
         doc = json.loads(text)
         results = {
-            name: CommandResult(command=commands[name][0], **{k: r[k] for k in ("rc", "stdout", "stderr", "timed_out", "seconds")})
+            name: CommandResult(
+                command=commands[name][0],
+                **{k: r[k] for k in ("rc", "stdout", "stderr", "timed_out", "seconds")},
+            )
             for name, r in doc["results"].items()
         }
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
@@ -279,7 +311,9 @@ def runner_evidence(node: str, commands: dict[str, tuple], text: str, seconds: f
     return NodeEvidence(node, True, "", results, seconds)
 
 
-def _run_marked(argv: list[str], request: str, timeout: float, on_done: Callable[[str], None]) -> tuple[int, str, str]:
+def _run_marked(
+    argv: list[str], request: str, timeout: float, on_done: Callable[[str], None]
+) -> tuple[int, str, str]:
     """subprocess.run(argv, input=request, capture_output=True, timeout=timeout), reading stdout as
     it comes: each DONE_MARK line is handed to ``on_done`` and left out of the returned stdout.
     Raises subprocess.TimeoutExpired (the process killed) past ``timeout``."""
@@ -315,7 +349,11 @@ def _run_marked(argv: list[str], request: str, timeout: float, on_done: Callable
         if expired.is_set():
             raise subprocess.TimeoutExpired(argv, timeout)
         err_file.seek(0)
-        return p.returncode, b"".join(out).decode("utf-8", "replace"), err_file.read().decode("utf-8", "replace")
+        return (
+            p.returncode,
+            b"".join(out).decode("utf-8", "replace"),
+            err_file.read().decode("utf-8", "replace"),
+        )
 
 
 def collect_many(
@@ -363,7 +401,10 @@ def collect_in_turn(
 ) -> dict[str, NodeEvidence]:
     """Collect from one node after the other, in the order of ``nodes``: for steps that disturb a node
     (the bond failover test), so that no two nodes are disturbed at the same moment."""
-    return {n: collect_node(n, conn, commands_for[n], control_dir=control_dir, parallel=1) for n, conn in nodes.items()}
+    return {
+        n: collect_node(n, conn, commands_for[n], control_dir=control_dir, parallel=1)
+        for n, conn in nodes.items()
+    }
 
 
 # ---- probes: a server on one node, a client on another, both bounded and cleaned up ----------
@@ -380,10 +421,12 @@ def listen_poll_script(port: int, bound: float = LISTEN_POLL_S) -> str:
     pause grows from 10 to 50 ms: many servers start at once on a busy node, and their polls must
     not take the CPU the servers need to start. ``timeout --foreground`` keeps the poll in its
     caller's process group (a probe's group kill reaches it)."""
-    loop = ("d=0.01; while :; do for f in /proc/net/tcp /proc/net/tcp6; do [ -r $f ] || continue; "
-            f"while read -r _ l _ st _; do case \"$l $st\" in *:{int(port):04X}\\ 0A) exit 0;; esac; done < $f; done; "
-            "sleep $d; case $d in 0.01) d=0.02;; *) d=0.05;; esac; done")
-    return f"[ -r /proc/net/tcp ] || exit 3; exec timeout --foreground {bound:g} /bin/sh -c {shlex.quote(loop)}"
+    loop = ("d=0.01; while :; do for f in /proc/net/tcp /proc/net/tcp6; do [ -r $f ] || continue; while "
+            f"read -r _ l _ st _; do case \"$l $st\" in *:{int(port):04X}\\ 0A) exit 0;; esac; done < $f; "
+            "done; sleep $d; case $d in 0.01) d=0.02;; *) d=0.05;; esac; done")
+    return (
+        f"[ -r /proc/net/tcp ] || exit 3; exec timeout --foreground {bound:g} /bin/sh -c {shlex.quote(loop)}"
+    )
 
 
 def bounded(cmd: str, timeout: int, listen_port: int | None = None) -> str:
@@ -398,10 +441,10 @@ def bounded(cmd: str, timeout: int, listen_port: int | None = None) -> str:
     own that neither the wrapper nor the controller kills); the wrapper's kill reaches CMD's children."""
     watch = (f"( /bin/sh -c {shlex.quote(listen_poll_script(listen_port))}; echo {LISTEN_MARK}$? ) & "
              if listen_port is not None else "")
-    reap = ("if pids=$(pgrep -g $$ 2>/dev/null); then for p in $pids; do [ \"$p\" = $$ ] || kill -KILL \"$p\" 2>/dev/null; done; "
-            f"echo {END_MARK}$rc; fi; exit $rc")
-    inner = (f"echo PGID=$$; {watch}timeout --foreground -s KILL {timeout} /bin/sh -c {shlex.quote(cmd)} </dev/null; "
-             f"rc=$?; {reap}")
+    reap = ("if pids=$(pgrep -g $$ 2>/dev/null); then for p in $pids; do [ \"$p\" = $$ ] || kill -KILL "
+            f"\"$p\" 2>/dev/null; done; echo {END_MARK}$rc; fi; exit $rc")
+    inner = (f"echo PGID=$$; {watch}timeout --foreground -s KILL {timeout} /bin/sh -c {shlex.quote(cmd)} </"
+             f"dev/null; rc=$?; {reap}")
     return f"setsid -w /bin/sh -c {shlex.quote(inner)}"
 
 
@@ -450,13 +493,16 @@ class ProbeRun:
     reachable: bool = True          # the client's node answered
     error: str = ""
     server_reachable: bool = True   # the server's node answered
-    where: str = ""                 # where a backend ran it, when it is more than the nodes (--backend slurm: its step)
+    # where a backend ran it, when it is more than the nodes (--backend slurm: its step)
+    where: str = ""
 
 
 _MARK_LINE = re.compile(rb"^" + LISTEN_MARK.encode() + rb"(\d*)\r?\n", re.M)
 
 
-def _read_server_start(proc: subprocess.Popen, pgid_wait: float, port: int | None) -> tuple[str | None, int | None, bytes]:
+def _read_server_start(
+    proc: subprocess.Popen, pgid_wait: float, port: int | None
+) -> tuple[str | None, int | None, bytes]:
     """Reads a server's first lines: its PGID (within ``pgid_wait``), then, with ``port``, the
     watcher's LISTEN_MARK line (within LISTEN_POLL_S + 3 s). Returns (pgid, listen status or None
     where it could not tell, the server's own output read meanwhile). Raw reads on the pipe: nothing
@@ -509,13 +555,21 @@ class Server:
             slot.release()
 
 
-def start_server(server: tuple[str, dict, str], timeout: float, *, control_dir: Path | None = None,
-                 server_start_delay: float = 0.5, server_port: int | None = None, peer: str | None = None) -> Server:
+def start_server(
+    server: tuple[str, dict, str],
+    timeout: float,
+    *,
+    control_dir: Path | None = None,
+    server_start_delay: float = 0.5,
+    server_port: int | None = None,
+    peer: str | None = None,
+) -> Server:
     """Start ``server`` = (node, conn, cmd) in its own process group under ``timeout``, and return once
     a client may connect: with ``server_port``, as soon as the node shows that TCP port listening
     (polled there in the server's own session, for up to LISTEN_POLL_S); without it, or where that
     cannot be told, after ``server_start_delay``. End it with finish_probe or stop_server. ``peer``, the node
-    its client will run on, is for --backend slurm (one step per pair: collect.srun); a session here is per node."""
+    its client will run on, is for --backend slurm (one step per pair: collect.srun); a session here is per
+    node."""
     node, conn, cmd = server
     script = bounded(cmd, int(max(1, timeout)), server_port)
     slot = SESSIONS.slot(node)
@@ -558,7 +612,9 @@ def _stop_server(srv: Server, wait: float) -> CommandResult:
                 srv.proc.kill()
                 out, err = srv.proc.communicate()
             text = _MARK_LINE.sub(b"", srv.head + (out or b"")).decode(errors="replace")
-    return CommandResult(srv.proc.returncode, text, (err or b"").decode(errors="replace"), False, 0.0, srv.cmd)
+    return CommandResult(
+        srv.proc.returncode, text, (err or b"").decode(errors="replace"), False, 0.0, srv.cmd
+    )
 
 
 def finish_probe(srv: Server | None, client: tuple[str, dict, str], timeout: float, *,
@@ -575,18 +631,26 @@ def finish_probe(srv: Server | None, client: tuple[str, dict, str], timeout: flo
     t0 = time.monotonic()
     try:
         with node_session(cli_node):
-            p = subprocess.run(_remote(cli_conn, cli_node, script, control_dir), capture_output=True, text=True,
-                               timeout=t_int + 15)
+            p = subprocess.run(
+                _remote(cli_conn, cli_node, script, control_dir),
+                capture_output=True,
+                text=True,
+                timeout=t_int + 15,
+            )
         cli_pgid, cli_out = pgid_and_output(p.stdout)
         reaped, cli_out = ended(cli_out)
         elapsed = time.monotonic() - t0
         timed_out = p.returncode in (124, 137) or elapsed >= t_int
-        client_res = CommandResult(None if timed_out else p.returncode, cli_out, p.stderr, timed_out, round(elapsed, 3), cli_cmd)
+        client_res = CommandResult(
+            None if timed_out else p.returncode, cli_out, p.stderr, timed_out, round(elapsed, 3), cli_cmd
+        )
         unreachable = p.returncode == 255 and not cli_pgid
         p_rc = p.returncode
     except subprocess.TimeoutExpired:
         cli_pgid, unreachable, reaped, p_rc = None, True, False, None
-        client_res = CommandResult(None, "", "no answer from the node", True, round(time.monotonic() - t0, 3), cli_cmd)
+        client_res = CommandResult(
+            None, "", "no answer from the node", True, round(time.monotonic() - t0, 3), cli_cmd
+        )
     wait = 3 if client_res.ok else 0.5
     server_res = None
     if background is not None and srv is not None and srv.pgid is not None:
@@ -599,8 +663,13 @@ def finish_probe(srv: Server | None, client: tuple[str, dict, str], timeout: flo
                 ex.submit(_kill_group, cli_conn, cli_node, cli_pgid, control_dir)
             server_res = stop_server(srv, wait) if srv is not None else None
     server_reachable = srv is None or srv.pgid is not None or srv.proc.returncode != 255
-    return ProbeRun(server_res, client_res, not unreachable,
-                    describe_failure(client_res.stderr, p_rc, cli_conn) if unreachable else "", server_reachable)
+    return ProbeRun(
+        server_res,
+        client_res,
+        not unreachable,
+        describe_failure(client_res.stderr, p_rc, cli_conn) if unreachable else "",
+        server_reachable,
+    )
 
 
 def run_server_client(

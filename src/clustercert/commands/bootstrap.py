@@ -12,8 +12,8 @@ table, or with ``--format json`` the document schemas/bootstrap.schema.json desc
 diff when ``--diff`` is given; the table is followed by those diffs as ansible-playbook prints them
 (clustercert.report.diffs). ``-v``..``-vvvv`` print Ansible's own output at that verbosity on stderr (in
 place of the live table). ``--list-tasks``, ``--list-tags`` and ``--syntax-check`` print ansible-playbook's
-answer on stdout and stop (exit 0, or 1 when it failed). Exit status: 0 when every host is ok, 1 when a host failed or was
-unreachable (or the run itself failed). The run uses mitogen's strategy where it is installed
+answer on stdout and stop (exit 0, or 1 when it failed). Exit status: 0 when every host is ok, 1 when a host
+failed or was unreachable (or the run itself failed). The run uses mitogen's strategy where it is installed
 (clustercert.collect.engine.strategy_env).
 """
 

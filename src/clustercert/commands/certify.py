@@ -37,7 +37,9 @@ def run(args) -> int:
     ctx = Run(args, "certify")
     if args.drain == "slurm":
         slurm.check_inventory(ctx.inv)
-    signing_key, pub_path = certificate.load_or_create_key(Path(args.key) if args.key else None, paths.state_dir())
+    signing_key, pub_path = certificate.load_or_create_key(
+        Path(args.key) if args.key else None, paths.state_dir()
+    )
     with ctx.locked(), settling():
         return _certify(ctx, Path(args.out), signing_key, pub_path)
 

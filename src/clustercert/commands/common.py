@@ -19,7 +19,9 @@ def inventory_path(arg: str) -> str:
     if arg == LAB and not Path(LAB).exists():
         path = paths.lab_inventory_path()
         if not path.exists():
-            raise InputError("-i lab", None, "no lab inventory: start the lab first with `clustercert lab up`")
+            raise InputError(
+                "-i lab", None, "no lab inventory: start the lab first with `clustercert lab up`"
+            )
         return str(path)
     return arg
 

@@ -47,7 +47,9 @@ def run(args) -> int:
     ctx = Run(args, "drift")
     inv = ctx.inv
     if not default_path().exists():
-        raise InputError(str(default_path()), None, "no store yet: run `clustercert certify` first to set a baseline")
+        raise InputError(
+            str(default_path()), None, "no store yet: run `clustercert certify` first to set a baseline"
+        )
     base = baseline_run(ctx.store, inv, args.baseline)
     forks = ctx.forks  # every stage of drift, the playbook's check run included, at --forks
     with ctx.locked():
@@ -55,9 +57,16 @@ def run(args) -> int:
         perf_links: list = []
         run_id = ctx.start({"baseline": base["id"], "probes": args.probes, "backend": ctx.backend_name})
         with PlaybookProgress("drift: configuration (check mode)", enabled=not ctx.json) as progress:
-            cfg_result = engine.run_playbook(paths.playbooks_dir() / engine.BOOTSTRAP_PLAYBOOK, inv.source,
-                                             limit=args.limit, check=True, diff=True, forks=forks, progress=progress,
-                                             envvars=engine.strategy_env())
+            cfg_result = engine.run_playbook(
+                paths.playbooks_dir() / engine.BOOTSTRAP_PLAYBOOK,
+                inv.source,
+                limit=args.limit,
+                check=True,
+                diff=True,
+                forks=forks,
+                progress=progress,
+                envvars=engine.strategy_env(),
+            )
         items = drift_checks.configuration_items(cfg_result)
         base_findings = ctx.store.findings(base["id"])
         with ctx.opened() as io:
@@ -116,13 +125,19 @@ def performance(inv, nodes: list[str], baseline_links: list[dict], tolerance_of,
 
 
 def fix(inv, items: list[drift_checks.Item], forks: int = DEFAULT_FORKS, through: str = "ssh") -> dict:
-    """``--fix``: bootstrap only the drifted nodes and the roles (tags) that drifted, then re-validate them (over
-    ``through``, the run's --backend)."""
+    """``--fix``: bootstrap only the drifted nodes and the roles (tags) that drifted, then re-validate them
+    (over ``through``, the run's --backend)."""
     nodes, tags = drift_checks.fix_scope(items)
     if not nodes:
         return {"nodes": [], "tags": [], "ok": True, "revalidated": {}}
-    result = engine.run_playbook(paths.playbooks_dir() / engine.BOOTSTRAP_PLAYBOOK, inv.source, limit=",".join(nodes),
-                                 tags=",".join(tags) or None, forks=forks, envvars=engine.strategy_env())
+    result = engine.run_playbook(
+        paths.playbooks_dir() / engine.BOOTSTRAP_PLAYBOOK,
+        inv.source,
+        limit=",".join(nodes),
+        tags=",".join(tags) or None,
+        forks=forks,
+        envvars=engine.strategy_env(),
+    )
     sub = load_inventory(str(inv.source), ",".join(nodes))
     with backend.opened(sub, through) as io:
         again = check_run.validate_nodes(sub, list(COMPONENT_ORDER), forks, io=io)

@@ -1,6 +1,6 @@
-"""`clustercert lab ...`: the simulated lab's own program (``python3 -m clustercert_lab``, clustercert_lab.cli),
-given the arguments after ``lab`` as they are. The product never imports the lab: it only runs its program, so
-the lab's flags, output, one-line errors and exit status are the lab's."""
+"""`clustercert lab ...`: the simulated lab's own program (``python3 -m clustercert_lab``,
+clustercert_lab.cli), given the arguments after ``lab`` as they are. The product never imports the lab: it
+only runs its program, so the lab's flags, output, one-line errors and exit status are the lab's."""
 
 from __future__ import annotations
 
@@ -35,13 +35,15 @@ def interpreter() -> str:
 def run(args) -> int:
     # find_spec of a top-level name only looks for it on sys.path: nothing of the lab is imported here
     if importlib.util.find_spec(LAB_PROGRAM) is None:
-        raise InputError("lab", None, f"the simulated lab is not installed (no {LAB_PROGRAM} package beside clustercert: "
-                                      f"it is the distribution {LAB_DISTRIBUTION}, clustercert-lab/ in clustercert's repository)")
+        raise InputError("lab", None, f"the simulated lab is not installed (no {LAB_PROGRAM} package beside "
+                                      f"clustercert: it is the distribution {LAB_DISTRIBUTION}, "
+                                      "clustercert-lab/ in clustercert's repository)")
     argv = command_line(args)
     if args.own_process:  # the process becomes the lab's: its signals, exit status and a kill reach the lab
         sys.stdout.flush()
         sys.stderr.flush()
         os.execv(interpreter(), argv)
-    # called in-process (cli.main(argv)): a child, on the caller's stdout and stderr (file descriptors 1 and 2)
+    # called in-process (cli.main(argv)): a child, on the caller's stdout and stderr (file descriptors 1 and
+    # 2)
     rc = subprocess.call(argv, executable=interpreter())
     return 128 - rc if rc < 0 else rc  # killed by signal N: 128 + N, as a shell says

@@ -1,9 +1,11 @@
-"""`clustercert node-check`: this node's own checks, run on it -- validate's per-node half, without a controller.
+"""`clustercert node-check`: this node's own checks, run on it -- validate's per-node half, without a
+controller.
 
-Glue only: the profile is model.nodefile's (a node file, or a built-in), the selection and the run checks.run's
-(node_selection, validate_here), --drain collect.slurm's (apply_here), the document and the lines report's;
---build-zipapp is remote.nodeapp's, with the built-in profiles resolved by model.profile. This module is in the
-zipapp itself: what only the controller has (pydantic) is imported where --build-zipapp needs it.
+Glue only: the profile is model.nodefile's (a node file, or a built-in), the selection and the run
+checks.run's (node_selection, validate_here), --drain collect.slurm's (apply_here), the document and the lines
+report's;
+--build-zipapp is remote.nodeapp's, with the built-in profiles resolved by model.profile. This module is in
+the zipapp itself: what only the controller has (pydantic) is imported where --build-zipapp needs it.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ def run(args) -> int:
     if args.build_zipapp:
         return build(args)
     if not args.profile:
-        raise InputError("--profile", None, "required: the node file the node_check role writes, or a built-in "
-                                            "profile name (or --build-zipapp FILE)")
+        raise InputError("--profile", None, "required: the node file the node_check role writes, or a "
+                                            "built-in profile name (or --build-zipapp FILE)")
     comp_names, ids = check_run.node_selection(args.checks, args.skip)  # bad input first: nothing runs
     tool_path = args.tool_path or ""
     for d in filter(None, tool_path.split(":")):
@@ -52,18 +54,31 @@ def run(args) -> int:
 
 def build(args) -> int:
     """--build-zipapp FILE: on the controller (pydantic validates the built-in profiles it carries)."""
-    others = [flag for flag, value in (("--profile", args.profile), ("--checks", args.checks), ("--skip", args.skip),
-                                       ("--drain", args.drain), ("--slurm-node", args.slurm_node),
-                                       ("--tool-path", args.tool_path)) if value]
+    others = [
+        flag
+        for flag, value in (
+            ("--profile", args.profile),
+            ("--checks", args.checks),
+            ("--skip", args.skip),
+            ("--drain", args.drain),
+            ("--slurm-node", args.slurm_node),
+            ("--tool-path", args.tool_path),
+        )
+        if value
+    ]
     if others:
-        raise InputError("--build-zipapp", others[0], "builds the program only: run the zipapp with the node's options")
+        raise InputError(
+            "--build-zipapp", others[0], "builds the program only: run the zipapp with the node's options"
+        )
     try:
         from clustercert.model.profile import builtin_profiles, load_profile
         from clustercert.remote import nodeapp
     except ImportError:
-        raise InputError("--build-zipapp", None, "builds on the controller (clustercert installed with pip), not from "
-                                                 "a node-check zipapp") from None
+        raise InputError("--build-zipapp", None, "builds on the controller (clustercert installed with pip), "
+                                                 "not from a node-check zipapp") from None
     profiles = {name: load_profile(name).model_dump(mode="json") for name in builtin_profiles()}
     out, changed = nodeapp.build(args.build_zipapp, profiles, COMPONENT_MODULES)
-    print(f"{out}: {'written' if changed else 'unchanged'} ({out.stat().st_size} bytes; python3 {out} --help)")
+    print(
+        f"{out}: {'written' if changed else 'unchanged'} ({out.stat().st_size} bytes; python3 {out} --help)"
+    )
     return 0

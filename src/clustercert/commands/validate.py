@@ -24,7 +24,8 @@ NEEDS = ON_NODES
 def run(args) -> int:
     """``--disruptive`` adds the bond failover test (opt-in: it takes each node's active bond slave down for
     a moment)."""
-    comp_names, ids = catalogue.select(args.checks, args.skip, args.disruptive)  # bad input first: nothing runs
+    # bad input first: nothing runs
+    comp_names, ids = catalogue.select(args.checks, args.skip, args.disruptive)
     ctx = Run(args, "validate")
     inv = ctx.inv
     started = time.time()

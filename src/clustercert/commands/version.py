@@ -19,8 +19,13 @@ def versions() -> dict[str, str]:
         except PackageNotFoundError:
             return "not installed"
 
-    return {"clustercert": __version__, "ansible-core": v("ansible-core"), "ansible-runner": v("ansible-runner"),
-            "pytest-testinfra": v("pytest-testinfra"), "python": sys.version.split()[0]}
+    return {
+        "clustercert": __version__,
+        "ansible-core": v("ansible-core"),
+        "ansible-runner": v("ansible-runner"),
+        "pytest-testinfra": v("pytest-testinfra"),
+        "python": sys.version.split()[0],
+    }
 
 
 def run(args) -> int:

@@ -38,7 +38,8 @@ _DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar("clustercert_inpu
 
 
 def check_time() -> None:
-    """Within ``input_budget``: raise once the budget is spent (a no-op outside one). The loaders' loops call it."""
+    """Within ``input_budget``: raise once the budget is spent (a no-op outside one). The loaders' loops call
+    it."""
     d = _DEADLINE.get()
     if d is not None and time.monotonic() > d[0]:
         raise _OverTime(d[1])

@@ -63,7 +63,9 @@ class InventoryVars(BaseModel):
     clustercert_fabric_addresses: dict[StrictStr, StrictStr] = Field(default_factory=dict)
     clustercert_sm_priority: Annotated[StrictInt, Field(ge=0, le=15)] | None = None
     clustercert_slurm: StrictBool = False
-    clustercert_slurm_node_name: Annotated[StrictStr, AfterValidator(lambda v: names.validate("slurm_node", v))] | None = None
+    clustercert_slurm_node_name: (
+        Annotated[StrictStr, AfterValidator(lambda v: names.validate("slurm_node", v))] | None
+    ) = None
     # the GRES the pair NCCL step asks for per node (a name, or name:type), times the profile's gpu.count;
     # null where Slurm has no GPU GRES
     clustercert_slurm_gres: StrictStr | None = "gpu"
@@ -74,8 +76,9 @@ class InventoryVars(BaseModel):
     # torchrun --nproc_per_node of the DDP smoke test, where a site's job template launches another count than
     # the profile's ddp ranks per node: the test then fails with the mismatch named (null: the profile's)
     clustercert_ddp_nproc_per_node: Annotated[StrictInt, Field(ge=1, le=64)] | None = None
-    clustercert_ntp_servers: list[Annotated[StrictStr, AfterValidator(lambda v: names.validate("host", v))]] = Field(
-        default_factory=list)
+    clustercert_ntp_servers: list[
+        Annotated[StrictStr, AfterValidator(lambda v: names.validate("host", v))]
+    ] = Field(default_factory=list)
 
     @field_validator("clustercert_fabric_addresses")
     @classmethod
@@ -87,7 +90,9 @@ class InventoryVars(BaseModel):
             try:
                 ipaddress.ip_interface(cidr)
             except ValueError:
-                raise ValueError(f"{netdev}: {cidr!r} is not an address with prefix (e.g. 10.1.0.5/24)") from None
+                raise ValueError(
+                    f"{netdev}: {cidr!r} is not an address with prefix (e.g. 10.1.0.5/24)"
+                ) from None
         return value
 
     @field_validator("clustercert_slurm_gres")
@@ -136,17 +141,28 @@ class Inventory:
     @property
     def cluster_name(self) -> str:
         """The inventory's clustercert_cluster_name, else its file or directory name."""
-        return next((h.vars.clustercert_cluster_name for h in self.hosts.values() if h.vars.clustercert_cluster_name),
-                    None) or self.source.name
+        return (
+            next(
+                (
+                    h.vars.clustercert_cluster_name
+                    for h in self.hosts.values()
+                    if h.vars.clustercert_cluster_name
+                ),
+                None,
+            )
+            or self.source.name
+        )
 
 
 def resolve_inventory_arg(arg: str | None) -> Path:
-    """``-i`` value to a path: ``sample:NAME`` is a bundled sample (clustercert.commands.common resolves ``lab``,
-    the running lab's inventory, before this)."""
+    """``-i`` value to a path: ``sample:NAME`` is a bundled sample (clustercert.commands.common resolves
+    ``lab``, the running lab's inventory, before this)."""
     if arg is None:
         env = os.environ.get("CLUSTERCERT_INVENTORY")
         if not env:
-            raise InputError("-i/--inventory", None, "no inventory given (use -i PATH, or -i lab for the lab)")
+            raise InputError(
+                "-i/--inventory", None, "no inventory given (use -i PATH, or -i lab for the lab)"
+            )
         arg = env
     if arg.startswith(SAMPLE_PREFIX) and not Path(arg).exists():
         return sample_inventory(arg.removeprefix(SAMPLE_PREFIX))
@@ -160,7 +176,11 @@ def sample_inventories() -> dict[str, Path]:
     """The sample inventories shipped with clustercert (a wheel carries them in the package): short name
     (``h100`` for ``h100-sample``) -> directory."""
     base = paths.sample_inventory_dir()
-    return {p.name.removesuffix("-sample"): p for p in sorted(base.iterdir()) if p.is_dir()} if base.is_dir() else {}
+    return (
+        {p.name.removesuffix("-sample"): p for p in sorted(base.iterdir()) if p.is_dir()}
+        if base.is_dir()
+        else {}
+    )
 
 
 def sample_inventory(name: str) -> Path:
@@ -169,13 +189,15 @@ def sample_inventory(name: str) -> Path:
     key = name.removesuffix("-sample")
     if key not in samples:
         raise InputError("-i/--inventory", f"{SAMPLE_PREFIX}{name}",
-                         f"no such sample inventory (samples: {', '.join(SAMPLE_PREFIX + k for k in samples) or 'none'}; "
-                         "`clustercert init DIR` writes a starter inventory of your own)")
+                         "no such sample inventory (samples: "
+                         f"{', '.join(SAMPLE_PREFIX + k for k in samples) or 'none'}; `clustercert init DIR` "
+                         "writes a starter inventory of your own)")
     return samples[key]
 
 
 def _range_count(host: str) -> int:
-    """How many hosts an Ansible host pattern such as ``node[0001:0100]`` or ``rack[a:c]-n[1:8]`` expands to."""
+    """How many hosts an Ansible host pattern such as ``node[0001:0100]`` or ``rack[a:c]-n[1:8]`` expands
+    to."""
     count = 1
     for m in RANGE_RE.finditer(host):
         start, end, step = m.group(1), m.group(2), int(m.group(3) or 1)
@@ -191,8 +213,8 @@ def _check_range(path: Path, where: str, host: str, total: list[int]) -> None:
     n = _range_count(str(host))
     total[0] += n
     if n > MAX_HOSTS or total[0] > MAX_HOSTS:
-        raise InputError(str(path), where, f"host pattern {str(host)!r} expands to {n} hosts "
-                                           f"(the inventory would hold more than {MAX_HOSTS}: a typo in the range?)")
+        raise InputError(str(path), where, f"host pattern {str(host)!r} expands to {n} hosts (the inventory "
+                                           f"would hold more than {MAX_HOSTS}: a typo in the range?)")
 
 
 def _check_tree(root: Path) -> None:
@@ -204,7 +226,9 @@ def _check_tree(root: Path) -> None:
         st = os.stat(dirpath)
         ident = (st.st_dev, st.st_ino)
         if ident in seen:
-            raise InputError(dirpath, None, "symlink loop in the inventory (a directory links back to one above it)")
+            raise InputError(
+                dirpath, None, "symlink loop in the inventory (a directory links back to one above it)"
+            )
         seen.add(ident)
         for name in dirnames + filenames:
             full = Path(dirpath) / name
@@ -212,7 +236,9 @@ def _check_tree(root: Path) -> None:
                 try:
                     full.resolve(strict=True)
                 except (OSError, RuntimeError):
-                    raise InputError(str(full), None, "symlink loop or dangling symlink in the inventory") from None
+                    raise InputError(
+                        str(full), None, "symlink loop or dangling symlink in the inventory"
+                    ) from None
 
 
 def _check_inventory_path(path: Path) -> None:
@@ -249,8 +275,11 @@ def _inventory_files(path: Path) -> tuple[list[Path], list[Path]]:
     _check_inventory_path(path)
     if path.is_dir():
         sources = sorted(
-            p for p in path.iterdir()
-            if p.is_file() and not p.name.startswith(".") and p.suffix not in (".md", ".txt", ".cfg", ".retry")
+            p
+            for p in path.iterdir()
+            if p.is_file()
+            and not p.name.startswith(".")
+            and p.suffix not in (".md", ".txt", ".cfg", ".retry")
             and not p.name.endswith("~")
         )
         base = path
@@ -370,9 +399,10 @@ def _load_vars(path: Path):
 
 
 def _locate(files: list[Path], key: str, default: Path) -> str:
-    """The file that defines ``key`` (for error messages): host_vars first, then group_vars, then inventory."""
+    """The file that defines ``key`` (for error messages): host_vars first, then group_vars, then
+    inventory."""
     pattern = re.compile(rf"(^|[\s{{,]){re.escape(key)}\s*[:=]", re.M)
-    ranked = sorted(files, key=lambda p: (0 if "host_vars" in p.parts else 1 if "group_vars" in p.parts else 2))
+    ranked = sorted(files, key=lambda p: 0 if "host_vars" in p.parts else 1 if "group_vars" in p.parts else 2)
     for f in ranked:
         try:
             if pattern.search(f.read_text(encoding="utf-8", errors="replace")):
@@ -462,7 +492,8 @@ def _ansible_hosts(path: Path, limit: str | None, files: list[Path] | None = Non
                    ) -> tuple[list[tuple[str, list[str], dict]], set[str] | None, dict[str, str]]:
     """(every host as (name, groups, variables), the names ``limit`` selects or None without a limit, where
     each host's clustercert_profile comes from).
-    A limit never widens: an empty pattern, a part that matches no host, or one Ansible cannot parse is an error."""
+    A limit never widens: an empty pattern, a part that matches no host, or one Ansible cannot parse is an
+    error."""
     os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_WARNING", "False")
     os.environ.setdefault("ANSIBLE_LOCALHOST_WARNING", "False")
     # imported here, after the settings above: Ansible reads its ANSIBLE_* configuration when first imported
@@ -483,10 +514,15 @@ def _ansible_hosts(path: Path, limit: str | None, files: list[Path] | None = Non
         enabled.insert(enabled.index("yaml") + 1, "auto")
         C.INVENTORY_ENABLED = enabled
     class _Loader(DataLoader):
-        def load_from_file(self, file_name, cache="all", unsafe=False, json_only=False, trusted_as_template=False):
+        def load_from_file(
+            self, file_name, cache="all", unsafe=False, json_only=False, trusted_as_template=False
+        ):
             # a file read with cache="none" (the inventory plugins read their source so) is parsed afresh and
-            # held by nobody else: DataLoader's deep copy of it protects nothing and costs as much as the parse
-            return super().load_from_file(file_name, cache, unsafe or cache == "none", json_only, trusted_as_template)
+            # held by nobody else: DataLoader's deep copy of it protects nothing and costs as much as the
+            # parse
+            return super().load_from_file(
+                file_name, cache, unsafe or cache == "none", json_only, trusted_as_template
+            )
 
     loader = _Loader()
     vault.install_in_ansible(loader)
@@ -499,8 +535,9 @@ def _ansible_hosts(path: Path, limit: str | None, files: list[Path] | None = Non
         C.HOST_PATTERN_MISMATCH = "ignore"
     except Exception:  # noqa: BLE001 - cosmetic only
         pass
-    # the time budget is checked around Ansible's parse, never inside it (Ansible would catch the exception and
-    # print its own warnings); the strict pre-check has read every file already, so this part is bounded by it
+    # the time budget is checked around Ansible's parse, never inside it (Ansible would catch the exception
+    # and print its own warnings); the strict pre-check has read every file already, so this part is bounded
+    # by it
     check_time()
     try:
         inv = InventoryManager(loader=loader, sources=[str(path)])
@@ -540,13 +577,13 @@ def _host_variables_by_ansible(hosts, vm):
 
 
 def _host_variables(inv, loader, vm):
-    """(host, its inventory variables) for every host, merged as Ansible's VariableManager.get_vars merges them
-    for a host outside a play: the group-level entries of VARIABLE_PRECEDENCE in their order, then the host's
-    own variables, its inventory-adjacent and play-adjacent host_vars (the vars plugins). The group-level part
-    is merged once per set of groups, not once per host: get_vars costs milliseconds a host (it rescans the
-    vars and connection plugins and cleans facts each time), which made a 10,000-host inventory take minutes.
-    Facts are left out: clustercert reads no fact (and Ansible strips connection variables from facts).
-    A precedence setting this does not know falls back to get_vars itself."""
+    """(host, its inventory variables) for every host, merged as Ansible's VariableManager.get_vars merges
+    them for a host outside a play: the group-level entries of VARIABLE_PRECEDENCE in their order, then the
+    host's own variables, its inventory-adjacent and play-adjacent host_vars (the vars plugins). The
+    group-level part is merged once per set of groups, not once per host: get_vars costs milliseconds a host
+    (it rescans the vars and connection plugins and cleans facts each time), which made a 10,000-host
+    inventory take minutes. Facts are left out: clustercert reads no fact (and Ansible strips connection
+    variables from facts). A precedence setting this does not know falls back to get_vars itself."""
     from ansible import constants as C
     from ansible.inventory.helpers import get_group_vars, sort_groups
     from ansible.utils.vars import combine_vars
@@ -645,8 +682,9 @@ def _check_connection(name: str, hv: dict, where: Callable[[str], str]) -> None:
     if "ansible_host" not in hv:
         reason = names.check_host(name)
         if reason:
-            raise InputError(where("ansible_host"), f"host {name!r}", f"{reason}; without ansible_host the name is "
-                                                                        "the address ssh connects to")
+            raise InputError(where("ansible_host"), f"host {name!r}", f"{reason}; without ansible_host the "
+                                                                        "name is the address ssh connects "
+                                                                        "to")
     common = hv.get("ansible_ssh_common_args")
     if isinstance(common, str) and not common.replace("\t", " ").isprintable():
         raise InputError(where("ansible_ssh_common_args"), "ansible_ssh_common_args",
@@ -666,11 +704,14 @@ def _inventory_vars(name: str, hv: dict, files: list[Path], path: Path) -> Inven
         if key not in KNOWN_VARS:
             close = [k for k in KNOWN_VARS if _similar(k, key)]
             hint = f" (did you mean {close[0]}?)" if close else ""
-            raise InputError(_locate(files, key, path), key, f"unknown clustercert variable on host {name}{hint}")
+            raise InputError(
+                _locate(files, key, path), key, f"unknown clustercert variable on host {name}{hint}"
+            )
     if "clustercert_profile" not in cc:
         raise InputError(
             str(path), "clustercert_profile",
-            f"required variable is missing for host {name} (set it in group_vars, e.g. clustercert_profile: h100-sxm-8x-ndr)",
+            f"required variable is missing for host {name} (set it in group_vars, e.g. clustercert_profile: "
+            "h100-sxm-8x-ndr)",
         )
     try:
         return InventoryVars.model_validate(cc)
@@ -701,19 +742,24 @@ def _load_inventory(path: Path, limit: str | None) -> Inventory:
             if not profile_source(ivars.clustercert_profile).is_file():
                 raise InputError(
                     where, "clustercert_profile",
-                    f"unknown profile {ivars.clustercert_profile!r} for host {name} (built-in: {', '.join(builtin_profiles())})",
+                    f"unknown profile {ivars.clustercert_profile!r} for host {name} (built-in: "
+                    f"{', '.join(builtin_profiles())})",
                 )
             profiles_cache[cache_key] = load_profile(
                 ivars.clustercert_profile,
                 ivars.clustercert_profile_overrides or None,
                 overrides_source=_locate(files, "clustercert_profile_overrides", path),
             )
-        connection = {k: v for k, v in hv.items() if k.startswith("ansible_") and "pass" not in k and k in _CONN_KEYS}
+        connection = {
+            k: v for k, v in hv.items() if k.startswith("ansible_") and "pass" not in k and k in _CONN_KEYS
+        }
         connection.update(connection_defaults(connection))
         become_pass = become_password(hv)
         if become_pass is not None:
             connection[BECOME_PASSWORD_VAR] = become_pass
-        baddr = bond_address(hv, ivars, profiles_cache[cache_key], name, lambda: _locate(files, BOND_ADDRESS_VAR, path))
+        baddr = bond_address(
+            hv, ivars, profiles_cache[cache_key], name, lambda: _locate(files, BOND_ADDRESS_VAR, path)
+        )
         hosts[name] = HostView(name, groups, ivars, profiles_cache[cache_key], connection, baddr,
                                origins.get(name, "all"))
     return Inventory(path.resolve(), hosts, files)
@@ -751,7 +797,8 @@ _BECOME_PASSWORD_NAMES = ("ansible_become_password", "ansible_become_pass")
 def become_password(hv: dict) -> vault.Hidden | None:
     for key in _BECOME_PASSWORD_NAMES:
         value = hv.get(key)
-        if isinstance(value, str) and value and "{{" not in value:  # a template: Ansible's to evaluate, not ours
+        # a template: Ansible's to evaluate, not ours
+        if isinstance(value, str) and value and "{{" not in value:
             return vault.Hidden(value)
     return None
 
@@ -763,7 +810,9 @@ _CONN_KEYS = {
 }
 
 
-def bond_address(hv: dict, ivars: InventoryVars, profile: Profile, name: str, where: Callable[[], str]) -> str | None:
+def bond_address(
+    hv: dict, ivars: InventoryVars, profile: Profile, name: str, where: Callable[[], str]
+) -> str | None:
     """The host's bond address/prefix: ``ib_redundancy_bond_address`` when the inventory sets it (validated),
     else ``clustercert_fabric_addresses[<bond name>]`` as the playbooks derive it. None when the profile has
     no bond, the address is empty (the role then configures none) or a Jinja template clustercert does not
@@ -775,18 +824,27 @@ def bond_address(hv: dict, ivars: InventoryVars, profile: Profile, name: str, wh
     if raw is None:
         return ivars.clustercert_fabric_addresses.get(bond.name)
     if not isinstance(raw, str):
-        got = ("a list" if isinstance(raw, list) else "a mapping" if isinstance(raw, dict)
-               else "a boolean" if isinstance(raw, bool) else "a number" if isinstance(raw, int | float) else "null")
-        raise InputError(where(), BOND_ADDRESS_VAR, f"expected an address with prefix (e.g. 10.20.0.11/16) or \"\", "
-                                                  f"got {got} (host {name})")
+        got = (
+            "a list"
+            if isinstance(raw, list)
+            else "a mapping"
+            if isinstance(raw, dict)
+            else "a boolean"
+            if isinstance(raw, bool)
+            else "a number"
+            if isinstance(raw, int | float)
+            else "null"
+        )
+        raise InputError(where(), BOND_ADDRESS_VAR, "expected an address with prefix (e.g. 10.20.0.11/16) "
+                                                  f"or \"\", got {got} (host {name})")
     text = raw.strip()
     if not text or "{{" in text or "{%" in text:
         return None
     try:
         ipaddress.ip_interface(text)
     except ValueError:
-        raise InputError(where(), BOND_ADDRESS_VAR, f"{text!r} is not an address with prefix (e.g. 10.20.0.11/16) "
-                                                  f"(host {name})") from None
+        raise InputError(where(), BOND_ADDRESS_VAR, f"{text!r} is not an address with prefix (e.g. "
+                                                  f"10.20.0.11/16) (host {name})") from None
     return text
 
 
@@ -815,7 +873,11 @@ def resolved_view(inv: Inventory) -> dict:
         seen.add(key)
         label = h.profile.name + (" (with overrides)" if h.vars.clustercert_profile_overrides else "")
         out["profiles"][label] = {
-            "hosts": sorted(n for n, o in inv.hosts.items() if (o.profile.name, repr(o.vars.clustercert_profile_overrides)) == key),
+            "hosts": sorted(
+                n
+                for n, o in inv.hosts.items()
+                if (o.profile.name, repr(o.vars.clustercert_profile_overrides)) == key
+            ),
             "thresholds": {
                 tname: {"floor": t.floor, "ceiling": t.max, "unit": t.unit, "source": t.source}
                 for tname, t in h.profile.thresholds.items()

@@ -66,12 +66,14 @@ def check_ifname(value: object) -> str | None:
 
 
 def check_hca(value: object) -> str | None:
-    return _pattern(value, HCA_RE, "an HCA name", "lowercase letters, digits and '_', starting with a letter, e.g. mlx5_0")
+    return _pattern(
+        value, HCA_RE, "an HCA name", "lowercase letters, digits and '_', starting with a letter, e.g. mlx5_0"
+    )
 
 
 def check_sysctl_key(value: object) -> str | None:
-    bad = _pattern(value, SYSCTL_KEY_RE, "a sysctl key", "dotted or slashed names of letters, digits, '_', '-', "
-                                                          "e.g. net.ipv4.conf.all.rp_filter")
+    bad = _pattern(value, SYSCTL_KEY_RE, "a sysctl key", "dotted or slashed names of letters, digits, '_', "
+                                                          "'-', e.g. net.ipv4.conf.all.rp_filter")
     if bad is None and len(value) > 255:
         return f"{_show(value)} is not a sysctl key (longer than 255 characters)"
     return bad
@@ -95,7 +97,9 @@ def check_host(value: object) -> str | None:
     if not value:
         return "expected a host name or address, got an empty string"
     if value.startswith("-"):
-        return f"{_show(value)} is not a host name or address: it starts with '-' (it would read as an option)"
+        return (
+            f"{_show(value)} is not a host name or address: it starts with '-' (it would read as an option)"
+        )
     addr, pct, zone = value.partition("%")
     try:
         ipaddress.ip_address(addr)
@@ -109,8 +113,8 @@ def check_host(value: object) -> str | None:
     labels = name.split(".")
     if (len(name) > 253 or not all(HOST_LABEL_RE.fullmatch(label) for label in labels)
             or all(label.isdigit() for label in labels)):
-        return (f"{_show(value)} is not a host name (RFC 1123: dot-separated labels of letters, digits and '-', "
-                "at most 253 characters) nor an IPv4/IPv6 address")
+        return (f"{_show(value)} is not a host name (RFC 1123: dot-separated labels of letters, digits and "
+                "'-', at most 253 characters) nor an IPv4/IPv6 address")
     return None
 
 
@@ -124,7 +128,9 @@ def check_slurm_node(value: object) -> str | None:
 
 
 def check_user(value: object) -> str | None:
-    return _pattern(value, USER_RE, "a user name", "letters, digits, '_', '.', '-', at most 32, not starting with a digit")
+    return _pattern(
+        value, USER_RE, "a user name", "letters, digits, '_', '.', '-', at most 32, not starting with a digit"
+    )
 
 
 def check_port(value: object) -> str | None:
@@ -143,7 +149,8 @@ def check_port(value: object) -> str | None:
 def check_remote_path(value: object) -> str | None:
     """An absolute path that a remote command runs or reads: printable, no whitespace or shell syntax."""
     return _pattern(value, REMOTE_PATH_RE, "an absolute path",
-                    "starting with '/', letters, digits and _.+@%=,~/- only: no spaces, quotes or shell syntax")
+                    "starting with '/', letters, digits and _.+@%=,~/- only: no spaces, quotes or shell "
+                    "syntax")
 
 
 def check_interpreter(value: object) -> str | None:
@@ -152,7 +159,9 @@ def check_interpreter(value: object) -> str | None:
     if isinstance(value, str) and (value.startswith("auto") and COMMAND_RE.fullmatch(value) or "{{" in value):
         return None
     if isinstance(value, str) and not value.startswith("/"):
-        return _pattern(value, COMMAND_RE, "an interpreter", "an absolute path or a command name such as python3")
+        return _pattern(
+            value, COMMAND_RE, "an interpreter", "an absolute path or a command name such as python3"
+        )
     return check_remote_path(value)
 
 
@@ -204,7 +213,8 @@ CHECKS: dict[str, Callable[[object], str | None]] = {
 
 
 def validate(kind: str, value: object) -> object:
-    """``value`` if it is a valid ``kind``; else ValueError(reason) (pydantic turns it into the key's error)."""
+    """``value`` if it is a valid ``kind``; else ValueError(reason) (pydantic turns it into the key's
+    error)."""
     reason = CHECKS[kind](value)
     if reason:
         raise ValueError(reason)

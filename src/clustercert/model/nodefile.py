@@ -1,4 +1,5 @@
-"""The node file: what ``node-check`` runs against on a node -- a resolved profile, the node's name, its timeout.
+"""The node file: what ``node-check`` runs against on a node -- a resolved profile, the node's name, its
+timeout.
 
 The node_check role writes it from the profile the controller validated (the ``clustercert_profile`` lookup)::
 
@@ -54,8 +55,9 @@ def _node_envelope(data: dict, source: str) -> tuple[str | None, int, object]:
 def _check_profile_keys(data: dict, source: str, prefix: str) -> None:
     for key in FIELDS:
         if key not in data:
-            raise InputError(source, prefix + key, "missing: write the file from a validated profile (the node_check "
-                                                   "role does; the clustercert_profile lookup returns one)")
+            raise InputError(source, prefix + key, "missing: write the file from a validated profile (the "
+                                                   "node_check role does; the clustercert_profile lookup "
+                                                   "returns one)")
     for key in data:
         if key not in FIELDS:
             raise InputError(source, prefix + key, "unknown profile key")
@@ -65,8 +67,8 @@ def node_file(data, source: str) -> NodeFile:
     """A node file's JSON -- or a bare resolved profile (what the lookup returns) -- as a NodeFile. A key
     that is missing, unknown or of the wrong kind is an InputError naming ``source`` and the key."""
     if not isinstance(data, dict):
-        raise InputError(source, None, "expected a JSON object: a node file (the node_check role writes it) or a "
-                                       "resolved profile")
+        raise InputError(source, None, "expected a JSON object: a node file (the node_check role writes it) "
+                                       "or a resolved profile")
     prefix, node, timeout = "", None, DEFAULT_TIMEOUT_S
     if "schema" in data:
         node, timeout, data = _node_envelope(data, source)
@@ -92,7 +94,8 @@ def read_node_file(path: str, flag: str = "--profile") -> NodeFile:
 
 # node-check's zipapp carries the built-in profiles resolved (clustercert/profiles/NAME.json)
 def bundled(name: str) -> dict | None:
-    """The built-in profile ``name`` resolved, where this copy of clustercert carries it as JSON (the zipapp)."""
+    """The built-in profile ``name`` resolved, where this copy of clustercert carries it as JSON (the
+    zipapp)."""
     if not name or "/" in name or name.startswith("."):
         return None
     f = resources.files("clustercert").joinpath("profiles").joinpath(f"{name}.json")
@@ -100,8 +103,8 @@ def bundled(name: str) -> dict | None:
 
 
 def resolve(arg: str, flag: str = "--profile") -> NodeFile:
-    """``--profile``: a node file or resolved profile (``.json``); else a built-in name or a YAML profile, validated
-    here where pydantic is (the full install), or a built-in resolved at build time (the zipapp)."""
+    """``--profile``: a node file or resolved profile (``.json``); else a built-in name or a YAML profile,
+    validated here where pydantic is (the full install), or a built-in resolved at build time (the zipapp)."""
     if arg.endswith(".json"):
         return read_node_file(arg, flag)
     try:
@@ -109,8 +112,8 @@ def resolve(arg: str, flag: str = "--profile") -> NodeFile:
     except ImportError:  # the zipapp: no pydantic, no YAML
         data = bundled(arg)
         if data is None:
-            raise InputError(flag, arg, "not a node file (.json) nor a profile built into this node-check; a YAML "
-                                        "profile is validated on the controller: give the node file the node_check "
-                                        "role writes") from None
+            raise InputError(flag, arg, "not a node file (.json) nor a profile built into this node-check; a "
+                                        "YAML profile is validated on the controller: give the node file the "
+                                        "node_check role writes") from None
         return node_file(data, f"built-in profile {arg}")
     return node_file(load_profile(arg).model_dump(mode="json"), f"profile {arg}")

@@ -3,20 +3,39 @@
 The controller validates a profile (clustercert.model.profile, pydantic) and dumps it resolved, the site's
 overrides merged in (``Profile.model_dump(mode="json")``; the ``clustercert_profile`` lookup returns the same
 dict). ``profile_of`` turns that JSON back into read-only objects with the pydantic models' attribute names,
-tuples where the models have tuples, and their derived values (the ``*Rules`` classes below, which the pydantic
-models inherit too): the evaluators (clustercert.checks) cannot tell the two apart. Stdlib only: this module is
-part of node-check's zipapp (clustercert.remote.nodeapp); clustercert.model.nodefile reads the node's file.
+tuples where the models have tuples, and their derived values (the ``*Rules`` classes below, which the
+pydantic models inherit too): the evaluators (clustercert.checks) cannot tell the two apart. Stdlib only: this
+module is part of node-check's zipapp (clustercert.remote.nodeapp); clustercert.model.nodefile reads the
+node's file.
 """
 
 from __future__ import annotations
 
-# the profile's keys (clustercert.model.profile.Profile's fields, written out: the node has no pydantic to ask;
-# tests/test_node_check.py holds them equal)
-FIELDS = ("name", "description", "gpu", "driver", "cuda", "nccl", "ofed", "container", "ib", "subnet_manager",
-          "tuning", "firmware_uniform", "drift_tolerance", "dcgm_diag", "gpudirect", "ddp", "storage", "thresholds",
-          "hardware")
-# the profile's mappings whose keys are names (a threshold's, a sysctl's, an HCA's, an environment variable's):
-# they stay dicts
+# the profile's keys (clustercert.model.profile.Profile's fields, written out: the node has no pydantic to
+# ask; tests/test_node_check.py holds them equal)
+FIELDS = (
+    "name",
+    "description",
+    "gpu",
+    "driver",
+    "cuda",
+    "nccl",
+    "ofed",
+    "container",
+    "ib",
+    "subnet_manager",
+    "tuning",
+    "firmware_uniform",
+    "drift_tolerance",
+    "dcgm_diag",
+    "gpudirect",
+    "ddp",
+    "storage",
+    "thresholds",
+    "hardware",
+)
+# the profile's mappings whose keys are names (a threshold's, a sysctl's, an HCA's, an environment
+# variable's): they stay dicts
 MAPPINGS = frozenset({("thresholds",), ("tuning", "sysctl"), ("hardware", "nic_gpu"), ("ddp", "env")})
 
 # dcgmi diag -r N: what each level runs and how long it normally takes (DCGM's dcgmi-diag reference:

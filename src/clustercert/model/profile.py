@@ -359,15 +359,23 @@ class Profile(ProfileRules, _Strict):  # ddp_ranks: ProfileRules
     def _known_thresholds(self) -> Profile:
         unknown = sorted(set(self.thresholds) - set(KNOWN_THRESHOLDS))
         if unknown:
-            raise ValueError(f"unknown threshold {unknown[0]!r} (known: {', '.join(sorted(KNOWN_THRESHOLDS))})")
+            raise ValueError(
+                f"unknown threshold {unknown[0]!r} (known: {', '.join(sorted(KNOWN_THRESHOLDS))})"
+            )
         return self
 
     @model_validator(mode="after")
     def _gpudirect_and_ddp(self) -> Profile:
         hw = self.hardware
         if self.gpudirect is not None and (hw is None or (not hw.nic_gpu and hw.rails is None)):
-            raise ValueError("gpudirect: the profile has no compute rails (hardware.rails or hardware.nic_gpu)")
-        if self.ddp is not None and self.ddp.backend == "nccl" and (self.ddp.ranks_per_node or 0) > self.gpu.count:
+            raise ValueError(
+                "gpudirect: the profile has no compute rails (hardware.rails or hardware.nic_gpu)"
+            )
+        if (
+            self.ddp is not None
+            and self.ddp.backend == "nccl"
+            and (self.ddp.ranks_per_node or 0) > self.gpu.count
+        ):
             raise ValueError(f"ddp.ranks_per_node {self.ddp.ranks_per_node} is more than the node's "
                              f"{self.gpu.count} GPUs (nccl: one process per GPU)")
         return self
@@ -380,12 +388,26 @@ def check_threshold_units(profile: Profile) -> tuple[str, str] | None:
     for tname, t in sorted(profile.thresholds.items()):
         unit, lo, hi = THRESHOLD_UNITS[tname]
         if t.unit != unit:
-            return f"thresholds.{tname}.unit", f"unknown unit {t.unit!r} for {tname} (its probe reports {unit})"
-        for label, value in (("min", t.min), ("max", t.max), ("rated", t.rated), ("floor (rated x ratio)", t.floor)):
-            if value is None or (value == 0 and (label in ("min", "floor (rated x ratio)") or unit == "count")):
+            return (
+                f"thresholds.{tname}.unit",
+                f"unknown unit {t.unit!r} for {tname} (its probe reports {unit})",
+            )
+        for label, value in (
+            ("min", t.min),
+            ("max", t.max),
+            ("rated", t.rated),
+            ("floor (rated x ratio)", t.floor),
+        ):
+            if value is None or (
+                value == 0 and (label in ("min", "floor (rated x ratio)") or unit == "count")
+            ):
                 continue
             if not lo <= value <= hi:
-                key = f"thresholds.{tname}.{label.split()[0]}" if label != "floor (rated x ratio)" else f"thresholds.{tname}"
+                key = (
+                    f"thresholds.{tname}.{label.split()[0]}"
+                    if label != "floor (rated x ratio)"
+                    else f"thresholds.{tname}"
+                )
                 return key, (f"{label} {value:g} {unit} is outside the sane range {lo:g}..{hi:g} {unit} "
                              f"for {tname} (wrong unit magnitude?)")
     return None
@@ -398,9 +420,9 @@ KNOWN_THRESHOLDS = {
     "ib_write_lat_p99": "ib_write_lat node-to-node 99th percentile (ceiling)",
     "nccl_allreduce_1node": "NCCL all_reduce busbw on one node at the largest size (floor)",
     "nccl_allreduce_pair": "NCCL all_reduce busbw across a pair of nodes (floor)",
-    "nccl_allreduce_cluster": "NCCL all_reduce busbw across every node the pair rounds cleared, as a fraction of the "
-                              "median pair busbw (scaling efficiency floor; per rail group: of that x the group's "
-                              "share of the rated rail bandwidth)",
+    "nccl_allreduce_cluster": "NCCL all_reduce busbw across every node the pair rounds cleared, as a "
+    "fraction of the median pair busbw (scaling efficiency floor; per rail group: "
+    "of that x the group's share of the rated rail bandwidth)",
     "nvbandwidth_h2d": "nvbandwidth host-to-device per GPU (floor)",
     "nvbandwidth_d2h": "nvbandwidth device-to-host per GPU (floor)",
     "nvbandwidth_d2d": "nvbandwidth device-to-device read per GPU (floor)",
@@ -409,17 +431,19 @@ KNOWN_THRESHOLDS = {
     "ecc_sram_corrected": "SRAM correctable ECC errors (ceiling)",
     "ecc_dram_corrected": "DRAM correctable ECC errors (ceiling)",
     "retired_pages": "retired pages per GPU (ceiling)",
-    "nvlink_crc_errors": "NVLink CRC errors per GPU, all links (ceiling; since the counters were reset, or since the "
-                         "baseline run in drift)",
+    "nvlink_crc_errors": "NVLink CRC errors per GPU, all links (ceiling; since the counters were reset, or "
+    "since the baseline run in drift)",
     "nvlink_replay_errors": "NVLink replay errors per GPU, all links (ceiling; as nvlink_crc_errors)",
     "nvlink_recovery_errors": "NVLink recovery errors per GPU, all links (ceiling; as nvlink_crc_errors)",
     "ib_write_bw_gdr_loopback": "ib_write_bw --use_cuda loopback per GPU-rail pair (hardware.rails) (floor)",
-    "ib_write_bw_gdr_pair": "ib_write_bw --use_cuda node-to-node per GPU-NIC pair, GPU memory at both ends (floor)",
-    "nvlink_aggregate": "per-GPU NVLink bandwidth, both directions summed (nvbandwidth all_to_one + one_to_all) (floor)",
+    "ib_write_bw_gdr_pair": "ib_write_bw --use_cuda node-to-node per GPU-NIC pair, GPU memory at both ends "
+                            "(floor)",
+    "nvlink_aggregate": "per-GPU NVLink bandwidth, both directions summed (nvbandwidth all_to_one + "
+                        "one_to_all) (floor)",
     "checkpoint_write": "fio direct-I/O write of a checkpoint-sized file per storage path (floor)",
     "checkpoint_read": "fio direct-I/O read-back of the checkpoint per storage path (floor)",
-    "outlier_ratio": "cluster-relative rule: below this fraction of the median of the same bandwidth probe fails "
-                     "(latency and GPU utilisation are held to their absolute bounds only)",
+    "outlier_ratio": "cluster-relative rule: below this fraction of the median of the same bandwidth probe "
+    "fails (latency and GPU utilisation are held to their absolute bounds only)",
 }
 
 
@@ -471,13 +495,13 @@ def deep_merge(base: dict, override: dict, _path: tuple[str, ...] = ()) -> dict:
 def installed_profiles() -> dict[str, tuple[str, Path]]:
     """The profiles installed distributions declare (the lab's ``lab``, say): {name: (distribution, file)}.
 
-    A distribution declares a profile by an entry point of the group ``clustercert.profiles`` whose name is the
-    profile's and whose value is the directory that holds ``NAME.yml`` as a dotted name (clustercert-lab:
-    ``lab = "clustercert_lab.profiles"``). The entry point is never loaded, nothing of it is imported: the file is
-    read from the distribution's files, or, for an editable install (which lists none of them), from the
-    directories on sys.path (where its package directory is). A
-    name the product's own directory holds is the product's; a declared file that is not there is not a profile.
-    Read once per process (what is installed does not change under a run)."""
+    A distribution declares a profile by an entry point of the group ``clustercert.profiles`` whose name is
+    the profile's and whose value is the directory that holds ``NAME.yml`` as a dotted name (clustercert-lab:
+    ``lab = "clustercert_lab.profiles"``). The entry point is never loaded, nothing of it is imported: the
+    file is read from the distribution's files, or, for an editable install (which lists none of them), from
+    the directories on sys.path (where its package directory is). A
+    name the product's own directory holds is the product's; a declared file that is not there is not a
+    profile. Read once per process (what is installed does not change under a run)."""
     out: dict[str, tuple[str, Path]] = {}
     for ep in sorted(metadata.entry_points(group=PROFILE_ENTRY_POINTS), key=lambda e: e.name):
         if ep.name in out or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", ep.name):
@@ -506,8 +530,8 @@ def installed_file(ep: metadata.EntryPoint, filename: str) -> Path | None:
 
 
 def builtin_profiles() -> list[str]:
-    """Every profile known by name: the product's own (clustercert/profiles/) and those installed distributions
-    declare (installed_profiles)."""
+    """Every profile known by name: the product's own (clustercert/profiles/) and those installed
+    distributions declare (installed_profiles)."""
     return sorted({p.stem for p in BUILTIN_DIR.glob("*.yml")} | set(installed_profiles()))
 
 
@@ -538,7 +562,10 @@ def format_validation_error(exc: ValidationError) -> tuple[str, str]:
     key = ".".join(str(p) for p in err.get("loc", ()) if p not in ("__root__", "[key]"))
     reason = err.get("msg", "invalid value")
     if isinstance(err.get("input"), bool) and err.get("type") in ("float_type", "int_type", "string_type"):
-        reason = f"expected {'text' if err['type'] == 'string_type' else 'a number'}, got a boolean ({err['input']})"
+        reason = (
+            f"expected {'text' if err['type'] == 'string_type' else 'a number'}, got a boolean "
+            f"({err['input']})"
+        )
     elif err.get("type") == "extra_forbidden":
         reason = "unknown key"
     elif err.get("type") == "missing":
@@ -575,7 +602,9 @@ def validate_profile(data: dict, source: str, key_prefix: str = "") -> Profile:
     return profile
 
 
-def load_profile(name_or_path: str, overrides: dict | None = None, *, overrides_source: str | None = None) -> Profile:
+def load_profile(
+    name_or_path: str, overrides: dict | None = None, *, overrides_source: str | None = None
+) -> Profile:
     """Load and validate a profile, optionally deep-merging site overrides first."""
     data, path = load_profile_data(name_or_path)
     base = validate_profile(data, str(path))

@@ -34,13 +34,13 @@ all:
     #   hosts:
     #     node01: {{clustercert_sm_priority: 14}}
     #     node02: {{clustercert_sm_priority: 10}}
-"""
+"""  # noqa: E501 (a template: its lines are the starter file's)
 
 FABRIC = """\
           # IPoIB address (with prefix) per netdev; the bond's is what the bond failover test pings
           clustercert_fabric_addresses: {{{bond}: {address}}}
           # clustercert_rack: rack1          # failure domain: round 1 of the pair probes avoids pairing within it
-"""
+"""  # noqa: E501 (a template: its lines are the starter file's)
 
 ALL = """\
 # Variables for every host (written by `clustercert init`). Unknown clustercert_* variables are errors: a typo
@@ -122,8 +122,8 @@ def init(directory: str, profile: str = "h100-sxm-8x-ndr", force: bool = False) 
         entries = sorted(p.name for p in root.iterdir())
         if entries and not force:
             shown = ", ".join(entries[:5]) + (" …" if len(entries) > 5 else "")
-            raise InputError(str(root), None, f"is not empty ({shown}): choose a new directory, or --force to write "
-                                              f"{', '.join(FILES)} into it (replacing those files)")
+            raise InputError(str(root), None, f"is not empty ({shown}): choose a new directory, or --force "
+                                              f"to write {', '.join(FILES)} into it (replacing those files)")
     try:
         (root / "group_vars").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -133,9 +133,12 @@ def init(directory: str, profile: str = "h100-sxm-8x-ndr", force: bool = False) 
     shown_dir = str(directory)
     texts = {
         "hosts.yml": HOSTS.format(dir=shown_dir, fabric01=fabric[11], fabric02=fabric[12]),
-        "group_vars/all.yml": ALL.format(builtins=", ".join(builtin_profiles()), profile=profile,
-                                         cluster=root.resolve().name or "cluster",
-                                         known_hosts=str(root.resolve().parent / f"{root.resolve().name}.known_hosts")),
+        "group_vars/all.yml": ALL.format(
+            builtins=", ".join(builtin_profiles()),
+            profile=profile,
+            cluster=root.resolve().name or "cluster",
+            known_hosts=str(root.resolve().parent / f"{root.resolve().name}.known_hosts"),
+        ),
         "known_hosts.md": KNOWN_HOSTS,
     }
     for rel, text in texts.items():
@@ -143,4 +146,8 @@ def init(directory: str, profile: str = "h100-sxm-8x-ndr", force: bool = False) 
             (root / rel).write_text(text)
         except OSError as exc:
             raise InputError(str(root / rel), None, f"cannot write: {exc.strerror or exc}") from None
-    return {"directory": str(root.resolve()), "files": [str(root.resolve() / f) for f in FILES], "profile": profile}
+    return {
+        "directory": str(root.resolve()),
+        "files": [str(root.resolve() / f) for f in FILES],
+        "profile": profile,
+    }

@@ -52,8 +52,9 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 def _construct_vault(loader: _StrictLoader, node: yaml.Node) -> Vaulted:
     """An inline ``!vault |`` value, kept encrypted (clustercert.model.vault.reveal decrypts it)."""
     if not isinstance(node, yaml.ScalarNode):
-        raise yaml.constructor.ConstructorError(None, None, "a !vault value must be a string (the vaulted text)",
-                                                node.start_mark)
+        raise yaml.constructor.ConstructorError(
+            None, None, "a !vault value must be a string (the vaulted text)", node.start_mark
+        )
     return Vaulted(loader.construct_scalar(node), node.start_mark.line + 1)
 
 
@@ -86,7 +87,9 @@ def _bounded(text: str, source: str, loader_cls=_StrictLoader):
         elif isinstance(event, yaml.AliasEvent):
             aliases += 1
             if aliases > MAX_ALIASES:
-                raise InputError(source, f"line {event.start_mark.line + 1}", f"more than {MAX_ALIASES} aliases")
+                raise InputError(
+                    source, f"line {event.start_mark.line + 1}", f"more than {MAX_ALIASES} aliases"
+                )
     loader = loader_cls(text)
     try:
         node = loader.get_single_node()
@@ -94,8 +97,8 @@ def _bounded(text: str, source: str, loader_cls=_StrictLoader):
             return None
         check_time()
         if aliases and _alias_growth(node) > MAX_NODES:
-            raise InputError(source, None, f"aliases expand to more than {MAX_NODES} values (an alias bomb?): "
-                                           "refused before it is built")
+            raise InputError(source, None, f"aliases expand to more than {MAX_NODES} values (an alias "
+                                           "bomb?): refused before it is built")
         check_time()
         data = loader.construct_document(node)
         check_time()
@@ -155,7 +158,9 @@ def loads(text: str, source: str):
         where = f"line {mark.line + 1}" if mark else "?"
         problem = exc.problem or exc.context or "malformed YAML"
         if "maximum nesting depth" in problem:  # libyaml's own bound (1,000 levels) met while scanning ahead
-            raise InputError(source, where, f"nesting deeper than {MAX_DEPTH} levels (refused before it is built)") from None
+            raise InputError(
+                source, where, f"nesting deeper than {MAX_DEPTH} levels (refused before it is built)"
+            ) from None
         raise InputError(source, where, f"malformed YAML: {problem}") from None
     except yaml.YAMLError as exc:
         raise InputError(source, None, f"malformed YAML: {exc}") from None

@@ -89,7 +89,9 @@ def _prompt(label: str, flag: str) -> bytes:
         raise InputError(flag, None, "asks for the vault password on a terminal, and stdin is not one "
                                      "(use --vault-password-file FILE)")
     try:
-        text = getpass.getpass("Vault password: " if label == DEFAULT_LABEL else f"Vault password ({label}): ")
+        text = getpass.getpass(
+            "Vault password: " if label == DEFAULT_LABEL else f"Vault password ({label}): "
+        )
     except EOFError:
         raise InputError(flag, None, "no vault password given (end of input)") from None
     if not text:
@@ -135,7 +137,9 @@ def load_secrets(password_files: list[str] | None = None, vault_ids: list[str] |
         if not at:
             label, source = DEFAULT_LABEL, vid
         if not label or not source:
-            raise InputError("--vault-id", vid, "expected [LABEL@]SOURCE (a password file, a script, or prompt)")
+            raise InputError(
+                "--vault-id", vid, "expected [LABEL@]SOURCE (a password file, a script, or prompt)"
+            )
         if source == "prompt":
             out.append(Secret(label, _prompt(label, "--vault-id")))
         else:

@@ -57,7 +57,8 @@ def get(kind: str) -> ParserSpec:
 
 def parse(kind: str, text: str) -> dict:
     """Parse ``text`` as ``kind``. Raises KeyError for an unknown kind, ParseError for bad text, and a
-    ParseError too when the parse outlasts its time budget (PARSE_TIME_LIMIT_S, CLUSTERCERT_PARSE_TIME_LIMIT_S)."""
+    ParseError too when the parse outlasts its time budget (PARSE_TIME_LIMIT_S,
+    CLUSTERCERT_PARSE_TIME_LIMIT_S)."""
     func = REGISTRY[kind].func
     try:
         limit = limit_from_env(PARSE_TIME_ENV, PARSE_TIME_LIMIT_S)
@@ -67,8 +68,9 @@ def parse(kind: str, text: str) -> dict:
         with hard_time_budget(limit):
             return func(text)
     except OverTime as exc:
-        raise ParseError(kind, f"parsing did not finish within {exc.seconds or limit:g} s ({PARSE_TIME_ENV}): "
-                               f"refused as a runaway or pathological output ({len(text):,} characters)") from None
+        raise ParseError(kind, f"parsing did not finish within {exc.seconds or limit:g} s "
+                               f"({PARSE_TIME_ENV}): refused as a runaway or pathological output "
+                               f"({len(text):,} characters)") from None
 
 
 # Within ``one_parse_per_output``: (kind, id(text)) -> (text, its record); None outside one.
@@ -80,7 +82,8 @@ def one_parse_per_output() -> Iterator[None]:
     """Within: ``parse_once`` parses an output (the same string object) once per kind and gives every later
     caller the same record; the callers read records, never change them. For one node's evaluation: its
     validators read its nvidia-smi -q -x in five places and its sysfs texts in two each, its node probes
-    nvbandwidth's output in two. Every node's outputs are still parsed, each once; nothing outlives the block."""
+    nvbandwidth's output in two. Every node's outputs are still parsed, each once; nothing outlives the
+    block."""
     token = _ONCE.set({})
     try:
         yield
@@ -90,7 +93,8 @@ def one_parse_per_output() -> Iterator[None]:
 
 def parse_once(kind: str, text: str) -> dict:
     """``parse``, once per output and kind within ``one_parse_per_output`` (else every time). An output that
-    does not parse is parsed again by each caller: no error is kept (nor its traceback, nor what that holds)."""
+    does not parse is parsed again by each caller: no error is kept (nor its traceback, nor what that
+    holds)."""
     memo = _ONCE.get()
     if memo is None:
         return parse(kind, text)
@@ -100,4 +104,13 @@ def parse_once(kind: str, text: str) -> dict:
     return hit[1]
 
 
-__all__ = ["REGISTRY", "ParseError", "ParserSpec", "register", "get", "parse", "parse_once", "one_parse_per_output"]
+__all__ = [
+    "REGISTRY",
+    "ParseError",
+    "ParserSpec",
+    "register",
+    "get",
+    "parse",
+    "parse_once",
+    "one_parse_per_output",
+]

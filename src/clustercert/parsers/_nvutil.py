@@ -97,7 +97,8 @@ def yes_no(value: str | None) -> bool | None:
 
 
 _BUS_RE = re.compile(
-    r"^(?:(?P<dom>[0-9A-Fa-f]{1,8}):)?(?P<bus>[0-9A-Fa-f]{1,2}):(?P<dev>[0-9A-Fa-f]{1,2})(?:\.(?P<fn>[0-7]))?$"
+    r"^(?:(?P<dom>[0-9A-Fa-f]{1,8}):)?(?P<bus>[0-9A-Fa-f]{1,2}):(?P<dev>[0-9A-Fa-f]{1,"
+    r"2})(?:\.(?P<fn>[0-7]))?$"
 )
 
 
@@ -121,7 +122,8 @@ def bus_id(value: str | None) -> str | None:
 
 
 def norm_key(key: str) -> str:
-    """'SRAM Uncorrectable SEC-DED' -> 'sram_uncorrectable_secded', 'GPU T.Limit Temp' -> 'gpu_tlimit_temp'."""
+    """'SRAM Uncorrectable SEC-DED' -> 'sram_uncorrectable_secded', 'GPU T.Limit Temp' ->
+    'gpu_tlimit_temp'."""
     k = key.strip().lower().replace("-", "").replace(".", "")
     k = re.sub(r"[^a-z0-9]+", "_", k)
     return k.strip("_")

@@ -1,5 +1,5 @@
-"""Line and value helpers shared by the tool parsers (ib, bonding, perftest, nccl_tests, iperf3, ofed; dcgmi and
-fio for a leading JSON object): lines of text, integers and rates, coded states, sysfs grep dumps.
+"""Line and value helpers shared by the tool parsers (ib, bonding, perftest, nccl_tests, iperf3, ofed; dcgmi
+and fio for a leading JSON object): lines of text, integers and rates, coded states, sysfs grep dumps.
 
 Pure functions only. ``ttar_to_grep_dump`` is used by tests and ``benchmarks/corpus.py`` to turn a
 ``ttar`` archive of a sysfs tree into the ``PATH:VALUE`` dump the sysfs parsers read.
@@ -63,7 +63,8 @@ _RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:Gb/sec|Gb/s|Gbps)?\s*(?:\((.*)\
 
 
 def parse_rate(value: str) -> tuple[int | float, str | None]:
-    """'400 Gb/sec (4X NDR)' -> (400, '4X NDR'); '40 (FDR10)' -> (40, 'FDR10'); '2.5 Gb/sec' -> (2.5, None)."""
+    """'400 Gb/sec (4X NDR)' -> (400, '4X NDR'); '40 (FDR10)' -> (40, 'FDR10'); '2.5 Gb/sec' -> (2.5,
+    None)."""
     m = _RATE_RE.match(value)
     if not m:
         raise ValueError(f"unrecognised rate {value!r}")
@@ -136,7 +137,9 @@ def leading_json(kind: str, text: str, expected: str) -> tuple[dict, int]:
     try:
         doc, _ = json.JSONDecoder().raw_decode(text[start:])
     except json.JSONDecodeError as exc:
-        raise ParseError(kind, f"malformed or truncated JSON ({exc.msg} at line {exc.lineno}); expected {expected}") from exc
+        raise ParseError(
+            kind, f"malformed or truncated JSON ({exc.msg} at line {exc.lineno}); expected {expected}"
+        ) from exc
     if not isinstance(doc, dict):
         raise ParseError(kind, f"expected {expected}")
     return doc, start

@@ -98,7 +98,9 @@ class _Watchdog:
             token = self._next
             self._armed[token] = (time.monotonic() + seconds, threading.get_ident(), seconds)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="clustercert-parse-watchdog", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="clustercert-parse-watchdog", daemon=True
+                )
                 self._thread.start()
             self._cond.notify()
             return token

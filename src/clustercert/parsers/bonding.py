@@ -22,7 +22,8 @@
                  "link_failure_count": 2, "permanent_hw_addr": "3c:ec:..." | None,
                  "slave_queue_id": 0 | None, "aggregator_id": 2 | None, "state": None}]}
 
-  Missing ``Bonding Mode:`` or ``MII Status:`` raises ParseError; so does a slave block without ``MII Status``.
+  Missing ``Bonding Mode:`` or ``MII Status:`` raises ParseError; so does a slave block without ``MII
+  Status``.
 
 ``bonding-files`` (``tail -v -n +1 /proc/net/bonding/*``: each file after a ``==> PATH <==`` header)::
 
@@ -37,7 +38,8 @@ per line (``slave_*`` directories of older kernels and ``/sys/class/net/bonding_
 too). Empty attributes (no active slave) are simply absent, as grep prints nothing for them::
 
     {"bonding_masters": ["bond0", ...] | None,
-     "bonds": {"bond0": {"mode": "active-backup" | None, "mode_id": 1 | None, "fail_over_mac": "active" | None,
+     "bonds": {"bond0": {"mode": "active-backup" | None, "mode_id": 1 | None, "fail_over_mac": "active" |
+     None,
                          "primary_slave": str | None, "currently_active_slave": str | None,
                          "mii_status": "up" | None, "mii_polling_interval_ms": 100 | None,
                          "ad_aggregator": 2 | None, "ad_num_ports": 2 | None,  # 802.3ad only
@@ -254,12 +256,17 @@ def _tail_sections(kind: str, text: str):
         elif name is not None:
             body.append(ln)
         elif ln.strip():
-            raise ParseError(kind, f"expected '==> /proc/net/bonding/BOND <==' first, got {ln.strip()[:80]!r}")
+            raise ParseError(
+                kind, f"expected '==> /proc/net/bonding/BOND <==' first, got {ln.strip()[:80]!r}"
+            )
     if name is not None:
         yield name, body
 
 
-@register("bonding-files", "tail -v -n +1 /proc/net/bonding/*: every bond's /proc/net/bonding file, parsed as 'bonding'")
+@register(
+    "bonding-files",
+    "tail -v -n +1 /proc/net/bonding/*: every bond's /proc/net/bonding file, parsed as 'bonding'",
+)
 def parse_bonding_files(text: str) -> dict:
     kind = "bonding-files"
     if not isinstance(text, str):
@@ -276,7 +283,9 @@ def parse_bonding_files(text: str) -> dict:
 # --------------------------------------------------------------------------- sysfs
 
 _BOND_ATTR_RE = re.compile(r"(?:^|/)(?P<bond>[^/]+)/bonding/(?P<attr>[a-z_]+)$")
-_BOND_SLAVE_RE = re.compile(r"(?:^|/)(?P<bond>[^/]+)/(?:slave|lower)_(?P<slave>[^/]+)/bonding_slave/(?P<attr>[a-z_]+)$")
+_BOND_SLAVE_RE = re.compile(
+    r"(?:^|/)(?P<bond>[^/]+)/(?:slave|lower)_(?P<slave>[^/]+)/bonding_slave/(?P<attr>[a-z_]+)$"
+)
 _OWN_SLAVE_RE = re.compile(r"(?:^|/)(?P<slave>[^/]+)/bonding_slave/(?P<attr>[a-z_]+)$")
 
 
@@ -417,8 +426,12 @@ def _failover_ping(kind: str, kv: dict[str, str], prefix: str) -> dict | None:
     m = _PING_RE.search(summary)
     if summary and not m:
         raise ParseError(kind, f"{prefix}_summary: unrecognised ping summary {summary!r}")
-    return {"rc": rc, "transmitted": int(m.group(1)) if m else None, "received": int(m.group(2)) if m else None,
-            "message": kv.get(f"{prefix}_message", "")}
+    return {
+        "rc": rc,
+        "transmitted": int(m.group(1)) if m else None,
+        "received": int(m.group(2)) if m else None,
+        "message": kv.get(f"{prefix}_message", ""),
+    }
 
 
 def _failover_kv(kind: str, lines: list[str]) -> dict[str, str]:
@@ -455,8 +468,11 @@ def _check_failover_values(kind: str, kv: dict[str, str]) -> None:
 def _check_failover_outcome(kind: str, kv: dict[str, str], rec: dict) -> None:
     """What each outcome needs: a tested bond its active slave and times, down_failed its error."""
     if rec["outcome"] == "tested":
-        missing = [k for k in ("active_before", "failover_ms", "failover_bound_ms", "active_during", "restored")
-                   if k not in kv]
+        missing = [
+            k
+            for k in ("active_before", "failover_ms", "failover_bound_ms", "active_during", "restored")
+            if k not in kv
+        ]
         if missing:
             raise ParseError(kind, f"outcome tested without {', '.join(missing)}")
         if not rec["active_before"]:
@@ -465,10 +481,16 @@ def _check_failover_outcome(kind: str, kv: dict[str, str], rec: dict) -> None:
         raise ParseError(kind, "outcome down_failed without down_error")
 
 
-@register("bond-failover", "clustercert's bond failover step: active slave before/during/after, failover and return times, peer ping")
+@register(
+    "bond-failover",
+    "clustercert's bond failover step: active slave before/during/after, failover and return times, "
+    "peer ping",
+)
 def parse_bond_failover(text: str) -> dict:
     kind = "bond-failover"
-    lines = [ln for ln in text_lines(kind, text, f"'format={_FAILOVER_HEADER}' and key=value lines") if ln.strip()]
+    lines = [
+        ln for ln in text_lines(kind, text, f"'format={_FAILOVER_HEADER}' and key=value lines") if ln.strip()
+    ]
     kv = _failover_kv(kind, lines)
     _check_failover_values(kind, kv)
     outcome = kv["outcome"]

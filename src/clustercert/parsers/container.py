@@ -37,7 +37,9 @@ import re
 from clustercert.parsers._nvutil import bus_id, na, require_text
 from clustercert.parsers.base import ParseError, register
 
-_VERSION_RE = re.compile(r"^(?P<comp>NVIDIA Container [A-Za-z ]+?|nvidia-ctk|[\w-]+) version (?P<ver>\S+)\s*$")
+_VERSION_RE = re.compile(
+    r"^(?P<comp>NVIDIA Container [A-Za-z ]+?|nvidia-ctk|[\w-]+) version (?P<ver>\S+)\s*$"
+)
 _COMMIT_RE = re.compile(r"^commit:\s*(\S+)")
 _LOGRUS_RE = re.compile(r"^(?P<lvl>INFO|WARN|ERRO|FATA|PANI|DEBU|TRAC)\[\d+\]\s*(?P<msg>.*?)\s*$")
 _CDI_RE = re.compile(r"^[a-z0-9.-]+\.[a-z]+/[a-z0-9._-]+=\S+$")
@@ -122,7 +124,10 @@ def _ctk_mode(out: dict, log_lines: int) -> str:
                      "expected '<component> version X', CDI device names or logrus 'INFO[0000] ...' lines")
 
 
-_INFO_KV_RE = re.compile(r"^(?P<k>NVRM version|CUDA version|Device Index|Device Minor|Model|Brand|GPU UUID|Bus Location|Architecture):\s*(?P<v>.*)$")
+_INFO_KV_RE = re.compile(
+    r"^(?P<k>NVRM version|CUDA version|Device Index|Device Minor|Model|Brand|GPU UUID|Bus "
+    r"Location|Architecture):\s*(?P<v>.*)$"
+)
 
 
 _DEVICE_KEYS = {"Device Minor": "minor", "Model": "model", "Brand": "brand", "GPU UUID": "uuid",
@@ -163,8 +168,14 @@ def parse_container_cli_info(text: str) -> dict:
         elif cur is not None:
             _device_field(cur, k, na(v))
     if not seen:
-        raise ParseError(kind, "expected 'NVRM version:' and 'Device Index:' lines from nvidia-container-cli info")
-    if out["nvrm_version"] is None or not out["devices"] or any(d["uuid"] is None or d["bus_id"] is None for d in out["devices"]):
+        raise ParseError(
+            kind, "expected 'NVRM version:' and 'Device Index:' lines from nvidia-container-cli info"
+        )
+    if (
+        out["nvrm_version"] is None
+        or not out["devices"]
+        or any(d["uuid"] is None or d["bus_id"] is None for d in out["devices"])
+    ):
         out["ok"] = False
     return out
 

@@ -20,8 +20,8 @@
 
 A skipped test is ``skip`` (never ``pass``). ``overall`` is ``error`` for an error output or an
 Error row, ``fail`` if any test failed, ``warn`` if any warned, ``skip`` if any test was skipped
-(a run whose hardware/stress tests were skipped is not a pass), else ``pass``. Wrapped cell text is re-joined. Text without a diagnostic table and without an
-``Error:`` line raises ParseError.
+(a run whose hardware/stress tests were skipped is not a pass), else ``pass``. Wrapped cell text is re-joined.
+Text without a diagnostic table and without an ``Error:`` line raises ParseError.
 
 ``dcgmi-diag-json`` (``dcgmi diag -j``, DCGM 3.x ``"DCGM GPU Diagnostic"`` and 4.x ``"DCGM Diagnostic"``
 layouts): the ``dcgmi-diag`` record above, so the same evaluator reads either, plus
@@ -289,9 +289,12 @@ def parse_discovery(text: str) -> dict:
         if m:
             n = int(m.group(1))
             section = m.group(2).lower()
-            key = {"gpus": "gpu_count", "nvswitches": "nvswitch_count", "connectx": "connectx_count", "cpus": "cpu_count"}[
-                section
-            ]
+            key = {
+                "gpus": "gpu_count",
+                "nvswitches": "nvswitch_count",
+                "connectx": "connectx_count",
+                "cpus": "cpu_count",
+            }[section]
             out[key] = n
             cur = None
             continue
@@ -331,7 +334,8 @@ def _json_result(status) -> str:
 def _json_messages(entry: dict, gpu: str | None) -> list[dict]:
     out = []
     for w in entry.get("warnings") or []:
-        if isinstance(w, dict):  # DCGM 3.x level-one tests put the text under "warnings", the others "warning"
+        # DCGM 3.x level-one tests put the text under "warnings", the others "warning"
+        if isinstance(w, dict):
             text = w.get("warning") if isinstance(w.get("warning"), str) else w.get("warnings")
             out.append({"level": "warning", "text": str(text or "").strip(), "gpu": gpu,
                         "error_id": w.get("error_id")})
@@ -381,7 +385,9 @@ def _json_test(category: str, t: dict) -> dict:
     return test
 
 
-@register("dcgmi-diag-json", "dcgmi diag -j (DCGM 3.x and 4.x JSON): per-test result, per-GPU results, messages")
+@register(
+    "dcgmi-diag-json", "dcgmi diag -j (DCGM 3.x and 4.x JSON): per-test result, per-GPU results, messages"
+)
 def parse_diag_json(text: str) -> dict:
     """``dcgmi-diag-json``: the ``dcgmi-diag`` record (see above) from ``dcgmi diag -j`` output.
 
@@ -403,7 +409,9 @@ def parse_diag_json(text: str) -> dict:
     elif isinstance(doc.get("DCGM GPU Diagnostic"), dict):
         layout, body = "dcgm3", doc["DCGM GPU Diagnostic"]
     else:
-        raise ParseError(kind, "expected a 'DCGM Diagnostic' (DCGM 4.x) or 'DCGM GPU Diagnostic' (3.x) object")
+        raise ParseError(
+            kind, "expected a 'DCGM Diagnostic' (DCGM 4.x) or 'DCGM GPU Diagnostic' (3.x) object"
+        )
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     tests = [
         _json_test(str(cat.get("category") or ""), t)
@@ -472,12 +480,21 @@ def _link_status(kind: str, lines: list[str]) -> dict:
         if cur is not None and s and re.fullmatch(r"[UDX_](?: [UDX_])*", s):
             cur["links"] = [{"link": i, "state": _LINK_STATE[c]} for i, c in enumerate(s.split())]
             continue
-        if cur is not None and s and not s.startswith(("Link Entities:", "Key:")) and not re.match(r"^\d+:", s):
+        if (
+            cur is not None
+            and s
+            and not s.startswith(("Link Entities:", "Key:"))
+            and not re.match(r"^\d+:", s)
+        ):
             if section and not s.startswith("No "):
                 raise ParseError(kind, f"unexpected line in link status: {s!r}")
-    down = [f"{'gpu' if 'gpu_id' in e else 'nvswitch'}{e.get('gpu_id', e.get('physical_id'))}:link{link['link']}"
-            for sec in ("gpus", "nvswitches") for e in out[sec] for link in e["links"]
-            if link["state"] in ("down", "disabled")]
+    down = [
+        f"{'gpu' if 'gpu_id' in e else 'nvswitch'}{e.get('gpu_id', e.get('physical_id'))}:link{link['link']}"
+        for sec in ("gpus", "nvswitches")
+        for e in out[sec]
+        for link in e["links"]
+        if link["state"] in ("down", "disabled")
+    ]
     return {**out, "down_links": down}
 
 
@@ -513,7 +530,9 @@ def _error_count_json(kind: str, text: str) -> tuple[int | None, dict[str, dict[
     header = [str(h) for h in doc.get("header") or []]
     body = doc.get("body")
     if "NVLINK Error Counts" not in header or not isinstance(body, dict):
-        raise ParseError(kind, "expected a JSON object with header ['NVLINK Error Counts', 'GPU n'] and a body")
+        raise ParseError(
+            kind, "expected a JSON object with header ['NVLINK Error Counts', 'GPU n'] and a body"
+        )
     sections = {label: {k: (v.get("value") if isinstance(v, dict) else v)
                         for k, v in (sec.get("children") or {}).items()}
                 for label, sec in body.items() if isinstance(sec, dict)}

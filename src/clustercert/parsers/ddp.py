@@ -2,7 +2,8 @@
 
 Each rank of clustercert.remote.ddp_smoke prints one ``CLUSTERCERT_DDP <json>`` line; torchrun and Python
 print what went wrong around them (a traceback, ``ChildFailedError``, a rendezvous that could not be
-reached). Launcher prefixes (``[1,0]<stdout>:``, ``0: ``, torchrun --tee's ``[default0]:``) are accepted. Record::
+reached). Launcher prefixes (``[1,0]<stdout>:``, ``0: ``, torchrun --tee's ``[default0]:``) are accepted.
+Record::
 
     {"ranks": [{...the rank's JSON: host, rank, local_rank, world_size, local_world_size, backend,
                 torch, allreduce {expected, min, max, ok, step_ms}, problems, error}],
@@ -32,7 +33,10 @@ _RDZV_RE = re.compile(r"(RendezvousConnectionError|RendezvousTimeoutError|The cl
                       r"DistNetworkError|Failed to recv|Connection reset by peer)", re.I)
 
 
-@register("ddp-smoke", "clustercert's DDP smoke test under torchrun: one JSON line per rank, and the launch's errors")
+@register(
+    "ddp-smoke",
+    "clustercert's DDP smoke test under torchrun: one JSON line per rank, and the launch's errors",
+)
 def parse_ddp(text: str) -> dict:
     kind = "ddp-smoke"
     ranks, errors, exceptions, rdzv = [], [], [], False
@@ -54,5 +58,12 @@ def parse_ddp(text: str) -> dict:
                 exceptions.append(line[:300])
             rdzv = rdzv or at_rdzv
     if not ranks and not errors:
-        raise ParseError(kind, "no CLUSTERCERT_DDP line and no error (the launch printed nothing of the test)")
-    return {"ranks": ranks, "errors": errors[:40], "exceptions": exceptions[:10], "rendezvous_unreachable": rdzv}
+        raise ParseError(
+            kind, "no CLUSTERCERT_DDP line and no error (the launch printed nothing of the test)"
+        )
+    return {
+        "ranks": ranks,
+        "errors": errors[:40],
+        "exceptions": exceptions[:10],
+        "rendezvous_unreachable": rdzv,
+    }

@@ -30,18 +30,64 @@ from clustercert.parsers.base import ParseError, register
 _HANDLE_RE = re.compile(r"^Handle (0x[0-9A-Fa-f]+), DMI type (\d+), (\d+) bytes\s*$")
 _FIELD_RE = re.compile(r"^\t([^\t:][^:]*?):\s?(.*)$")
 _PLACEHOLDERS = {
-    "to be filled by o.e.m.", "to be filled by oem", "not specified", "default string", "system serial number",
-    "chassis serial number", "base board serial number", "system product name", "system manufacturer",
-    "system version", "0123456789", "1234567890", "none", "n/a", "not applicable", "not available",
-    "not present", "unknown", "oem", "o.e.m.", "serial number", "type1productconfigid", "empty", "invalid",
+    "to be filled by o.e.m.",
+    "to be filled by oem",
+    "not specified",
+    "default string",
+    "system serial number",
+    "chassis serial number",
+    "base board serial number",
+    "system product name",
+    "system manufacturer",
+    "system version",
+    "0123456789",
+    "1234567890",
+    "none",
+    "n/a",
+    "not applicable",
+    "not available",
+    "not present",
+    "unknown",
+    "oem",
+    "o.e.m.",
+    "serial number",
+    "type1productconfigid",
+    "empty",
+    "invalid",
 }
 _KEYS = {
-    1: ("system", {"Manufacturer": "manufacturer", "Product Name": "product_name", "Version": "version",
-                   "Serial Number": "serial_number", "UUID": "uuid", "SKU Number": "sku_number", "Family": "family"}),
-    2: ("baseboard", {"Manufacturer": "manufacturer", "Product Name": "product_name", "Version": "version",
-                      "Serial Number": "serial_number", "Asset Tag": "asset_tag"}),
-    3: ("chassis", {"Manufacturer": "manufacturer", "Type": "type", "Version": "version",
-                    "Serial Number": "serial_number", "Asset Tag": "asset_tag"}),
+    1: (
+        "system",
+        {
+            "Manufacturer": "manufacturer",
+            "Product Name": "product_name",
+            "Version": "version",
+            "Serial Number": "serial_number",
+            "UUID": "uuid",
+            "SKU Number": "sku_number",
+            "Family": "family",
+        },
+    ),
+    2: (
+        "baseboard",
+        {
+            "Manufacturer": "manufacturer",
+            "Product Name": "product_name",
+            "Version": "version",
+            "Serial Number": "serial_number",
+            "Asset Tag": "asset_tag",
+        },
+    ),
+    3: (
+        "chassis",
+        {
+            "Manufacturer": "manufacturer",
+            "Type": "type",
+            "Version": "version",
+            "Serial Number": "serial_number",
+            "Asset Tag": "asset_tag",
+        },
+    ),
 }
 
 
@@ -55,7 +101,10 @@ def _value(text: str | None) -> str | None:
     return v
 
 
-@register("dmidecode", "dmidecode [-t system -t baseboard -t chassis]: SMBIOS records, system/board/chassis identity")
+@register(
+    "dmidecode",
+    "dmidecode [-t system -t baseboard -t chassis]: SMBIOS records, system/board/chassis identity",
+)
 def parse_dmidecode(text: str) -> dict:
     kind = "dmidecode"
     text = require_text(kind, text, "dmidecode records ('Handle 0x0001, DMI type 1, 27 bytes')")

@@ -31,7 +31,9 @@ def _dir(d: dict | None) -> dict:
             "runtime_ms": int(d.get("runtime") or 0), "iops": float(d.get("iops") or 0.0)}
 
 
-@register("fio-json", "fio --output-format=json: per job the bytes moved, bandwidth and runtime of reads and writes")
+@register(
+    "fio-json", "fio --output-format=json: per job the bytes moved, bandwidth and runtime of reads and writes"
+)
 def parse_fio_json(text: str) -> dict:
     kind = "fio-json"
     if not isinstance(text, str) or not text.strip():
@@ -48,7 +50,16 @@ def parse_fio_json(text: str) -> dict:
             break
         doc, start = leading_json(kind, text[at:], "fio --output-format=json output")
         start += at
-    jobs = [{"name": str(j.get("jobname", "")), "error": int(j.get("error") or 0), "read": _dir(j.get("read")),
-             "write": _dir(j.get("write"))} for d in docs for j in d["jobs"] if isinstance(j, dict)]
+    jobs = [
+        {
+            "name": str(j.get("jobname", "")),
+            "error": int(j.get("error") or 0),
+            "read": _dir(j.get("read")),
+            "write": _dir(j.get("write")),
+        }
+        for d in docs
+        for j in d["jobs"]
+        if isinstance(j, dict)
+    ]
     messages += [ln.strip() for ln in text[at:].splitlines() if ln.strip()]
     return {"version": docs[0].get("fio version"), "jobs": jobs, "messages": messages}

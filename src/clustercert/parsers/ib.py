@@ -365,8 +365,7 @@ def parse_ibv_devinfo(text: str) -> dict:
 # --------------------------------------------------------------------------- ibdev2netdev
 
 _I2N_RE = re.compile(
-    r"(?P<hca>[A-Za-z][\w.-]*)\s+(?:\([^)]*\)\s+.*?)?port\s+(?P<port>\d+)(?:\s+\(\s*(?P<pstate>[A-Z_]+)\s*\))?"
-    r"\s+<?==>\s+(?P<netdev>\S+)\s+\((?P<state>[A-Za-z]+)\)"
+    r"(?P<hca>[A-Za-z][\w.-]*)\s+(?:\([^)]*\)\s+.*?)?port\s+(?P<port>\d+)(?:\s+\(\s*(?P<pstate>[A-Z_]+)\s*\))?\s+<?==>\s+(?P<netdev>\S+)\s+\((?P<state>[A-Za-z]+)\)"
 )
 
 
@@ -476,7 +475,9 @@ def parse_perfquery(text: str) -> dict:
 # --------------------------------------------------------------------------- sysfs-infiniband
 
 _SYSFS_PORT_RE = re.compile(r"(?:^|/)(?P<hca>[^/]+)/ports/(?P<port>\d+)/(?P<rest>.+)$")
-_SYSFS_DEV_RE = re.compile(r"(?:^|/)(?P<hca>[^/]+)/(?P<attr>fw_ver|hca_type|board_id|node_guid|sys_image_guid)$")
+_SYSFS_DEV_RE = re.compile(
+    r"(?:^|/)(?P<hca>[^/]+)/(?P<attr>fw_ver|hca_type|board_id|node_guid|sys_image_guid)$"
+)
 
 
 def _counter_value(value: str) -> int | None:
@@ -524,7 +525,9 @@ def parse_sysfs_infiniband(text: str) -> dict:
             name, {"fw_ver": None, "hca_type": None, "board_id": None, "node_guid": None, "ports": {}}
         )
 
-    for path, value in grep_dump_entries(kind, text, "'/sys/class/infiniband/<hca>/ports/<n>/<attr>:<value>' lines"):
+    for path, value in grep_dump_entries(
+        kind, text, "'/sys/class/infiniband/<hca>/ports/<n>/<attr>:<value>' lines"
+    ):
         m = _SYSFS_PORT_RE.search(path)
         if m:
             port = hca_rec(m.group("hca"))["ports"].setdefault(m.group("port"), _new_sysfs_port())

@@ -7,8 +7,8 @@ Both kinds return the same shape::
      "role": "client" | "server",
      "protocol": "TCP" | "UDP" | None,
      "num_streams": int | None,
-     "duration_s": float | None,          # requested test length (JSON test_start.duration); text: sender seconds
-     "remote_host": str | None, "remote_port": int | None,
+     "duration_s": float | None,          # requested test length (JSON test_start.duration); text: sender
+     seconds "remote_host": str | None, "remote_port": int | None,
      "version": "iperf 3.9" | None,
      "sender":   {"bytes": int, "seconds": float, "gbit_per_s": float, "retransmits": int | None} | None,
      "receiver": {"bytes": int, "seconds": float, "gbit_per_s": float} | None,
@@ -69,7 +69,9 @@ def parse_iperf3_json(text: str) -> dict:
     try:
         doc, end_at = json.JSONDecoder().raw_decode(text[start_at:])  # tolerate trailing prompt lines
     except json.JSONDecodeError as exc:
-        raise ParseError(kind, f"invalid JSON ({exc.msg} at line {exc.lineno}); expected iperf3 -J output") from exc
+        raise ParseError(
+            kind, f"invalid JSON ({exc.msg} at line {exc.lineno}); expected iperf3 -J output"
+        ) from exc
     if not isinstance(doc, dict) or not ({"start", "end"} <= doc.keys() or "error" in doc):
         raise ParseError(kind, "expected a JSON object with 'start' and 'end' (iperf3 -J output)")
     rec = _empty()
@@ -100,8 +102,12 @@ def parse_iperf3_json(text: str) -> dict:
                            "gbit_per_s": _gbit(received["bits_per_second"])}
     udp_sum = end.get("sum")
     if udp_sum and "jitter_ms" in udp_sum:
-        rec["udp"] = {"jitter_ms": float(udp_sum["jitter_ms"]), "lost_packets": int(udp_sum.get("lost_packets", 0)),
-                      "packets": int(udp_sum.get("packets", 0)), "lost_percent": float(udp_sum.get("lost_percent", 0))}
+        rec["udp"] = {
+            "jitter_ms": float(udp_sum["jitter_ms"]),
+            "lost_packets": int(udp_sum.get("lost_packets", 0)),
+            "packets": int(udp_sum.get("packets", 0)),
+            "lost_percent": float(udp_sum.get("lost_percent", 0)),
+        }
         if rec["sender"] is None and rec["receiver"] is None:
             rec["receiver"] = {"bytes": int(udp_sum["bytes"]), "seconds": float(udp_sum["seconds"]),
                                "gbit_per_s": _gbit(udp_sum["bits_per_second"])}
@@ -213,7 +219,9 @@ def _summary_entry(m: re.Match, role: str, protocol: str | None) -> dict:
     }
     if role == "sender":
         tokens = rest.split()
-        entry["retransmits"] = int(tokens[0]) if tokens and tokens[0].isdigit() and protocol != "UDP" else None
+        entry["retransmits"] = (
+            int(tokens[0]) if tokens and tokens[0].isdigit() and protocol != "UDP" else None
+        )
     um = _UDP_RE.search(rest)
     if um:
         entry["_udp"] = {"jitter_ms": float(um.group("jitter")), "lost_packets": int(um.group("lost")),
@@ -269,7 +277,9 @@ def parse_iperf3_text(text: str) -> dict:
     if errors:
         rec["error"] = errors[0]
     if rec["sender"] is None and rec["receiver"] is None and not errors:
-        raise ParseError(kind, "no sender/receiver summary line and no 'iperf3: error' line (truncated or not iperf3)")
+        raise ParseError(
+            kind, "no sender/receiver summary line and no 'iperf3: error' line (truncated or not iperf3)"
+        )
     rec["protocol"] = rec["protocol"] or ("TCP" if (rec["sender"] or rec["receiver"]) else None)
     rec["num_streams"] = len(scan.stream_ids) or None
     if rec["sender"] is not None:

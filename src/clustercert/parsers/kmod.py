@@ -27,7 +27,9 @@ import re
 from clustercert.parsers._nvutil import require_text
 from clustercert.parsers.base import ParseError, register
 
-_LSMOD_RE = re.compile(r"^(?P<name>[A-Za-z0-9_]+)\s+(?P<size>\d+)\s+(?P<count>-?\d+)(?:\s+(?P<users>\S+))?\s*$")
+_LSMOD_RE = re.compile(
+    r"^(?P<name>[A-Za-z0-9_]+)\s+(?P<size>\d+)\s+(?P<count>-?\d+)(?:\s+(?P<users>\S+))?\s*$"
+)
 _PROMPT_RE = re.compile(r"^(\(.*?\)\s*)?\[[^\]]*\][#$]|^\S+@\S+[:~][^ ]*[#$]|^[#$] ")
 
 

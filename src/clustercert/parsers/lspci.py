@@ -36,9 +36,12 @@ _DEV_RE = re.compile(
 _VENDEV_RE = re.compile(r"\s\[(?P<vd>[0-9a-fA-F]{4}:[0-9a-fA-F]{4})\]")
 _REV_RE = re.compile(r"\s\(rev (?P<rev>[0-9a-fA-F]+)\)")
 _PROGIF_RE = re.compile(r"\s\(prog-if [^)]*\)")
-_LNKCAP_RE = re.compile(r"LnkCap:\s.*?Speed\s+(?P<speed>[\d.]+)GT/s(?:\s*\([^)]*\))?,\s*Width\s+x(?P<width>\d+)")
+_LNKCAP_RE = re.compile(
+    r"LnkCap:\s.*?Speed\s+(?P<speed>[\d.]+)GT/s(?:\s*\([^)]*\))?,\s*Width\s+x(?P<width>\d+)"
+)
 _LNKSTA_RE = re.compile(
-    r"LnkSta:\s.*?Speed\s+(?P<speed>[\d.]+)GT/s(?:\s*\((?P<sflag>[^)]*)\))?,\s*Width\s+x(?P<width>\d+)(?:\s*\((?P<wflag>[^)]*)\))?"
+    r"LnkSta:\s.*?Speed\s+(?P<speed>[\d.]+)GT/s(?:\s*\((?P<sflag>[^)]*)\))?,"
+    r"\s*Width\s+x(?P<width>\d+)(?:\s*\((?P<wflag>[^)]*)\))?"
 )
 
 
@@ -108,7 +111,9 @@ def _link_record(lk: dict) -> dict | None:
     }
 
 
-@register("lspci", "lspci [-D] [-nn] [-vv]: devices, class, ids, PCIe LnkCap/LnkSta speed & width, downgrades")
+@register(
+    "lspci", "lspci [-D] [-nn] [-vv]: devices, class, ids, PCIe LnkCap/LnkSta speed & width, downgrades"
+)
 def parse_lspci(text: str) -> dict:
     kind = "lspci"
     text = require_text(kind, text, "lspci output ('BB:DD.F <class>: <description>' lines)")
@@ -126,7 +131,9 @@ def parse_lspci(text: str) -> dict:
             _detail(cur, line.strip())
     if not devices:
         first = next((ln.strip() for ln in text.split("\n") if ln.strip()), "")
-        raise ParseError(kind, f"expected lspci device lines ('BB:DD.F <class>: <description>'); got {first[:80]!r}")
+        raise ParseError(
+            kind, f"expected lspci device lines ('BB:DD.F <class>: <description>'); got {first[:80]!r}"
+        )
     for d in devices:
         link = _link_record(d.pop("_link"))
         if link is not None:

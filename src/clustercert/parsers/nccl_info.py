@@ -22,14 +22,16 @@ anything else (ignored). Record::
                       "net_plugin": "Socket"|None,              # "Assigned NET plugin <name> to comm"
                       "failed_net_plugins": ["IB"],             # "Failed to initialize NET plugin <name>"
                       "gdr_disabled": ["mlx5_5"],               # "GPU Direct RDMA Disabled for HCA N 'x'"
-                      "connections": [{"channel": "00/0", "src": 0, "dst": 8, "direction": "send"|"receive"|None,
-                                       "transport": "NET"|"P2P"|"SHM"|..., "net": "IB"|"Socket"|"IBext_v8"|None,
-                                       "device": 0|None, "hca": "mlx5_0"|None, "gdr": bool, "line": str}]}},
+                      "connections": [{"channel": "00/0", "src": 0, "dst": 8, "direction":
+                      "send"|"receive"|None,
+                                       "transport": "NET"|"P2P"|"SHM"|..., "net":
+                                       "IB"|"Socket"|"IBext_v8"|None, "device": 0|None, "hca": "mlx5_0"|None,
+                                       "gdr": bool, "line": str}]}},
      "info_lines": int}         # NCCL INFO lines seen
 
 NCCL 2.2x prints ``NET/IB : Using [RO]; OOB eth0:...`` on a host without an InfiniBand device, then
-``Failed to initialize NET plugin IB`` and falls back (``Assigned NET plugin Socket to comm``): a network is in
-``networks`` only when some process of the host named it and did not then fail to initialise its plugin.
+``Failed to initialize NET plugin IB`` and falls back (``Assigned NET plugin Socket to comm``): a network is
+in ``networks`` only when some process of the host named it and did not then fail to initialise its plugin.
 ``net_plugin`` is the plugin NCCL assigned to the host's communicators (the first such line; None when the log
 has none, as before NCCL 2.2x).
 
@@ -122,8 +124,8 @@ def _settle_hosts(rec: dict, named: dict[tuple[str, str], list[str]],
                 c["hca"] = h["net_devices"].get(str(c["device"]))
 
 
-@register("nccl-info-transport", "NCCL_DEBUG=INFO lines: per host the transport of each connection (NET/IB, GDRDMA, "
-                                 "NET/Socket, P2P, SHM) and the NICs NET/IB uses")
+@register("nccl-info-transport", "NCCL_DEBUG=INFO lines: per host the transport of each connection (NET/IB, "
+                                 "GDRDMA, NET/Socket, P2P, SHM) and the NICs NET/IB uses")
 def parse_transport(text: str) -> dict:
     kind = "nccl-info-transport"
     rec: dict = {"hosts": {}, "info_lines": 0}

@@ -71,8 +71,12 @@ def _header(line: str) -> dict:
         out[key] = int(m.group(1)) if m else None
     m = re.search(r"step:\s*(\S+)", body)
     out["step"] = m.group(1) if m else None
-    for label, key in (("warmup iters", "warmup_iters"), ("agg iters", "agg_iters"), ("validation", "validation"),
-                       ("graph", "graph")):
+    for label, key in (
+        ("warmup iters", "warmup_iters"),
+        ("agg iters", "agg_iters"),
+        ("validation", "validation"),
+        ("graph", "graph"),
+    ):
         m = re.search(rf"{label}:\s*(\d+)", body)
         out[key] = int(m.group(1)) if m else None
     m = re.search(r"(?<!warmup )(?<!agg )iters:\s*(\d+)", body)
@@ -266,7 +270,9 @@ def _wrong_cells(rows: list[dict]) -> list[str]:
             for row in rows for place in ("out_of_place", "in_place") if row[place]["wrong"]]
 
 
-@register("nccl-tests", "nccl-tests *_perf output: per-size algbw/busbw (out-of-place and in-place), #wrong, avg")
+@register(
+    "nccl-tests", "nccl-tests *_perf output: per-size algbw/busbw (out-of-place and in-place), #wrong, avg"
+)
 def parse_nccl_tests(text: str) -> dict:
     kind = "nccl-tests"
     scan = _scan(text_lines(kind, text, "nccl-tests output ('# nThread ...' header and result table)"))
@@ -274,7 +280,9 @@ def parse_nccl_tests(text: str) -> dict:
     if not rows and not errors:
         if scan.seen_marker:
             raise ParseError(kind, "truncated: nccl-tests header/table header present but no result rows")
-        raise ParseError(kind, "expected nccl-tests output: '# nThread ...' header or '#  size  count ...' table")
+        raise ParseError(
+            kind, "expected nccl-tests output: '# nThread ...' header or '#  size  count ...' table"
+        )
     errors.extend(_wrong_cells(rows))
 
     top = max(rows, key=lambda r: r["size_bytes"]) if rows else None

@@ -165,7 +165,8 @@ def _matrix_line(kind: str, cur: dict, mat: dict, line: str) -> None:
         vals = [_cell(c) for c in cells[1:]]
         if len(vals) != len(mat["columns"]):
             raise ParseError(
-                kind, f"{cur['name']}: row {cells[0]} has {len(vals)} values for {len(mat['columns'])} columns"
+                kind,
+                f"{cur['name']}: row {cells[0]} has {len(vals)} values for {len(mat['columns'])} columns",
             )
         mat["rows"][cells[0]] = vals
 
@@ -208,7 +209,13 @@ def _settle(tcs: list[dict]) -> None:
 def parse_text(text: str) -> dict:
     kind = "nvbandwidth"
     text = require_text(kind, text, "nvbandwidth output with 'Running <testcase>.' blocks")
-    out = {"version": None, "driver_version": None, "cuda_runtime_version": None, "error": None, "testcases": []}
+    out = {
+        "version": None,
+        "driver_version": None,
+        "cuda_runtime_version": None,
+        "error": None,
+        "testcases": [],
+    }
     tcs: list[dict] = out["testcases"]
     cur: dict | None = None
     mat: dict | None = None
@@ -234,7 +241,13 @@ def parse_text(text: str) -> dict:
     return out
 
 
-_JSON_STATUS = {"passed": "passed", "waived": "waived", "error": "error", "not found": "not_found", "running": "running"}
+_JSON_STATUS = {
+    "passed": "passed",
+    "waived": "waived",
+    "error": "error",
+    "not found": "not_found",
+    "running": "running",
+}
 
 
 @register("nvbandwidth-json", "nvbandwidth -j JSON: per-testcase GB/s matrix, sum, status")
@@ -247,7 +260,9 @@ def parse_json(text: str) -> dict:
     try:
         doc = json.loads(text[start:])
     except json.JSONDecodeError as exc:
-        raise ParseError(kind, f"malformed or truncated JSON ({exc}); expected nvbandwidth -j output") from exc
+        raise ParseError(
+            kind, f"malformed or truncated JSON ({exc}); expected nvbandwidth -j output"
+        ) from exc
     nvb = doc.get("nvbandwidth") if isinstance(doc, dict) else None
     if not isinstance(nvb, dict):
         raise ParseError(kind, "expected top-level 'nvbandwidth' object")

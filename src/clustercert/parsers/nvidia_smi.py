@@ -422,7 +422,9 @@ def _el_to_dict(el: ET.Element):
     return out
 
 
-@register("nvidia-smi-xml", "nvidia-smi -q -x: driver, per-GPU identity, ECC, retired pages, remapped rows, PCIe")
+@register(
+    "nvidia-smi-xml", "nvidia-smi -q -x: driver, per-GPU identity, ECC, retired pages, remapped rows, PCIe"
+)
 def parse_xml(text: str) -> dict:
     kind = "nvidia-smi-xml"
     text = require_text(kind, text, "'<nvidia_smi_log>' XML document")
@@ -432,7 +434,9 @@ def parse_xml(text: str) -> dict:
     try:
         root = ET.fromstring(text[start:].strip())
     except ET.ParseError as exc:
-        raise ParseError(kind, f"malformed or truncated XML ({exc}); expected '<nvidia_smi_log>' document") from exc
+        raise ParseError(
+            kind, f"malformed or truncated XML ({exc}); expected '<nvidia_smi_log>' document"
+        ) from exc
     if root.tag != "nvidia_smi_log":
         raise ParseError(kind, f"expected '<nvidia_smi_log>' root element, got '<{root.tag}>'")
     gpus = []
@@ -497,7 +501,9 @@ def _q_process_count(lines: list[str]) -> int | None:
     return pids if seen else None
 
 
-@register("nvidia-smi-q", "nvidia-smi -q text: driver, per-GPU identity, ECC, retired pages, remapped rows, PCIe")
+@register(
+    "nvidia-smi-q", "nvidia-smi -q text: driver, per-GPU identity, ECC, retired pages, remapped rows, PCIe"
+)
 def parse_q(text: str) -> dict:
     kind = "nvidia-smi-q"
     text = require_text(kind, text, "'==============NVSMI LOG==============' report")
@@ -612,7 +618,8 @@ def parse_csv(text: str) -> dict:
             cells = _csv_split(ln)
             if len(cells) != len(fields):
                 raise ParseError(
-                    kind, f"row has {len(cells)} values, header has {len(fields)} fields (truncated?): {ln[:80]!r}"
+                    kind,
+                    f"row has {len(cells)} values, header has {len(fields)} fields (truncated?): {ln[:80]!r}",
                 )
             rows.append(
                 {f: _csv_value(f, None if f.startswith("temperature.") else units.get(f), c)
@@ -637,7 +644,8 @@ def parse_csv(text: str) -> dict:
 # --------------------------------------------------------------------------------------------
 
 _TBL_HDR_RE = re.compile(
-    r"NVIDIA-SMI\s+(?P<smi>\S+)\s+(?:Driver|KMD) Version:\s*(?P<drv>\S+)\s+CUDA(?: UMD)? Version:\s*(?P<cuda>\S+)"
+    r"NVIDIA-SMI\s+(?P<smi>\S+)\s+(?:Driver|KMD) Version:\s*(?P<drv>\S+)\s+CUDA(?: UMD)? "
+    r"Version:\s*(?P<cuda>\S+)"
 )
 _TBL_GPU1_RE = re.compile(
     r"^\|\s*(?P<idx>\d+)\s+(?P<name>.+?)\s+(?P<pm>On|Off|WDDM|TCC|MCDM|N/A)\s*\|"
@@ -659,7 +667,8 @@ _TBL_PROC_RE = re.compile(
     r"(?P<name>.+?)\s+(?P<mem>\d+MiB|N/A)\s*\|$"
 )
 _TBL_MIG_RE = re.compile(
-    r"^\|\s*(?P<gpu>\d+)\s+(?P<gi>\d+)\s+(?P<ci>\d+)\s+(?P<dev>\d+)\s*\|\s*(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB"
+    r"^\|\s*(?P<gpu>\d+)\s+(?P<gi>\d+)\s+(?P<ci>\d+)\s+(?P<dev>\d+)\s*\|\s*(?P<used>\d+)MiB\s*/"
+    r"\s*(?P<total>\d+)MiB"
 )
 
 
@@ -693,10 +702,17 @@ def _table_second_row(line: str) -> dict | None:
         "utilization_gpu_percent": _int(right.group("util").rstrip("%")),
         "compute_mode": na(right.group("cm")),
     }
-    raw = {"fan_percent": fan, "temperature_celsius": left.group("temp"), "perf_state": left.group("perf"),
-           "power_draw_watts": left.group("pwr"), "power_cap_watts": left.group("cap"),
-           "memory_used_mib": mem.group("used") if mem else mid, "memory_total_mib": mem.group("total") if mem else mid,
-           "utilization_gpu_percent": right.group("util"), "compute_mode": right.group("cm")}
+    raw = {
+        "fan_percent": fan,
+        "temperature_celsius": left.group("temp"),
+        "perf_state": left.group("perf"),
+        "power_draw_watts": left.group("pwr"),
+        "power_cap_watts": left.group("cap"),
+        "memory_used_mib": mem.group("used") if mem else mid,
+        "memory_total_mib": mem.group("total") if mem else mid,
+        "utilization_gpu_percent": right.group("util"),
+        "compute_mode": right.group("cm"),
+    }
     out["unavailable_fields"] = [k for k, v in raw.items() if is_na(v)]
     return out
 
@@ -793,7 +809,9 @@ def parse_table(text: str) -> dict:
     lines = text.split("\n")
     hdr = next((h for h in (_TBL_HDR_RE.search(ln) for ln in lines) if h), None)
     if hdr is None:
-        raise ParseError(kind, "expected 'NVIDIA-SMI <ver>  Driver Version: <ver>  CUDA Version: <ver>' header")
+        raise ParseError(
+            kind, "expected 'NVIDIA-SMI <ver>  Driver Version: <ver>  CUDA Version: <ver>' header"
+        )
     gpu_rows = _GpuRows()
     mig_devices: list[dict] = []
     processes: list[dict] | None = None
@@ -817,7 +835,9 @@ def parse_table(text: str) -> dict:
                 rows.append(row)
     gpus = gpu_rows.gpus
     if not gpus and "No devices were found" not in text:
-        raise ParseError(kind, "header found but no GPU rows; expected '|   0  <name> ... | <bus id> ...' rows")
+        raise ParseError(
+            kind, "header found but no GPU rows; expected '|   0  <name> ... | <bus id> ...' rows"
+        )
     return {
         "smi_version": hdr.group("smi"),
         "driver_version": hdr.group("drv"),
@@ -833,7 +853,11 @@ def parse_table(text: str) -> dict:
 # topo -m
 # --------------------------------------------------------------------------------------------
 
-_AFFINITY_COLS = {"CPU Affinity": "cpu_affinity", "NUMA Affinity": "numa_affinity", "GPU NUMA ID": "gpu_numa_id"}
+_AFFINITY_COLS = {
+    "CPU Affinity": "cpu_affinity",
+    "NUMA Affinity": "numa_affinity",
+    "GPU NUMA ID": "gpu_numa_id",
+}
 # Cells of a topo matrix: link types (-m), P2P status codes (-p2p), "N/A".
 _TOPO_CELL_RE = re.compile(r"^(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|OK|CNS|GNS|TNS|NS|DR|U|N/A)$")
 _TOPO_LABEL_RE = re.compile(r"^(?:GPU\d+|NIC\d+|mlx\d+_\w+|[a-z][a-z0-9]*_?[a-z]*\d+(?:_\d+)?)$")
@@ -868,7 +892,9 @@ def _topo_rows(kind: str, lines: list[str]) -> tuple[int, int, list[tuple[str, l
         while cells and cells[0] == "":
             cells = cells[1:]
         is_row = (
-            len(cells) >= 2 and _TOPO_LABEL_RE.match(cells[0]) is not None and _TOPO_CELL_RE.match(cells[1]) is not None
+            len(cells) >= 2
+            and _TOPO_LABEL_RE.match(cells[0]) is not None
+            and _TOPO_CELL_RE.match(cells[1]) is not None
         )
         if is_row:
             if first < 0:
@@ -934,7 +960,9 @@ def _parse_matrix(kind: str, text: str) -> dict:
             n += 1
         if n < len(devices):
             if header_complete and n < len(cells):
-                raise ParseError(kind, f"row {label!r}: cell {cells[n]!r} is not a link type (expected {len(devices)})")
+                raise ParseError(
+                    kind, f"row {label!r}: cell {cells[n]!r} is not a link type (expected {len(devices)})"
+                )
             cut_rows.append(label)
         matrix[label] = dict(zip(devices[:n], cells[:n], strict=True))
         rest = [c for c in cells[n:] if c]
@@ -950,7 +978,9 @@ def _parse_matrix(kind: str, text: str) -> dict:
             "cut_rows": cut_rows, "elided": elided, "end": end}
 
 
-@register("nvidia-smi-topo", "nvidia-smi topo -m: device list, link-type matrix, CPU/NUMA affinity, NIC legend")
+@register(
+    "nvidia-smi-topo", "nvidia-smi topo -m: device list, link-type matrix, CPU/NUMA affinity, NIC legend"
+)
 def parse_topo(text: str) -> dict:
     kind = "nvidia-smi-topo"
     text = require_text(kind, text, "nvidia-smi topo -m matrix with a 'GPU0' header")
@@ -974,11 +1004,21 @@ def parse_topo(text: str) -> dict:
 
 
 # nvidia-smi's P2P status legend (topo -p2p), used when a paste lost the printed legend.
-_P2P_LEGEND = {"X": "Self", "OK": "Status Ok", "CNS": "Chipset not supported", "GNS": "GPU not supported",
-               "TNS": "Topology not supported", "NS": "Not supported", "DR": "Disabled by regkey", "U": "Unknown"}
+_P2P_LEGEND = {
+    "X": "Self",
+    "OK": "Status Ok",
+    "CNS": "Chipset not supported",
+    "GNS": "GPU not supported",
+    "TNS": "Topology not supported",
+    "NS": "Not supported",
+    "DR": "Disabled by regkey",
+    "U": "Unknown",
+}
 
 
-@register("nvidia-smi-topo-p2p", "nvidia-smi topo -p2p r|w|n|a|p: per GPU pair P2P status (OK/CNS/GNS/TNS/NS/...)")
+@register(
+    "nvidia-smi-topo-p2p", "nvidia-smi topo -p2p r|w|n|a|p: per GPU pair P2P status (OK/CNS/GNS/TNS/NS/...)"
+)
 def parse_topo_p2p(text: str) -> dict:
     """See the module docstring (``nvidia-smi-topo-p2p``)."""
     kind = "nvidia-smi-topo-p2p"
@@ -992,13 +1032,17 @@ def parse_topo_p2p(text: str) -> dict:
             legend[lm.group(1)] = lm.group(2)
     codes = {c for row in m["matrix"].values() for c in row.values()}
     if codes - set(_P2P_LEGEND) - {"N/A"}:
-        raise ParseError(kind, f"not a P2P status matrix: cells {sorted(codes - set(_P2P_LEGEND))} (topo -m output?)")
+        raise ParseError(
+            kind, f"not a P2P status matrix: cells {sorted(codes - set(_P2P_LEGEND))} (topo -m output?)"
+        )
     meaning = {**_P2P_LEGEND, **legend}
     pairs = [(a, b, c) for a, row in m["matrix"].items() for b, c in row.items() if a != b]
     statuses = [c for _, _, c in pairs]
     return {
         "devices": m["devices"],
-        "matrix": {a: {b: (None if c == "N/A" else c) for b, c in row.items()} for a, row in m["matrix"].items()},
+        "matrix": {
+            a: {b: (None if c == "N/A" else c) for b, c in row.items()} for a, row in m["matrix"].items()
+        },
         "legend": legend,
         "meaning": {c: meaning.get(c) for c in sorted(codes - {"N/A"})},
         "pair_count": len(pairs),
@@ -1050,7 +1094,9 @@ def parse_nvlink(text: str) -> dict:
             if not sm:
                 # e.g. 'Link 0: Replay Errors: 0' (nvlink -e) is not this kind
                 raise ParseError(kind, f"expected 'Link n: <speed> GB/s' or '<inactive>', got {ln.strip()!r}")
-            cur["links"].append({"link": int(lm.group("link")), "gbyte_per_s": float(sm.group(1)), "inactive": False})
+            cur["links"].append(
+                {"link": int(lm.group("link")), "gbyte_per_s": float(sm.group(1)), "inactive": False}
+            )
             continue
         _gpu_status_line(cur, ln.strip())
     if not gpus:
@@ -1106,11 +1152,16 @@ def _link_counter(gpu: dict, links: dict[int, dict], link: int, key: str, value:
     entry["counters"][key] = _counter_value(value)
 
 
-@register("nvidia-smi-nvlink-errors", "nvidia-smi nvlink -e: per-GPU per-link error counters (replay, recovery, CRC...)")
+@register(
+    "nvidia-smi-nvlink-errors",
+    "nvidia-smi nvlink -e: per-GPU per-link error counters (replay, recovery, CRC...)",
+)
 def parse_nvlink_errors(text: str) -> dict:
     """See the module docstring (``nvidia-smi-nvlink-errors``)."""
     kind = "nvidia-smi-nvlink-errors"
-    text = require_text(kind, text, "'GPU n: <name> (UUID: ...)' lines followed by 'Link n: <Counter>: <value>'")
+    text = require_text(
+        kind, text, "'GPU n: <name> (UUID: ...)' lines followed by 'Link n: <Counter>: <value>'"
+    )
     gpus: list[dict] = []
     names: dict[str, str] = {}
     cur: dict | None = None
@@ -1136,7 +1187,14 @@ def parse_nvlink_errors(text: str) -> dict:
             continue
         m = _GPU_LINE_RE.match(ln)
         if m:
-            cur = start({"index": int(m.group("idx")), "bus_id": None, "name": m.group("name"), "uuid": m.group("uuid")})
+            cur = start(
+                {
+                    "index": int(m.group("idx")),
+                    "bus_id": None,
+                    "name": m.group("name"),
+                    "uuid": m.group("uuid"),
+                }
+            )
             continue
         m = _GPU_BUS_LINE_RE.match(ln.strip())
         if m:  # GB200-class drivers head each GPU with its bus id
@@ -1173,7 +1231,14 @@ def parse_list(text: str) -> dict:
     for ln in clean(text).split("\n"):
         m = _GPU_LINE_RE.match(ln)
         if m:
-            gpus.append({"index": int(m.group("idx")), "name": m.group("name"), "uuid": m.group("uuid"), "mig_devices": []})
+            gpus.append(
+                {
+                    "index": int(m.group("idx")),
+                    "name": m.group("name"),
+                    "uuid": m.group("uuid"),
+                    "mig_devices": [],
+                }
+            )
             continue
         mm = _MIG_LINE_RE.match(ln)
         if mm and gpus:

@@ -21,7 +21,9 @@ import re
 from clustercert.parsers._text import text_lines
 from clustercert.parsers.base import ParseError, register
 
-_LINE_RE = re.compile(r"^(?P<package>[A-Za-z][A-Za-z_]*(?:-[A-Za-z][A-Za-z_]*)*)-(?P<version>\d[\w.]*(?:-[\w.]+)*):?$")
+_LINE_RE = re.compile(
+    r"^(?P<package>[A-Za-z][A-Za-z_]*(?:-[A-Za-z][A-Za-z_]*)*)-(?P<version>\d[\w.]*(?:-[\w.]+)*):?$"
+)
 _FLAVOURS = [
     (re.compile(r"^MLNX_OFED", re.I), "mlnx"),
     (re.compile(r"^MLNX_EN", re.I), "mlnx-en"),
@@ -33,12 +35,21 @@ _FLAVOURS = [
 @register("ofed-info", "ofed_info -s: driver stack flavour (MLNX_OFED / DOCA / OFED) and version")
 def parse_ofed_info(text: str) -> dict:
     kind = "ofed-info"
-    lines = [ln.strip() for ln in text_lines(kind, text, "ofed_info -s output ('MLNX_OFED_LINUX-<version>:')")]
+    lines = [
+        ln.strip() for ln in text_lines(kind, text, "ofed_info -s output ('MLNX_OFED_LINUX-<version>:')")
+    ]
     for ln in lines:
         if not ln:
             continue
         if re.search(r"ofed_info.*(command not found|No such file)", ln):
-            return {"ok": False, "installed": False, "package": None, "flavour": None, "version": None, "error": ln}
+            return {
+                "ok": False,
+                "installed": False,
+                "package": None,
+                "flavour": None,
+                "version": None,
+                "error": ln,
+            }
         m = _LINE_RE.match(ln)
         if not m:
             break  # ofed_info -s prints exactly one line; the first non-empty one must match

@@ -31,7 +31,8 @@ Record::
 BW rows: ``{"bytes", "iterations", "bw_peak_gbit_per_s", "bw_avg_gbit_per_s", "bw_peak_reported",
 "bw_avg_reported", "msg_rate_mpps"}``. Lat rows: ``{"bytes", "iterations", "t_min_usec", "t_max_usec",
 "t_typical_usec", "t_avg_usec", "t_stdev_usec", "t_p99_usec", "t_p99_9_usec", "tps_average"}`` (None where
-the column is absent). Pingpong rows: ``{"bytes", "seconds", "bw_gbit_per_s", "iterations", "usec_per_iter"}``.
+the column is absent). Pingpong rows: ``{"bytes", "seconds", "bw_gbit_per_s", "iterations",
+"usec_per_iter"}``.
 
 Error output (``Couldn't connect``, ``Unable to init``, ``Failed to ...``, ``Completion with error``) is
 parsed into ``ok: False`` with the message; rows printed before the failure are kept. Input with neither
@@ -50,7 +51,9 @@ from clustercert.parsers.base import ParseError, register
 
 _MIB_TO_GBIT = 1048576 * 8 / 1e9
 
-_TITLE_RE = re.compile(r"^\s*(?P<verb>RDMA_Write|RDMA_Read|Send|Atomic)\b(?P<mid>.*?)\b(?P<kind>BW|Latency)\s+Test\s*$")
+_TITLE_RE = re.compile(
+    r"^\s*(?P<verb>RDMA_Write|RDMA_Read|Send|Atomic)\b(?P<mid>.*?)\b(?P<kind>BW|Latency)\s+Test\s*$"
+)
 _KV_RE = re.compile(r"([A-Za-z][\w*.() -]*?)\s*:\s*(\S+)")
 _COLS = [
     (re.compile(r"#bytes"), "bytes"),
@@ -356,10 +359,19 @@ def parse_perftest(text: str) -> dict:
 # --------------------------------------------------------------------------------------------
 
 _JSON_LINE_RE = re.compile(r'^\s*"?(?P<key>[^":{}]+?)"?\s*:\s*(?P<val>.*?)\s*,?\s*$')
-_JSON_TEST_RE = re.compile(r"^(?P<verb>RDMA_Write|RDMA_Read|Send|Atomic)_(?P<mid>.*?)_?(?P<kind>BW|Latency)_(?:.*_)?Test$")
-_JSON_LAT = {"t_min": "t_min_usec", "t_max": "t_max_usec", "t_typical": "t_typical_usec", "t_avg": "t_avg_usec",
-             "t_stdev": "t_stdev_usec", "percentile_99": "t_p99_usec", "percentile_99.9": "t_p99_9_usec",
-             "tps_average": "tps_average"}
+_JSON_TEST_RE = re.compile(
+    r"^(?P<verb>RDMA_Write|RDMA_Read|Send|Atomic)_(?P<mid>.*?)_?(?P<kind>BW|Latency)_(?:.*_)?Test$"
+)
+_JSON_LAT = {
+    "t_min": "t_min_usec",
+    "t_max": "t_max_usec",
+    "t_typical": "t_typical_usec",
+    "t_avg": "t_avg_usec",
+    "t_stdev": "t_stdev_usec",
+    "percentile_99": "t_p99_usec",
+    "percentile_99.9": "t_p99_9_usec",
+    "tps_average": "tps_average",
+}
 
 
 def _loose_json(kind: str, text: str) -> tuple[dict, bool]:
@@ -470,8 +482,10 @@ def parse_perftest_json(text: str) -> dict:
     m = _JSON_TEST_RE.match(title)
     verb = _VERBS.get(m.group("verb")) if m else None
     test = ("bw" if m.group("kind") == "BW" else "lat") if m else ("bw" if "BW_average" in results else "lat")
-    row: dict = {"bytes": int(results["MsgSize"]) if isinstance(results.get("MsgSize"), int) else None,
-                 "iterations": int(results["n_iterations"]) if isinstance(results.get("n_iterations"), int) else None}
+    row: dict = {
+        "bytes": int(results["MsgSize"]) if isinstance(results.get("MsgSize"), int) else None,
+        "iterations": int(results["n_iterations"]) if isinstance(results.get("n_iterations"), int) else None,
+    }
     if test == "bw":
         row.update(bw_peak_gbit_per_s=None, bw_avg_gbit_per_s=None,
                    bw_peak_reported=_json_num(results.get("BW_peak")),

@@ -43,7 +43,10 @@ def _int(value) -> int | None:
         return None
 
 
-@register("findmnt-json", "findmnt -J -l -b -o TARGET,SOURCE,FSTYPE,OPTIONS,AVAIL: every mount, its type, options, free bytes")
+@register(
+    "findmnt-json",
+    "findmnt -J -l -b -o TARGET,SOURCE,FSTYPE,OPTIONS,AVAIL: every mount, its type, options, free bytes",
+)
 def parse_findmnt(text: str) -> dict:
     out = []
     for fs in _doc("findmnt-json", text, "filesystems"):

@@ -29,8 +29,12 @@ import re
 from clustercert.parsers._nvutil import require_text
 from clustercert.parsers.base import ParseError, register
 
-_HEAD_RE = re.compile(r"^[●○×*↻\s]*(?P<unit>\S+\.(?:service|socket|target|timer|mount|path|scope|slice|device))(?:\s+-\s+(?P<desc>.*))?$")
-_FIELD_RE = re.compile(r"^\s*(?P<k>Loaded|Active|Main PID|TriggeredBy|Docs|Process|Tasks|Memory|CPU|CGroup|Status):\s*(?P<v>.*)$")
+_HEAD_RE = re.compile(
+    r"^[●○×*↻\s]*(?P<unit>\S+\.(?:service|socket|target|timer|mount|path|scope|slice|device))(?:\s+-\s+(?P<desc>.*))?$"
+)
+_FIELD_RE = re.compile(
+    r"^\s*(?P<k>Loaded|Active|Main PID|TriggeredBy|Docs|Process|Tasks|Memory|CPU|CGroup|Status):\s*(?P<v>.*)$"
+)
 _JOB_RE = re.compile(r"^Job for (?P<unit>\S+) failed")
 _NOTFOUND_RE = re.compile(r"^Unit (?P<unit>\S+) could not be found")
 _JOURNAL_RE = re.compile(r"^(?:[A-Z][a-z]{2}|\S+月)\s+\d+\s+\d\d:\d\d:\d\d\s+\S+\s+\S+")
@@ -147,6 +151,9 @@ def parse_status(text: str) -> dict:
         elif _JOURNAL_RE.match(s):
             out["journal"].append(s)
     if not seen:
-        raise ParseError(kind, "expected systemctl status output ('Loaded:'/'Active:' lines) or a 'Job for ... failed' message")
+        raise ParseError(
+            kind,
+            "expected systemctl status output ('Loaded:'/'Active:' lines) or a 'Job for ... failed' message",
+        )
     out["running"] = out["active_state"] == "active" and out["sub_state"] == "running"
     return out

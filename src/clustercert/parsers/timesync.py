@@ -42,7 +42,11 @@ def parse_chronyc_tracking(text: str) -> dict:
             fields[m.group("key").strip()] = m.group("value").strip()
     if "Reference ID" not in fields or "Leap status" not in fields:
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-        raise ParseError(kind, "expected 'Reference ID' and 'Leap status' lines" + (f", got {first[:80]!r}" if first else ", got empty input"))
+        raise ParseError(
+            kind,
+            "expected 'Reference ID' and 'Leap status' lines"
+            + (f", got {first[:80]!r}" if first else ", got empty input"),
+        )
     ref = fields["Reference ID"]
     m = re.match(r"^(?P<id>[0-9A-Fa-f ]+?)\s*(?:\((?P<name>[^)]*)\))?$", ref)
     try:
@@ -51,7 +55,10 @@ def parse_chronyc_tracking(text: str) -> dict:
         raise ParseError(kind, f"stratum is not a number: {fields.get('Stratum')!r}") from None
     offset = _seconds(fields.get("System time"))
     if offset is None:
-        raise ParseError(kind, f"expected 'System time : N seconds fast|slow of NTP time', got {fields.get('System time')!r}")
+        raise ParseError(
+            kind,
+            f"expected 'System time : N seconds fast|slow of NTP time', got {fields.get('System time')!r}",
+        )
     leap = fields["Leap status"]
     return {
         "reference_id": (m.group("id").strip() if m else ref),

@@ -19,7 +19,8 @@ PROBE_NAMES: dict[str, tuple[str, ...]] = {
     "nvbandwidth": ("nvbandwidth_h2d", "nvbandwidth_d2h", "nvbandwidth_d2d"),
     "dcgmi": (),  # dcgmi diag runs at the profile's dcgm_diag level
     # issue 22: what a training job needs besides bandwidth on host memory
-    "gdr": ("ib_write_bw_gdr_loopback", "ib_write_bw_gdr_pair"),   # GPUDirect RDMA per GPU-NIC pair (gpudirect)
+    # GPUDirect RDMA per GPU-NIC pair (gpudirect)
+    "gdr": ("ib_write_bw_gdr_loopback", "ib_write_bw_gdr_pair"),
     "nvlink": ("nvlink_aggregate",),                               # per-GPU NVLink both ways (nvbandwidth)
     "storage": ("checkpoint_write", "checkpoint_read"),            # fio checkpoint per storage path (storage)
     "ddp": (),  # the profile's ddp section: torchrun across each pair (no threshold: it passes or fails)
@@ -33,8 +34,13 @@ NVBW_TESTS = {"nvbandwidth_h2d": "host_to_device_memcpy_ce", "nvbandwidth_d2h": 
               "nvbandwidth_d2d": "device_to_device_memcpy_read_ce"}
 
 # node-to-node measurements: the Measurement.probe -> the threshold that judges it
-PAIR_THRESHOLD = {"ib_write_bw": "ib_write_bw_pair", "ib_write_lat": "ib_write_lat_p99", "iperf3": "iperf3_ipoib",
-                  "nccl_allreduce": "nccl_allreduce_pair", "ib_write_bw_gdr": "ib_write_bw_gdr_pair"}
+PAIR_THRESHOLD = {
+    "ib_write_bw": "ib_write_bw_pair",
+    "ib_write_lat": "ib_write_lat_p99",
+    "iperf3": "iperf3_ipoib",
+    "nccl_allreduce": "nccl_allreduce_pair",
+    "ib_write_bw_gdr": "ib_write_bw_gdr_pair",
+}
 
 # the channels of a node pair whose failure is explained by a fault on any part of either node
 AGGREGATE = frozenset({"nccl_allreduce", "nccl_transport", "ddp_allreduce"})

@@ -1,6 +1,6 @@
-"""probe.nccl_cluster: one all_reduce across every node the pair rounds cleared, judged on how it scales. Pure:
-which nodes and rail groups it runs over (``cluster_plan``), and the verdict of a run (``eval_cluster``);
-clustercert.probes.run runs what this plans, after the pair rounds.
+"""probe.nccl_cluster: one all_reduce across every node the pair rounds cleared, judged on how it scales.
+Pure: which nodes and rail groups it runs over (``cluster_plan``), and the verdict of a run
+(``eval_cluster``); clustercert.probes.run runs what this plans, after the pair rounds.
 
 A pair's NCCL run (probe.nccl_allreduce) measures two nodes; a job spans many, and what only shows at scale (a
 spine or uplink that is oversubscribed or slow, a node that slows a ring only once there are more than two) is
@@ -8,12 +8,13 @@ not in any pair. So after the pair rounds ONE all_reduce_perf runs across all th
 nodes x G GPUs ranks, the pair run's launcher: mpirun -H over ssh, or one srun step), and its bus bandwidth is
 compared with the median pair figure. nccl-tests' bus bandwidth is normalised so that it reflects the hardware
 bottleneck whatever the number of ranks (nccl-tests doc/PERFORMANCE.md): a healthy cluster's figure stays near
-the pair's, and the ratio of the two is the scaling efficiency, held to the profile's nccl_allreduce_cluster floor.
+the pair's, and the ratio of the two is the scaling efficiency, held to the profile's nccl_allreduce_cluster
+floor.
 
 Where the profile's compute rails span several fabrics, each fabric (rail group) also gets a run of its own
-with NCCL_IB_HCA set to its HCAs ("=" prefix: exact names, as NCCL's IB transport reads it), judged against the
-median pair figure x that fabric's share of the rated compute-rail bandwidth: a fabric whose spine is slow is
-named, not averaged away by the other rails.
+with NCCL_IB_HCA set to its HCAs ("=" prefix: exact names, as NCCL's IB transport reads it), judged against
+the median pair figure x that fabric's share of the rated compute-rail bandwidth: a fabric whose spine is slow
+is named, not averaged away by the other rails.
 
 The run's rank lines must show every node with G ranks each (evaluate.nccl_rank_problem): a launch that put
 ranks elsewhere is an error, whatever its figure. Fewer than three cleared nodes: the probe is a skip with the
@@ -54,14 +55,15 @@ class RailGroup:
 
     @property
     def env(self) -> dict[str, str]:
-        """What the run exports: NCCL_IB_HCA with "=" (exact HCA names, not prefixes) for one fabric's rails."""
+        """What the run exports: NCCL_IB_HCA with "=" (exact HCA names, not prefixes) for one fabric's
+        rails."""
         return {"NCCL_IB_HCA": "=" + ",".join(self.hcas)} if self.hcas else {}
 
 
 def rail_groups(profile) -> list[RailGroup]:
     """Every compute rail; and where the compute HCAs the profile names (ib.hcas, role compute) span several
-    fabrics, each fabric's rails on their own. Rails the profile states only by count (hardware.rails, their names
-    discovered per node) sit on one fabric: one run over all of them."""
+    fabrics, each fabric's rails on their own. Rails the profile states only by count (hardware.rails, their
+    names discovered per node) sit on one fabric: one run over all of them."""
     rails = [h for h in profile.ib.hcas if h.role == "compute"]
     groups = [RailGroup("all rails", None, (), 1.0)]
     fabrics = sorted({h.fabric for h in rails})
@@ -76,9 +78,9 @@ def rail_groups(profile) -> list[RailGroup]:
 
 def cleared_nodes(nodes: list[str], pairs: list[Measurement], node_bad: set[str], down: set[str],
                   localisation) -> list[str]:
-    """The nodes the pair rounds cleared, in ``nodes``' order: each answered, passed its own probes, passed every
-    measurement of at least one pair, and no localisation finding names it (a bad node, a suspect, either end of
-    a bad link)."""
+    """The nodes the pair rounds cleared, in ``nodes``' order: each answered, passed its own probes, passed
+    every measurement of at least one pair, and no localisation finding names it (a bad node, a suspect,
+    either end of a bad link)."""
     named: set[str] = set()
     for loc in localisation:
         named.update(loc.subject.split("<->"))
@@ -108,9 +110,9 @@ def cluster_plan(nodes: list[str], cleared: list[str], profile, th: dict) -> Clu
     groups = rail_groups(profile)
     if len(cleared) < MIN_NODES:
         which = f" ({', '.join(cleared)})" if cleared else ""
-        return ClusterPlan(cleared, groups, f"not run: {len(cleared)} of {len(nodes)} nodes passed the pair rounds"
-                                            f"{which}; the cluster run needs at least {MIN_NODES} (a pair is already "
-                                            "measured by probe.nccl_allreduce)")
+        return ClusterPlan(cleared, groups, f"not run: {len(cleared)} of {len(nodes)} nodes passed the pair "
+                                            f"rounds{which}; the cluster run needs at least {MIN_NODES} (a "
+                                            "pair is already measured by probe.nccl_allreduce)")
     return ClusterPlan(cleared, groups)
 
 
@@ -128,30 +130,50 @@ def subject(n: int, gpus: int, group: RailGroup) -> str:
 
 def skipped(plan: ClusterPlan, first: str, gpus: int) -> list[Measurement]:
     """The skip finding of a plan that does not run."""
-    return [ClusterMeasurement("nccl_cluster", first, subject=subject(len(plan.nodes), gpus, plan.groups[0]), status="skip",
-                               observed=plan.skip or "", relative=False, threshold=THRESHOLD, nodes=list(plan.nodes))]
+    return [
+        ClusterMeasurement(
+            "nccl_cluster",
+            first,
+            subject=subject(len(plan.nodes), gpus, plan.groups[0]),
+            status="skip",
+            observed=plan.skip or "",
+            relative=False,
+            threshold=THRESHOLD,
+            nodes=list(plan.nodes),
+        )
+    ]
 
 
 def eval_cluster(first: str, group: RailGroup, nodes: dict[str, str], gpus: int, t: Threshold,
                  res: CommandResult | None, timeout: float, median: float | None) -> ClusterMeasurement:
-    """One cluster run's verdict: its rank lines must cover ``nodes`` (inventory name -> address) with ``gpus``
-    ranks each, then its busbw at the largest size against ``t``'s floor x ``median`` (the median pair busbw) x the
-    rail group's share. The value is the cluster busbw (GB/s); observed says N and the scaling efficiency."""
+    """One cluster run's verdict: its rank lines must cover ``nodes`` (inventory name -> address) with
+    ``gpus`` ranks each, then its busbw at the largest size against ``t``'s floor x ``median`` (the median
+    pair busbw) x the rail group's share. The value is the cluster busbw (GB/s); observed says N and the
+    scaling efficiency."""
     n = len(nodes)
-    m = ClusterMeasurement("nccl_cluster", first, subject=subject(n, gpus, group), fabric=group.fabric, relative=False,
-                           threshold=THRESHOLD, nodes=list(nodes))
+    m = ClusterMeasurement(
+        "nccl_cluster",
+        first,
+        subject=subject(n, gpus, group),
+        fabric=group.fabric,
+        relative=False,
+        threshold=THRESHOLD,
+        nodes=list(nodes),
+    )
     share = "" if group.share == 1.0 else f" x {group.label}'s share {group.share:g} of the rated rails"
     if median is None:
         m.expected = f">= {t.floor:g} x the median pair busbw{share} ({t.source})"
-        return m.error("no pair NCCL figure to scale against: no pair between these nodes passed probe.nccl_allreduce")
+        return m.error(
+            "no pair NCCL figure to scale against: no pair between these nodes passed probe.nccl_allreduce"
+        )
     ref = median * group.share
     floor = round(t.floor * ref, 3)
     bound = Threshold(unit="gbyte_per_s", source=t.source, min=floor)
     m = evaluate.eval_nccl(m, bound, res, timeout, nodes, gpus)
-    m.expected = (f">= {floor:g} gbyte_per_s: {t.floor:g} x the median pair busbw {median:g} gbyte_per_s{share} "
-                  f"({t.source})")
+    m.expected = (f">= {floor:g} gbyte_per_s: {t.floor:g} x the median pair busbw {median:g} "
+                  f"gbyte_per_s{share} ({t.source})")
     if m.value is not None:
         eff = m.value / ref if ref else 0.0
-        m.observed = (f"{m.value:g} gbyte_per_s across {n} nodes ({n * gpus} ranks): scaling efficiency {eff:.2f} of "
-                      f"the median pair busbw {median:g} gbyte_per_s{share}")
+        m.observed = (f"{m.value:g} gbyte_per_s across {n} nodes ({n * gpus} ranks): scaling efficiency "
+                      f"{eff:.2f} of the median pair busbw {median:g} gbyte_per_s{share}")
     return m

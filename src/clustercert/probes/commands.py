@@ -17,7 +17,9 @@ REACH_WAIT_S = 1            # ping -W: how long the reachability pass waits for 
 
 # ---- ib_write_bw / ib_write_lat ----------------------------------------------------------------
 
-def perftest_cmd(tool: str, hca: str, port: int, tcp_port: int, duration: int, server_addr: str | None = None) -> str:
+def perftest_cmd(
+    tool: str, hca: str, port: int, tcp_port: int, duration: int, server_addr: str | None = None
+) -> str:
     """Bandwidth tests run for ``duration`` seconds (-D). Latency tests run a fixed number of iterations
     (-n): perftest prints the percentile columns only in iteration mode (with -D it prints t_avg alone)."""
     if tool.endswith("_lat"):
@@ -129,11 +131,11 @@ def nccl_pair_cleanup_cmd(tag: str, slurm: bool = False, job: str = "nccl") -> s
     daemons = "|".join(LAUNCH_DAEMONS)
     scancel = f"scancel --name=clustercert-{job}-{q(tag)} 2>/dev/null; " if slurm else ""
     # one grep over every process's environment (NUL-separated entries: -z, the whole entry: -x)
-    return (scancel + f"k=''; for f in $(grep -slzxF {want} /proc/[0-9]*/environ); do p=${{f#/proc/}}; p=${{p%/environ}}; "
-            "[ \"$p\" = \"$$\" ] && continue; k=\"$k $p\"; "
-            "pp=$(awk '/^PPid:/{print $2}' /proc/$p/status 2>/dev/null); "
-            f"case \"$(cat /proc/$pp/comm 2>/dev/null)\" in {daemons}) k=\"$k $pp\";; esac; done; "
-            "[ -n \"$k\" ] && kill -KILL $k 2>/dev/null; echo \"KILLED=$k\"; true")
+    return (scancel + f"k=''; for f in $(grep -slzxF {want} /proc/[0-9]*/environ); do p=${{f#/proc/}}; "
+            "p=${p%/environ}; [ \"$p\" = \"$$\" ] && continue; k=\"$k $p\"; pp=$(awk '/^PPid:/{print "
+            f"$2}}' /proc/$p/status 2>/dev/null); case \"$(cat /proc/$pp/comm 2>/dev/null)\" in {daemons}) "
+            "k=\"$k $pp\";; esac; done; [ -n \"$k\" ] && kill -KILL $k 2>/dev/null; echo \"KILLED=$k\"; "
+            "true")
 
 
 # ---- GPU utilisation sampled during the NCCL run --------------------------------------------------
@@ -171,23 +173,26 @@ def dcgmi_diag_label(level: int) -> str:
 
 
 def dcgmi_diag_cmd(level: int) -> str:
-    """``dcgmi diag -r LEVEL``, with ``-j`` where the installed DCGM prints a JSON layout the parser reads: the
-    node's own ``dcgmi --version`` decides (DCGM 3.x and later: JSON; 1.x/2.x, or a version that cannot be
+    """``dcgmi diag -r LEVEL``, with ``-j`` where the installed DCGM prints a JSON layout the parser reads:
+    the node's own ``dcgmi --version`` decides (DCGM 3.x and later: JSON; 1.x/2.x, or a version that cannot be
     told: the text table). The evaluator reads whichever came back."""
     base = dcgmi_diag_label(level)
     return f'case "$(dcgmi --version 2>/dev/null)" in {DCGM_JSON_PATTERN}) {base} -j;; *) {base};; esac'
 
 
 def nvbandwidth_cmd(extra: tuple[str, ...] = (), base: bool = True) -> str:
-    """nvbandwidth with the testcases the per-GPU thresholds judge (``base``), and ``extra`` ones (NVLINK_TESTS)."""
+    """nvbandwidth with the testcases the per-GPU thresholds judge (``base``), and ``extra`` ones
+    (NVLINK_TESTS)."""
     tests = (*(NVBW_TESTS.values() if base else ()), *extra)
     return "nvbandwidth " + " ".join(f"-t {q(t)}" for t in tests)
 
 
 # ---- issue 22: GPUDirect RDMA, NVLink aggregate, checkpoint storage, the DDP smoke test --------------
 
-GDR_PORT = PERFTEST_PORT + 300       # loopback and pair servers of ib_write_bw --use_cuda, one port per GPU-NIC pair
-NVLINK_TESTS = ("all_to_one_write_ce", "one_to_all_write_ce")  # per GPU: all its peers into it, it into all peers
+# loopback and pair servers of ib_write_bw --use_cuda, one port per GPU-NIC pair
+GDR_PORT = PERFTEST_PORT + 300
+# per GPU: all its peers into it, it into all peers
+NVLINK_TESTS = ("all_to_one_write_ce", "one_to_all_write_ce")
 
 
 def gdr_perftest_cmd(hca: str, port: int, tcp_port: int, duration: int, gpu: int, numa: int | None,
@@ -201,7 +206,8 @@ def gdr_perftest_cmd(hca: str, port: int, tcp_port: int, duration: int, gpu: int
 
 
 def perftest_help_cmd() -> str:
-    """The GPUDirect preflight: perftest's usage text, which lists --use_cuda only in a build made with CUDA."""
+    """The GPUDirect preflight: perftest's usage text, which lists --use_cuda only in a build made with
+    CUDA."""
     return "ib_write_bw --help"
 
 
@@ -223,9 +229,12 @@ def checkpoint_cmd(path: str, node: str, size_mib: int, runtime_s: int) -> str:
     after the node: many nodes share a mount."""
     f = q(f"{path.rstrip('/')}/{CHECKPOINT_FILE}.{node}")
     common = f"fio --output-format=json --direct=1 --ioengine=psync --bs=1M --fallocate=none --filename={f}"
-    return (f"{common} --name=write --rw=write --size={q(size_mib)}M --runtime={q(runtime_s)} --end_fsync=1; w=$?; "
-            f"{common} --name=read --rw=read --size=100% --runtime={q(runtime_s)}; r=$?; rm -f -- {f}; "
-            '[ "$w" = 0 ] && exit "$r"; exit "$w"')
+    return (
+        f"{common} --name=write --rw=write --size={q(size_mib)}M --runtime={q(runtime_s)} --end_fsync=1; "
+        "w=$?; "
+        f"{common} --name=read --rw=read --size=100% --runtime={q(runtime_s)}; r=$?; rm -f -- {f}; "
+        '[ "$w" = 0 ] && exit "$r"; exit "$w"'
+    )
 
 
 DDP_JOB = "ddp"
@@ -250,25 +259,50 @@ def _ddp_torchrun(launcher: tuple[str, ...], python: str, text: str, script_args
 def ddp_script_args(backend: str, ranks_per_node: int, gpus: int, steps: int, numel: int, timeout_s: float,
                     nnodes: int = 2) -> list[str]:
     """The DDP smoke test's arguments: what it checks the launch against (clustercert.remote.ddp_smoke)."""
-    return ["--backend", backend, "--nnodes", str(nnodes), "--ranks-per-node", str(ranks_per_node), "--gpus", str(gpus),
-            "--steps", str(steps), "--numel", str(numel), "--timeout", f"{timeout_s:g}"]
+    return [
+        "--backend",
+        backend,
+        "--nnodes",
+        str(nnodes),
+        "--ranks-per-node",
+        str(ranks_per_node),
+        "--gpus",
+        str(gpus),
+        "--steps",
+        str(steps),
+        "--numel",
+        str(numel),
+        "--timeout",
+        f"{timeout_s:g}",
+    ]
 
 
 def ddp_train_args(steps: int, width: int, depth: int, batch: int) -> list[str]:
-    """probe.ddp_step's part of the arguments: DDP training steps on a width x depth MLP, ``batch`` rows a rank."""
+    """probe.ddp_step's part of the arguments: DDP training steps on a width x depth MLP, ``batch`` rows a
+    rank."""
     return ["--train-steps", str(steps), "--width", str(width), "--depth", str(depth), "--batch", str(batch)]
 
 
-def ddp_launch_cmd(hosts: list[str], launcher: tuple[str, ...], python: str, text: str, script_args: list[str],
-                   nproc: int, env: dict[str, str], tag: str) -> str:
+def ddp_launch_cmd(
+    hosts: list[str],
+    launcher: tuple[str, ...],
+    python: str,
+    text: str,
+    script_args: list[str],
+    nproc: int,
+    env: dict[str, str],
+    tag: str,
+) -> str:
     """torchrun on both nodes over ssh, launched from the first (its address ``hosts[0]`` is the rendezvous:
     MASTER_ADDR; MASTER_PORT a port free there). The second node's torchrun is started over ssh in batch
     mode (the cluster_ssh role's key, host keys checked), as mpirun starts its daemons. ``env`` (the
     profile's ddp.env) and the probe's tag reach every process. The exit status is the first node's, else
     the second's."""
     envs = " ".join(f"{k}={q(v)}" for k, v in {**env, PROBE_TAG_VAR: tag}.items())
-    inner = {r: f"exec env {envs} " + _ddp_torchrun(launcher, python, text, script_args, nproc, hosts[0], str(r))
-             for r in (0, 1)}
+    inner = {
+        r: f"exec env {envs} " + _ddp_torchrun(launcher, python, text, script_args, nproc, hosts[0], str(r))
+        for r in (0, 1)
+    }
     remote = f"sh -c {q(inner[1])} clustercert-ddp"
     return (f"port=$({free_port_cmd(python)}) || exit 1; "
             f"ssh -o BatchMode=yes -o ConnectTimeout=10 {q(hosts[1])} {q(remote)} \"$port\" & b=$!; "
@@ -286,8 +320,9 @@ def ddp_srun_cmd(nodes: list[str], master: str, launcher: tuple[str, ...], pytho
     # the profile's env in the task's command line, not in --export: srun splits --export at commas, and
     # a value may hold some (GLOO_SOCKET_IFNAME=eth0,eth1)
     envs = " ".join(f"{k}={q(v)}" for k, v in env.items())
-    inner = (f"exec env {envs} " if envs else "exec ") + _ddp_torchrun(launcher, python, text, script_args, nproc,
-                                                                     master, '"$SLURM_NODEID"')
+    inner = (f"exec env {envs} " if envs else "exec ") + _ddp_torchrun(
+        launcher, python, text, script_args, nproc, master, '"$SLURM_NODEID"'
+    )
     return (f"port=$({free_port_cmd(python)}) || exit 1; "
             f"srun --nodes=2 --ntasks-per-node=1 --nodelist={q(','.join(nodes))} {want}"
             f"--job-name=clustercert-{DDP_JOB}-{q(tag)} --time={minutes} --kill-on-bad-exit=1 "

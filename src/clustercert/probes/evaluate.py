@@ -40,9 +40,12 @@ class Measurement:
     notes: list[str] = field(default_factory=list)
     lower_is_better: bool = False   # judged against a ceiling (latency)
     relative: bool = True           # subject to the cluster-relative outlier rule (bandwidths only)
-    elapsed: float | None = None    # seconds the tool ran (a command behind several values carries it on one only)
-    stage: int | None = None        # node probes: the stage of the node's probes it ran in (a stage's run at once)
-    threshold: str = ""             # the profile threshold's key that judges it ("" where none does: dcgmi diag)
+    # seconds the tool ran (a command behind several values carries it on one only)
+    elapsed: float | None = None
+    # node probes: the stage of the node's probes it ran in (a stage's run at once)
+    stage: int | None = None
+    # the profile threshold's key that judges it ("" where none does: dcgmi diag)
+    threshold: str = ""
 
     @property
     def channel(self) -> Channel:
@@ -50,8 +53,17 @@ class Measurement:
         return (self.probe, self.fabric)
 
     def finding(self) -> Finding:
-        return Finding(f"probe.{self.probe}", self.status, self.subject, self.expected, self.observed, self.evidence,
-                       self.value, self.unit, self.threshold)
+        return Finding(
+            f"probe.{self.probe}",
+            self.status,
+            self.subject,
+            self.expected,
+            self.observed,
+            self.evidence,
+            self.value,
+            self.unit,
+            self.threshold,
+        )
 
     def link(self) -> dict:
         return {"a": self.a, "b": self.b, "fabric": self.fabric, "probe": self.probe, "value": self.value,
@@ -140,11 +152,16 @@ def _short_sweep(rec: dict) -> str | None:
     asked = (rec.get("header") or {}).get("maxBytes")
     top = rec.get("max_size_bytes")
     if asked and (top is None or top < asked):
-        return f"nccl-tests sweep incomplete: the last size measured is {top} bytes, the run was asked for {asked}"
+        return (
+            f"nccl-tests sweep incomplete: the last size measured is {top} bytes, the run was asked for "
+            f"{asked}"
+        )
     return None
 
 
-def judge_value(m: Measurement, t: Threshold, value: float | None, unit: str, res: CommandResult | None) -> Measurement:
+def judge_value(
+    m: Measurement, t: Threshold, value: float | None, unit: str, res: CommandResult | None
+) -> Measurement:
     m.expected = bound_text(t)
     m.lower_is_better = t.floor is None and t.max is not None
     if m.lower_is_better:
@@ -159,7 +176,9 @@ def judge_value(m: Measurement, t: Threshold, value: float | None, unit: str, re
     return m
 
 
-def _parsed(m: Measurement, t: Threshold, res: CommandResult | None, timeout: float, kind: str, label: str) -> dict | None:
+def _parsed(
+    m: Measurement, t: Threshold, res: CommandResult | None, timeout: float, kind: str, label: str
+) -> dict | None:
     """The parsed record of a probe's output, or None with ``m`` set to an error saying why."""
     text = None
     if res is not None and kind == "perftest" and res.stderr:
@@ -171,7 +190,9 @@ def _parsed(m: Measurement, t: Threshold, res: CommandResult | None, timeout: fl
     return rec
 
 
-def eval_perftest(m: Measurement, t: Threshold, client: CommandResult | None, timeout: float, lat: bool = False) -> Measurement:
+def eval_perftest(
+    m: Measurement, t: Threshold, client: CommandResult | None, timeout: float, lat: bool = False
+) -> Measurement:
     rec = _parsed(m, t, client, timeout, "perftest", "perftest")
     if rec is None:
         return m
@@ -195,7 +216,9 @@ def _judge_latency(m: Measurement, t: Threshold, rec: dict, client: CommandResul
         value, note = row["t_p99_9_usec"], "no 99% column: judged on the 99.9% percentile"
     if value is None:
         m.status, m.expected = "error", bound_text(t)
-        m.observed = "no 99th percentile in the latency table (perftest prints percentiles only with -n, not -D)"
+        m.observed = (
+            "no 99th percentile in the latency table (perftest prints percentiles only with -n, not -D)"
+        )
         m.evidence = _excerpt(client)
         return m
     m = judge_value(m, t, value, "usec", client)
@@ -216,8 +239,8 @@ def eval_iperf3(m: Measurement, t: Threshold, client: CommandResult | None, time
     sender, receiver = rec.get("sender") or {}, rec.get("receiver") or {}
     value = receiver.get("gbit_per_s") or sender.get("gbit_per_s")
     m = judge_value(m, t, value, "gbit_per_s", client)
-    m.evidence = (f"iperf3 {m.a} -> {m.b}: sender {sender.get('gbit_per_s')} Gb/s, receiver {receiver.get('gbit_per_s')} Gb/s, "
-                  f"retransmits {sender.get('retransmits')}")
+    m.evidence = (f"iperf3 {m.a} -> {m.b}: sender {sender.get('gbit_per_s')} Gb/s, receiver "
+                  f"{receiver.get('gbit_per_s')} Gb/s, retransmits {sender.get('retransmits')}")
     return m
 
 
@@ -225,7 +248,8 @@ def eval_iperf3(m: Measurement, t: Threshold, client: CommandResult | None, time
 
 
 def host_of(host: str, nodes: dict[str, str]) -> str | None:
-    """The node a tool's host name is: its inventory name, short name or address (``nodes``: name -> address)."""
+    """The node a tool's host name is: its inventory name, short name or address (``nodes``: name ->
+    address)."""
     for name, address in nodes.items():
         if host in (name, address) or host.split(".")[0] == name.split(".")[0]:
             return name
@@ -260,7 +284,10 @@ def nccl_rank_problem(rec: dict, nodes: dict[str, str], gpus: int) -> str | None
     if not twice and sorted(ranks) == list(range(want)) and not strangers and \
             all(n == gpus for n in per_node.values()):
         return None
-    parts = [f"{n} rank{'s' if n != 1 else ''} on {name}" if n else f"none on {name}" for name, n in per_node.items()]
+    parts = [
+        f"{n} rank{'s' if n != 1 else ''} on {name}" if n else f"none on {name}"
+        for name, n in per_node.items()
+    ]
     parts += [f"{n} on {host} (not a node asked for)" for host, n in strangers.items()]
     if twice:
         parts.append(f"{_rank_span(twice)} printed more than once (more than one run's output)")
@@ -292,8 +319,9 @@ def split_util(res: CommandResult | None, command: str = "") -> tuple[CommandRes
     if res is None:
         return None, None
     head, sep, tail = res.stdout.partition(UTIL_MARK)
-    main = dataclasses.replace(res, stdout=head,
-                               command=f"{command} (GPU utilisation sampled alongside)" if command else res.command)
+    main = dataclasses.replace(
+        res, stdout=head, command=f"{command} (GPU utilisation sampled alongside)" if command else res.command
+    )
     return main, (tail[1:] if tail.startswith("\n") else tail) if sep else None
 
 
@@ -306,7 +334,9 @@ def _util_series(text: str) -> dict[int, list[float | None]]:
     for row in rec["rows"]:
         cells = [row.get("index"), row.get("utilization.gpu")] if isinstance(row, dict) else row
         if len(cells) != 2:
-            raise ParseError("nvidia-smi-csv", f"expected 'index, utilization.gpu' rows, got {len(cells)} columns")
+            raise ParseError(
+                "nvidia-smi-csv", f"expected 'index, utilization.gpu' rows, got {len(cells)} columns"
+            )
         idx, util = cells
         try:
             series.setdefault(int(idx), []).append(None if util is None else float(util))
@@ -330,9 +360,17 @@ def eval_gpu_util(node: str, t: Threshold, gpus: int, res: CommandResult | None,
     every sample counts (and the mean is 0). No samples, an unreadable sampler output, or a load
     that did not complete (timed out, failed, unparseable) is an error."""
     def err(subject: str, why: str) -> Measurement:
-        return Measurement("gpu_util_under_load", node, subject=subject, status="error", expected=bound_text(t),
-                           threshold="gpu_util_under_load",
-                           observed=why, evidence=(samples or "")[:1500] or _excerpt(res), relative=False)
+        return Measurement(
+            "gpu_util_under_load",
+            node,
+            subject=subject,
+            status="error",
+            expected=bound_text(t),
+            threshold="gpu_util_under_load",
+            observed=why,
+            evidence=(samples or "")[:1500] or _excerpt(res),
+            relative=False,
+        )
 
     problem = _load_problem(res, timeout)
     if problem:
@@ -382,9 +420,12 @@ def _diag_test_verdict(test: dict, level: int) -> tuple[str, str] | None:
             return None
         # the summary says Pass: the GPUs it skipped were not tested all the same
         ran = sorted((g for g, r in test["gpus"].items() if r == "pass"), key=int)
-        return "error", (f"skipped by dcgmi on GPU {', '.join(skipped)}"
-                         + (f" (passed on GPU {', '.join(ran)})" if ran else "")
-                         + f": a test of level {level} that did not run there" + (f" ({msgs})" if msgs else ""))
+        return "error", (
+            f"skipped by dcgmi on GPU {', '.join(skipped)}"
+            + (f" (passed on GPU {', '.join(ran)})" if ran else "")
+            + f": a test of level {level} that did not run there"
+            + (f" ({msgs})" if msgs else "")
+        )
     bad = sorted((g for g, r in test["gpus"].items() if r != "pass"), key=int)
     where = f" on GPU {', '.join(bad)}" if bad else (" on all GPUs" if test["all_gpus"] else "")
     if result == "skip":
@@ -393,14 +434,16 @@ def _diag_test_verdict(test: dict, level: int) -> tuple[str, str] | None:
     return "fail", f"{result}{where}" + (f": {msgs}" if msgs else "")
 
 
-def eval_dcgmi_diag(node: str, diag: DcgmDiag | None, res: CommandResult | None, timeout: float) -> list[Measurement]:
+def eval_dcgmi_diag(
+    node: str, diag: DcgmDiag | None, res: CommandResult | None, timeout: float
+) -> list[Measurement]:
     """One measurement per test that did not pass (subject: the test's name), or one pass when every
     test passed. The output is ``dcgmi diag -j`` JSON (DCGM 3.x/4.x layouts, dcgmi-diag-json) or the text
-    table (dcgmi-diag), whichever the node's DCGM printed (probes.commands.dcgmi_diag_cmd). Fail and Warn fail;
-    a test dcgmi skipped did not run at the configured level and is an error (never a pass) -- also where it
-    skipped some GPUs and passed on the others (the per-GPU results are read, not only the test's summary);
-    an Error row or an error instead of a table is an error. Level 0 or no dcgm_diag in the profile: one skip
-    saying so."""
+    table (dcgmi-diag), whichever the node's DCGM printed (probes.commands.dcgmi_diag_cmd). Fail and Warn
+    fail; a test dcgmi skipped did not run at the configured level and is an error (never a pass) -- also
+    where it skipped some GPUs and passed on the others (the per-GPU results are read, not only the test's
+    summary); an Error row or an error instead of a table is an error. Level 0 or no dcgm_diag in the profile:
+    one skip saying so."""
     if diag is None or diag.level == 0:
         why = ("not run: the profile sets no dcgm_diag" if diag is None else
                f"not run: the profile's dcgm_diag.level is 0 ({diag.source})")
@@ -409,8 +452,16 @@ def eval_dcgmi_diag(node: str, diag: DcgmDiag | None, res: CommandResult | None,
     expected = f"every test of `{cmd}` passes ({diag.source})"
 
     def m(subject: str, status: str, observed: str) -> Measurement:
-        return Measurement("dcgmi_diag", node, subject=subject, status=status, expected=expected, observed=observed,
-                           evidence=_excerpt(res, 4000), relative=False)
+        return Measurement(
+            "dcgmi_diag",
+            node,
+            subject=subject,
+            status=status,
+            expected=expected,
+            observed=observed,
+            evidence=_excerpt(res, 4000),
+            relative=False,
+        )
 
     text = None if res is None or res.stdout.strip() else res.stderr
     kind = "dcgmi-diag-json" if res is not None and res.stdout.lstrip().startswith("{") else "dcgmi-diag"
@@ -440,7 +491,9 @@ def nvbw_testcases(rec: dict, order: list[str]) -> dict[str, dict]:
     positions; otherwise it stays unmatched."""
     tcs = list(rec.get("testcases") or [])
     out = {tc["name"]: tc for tc in tcs if tc.get("name")}
-    if len(tcs) == len(order) and all(tc.get("name") in (None, name) for tc, name in zip(tcs, order, strict=True)):
+    if len(tcs) == len(order) and all(
+        tc.get("name") in (None, name) for tc, name in zip(tcs, order, strict=True)
+    ):
         for tc, name in zip(tcs, order, strict=True):
             if tc.get("name") is None:
                 out[name] = dict(tc, name=name, name_inferred=True)
@@ -450,8 +503,9 @@ def nvbw_testcases(rec: dict, order: list[str]) -> dict[str, dict]:
 def _waived(m: Measurement, t: Threshold, tc: dict, profile: Profile, testcase: str, res) -> Measurement:
     """A testcase nvbandwidth waived: a skip with its reason where the profile explains it (device-to-device
     on a node of one GPU), else an error (the node should have run it)."""
-    how = "waived by nvbandwidth" + (" (unnamed `Waived:` line, matched to the -t order)" if tc.get("name_inferred")
-                                     else "")
+    how = "waived by nvbandwidth" + (
+        " (unnamed `Waived:` line, matched to the -t order)" if tc.get("name_inferred") else ""
+    )
     why = f"{how}: {tc.get('message') or 'no reason printed'}"
     m.expected, m.evidence = bound_text(t), _excerpt(res)
     if testcase.startswith("device_to_device") and profile.gpu.count < 2:
@@ -461,7 +515,9 @@ def _waived(m: Measurement, t: Threshold, tc: dict, profile: Profile, testcase: 
     return m
 
 
-def eval_nvbandwidth(node: str, profile: Profile, res: CommandResult | None, timeout: float) -> list[Measurement]:
+def eval_nvbandwidth(
+    node: str, profile: Profile, res: CommandResult | None, timeout: float
+) -> list[Measurement]:
     out = []
     rec, why = _outcome(res, timeout, "nvbandwidth", "nvbandwidth")
     by_name = nvbw_testcases(rec, list(NVBW_TESTS.values())) if rec is not None else {}
@@ -479,7 +535,11 @@ def eval_nvbandwidth(node: str, profile: Profile, res: CommandResult | None, tim
             out.append(_waived(m, t, tc, profile, testcase, res))
             continue
         if tc is None or tc.get("status") not in (None, "passed"):
-            m.status, m.observed, m.expected = "error", f"testcase {testcase} {'missing' if tc is None else tc.get('status')}", bound_text(t)
+            m.status, m.observed, m.expected = (
+                "error",
+                f"testcase {testcase} {'missing' if tc is None else tc.get('status')}",
+                bound_text(t),
+            )
             m.evidence = _excerpt(res)
             out.append(m)
             continue
@@ -535,7 +595,8 @@ def apply_outlier_rule(measurements: list[Measurement], ratio: float, source: st
             if m.value < med * ratio and m.status == "pass":
                 m.status = "fail"
                 m.observed += f" (outlier: below {ratio:g} x cluster median {med:g})"
-            m.expected = sys.intern(f"{m.expected}; and >= {ratio:g} x cluster median")  # one text per threshold
+            # one text per threshold
+            m.expected = sys.intern(f"{m.expected}; and >= {ratio:g} x cluster median")
 
 
 def probe_findings(node: str, measurements: list[Measurement], localisation) -> list[Finding]:
@@ -549,5 +610,7 @@ def probe_findings(node: str, measurements: list[Measurement], localisation) -> 
             continue
         where = f"fabric {loc.fabric}" if loc.fabric is not None else "rails and GPUs"
         status = "fail" if loc.kind == "bad_node" else "error"
-        out.append(Finding("probe.pairs", status, where, "passes node-to-node probes with its partners", loc.reason))
+        out.append(
+            Finding("probe.pairs", status, where, "passes node-to-node probes with its partners", loc.reason)
+        )
     return out

@@ -61,7 +61,11 @@ class Localisation:
     partners: tuple[str, ...] = ()  # the distinct partners it failed with (its evidence)
 
     def to_json(self) -> dict:
-        key = "link" if self.kind == "bad_link" or (self.kind == "suspect" and "<->" in self.subject) else "node"
+        key = (
+            "link"
+            if self.kind == "bad_link" or (self.kind == "suspect" and "<->" in self.subject)
+            else "node"
+        )
         return {key: self.subject, "kind": self.kind, "reason": self.reason, "fabric": self.fabric,
                 "probes": list(self.probes), "partners": list(self.partners)}
 
@@ -76,7 +80,8 @@ class Inference:
 @dataclass
 class _ChannelVerdict:
     bad: dict[str, set[str]] = field(default_factory=dict)     # node -> partners it failed with
-    explained: dict[str, set[str]] = field(default_factory=dict)  # known-bad node -> partners of failures it explains
+    # known-bad node -> partners of failures it explains
+    explained: dict[str, set[str]] = field(default_factory=dict)
     links: list[tuple[str, str]] = field(default_factory=list)
     ambiguous: dict[str, set[str]] = field(default_factory=dict)  # node -> partners, not decided
     open_pairs: list[tuple[str, str]] = field(default_factory=list)  # failing pairs not explained for sure
@@ -350,7 +355,10 @@ def _merge(findings: list[Localisation], kind: str) -> list[Localisation]:
         if kind == "bad_link":
             a, b = f.subject.split("<->")
             where = f"fabric {f.fabric}" if f.fabric is not None else "NCCL across the pair"
-            reason = f"{', '.join(probes)} fail on {where} between {a} and {b}, while each passes them with other partners"
+            reason = (
+                f"{', '.join(probes)} fail on {where} between {a} and {b}, while each passes them with other "
+                "partners"
+            )
         merged[(f.subject, f.fabric)] = Localisation(kind, f.subject, reason, f.fabric, probes,
                                                      tuple(sorted(set(old.partners) | set(f.partners))))
     return out + [merged[k] for k in sorted(merged, key=lambda k: (k[0], _fab(k[1])))]

@@ -8,7 +8,8 @@ next      one round that answers what localisation left open (localise.Inference
           that needs a partner gets one it has not had, preferring a partner that is itself in question
           on other channels and passes this node's (two questions with one pair), then a node known good
           on them, then another node in question. A round is a matching: no node is in two of its pairs.
-circle    ``circle_rounds`` gives the full matrix on request (circle method, N-1 rounds of N/2 disjoint pairs).
+circle    ``circle_rounds`` gives the full matrix on request (circle method, N-1 rounds of N/2 disjoint
+pairs).
 """
 
 from __future__ import annotations
@@ -42,7 +43,11 @@ def round1(nodes: list[str], domains: dict[str, str] | None = None) -> tuple[lis
     groups: dict[str | None, list[str]] = defaultdict(list)
     for n in ordered:
         groups[domains.get(n)].append(n)
-    layout = [n for _dom, members in sorted(groups.items(), key=lambda kv: (-len(kv[1]), str(kv[0]))) for n in members]
+    layout = [
+        n
+        for _dom, members in sorted(groups.items(), key=lambda kv: (-len(kv[1]), str(kv[0])))
+        for n in members
+    ]
     spare = layout.pop(0) if len(layout) % 2 else None  # from the largest domain: it evens the halves
     half = len(layout) // 2
     return [(layout[i], layout[i + half]) for i in range(half)], spare

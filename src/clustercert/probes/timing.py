@@ -14,7 +14,13 @@ def tool_seconds(measurements: list[Measurement]) -> float:
     for i, m in enumerate(measurements):
         if m.elapsed is None:
             continue
-        key = ("stage", m.stage) if m.stage is not None else ("loopback",) if m.probe == "ib_write_bw_loopback" else ("own", i)
+        key = (
+            ("stage", m.stage)
+            if m.stage is not None
+            else ("loopback",)
+            if m.probe == "ib_write_bw_loopback"
+            else ("own", i)
+        )
         longest[key] = max(longest.get(key, 0.0), m.elapsed)
     return round(sum(longest.values()), 3)
 
@@ -35,7 +41,9 @@ def pair_round_tool_seconds(measurements: list[Measurement]) -> float:
     return round(max((sum(t) for t in per_pair.values()), default=0.0), 3)
 
 
-def probe_timing(per_node: dict[str, list[Measurement]], node_wall: float, rounds: list[dict], wall: float) -> dict:
+def probe_timing(
+    per_node: dict[str, list[Measurement]], node_wall: float, rounds: list[dict], wall: float
+) -> dict:
     """Probe-phase timing: wall time against the critical path of the tools' own run time (node
     probes: the slowest node's tools one after another; each pair round: pair_round_tool_seconds).
     ``rounds``: [{"round", "wall_s", "tool_s"}]. The difference is the control overhead: what

@@ -34,15 +34,24 @@ GDR_NEAR = ("PIX", "PXB")  # GPUDirect RDMA's paths: at most PCIe switches betwe
 def eval_gdr_topology(node: str, profile: Profile, pairs, res: CommandResult | None,
                       timeout: float) -> list[Measurement]:
     """One measurement per GPU-rail pair (``pairs``: the node's rails, clustercert.checks.rails.Rail; subject
-    ``GPUg-hca topology``), on the probes' own topo -m: passes when it shows the HCA behind the GPU's PCIe switch
-    (PIX or PXB), no other HCA nearer, and the GPU on the NUMA node the pair was pinned to (where both show one)."""
+    ``GPUg-hca topology``), on the probes' own topo -m: passes when it shows the HCA behind the GPU's PCIe
+    switch (PIX or PXB), no other HCA nearer, and the GPU on the NUMA node the pair was pinned to (where both
+    show one)."""
     src = profile.gpudirect.source if profile.gpudirect else ""
 
     def m(p, status: str, observed: str, evidence: str = "") -> Measurement:
-        return Measurement("ib_write_bw_gdr", node, subject=f"GPU{p.gpu}-{p.hca} topology", status=status,
-                           expected=f"{p.hca} PIX/PXB to GPU{p.gpu}, nearest of the HCAs, NUMA node "
-                                    f"{p.numa if p.numa is not None else 'as topo -m shows'} "
-                                    f"(gpudirect: {src})", observed=observed, evidence=evidence, relative=False)
+        return Measurement(
+            "ib_write_bw_gdr",
+            node,
+            subject=f"GPU{p.gpu}-{p.hca} topology",
+            status=status,
+            expected=f"{p.hca} PIX/PXB to GPU{p.gpu}, nearest of the HCAs, NUMA node "
+            f"{p.numa if p.numa is not None else 'as topo -m shows'} "
+            f"(gpudirect: {src})",
+            observed=observed,
+            evidence=evidence,
+            relative=False,
+        )
 
     rec, why = _outcome(res, timeout, "nvidia-smi-topo", "nvidia-smi topo -m")
     if why:
@@ -146,7 +155,9 @@ def eval_nccl_transport(a: str, b: str, profile: Profile, res: CommandResult | N
         problems.append(f"no inter-node connection line from {', '.join(missing)}")
     if not count:
         m.status = "error"
-        m.observed = (why + "; " if why else "") + "no inter-node connection line (Channel ... via NET/...) in the output"
+        m.observed = (
+            why + "; " if why else ""
+        ) + "no inter-node connection line (Channel ... via NET/...) in the output"
         m.evidence = note + _excerpt(res)
         return m
     m.status = "fail" if problems else "pass"
@@ -202,7 +213,9 @@ def _per_gpu_total(tc: dict, into: bool) -> dict[str, float]:
     return out
 
 
-def eval_nvlink_aggregate(node: str, t: Threshold, res: CommandResult | None, timeout: float) -> list[Measurement]:
+def eval_nvlink_aggregate(
+    node: str, t: Threshold, res: CommandResult | None, timeout: float
+) -> list[Measurement]:
     """Per GPU: what all its peers write into it (all_to_one_write_ce) plus what it writes into all of them
     (one_to_all_write_ce), summed as NVIDIA quotes NVLink bandwidth (both directions)."""
     def err(why: str) -> list[Measurement]:
@@ -225,8 +238,13 @@ def eval_nvlink_aggregate(node: str, t: Threshold, res: CommandResult | None, ti
         return err("no per-GPU values in the all_to_one/one_to_all testcases")
     out = []
     for g in gpus:
-        mm = judge_value(Measurement("nvlink_aggregate", node, subject=f"GPU{g}", threshold="nvlink_aggregate"),
-                         t, into[g] + out_of[g], "gbyte_per_s", res)
+        mm = judge_value(
+            Measurement("nvlink_aggregate", node, subject=f"GPU{g}", threshold="nvlink_aggregate"),
+            t,
+            into[g] + out_of[g],
+            "gbyte_per_s",
+            res,
+        )
         mm.observed += f" ({into[g]:g} in from all peers + {out_of[g]:g} out to all peers)"
         out.append(mm)
     return out
@@ -240,7 +258,9 @@ def _fio_says(rec: dict | None, res: CommandResult | None, job: str) -> str:
     lines = [ln.strip() for ln in ((res.stderr if res is not None else "").splitlines()
                                    + list((rec or {}).get("messages") or [])) if ln.strip()]
     mine = [ln for ln in lines if ln.startswith(f"{job}:")]
-    errs = [ln for ln in lines if ln.startswith("fio:") and ("err=" in ln or "error" in ln) and ln not in mine]
+    errs = [
+        ln for ln in lines if ln.startswith("fio:") and ("err=" in ln or "error" in ln) and ln not in mine
+    ]
     return "; ".join(dict.fromkeys(mine + errs))[:400]
 
 
@@ -268,27 +288,45 @@ def eval_checkpoint(node: str, path: str, size_mib: int, tw: Threshold | None, t
         m = Measurement("checkpoint_write", node, subject=f"{path} {job}", threshold=key, relative=False)
         if why:
             says = _fio_says(None, res, job) if exited else ""
-            m.status, m.observed, m.expected = "error", why + (f"; fio: {says}" if says else ""), bound_text(t)
-            m.evidence = _excerpt(res) + (f"\n{res.stderr.strip()[-500:]}" if res is not None and res.stderr.strip() else "")
+            m.status, m.observed, m.expected = (
+                "error",
+                why + (f"; fio: {says}" if says else ""),
+                bound_text(t),
+            )
+            m.evidence = _excerpt(res) + (
+                f"\n{res.stderr.strip()[-500:]}" if res is not None and res.stderr.strip() else ""
+            )
             out.append(m)
             continue
         j = next((x for x in rec["jobs"] if x["name"] == job), None)
         if j is None or j["error"] or not j[job]["bytes"]:
             says = _fio_says(rec, res, job)
             m.status, m.expected = "error", bound_text(t)
-            m.observed = (f"fio {job} job {'missing' if j is None else 'failed (error ' + str(j['error']) + ')'}"
-                          if j is None or j["error"] else f"fio {job} job moved no data")
-            m.observed += (f": {says}" if says else "") + (f" (fio exited with status {res.rc})" if exited else "")
-            m.evidence = "\n".join([*rec["messages"], *(res.stderr.strip().splitlines()[-8:] if res is not None else [])]) \
-                or _excerpt(res)
+            m.observed = (
+                f"fio {job} job {'missing' if j is None else 'failed (error ' + str(j['error']) + ')'}"
+                if j is None or j["error"]
+                else f"fio {job} job moved no data"
+            )
+            m.observed += (f": {says}" if says else "") + (
+                f" (fio exited with status {res.rc})" if exited else ""
+            )
+            m.evidence = "\n".join(
+                [*rec["messages"], *(res.stderr.strip().splitlines()[-8:] if res is not None else [])]
+            ) or _excerpt(res)
             out.append(m)
             continue
         d = j[job]
         m = judge_value(m, t, d["bw_bytes_per_s"] / 1e9, "gbyte_per_s", res)
         moved = d["bytes"] / 1048576
         m.observed += f" ({moved:g} MiB in {d['runtime_ms'] / 1000:g} s"
-        m.observed += ")" if job == "read" or moved >= size_mib else f" of the {size_mib} MiB checkpoint: the probe's time ran out)"
-        m.evidence = f"fio {job} {path}: {d['bytes']} bytes, {d['bw_bytes_per_s']:.0f} bytes/s, {d['runtime_ms']} ms"
+        m.observed += (
+            ")"
+            if job == "read" or moved >= size_mib
+            else f" of the {size_mib} MiB checkpoint: the probe's time ran out)"
+        )
+        m.evidence = (
+            f"fio {job} {path}: {d['bytes']} bytes, {d['bw_bytes_per_s']:.0f} bytes/s, {d['runtime_ms']} ms"
+        )
         out.append(m)
     return out
 
@@ -316,8 +354,13 @@ def _ddp_problems(rec: dict, nproc: int, want: int, why: str | None) -> list[str
     if not ranks and rec.get("exceptions"):  # torchrun itself stopped (on either node) before any rank ran
         problems.append("torchrun stopped before any rank reported: " + "; ".join(rec["exceptions"][:3]))
     if rec["rendezvous_unreachable"] and not ranks:
-        problems.append("the rendezvous was not reached: " + next(
-            (e for e in rec["errors"] if "endezvous" in e or "socket" in e or "onnect" in e), rec["errors"][0]))
+        problems.append(
+            "the rendezvous was not reached: "
+            + next(
+                (e for e in rec["errors"] if "endezvous" in e or "socket" in e or "onnect" in e),
+                rec["errors"][0],
+            )
+        )
     reported = {r.get("rank") for r in ranks if r.get("rank") is not None}
     if not problems and len(reported) != 2 * nproc:
         problems.append(f"{len(reported)} of {2 * nproc} ranks reported"
@@ -331,8 +374,9 @@ def _ddp_evidence(rec: dict) -> str:
     """One line per rank (host, local rank, world size, torch, backend, all_reduce result), then the
     errors."""
     lines = [f"rank {r.get('rank')} {r.get('host')} local {r.get('local_rank')}/{r.get('local_world_size')} "
-             f"world {r.get('world_size')} torch {r.get('torch')} {r.get('backend')}: "
-             f"all_reduce {(r.get('allreduce') or {}).get('min')} (expected {(r.get('allreduce') or {}).get('expected')})"
+             f"world {r.get('world_size')} torch {r.get('torch')} {r.get('backend')}: all_reduce "
+             f"{(r.get('allreduce') or {}).get('min')} (expected "
+             f"{(r.get('allreduce') or {}).get('expected')})"
              for r in sorted(rec["ranks"], key=lambda r: (r.get("rank") is None, r.get("rank") or 0))]
     return "\n".join(lines + rec["errors"][:8])[:3000]
 
@@ -349,8 +393,9 @@ def eval_ddp(a: str, b: str, profile: Profile, nproc: int, res: CommandResult | 
     want = profile.ddp_ranks
     m = Measurement("ddp_allreduce", a, b, subject=f"{a}+{b}, {2 * nproc} ranks", relative=False,
                     lower_is_better=True,
-                    expected=(f"torchrun --nnodes=2 --nproc_per_node={want}: world size {2 * want}, ranks and local "
-                              f"ranks complete, all_reduce right on every rank ({ddp.backend}; {ddp.source})"))
+                    expected=(f"torchrun --nnodes=2 --nproc_per_node={want}: world size {2 * want}, ranks "
+                              f"and local ranks complete, all_reduce right on every rank ({ddp.backend}; "
+                              f"{ddp.source})"))
     m.evidence = note
     why = _why(res, timeout)
     text = "" if res is None else res.stdout + "\n" + res.stderr
@@ -373,16 +418,18 @@ def eval_ddp(a: str, b: str, profile: Profile, nproc: int, res: CommandResult | 
         return m
     r0 = ranks[0]
     m.status = "pass"
-    m.observed = (f"world size {r0.get('world_size')} from torch {r0.get('torch')} ({r0.get('backend')}): all_reduce of "
-                  f"{(r0.get('allreduce') or {}).get('bytes')} B gave {(r0.get('allreduce') or {}).get('expected'):g} on "
-                  f"every rank; median step {m.value:g} ms")
+    m.observed = (f"world size {r0.get('world_size')} from torch {r0.get('torch')} ({r0.get('backend')}): "
+                  f"all_reduce of {(r0.get('allreduce') or {}).get('bytes')} B gave "
+                  f"{(r0.get('allreduce') or {}).get('expected'):g} on every rank; median step {m.value:g} "
+                  "ms")
     return m
 
 
 # ---- probe.ddp_step: DistributedDataParallel steps, stragglers --------------------------------------------
 
 def _node_of(r: dict, nodes: tuple[str, str]) -> str | None:
-    """The inventory node a rank ran on: torchrun's GROUP_RANK (its --node_rank) indexes the launch's nodes."""
+    """The inventory node a rank ran on: torchrun's GROUP_RANK (its --node_rank) indexes the launch's
+    nodes."""
     try:
         i = int((r.get("env") or {}).get("GROUP_RANK"))
     except (TypeError, ValueError):
@@ -419,18 +466,30 @@ def eval_ddp_step(a: str, b: str, profile: Profile, nproc: int, res: CommandResu
             per[n].append({**r, "_fwd": statistics.median(steps)})
     out = []
     for n in nodes:
-        m = Measurement("ddp_step", n, subject=f"{n} in {a}+{b}, DDP steps", relative=False, lower_is_better=True,
-                        expected=expected, unit="ratio")
+        m = Measurement(
+            "ddp_step",
+            n,
+            subject=f"{n} in {a}+{b}, DDP steps",
+            relative=False,
+            lower_is_better=True,
+            expected=expected,
+            unit="ratio",
+        )
         mine, other = per[n], per[b if n == a else a]
         m.evidence = "\n".join(
             f"rank {r.get('rank')} {r.get('host')} ({n}): forward median {r['_fwd']:g} ms, steps "
             f"{r['ddp'].get('step_ms')}, {r['ddp'].get('dtype')} on {r['ddp'].get('device')}, loss "
-            f"{r['ddp'].get('loss_first'):g} -> {r['ddp'].get('loss_last'):g}" for r in mine)[:2000] or _excerpt(res)
-        if why or len(mine) < nproc or len(other) < nproc:  # judged only against a partner whose ranks all reported
+            f"{r['ddp'].get('loss_first'):g} -> {r['ddp'].get('loss_last'):g}"
+            for r in mine
+        )[:2000] or _excerpt(res)
+        # judged only against a partner whose ranks all reported
+        if why or len(mine) < nproc or len(other) < nproc:
             short = ", ".join(f"{x}: {len(per[x])} of {nproc} ranks" for x in nodes if len(per[x]) < nproc)
             m.status = "error"
-            m.observed = "; ".join(x for x in (why, f"DDP steps not reported ({short})" if short else "") if x) \
+            m.observed = (
+                "; ".join(x for x in (why, f"DDP steps not reported ({short})" if short else "") if x)
                 or "no DDP step times"
+            )
             out.append(m)
             continue
         base = statistics.median(r["_fwd"] for r in other)

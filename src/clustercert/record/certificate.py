@@ -106,9 +106,9 @@ def _jcs_order(keys) -> list[str]:
 
 
 def signed_bytes(cert: dict) -> bytearray:
-    """``canonical_bytes(packed(cert), "rfc8785")``, built member by member and node by node: the one full copy
-    of a fleet's certificate that signing needs, without the packed certificate or its text held beside it.
-    ``cert`` is normalised (``_normalise``): its keys are strings."""
+    """``canonical_bytes(packed(cert), "rfc8785")``, built member by member and node by node: the one full
+    copy of a fleet's certificate that signing needs, without the packed certificate or its text held beside
+    it. ``cert`` is normalised (``_normalise``): its keys are strings."""
     body = {k: v for k, v in cert.items() if k != "signature"}
     out = bytearray(b"{")
     for i, k in enumerate(_jcs_order(body)):
@@ -314,8 +314,8 @@ def init_key(state_dir: Path, force: bool = False) -> Path:
             os.fsync(f.fileno())
         os.replace(tmp, priv_path)
     elif not _write_exclusive(priv_path, pem, 0o600):
-        raise InputError(str(priv_path), None, "a signing key is already there; certificates signed with it verify "
-                         "only against it: keep it, or replace it with `clustercert key init --force`")
+        raise InputError(str(priv_path), None, "a signing key is already there; certificates signed with it "
+                         "verify only against it: keep it, or replace it with `clustercert key init --force`")
     _write_public(pub, new.public_key())
     return priv_path
 
@@ -410,31 +410,57 @@ def finding_evidence(node: dict, finding: dict) -> str:
 # ---- findings and links: tables in the certificate file -----------------------------------------------
 
 # the columns of a node's findings table, in this order (a key outside them follows, sorted)
-FINDING_COLUMNS = ("check", "status", "subject", "expected", "observed", "evidence_ref", "value", "unit", "threshold",
-                   "evidence")
+FINDING_COLUMNS = (
+    "check",
+    "status",
+    "subject",
+    "expected",
+    "observed",
+    "evidence_ref",
+    "value",
+    "unit",
+    "threshold",
+    "evidence",
+)
 # columns whose null cell, where every finding of the node has a value there, repeats the value of the last
 # finding above with the same check (a check's findings per GPU or HCA share their status, expected text and,
 # when healthy, what was observed)
 REPEAT_COLUMNS = ("status", "expected", "observed")
 # the links table: its columns, and those that repeat the last link above of the same probe
-LINK_COLUMNS = ("a", "b", "fabric", "probe", "round", "status", "value", "unit", "threshold", "subject", "expected",
-                "observed", "seconds", "evidence")
+LINK_COLUMNS = (
+    "a",
+    "b",
+    "fabric",
+    "probe",
+    "round",
+    "status",
+    "value",
+    "unit",
+    "threshold",
+    "subject",
+    "expected",
+    "observed",
+    "seconds",
+    "evidence",
+)
 LINK_REPEAT_COLUMNS = ("status", "unit", "threshold", "expected")
 TABLE_MEMBERS = frozenset({"columns", "repeat", "rows"})
 
 
 def _table(items: list[dict], order: tuple[str, ...], key: str, repeatable: tuple[str, ...]) -> dict | list:
-    """``items`` (objects) as ``{"columns": [...], "repeat": [...], "rows": [[...], ...]}``: a row per item, in
-    order, with its values in the columns' order (``order``, then any other key, sorted). A null cell is a
+    """``items`` (objects) as ``{"columns": [...], "repeat": [...], "rows": [[...], ...]}``: a row per item,
+    in order, with its values in the columns' order (``order``, then any other key, sorted). A null cell is a
     member the item does not have or has as null, except in a ``repeat`` column: there a null ``key`` is the
-    row above's, and a null in another (those of ``repeatable`` that every item has a value in) is the value of
-    the last row above with the same ``key``; a row ends at its last value. An empty list stays a list."""
+    row above's, and a null in another (those of ``repeatable`` that every item has a value in) is the value
+    of the last row above with the same ``key``; a row ends at its last value. An empty list stays a list."""
     if not items:
         return items
     keys: set = set().union(*items)
     cols = [c for c in order if c in keys] + sorted(keys.difference(order), key=str)
     keyed = all(isinstance(f.get(key), str) for f in items)
-    repeat = ([key] if keyed else []) + [c for c in repeatable if keyed and all(f.get(c) is not None for f in items)]
+    repeat = ([key] if keyed else []) + [
+        c for c in repeatable if keyed and all(f.get(c) is not None for f in items)
+    ]
     rows, last, prev = [], {}, None
     at = cols.index(key) if key in cols else None
     again = [(i, c) for i, c in enumerate(cols) if c != key and c in repeat]
@@ -466,11 +492,17 @@ def _untable(table: Any, key: str, keep_nulls: bool) -> list:
     if not isinstance(table, dict):
         return table or []
     cols, rows, repeat = table.get("columns"), table.get("rows"), table.get("repeat") or []
-    if not (isinstance(cols, list) and isinstance(rows, list) and isinstance(repeat, list)
-            and all(isinstance(c, str) for c in cols) and set(repeat) <= set(cols) and (not repeat or key in cols)
-            and all(isinstance(r, list) and len(r) <= len(cols) for r in rows)):
-        raise ValueError(f"a table needs columns (names), rows (lists no longer than the columns) and repeat (some "
-                         f"of the columns, with {key} among them)")
+    if not (
+        isinstance(cols, list)
+        and isinstance(rows, list)
+        and isinstance(repeat, list)
+        and all(isinstance(c, str) for c in cols)
+        and set(repeat) <= set(cols)
+        and (not repeat or key in cols)
+        and all(isinstance(r, list) and len(r) <= len(cols) for r in rows)
+    ):
+        raise ValueError("a table needs columns (names), rows (lists no longer than the columns) and repeat "
+                         f"(some of the columns, with {key} among them)")
     out: list[dict] = []
     last: dict = {}
     k = None
@@ -485,7 +517,9 @@ def _untable(table: Any, key: str, keep_nulls: bool) -> list:
             for c in repeat:
                 if c not in f and c != key:
                     if k not in last:
-                        raise ValueError(f"row {n} repeats the {c} of an earlier row of {k}, and there is none")
+                        raise ValueError(
+                            f"row {n} repeats the {c} of an earlier row of {k}, and there is none"
+                        )
                     f[c] = last[k][c]
             last[k] = f
         out.append({c: f.get(c) for c in cols if keep_nulls or c in f})
@@ -520,10 +554,10 @@ def node_findings(body: dict) -> list[dict]:
 
 
 def packed_node(body: dict) -> dict:
-    """A node as the certificate file holds it: its findings as a ``findings_table`` and, where its evidence is
-    stored once by reference (``pack_evidence``), the texts as a list in the order of their first use, each
-    finding's ``evidence_ref`` the index of its text there (the reference is the text's hash: ``node_findings``
-    computes it again)."""
+    """A node as the certificate file holds it: its findings as a ``findings_table`` and, where its evidence
+    is stored once by reference (``pack_evidence``), the texts as a list in the order of their first use, each
+    finding's ``evidence_ref`` the index of its text there (the reference is the text's hash:
+    ``node_findings`` computes it again)."""
     findings, texts = body["findings"], body.get("evidence")
     if isinstance(texts, dict) and all(isinstance(t, str) for t in texts.values()) and all(
             f.get("evidence_ref") is None or f["evidence_ref"] in texts for f in findings):
@@ -563,28 +597,34 @@ def _listed(items: Any) -> bool:
 
 def packed(cert: dict) -> dict:
     """The certificate as its file holds it and its signature covers it: each node's findings list as a
-    ``findings_table`` and the links as a ``links_table``. Shares everything else with ``cert``; what is a table
-    already, or absent, is as it is."""
+    ``findings_table`` and the links as a ``links_table``. Shares everything else with ``cert``; what is a
+    table already, or absent, is as it is."""
     out = dict(cert)
     if _listed(cert.get("links")):
         out["links"] = links_table(cert["links"])
     nodes = cert.get("nodes")
     if isinstance(nodes, dict):
-        out["nodes"] = {name: packed_node(body) if isinstance(body, dict) and _listed(body.get("findings")) else body
-                        for name, body in nodes.items()}
+        out["nodes"] = {
+            name: packed_node(body) if isinstance(body, dict) and _listed(body.get("findings")) else body
+            for name, body in nodes.items()
+        }
     return out
 
 
 def expanded(cert: dict) -> dict:
-    """A certificate read from its file with each node's findings and the links as lists of objects again (what
-    the reports and the store read). ValueError: a malformed table."""
+    """A certificate read from its file with each node's findings and the links as lists of objects again
+    (what the reports and the store read). ValueError: a malformed table."""
     out = dict(cert)
     if isinstance(cert.get("links"), dict):
         out["links"] = certificate_links(cert)
     nodes = cert.get("nodes")
     if isinstance(nodes, dict):
-        out["nodes"] = {name: _expanded_node(body) if isinstance(body, dict) and isinstance(body.get("findings"), dict)
-                        else body for name, body in nodes.items()}
+        out["nodes"] = {
+            name: _expanded_node(body)
+            if isinstance(body, dict) and isinstance(body.get("findings"), dict)
+            else body
+            for name, body in nodes.items()
+        }
     return out
 
 
@@ -624,9 +664,9 @@ def _node_evidence_problem(name: str, body: dict) -> str | None:
 
 
 def evidence_problem(cert: dict) -> str | None:
-    """Why the certificate's evidence references or tables do not hold (a text whose hash is not its reference,
-    a reference or index with no text, a malformed table), or None. A certificate with inline evidence has
-    nothing to check here."""
+    """Why the certificate's evidence references or tables do not hold (a text whose hash is not its
+    reference, a reference or index with no text, a malformed table), or None. A certificate with inline
+    evidence has nothing to check here."""
     try:
         certificate_links(cert)
     except ValueError as e:
@@ -681,7 +721,8 @@ def _lay(value: Any, depth: int) -> tuple[str, str | None]:
     """(``value`` laid out at ``depth``, its one-line JSON when that is at most LAYOUT_WIDTH long, else None).
     A container goes on one line when its one-line form is short enough, which is known from its members'
     without serialising the container again at every depth."""
-    deepest = LAYOUT_DEPTH + 1 if isinstance(value, list) else LAYOUT_DEPTH  # a findings table's rows: a line each
+    # a findings table's rows: a line each
+    deepest = LAYOUT_DEPTH + 1 if isinstance(value, list) else LAYOUT_DEPTH
     if depth >= deepest or not isinstance(value, dict | list) or not value:
         flat = _flat(value)
         return flat, flat if len(flat) <= LAYOUT_WIDTH else None
@@ -790,9 +831,27 @@ def load_certificate(cert_path: Path) -> dict:
 # The members clustercert.certificate/v1 defines. A member outside these is refused by verify, in
 # the signed content (a certificate that some other program wrote and signed) as in the signature
 # block (which the signature does not cover). A new member is added here first.
-TOP_MEMBERS = frozenset({"schema", "cluster", "profiles", "started", "finished", "versions", "verdict", "rounds",
-                         "schedule", "nodes", "links", "localisation", "thresholds", "timing", "slurm", "signature",
-                         "cluster_findings"})  # cluster_findings: probe.nccl_cluster (issue 33), a list
+TOP_MEMBERS = frozenset(
+    {
+        "schema",
+        "cluster",
+        "profiles",
+        "started",
+        "finished",
+        "versions",
+        "verdict",
+        "rounds",
+        "schedule",
+        "nodes",
+        "links",
+        "localisation",
+        "thresholds",
+        "timing",
+        "slurm",
+        "signature",
+        "cluster_findings",
+    }
+)  # cluster_findings: probe.nccl_cluster (issue 33), a list
 SIGNATURE_MEMBERS = frozenset({"algorithm", "canonicalization", "public_key", "value"})
 NODE_MEMBERS = frozenset({"verdict", "findings", "detail", "hardware", "evidence", "rails"})
 THRESHOLD_MEMBERS = frozenset({"floor", "ceiling", "unit", "source"})
@@ -848,10 +907,13 @@ def _signature_parts(cert: dict, src: str) -> tuple[bytes | None, bytes | None, 
     if not isinstance(sig, dict) or "value" not in sig:
         raise InputError(src, "signature", "malformed: expected an object with algorithm, public_key, value")
     if sig.get("algorithm") != ALGORITHM:
-        raise InputError(src, "signature.algorithm", f"unsupported algorithm {sig.get('algorithm')!r} (want {ALGORITHM!r})")
+        raise InputError(
+            src, "signature.algorithm", f"unsupported algorithm {sig.get('algorithm')!r} (want {ALGORITHM!r})"
+        )
     if sig.get("canonicalization", CANONICALIZATION) != CANONICALIZATION:
-        raise InputError(src, "signature.canonicalization", f"unsupported canonicalization "
-                         f"{sig.get('canonicalization')!r} (want {CANONICALIZATION!r}, or none: signed before it)")
+        raise InputError(src, "signature.canonicalization", "unsupported canonicalization "
+                         f"{sig.get('canonicalization')!r} (want {CANONICALIZATION!r}, or none: signed "
+                         "before it)")
     try:
         value = base64.b64decode(str(sig["value"]), validate=True)
     except (binascii.Error, ValueError):
@@ -891,7 +953,11 @@ def verify(cert_path: Path, pubkey_path: Path) -> tuple[bool, str]:
     try:
         key.verify(value, body)
     except InvalidSignature:
-        return False, f"signature does not match the content: the certificate was changed after signing, or not signed by {fingerprint(key)}"
+        return (
+            False,
+            "signature does not match the content: the certificate was changed after signing, or not signed "
+            f"by {fingerprint(key)}",
+        )
     if (problem := evidence_problem(cert)) is not None:
         return False, f"evidence references do not hold: {problem} (refusing the certificate)"
     return True, ""

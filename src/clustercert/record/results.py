@@ -53,7 +53,10 @@ def build_nodes(validation: dict, outcome, link_layers: dict[str, str] | None = 
         if consume:
             validation[name] = None
         if r.verdict == "unreachable" or name in outcome.down:
-            detail = r.detail or f"stopped answering during the probes: {outcome.why_down.get(name) or 'no answer'}"
+            detail = (
+                r.detail
+                or f"stopped answering during the probes: {outcome.why_down.get(name) or 'no answer'}"
+            )
             nodes[name] = {"verdict": "unreachable", "findings": [finding_record(f) for f in r.findings],
                            "detail": detail}
             continue
@@ -64,7 +67,8 @@ def build_nodes(validation: dict, outcome, link_layers: dict[str, str] | None = 
         if hw is not None:
             nodes[name]["hardware"] = hw
         rails = getattr(r, "rails", None)
-        if rails is not None and rails.source != "none":  # the GPU->NIC rails its evidence showed (checks.rails)
+        # the GPU->NIC rails its evidence showed (checks.rails)
+        if rails is not None and rails.source != "none":
             nodes[name]["rails"] = rails.to_json()
     return nodes
 
@@ -74,8 +78,11 @@ def probe_nodes(names: list[str], outcome) -> dict[str, dict]:
     nodes = {}
     for name in names:
         if name in outcome.down:
-            nodes[name] = {"verdict": "unreachable", "findings": [],
-                           "detail": f"did not answer during the probes: {outcome.why_down.get(name) or 'no answer'}"}
+            nodes[name] = {
+                "verdict": "unreachable",
+                "findings": [],
+                "detail": f"did not answer during the probes: {outcome.why_down.get(name) or 'no answer'}",
+            }
             continue
         findings = probe_findings(name, outcome.per_node.get(name, []), outcome.localisation)
         nodes[name] = {"verdict": node_verdict(findings), "findings": [f.to_json() for f in findings]}
@@ -88,7 +95,9 @@ def versions(validation: dict) -> dict:
     per_node = {}
     for name, r in validation.items():
         ev = r.evidence.results if r.evidence else {}
-        drv = next((f.observed for f in r.findings if f.check == "driver.version" and f.status != "error"), None)
+        drv = next(
+            (f.observed for f in r.findings if f.check == "driver.version" and f.status != "error"), None
+        )
         nccl = ev.get("nccl_pkg").stdout.strip() if ev.get("nccl_pkg") and ev["nccl_pkg"].ok else None
         ofed = ev.get("ofed_info").stdout.strip() if ev.get("ofed_info") and ev["ofed_info"].ok else None
         per_node[name] = {"driver": drv, "nccl": nccl, "ofed": ofed}
@@ -112,8 +121,8 @@ def thresholds(inv: Inventory) -> dict[str, dict]:
 
 
 def cluster_record(m) -> dict:
-    """A cluster-wide finding (probe.nccl_cluster) as the certificate's ``cluster_findings`` holds it: the finding,
-    the nodes it ran across, its rail group's fabric (null: every rail) and how long its tool ran."""
+    """A cluster-wide finding (probe.nccl_cluster) as the certificate's ``cluster_findings`` holds it: the
+    finding, the nodes it ran across, its rail group's fabric (null: every rail) and how long its tool ran."""
     return finding_record(m.finding()) | {"nodes": list(getattr(m, "nodes", ())), "fabric": m.fabric,
                                           "seconds": m.elapsed}
 
@@ -128,8 +137,9 @@ def certificate_body(inv: Inventory, validation: dict, outcome, started: datetim
     """The certificate before signing (and before a Slurm drain adds its ``slurm`` entries). ``consume``:
     ``validation`` is emptied as its nodes are recorded (build_nodes); the caller reads it no more."""
     found, timing = versions(validation), node_timing(validation)
-    nodes = pack_evidence(build_nodes(validation, outcome, {n: h.profile.ib.link_layer for n, h in inv.hosts.items()},
-                                      consume))
+    nodes = pack_evidence(
+        build_nodes(validation, outcome, {n: h.profile.ib.link_layer for n, h in inv.hosts.items()}, consume)
+    )
     if consume:
         validation.clear()
     links = [m.link_record() for m in outcome.pairs]
@@ -147,7 +157,8 @@ def certificate_body(inv: Inventory, validation: dict, outcome, started: datetim
         "nodes": nodes,
         "links": links,
         "localisation": [x.to_json() for x in outcome.localisation],
-        "cluster_findings": clustered,  # probe.nccl_cluster (issue 33): findings of the cluster, not of one node
+        # probe.nccl_cluster (issue 33): findings of the cluster, not of one node
+        "cluster_findings": clustered,
         "thresholds": thresholds(inv),
         "timing": {"validate_s": validate_s, **outcome.timing, "nodes": timing},
     }

@@ -42,11 +42,21 @@ def inventory_lock(inventory_source: str, verb: str):
                 holder = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
             except (ValueError, OSError):
                 holder = {}
-            who = (f"`clustercert {holder.get('verb', '?')}` (pid {holder.get('pid', '?')} on {holder.get('host', '?')}, "
-                   f"since {time.strftime('%H:%M:%S', time.localtime(holder.get('since', 0)))})")
-            raise LockBusy(f"another run holds the lock for {inventory_source}: {who}; try again when it has finished") from None
-        info = json.dumps({"verb": verb, "pid": os.getpid(), "host": socket.gethostname(), "since": time.time(),
-                           "inventory": str(inventory_source)}).encode()
+            who = (f"`clustercert {holder.get('verb', '?')}` (pid {holder.get('pid', '?')} on "
+                   f"{holder.get('host', '?')}, since "
+                   f"{time.strftime('%H:%M:%S', time.localtime(holder.get('since', 0)))})")
+            raise LockBusy(
+                f"another run holds the lock for {inventory_source}: {who}; try again when it has finished"
+            ) from None
+        info = json.dumps(
+            {
+                "verb": verb,
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "since": time.time(),
+                "inventory": str(inventory_source),
+            }
+        ).encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, info, 0)
         yield path

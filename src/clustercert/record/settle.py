@@ -1,10 +1,10 @@
 """What a run keeps until it is recorded, set aside from Python's cyclic garbage collector.
 
 Between certify's stages what a stage made (the validators' results, the probes' measurements, the signed
-certificate) lives to the end of the run: it is collected once and then frozen (``gc.freeze``), because each of
-the collector's later full collections traversed all of it again -- a fifth of the run's CPU at a few thousand
-nodes (docs/scale.md). Reference counting frees it as before; ``settling`` gives it back at the end of the run.
-benchmarks/scale.py settles at the same points as certify.
+certificate) lives to the end of the run: it is collected once and then frozen (``gc.freeze``), because each
+of the collector's later full collections traversed all of it again -- a fifth of the run's CPU at a few
+thousand nodes (docs/scale.md). Reference counting frees it as before; ``settling`` gives it back at the end
+of the run. benchmarks/scale.py settles at the same points as certify.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ def settle() -> None:
 
 
 def settle_every(n: int = SETTLE_NODES) -> Callable[[], None]:
-    """A function that settles (``settle``) every ``n``-th time it is called: for the validators' ``after_node``
-    (each collection then traverses only the results of the last ``n`` nodes, not of every node so far)."""
+    """A function that settles (``settle``) every ``n``-th time it is called: for the validators'
+    ``after_node`` (each collection then traverses only the results of the last ``n`` nodes, not of every node
+    so far)."""
     count = itertools.count(1)
 
     def tick() -> None:
@@ -36,7 +37,8 @@ def settle_every(n: int = SETTLE_NODES) -> Callable[[], None]:
 
 @contextlib.contextmanager
 def settling() -> Iterator[None]:
-    """A run that settles: what ``settle`` set aside is the collector's again when it ends, however it ends."""
+    """A run that settles: what ``settle`` set aside is the collector's again when it ends, however it
+    ends."""
     try:
         yield
     finally:

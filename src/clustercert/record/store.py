@@ -92,7 +92,7 @@ CREATE INDEX IF NOT EXISTS runs_certified ON runs(inventory, kind, verdict, stat
 CREATE INDEX IF NOT EXISTS nodes_node ON nodes(node);
 CREATE INDEX IF NOT EXISTS links_run ON links(run_id);
 CREATE INDEX IF NOT EXISTS actions_run ON actions(run_id, system, node);
-"""
+"""  # noqa: E501
 # columns added after a store could first be made: (table, column, declaration)
 MIGRATIONS = (("findings", "evidence_ref", "TEXT"),)
 DEFAULT_KEEP = 500  # runs `report prune` keeps without --keep/--older-than and without a config value
@@ -149,13 +149,17 @@ def check_store_file(path: Path) -> bool:
     if not head:
         return True  # an empty file holds nothing yet: it becomes the store
     if not head.startswith(SQLITE_MAGIC) or len(head) < 100:
-        raise InputError(str(path), None, "not a clustercert store (not an SQLite file): refusing to touch it")
+        raise InputError(
+            str(path), None, "not a clustercert store (not an SQLite file): refusing to touch it"
+        )
     app_id, tables, version, columns, ok = _read_schema(path, head)
     if ok != "ok":
         raise InputError(str(path), None, f"corrupt store (integrity check: {ok}): not touched")
     if app_id not in (0, APPLICATION_ID) or (tables and "runs" not in tables) or not tables <= TABLES:
         other = ", ".join(sorted(tables - TABLES)[:3]) or f"application_id {app_id:#x}"
-        raise InputError(str(path), None, f"another program's SQLite file ({other}), not a clustercert store: not touched")
+        raise InputError(
+            str(path), None, f"another program's SQLite file ({other}), not a clustercert store: not touched"
+        )
     if version > SCHEMA_VERSION:
         raise InputError(str(path), None, f"store of a newer clustercert (schema version {version}, this one "
                          f"reads up to {SCHEMA_VERSION}): not touched")
@@ -229,9 +233,9 @@ class Store:
         status: str = "done",
         actions: dict[str, Iterable[dict]] | None = None,
     ) -> None:
-        """Record every node's verdict, findings and hardware (the certificate's ``nodes`` object), its links and
-        what it did to other systems (``actions``: system -> the certificate's entries, e.g. {"slurm": [...]}) in
-        one transaction."""
+        """Record every node's verdict, findings and hardware (the certificate's ``nodes`` object), its links
+        and what it did to other systems (``actions``: system -> the certificate's entries, e.g. {"slurm":
+        [...]}) in one transaction."""
         with closing(self._connect()) as db, db:
             for node, body in nodes.items():
                 db.execute("INSERT OR REPLACE INTO nodes (run_id, node, verdict, detail) VALUES (?,?,?,?)",
@@ -249,24 +253,54 @@ class Store:
                            evidence_ref(text)) if text else None
                     if ref:
                         texts.setdefault(ref, text)
-                    rows.append((run_id, node, f["check"], f["status"], f.get("subject", ""), str(f.get("expected", "")),
-                                 str(f.get("observed", "")), "", ref, f.get("value"), f.get("unit")))
+                    rows.append(
+                        (
+                            run_id,
+                            node,
+                            f["check"],
+                            f["status"],
+                            f.get("subject", ""),
+                            str(f.get("expected", "")),
+                            str(f.get("observed", "")),
+                            "",
+                            ref,
+                            f.get("value"),
+                            f.get("unit"),
+                        )
+                    )
                 db.executemany("INSERT OR IGNORE INTO evidence (run_id, node, ref, text) VALUES (?,?,?,?)",
                                [(run_id, node, ref, text) for ref, text in texts.items()])
                 db.executemany(
-                    "INSERT INTO findings (run_id, node, check_id, status, subject, expected, observed, evidence, evidence_ref,"
-                    " value, unit) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+                    "INSERT INTO findings (run_id, node, check_id, status, subject, expected, observed, "
+                    "evidence, evidence_ref, value, unit) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
             db.executemany(
-                "INSERT INTO links (run_id, a, b, fabric, probe, value, unit, status, round) VALUES (?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO links (run_id, a, b, fabric, probe, value, unit, status, round) VALUES (?,?,?,?,"
+                "?,?,?,?,?)",
                 [(run_id, lk["a"], lk["b"], lk.get("fabric"), lk["probe"], lk.get("value"), lk.get("unit"),
                   lk["status"], lk.get("round")) for lk in links],
             )
             db.executemany(
-                "INSERT INTO actions (run_id, system, node, target, action, reason, ok, detail) VALUES (?,?,?,?,?,?,?,?)",
-                [(run_id, system, a["node"], a.get("slurm_node", ""), a["action"], a.get("reason", ""), int(bool(a["ok"])),
-                  a.get("detail", "")) for system, entries in (actions or {}).items() for a in entries],
+                "INSERT INTO actions (run_id, system, node, target, action, reason, ok, detail) VALUES (?,?,"
+                "?,?,?,?,?,?)",
+                [
+                    (
+                        run_id,
+                        system,
+                        a["node"],
+                        a.get("slurm_node", ""),
+                        a["action"],
+                        a.get("reason", ""),
+                        int(bool(a["ok"])),
+                        a.get("detail", ""),
+                    )
+                    for system, entries in (actions or {}).items()
+                    for a in entries
+                ],
             )
-            db.execute("UPDATE runs SET finished=?, status=?, verdict=? WHERE id=?", (time.time(), status, verdict, run_id))
+            db.execute(
+                "UPDATE runs SET finished=?, status=?, verdict=? WHERE id=?",
+                (time.time(), status, verdict, run_id),
+            )
 
     def runs(self, kind: str | None = None, limit: int = 50) -> list[dict]:
         with closing(self._connect()) as db:
@@ -285,7 +319,10 @@ class Store:
 
     def node_verdicts(self, run_id: str) -> dict[str, str]:
         with closing(self._connect()) as db:
-            return {r["node"]: r["verdict"] for r in db.execute("SELECT node, verdict FROM nodes WHERE run_id=?", (run_id,))}
+            return {
+                r["node"]: r["verdict"]
+                for r in db.execute("SELECT node, verdict FROM nodes WHERE run_id=?", (run_id,))
+            }
 
     def integrity_ok(self) -> bool:
         with closing(self._connect()) as db:
@@ -294,12 +331,18 @@ class Store:
     def history(self, node: str | None = None, limit: int = 30) -> list[dict]:
         """Per-node trend rows, newest first: run, time, kind, node verdict, failing checks, probe values."""
         with closing(self._connect()) as db:
-            q = ("SELECT r.id, r.kind, r.started, n.node, n.verdict FROM nodes n JOIN runs r ON r.id = n.run_id"
-                 + (" WHERE n.node = ?" if node else "") + " ORDER BY r.started DESC LIMIT ?")
+            q = (
+                "SELECT r.id, r.kind, r.started, n.node, n.verdict FROM nodes n JOIN runs r ON r.id = "
+                "n.run_id"
+                + (" WHERE n.node = ?" if node else "")
+                + " ORDER BY r.started DESC LIMIT ?"
+            )
             rows = [dict(r) for r in db.execute(q, (node, limit) if node else (limit,))]
             for row in rows:
-                fs = db.execute("SELECT check_id, status, subject, value, unit FROM findings WHERE run_id=? AND node=?",
-                                (row["id"], row["node"])).fetchall()
+                fs = db.execute(
+                    "SELECT check_id, status, subject, value, unit FROM findings WHERE run_id=? AND node=?",
+                    (row["id"], row["node"]),
+                ).fetchall()
                 row["failing"] = sorted({f["check_id"] for f in fs if f["status"] in ("fail", "error")})
                 values: dict[str, list[float]] = {}
                 for f in fs:
@@ -319,14 +362,16 @@ class Store:
 
     def latest_certified(self, inventory: str) -> dict | None:
         with closing(self._connect()) as db:
-            row = db.execute("SELECT * FROM runs WHERE kind='certify' AND verdict='pass' AND status='done' AND inventory=?"
-                             " ORDER BY started DESC LIMIT 1", (inventory,)).fetchone()
+            row = db.execute("SELECT * FROM runs WHERE kind='certify' AND verdict='pass' AND status='done' "
+                             "AND inventory=? ORDER BY started DESC LIMIT 1", (inventory,)).fetchone()
             return dict(row) if row else None
 
     def actions(self, run_id: str) -> list[dict]:
         with closing(self._connect()) as db:
-            return [dict(r, ok=bool(r["ok"])) for r in db.execute("SELECT * FROM actions WHERE run_id=? ORDER BY system, node",
-                                                                (run_id,))]
+            return [
+                dict(r, ok=bool(r["ok"]))
+                for r in db.execute("SELECT * FROM actions WHERE run_id=? ORDER BY system, node", (run_id,))
+            ]
 
     def hardware(self, run_id: str) -> dict[str, dict]:
         """Per node, the hardware identity the run recorded (nodes without one are absent)."""
@@ -346,9 +391,9 @@ class Store:
         the drift runs in ``leaving``, which go themselves)."""
         with closing(self._connect()) as db:
             keep = {r[0] for r in db.execute(
-                "SELECT id FROM runs r WHERE kind='certify' AND verdict='pass' AND status='done' AND started = ("
-                " SELECT MAX(started) FROM runs s WHERE s.kind='certify' AND s.verdict='pass' AND s.status='done'"
-                " AND s.inventory = r.inventory)")}
+                "SELECT id FROM runs r WHERE kind='certify' AND verdict='pass' AND status='done' AND started "
+                "= ( SELECT MAX(started) FROM runs s WHERE s.kind='certify' AND s.verdict='pass' AND "
+                "s.status='done' AND s.inventory = r.inventory)")}
             keep |= {r[0] for r in db.execute("SELECT id FROM runs WHERE status='running'")}
             for run_id, meta in db.execute("SELECT id, meta FROM runs WHERE kind='drift'"):
                 if run_id in leaving:

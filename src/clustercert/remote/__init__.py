@@ -15,8 +15,9 @@
   controller sends on the step's stdin.
 * ``tether``: the wrapper placed as ``<run_dir>/bin/ansible-playbook`` by clustercert.collect.engine.
 
-The first two and ddp_smoke run on a node (ddp_smoke also needs torch): python3 >= 3.6, stdlib only, no file of clustercert's needed there. Their
-text is sent whole; ``source`` reads it from the installed package at call time.
+The first two and ddp_smoke run on a node (ddp_smoke also needs torch): python3 >= 3.6, stdlib only, no file
+of clustercert's needed there. Their text is sent whole; ``source`` reads it from the installed package at
+call time.
 """
 
 from __future__ import annotations

@@ -56,7 +56,12 @@ def link_up(nd):
 def ip_link(*a):
     """``ip link set dev A...``: (exit status, its stderr) or (-1, why it did not run)."""
     try:
-        p = subprocess.run(["ip", "link", "set", "dev"] + list(a), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=10)
+        p = subprocess.run(
+            ["ip", "link", "set", "dev"] + list(a),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=10,
+        )
         return p.returncode, p.stderr.decode("utf-8", "replace").strip()[:200]
     except (OSError, subprocess.TimeoutExpired) as exc:
         return -1, str(exc)[:200]
@@ -94,8 +99,16 @@ def ping(bond, peer, prefix, count):
 def addresses(bond):
     """The bond's IPv4 addresses (ADDRESS/PREFIX), from ``ip -o -4 addr show dev BOND``."""
     try:
-        words = subprocess.run(["ip", "-o", "-4", "addr", "show", "dev", bond], stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, timeout=10).stdout.decode("utf-8", "replace").split()
+        words = (
+            subprocess.run(
+                ["ip", "-o", "-4", "addr", "show", "dev", bond],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                timeout=10,
+            )
+            .stdout.decode("utf-8", "replace")
+            .split()
+        )
         return [words[i + 1] for i, w in enumerate(words[:-1]) if w == "inet"]
     except (OSError, subprocess.TimeoutExpired):
         return []
@@ -137,9 +150,13 @@ def preflight(bond, primary):
 def start_watchdog(slave, guard_s):
     """A shell that brings ``slave`` back up after ``guard_s`` seconds should this process die first.
     The slave's name is an argument of the watchdog's shell ("$2"), never part of its script."""
-    guard = subprocess.Popen(["/bin/sh", "-c", 'sleep "$1"; ip link set dev "$2" up', "watchdog", str(guard_s), slave],
-                             start_new_session=True,
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    guard = subprocess.Popen(
+        ["/bin/sh", "-c", 'sleep "$1"; ip link set dev "$2" up', "watchdog", str(guard_s), slave],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     say("watchdog_s", guard_s)
     return guard
 

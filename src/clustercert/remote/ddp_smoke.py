@@ -30,7 +30,15 @@ import time
 import traceback
 
 MARK = "CLUSTERCERT_DDP "
-ENV_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
+ENV_KEYS = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+)
 
 
 def _args(argv):
@@ -41,8 +49,12 @@ def _args(argv):
     p.add_argument("--gpus", type=int, default=0, help="GPUs per node a GPU backend must see (one per rank)")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--numel", type=int, default=1 << 20)
-    p.add_argument("--timeout", type=float, default=120.0, help="init_process_group and collective timeout (s)")
-    p.add_argument("--train-steps", type=int, default=0, help="DDP training steps after a warm-up one (0: none)")
+    p.add_argument(
+        "--timeout", type=float, default=120.0, help="init_process_group and collective timeout (s)"
+    )
+    p.add_argument(
+        "--train-steps", type=int, default=0, help="DDP training steps after a warm-up one (0: none)"
+    )
     p.add_argument("--width", type=int, default=256)
     p.add_argument("--depth", type=int, default=4)
     p.add_argument("--batch", type=int, default=64)
@@ -63,8 +75,8 @@ def _problems(args, report, gathered):
         out.append(f"world size {world} (torch.distributed.get_world_size), expected {args.nnodes} nodes x "
                    f"{args.ranks_per_node} ranks = {expected}")
     if local_world != args.ranks_per_node:
-        out.append(f"{local_world} processes on {report['host']} (LOCAL_WORLD_SIZE, torchrun --nproc_per_node), "
-                   f"the profile expects {args.ranks_per_node} per node")
+        out.append(f"{local_world} processes on {report['host']} (LOCAL_WORLD_SIZE, torchrun "
+                   f"--nproc_per_node), the profile expects {args.ranks_per_node} per node")
     ranks = sorted(g["rank"] for g in gathered)
     if ranks != list(range(world)):
         out.append(f"ranks {ranks}, expected 0..{world - 1} once each")
@@ -76,7 +88,9 @@ def _problems(args, report, gathered):
         if sorted(locals_) != list(range(n)):
             out.append(f"local ranks {sorted(locals_)} on {host}, expected 0..{n - 1}")
     if len(by_host) != args.nnodes:
-        out.append(f"ranks on {len(by_host)} hosts ({', '.join(sorted(by_host))}), expected {args.nnodes} nodes")
+        out.append(
+            f"ranks on {len(by_host)} hosts ({', '.join(sorted(by_host))}), expected {args.nnodes} nodes"
+        )
     return out
 
 
@@ -180,8 +194,8 @@ def _exercise(torch, dist, args, env, report, device, local_rank):
     report["problems"] += _problems(args, report, gathered)
     ar = report["allreduce"] = _allreduce(torch, dist, args, device, rank, world)
     if not ar["ok"]:
-        report["problems"].append(f"all_reduce of rank+1 over {world} ranks gave {ar['min']:g}..{ar['max']:g}, "
-                                  f"expected {ar['expected']:g}")
+        report["problems"].append(f"all_reduce of rank+1 over {world} ranks gave "
+                                  f"{ar['min']:g}..{ar['max']:g}, expected {ar['expected']:g}")
     if args.train_steps > 0:
         report["ddp"] = _train(torch, dist, args, device)
         if not report["ddp"]["replicas_in_sync"]:

@@ -1,17 +1,18 @@
-"""node-check's zipapp: the pure layers and the node runner in one file for a node, as ``python -m zipapp`` makes it.
+"""node-check's zipapp: the pure layers and the node runner in one file for a node, as ``python -m zipapp``
+makes it.
 
-``build(target, profiles, components)`` writes ``#!/usr/bin/env python3`` and a zip (zipapp.create_archive) of the
-modules in NODE_MODULES and of the check components (``components``: clustercert.checks.COMPONENT_MODULES, which
-clustercert.checks imports by name; remote/ comes before checks/ in the layers, so the caller hands them over) --
-what ``clustercert node-check`` imports, all stdlib-only: no pydantic, PyYAML, Ansible, ansible-runner, Jinja2 or
-rich -- with ``profiles`` (the built-in profiles, validated on the controller and resolved:
-clustercert.model.nodefile reads them as clustercert/profiles/NAME.json) and a ``__main__`` that runs ``clustercert
-node-check`` with the program's own arguments. The node needs Python >= 3.10 (MIN_PYTHON: the
-parsers use 3.10's ``zip(strict=)`` and ``X | Y`` in isinstance); an older one gets one line and exit 2.
+``build(target, profiles, components)`` writes ``#!/usr/bin/env python3`` and a zip (zipapp.create_archive) of
+the modules in NODE_MODULES and of the check components (``components``: clustercert.checks.COMPONENT_MODULES,
+which clustercert.checks imports by name; remote/ comes before checks/ in the layers, so the caller hands them
+over) -- what ``clustercert node-check`` imports, all stdlib-only: no pydantic, PyYAML, Ansible,
+ansible-runner, Jinja2 or rich -- with ``profiles`` (the built-in profiles, validated on the controller and
+resolved: clustercert.model.nodefile reads them as clustercert/profiles/NAME.json) and a ``__main__`` that
+runs ``clustercert node-check`` with the program's own arguments. The node needs Python >= 3.10 (MIN_PYTHON:
+the parsers use 3.10's ``zip(strict=)`` and ``X | Y`` in isinstance); an older one gets one line and exit 2.
 
 The bytes depend on the sources and the profiles only (entries sorted, with a fixed time and mode, then
-``zipapp.create_archive`` adds the interpreter line): building again gives the same file, so the node_check role's
-copy changes nothing until clustercert does.
+``zipapp.create_archive`` adds the interpreter line): building again gives the same file, so the node_check
+role's copy changes nothing until clustercert does.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from clustercert.errors import InputError
 
 MIN_PYTHON = (3, 10)
 PACKAGE = Path(__file__).resolve().parent.parent  # clustercert/
-# the package's modules the zipapp carries besides the check components (paths under clustercert/, without .py;
-# "parsers/*": every parser); tests/test_node_check_zipapp.py holds the list closed under their imports
+# the package's modules the zipapp carries besides the check components (paths under clustercert/, without
+# .py; "parsers/*": every parser); tests/test_node_check_zipapp.py holds the list closed under their imports
 NODE_MODULES = (
     "__init__", "errors", "paths", "shell", "cli", "cmdoptions",
     "model/__init__", "model/names", "model/evidence", "model/plain", "model/nodefile",
@@ -72,10 +73,10 @@ def module_files(components: Iterable[str]) -> list[str]:
 
 def build(target: str | Path, profiles: dict[str, dict], components: Iterable[str],
           interpreter: str = INTERPRETER) -> tuple[Path, bool]:
-    """Write the zipapp to ``target`` (replaced atomically, mode 0755) carrying ``profiles`` ({name: the resolved
-    profile's dict}) and the check ``components`` (clustercert.checks.COMPONENT_MODULES); returns its path and
-    whether it changed (a target with the same bytes is left as it is). A target whose directory is missing or not
-    writable is bad input."""
+    """Write the zipapp to ``target`` (replaced atomically, mode 0755) carrying ``profiles`` ({name: the
+    resolved profile's dict}) and the check ``components`` (clustercert.checks.COMPONENT_MODULES); returns its
+    path and whether it changed (a target with the same bytes is left as it is). A target whose directory is
+    missing or not writable is bad input."""
     target = Path(target).expanduser().absolute()
     if target.is_dir():
         raise InputError("--build-zipapp", str(target), "is a directory, expected a file")
@@ -96,7 +97,8 @@ def build(target: str | Path, profiles: dict[str, dict], components: Iterable[st
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     os.close(fd)
     try:
-        zipapp.create_archive(archive, tmp, interpreter=interpreter)  # the zipapp: the interpreter line, the zip
+        # the zipapp: the interpreter line, the zip
+        zipapp.create_archive(archive, tmp, interpreter=interpreter)
         os.chmod(tmp, 0o755)
         changed = not target.is_file() or target.read_bytes() != Path(tmp).read_bytes()
         if changed or target.stat().st_mode & 0o777 != 0o755:

@@ -1,23 +1,26 @@
 """clustercert's pair step: the probes between two nodes as processes of ONE Slurm job step across both.
 
 clustercert.collect.srun (``--backend slurm``) starts this file's text as the task of each of the two nodes of
-``srun --jobid=J --overlap --nodes=2 --label --input=all python3 -c <text>``, through the launch node's agent, and
-keeps the step's stdin open: every probe of the pair (each server, each client, one after another as over ssh) is
-a line sent there, so the server's start, its port listening and its client's start keep their order without a
-channel between the two tasks -- the controller sees the server's output (through srun) before it sends the
-client. Both tasks read every line (--input=all); each runs what names its own node (SLURMD_NODENAME).
-python3 >= 3.6, stdlib only, no file of clustercert's on the node (as clustercert/remote/runner.py).
+``srun --jobid=J --overlap --nodes=2 --label --input=all python3 -c <text>``, through the launch node's agent,
+and keeps the step's stdin open: every probe of the pair (each server, each client, one after another as over
+ssh) is a line sent there, so the server's start, its port listening and its client's start keep their order
+without a channel between the two tasks -- the controller sees the server's output (through srun) before it
+sends the client. Both tasks read every line (--input=all); each runs what names its own node
+(SLURMD_NODENAME). python3 >= 3.6, stdlib only, no file of clustercert's on the node (as
+clustercert/remote/runner.py).
 
 On stdin, one JSON object per line:
 
-* ``{"node": NAME, "id": K, "run": SCRIPT}``: start ``/bin/sh -c SCRIPT`` on node NAME (the script bounds itself:
-  clustercert.collect.ssh.bounded; it prints ``PGID=<group>`` first).
-* ``{"node": NAME, "id": K, "kill": true}``: SIGKILL K's process group (the one its PGID= line named, and its own).
+* ``{"node": NAME, "id": K, "run": SCRIPT}``: start ``/bin/sh -c SCRIPT`` on node NAME (the script bounds
+  itself: clustercert.collect.ssh.bounded; it prints ``PGID=<group>`` first).
+* ``{"node": NAME, "id": K, "kill": true}``: SIGKILL K's process group (the one its PGID= line named, and its
+  own).
 
 On stdout, lines of at most about 640 characters (srun --label keeps a short line whole): first
-``MARK - step <job>.<step>`` (the step's id, for the evidence); ``MARK K o <base64>`` (a piece of K's output, in order), ``MARK K e <base64>`` (of its stderr), and once it has
-ended ``MARK K rc <status> <seconds>``. At the end of stdin (the pair is done, or the controller gone) every
-process still running is killed and the task exits.
+``MARK - step <job>.<step>`` (the step's id, for the evidence); ``MARK K o <base64>`` (a piece of K's output,
+in order), ``MARK K e <base64>`` (of its stderr), and once it has ended ``MARK K rc <status> <seconds>``. At
+the end of stdin (the pair is done, or the controller gone) every process still running is killed and the task
+exits.
 """
 
 import base64
@@ -60,8 +63,13 @@ class Step:
     def start(self, rid, script):
         t0 = time.time()
         try:
-            proc = subprocess.Popen(["/bin/sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
+            proc = subprocess.Popen(
+                ["/bin/sh", "-c", script],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
         except OSError as exc:
             self.send(f"{rid} e {base64.b64encode(str(exc).encode()).decode('ascii')}")
             self.send(f"{rid} rc - 0.0")

@@ -6,22 +6,23 @@ stdlib only, and no file of clustercert's is there. Keep it so: no syntax newer 
 annotations (tests/test_remote_runner.py compiles it for 3.6).
 
 The request, on stdin: ``{"commands": {name: [cmd, timeout] or [cmd, timeout, server]}, "parallel": N,
-"stages": [[name, ...], ...] (optional), "marks": true/false, "path": "DIR:DIR" (optional)}``. Where ``sudo -S`` reads a become
-password from the same stdin, the request follows REQUEST_MARK; what stands before the mark (what sudo
-did not read) is dropped.
+"stages": [[name, ...], ...] (optional), "marks": true/false, "path": "DIR:DIR" (optional)}``. Where ``sudo
+-S`` reads a become password from the same stdin, the request follows REQUEST_MARK; what stands before the
+mark (what sudo did not read) is dropped.
 
 Each command runs under ``/bin/sh -c`` in its own session, with the environment LC_ALL=C, a fixed PATH
-(the request's "path" before it, where given) and CLUSTERCERT_PYTHON (this interpreter), and is killed at its timeout; its leftovers in its process
-group are killed when it ends. A server (``{"cmd", "port", "timeout"}``) is started first, in its own
-session under ``timeout -s KILL``; the command (its client) starts once the port listens here (at most
-2 s), and its run time is the client's alone; afterwards the server gets 0.2 s to exit (none when the
-client failed: nobody will come), and its group is killed -- its traffic ended with its client's. With
-"stages", the stages run one after another, each stage's commands at once; without, ``parallel`` at a
-time. With "marks", a line DONE_MARK<name> is written as each command ends, before the JSON document.
+(the request's "path" before it, where given) and CLUSTERCERT_PYTHON (this interpreter), and is killed at its
+timeout; its leftovers in its process group are killed when it ends. A server (``{"cmd", "port", "timeout"}``)
+is started first, in its own session under ``timeout -s KILL``; the command (its client) starts once the port
+listens here (at most 2 s), and its run time is the client's alone; afterwards the server gets 0.2 s to exit
+(none when the client failed: nobody will come), and its group is killed -- its traffic ended with its
+client's. With "stages", the stages run one after another, each stage's commands at once; without,
+``parallel`` at a time. With "marks", a line DONE_MARK<name> is written as each command ends, before the JSON
+document.
 
-With "nodes" instead (``{"nodes": {Slurm NodeName: request}}``), the request is one srun step's, the same stdin
-for every task (srun --input=all): each node runs its own (SLURMD_NODENAME) and writes its document framed,
-in short lines (PART_MARK, base64 of zlib) that srun --label keeps whole (clustercert.collect.srun).
+With "nodes" instead (``{"nodes": {Slurm NodeName: request}}``), the request is one srun step's, the same
+stdin for every task (srun --input=all): each node runs its own (SLURMD_NODENAME) and writes its document
+framed, in short lines (PART_MARK, base64 of zlib) that srun --label keeps whole (clustercert.collect.srun).
 
 The output, on stdout: ``{"results": {name: {"rc", "stdout", "stderr", "timed_out", "seconds"[, "server":
 {"rc", "stdout", "stderr"}]}}, "hostname": ...}`` (rc null when the command timed out or did not start).
@@ -43,7 +44,9 @@ DONE_MARK = "CLUSTERCERT_DONE="  # DONE_MARK<name>: the command <name> has ended
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SERVER_WAIT_S = 2.0
 PART_MARK = "CLUSTERCERT_PART="  # PART_MARK<node> <i> <n> <piece>: piece i of n of a node's framed document
-FRAME_CHARS = 800  # base64 characters per framed line (srun's I/O messages are 1 KiB)  # how long a client waits for its server's port to listen
+# base64 characters per framed line (srun's I/O messages are 1 KiB)  # how long a client waits for its
+# server's port to listen
+FRAME_CHARS = 800
 
 
 def read_request(data):
@@ -109,7 +112,9 @@ def run_command(spec, env):
     srv = None
     if server:
         try:
-            srv = start(["timeout", "-s", "KILL", str(int(server["timeout"])), "/bin/sh", "-c", server["cmd"]], env)
+            srv = start(
+                ["timeout", "-s", "KILL", str(int(server["timeout"])), "/bin/sh", "-c", server["cmd"]], env
+            )
         except OSError as exc:
             return not_started(f"server: {exc}")
         until = time.time() + SERVER_WAIT_S

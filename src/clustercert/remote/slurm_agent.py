@@ -1,25 +1,26 @@
-"""clustercert's Slurm agent: on the launch node, starts the srun commands the controller asks for, all at once,
-and sends back what each printed.
+"""clustercert's Slurm agent: on the launch node, starts the srun commands the controller asks for, all at
+once, and sends back what each printed.
 
-clustercert.collect.srun (``--backend slurm``) sends this file's text over SSH as ``python3 -c <text>`` to ONE node
-of the cluster where srun works (the launch node) and keeps that one session for the whole run: every node's
-work is a Slurm job step started here, never a connection of the controller's own. It runs on that node:
-python3 >= 3.6, stdlib only, no file of clustercert's there (as clustercert/remote/runner.py).
+clustercert.collect.srun (``--backend slurm``) sends this file's text over SSH as ``python3 -c <text>`` to ONE
+node of the cluster where srun works (the launch node) and keeps that one session for the whole run: every
+node's work is a Slurm job step started here, never a connection of the controller's own. It runs on that
+node: python3 >= 3.6, stdlib only, no file of clustercert's there (as clustercert/remote/runner.py).
 
 On stdin, one JSON object per line:
 
-* ``{"op": "run", "id": N, "argv": [...], "stdin": TEXT or null, "timeout": S, "stream": BOOL, "hold": BOOL}``:
-  start ``argv`` (salloc, srun, scontrol, scancel: no shell) with TEXT on its stdin. With ``stream``, each line it
-  prints is sent as it comes. With ``hold``, its stdin stays open for ``input`` (a pair step:
+* ``{"op": "run", "id": N, "argv": [...], "stdin": TEXT or null, "timeout": S, "stream": BOOL, "hold":
+  BOOL}``: start ``argv`` (salloc, srun, scontrol, scancel: no shell) with TEXT on its stdin. With ``stream``,
+  each line it prints is sent as it comes. With ``hold``, its stdin stays open for ``input`` (a pair step:
   clustercert/remote/pair_step.py).
-* ``{"op": "input", "id": N, "data": TEXT}``: TEXT to the stdin of N (held); ``{"op": "eof", "id": N}``: close it.
-* ``{"op": "cancel", "id": N}``: end it: SIGTERM (srun passes it to the step's tasks, and Slurm ends every process
-  of the step once they have ended), SIGKILL after GRACE_S.
+* ``{"op": "input", "id": N, "data": TEXT}``: TEXT to the stdin of N (held); ``{"op": "eof", "id": N}``: close
+  it.
+* ``{"op": "cancel", "id": N}``: end it: SIGTERM (srun passes it to the step's tasks, and Slurm ends every
+  process of the step once they have ended), SIGKILL after GRACE_S.
 
-On stdout, one JSON object per line: first ``{"hello": HOSTNAME, "srun": PATH or null}``; then ``{"id": N, "line":
-TEXT}`` (stream) and, once it has ended, ``{"id": N, "rc": INT or null, "stdout": TEXT, "stderr": TEXT,
-"timed_out": BOOL, "seconds": S[, "job": ID]}`` (``stdout`` empty where it was streamed; ``job``: the job a
-salloc was granted). A request past its timeout is
+On stdout, one JSON object per line: first ``{"hello": HOSTNAME, "srun": PATH or null}``; then ``{"id": N,
+"line": TEXT}`` (stream) and, once it has ended, ``{"id": N, "rc": INT or null, "stdout": TEXT, "stderr":
+TEXT, "timed_out": BOOL, "seconds": S[, "job": ID]}`` (``stdout`` empty where it was streamed; ``job``: the
+job a salloc was granted). A request past its timeout is
 ended and ends with timed_out true. At the end of stdin (the controller is done, or gone) every request still
 running is ended, every job a salloc of it was granted is cancelled (scancel), and the agent exits.
 """
@@ -77,7 +78,9 @@ class Agent:
     def end_jobs(self):
         for job in self.jobs:
             try:
-                subprocess.run(["scancel", job], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=15)
+                subprocess.run(
+                    ["scancel", job], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=15
+                )
             except (OSError, subprocess.TimeoutExpired):
                 pass
 

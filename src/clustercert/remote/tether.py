@@ -106,7 +106,14 @@ def main(argv=None):
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
     argv = sys.argv[1:] if argv is None else argv
-    parent, timeout, mark, secrets, playbook, args = int(argv[0]), int(argv[1]), argv[2], argv[3], argv[4], argv[5:]
+    parent, timeout, mark, secrets, playbook, args = (
+        int(argv[0]),
+        int(argv[1]),
+        argv[2],
+        argv[3],
+        argv[4],
+        argv[5:],
+    )
 
     inherited = {s: signal.getsignal(s) for s in END_SIGNALS}
     for s in inherited:

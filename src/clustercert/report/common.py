@@ -161,10 +161,14 @@ def standing(value, status: str | None, th: dict | None, unit: str, observed=Non
         words = f"{text}, no threshold recorded"
     elif th.get("floor") is not None:
         short = value < float(th["floor"])
-        words = f"{text}, {'below' if short else 'at or above'} the floor of {num(th['floor'])} {unit}".rstrip()
+        words = (
+            f"{text}, {'below' if short else 'at or above'} the floor of {num(th['floor'])} {unit}".rstrip()
+        )
     else:
         short = value > float(th["ceiling"])
-        words = f"{text}, {'above' if short else 'within'} the ceiling of {num(th['ceiling'])} {unit}".rstrip()
+        words = (
+            f"{text}, {'above' if short else 'within'} the ceiling of {num(th['ceiling'])} {unit}".rstrip()
+        )
     why = clean(observed).strip()
     if status in ("fail", "error") and not short and why:
         words += f"; {status}: {why}"  # judged by something else: the outlier rule against the median, ...
@@ -240,7 +244,13 @@ def link_groups(cert: dict) -> dict[tuple[int, str], list[dict]]:
 
 
 def link_order(link: dict) -> tuple:
-    return fabric_of(link), str(link.get("probe")), natural(link.get("a")), natural(link.get("b")), int(link.get("round") or 1)
+    return (
+        fabric_of(link),
+        str(link.get("probe")),
+        natural(link.get("a")),
+        natural(link.get("b")),
+        int(link.get("round") or 1),
+    )
 
 
 def worse(a: dict, b: dict, th: dict | None) -> dict:

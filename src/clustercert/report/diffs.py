@@ -18,9 +18,14 @@ def _serialise(value) -> str:
 
 def _skipped(diff: Mapping) -> list[str]:
     """Ansible's "diff skipped" notes: a binary file, or one larger than the module would diff."""
-    out = [f"diff skipped: {note}\n" for key, note in (("dst_binary", "destination file appears to be binary"),
-                                                       ("src_binary", "source file appears to be binary"))
-           if key in diff]
+    out = [
+        f"diff skipped: {note}\n"
+        for key, note in (
+            ("dst_binary", "destination file appears to be binary"),
+            ("src_binary", "source file appears to be binary"),
+        )
+        if key in diff
+    ]
     out += [f"diff skipped: {which} file size is greater than {diff[key]}\n"
             for key, which in (("dst_larger", "destination"), ("src_larger", "source")) if key in diff]
     return out

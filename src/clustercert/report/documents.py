@@ -8,8 +8,8 @@ Every document starts with the same envelope::
 (``clustercert/schemas/<verb>.schema.json``, Draft 2020-12) and ``schema_for`` finds them. ``run`` is the
 id of the run the verb recorded in the store (validate, certify, probe, drift) or of the playbook run
 (bootstrap), and null for verbs that record nothing (inventory, checks, version, report, init, --list-hosts).
-``started`` and ``finished`` are ISO 8601 times in UTC, to the second. Stdlib only, and Python 3.10's: node-check's
-zipapp carries this module (clustercert.remote.nodeapp).
+``started`` and ``finished`` are ISO 8601 times in UTC, to the second. Stdlib only, and Python 3.10's:
+node-check's zipapp carries this module (clustercert.remote.nodeapp).
 """
 
 from __future__ import annotations
@@ -23,8 +23,20 @@ UTC = timezone.utc  # noqa: UP017 - datetime.UTC is Python 3.11's; a node's Pyth
 
 VERSION = "v1"
 # verb -> schema file stem; the document's "schema" is "clustercert.<stem>/v1"
-KINDS = ("validate", "certify", "probe", "drift", "report", "bootstrap", "inventory", "checks", "version", "init",
-         "hosts", "node-check")
+KINDS = (
+    "validate",
+    "certify",
+    "probe",
+    "drift",
+    "report",
+    "bootstrap",
+    "inventory",
+    "checks",
+    "version",
+    "init",
+    "hosts",
+    "node-check",
+)
 
 
 def now() -> datetime:
@@ -45,14 +57,23 @@ def schema_id(kind: str) -> str:
     return f"clustercert.{kind}/{VERSION}"
 
 
-def envelope(kind: str, run: str | None, started: datetime | float, finished: datetime | float | None = None) -> dict:
+def envelope(
+    kind: str, run: str | None, started: datetime | float, finished: datetime | float | None = None
+) -> dict:
     """The keys every document starts with."""
-    return {"schema": schema_id(kind), "run": run, "started": iso(started), "finished": iso(finished or now())}
+    return {
+        "schema": schema_id(kind),
+        "run": run,
+        "started": iso(started),
+        "finished": iso(finished or now()),
+    }
 
 
 def schema_for(kind: str) -> dict:
     """The JSON Schema a ``kind`` document follows (shipped as package data)."""
-    text = resources.files("clustercert").joinpath("schemas", f"{kind}.schema.json").read_text(encoding="utf-8")
+    text = (
+        resources.files("clustercert").joinpath("schemas", f"{kind}.schema.json").read_text(encoding="utf-8")
+    )
     return json.loads(text)
 
 
@@ -67,8 +88,16 @@ def parse_time(text: str) -> datetime:
 
 # ---- the verbs' documents ----------------------------------------------------------------------------
 
-def validate_document(results: dict, run_id: str, started: float, finished: float, verdict: str, inventory: str,
-                      comp_names: list[str], ids: set[str]) -> dict:
+def validate_document(
+    results: dict,
+    run_id: str,
+    started: float,
+    finished: float,
+    verdict: str,
+    inventory: str,
+    comp_names: list[str],
+    ids: set[str],
+) -> dict:
     """The `validate --format json` document (and --out's validate.json): every finding of every node."""
     return envelope("validate", run_id, started, finished) | {
         "inventory": inventory,
@@ -81,8 +110,9 @@ def validate_document(results: dict, run_id: str, started: float, finished: floa
 
 def node_check_document(result, started: float, finished: float, profile: str, comp_names: list[str],
                         ids: set[str], slurm: list[dict]) -> dict:
-    """The `node-check --format json` document: one node's findings, in validate's per-node shape (``nodes``), so
-    that the controller can merge it (merge_node_checks), and what --drain did in Slurm (certify's entries)."""
+    """The `node-check --format json` document: one node's findings, in validate's per-node shape (``nodes``),
+    so that the controller can merge it (merge_node_checks), and what --drain did in Slurm (certify's
+    entries)."""
     return envelope("node-check", None, started, finished) | {
         "profile": profile,
         "verdict": "pass" if result.verdict == "pass" else "fail",
@@ -94,14 +124,17 @@ def node_check_document(result, started: float, finished: float, profile: str, c
 
 
 def merge_node_checks(base: dict, *docs: dict) -> dict:
-    """``base`` (a validate or node-check document) with the nodes of node-check documents ``docs`` added: their
-    checks and components joined, the verdict taken over every node, the latest ``finished``; node-check's Slurm
-    actions stay with node-check documents (a validate document has none). A node in two documents, or a document
-    that is not a node-check one, is a ValueError: which one holds would be a guess."""
+    """``base`` (a validate or node-check document) with the nodes of node-check documents ``docs`` added:
+    their checks and components joined, the verdict taken over every node, the latest ``finished``;
+    node-check's Slurm actions stay with node-check documents (a validate document has none). A node in two
+    documents, or a document that is not a node-check one, is a ValueError: which one holds would be a
+    guess."""
     # imported here, not with the module: every verb's documents would load the checks and parsers
     from clustercert.checks import COMPONENT_ORDER
 
-    out = dict(base, nodes=dict(base["nodes"]), checks=set(base["checks"]), components=set(base["components"]))
+    out = dict(
+        base, nodes=dict(base["nodes"]), checks=set(base["checks"]), components=set(base["components"])
+    )
     for doc in docs:
         if doc.get("schema") != schema_id("node-check"):
             raise ValueError(f"not a node-check document: schema {doc.get('schema')!r}")
@@ -126,9 +159,16 @@ def probe_document(outcome, run_id: str, started: datetime, inventory: str, prob
     """The `probe --format json` document: every node's probe findings, the links, the rounds and
     what localisation concluded."""
     return envelope("probe", run_id, started) | {
-        "inventory": inventory, "probes": sorted(probes) if probes else None, "verdict": verdict,
-        "rounds": len(outcome.rounds), "schedule": outcome.schedule(), "seconds": outcome.seconds, "nodes": nodes,
-        "links": links, "localisation": [x.to_json() for x in outcome.localisation]}
+        "inventory": inventory,
+        "probes": sorted(probes) if probes else None,
+        "verdict": verdict,
+        "rounds": len(outcome.rounds),
+        "schedule": outcome.schedule(),
+        "seconds": outcome.seconds,
+        "nodes": nodes,
+        "links": links,
+        "localisation": [x.to_json() for x in outcome.localisation],
+    }
 
 
 def certify_document(cert: dict, run_id: str, out_dir: Path, inventory: str) -> dict:
@@ -179,15 +219,23 @@ def bootstrap_document(result, summary: dict, started: float, finished: float, i
     """The `bootstrap --format json` document: the envelope (``run`` is the playbook run, its directory under
     the state directory's runs/), and per host the task counts, every change and every failure."""
     return envelope("bootstrap", result.run_id, started, finished) | {
-        "inventory": inventory, "check": check, "ok": ok, "status": result.status, "run_dir": str(result.run_dir),
-        **summary, "failures": result.failures}
+        "inventory": inventory,
+        "check": check,
+        "ok": ok,
+        "status": result.status,
+        "run_dir": str(result.run_dir),
+        **summary,
+        "failures": result.failures,
+    }
 
 
 def report_document(what: str, node: str | None, rows: list[dict], started: datetime) -> dict:
     """The `report history|runs|prune --format json` document: the store's rows, their times in ISO 8601."""
     if what == "runs":
-        rows = [r | {"started": iso(r["started"]), "finished": iso(r["finished"]) if r.get("finished") else None}
-                for r in rows]
+        rows = [
+            r | {"started": iso(r["started"]), "finished": iso(r["finished"]) if r.get("finished") else None}
+            for r in rows
+        ]
     elif what == "prune":
         rows = list(rows)
     else:

@@ -21,7 +21,11 @@ def write_reports(cert: dict, out_dir: Path, templates: str | Path | None = None
     ``templates``: a site's HTML template directory (else $CLUSTERCERT_REPORT_TEMPLATES)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"html": out_dir / "report.html", "junit": out_dir / "junit.xml", "summary": out_dir / "summary.md"}
+    paths = {
+        "html": out_dir / "report.html",
+        "junit": out_dir / "junit.xml",
+        "summary": out_dir / "summary.md",
+    }
     write_html(cert, paths["html"], templates)
     with open(paths["junit"], "wb") as f:
         for part in junit_parts(cert):

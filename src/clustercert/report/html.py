@@ -134,13 +134,20 @@ def _header(cert: dict) -> dict:
     verdict = str(cert.get("verdict", "?"))
     v = cert.get("versions") or {}
     return {
-        "cluster": cert.get("cluster"), "schema": cert.get("schema"), "verdict": verdict.upper(),
+        "cluster": cert.get("cluster"),
+        "schema": cert.get("schema"),
+        "verdict": verdict.upper(),
         "verdict_class": verdict if verdict in ("pass", "fail") else "fail",
-        "meta": [("started", cert.get("started")), ("finished", cert.get("finished")), ("duration", duration(cert)),
-                 ("rounds", cert.get("rounds")),
-                 ("profiles", ", ".join(sorted(cert.get("profiles") or {})) or "—"),
-                 ("clustercert", v.get("clustercert")), ("ansible-core", v.get("ansible-core")),
-                 ("signed by", fingerprint_of(cert) or "unsigned")],
+        "meta": [
+            ("started", cert.get("started")),
+            ("finished", cert.get("finished")),
+            ("duration", duration(cert)),
+            ("rounds", cert.get("rounds")),
+            ("profiles", ", ".join(sorted(cert.get("profiles") or {})) or "—"),
+            ("clustercert", v.get("clustercert")),
+            ("ansible-core", v.get("ansible-core")),
+            ("signed by", fingerprint_of(cert) or "unsigned"),
+        ],
     }
 
 
@@ -153,10 +160,17 @@ def _first(cert: dict) -> dict:
     loc_links = sum(1 for item in cert.get("localisation") or [] if "link" in item)
     links = ""
     if bad_links:
-        links = (f"{len(bad_links)} link measurement{'s' if len(bad_links) != 1 else ''} did not pass"
-                 + (f" ({loc_links} localised as a bad link)" if loc_links else "") + ": see Localisation and the rounds.")
-    return {"title": not_passing_title(nodes, rows), "links": links, "hidden": max(0, len(rows) - FIRST_TABLE_ROWS),
-            "rows": [r | {"more": more_text(r["more"])} for r in rows[:FIRST_TABLE_ROWS]]}
+        links = (
+            f"{len(bad_links)} link measurement{'s' if len(bad_links) != 1 else ''} did not pass"
+            + (f" ({loc_links} localised as a bad link)" if loc_links else "")
+            + ": see Localisation and the rounds."
+        )
+    return {
+        "title": not_passing_title(nodes, rows),
+        "links": links,
+        "hidden": max(0, len(rows) - FIRST_TABLE_ROWS),
+        "rows": [r | {"more": more_text(r["more"])} for r in rows[:FIRST_TABLE_ROWS]],
+    }
 
 
 def _cards(cert: dict) -> list[dict]:
@@ -172,11 +186,17 @@ def _localisation(cert: dict) -> list[dict]:
     out = []
     for item in cert.get("localisation") or []:
         kind = str(item.get("kind", ""))
-        out.append({"kind": kind, "label": {"bad_node": "bad node", "bad_link": "bad link"}.get(kind, kind.replace("_", " ")),
-                    "subject": loc_subject(item), "reason": item.get("reason"),
-                    "fabric": None if item.get("fabric") is None else fabric_title(int(item["fabric"])),
-                    "probes": [str(p) for p in item.get("probes") or []],
-                    "partners": sorted((str(p) for p in item.get("partners") or []), key=natural)})
+        out.append(
+            {
+                "kind": kind,
+                "label": {"bad_node": "bad node", "bad_link": "bad link"}.get(kind, kind.replace("_", " ")),
+                "subject": loc_subject(item),
+                "reason": item.get("reason"),
+                "fabric": None if item.get("fabric") is None else fabric_title(int(item["fabric"])),
+                "probes": [str(p) for p in item.get("probes") or []],
+                "partners": sorted((str(p) for p in item.get("partners") or []), key=natural),
+            }
+        )
     return out
 
 
@@ -186,14 +206,28 @@ def _channel(cert: dict, key: tuple[int, str], links: list[dict]) -> dict:
     unit = unit_label((th or {}).get("unit") or links[0].get("unit"))
     values = sorted(float(lk["value"]) for lk in links if isinstance(lk.get("value"), int | float))
     c = Counter(str(lk.get("status")) for lk in links)
-    return {"key": key, "fabric": fabric, "probe": probe, "title": channel_title(fabric, probe),
-            "threshold": threshold_text(th, unit), "source": (th or {}).get("source"), "th": th, "unit": unit,
-            "measured": len(links), "pass": c["pass"], "fail": c["fail"], "error": c["error"],
-            "low": val(values[0], unit) if values else "—", "median": val(statistics.median(values), unit) if values else "—",
-            "high": val(values[-1], unit) if values else "—"}
+    return {
+        "key": key,
+        "fabric": fabric,
+        "probe": probe,
+        "title": channel_title(fabric, probe),
+        "threshold": threshold_text(th, unit),
+        "source": (th or {}).get("source"),
+        "th": th,
+        "unit": unit,
+        "measured": len(links),
+        "pass": c["pass"],
+        "fail": c["fail"],
+        "error": c["error"],
+        "low": val(values[0], unit) if values else "—",
+        "median": val(statistics.median(values), unit) if values else "—",
+        "high": val(values[-1], unit) if values else "—",
+    }
 
 
-def _round_view(cert: dict, k: int, links: list[dict], sched: dict, times: dict, history: dict, compact: bool) -> dict:
+def _round_view(
+    cert: dict, k: int, links: list[dict], sched: dict, times: dict, history: dict, compact: bool
+) -> dict:
     groups: dict[tuple[int, str], list[dict]] = defaultdict(list)
     for lk in links:
         groups[(fabric_of(lk), str(lk.get("probe")))].append(lk)
@@ -201,7 +235,9 @@ def _round_view(cert: dict, k: int, links: list[dict], sched: dict, times: dict,
     ch_of = {ch["key"]: ch for ch in channels}
     pairs: dict[frozenset, dict] = {}
     for lk in links:
-        p = pairs.setdefault(frozenset((lk.get("a"), lk.get("b"))), {"a": lk.get("a"), "b": lk.get("b"), "cells": {}})
+        p = pairs.setdefault(
+            frozenset((lk.get("a"), lk.get("b"))), {"a": lk.get("a"), "b": lk.get("b"), "cells": {}}
+        )
         key = (fabric_of(lk), str(lk.get("probe")))
         old = p["cells"].get(key)
         p["cells"][key] = lk if old is None else worse(old, lk, ch_of[key]["th"])
@@ -217,12 +253,19 @@ def _round_view(cert: dict, k: int, links: list[dict], sched: dict, times: dict,
                 continue
             st = str(e.get("status"))
             fill = heat_colour(e.get("value"), ch["th"], st)
-            cells.append({"status": st, "text": "err" if e.get("value") is None else num(e.get("value")),
-                          "fill": fill, "fg": text_on(fill),
-                          "title": f"{p['a']} ↔ {p['b']} · {ch['title']} · round {k}: "
-                                   f"{standing(e.get('value'), st, ch['th'], ch['unit'], e.get('observed'))}"})
+            cells.append(
+                {
+                    "status": st,
+                    "text": "err" if e.get("value") is None else num(e.get("value")),
+                    "fill": fill,
+                    "fg": text_on(fill),
+                    "title": f"{p['a']} ↔ {p['b']} · {ch['title']} · round {k}: "
+                    f"{standing(e.get('value'), st, ch['th'], ch['unit'], e.get('observed'))}",
+                }
+            )
         rows.append({"a": p["a"], "b": p["b"], "status": status, "cells": cells})
-    rows.sort(key=lambda r: (_RANK.get(r["status"], 1), natural(r["a"]), natural(r["b"])))  # failing, errored, passing
+    # failing, errored, passing
+    rows.sort(key=lambda r: (_RANK.get(r["status"], 1), natural(r["a"]), natural(r["b"])))
     failing: dict[frozenset, dict] = {}
     for lk in sorted((lk for lk in links if lk.get("status") != "pass"),
                      key=lambda x: (natural(x.get("a")), natural(x.get("b")),
@@ -230,21 +273,43 @@ def _round_view(cert: dict, k: int, links: list[dict], sched: dict, times: dict,
         ch = ch_of[(fabric_of(lk), str(lk.get("probe")))]
         pair = frozenset((lk.get("a"), lk.get("b")))
         other = [e for e in history[(pair, ch["key"])] if e is not lk]
-        item = failing.setdefault(pair, {"a": lk.get("a"), "b": lk.get("b"), "status": "error", "measurements": []})
+        item = failing.setdefault(
+            pair, {"a": lk.get("a"), "b": lk.get("b"), "status": "error", "measurements": []}
+        )
         if lk.get("status") == "fail":
             item["status"] = "fail"
-        item["measurements"].append({
-            "status": lk.get("status"), "channel": ch["title"], "fabric": ch["fabric"], "probe": ch["probe"],
-            "words": standing(lk.get("value"), str(lk.get("status")), ch["th"], ch["unit"], lk.get("observed")),
-            "history": "; ".join(f"round {e.get('round')}: {val(e.get('value'), ch['unit'])} ({e.get('status')})"
-                                 for e in sorted(other, key=lambda e: int(e.get("round") or 1)))})
+        item["measurements"].append(
+            {
+                "status": lk.get("status"),
+                "channel": ch["title"],
+                "fabric": ch["fabric"],
+                "probe": ch["probe"],
+                "words": standing(
+                    lk.get("value"), str(lk.get("status")), ch["th"], ch["unit"], lk.get("observed")
+                ),
+                "history": "; ".join(
+                    f"round {e.get('round')}: {val(e.get('value'), ch['unit'])} ({e.get('status')})"
+                    for e in sorted(other, key=lambda e: int(e.get("round") or 1))
+                ),
+            }
+        )
     t = times.get(k) or {}
-    return {"number": k, "question": sched.get("question") or "", "scheduled": sched.get("pairs"),
-            "pairs_measured": len(pairs), "wall_s": t.get("wall_s"), "tool_s": t.get("tool_s"),
-            "channels": channels, "rows": rows, "compact": compact,
-            "failing": sorted(failing.values(), key=lambda f: (_RANK.get(f["status"], 1), natural(f["a"]), natural(f["b"]))),
-            "failing_count": sum(len(f["measurements"]) for f in failing.values()),
-            "passing_pairs": sum(1 for r in rows if r["status"] == "pass")}
+    return {
+        "number": k,
+        "question": sched.get("question") or "",
+        "scheduled": sched.get("pairs"),
+        "pairs_measured": len(pairs),
+        "wall_s": t.get("wall_s"),
+        "tool_s": t.get("tool_s"),
+        "channels": channels,
+        "rows": rows,
+        "compact": compact,
+        "failing": sorted(
+            failing.values(), key=lambda f: (_RANK.get(f["status"], 1), natural(f["a"]), natural(f["b"]))
+        ),
+        "failing_count": sum(len(f["measurements"]) for f in failing.values()),
+        "passing_pairs": sum(1 for r in rows if r["status"] == "pass"),
+    }
 
 
 def _rounds(cert: dict, compact: bool) -> list[dict]:
@@ -255,7 +320,11 @@ def _rounds(cert: dict, compact: bool) -> list[dict]:
         by_round[int(lk.get("round") or 1)].append(lk)
         history[(frozenset((lk.get("a"), lk.get("b"))), (fabric_of(lk), str(lk.get("probe"))))].append(lk)
     schedule = {int(s["round"]): s for s in cert.get("schedule") or [] if s.get("round") is not None}
-    times = {int(r["round"]): r for r in (cert.get("timing") or {}).get("rounds") or [] if r.get("round") is not None}
+    times = {
+        int(r["round"]): r
+        for r in (cert.get("timing") or {}).get("rounds") or []
+        if r.get("round") is not None
+    }
     return [_round_view(cert, k, by_round.get(k, []), schedule.get(k, {}), times, history, compact)
             for k in sorted(set(schedule) | set(by_round))]
 
@@ -268,9 +337,16 @@ def _bar_rows(cert: dict) -> list[tuple[str, str, list[dict], dict | None]]:
     for name in sorted(cert.get("nodes") or {}, key=natural):
         for f in cert["nodes"][name].get("findings") or []:
             if isinstance(f.get("value"), int | float) and not isinstance(f.get("value"), bool):
-                per_check[str(f.get("check"))].append({"node": name, "subject": f.get("subject") or "",
-                                                       "value": float(f["value"]), "status": f.get("status"),
-                                                       "unit": f.get("unit"), "threshold": f.get("threshold")})
+                per_check[str(f.get("check"))].append(
+                    {
+                        "node": name,
+                        "subject": f.get("subject") or "",
+                        "value": float(f["value"]),
+                        "status": f.get("status"),
+                        "unit": f.get("unit"),
+                        "threshold": f.get("threshold"),
+                    }
+                )
     for check, rows in per_check.items():
         th = threshold_for(cert, rows[0].get("threshold") or check)
         out.append((check, unit_label(rows[0].get("unit")), rows, th))
@@ -292,19 +368,39 @@ def _bars_svg(rows: list[dict], th: dict | None, unit: str) -> dict:
     bars = []
     for i, r in enumerate(rows):
         y = i * row_h
-        bar = {"y": y, "ty": y + 14, "label": f"{r['node']} {r['subject']}".strip(), "status": r.get("status"),
-               "value": None if r.get("value") is None else num(r["value"])}
+        bar = {
+            "y": y,
+            "ty": y + 14,
+            "label": f"{r['node']} {r['subject']}".strip(),
+            "status": r.get("status"),
+            "value": None if r.get("value") is None else num(r["value"]),
+        }
         if r.get("value") is not None:
             w = max(1.0, bar_w * float(r["value"]) / top)
-            bar |= {"w": f"{w:.1f}", "tx": f"{label_w + w + 5:.1f}",
-                    "fill": {"pass": "#34a853", "fail": "#e5484d", "error": "#f59e0b"}.get(str(r.get("status")), "#9ca3af")}
+            bar |= {
+                "w": f"{w:.1f}",
+                "tx": f"{label_w + w + 5:.1f}",
+                "fill": {"pass": "#34a853", "fail": "#e5484d", "error": "#f59e0b"}.get(
+                    str(r.get("status")), "#9ca3af"
+                ),
+            }
         bars.append(bar)
     line = None
     if limit is not None:
-        line = {"x": f"{label_w + bar_w * float(limit) / top:.1f}", "y2": len(rows) * row_h, "ty": len(rows) * row_h + 16,
-                "text": f"{'floor' if th.get('floor') is not None else 'ceiling'} {num(limit)} {unit}"}
-    return {"width": label_w + bar_w + 70, "height": len(rows) * row_h + 26, "label_w": label_w, "row_h": row_h,
-            "bars": bars, "line": line}
+        line = {
+            "x": f"{label_w + bar_w * float(limit) / top:.1f}",
+            "y2": len(rows) * row_h,
+            "ty": len(rows) * row_h + 16,
+            "text": f"{'floor' if th.get('floor') is not None else 'ceiling'} {num(limit)} {unit}",
+        }
+    return {
+        "width": label_w + bar_w + 70,
+        "height": len(rows) * row_h + 26,
+        "label_w": label_w,
+        "row_h": row_h,
+        "bars": bars,
+        "line": line,
+    }
 
 
 def _bars(cert: dict, large: bool) -> list[dict]:
@@ -343,15 +439,30 @@ def _matrix(cert: dict, large: bool) -> dict:
             fs = per_node[n].get(check, [])
             if not fs:
                 verdict = str(cert["nodes"][n].get("verdict"))
-                cells.append({"status": "unreachable" if verdict in ("unreachable", "error") else "none", "text": "—",
-                              "title": f"{n}: {check} not evaluated", "details": []})
+                cells.append(
+                    {
+                        "status": "unreachable" if verdict in ("unreachable", "error") else "none",
+                        "text": "—",
+                        "title": f"{n}: {check} not evaluated",
+                        "details": [],
+                    }
+                )
                 continue
             st = aggregate(f.get("status") for f in fs)
             bad = [f for f in fs if f.get("status") == st] if st in ("fail", "error") else []
             details = [eo(f) for f in bad[:2]] + ([f"… {len(bad) - 2} more"] if len(bad) > 2 else [])
-            title = "\n".join(eo(f) for f in (bad or fs)) if bad or not large else None  # large: no hover text on passes
-            cells.append({"status": st, "details": details, "title": title,
-                          "text": st if len(fs) == 1 else f"{st} {sum(1 for f in fs if f.get('status') == st)}/{len(fs)}"})
+            # large: no hover text on passes
+            title = "\n".join(eo(f) for f in (bad or fs)) if bad or not large else None
+            cells.append(
+                {
+                    "status": st,
+                    "details": details,
+                    "title": title,
+                    "text": st
+                    if len(fs) == 1
+                    else f"{st} {sum(1 for f in fs if f.get('status') == st)}/{len(fs)}",
+                }
+            )
         rows.append({"check": check, "cells": cells})
     return {"nodes": [{"name": n, "verdict": str(cert["nodes"][n].get("verdict"))} for n in shown],
             "rows": rows, "hidden": len(nodes) - len(shown), "collapsed": large}
@@ -368,17 +479,32 @@ def _versions(cert: dict, large: bool) -> dict | None:
         common[c] = mc[0][0] if mc else None
     rows = []
     for n in sorted(per, key=natural):
-        cells = [{"text": per[n].get(c) if per[n].get(c) is not None else "—",
-                  "drift": per[n].get(c) is not None and common[c] is not None and str(per[n].get(c)) != common[c]}
-                 for c in cols]
+        cells = [
+            {
+                "text": per[n].get(c) if per[n].get(c) is not None else "—",
+                "drift": per[n].get(c) is not None
+                and common[c] is not None
+                and str(per[n].get(c)) != common[c],
+            }
+            for c in cols
+        ]
         if not large or any(c["drift"] or c["text"] == "—" for c in cells):
             rows.append({"node": n, "cells": cells})
     return {"rows": rows, "hidden": len(per) - len(rows), "common": [(c, common[c] or "—") for c in cols]}
 
 
 def _slurm(cert: dict) -> list[dict]:
-    return [{"node": a.get("node"), "slurm_node": a.get("slurm_node"), "action": a.get("action"), "reason": a.get("reason"),
-             "ok": bool(a.get("ok")), "detail": a.get("detail")} for a in cert.get("slurm") or []]
+    return [
+        {
+            "node": a.get("node"),
+            "slurm_node": a.get("slurm_node"),
+            "action": a.get("action"),
+            "reason": a.get("reason"),
+            "ok": bool(a.get("ok")),
+            "detail": a.get("detail"),
+        }
+        for a in cert.get("slurm") or []
+    ]
 
 
 def _thresholds(cert: dict) -> list[dict]:
@@ -393,7 +519,10 @@ def _thresholds(cert: dict) -> list[dict]:
 def _evidence_text(text) -> str:
     s = clean(text) or "(no evidence recorded)"
     if len(s) > EVIDENCE_MAX_CHARS:
-        s = s[:EVIDENCE_MAX_CHARS] + f"\n… ({len(s) - EVIDENCE_MAX_CHARS} more characters in certificate.json)"
+        s = (
+            s[:EVIDENCE_MAX_CHARS]
+            + f"\n… ({len(s) - EVIDENCE_MAX_CHARS} more characters in certificate.json)"
+        )
     return s
 
 
@@ -404,13 +533,20 @@ def hardware_text(hw: dict | None) -> str:
     parts = []
     board = hw.get("board") or {}
     if board:
-        parts.append(f"system serial {board.get('system_serial') or 'n/a'}, chassis {board.get('chassis_serial') or 'n/a'}")
+        parts.append(
+            f"system serial {board.get('system_serial') or 'n/a'}, chassis "
+            f"{board.get('chassis_serial') or 'n/a'}"
+        )
     if hw.get("gpus") is not None:
         parts.append(f"{len(hw['gpus'])} GPUs (" + ", ".join(f"GPU{g['index']} {g.get('serial') or 'n/a'}"
                                                             for g in hw["gpus"]) + ")")
     if hw.get("hcas") is not None:
-        parts.append("HCAs " + ", ".join(f"{h['name']} {h.get('node_guid') or 'n/a'} fw {h.get('fw_ver') or 'n/a'}"
-                                         for h in hw["hcas"]))
+        parts.append(
+            "HCAs "
+            + ", ".join(
+                f"{h['name']} {h.get('node_guid') or 'n/a'} fw {h.get('fw_ver') or 'n/a'}" for h in hw["hcas"]
+            )
+        )
     if hw.get("nvswitch_count") is not None:
         parts.append(f"{hw['nvswitch_count']} NVSwitches")
     return "; ".join(parts)
@@ -427,12 +563,21 @@ def _evidence(cert: dict, large: bool) -> dict:
         fs = sorted(node.get("findings") or [], key=lambda f: _RANK.get(f.get("status"), 9))
         c = Counter(str(f.get("status")) for f in fs)
         shown = [f for f in fs if f.get("status") not in ("pass", "skip")] if large else fs
-        findings = [{"status": str(f.get("status")), "check": f.get("check"), "subject": f.get("subject"),
-                     "value": f"{num(f['value'])} {unit_label(f.get('unit'))}".rstrip()
-                     if isinstance(f.get("value"), int | float) else None,
-                     "expected": f.get("expected"), "observed": f.get("observed"),
-                     "evidence": _evidence_text(finding_evidence(node, f)), "open": f.get("status") in ("fail", "error")}
-                    for f in shown]
+        findings = [
+            {
+                "status": str(f.get("status")),
+                "check": f.get("check"),
+                "subject": f.get("subject"),
+                "value": f"{num(f['value'])} {unit_label(f.get('unit'))}".rstrip()
+                if isinstance(f.get("value"), int | float)
+                else None,
+                "expected": f.get("expected"),
+                "observed": f.get("observed"),
+                "evidence": _evidence_text(finding_evidence(node, f)),
+                "open": f.get("status") in ("fail", "error"),
+            }
+            for f in shown
+        ]
         blocks.append({"node": n, "verdict": verdict, "open": verdict != "pass", "findings": findings,
                        "omitted": len(fs) - len(shown), "detail": node.get("detail"),
                        "hardware": hardware_text(node.get("hardware")),
@@ -446,10 +591,20 @@ def _link_evidence(cert: dict, large: bool) -> dict:
     shown = bad[:LINK_EVIDENCE_SHOWN] if large else bad
     out = []
     for lk in shown:
-        out.append({"status": str(lk.get("status")), "probe": lk.get("probe"), "a": lk.get("a"), "b": lk.get("b"),
-                    "fabric": "all rails" if fabric_of(lk) < 0 else f"fabric {lk.get('fabric', 0)}",
-                    "round": lk.get("round"), "subject": lk.get("subject"), "expected": lk.get("expected") or "—",
-                    "observed": lk.get("observed") or "—", "evidence": _evidence_text(lk.get("evidence"))})
+        out.append(
+            {
+                "status": str(lk.get("status")),
+                "probe": lk.get("probe"),
+                "a": lk.get("a"),
+                "b": lk.get("b"),
+                "fabric": "all rails" if fabric_of(lk) < 0 else f"fabric {lk.get('fabric', 0)}",
+                "round": lk.get("round"),
+                "subject": lk.get("subject"),
+                "expected": lk.get("expected") or "—",
+                "observed": lk.get("observed") or "—",
+                "evidence": _evidence_text(lk.get("evidence")),
+            }
+        )
     return {"links": out, "hidden": len(bad) - len(shown)}
 
 
@@ -459,12 +614,23 @@ def build_view(cert: dict) -> dict:
     large = n_nodes > COLLAPSE_NODES
     return {
         "title": f"clustercert — {cert.get('cluster')} — {str(cert.get('verdict', '?')).upper()}",
-        "csp": Markup(CSP), "header": _header(cert), "first": _first(cert), "cards": _cards(cert), "localisation": _localisation(cert),
-        "node_count": n_nodes, "large": large, "compact_pairs": n_nodes <= COMPACT_PAIRS_NODES,
+        "csp": Markup(CSP),
+        "header": _header(cert),
+        "first": _first(cert),
+        "cards": _cards(cert),
+        "localisation": _localisation(cert),
+        "node_count": n_nodes,
+        "large": large,
+        "compact_pairs": n_nodes <= COMPACT_PAIRS_NODES,
         "limits": {"collapse_nodes": COLLAPSE_NODES, "compact_pairs_nodes": COMPACT_PAIRS_NODES},
-        "rounds": _rounds(cert, n_nodes <= COMPACT_PAIRS_NODES), "bars": _bars(cert, large),
-        "matrix": _matrix(cert, large), "slurm": _slurm(cert), "versions": _versions(cert, large),
-        "thresholds": _thresholds(cert), "evidence": _evidence(cert, large), "link_evidence": _link_evidence(cert, large),
+        "rounds": _rounds(cert, n_nodes <= COMPACT_PAIRS_NODES),
+        "bars": _bars(cert, large),
+        "matrix": _matrix(cert, large),
+        "slurm": _slurm(cert),
+        "versions": _versions(cert, large),
+        "thresholds": _thresholds(cert),
+        "evidence": _evidence(cert, large),
+        "link_evidence": _link_evidence(cert, large),
         "clustercert": (cert.get("versions") or {}).get("clustercert", ""),
         "cluster_findings": list(cert.get("cluster_findings") or []),  # probe.nccl_cluster (sections/cluster)
     }

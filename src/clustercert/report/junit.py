@@ -17,9 +17,9 @@ instead, and a finding or link that carries its own ``seconds`` (or ``elapsed``)
 ``seconds`` is null did not run: 0). A node's
 checks ran together (one connection, several commands at once), so each is charged an equal share of
 the time they took: its validator checks share the validation time, its node probes (``probe.*`` checks,
-and findings judged by a threshold) the node probe phase; in a pair round every pair ran at once, one probe after another, so a pair's measurements
-share the round's wall time. Each suite's ``<properties>`` say which source its times came from, and
-a suite's ``time`` is the wall time of its phase.
+and findings judged by a threshold) the node probe phase; in a pair round every pair ran at once, one probe
+after another, so a pair's measurements share the round's wall time. Each suite's ``<properties>`` say which
+source its times came from, and a suite's ``time`` is the wall time of its phase.
 """
 
 from __future__ import annotations
@@ -87,7 +87,9 @@ class _Suite:
         ET.indent(el, level=2)  # as ET.indent of the whole document lays it out
         self.children.write(b"\n    " + ET.tostring(el, encoding="utf-8", xml_declaration=False))
 
-    def case(self, classname: str, name: str, status: str, message: str, text: str, time: float | None) -> None:
+    def case(
+        self, classname: str, name: str, status: str, message: str, text: str, time: float | None
+    ) -> None:
         """A ``<testcase>``, written as ``_add`` writes its element (``_element``: the same bytes, without an
         element tree per testcase: a fleet has one per node and check)."""
         head = (("classname", clean(classname)), ("name", clean(name)), ("time", _time(time)))
@@ -169,8 +171,14 @@ def _node_cases(suite: _Suite, nodes: Mapping[str, dict], node_time: Callable[[s
         validate_s, probes_s = node_time(n)
         if not checks and node.get("verdict") in ("unreachable", "error"):
             why = clean(node.get("detail")) or "no check could run"
-            suite.case(n, "node.status", "error", f"node {node.get('verdict')}", f"{n} was {node.get('verdict')}: {why}",
-                       validate_s)
+            suite.case(
+                n,
+                "node.status",
+                "error",
+                f"node {node.get('verdict')}",
+                f"{n} was {node.get('verdict')}: {why}",
+                validate_s,
+            )
             continue
         kinds = {c: "probe" if c.startswith("probe.") or any(f.get("threshold") for f in fs) else "validate"
                  for c, fs in checks.items()}
@@ -179,10 +187,15 @@ def _node_cases(suite: _Suite, nodes: Mapping[str, dict], node_time: Callable[[s
             st = aggregate(f.get("status") for f in fs)
             st = "pass" if st == "none" else st
             picked = [f for f in fs if f.get("status") == st] if st in ("fail", "error") else fs
-            message = "; ".join(eo(f) for f in picked[:3]) + (f" (+{len(picked) - 3} more)" if len(picked) > 3 else "")
+            message = "; ".join(eo(f) for f in picked[:3]) + (
+                f" (+{len(picked) - 3} more)" if len(picked) > 3 else ""
+            )
             evidence = passing_evidence or st in ("fail", "error")
-            text = "\n\n".join(f"[{f.get('status')}] {eo(f)}" + (f"\n{clean(finding_evidence(node, f))}".rstrip() if evidence else "")
-                                 for f in picked)
+            text = "\n\n".join(
+                f"[{f.get('status')}] {eo(f)}"
+                + (f"\n{clean(finding_evidence(node, f))}".rstrip() if evidence else "")
+                for f in picked
+            )
             own = [s for f in fs if (s := _own_seconds(f)) is not None]
             if own:
                 t = sum(own)
@@ -214,8 +227,8 @@ def junit_parts(cert: dict) -> list:
 
     source = ("timing.nodes: each node's own validator seconds (and probe seconds where it has them, else "
               "timing.node_probes.wall_s), shared among its checks" if per_node else
-              "timing.validate_s and timing.node_probes.wall_s: the phases' wall time (the nodes ran at once), "
-              "shared among each node's checks")
+              "timing.validate_s and timing.node_probes.wall_s: the phases' wall time (the nodes ran at "
+              "once), shared among each node's checks")
     root = _root(f"clustercert {cluster}")
     nodes = _Suite(root, "nodes", cert.get("started"), cluster, source)
     _node_cases(nodes, cert.get("nodes") or {}, node_time)
@@ -225,11 +238,13 @@ def junit_parts(cert: dict) -> list:
 
     links = cert.get("links") or []
     rounds_wall = {int(r["round"]): _num(r.get("wall_s")) for r in timing.get("rounds") or [] if "round" in r}
-    per_pair_round = Counter((frozenset((lk.get("a"), lk.get("b"))), int(lk.get("round") or 1)) for lk in links)
+    per_pair_round = Counter(
+        (frozenset((lk.get("a"), lk.get("b"))), int(lk.get("round") or 1)) for lk in links
+    )
     lsuite = _Suite(root, "links", cert.get("started"), cluster,
-                    "a link's own seconds where it has them (how long its tool ran; null: it did not run, 0), else "
-                    "timing.rounds[].wall_s: every pair of a round ran at once, its measurements one after another, "
-                    "so they share the round's wall time")
+                    "a link's own seconds where it has them (how long its tool ran; null: it did not run, 0),"
+                    " else timing.rounds[].wall_s: every pair of a round ran at once, its measurements one "
+                    "after another, so they share the round's wall time")
     link_total = 0.0
     for link in sorted(links, key=link_order):
         rnd = int(link.get("round") or 1)
@@ -250,7 +265,9 @@ def junit_parts(cert: dict) -> list:
     links_wall = sum(v for v in rounds_wall.values() if v is not None) or link_total
     tallies = [nodes.close(nodes_wall), lsuite.close(links_wall)]
     if cert.get("cluster_findings"):  # probe.nccl_cluster: a suite of its own, a case per run
-        csuite = _Suite(root, "cluster", cert.get("started"), cluster, "each run's own seconds (how long its tool ran)")
+        csuite = _Suite(
+            root, "cluster", cert.get("started"), cluster, "each run's own seconds (how long its tool ran)"
+        )
         for f in cert["cluster_findings"]:
             st, t = str(f.get("status")), _num(f.get("seconds"))
             msg = f"{clean(f.get('observed'))} (expected {clean(f.get('expected'))})"
@@ -267,7 +284,11 @@ def _as_node(r) -> tuple[dict, float | None]:
     """A validate result (validate.NodeResult, or its to_json() dict with an optional "seconds") as
     the certificate's node dict, and the node's measured seconds."""
     if isinstance(r, Mapping):
-        node = {"verdict": r.get("verdict"), "findings": list(r.get("findings") or []), "detail": r.get("detail", "")}
+        node = {
+            "verdict": r.get("verdict"),
+            "findings": list(r.get("findings") or []),
+            "detail": r.get("detail", ""),
+        }
         return node, _num(r.get("seconds"))
     node = r.to_json() if hasattr(r, "to_json") else {"verdict": r.verdict, "findings": r.findings}
     node["findings"] = [f.to_json() if hasattr(f, "to_json") else dict(f) for f in node.get("findings") or []]

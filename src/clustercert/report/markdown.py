@@ -1,7 +1,8 @@
 """summary.md: verdict, then one table of the nodes that did not pass and why (each one's first failing check
-and what it observed; an unreachable node's reason), then the run, counts, failing nodes with every failing check, localisation, the rounds and
-their questions, links (what a failing link observed), Slurm actions. Above COLLAPSE_NODES nodes the
-link table lists the measurements that did not pass, with a count of those that did per channel."""
+and what it observed; an unreachable node's reason), then the run, counts, failing nodes with every failing
+check, localisation, the rounds and their questions, links (what a failing link observed), Slurm actions.
+Above COLLAPSE_NODES nodes the link table lists the measurements that did not pass, with a count of those that
+did per channel."""
 
 from __future__ import annotations
 
@@ -60,15 +61,23 @@ def _first_table(cert: dict) -> list[str]:
         out += ["| node | status | first failing check | why | |", "|---|---|---|---|---|"]
         for r in rows:
             check = f"`{md(r['check'])}`" if r["check"] else "—"
-            out.append(f"| **{md(r['node'])}** | {md(r['verdict'])} | {check} | {md(r['why'])} | {more_text(r['more'])} |")
+            out.append(
+                f"| **{md(r['node'])}** | {md(r['verdict'])} | {check} | {md(r['why'])} | "
+                f"{more_text(r['more'])} |"
+            )
     bad = sum(1 for lk in cert.get("links") or [] if lk.get("status") != "pass")
     if bad:
-        out += ["", f"{bad} link measurement{'s' if bad != 1 else ''} did not pass: see Localisation and Links."]
+        out += [
+            "",
+            f"{bad} link measurement{'s' if bad != 1 else ''} did not pass: see Localisation and Links.",
+        ]
     return out
 
 
 def _failing_nodes(cert: dict) -> list[str]:
-    bad_nodes = [n for n in sorted(cert.get("nodes") or {}, key=natural) if cert["nodes"][n].get("verdict") != "pass"]
+    bad_nodes = [
+        n for n in sorted(cert.get("nodes") or {}, key=natural) if cert["nodes"][n].get("verdict") != "pass"
+    ]
     out = [] if bad_nodes else ["None: every node passed."]
     for n in bad_nodes:
         node = cert["nodes"][n]
@@ -82,7 +91,9 @@ def _failing_nodes(cert: dict) -> list[str]:
                 out.append(f"  - `{md(check)}` {st}: " + "; ".join(md(eo(f)) for f in worst[:3])
                            + (f" (+{len(worst) - 3} more)" if len(worst) > 3 else ""))
         if not shown:
-            out.append("  - no check could run" if not node.get("findings") else "  - (no failing check recorded)")
+            out.append(
+                "  - no check could run" if not node.get("findings") else "  - (no failing check recorded)"
+            )
     return out
 
 
@@ -107,7 +118,9 @@ def _rounds(cert: dict) -> list[str]:
     if not schedule:
         return []
     out = ["", "## Rounds", "", "| round | pairs | question |", "|---:|---:|---|"]
-    out += [f"| {md(s.get('round'))} | {md(s.get('pairs'))} | {md(s.get('question') or '—')} |" for s in schedule]
+    out += [
+        f"| {md(s.get('round'))} | {md(s.get('pairs'))} | {md(s.get('question') or '—')} |" for s in schedule
+    ]
     return out
 
 
@@ -126,7 +139,10 @@ def _links(cert: dict) -> list[str]:
                        + ", ".join(f"{c[k]} {k}" for k in sorted(c)))
         out.append("")
     if shown:
-        out += ["| fabric | probe | a | b | round | value | threshold | status |", "|---:|---|---|---|---:|---:|---|---|"]
+        out += [
+            "| fabric | probe | a | b | round | value | threshold | status |",
+            "|---:|---|---|---|---:|---:|---|---|",
+        ]
     for link in sorted(shown, key=link_order):
         th = link_threshold(cert, link)
         unit = unit_label(link.get("unit") or (th or {}).get("unit"))
@@ -139,8 +155,8 @@ def _links(cert: dict) -> list[str]:
     if bad:
         out.append("")
     for link in bad:
-        out.append(f"- {md(link.get('probe'))} {md(link.get('a'))} → {md(link.get('b'))} (round {link.get('round')}) "
-                   f"{md(link.get('status'))}: {md(link.get('observed'))}")
+        out.append(f"- {md(link.get('probe'))} {md(link.get('a'))} → {md(link.get('b'))} (round "
+                   f"{link.get('round')}) {md(link.get('status'))}: {md(link.get('observed'))}")
     return out
 
 
@@ -151,8 +167,8 @@ def _cluster(cert: dict) -> list[str]:
         return []
     out = ["", "## Cluster", ""]
     for f in found:
-        out.append(f"- {md(f.get('check'))} {md(f.get('subject'))}: **{md(f.get('status'))}** — {md(f.get('observed'))} "
-                   f"(expected {md(f.get('expected'))})")
+        out.append(f"- {md(f.get('check'))} {md(f.get('subject'))}: **{md(f.get('status'))}** — "
+                   f"{md(f.get('observed'))} (expected {md(f.get('expected'))})")
     return out
 
 
@@ -160,12 +176,19 @@ def render_summary(cert: dict) -> str:
     verdict = str(cert.get("verdict", "?"))
     fp = fingerprint_of(cert)
     v = cert.get("versions") or {}
-    out = [f"# clustercert certificate: {md(cert.get('cluster'))} — **{verdict.upper()}**", "", *_first_table(cert),
-           "", "## Run", "", f"- started {md(cert.get('started'))}, finished {md(cert.get('finished'))} "
-           f"({duration(cert)}), {cert.get('rounds')} round(s)",
-           f"- clustercert {md(v.get('clustercert'))}, ansible-core {md(v.get('ansible-core'))}; "
-           f"profiles: {md(', '.join(sorted(cert.get('profiles') or {})) or '—')}",
-           f"- signed by {fp}" if fp else "- unsigned"]
+    out = [
+        f"# clustercert certificate: {md(cert.get('cluster'))} — **{verdict.upper()}**",
+        "",
+        *_first_table(cert),
+        "",
+        "## Run",
+        "",
+        f"- started {md(cert.get('started'))}, finished {md(cert.get('finished'))} "
+        f"({duration(cert)}), {cert.get('rounds')} round(s)",
+        f"- clustercert {md(v.get('clustercert'))}, ansible-core {md(v.get('ansible-core'))}; "
+        f"profiles: {md(', '.join(sorted(cert.get('profiles') or {})) or '—')}",
+        f"- signed by {fp}" if fp else "- unsigned",
+    ]
     out += ["", "## Counts", "", *_counts_table(cert)]
     out += ["", "## Failing nodes: every failing check", "", *_failing_nodes(cert)]
     out += ["", "## Localisation", "", *_localisation(cert)]

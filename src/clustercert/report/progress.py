@@ -1,5 +1,6 @@
-"""Live progress: for playbook runs (PlaybookProgress: hosts ok/changed/failed/unreachable and the current task)
-and for validate, certify and probe (RunProgress: nodes done of the total, the pair round and its pairs, an ETA).
+"""Live progress: for playbook runs (PlaybookProgress: hosts ok/changed/failed/unreachable and the current
+task) and for validate, certify and probe (RunProgress: nodes done of the total, the pair round and its pairs,
+an ETA).
 
 Above the hosts, one line counts them all (hosts done with the current task out of the total, and how many
 are ok, changed, failed, unreachable, running). When the hosts do not fit the terminal's rows (1,000 hosts
@@ -26,8 +27,14 @@ class PlaybookProgress:
 
     COLS = ("ok", "changed", "failed", "unreachable", "skipped")
 
-    def __init__(self, title: str, enabled: bool = True, console: Console | None = None, total: int | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        title: str,
+        enabled: bool = True,
+        console: Console | None = None,
+        total: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.title = title
         self.total = total
         self.clock = clock
@@ -97,7 +104,8 @@ class PlaybookProgress:
 # ---- the bootstrap table: the overall count, and a summary where the hosts do not fit ------------------
 
 STATES = ("ok", "changed", "failed", "unreachable", "running")
-TABLE_LINES = 6  # a rich Table's lines besides its rows: title, top border, header, rule, bottom border, caption
+# a rich Table's lines besides its rows: title, top border, header, rule, bottom border, caption
+TABLE_LINES = 6
 
 
 def host_state(progress: PlaybookProgress, host: str) -> str:
@@ -211,7 +219,13 @@ class _Phase:
     """One stage of a run whose items (nodes, or a round's pairs) run ``forks`` at a time."""
 
     def __init__(self, label: str, items: list[str], forks: int, started: float, detail: str = ""):
-        self.label, self.items, self.forks, self.started, self.detail = label, list(items), max(1, forks), started, detail
+        self.label, self.items, self.forks, self.started, self.detail = (
+            label,
+            list(items),
+            max(1, forks),
+            started,
+            detail,
+        )
         self.finished: dict[str, float] = {}  # item -> seconds from the phase's start to its end
         self.status: Counter = Counter()
         self.ended: float | None = None
@@ -236,7 +250,9 @@ class _Phase:
     def line(self, now: float) -> str:
         total, done = len(self.items), len(self.finished)
         what = "pairs" if self.label.startswith("pair round") else "nodes"
-        bad = ", ".join(f"{n} {st}" for st, n in sorted(self.status.items()) if st not in ("pass", "done", "skip"))
+        bad = ", ".join(
+            f"{n} {st}" for st, n in sorted(self.status.items()) if st not in ("pass", "done", "skip")
+        )
         head = f"{self.label}{f' ({self.detail})' if self.detail else ''}: {done}/{total} {what} done"
         if bad:
             head += f" ({bad})"
@@ -295,8 +311,15 @@ class RunProgress:
                 else:
                     most = ev.get("most")
                     label = f"pair round {ev['number']}" + (f" of at most {most}" if most else "")
-                    self.phases.append(_Phase(label, [f"{a}<->{b}" for a, b in ev["pairs"]], ev.get("forks", 1), now,
-                                              ev.get("question") or ""))
+                    self.phases.append(
+                        _Phase(
+                            label,
+                            [f"{a}<->{b}" for a, b in ev["pairs"]],
+                            ev.get("forks", 1),
+                            now,
+                            ev.get("question") or "",
+                        )
+                    )
             elif kind in ("node", "pair") and self.phases:
                 p = self.phases[-1]
                 item = ev["name"] if kind == "node" else f"{ev['a']}<->{ev['b']}"

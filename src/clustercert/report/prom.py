@@ -13,11 +13,12 @@ write to files of one textfile directory without clashing series):
 * ``clustercert_node_verdict{verb,node,verdict}``: 1 for the node's verdict, 0 for the others (pass, fail,
   error, unreachable);
 * per node-to-node measurement (the last round's), labels ``{verb,a,b,fabric,probe,subject}``:
-  ``clustercert_link_bandwidth_bytes_per_second`` (Gb/s and GB/s converted), ``clustercert_link_latency_seconds``
-  (µs, ns, ms), ``clustercert_link_ratio`` (ratio; percent / 100), each with the bound it was held to,
-  ``clustercert_link_bandwidth_threshold_bytes_per_second`` / ``clustercert_link_latency_threshold_seconds`` /
-  ``clustercert_link_ratio_threshold`` (``bound``: floor or ceiling); a value in a unit outside these is not
-  exported (its status is); ``clustercert_link_status{...,status}``: 0/1 per status like a check's;
+  ``clustercert_link_bandwidth_bytes_per_second`` (Gb/s and GB/s converted),
+  ``clustercert_link_latency_seconds`` (µs, ns, ms), ``clustercert_link_ratio`` (ratio; percent / 100), each
+  with the bound it was held to, ``clustercert_link_bandwidth_threshold_bytes_per_second`` /
+  ``clustercert_link_latency_threshold_seconds`` / ``clustercert_link_ratio_threshold`` (``bound``: floor or
+  ceiling); a value in a unit outside these is not exported (its status is);
+  ``clustercert_link_status{...,status}``: 0/1 per status like a check's;
 * ``clustercert_run_duration_seconds{verb}``, ``clustercert_last_run_timestamp_seconds{verb}``,
   ``clustercert_last_success_timestamp_seconds{verb}`` (absent until a run of the verb passed);
 * drift only: ``clustercert_drift_items{node,kind}`` (kind: configuration, state, performance, hardware).
@@ -49,10 +50,16 @@ BASE_UNITS: dict[str, tuple[str, float]] = {
 }
 # the quantity -> (its value metric, its threshold metric, what HELP says of the unit)
 QUANTITIES: dict[str, tuple[str, str, str]] = {
-    "bandwidth": ("clustercert_link_bandwidth_bytes_per_second", "clustercert_link_bandwidth_threshold_bytes_per_second",
-                  "bytes per second (Gb/s x 1.25e8, GB/s x 1e9)"),
-    "latency": ("clustercert_link_latency_seconds", "clustercert_link_latency_threshold_seconds",
-                "seconds (us x 1e-6)"),
+    "bandwidth": (
+        "clustercert_link_bandwidth_bytes_per_second",
+        "clustercert_link_bandwidth_threshold_bytes_per_second",
+        "bytes per second (Gb/s x 1.25e8, GB/s x 1e9)",
+    ),
+    "latency": (
+        "clustercert_link_latency_seconds",
+        "clustercert_link_latency_threshold_seconds",
+        "seconds (us x 1e-6)",
+    ),
     "ratio": ("clustercert_link_ratio", "clustercert_link_ratio_threshold", "a ratio (percent / 100)"),
 }
 
@@ -79,8 +86,9 @@ def _worst_statuses(findings: list[dict]) -> dict[str, str]:
 
 
 def _node_metrics(reg: CollectorRegistry, verb: str, nodes: dict[str, dict]) -> None:
-    status = Gauge("clustercert_check_status", "1 for the worst status of each check per node in the last run, "
-                   "0 for the other statuses (pass, fail, error, skip).", ["verb", "node", "check", "status"],
+    status = Gauge("clustercert_check_status", "1 for the worst status of each check per node in the last "
+                   "run, 0 for the other statuses (pass, fail, error, "
+                   "skip).", ["verb", "node", "check", "status"],
                    registry=reg)
     verdict = Gauge("clustercert_node_verdict", "1 for each node's verdict in the last run, 0 for the others "
                     "(pass, fail, error, unreachable).", ["verb", "node", "verdict"], registry=reg)
@@ -106,8 +114,10 @@ def _link_metrics(reg: CollectorRegistry, verb: str, links: list[dict],
     lstatus = Gauge("clustercert_link_status", "1 for the status of each node-to-node measurement (the last "
                     "round's), 0 for the other statuses (pass, fail, error, skip).", [*LINK_LABELS, "status"],
                     registry=reg)
-    value = {q: Gauge(name, f"Node-to-node measurement (the last round's) in {unit}.", LINK_LABELS, registry=reg)
-             for q, (name, _, unit) in QUANTITIES.items()}
+    value = {
+        q: Gauge(name, f"Node-to-node measurement (the last round's) in {unit}.", LINK_LABELS, registry=reg)
+        for q, (name, _, unit) in QUANTITIES.items()
+    }
     bound = {q: Gauge(name, f"The bound a node-to-node measurement was held to (bound: floor or ceiling), in "
                       f"{unit}.", [*LINK_LABELS, "bound"], registry=reg)
              for q, (_, name, unit) in QUANTITIES.items()}
@@ -124,7 +134,9 @@ def _link_metrics(reg: CollectorRegistry, verb: str, links: list[dict],
 def _run_metrics(reg: CollectorRegistry, verb: str, duration_s: float | None, finished: float | None,
                  succeeded: float | None) -> None:
     run = Gauge("clustercert_run_duration_seconds", "Wall time of the last run.", ["verb"], registry=reg)
-    last = Gauge("clustercert_last_run_timestamp_seconds", "When the last run finished.", ["verb"], registry=reg)
+    last = Gauge(
+        "clustercert_last_run_timestamp_seconds", "When the last run finished.", ["verb"], registry=reg
+    )
     ok = Gauge("clustercert_last_success_timestamp_seconds", "When the last passing run finished.", ["verb"],
                registry=reg)
     for gauge, v in ((run, None if duration_s is None else round(duration_s, 3)), (last, finished),
@@ -152,15 +164,16 @@ def render(verb: str, *, nodes: dict[str, dict] | None = None, links: list[dict]
         _link_metrics(reg, verb, links, bounds)
     _run_metrics(reg, verb, duration_s, finished, last_success)
     if drift_items is not None:
-        drift = Gauge("clustercert_drift_items", "Drift items found by the last clustercert drift run, per node and "
-                      "kind.", ["node", "kind"], registry=reg)
+        drift = Gauge("clustercert_drift_items", "Drift items found by the last clustercert drift run, per "
+                      "node and kind.", ["node", "kind"], registry=reg)
         for (node, kind), n in sorted(drift_items.items()):
             drift.labels(node, kind).set(n)
     return generate_latest(reg).decode("utf-8")
 
 
 def threshold_bounds(thresholds: dict[str, dict]) -> dict[str, tuple[str, float, str | None]]:
-    """The certificate's ``thresholds`` ({name: {"floor", "ceiling", "unit", ...}}) -> {name: (bound, value, unit)}."""
+    """The certificate's ``thresholds`` ({name: {"floor", "ceiling", "unit", ...}}) -> {name: (bound, value,
+    unit)}."""
     out = {}
     for name, t in thresholds.items():
         if t.get("floor") is not None:

@@ -50,7 +50,13 @@ def _num(v) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-_STYLE = {"pass": "green", "fail": "bold red", "error": "yellow", "unreachable": "bold magenta", "skip": "dim"}
+_STYLE = {
+    "pass": "green",
+    "fail": "bold red",
+    "error": "yellow",
+    "unreachable": "bold magenta",
+    "skip": "dim",
+}
 
 
 def _styled(cell: str) -> str:
@@ -58,7 +64,8 @@ def _styled(cell: str) -> str:
     return f"[{style}]{cell}[/{style}]" if style else cell
 
 
-FIRST_TABLE_ROWS = 50  # the first table's nodes that did not pass; the rest are counted (the JSON has them all)
+# the first table's nodes that did not pass; the rest are counted (the JSON has them all)
+FIRST_TABLE_ROWS = 50
 
 
 def print_not_passing(con: Console, nodes: dict, head: str) -> None:
@@ -80,7 +87,9 @@ def print_not_passing(con: Console, nodes: dict, head: str) -> None:
         t.add_row(escape(r["node"]), _styled(r["verdict"]), escape(r["check"] or "-"),
                   escape(r["why"]) + (f" [dim]({more_text(r['more'])})[/dim]" if r["more"] else ""))
     if len(rows) > FIRST_TABLE_ROWS:
-        t.caption = f"… and {len(rows) - FIRST_TABLE_ROWS} more nodes did not pass (--format json lists every one)"
+        t.caption = (
+            f"… and {len(rows) - FIRST_TABLE_ROWS} more nodes did not pass (--format json lists every one)"
+        )
         t.caption_justify = "left"
     con.print(t)
 
@@ -100,7 +109,8 @@ def print_validate(rows: list[dict], comp_names: list[str], results: dict, run_i
     con.print(t)
     for g in fold_findings(results):
         if g["status"] == "unreachable" and len(g["nodes"]) == 1:
-            continue  # the first table gives each unreachable node's reason; a reason several share folds here
+            # the first table gives each unreachable node's reason; a reason several share folds here
+            continue
         style = _STYLE[g["status"]]
         line = fold_line(g)
         head, _, rest = line.partition(": ") if g["status"] != "unreachable" else (line, "", "")
@@ -124,37 +134,84 @@ def print_certify(cert: dict, out_dir, run_id: str, probe_seconds: float) -> Non
     failing_links = [lk for lk in cert["links"] if lk["status"] != "pass"]
     for lk in failing_links[:20]:
         where = f"fabric {lk['fabric']}" if lk["fabric"] is not None else "all rails"
-        seen = f"{_num(lk['value'])} {lk['unit']}" if lk["value"] is not None else (lk.get("observed") or "no value")
-        con.print(f"link {lk['a']}->{lk['b']} {where} {lk['probe']}: {lk['status']} {seen} (round {lk['round']})")
+        seen = (
+            f"{_num(lk['value'])} {lk['unit']}"
+            if lk["value"] is not None
+            else (lk.get("observed") or "no value")
+        )
+        con.print(
+            f"link {lk['a']}->{lk['b']} {where} {lk['probe']}: {lk['status']} {seen} (round {lk['round']})"
+        )
     for f in cert.get("cluster_findings") or []:  # probe.nccl_cluster
-        con.print(f"cluster {f['check']} {f['subject']}: {f['status']} {f.get('observed') or ''}", soft_wrap=True)
+        con.print(
+            f"cluster {f['check']} {f['subject']}: {f['status']} {f.get('observed') or ''}", soft_wrap=True
+        )
     for a in cert.get("slurm", []):
         con.print(slurm_line(a))
-    con.print(f"probes took {probe_seconds:.1f} s over {cert['rounds']} round(s); certificate: {out_dir}/certificate.json")
+    con.print(
+        f"probes took {probe_seconds:.1f} s over {cert['rounds']} round(s); certificate: {out_dir}/"
+        "certificate.json"
+    )
     if tm := cert.get("timing"):
-        con.print(f"probes: {tm['probe_wall_s']:.1f} s wall, {tm['probe_tool_s']:.1f} s in the tools, control overhead "
-                  f"{tm['control_overhead_s']:.1f} s ({tm['control_overhead_pct']:.1f}%); validators {tm['validate_s']:.1f} s")
+        con.print(f"probes: {tm['probe_wall_s']:.1f} s wall, {tm['probe_tool_s']:.1f} s in the tools, "
+                  f"control overhead {tm['control_overhead_s']:.1f} s ({tm['control_overhead_pct']:.1f}%); "
+                  f"validators {tm['validate_s']:.1f} s")
 
 
 def print_probe(doc: dict) -> None:
     con = console()
     print_not_passing(con, doc["nodes"], f"probe {doc['run']}: {doc['verdict'].upper()}")
-    t = Table(title=f"probe {doc['run']}: {doc['verdict'].upper()} ({doc['rounds']} pair round(s), {doc['seconds']:.1f} s)",
-              title_justify="left")
+    t = Table(
+        title=f"probe {doc['run']}: {doc['verdict'].upper()} ({doc['rounds']} pair round(s), "
+              f"{doc['seconds']:.1f} s)",
+        title_justify="left",
+    )
     for col in ("probe", "node / pair", "subject", "value", "status", "expected", "round"):
         t.add_column(col, overflow="fold")
     for name, n in sorted(doc["nodes"].items()):
         if n["verdict"] == "unreachable":
             t.add_row("-", name, "", "", _styled("unreachable"), n.get("detail", ""), "")
         for f in n["findings"]:
-            value = f"{_num(f['value'])} {f.get('unit') or ''}".strip() if f.get("value") is not None else f["observed"]
-            t.add_row(f["check"].removeprefix("probe."), name, f["subject"], value, _styled(f["status"]), f["expected"], "")
+            value = (
+                f"{_num(f['value'])} {f.get('unit') or ''}".strip()
+                if f.get("value") is not None
+                else f["observed"]
+            )
+            t.add_row(
+                f["check"].removeprefix("probe."),
+                name,
+                f["subject"],
+                value,
+                _styled(f["status"]),
+                f["expected"],
+                "",
+            )
     for lk in doc["links"]:
         value = f"{_num(lk['value'])} {lk['unit']}" if lk["value"] is not None else ""
-        t.add_row(lk["probe"], f"{lk['a']}->{lk['b']}", lk["subject"], value, _styled(lk["status"]), "", str(lk["round"]))
+        t.add_row(
+            lk["probe"],
+            f"{lk['a']}->{lk['b']}",
+            lk["subject"],
+            value,
+            _styled(lk["status"]),
+            "",
+            str(lk["round"]),
+        )
     for f in doc.get("cluster_findings") or []:  # probe.nccl_cluster: the cluster's, across its nodes
-        value = f"{_num(f['value'])} {f.get('unit') or ''}".strip() if f.get("value") is not None else f["observed"]
-        t.add_row(f["check"].removeprefix("probe."), "cluster", f["subject"], value, _styled(f["status"]), f["expected"], "")
+        value = (
+            f"{_num(f['value'])} {f.get('unit') or ''}".strip()
+            if f.get("value") is not None
+            else f["observed"]
+        )
+        t.add_row(
+            f["check"].removeprefix("probe."),
+            "cluster",
+            f["subject"],
+            value,
+            _styled(f["status"]),
+            f["expected"],
+            "",
+        )
     con.print(t)
     _print_rounds_and_localisation(con, doc)
     for name, n in sorted(doc["nodes"].items()):  # the reason in full: a table cell folds it
@@ -167,7 +224,9 @@ def _print_rounds_and_localisation(con, doc: dict) -> None:
     for r in doc.get("schedule", [])[1:]:
         con.print(f"round {r['round']} ({r['pairs']} pair(s)): {r['question']}", soft_wrap=True)
     for loc in doc.get("localisation", []):
-        con.print(f"localised: {loc['kind']} {loc.get('node') or loc.get('link')}: {loc['reason']}", soft_wrap=True)
+        con.print(
+            f"localised: {loc['kind']} {loc.get('node') or loc.get('link')}: {loc['reason']}", soft_wrap=True
+        )
 
 
 def print_history(rows: list[dict]) -> None:
@@ -176,9 +235,15 @@ def print_history(rows: list[dict]) -> None:
     for col in ("time", "run", "kind", "node", "verdict", "failing checks", "probe values (min)"):
         t.add_column(col, overflow="fold")
     for r in rows:
-        t.add_row(time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started"])), r["id"], r["kind"], r["node"],
-                  _styled(r["verdict"]), ", ".join(r["failing"]),
-                  ", ".join(f"{k}={v:g}" for k, v in r["values"].items()))
+        t.add_row(
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started"])),
+            r["id"],
+            r["kind"],
+            r["node"],
+            _styled(r["verdict"]),
+            ", ".join(r["failing"]),
+            ", ".join(f"{k}={v:g}" for k, v in r["values"].items()),
+        )
     con.print(t)
 
 
@@ -211,8 +276,8 @@ def print_drift(doc: dict, run_id: str) -> None:
             con.print(f"{i['node']}: hardware: {i['detail']}", soft_wrap=True)
     if doc.get("fixed"):
         f = doc["fixed"]
-        con.print(f"--fix: bootstrapped {', '.join(f['nodes']) or 'nothing'} (tags {', '.join(f['tags']) or 'all'}), "
-                  f"re-validated: {f['revalidated']}")
+        con.print(f"--fix: bootstrapped {', '.join(f['nodes']) or 'nothing'} (tags "
+                  f"{', '.join(f['tags']) or 'all'}), re-validated: {f['revalidated']}")
 
 
 def print_checks(doc: dict) -> None:
@@ -279,7 +344,9 @@ def bootstrap_table(summary: dict, result, check: bool) -> str:
     if summary["changes"]:
         lines.append("")
         lines.append(("would change" if check else "changed") + ":")
-        lines += [f"  {c['host']}: {c['role'] + ' : ' if c['role'] else ''}{c['task']}" for c in summary["changes"]]
+        lines += [
+            f"  {c['host']}: {c['role'] + ' : ' if c['role'] else ''}{c['task']}" for c in summary["changes"]
+        ]
     for f in result.failures:
         lines.append(f"{f['status']}: {f['host']}: {f['task']}: {f['msg']}".rstrip(": "))
     lines.append(f"run: {result.run_dir}")

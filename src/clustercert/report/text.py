@@ -17,16 +17,34 @@ def fold_findings(results: dict) -> list[dict]:
     groups: dict[tuple[str, str], dict] = {}
     for name, r in sorted(results.items()):
         if r.verdict == "unreachable":
-            g = groups.setdefault(("unreachable", r.detail), {"status": "unreachable", "cause": r.detail, "nodes": [],
-                                                               "checks": [], "subjects": [], "findings": 0})
+            g = groups.setdefault(
+                ("unreachable", r.detail),
+                {
+                    "status": "unreachable",
+                    "cause": r.detail,
+                    "nodes": [],
+                    "checks": [],
+                    "subjects": [],
+                    "findings": 0,
+                },
+            )
             g["nodes"].append(name)
             continue
         for f in r.findings:
             if f.status not in ("fail", "error"):
                 continue
             cause = f.observed if f.status == "error" else f"expected {f.expected}, observed {f.observed}"
-            g = groups.setdefault((f.status, cause), {"status": f.status, "cause": cause, "nodes": [], "checks": [],
-                                                      "subjects": [], "findings": 0})
+            g = groups.setdefault(
+                (f.status, cause),
+                {
+                    "status": f.status,
+                    "cause": cause,
+                    "nodes": [],
+                    "checks": [],
+                    "subjects": [],
+                    "findings": 0,
+                },
+            )
             g["findings"] += 1
             for key, value in (("nodes", name), ("checks", f.check), ("subjects", f.subject)):
                 if value and value not in g[key]:
@@ -35,7 +53,8 @@ def fold_findings(results: dict) -> list[dict]:
 
 
 def fold_line(g: dict) -> str:
-    """One group as one line, e.g. ``here error: 9 checks (gpu.count, gpu.model, ...): tool not found: nvidia-smi -q -x``."""
+    """One group as one line, e.g. ``here error: 9 checks (gpu.count, gpu.model, ...): tool not found:
+    nvidia-smi -q -x``."""
     nodes = _names(g["nodes"], 3)
     if g["status"] == "unreachable":
         return f"{nodes} unreachable — {g['cause']}"
@@ -58,11 +77,19 @@ def slurm_line(a: dict) -> str:
 
 
 def node_check_lines(result, profile: str, slurm: list[dict]) -> list[str]:
-    """node-check's text output: the node's verdict with its counts (``result``: clustercert.checks.run.NodeResult),
-    then what did not pass, folded as validate folds it, then what was done in Slurm."""
+    """node-check's text output: the node's verdict with its counts (``result``:
+    clustercert.checks.run.NodeResult), then what did not pass, folded as validate folds it, then what was
+    done in Slurm."""
     counts = {s: 0 for s in ("pass", "fail", "error", "skip")}
     for f in result.findings:
         counts[f.status] += 1
-    head = (f"node-check {result.name}: {result.verdict} -- findings " + ", ".join(f"{n} {s}" for s, n in counts.items())
-            + f" ({profile})")
-    return [head, *(fold_line(g) for g in fold_findings({result.name: result})), *(slurm_line(a) for a in slurm)]
+    head = (
+        f"node-check {result.name}: {result.verdict} -- findings "
+        + ", ".join(f"{n} {s}" for s, n in counts.items())
+        + f" ({profile})"
+    )
+    return [
+        head,
+        *(fold_line(g) for g in fold_findings({result.name: result})),
+        *(slurm_line(a) for a in slurm),
+    ]

@@ -7,7 +7,9 @@ from ansible.module_utils.basic import AnsibleModule
 
 
 def main():
-    module = AnsibleModule(argument_spec={"path": {"type": "path", "required": True}}, supports_check_mode=True)
+    module = AnsibleModule(
+        argument_spec={"path": {"type": "path", "required": True}}, supports_check_mode=True
+    )
     with open(module.params["path"]) as fh:
         facts = json.load(fh)
     module.exit_json(changed=False, ansible_facts=facts)
