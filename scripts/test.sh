@@ -10,7 +10,7 @@ echo "== ruff"
 .venv/bin/ruff check src clustercert-lab tests benchmarks scripts plugins
 echo "== ansible-lint (production profile)"
 .venv/bin/ansible-lint --profile production -q roles playbooks
-echo "== the collection: ansible-galaxy build, ansible-test sanity (offline)" && bash scripts/collection_check.sh
+echo "== the collection: ansible-galaxy build, every ansible-test sanity test" && bash scripts/collection_check.sh
 # `wip` marks lab acceptance tests of issues still open (see the README); everything else runs.
 # Ctrl-C stops the script (pytest itself exits 2 on it, which would start the next run).
 trap 'echo "test.sh: interrupted" >&2; exit 130' INT
