@@ -1,6 +1,6 @@
 """A site's own playbook that applies every role of the collection clustercert.cluster by its FQCN (issue 34):
 linted by test_consumer_playbook.py (ansible-lint, production profile) and run against a lab node by
-test_bootstrap_lab.py, check mode and for real. The site brings what clustercert's bootstrap playbook has
+test_bootstrap_lab.py. The site brings what clustercert's bootstrap playbook has
 in its group_vars: the profile-to-role-variables mapping (the collection's
 playbooks/group_vars/all/profile.yml, copied next to the site's playbook, so inventory host variables still
 win as they do in bootstrap)."""
