@@ -203,8 +203,8 @@ LAB_MODULE_ORDER = (
     "tests/certify/test_drain_slurm_lab.py",
     # right after: the lab's Slurm again (its packages are there)
     "tests/certify/test_backend_slurm_lab.py",
-    "tests/certify/test_certify_lab.py",          # grows the lab to 8 nodes
-    # reboots 4 of the 8 into another driver: nothing undoes it
+    "tests/certify/test_certify_lab.py",          # grows the lab to 6 nodes
+    # reboots 2 of the 6 into another driver: nothing undoes it
     "tests/provisioning/test_rolling_reboot_lab.py",
 )
 

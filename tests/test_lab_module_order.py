@@ -1,5 +1,5 @@
 """Every lab module has its place in tests/conftest.py's LAB_MODULE_ORDER: one left out runs last, after the
-modules that grow the lab to 8 nodes and reboot half of it into another driver, and pays for a bootstrap of
+modules that grow the lab to 6 nodes and reboot half of it into another driver, and pays for a bootstrap of
 its own (the --backend slurm module did: 58 s of CI)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Certify on a bootstrapped lab of 8 (root): healthy -> certified, with each node's hardware identity, its
+"""Certify on a bootstrapped lab of 6 (root): healthy -> certified, with each node's hardware identity, its
 report renders in headless Chromium; a slow link and a missing GPU are caught and localised; a hung probe is a
 timed error leaving no process; a node dying mid-run; `clustercert probe` runs the probes alone."""
 
@@ -17,11 +17,11 @@ from clustercert.record.certificate import expanded  # the file keeps findings a
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-LAB_NODES = 8
+LAB_NODES = 6  # 4 bootstrapped nodes and 2 added (each added node is about 25 s of CI: its bootstrap)
 
 
 @pytest.fixture(scope="module")
-def lab8(lab, lab_bootstrapper):
+def lab6(lab, lab_bootstrapper):
     lab = lab_bootstrapper(lab, LAB_NODES)
     assert len(lab.nodes) == LAB_NODES
     return lab
@@ -81,8 +81,8 @@ def leftover_probes(lab) -> dict[str, str]:
     return out
 
 
-def test_healthy_lab_is_certified_and_verifiable(lab8, tmp_path):
-    lab = lab8
+def test_healthy_lab_is_certified_and_verifiable(lab6, tmp_path):
+    lab = lab6
     rc, cert, stdout = certify(lab, tmp_path)
     bad = {
         n: [f["check"] for f in v["findings"] if f["status"] in ("fail", "error")]
@@ -109,7 +109,7 @@ def test_healthy_lab_is_certified_and_verifiable(lab8, tmp_path):
     for probe in TRAINING_LINKS:
         lks = [lk for lk in cert["links"] if lk["probe"] == probe]
         assert lks and all(lk["status"] == "pass" for lk in lks), (probe, lks)
-    # issue 33.2: one all_reduce across all 8 nodes, and one per fabric, each a passing finding of the cluster
+    # issue 33.2: one all_reduce across every node, and one per fabric, each a passing cluster finding
     assert [(f["check"], f["subject"], f["status"], len(f["nodes"])) for f in cert["cluster_findings"]] == [
         ("probe.nccl_cluster", f"{LAB_NODES} nodes x 8 GPUs, {g}", "pass", LAB_NODES)
         for g in ("all rails", "fabric 0", "fabric 1")], cert["cluster_findings"]
@@ -165,8 +165,8 @@ def test_healthy_lab_is_certified_and_verifiable(lab8, tmp_path):
                      params={"fabric": 0, "factor": 0.3})
 @pytest.mark.proves("probe.dcgmi_diag", fault="gpu_row_remap_pending")
 @pytest.mark.proves("probe.gpu_util_under_load", fault="gpu_missing", status="error")
-def test_slow_link_and_missing_gpu_are_localised(lab8, tmp_path):
-    lab = lab8
+def test_slow_link_and_missing_gpu_are_localised(lab6, tmp_path):
+    lab = lab6
     slow, gpu = "node05", "node02"
     lab.manager.fault(slow, "link_slow", {"fabric": "0", "factor": "0.3"})
     lab.manager.fault(gpu, "gpu_missing", {})
@@ -216,27 +216,33 @@ def test_slow_link_and_missing_gpu_are_localised(lab8, tmp_path):
 @pytest.mark.proves(
     "probe.ib_write_bw_loopback", fault="probe_hang", params={"tool": "ib_write_bw"}, status="error"
 )
-def test_hung_probe_is_a_timed_error_and_leaves_nothing(lab8, tmp_path):
-    lab = lab8
+def test_hung_probe_is_a_timed_error_and_leaves_nothing(lab6, tmp_path):
+    lab = lab6
     target = lab.nodes[0]
     lab.manager.fault(target, "probe_hang", {"tool": "ib_write_bw"})
     try:
         t0 = time.monotonic()
         # a shorter timeout than the other tests' (the hang costs it in the loopback test and in each round),
-        # on the hung node and one partner: every further pair would only wait out the same timeout again
-        rc, cert, _ = certify(lab, tmp_path, "--probe-timeout", "6", "--limit", ",".join(lab.nodes[:2]))
+        # on the hung node and one partner: every further pair would only wait out the same timeout again;
+        # `clustercert probe` of the hung tool alone (its loopback and its pairs: CI time), as certify runs it
+        env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "certify-test-state"))
+        argv = ["probe", "-i", "lab", "--probes", "ib_write_bw", "--limit", ",".join(lab.nodes[:2]),
+                "--probe-seconds", "2", "--probe-timeout", "6", "--format", "json"]
+        p = subprocess.run([sys.executable, "-m", "clustercert", *argv], capture_output=True, text=True,
+                           timeout=600, env=env)
         elapsed = time.monotonic() - t0
     finally:
         lab.manager.heal(target, "probe_hang")
-    assert rc == 1
-    hung = [f for f in cert["nodes"][target]["findings"] if f["check"] == "probe.ib_write_bw_loopback"]
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    doc = json.loads(p.stdout)
+    hung = [f for f in doc["nodes"][target]["findings"] if f["check"] == "probe.ib_write_bw_loopback"]
     assert hung and all(f["status"] == "error" and "timed out after 8 s" in f["observed"] for f in hung), hung
     assert elapsed < 600
     assert not leftover_probes(lab)
 
 
-def test_node_dying_mid_run(lab8, tmp_path):
-    lab = lab8
+def test_node_dying_mid_run(lab6, tmp_path):
+    lab = lab6
     victim = lab.nodes[2]
     four = lab.nodes[:4]  # the victim and three others: its round-1 partner, and a round 2 around it
 
@@ -279,8 +285,8 @@ def test_node_dying_mid_run(lab8, tmp_path):
     assert status == "done"
 
 
-def test_probe_verb_runs_only_the_named_probes(lab8, tmp_path):
-    lab = lab8
+def test_probe_verb_runs_only_the_named_probes(lab6, tmp_path):
+    lab = lab6
     env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "certify-test-state"))
     p = subprocess.run(
         [
@@ -321,11 +327,11 @@ def _findings_off(cert: dict, node: str) -> list:
 
 @pytest.mark.proves("probe.pairs", fault="link_slow", params={"fabric": 0, "factor": 0.3})
 @pytest.mark.proves("probe.iperf3", fault="bond_slave_down", params={"slave": "ib1"}, status="error")
-def test_three_faults_on_six_nodes_localised_in_two_rounds_within_twice_the_healthy_time(lab8, tmp_path):
+def test_three_faults_on_six_nodes_localised_in_two_rounds_within_twice_the_healthy_time(lab6, tmp_path):
     """Issue 20: a slow fabric-0 link, an NVLink down and a bond slave down, on three nodes of six, each
     in a different round-1 pair (no pair of round 1 passes): each is localised to its node, the healthy
     nodes carry no finding, two rounds at most, and the probe phase takes at most twice a healthy one."""
-    lab = lab8
+    lab = lab6
     six = "node01,node02,node03,node04,node05,node06"
     rc, healthy, _ = certify(lab, tmp_path / "healthy", "--limit", six)
     assert rc == 0 and healthy["rounds"] == 1, healthy["localisation"]
@@ -368,10 +374,10 @@ def test_three_faults_on_six_nodes_localised_in_two_rounds_within_twice_the_heal
     assert wall <= 2 * base, (wall, base, cert["timing"])
 
 
-def test_three_nodes_slow_fabric1_blamed_on_the_node_by_certify_and_drift(lab8, tmp_path):
+def test_three_nodes_slow_fabric1_blamed_on_the_node_by_certify_and_drift(lab6, tmp_path):
     """Issue 20: on three nodes a slow fabric-1 link is the node's, on fabric 1 (every partner is tried),
     for certify and for drift against the healthy baseline."""
-    lab = lab8
+    lab = lab6
     three = "node01,node02,node03"
     home = str(lab.dir.parent / "certify-test-state")
     # drift's baseline: the healthy 8-node certify of this module (drift compares each probe and fabric with
@@ -423,12 +429,12 @@ def test_three_nodes_slow_fabric1_blamed_on_the_node_by_certify_and_drift(lab8, 
 @pytest.mark.proves("probe.ib_write_bw_gdr", "probe.nccl_transport", fault="gdr_disabled")
 @pytest.mark.proves("probe.nvlink_aggregate", fault="nvlink_down")
 @pytest.mark.proves("probe.checkpoint_write", fault="storage_slow")
-def test_training_faults_fail_their_checks_on_their_node_only(lab8, tmp_path):
+def test_training_faults_fail_their_checks_on_their_node_only(lab6, tmp_path):
     """Issue 22: on six nodes, gdr_disabled on node01, nvlink_down on node02, mount_missing on node03 and
     storage_slow on node04 (node05 and node06 healthy): each fails its own check on that node and on no other
     (probe.ib_write_bw_gdr, probe.nvlink_aggregate, storage.mounts, probe.checkpoint_write); across the pairs,
     probe.nccl_transport and ib_write_bw_gdr fail on exactly the links of node01, naming it."""
-    lab = lab8
+    lab = lab6
     six = ["node01", "node02", "node03", "node04", "node05", "node06"]
     gdr, nvlink, mount, slow = "node01", "node02", "node03", "node04"
     lab.manager.fault(gdr, "gdr_disabled", {})
@@ -502,14 +508,14 @@ def _ddp_probe(lab, inventory: str) -> dict:
     return json.loads(p.stdout)
 
 
-def test_ddp_smoke_test_runs_real_pytorch_and_names_a_wrong_launch(lab8, tmp_path):
+def test_ddp_smoke_test_runs_real_pytorch_and_names_a_wrong_launch(lab6, tmp_path):
     """Issue 22: `clustercert probe --probes ddp` across node01 and node02 runs Debian's PyTorch
     (python3-torch, which the lab does not simulate): torchrun on both nodes, torch.distributed's all_reduce
     over TCP (gloo) between them, the world size, ranks and the result as torch reports them. The same launch
     with a wrong
     --nproc_per_node (the inventory's clustercert_ddp_nproc_per_node) fails probe.ddp_allreduce, naming the
     mismatch."""
-    lab = lab8
+    lab = lab6
     import shutil
 
     pkg = lab.ssh("node01", "dpkg-query -W -f '${Version} ${Maintainer}' python3-torch").stdout
@@ -542,12 +548,12 @@ def test_ddp_smoke_test_runs_real_pytorch_and_names_a_wrong_launch(lab8, tmp_pat
 
 
 @pytest.mark.proves("probe.ddp_step", fault="rank_slow")
-def test_rank_slow_is_a_straggler_on_its_node_only(lab8):
+def test_rank_slow_is_a_straggler_on_its_node_only(lab6):
     """Issue 33: `clustercert probe --probes ddp` across node01 and node02 trains a small MLP under Debian's
     PyTorch with DistributedDataParallel (forward, backward, SGD; gloo on the CPU). Healthy, both nodes pass
     probe.ddp_step; with rank_slow on node02 (its cgroup capped at an eighth of one CPU: a real slow-down,
     nothing the probe reads) node02's rank is a straggler and node02 alone fails probe.ddp_step."""
-    lab = lab8
+    lab = lab6
     doc = _ddp_probe(lab, "lab")
 
     def step(doc: dict, node: str) -> dict:

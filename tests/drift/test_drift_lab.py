@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from clustercert.record.certificate import expanded  # the file keeps findings and links as tables
+
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 
@@ -31,6 +33,7 @@ def certified(bootstrapped_lab, tmp_path_factory):
     p = cc(lab, "certify", "-i", "lab", "--out", str(out), "--probe-seconds", "2", "--probe-timeout", "20")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     BASELINE["certificate"] = out / "certificate.json"
+    BASELINE["stdout"] = p.stdout
     return lab
 
 
@@ -58,6 +61,41 @@ def test_certify_recorded_each_nodes_hardware(certified):
             hw
         )
     assert len(serials) == 32  # every GPU of the four nodes is told apart
+
+
+def test_the_baseline_certify_measured_nccl_across_each_pair_and_the_cluster(certified):
+    """NCCL all_reduce across two nodes (the distribution's mpirun from node a of each pair, judged against
+    the profile's nccl_allreduce_pair) on each round-1 pair of the baseline certify, then across all 4 nodes
+    (probe.nccl_cluster), each shown in the reports; no launcher process left. The baseline certify of this
+    module is that run (tests/certify/test_nccl_pair_lab.py's own certify did the same: CI time)."""
+    lab = certified
+    out, stdout = BASELINE["certificate"].parent, BASELINE["stdout"]
+    cert = expanded(json.loads((out / "certificate.json").read_text()))
+    floor = cert["thresholds"]["nccl_allreduce_pair"]["floor"]
+    r1 = {(lk["a"], lk["b"]) for lk in cert["links"] if lk["round"] == 1}
+    nccl = {(lk["a"], lk["b"]): lk for lk in cert["links"] if lk["probe"] == "nccl_allreduce"}
+    assert r1 and set(nccl) == r1, cert["links"]
+    for lk in nccl.values():
+        assert lk["status"] == "pass" and lk["value"] >= floor and lk["unit"] == "gbyte_per_s", lk
+        assert lk["subject"].endswith(", 16 GPUs"), lk
+    # issue 33.2: after the pairs, one all_reduce across the 4 nodes, and one per fabric (the lab's two rails
+    # sit on two fabrics), each a cluster finding that passes; the reports show them
+    found = {f["subject"]: f for f in cert["cluster_findings"]}
+    assert sorted(found) == [f"4 nodes x 8 GPUs, {g}" for g in ("all rails", "fabric 0", "fabric 1")], found
+    for f in found.values():
+        assert (
+            f["check"] == "probe.nccl_cluster" and f["status"] == "pass" and f["nodes"] == list(lab.nodes)
+        ), f
+        assert "across 4 nodes (32 ranks): scaling efficiency" in f["observed"], f
+    assert (
+        "## Cluster" in (out / "summary.md").read_text()
+        and 'testsuite name="cluster"' in (out / "junit.xml").read_text()
+    )
+    assert 'id="cluster"' in (out / "report.html").read_text()
+    assert "cluster probe.nccl_cluster 4 nodes" in stdout
+    ps = "ps -eo pid,args | grep -E '[a]ll_reduce_perf|[o]rted|[m]pirun' || true"
+    left = {n: text for n in lab.nodes if (text := lab.ssh(n, ps, check=False).stdout.strip())}
+    assert not left, left
 
 
 @pytest.mark.proves("hardware.gpu", fault="gpu_swapped", status="hardware")

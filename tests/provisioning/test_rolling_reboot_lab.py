@@ -1,11 +1,11 @@
 """Acceptance on the lab (root): the rolling reboot policy. A bootstrap that changes the pinned driver
 reboots the nodes whose loaded module no longer matches, one node at a time.
 
-The suite's last lab module: it runs on the 8 nodes the certify module left bootstrapped and reboots two of
+The suite's last lab module: it runs on the 6 nodes the certify module left bootstrapped and reboots two of
 them into another driver (--limit; two reboots in a row show whether the policy lets them overlap -- a batch
 of two, or no serial at all, takes both down at once -- and each node more costs about 20 s of CI), which
 nothing after it has to undo (putting the driver back costs a second round of reboots). The sampler watches
-all eight."""
+all six."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ from labfixtures import bootstrap
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-LAB_NODES = 8  # as tests/certify/test_certify_lab.py leaves the lab
+LAB_NODES = 6  # as tests/certify/test_certify_lab.py leaves the lab
 REBOOTED = ("node01", "node02")
 OTHER_DRIVER = "570.158.01"  # another pinned driver in the lab repository
 
 
 @pytest.fixture(scope="module")
-def lab8(lab, lab_bootstrapper):
+def lab6(lab, lab_bootstrapper):
     return lab_bootstrapper(lab, LAB_NODES)
 
 
@@ -59,8 +59,8 @@ class Reachability(threading.Thread):
             time.sleep(0.1)
 
 
-def test_rolling_reboot_takes_one_node_down_at_a_time(lab8):
-    lab = lab8
+def test_rolling_reboot_takes_one_node_down_at_a_time(lab6):
+    lab = lab6
     status = lab.manager.status()["nodes"]
     sampler = Reachability({n: status[n]["mgmt_ip"] for n in lab.nodes})  # every node: none other goes down
     sampler.start()
