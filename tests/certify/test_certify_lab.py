@@ -58,6 +58,13 @@ def certify(lab, out, *args: str, timeout: float = 900) -> tuple[int, dict, str]
     return p.returncode, expanded(json.loads((out / "certificate.json").read_text())), p.stdout
 
 
+def probe(lab, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`clustercert probe ARGS --format json` in the certify module's state directory."""
+    env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "certify-test-state"))
+    return subprocess.run([sys.executable, "-m", "clustercert", "probe", *args, "--format", "json"],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
 HEALTHY: dict = {}  # the run id of test_healthy_lab_is_certified_and_verifiable's certify
 
 
@@ -225,11 +232,8 @@ def test_hung_probe_is_a_timed_error_and_leaves_nothing(lab6, tmp_path):
         # a shorter timeout than the other tests' (the hang costs it in the loopback test and in each round),
         # on the hung node and one partner: every further pair would only wait out the same timeout again;
         # `clustercert probe` of the hung tool alone (its loopback and its pairs: CI time), as certify runs it
-        env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "certify-test-state"))
-        argv = ["probe", "-i", "lab", "--probes", "ib_write_bw", "--limit", ",".join(lab.nodes[:2]),
-                "--probe-seconds", "2", "--probe-timeout", "6", "--format", "json"]
-        p = subprocess.run([sys.executable, "-m", "clustercert", *argv], capture_output=True, text=True,
-                           timeout=600, env=env)
+        p = probe(lab, "-i", "lab", "--probes", "ib_write_bw", "--limit", ",".join(lab.nodes[:2]),
+                  "--probe-seconds", "2", "--probe-timeout", "6")
         elapsed = time.monotonic() - t0
     finally:
         lab.manager.heal(target, "probe_hang")
@@ -287,29 +291,8 @@ def test_node_dying_mid_run(lab6, tmp_path):
 
 def test_probe_verb_runs_only_the_named_probes(lab6, tmp_path):
     lab = lab6
-    env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "certify-test-state"))
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "clustercert",
-            "probe",
-            "-i",
-            "lab",
-            "--probes",
-            "iperf3,ib_write_lat",
-            "--probe-seconds",
-            "2",
-            "--probe-timeout",
-            "20",
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    p = probe(lab, "-i", "lab", "--probes", "iperf3,ib_write_lat", "--probe-seconds", "2",
+              "--probe-timeout", "20")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     doc = json.loads(p.stdout)
     assert doc["verdict"] == "pass" and doc["rounds"] == 1
@@ -483,27 +466,7 @@ def test_training_faults_fail_their_checks_on_their_node_only(lab6, tmp_path):
 
 
 def _ddp_probe(lab, inventory: str) -> dict:
-    env = dict(os.environ, CLUSTERCERT_HOME=str(lab.dir.parent / "certify-test-state"))
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "clustercert",
-            "probe",
-            "-i",
-            inventory,
-            "--limit",
-            "node01,node02",
-            "--probes",
-            "ddp",
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    p = probe(lab, "-i", inventory, "--limit", "node01,node02", "--probes", "ddp")
     assert p.returncode in (0, 1), p.stderr[-3000:]
     return json.loads(p.stdout)
 

@@ -17,20 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
+from labfixtures import nccl_leftovers as leftovers
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
-
-LEFTOVER = "[a]ll_reduce_perf|[o]rted|[m]pirun"
-
-
-def leftovers(lab, nodes) -> dict[str, str]:
-    out = {}
-    for n in nodes:
-        r = lab.ssh(n, f"ps -eo pid,args | grep -E '{LEFTOVER}' || true", check=False)
-        if r.stdout.strip():
-            out[n] = r.stdout.strip()
-    return out
-
 
 def _pair(lab, tmp_path, a: str, b: str, timeout: float = 20):
     from clustercert.collect.ssh import SshBackend

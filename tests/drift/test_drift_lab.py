@@ -11,6 +11,7 @@ import sys
 import time
 
 import pytest
+from labfixtures import nccl_leftovers
 
 from clustercert.record.certificate import expanded  # the file keeps findings and links as tables
 
@@ -93,9 +94,7 @@ def test_the_baseline_certify_measured_nccl_across_each_pair_and_the_cluster(cer
     )
     assert 'id="cluster"' in (out / "report.html").read_text()
     assert "cluster probe.nccl_cluster 4 nodes" in stdout
-    ps = "ps -eo pid,args | grep -E '[a]ll_reduce_perf|[o]rted|[m]pirun' || true"
-    left = {n: text for n in lab.nodes if (text := lab.ssh(n, ps, check=False).stdout.strip())}
-    assert not left, left
+    assert not nccl_leftovers(lab, lab.nodes)
 
 
 @pytest.mark.proves("hardware.gpu", fault="gpu_swapped", status="hardware")

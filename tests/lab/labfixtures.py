@@ -154,3 +154,16 @@ def bootstrap(lab, *args: str, timeout: float = 1500) -> tuple[int, dict]:
         raise AssertionError(f"bootstrap printed no JSON (rc {proc.returncode}): {proc.stdout[-2000:]} "
                              f"{proc.stderr[-3000:]}") from None
     return proc.returncode, doc
+
+
+NCCL_LEFTOVER = "[a]ll_reduce_perf|[o]rted|[m]pirun"  # [x]yz: the grep does not match itself
+
+
+def nccl_leftovers(lab, nodes) -> dict[str, str]:
+    """Each node's nccl-tests or MPI launcher processes still running (none after a run ends)."""
+    out = {}
+    for n in nodes:
+        r = lab.ssh(n, f"ps -eo pid,args | grep -E '{NCCL_LEFTOVER}' || true", check=False)
+        if r.stdout.strip():
+            out[n] = r.stdout.strip()
+    return out
