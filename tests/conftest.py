@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from suites import beside_lab
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -211,12 +212,14 @@ LAB_MODULE_ORDER = (
 
 def pytest_collection_modifyitems(session, config, items):
     """Unit tests first, then the lab modules in LAB_MODULE_ORDER (a stable sort: tests keep their order
-    within a module)."""
+    within a module); the unit tests of BESIDE_LAB's files are marked beside_lab."""
     rank = {m: i for i, m in enumerate(LAB_MODULE_ORDER)}
 
     def key(item):
         path = str(Path(str(item.fspath)).relative_to(REPO))
         if item.get_closest_marker("lab") is None:
+            if beside_lab(path):
+                item.add_marker(pytest.mark.beside_lab)
             return (0, 0)
         return (1, rank.get(path, len(rank)))
 

@@ -465,6 +465,12 @@ def test_training_faults_fail_their_checks_on_their_node_only(lab6, tmp_path):
     assert not leftover_probes(lab)
 
 
+def ddp_step(doc: dict, node: str) -> dict:
+    """``node``'s probe.ddp_step finding in a `clustercert probe` document."""
+    [f] = [f for f in doc["nodes"][node]["findings"] if f["check"] == "probe.ddp_step"]
+    return f
+
+
 def _ddp_probe(lab, inventory: str) -> dict:
     p = probe(lab, "-i", inventory, "--limit", "node01,node02", "--probes", "ddp")
     assert p.returncode in (0, 1), p.stderr[-3000:]
@@ -496,6 +502,11 @@ def test_ddp_smoke_test_runs_real_pytorch_and_names_a_wrong_launch(lab6, tmp_pat
         lk["evidence"].count("world 2 torch 1.") == 2
         and lk["evidence"].count("all_reduce 3.0 (expected 3.0)") == 2
     )
+    # the same launch trained the probe's MLP (probe.ddp_step): healthy, both nodes pass; rank_slow's test
+    # below is the same probe with one node slowed
+    for n in ("node01", "node02"):
+        assert ddp_step(doc, n)["status"] == "pass", ddp_step(doc, n)
+    assert "float32 on cpu" in ddp_step(doc, "node01")["evidence"], ddp_step(doc, "node01")
     assert not leftover_probes(lab)
 
     inv_dir = tmp_path / "inventory"
@@ -514,24 +525,16 @@ def test_ddp_smoke_test_runs_real_pytorch_and_names_a_wrong_launch(lab6, tmp_pat
 def test_rank_slow_is_a_straggler_on_its_node_only(lab6):
     """Issue 33: `clustercert probe --probes ddp` across node01 and node02 trains a small MLP under Debian's
     PyTorch with DistributedDataParallel (forward, backward, SGD; gloo on the CPU). Healthy, both nodes pass
-    probe.ddp_step; with rank_slow on node02 (its cgroup capped at an eighth of one CPU: a real slow-down,
-    nothing the probe reads) node02's rank is a straggler and node02 alone fails probe.ddp_step."""
+    probe.ddp_step (the smoke test above, the same probe); with rank_slow on node02 (its cgroup capped at an
+    eighth of one CPU: a real slow-down, nothing the probe reads) node02's rank is a straggler and node02
+    alone fails probe.ddp_step."""
     lab = lab6
-    doc = _ddp_probe(lab, "lab")
-
-    def step(doc: dict, node: str) -> dict:
-        [f] = [f for f in doc["nodes"][node]["findings"] if f["check"] == "probe.ddp_step"]
-        return f
-
-    for n in ("node01", "node02"):
-        assert step(doc, n)["status"] == "pass", step(doc, n)
-    assert "float32 on cpu" in step(doc, "node01")["evidence"], step(doc, "node01")
     lab.manager.fault("node02", "rank_slow", {})
     try:
         doc = _ddp_probe(lab, "lab")
     finally:
         lab.manager.heal("node02")
-    slow, fine = step(doc, "node02"), step(doc, "node01")
+    slow, fine = ddp_step(doc, "node02"), ddp_step(doc, "node01")
     assert slow["status"] == "fail" and "a straggler" in slow["observed"] and slow["value"] > 3.0, slow
     assert fine["status"] == "pass" and fine["value"] < 1.0, fine
     [lk] = [lk for lk in doc["links"] if lk["probe"] == "ddp_allreduce"]
