@@ -222,6 +222,27 @@ def test_the_run_is_one_mpirun_over_the_cleared_nodes_per_rail_group_and_every_n
     )
 
 
+def test_nccl_cluster_all_rails_runs_the_all_rails_run_alone(monkeypatch, tmp_path, cli):
+    """--nccl-cluster all-rails: one mpirun over every rail, no run per fabric (the flag reaches the probe
+    settings of certify and probe; a value it does not know is one line, exit 2)."""
+    names = ["node1", "node2", "node3"]
+    calls = _fake(monkeypatch, CommandResult(0, with_ranks(TABLE, names, 8), "", False, 3.0, "mpirun"))
+    pairs = _pair("node1", "node2", value=190.0) + _pair("node2", "node3", value=186.0)
+    out = certify.cluster_probes(_inv(names), names, ProbeSettings(2, 20, per_fabric=False), tmp_path, pairs,
+                                 set(), set(), [], io=SshBackend())
+    assert [(m.subject, m.status) for m in out] == [("3 nodes x 8 GPUs, all rails", "pass")]
+    runs = [c for c in calls if c[0] == "run"]
+    assert len(runs) == 1 and "NCCL_IB_HCA" not in runs[0][2]
+    from clustercert.cli import build_parser
+
+    for verb in ("certify", "probe"):
+        assert build_parser().parse_args([verb, "-i", "x", "--nccl-cluster", "all-rails"]).nccl_cluster == (
+            "all-rails")
+        assert build_parser().parse_args([verb, "-i", "x"]).nccl_cluster == "per-fabric"
+    p = cli("certify", "-i", "x", "--out", str(tmp_path / "o"), "--nccl-cluster", "fabric")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--nccl-cluster" in p.stderr
+
+
 def test_slurm_clusters_run_it_as_one_srun_step_exporting_nccl_ib_hca_by_name():
     line = certify.cmd.nccl_cluster_srun_cmd(["gpu-a", "gpu-b", "gpu-c"], 8, "t0k", 65, "gpu",
                                               {"NCCL_IB_HCA": "=mlx5_0,mlx5_1"})

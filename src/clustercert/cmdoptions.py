@@ -192,7 +192,13 @@ PLAYBOOK = (
     LIST_TAGS,
     SYNTAX_CHECK,
 )
-PROBE_RUN = (ALL_PAIRS, PROBE_SECONDS, PROBE_TIMEOUT)
+NCCL_CLUSTER = option(
+    "--nccl-cluster", choices=("per-fabric", "all-rails"), default="per-fabric",
+    help="probe.nccl_cluster's runs across the cleared nodes: one over every compute rail, then one per "
+         "fabric where the rails span several (per-fabric, the default: a slow fabric is named), or the "
+         "all-rails run alone (all-rails: on F fabrics F runs fewer, each at least as long as the all-rails "
+         "run)")
+PROBE_RUN = (ALL_PAIRS, PROBE_SECONDS, PROBE_TIMEOUT, NCCL_CLUSTER)
 
 
 VERSION = option("--version", action="store_true",

@@ -61,6 +61,8 @@ def certify(lab, inventory, out, home, *args: str) -> tuple[int, dict, subproces
             "2",
             "--probe-timeout",
             "20",
+            "--nccl-cluster",
+            "all-rails",
             "--key",
             str(key),
             *args,

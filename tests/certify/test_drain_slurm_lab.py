@@ -79,6 +79,8 @@ def certify(lab, inventory, out, *args: str) -> tuple[int, dict, subprocess.Comp
             "2",
             "--probe-timeout",
             "20",
+            "--nccl-cluster",
+            "all-rails",
             *args,
         ],
         capture_output=True,

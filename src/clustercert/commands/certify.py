@@ -47,7 +47,8 @@ def run(args) -> int:
 def _certify(ctx: Run, out_dir: Path, signing_key, pub_path: Path) -> int:
     args, inv = ctx.args, ctx.inv
     started = datetime.now(UTC)
-    run_id = ctx.start({"limit": args.limit, "all_pairs": args.all_pairs, "backend": ctx.backend_name})
+    run_id = ctx.start({"limit": args.limit, "all_pairs": args.all_pairs, "backend": ctx.backend_name,
+                        "nccl_cluster": args.nccl_cluster})
     settle()
     with ctx.progress() as progress, ctx.opened() as io:
         t_validate = time.monotonic()
@@ -55,7 +56,8 @@ def _certify(ctx: Run, out_dir: Path, signing_key, pub_path: Path) -> int:
                                               after_node=settle_every(), io=io, progress=progress)
         validate_s = round(time.monotonic() - t_validate, 2)
         settle()
-        settings = ProbeSettings(args.probe_seconds, args.probe_timeout, rails=rails_found(validation))
+        settings = ProbeSettings(args.probe_seconds, args.probe_timeout, rails=rails_found(validation),
+                                 per_fabric=args.nccl_cluster == "per-fabric")
         outcome = probe_run.run(inv, reachable(validation), settings,
                                 ThresholdJudge.for_inventory(inv), ctx.forks, args.all_pairs, io=io,
                                 progress=progress)

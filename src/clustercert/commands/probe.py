@@ -44,9 +44,10 @@ def run(args) -> int:
     names = sorted(inv.hosts)
     with ctx.locked(), ctx.opened() as io:
         run_id = ctx.start({"limit": args.limit, "probes": sorted(selected or []),
-                            "all_pairs": args.all_pairs})
+                            "all_pairs": args.all_pairs, "nccl_cluster": args.nccl_cluster})
         rails = probe_run.discover_rails(inv, names, ctx.forks, io=io)  # the rails' names first
-        cfg = ProbeSettings(args.probe_seconds, args.probe_timeout, selected, rails=rails)
+        cfg = ProbeSettings(args.probe_seconds, args.probe_timeout, selected, rails=rails,
+                            per_fabric=args.nccl_cluster == "per-fabric")
         with ctx.progress() as progress:
             out = probe_run.run(inv, names, cfg, ThresholdJudge.for_inventory(inv), ctx.forks, args.all_pairs,
                                 io=io, progress=progress)

@@ -102,12 +102,14 @@ class ClusterPlan:
     skip: str | None = None    # why it does not run (then one skip finding says so)
 
 
-def cluster_plan(nodes: list[str], cleared: list[str], profile, th: dict) -> ClusterPlan | None:
+def cluster_plan(nodes: list[str], cleared: list[str], profile, th: dict,
+                 per_fabric: bool = True) -> ClusterPlan | None:
     """What probe.nccl_cluster runs for the nodes of one profile (``nodes``, of which ``cleared`` passed the
-    pair rounds); None where the profile sets no nccl_allreduce_cluster (or the probe was not asked for)."""
+    pair rounds); None where the profile sets no nccl_allreduce_cluster (or the probe was not asked for).
+    ``per_fabric`` False (--nccl-cluster all-rails): the all-rails run alone."""
     if THRESHOLD not in th:
         return None
-    groups = rail_groups(profile)
+    groups = rail_groups(profile) if per_fabric else rail_groups(profile)[:1]
     if len(cleared) < MIN_NODES:
         which = f" ({', '.join(cleared)})" if cleared else ""
         return ClusterPlan(cleared, groups, f"not run: {len(cleared)} of {len(nodes)} nodes passed the pair "

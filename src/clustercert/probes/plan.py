@@ -35,6 +35,9 @@ class ProbeSettings:
     # and drift: by the validators' collection; probe: probes.rails.discover); a node not in it: not
     # discovered
     rails: dict | None = None
+    # probe.nccl_cluster: beside the all-rails run, one per fabric where the compute rails span several
+    # (--nccl-cluster per-fabric); False: the all-rails run alone (all-rails)
+    per_fabric: bool = True
 
     @property
     def limit(self) -> float:

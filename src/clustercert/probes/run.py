@@ -503,7 +503,7 @@ def cluster_probes(inv, nodes: list[str], cfg: ProbeSettings, cp: Path, pairs: l
     for members in by_profile.values():
         prof = hosts[members[0]].profile
         th = cfg.thresholds(prof)
-        plan = cluster.cluster_plan(members, [n for n in cleared if n in members], prof, th)
+        plan = cluster.cluster_plan(members, [n for n in cleared if n in members], prof, th, cfg.per_fabric)
         if plan is None:
             continue
         if plan.skip:

@@ -531,8 +531,8 @@ def _probes() -> tuple[Entry, ...]:
             "ranks each, and its bus bandwidth reaches the scaling floor x the median pair busbw (its "
             "scaling efficiency); where the compute rails span several fabrics, one run per fabric as well "
             "(NCCL_IB_HCA set to that fabric's HCAs), against the median pair busbw x the fabric's share "
-            "of the rated rails; a finding of the cluster (the certificate's cluster_findings), skip with "
-            "fewer than 3 cleared nodes",
+            "of the rated rails (unless --nccl-cluster all-rails); a finding of the cluster (the "
+            "certificate's cluster_findings), skip with fewer than 3 cleared nodes",
             cmd["nccl_cluster"],
             ("ib.hcas[].fabric", "ib.hcas[].rate_gbit_per_s"),
             ("nccl_allreduce_cluster",),
