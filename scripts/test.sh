@@ -20,11 +20,15 @@ unit=0
 .venv/bin/pytest -q -p no:cacheprovider --durations=12 -m "not lab and not wip and not beside_lab" -n 2 "$@" || unit=$?
 # Beside the lab tests, at the lowest CPU priority (nice 19): ansible-lint, the collection's build and
 # sanity tests, and the unit tests marked beside_lab (tests/suites.py: they drive ansible-playbook, pip or
-# Chromium and read no clock). The lab's simulated tools leave the CPUs idle about half of the lab run; this
-# work takes that time instead of minutes before the lab tests. Its output is printed after theirs.
+# Chromium and read no clock). It starts once the lab tests reach their modules that leave the CPUs idle
+# about half the time (tests/suites.py BESIDE_LAB_FROM: the lab's pytest creates $go), or when the lab
+# tests end; it takes that idle time instead of minutes before the lab tests. Its output comes after theirs.
 beside_log=$(mktemp /tmp/clustercert-beside-lab.XXXXXX)
+go=$(mktemp -u /tmp/clustercert-beside-go.XXXXXX)
 (
+  while [ ! -e "$go" ]; do sleep 2; done
   renice -n 19 -p "$BASHPID" >/dev/null || true
+  echo "== beside the lab tests, from $(date +%T)"
   rc=0
   echo "== ansible-lint (production profile)"
   .venv/bin/ansible-lint --profile production -q roles playbooks || rc=1
@@ -40,14 +44,16 @@ beside_pid=$!
 trap 'kill -- "$beside_pid" 2>/dev/null; echo "test.sh: interrupted" >&2; exit 130' INT
 # The lab tests need root (namespaces, bridges, systemd-nspawn) and run serially: one lab per machine,
 # the modules in tests/conftest.py's LAB_MODULE_ORDER. They run even when a unit test failed: CI reports both.
-echo "== pytest: lab tests (serial; beside them: linters, collection, unit tests marked beside_lab)"
+echo "== pytest: lab tests (serial; beside them: linters, collection, unit tests marked beside_lab), from $(date +%T)"
 lab=0
-.venv/bin/pytest -q -p no:cacheprovider --durations=12 -m "lab and not wip" "$@" || lab=$?
+CLUSTERCERT_BESIDE_LAB_GO="$go" .venv/bin/pytest -q -p no:cacheprovider --durations=12 -m "lab and not wip" "$@" \
+  || lab=$?
+touch "$go"  # the lab tests have ended: the work beside them starts now if it has not yet
 lint=0
 wait "$beside_pid" || lint=$?
 cat "$beside_log"
 beside=$(sed -n 's/^pytest_status=//p' "$beside_log" | tail -1)
-rm -f "$beside_log"
+rm -f "$beside_log" "$go"
 echo "== exit status: unit tests $unit, lab tests $lab, unit tests beside the lab ${beside:-none}," \
      "linters and collection $lint"
 [ "$lint" -eq 0 ] || exit 1

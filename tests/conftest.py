@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from suites import beside_lab
+from suites import BESIDE_LAB_FROM, beside_lab
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -208,6 +208,17 @@ LAB_MODULE_ORDER = (
     # reboots 2 of the 6 into another driver: nothing undoes it
     "tests/provisioning/test_rolling_reboot_lab.py",
 )
+
+
+def pytest_runtest_setup(item):
+    """Under scripts/test.sh (CLUSTERCERT_BESIDE_LAB_GO names a file): the first lab test of the modules from
+    BESIDE_LAB_FROM on creates that file, and the work beside the lab tests starts (tests/suites.py)."""
+    go = os.environ.get("CLUSTERCERT_BESIDE_LAB_GO")
+    if not go or item.get_closest_marker("lab") is None or os.path.exists(go):
+        return
+    path = str(Path(str(item.fspath)).relative_to(REPO))
+    if path in LAB_MODULE_ORDER and LAB_MODULE_ORDER.index(path) >= LAB_MODULE_ORDER.index(BESIDE_LAB_FROM):
+        Path(go).touch()
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -54,10 +54,12 @@ def test_the_clock_finder_finds_each_way_of_reading_one():
 def test_the_marker_selects_those_files_and_no_lab_test():
     assert beside_lab("tests/provisioning/test_render.py") and beside_lab("tests/test_wheel.py")
     assert not beside_lab("tests/test_probes.py") and not beside_lab("tests/test_wheel.py.bak")
+    # a folder of them (lab tests inside), a file of them, a file not among them
+    paths = ["tests/provisioning", "tests/test_wheel.py", "tests/test_probes.py"]
     p = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                        "-m", "beside_lab", str(REPO / "tests")], capture_output=True, text=True, cwd=REPO,
-                       timeout=300)
+                        "-m", "beside_lab", *paths], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     ids = [ln for ln in p.stdout.splitlines() if "::" in ln]
     assert ids and all(beside_lab(i.split("::")[0]) for i in ids), ids[:5]
-    assert not [i for i in ids if i.split("::")[0].endswith("_lab.py")]
+    assert {i.split("::")[0].rsplit("/", 1)[0] for i in ids} == {"tests/provisioning", "tests"}
+    assert not [i for i in ids if i.split("::")[0].endswith("_lab.py") or "test_probes.py" in i]

@@ -320,6 +320,8 @@ def test_probe_run_prints_its_document(capsys, monkeypatch):
     monkeypatch.setattr(
         probe_run, "run", lambda inv, names, cfg, judge, forks, all_pairs=False, io=None, **_: _outcome(names)
     )
+    # the sample's nodes do not exist: the rails' discovery would wait out ssh's connect timeout for them
+    monkeypatch.setattr(probe_run, "discover_rails", lambda inv, names, forks=None, *, io: {})
     doc = check(
         run_json(
             capsys, "probe", "-i", "sample:h100", "--probes", "ib_write_bw,iperf3", "--format", "json", rc=1
