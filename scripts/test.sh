@@ -26,7 +26,7 @@ unit=0
 beside_log=$(mktemp /tmp/clustercert-beside-lab.XXXXXX)
 go=$(mktemp -u /tmp/clustercert-beside-go.XXXXXX)
 (
-  while [ ! -e "$go" ]; do sleep 2; done
+  while [ ! -e "$go" ]; do kill -0 "$$" 2>/dev/null || exit 1; sleep 2; done  # not past this script's end
   renice -n 19 -p "$BASHPID" >/dev/null || true
   echo "== beside the lab tests, from $(date +%T)"
   rc=0
